@@ -1,0 +1,492 @@
+/**
+ * \file zkr.h
+ * \brief zkr: ZooKeeper coordination recipes for C.
+ *
+ * zkr builds correct, fenced coordination recipes (an exclusive lock today;
+ * leader election, a counting semaphore and a read/write lock share the same
+ * engine) on top of the ZooKeeper multi-threaded C client
+ * (`libzookeeper_mt`).
+ *
+ * \section contracts The three contracts
+ *
+ * **Errors.** Every fallible function returns an `int`: 0 (`ZOK`) on success,
+ * a ZooKeeper error code passed through unchanged (`ZCONNECTIONLOSS`,
+ * `ZNOAUTH`, `ZBADARGUMENTS`, ...), or one of zkr's own codes, which are all
+ * below -1000 (`ZKR_ETIMEDOUT`, `ZKR_ELOST`, ...). zkr_strerror() turns any of
+ * them into text. There is no errno side channel. When a function that takes
+ * a completion callback returns an error, the callback is never called.
+ *
+ * **Ownership.** Handles are opaque. Every string passed in is copied before
+ * the call returns. Strings handed back are either copied into a buffer the
+ * caller provides or allocated and released with the matching `_free`
+ * function. Every `_free` function accepts NULL as a harmless no-op.
+ *
+ * **Threads.** **All handles are thread-safe. Callbacks (session listeners,
+ * lock listeners, completions) run on one event thread per session, with no
+ * zkr lock held, in the order the events happened. A callback must not block
+ * for long, and must not call a blocking zkr function: those return
+ * ZKR_EDEADLK when called from a callback; use the `_async` variants.**
+ * ZooKeeper's own completion thread never runs application code.
+ *
+ * \section fencing Fencing tokens
+ *
+ * The fencing token of a grant is the `czxid` of the holder's node: a 64-bit
+ * number, strictly increasing across successive holders of one lock and never
+ * reused. A lock alone cannot stop a paused holder from writing late; the
+ * protected resource must reject a token lower than the highest it has
+ * already accepted.
+ */
+#ifndef ZKR_H
+#define ZKR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <zookeeper/zookeeper.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && defined(ZKR_BUILDING)
+#define ZKR_EXTERN __attribute__((visibility("default")))
+#else
+#define ZKR_EXTERN
+#endif
+
+/** Longest accepted recipe path, in bytes, not counting the final NUL. */
+#define ZKR_PATH_MAX 1024
+/** Buffer size that always fits a contender node's full path and a NUL. */
+#define ZKR_NODE_MAX (ZKR_PATH_MAX + 128)
+/** Longest accepted contender identifier, in bytes. */
+#define ZKR_ID_MAX 1024
+
+/**
+ * zkr's own error codes. ZooKeeper's codes (`ZOK`, `ZCONNECTIONLOSS`, ...)
+ * are returned unchanged alongside these.
+ */
+#define ZKR_ERRNO_MAP(X)                                                      \
+    X(EBUSY, -1001, "the lock is held by another contender")                  \
+    X(ETIMEDOUT, -1002, "timed out")                                          \
+    X(ECANCELED, -1003, "operation canceled")                                 \
+    X(ENOTHELD, -1004, "not held")                                            \
+    X(EALREADY, -1005, "already held or being acquired")                      \
+    X(ELOST, -1006, "session lost: ownership is gone")                        \
+    X(ECLOSED, -1007, "session closed")                                       \
+    X(EDEADLK, -1008, "blocking call from a zkr callback")                    \
+    X(ENOMEM, -1009, "out of memory")                                         \
+    X(ESYS, -1010, "system call failed")                                      \
+    X(ESTATE, -1011, "call not valid in the current state")                   \
+    X(EINUSE, -1012, "handle still in use")
+
+typedef enum {
+#define ZKR__ERR_ENUM(name, val, text) ZKR_##name = (val),
+    ZKR_ERRNO_MAP(ZKR__ERR_ENUM)
+#undef ZKR__ERR_ENUM
+} zkr_errno_t;
+
+/**
+ * \brief Describes an error code.
+ * \param rc a zkr code, a ZooKeeper code, or 0.
+ * \return a static string; never NULL. ZooKeeper codes are described by
+ *   ZooKeeper's zerror().
+ */
+ZKR_EXTERN const char *zkr_strerror(int rc);
+
+/**
+ * \brief The symbolic name of an error code ("ZKR_ELOST", "ZCONNECTIONLOSS").
+ * \return a static string; never NULL ("UNKNOWN" for unknown codes).
+ */
+ZKR_EXTERN const char *zkr_errname(int rc);
+
+/* ------------------------------------------------------------------------ */
+/* Session                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/** A zkr session: one ZooKeeper handle and its connection state. */
+typedef struct zkr_session zkr_session_t;
+
+/**
+ * Connection states (SPEC section 1).
+ *
+ * | state       | meaning                                                  |
+ * |-------------|----------------------------------------------------------|
+ * | CONNECTING  | no session yet (before the first connection)             |
+ * | CONNECTED   | connected with a new session (first time or after LOST)  |
+ * | SUSPENDED   | connection lost, session may still live: stop side effects|
+ * | RECONNECTED | connected again with the same session                    |
+ * | LOST        | session expired, or suspended past the safe deadline     |
+ * | CLOSED      | zkr_session_free() has begun                             |
+ */
+typedef enum {
+    ZKR_STATE_CONNECTING = 0,
+    ZKR_STATE_CONNECTED = 1,
+    ZKR_STATE_SUSPENDED = 2,
+    ZKR_STATE_RECONNECTED = 3,
+    ZKR_STATE_LOST = 4,
+    ZKR_STATE_CLOSED = 5
+} zkr_state_t;
+
+/** \brief Name of a state ("CONNECTED"...); never NULL. */
+ZKR_EXTERN const char *zkr_state_name(zkr_state_t state);
+
+/**
+ * Options for zkr_session_open(). Zero-initialise, then set what you need:
+ * `zkr_session_options_t o = {0};`.
+ */
+typedef struct zkr_session_options {
+    /** "user:password" for ZooKeeper's digest scheme, or NULL. */
+    const char *digest;
+    /** Chroot applied to every path ("/app"), or NULL. */
+    const char *chroot;
+    /** How long zkr_session_open() waits for the first connection;
+     *  0 = the session timeout, -1 = forever. */
+    int connect_timeout_ms;
+    /** Nonzero: after LOST, do not create a new session automatically. */
+    int no_reconnect;
+} zkr_session_options_t;
+
+/**
+ * \brief Opens a session and waits for its first connection.
+ *
+ * After LOST the session re-creates its ZooKeeper handle automatically (new
+ * session id, attempts spaced by exponential backoff with full jitter, from
+ * 100 ms up to 10 s) unless `opts->no_reconnect` is set.
+ *
+ * \param out OUT: the new session; set only on success.
+ * \param hosts comma-separated "host:port" list.
+ * \param session_timeout_ms requested session timeout (the server may
+ *   negotiate another; zkr uses the negotiated one). 0 means 10000.
+ * \param opts options, or NULL for defaults.
+ * \return 0; ZBADARGUMENTS (NULL out or hosts, empty hosts, negative
+ *   timeout, invalid chroot or digest); ZKR_ETIMEDOUT (no connection within
+ *   the connect timeout); ZAUTHFAILED (digest credentials refused);
+ *   ZKR_ENOMEM; ZKR_ESYS (thread or pipe creation failed);
+ *   ZSYSTEMERROR (zookeeper_init failed).
+ */
+ZKR_EXTERN int zkr_session_open(zkr_session_t **out, const char *hosts,
+                                int session_timeout_ms,
+                                const zkr_session_options_t *opts);
+
+/**
+ * \brief Wraps a ZooKeeper handle the application already has.
+ *
+ * zkr never replaces the application's global watcher: the application must
+ * call zkr_session_process_event() from its watcher for every session event
+ * (`type == ZOO_SESSION_EVENT`). An adopted session is never re-created after
+ * LOST; the application owns and closes the handle, after
+ * zkr_session_free().
+ *
+ * \param out OUT: the new session.
+ * \param zh a handle from zookeeper_init(); must outlive the session.
+ * \return 0; ZBADARGUMENTS; ZKR_ENOMEM; ZKR_ESYS.
+ */
+ZKR_EXTERN int zkr_session_adopt(zkr_session_t **out, zhandle_t *zh);
+
+/**
+ * \brief Feeds a watcher event of an adopted handle to zkr.
+ *
+ * Call it from the application's global watcher with the event's type and
+ * state. Events other than session events are ignored. Safe to call from
+ * ZooKeeper's completion thread; never blocks.
+ */
+ZKR_EXTERN void zkr_session_process_event(zkr_session_t *s, int type,
+                                          int state);
+
+/**
+ * \brief Closes the session.
+ *
+ * Every recipe handle of the session must have been freed first. Closes an
+ * owned ZooKeeper handle (the server then deletes the session's ephemeral
+ * nodes); for an adopted handle, deletes the nodes zkr still has to clean
+ * up while the handle is connected, removes zkr's watches, and leaves the
+ * handle open. Listeners get CLOSED. Must not be called from a callback.
+ *
+ * \return 0; ZKR_EINUSE (recipe handles still open: nothing was done);
+ *   ZKR_EDEADLK (called from a callback). NULL is a no-op returning 0.
+ */
+ZKR_EXTERN int zkr_session_free(zkr_session_t *s);
+
+/** \brief Current state. CLOSED for NULL. */
+ZKR_EXTERN zkr_state_t zkr_session_state(zkr_session_t *s);
+
+/**
+ * \brief How long the session's ownership claims stay safe, in ms.
+ *
+ * Counted from the last time a request reached the server and was answered,
+ * plus the negotiated session timeout, minus a safety margin of a tenth of
+ * the timeout: until then the server cannot have expired the session, so no
+ * other client can have been granted what this session holds. 0 when
+ * LOST, CLOSED, CONNECTING or past the deadline.
+ */
+ZKR_EXTERN int64_t zkr_session_valid_ms(zkr_session_t *s);
+
+/** \brief The current ZooKeeper session id, or 0 when there is none. */
+ZKR_EXTERN int64_t zkr_session_id(zkr_session_t *s);
+
+/** \brief The negotiated session timeout in ms (0 before connecting). */
+ZKR_EXTERN int zkr_session_timeout_ms(zkr_session_t *s);
+
+/**
+ * \brief The current ZooKeeper handle, for the application's own calls.
+ *
+ * It changes after LOST when the session is re-created; do not cache it, and
+ * never close it. NULL when there is none.
+ */
+ZKR_EXTERN zhandle_t *zkr_session_handle(zkr_session_t *s);
+
+/**
+ * \brief Waits until the session is CONNECTED or RECONNECTED.
+ * \param timeout_ms -1 forever, 0 check only, otherwise a bound.
+ * \return 0; ZKR_ETIMEDOUT; ZKR_ECLOSED; ZKR_ELOST (LOST and not
+ *   re-creating); ZBADARGUMENTS; ZKR_EDEADLK (from a callback).
+ */
+ZKR_EXTERN int zkr_session_wait_connected(zkr_session_t *s, int timeout_ms);
+
+/** Session state listener; runs on the session's event thread. */
+typedef void (*zkr_session_listener_t)(zkr_session_t *s, zkr_state_t state,
+                                       void *data);
+
+/**
+ * \brief Adds a listener called on every state change.
+ * \return 0; ZBADARGUMENTS; ZKR_ENOMEM.
+ */
+ZKR_EXTERN int zkr_session_add_listener(zkr_session_t *s,
+                                        zkr_session_listener_t fn,
+                                        void *data);
+
+/**
+ * \brief Removes a listener added with the same fn and data.
+ *
+ * When it returns, that listener is not running and will not run again
+ * (unless called from that listener itself).
+ * \return 0; ZBADARGUMENTS (NULL, or no such listener).
+ */
+ZKR_EXTERN int zkr_session_remove_listener(zkr_session_t *s,
+                                           zkr_session_listener_t fn,
+                                           void *data);
+
+/** Counters kept by a session, for observability and tests. */
+typedef enum {
+    /** Node watch notifications delivered to zkr (session events not
+     *  counted). */
+    ZKR_COUNTER_WATCH_EVENTS = 0,
+    /** Contender nodes created. */
+    ZKR_COUNTER_CREATES,
+    /** Contender nodes deleted by zkr (releases and cleanups). */
+    ZKR_COUNTER_DELETES,
+    /** Queue listings (getChildren) issued. */
+    ZKR_COUNTER_LISTS,
+    /** Creates whose outcome was unknown and had to be recovered. */
+    ZKR_COUNTER_RECOVERIES,
+    /** New ZooKeeper sessions established (first one included). */
+    ZKR_COUNTER_SESSIONS,
+    ZKR_COUNTER_COUNT_
+} zkr_counter_t;
+
+/** \brief Reads a counter; 0 for NULL or an unknown counter. */
+ZKR_EXTERN uint64_t zkr_session_counter(zkr_session_t *s, zkr_counter_t c);
+
+/* ------------------------------------------------------------------------ */
+/* Contenders (observability)                                                */
+/* ------------------------------------------------------------------------ */
+
+/** One contender of a queue, as read from ZooKeeper. */
+typedef struct zkr_contender {
+    char *node;          /**< full path of the contender's node */
+    char *id;            /**< its identifier (the node's data) */
+    int32_t seq;         /**< sequence number (signed, as ZooKeeper wrote) */
+    int64_t czxid;       /**< fencing token of the node */
+    int64_t ctime_ms;    /**< creation time, ms since the epoch (server) */
+    int64_t session_id;  /**< owning session (ephemeralOwner) */
+} zkr_contender_t;
+
+/**
+ * \brief Lists the contenders under a recipe path, in queue order.
+ *
+ * Recognises the node names of zkr, Curator, kazoo, go-zookeeper and
+ * ZooKeeper's contrib recipes; other children are skipped. The first entry
+ * holds the lock. Does not create anything.
+ *
+ * \param out OUT: array of `*count` entries; free with zkr_contenders_free().
+ *   NULL with count 0 when the path has no contender or does not exist.
+ * \return 0; ZBADARGUMENTS; ZKR_EDEADLK; ZKR_ECLOSED; ZKR_ENOMEM;
+ *   ZooKeeper codes (ZCONNECTIONLOSS, ZNOAUTH, ...).
+ */
+ZKR_EXTERN int zkr_contenders_list(zkr_session_t *s, const char *path,
+                                   zkr_contender_t **out, int *count);
+
+/** \brief Frees an array from zkr_contenders_list(); NULL is a no-op. */
+ZKR_EXTERN void zkr_contenders_free(zkr_contender_t *v, int count);
+
+/* ------------------------------------------------------------------------ */
+/* Exclusive lock                                                            */
+/* ------------------------------------------------------------------------ */
+
+/** A fair (FIFO) exclusive lock. Thread-safe. */
+typedef struct zkr_lock zkr_lock_t;
+
+/** States of a lock handle. */
+typedef enum {
+    ZKR_LOCK_IDLE = 0,      /**< not held, not acquiring */
+    ZKR_LOCK_ACQUIRING = 1, /**< acquire in progress */
+    ZKR_LOCK_HELD = 2,      /**< held, connection healthy or re-verified */
+    ZKR_LOCK_SUSPENDED = 3, /**< held, but the connection is down */
+    ZKR_LOCK_LOST = 4,      /**< ownership is gone (session lost / node gone) */
+    ZKR_LOCK_RELEASING = 5  /**< release in progress */
+} zkr_lock_state_t;
+
+/** \brief Name of a lock state ("HELD"...); never NULL. */
+ZKR_EXTERN const char *zkr_lock_state_name(zkr_lock_state_t state);
+
+/**
+ * \brief Creates a lock handle. Does not touch ZooKeeper.
+ *
+ * Several handles on one path, in one process or many, contend with each
+ * other. Contender nodes are `PATH/_c_<uuid>-lock-<seq>`, ephemeral and
+ * sequential, with the identifier as data; parents are created as container
+ * nodes when missing.
+ *
+ * \param out OUT: the new handle.
+ * \param s the session.
+ * \param path absolute, no trailing slash, no empty, "." or ".."
+ *   component, at most ZKR_PATH_MAX bytes, not "/".
+ * \param id identifier stored in the node (UTF-8, 1..ZKR_ID_MAX bytes), or
+ *   NULL for "hostname:pid".
+ * \param acl ACL of the nodes zkr creates, or NULL for ZOO_OPEN_ACL_UNSAFE.
+ * \return 0; ZBADARGUMENTS (NULL out or s, invalid path, empty or overlong
+ *   id, empty acl); ZKR_ECLOSED (session closed); ZKR_ENOMEM; ZKR_ESYS.
+ */
+ZKR_EXTERN int zkr_lock_new(zkr_lock_t **out, zkr_session_t *s,
+                            const char *path, const char *id,
+                            const struct ACL_vector *acl);
+
+/**
+ * \brief Frees a lock handle.
+ *
+ * Cancels a pending acquire (its completion gets ZKR_ECANCELED before this
+ * returns), releases a held lock (the node is deleted by the session in the
+ * background if the connection is down), and waits for a running callback
+ * of this handle, unless called from that callback. NULL is a no-op.
+ */
+ZKR_EXTERN void zkr_lock_free(zkr_lock_t *l);
+
+/**
+ * \brief Acquires the lock, waiting at most timeout_ms.
+ *
+ * Grants are FIFO: in the order contenders' nodes were created. The
+ * fencing token is available as soon as this returns 0.
+ *
+ * \param timeout_ms -1 waits forever; 0 tries once (it still needs a few
+ *   round trips to the server); N waits at most N ms.
+ * \return 0 (held); ZKR_EBUSY (timeout 0 and another contender holds or
+ *   waits before us); ZKR_ETIMEDOUT; ZKR_ECANCELED (zkr_lock_cancel());
+ *   ZKR_EALREADY (held or acquiring already); ZKR_ESTATE (a release is in
+ *   progress); ZKR_ELOST (the session was lost while acquiring, or our node
+ *   was deleted by someone else); ZKR_ECLOSED; ZKR_EDEADLK (from a
+ *   callback); ZBADARGUMENTS (NULL, timeout below -1); ZooKeeper codes such
+ *   as ZNOAUTH (the path's ACL refuses us). On every error, no node of this
+ *   attempt is left behind (deleted before return when the server can be
+ *   reached, else by the session as soon as it can).
+ */
+ZKR_EXTERN int zkr_lock_acquire(zkr_lock_t *l, int timeout_ms);
+
+/** Completion of an asynchronous acquire or release: rc first, data last. */
+typedef void (*zkr_lock_completion_t)(int rc, zkr_lock_t *l, void *data);
+
+/**
+ * \brief Starts acquiring; `cb` gets the result zkr_lock_acquire() would
+ *   return. Callable from callbacks.
+ * \return 0 (cb will be called exactly once); otherwise an error code as
+ *   for zkr_lock_acquire() and cb is never called.
+ */
+ZKR_EXTERN int zkr_lock_acquire_async(zkr_lock_t *l, int timeout_ms,
+                                      zkr_lock_completion_t cb, void *data);
+
+/**
+ * \brief Cancels a pending acquire from any thread.
+ *
+ * The acquire returns (or its completion gets) ZKR_ECANCELED, unless it had
+ * already been granted.
+ * \return 0 (a pending acquire will end with ZKR_ECANCELED); ZKR_ESTATE
+ *   (nothing being acquired); ZBADARGUMENTS.
+ */
+ZKR_EXTERN int zkr_lock_cancel(zkr_lock_t *l);
+
+/**
+ * \brief Releases the lock: deletes our node and waits for the server's
+ *   confirmation (or for the session to end, which deletes it too).
+ *
+ * Idempotent. Local state is never cleared before the delete is confirmed.
+ * \return 0 (released); ZKR_ENOTHELD (nothing held); ZKR_ELOST (ownership
+ *   had been lost; reported once, the handle is then idle); ZKR_ESTATE (an
+ *   acquire is in progress: cancel it instead); ZKR_EDEADLK; ZBADARGUMENTS.
+ */
+ZKR_EXTERN int zkr_lock_release(zkr_lock_t *l);
+
+/**
+ * \brief Asynchronous release; `cb` gets what zkr_lock_release() would
+ *   return. Callable from callbacks.
+ * \return 0 (cb will be called once); else an error as for
+ *   zkr_lock_release() and cb is never called.
+ */
+ZKR_EXTERN int zkr_lock_release_async(zkr_lock_t *l, zkr_lock_completion_t cb,
+                                      void *data);
+
+/** \brief Current state; ZKR_LOCK_IDLE for NULL. */
+ZKR_EXTERN zkr_lock_state_t zkr_lock_state(zkr_lock_t *l);
+
+/**
+ * \brief The fencing token (czxid of our node) of the current grant.
+ * \param token OUT.
+ * \return 0; ZKR_ENOTHELD (not HELD or SUSPENDED); ZBADARGUMENTS.
+ */
+ZKR_EXTERN int zkr_lock_token(zkr_lock_t *l, int64_t *token);
+
+/**
+ * \brief Copies the full path of our node (held or waiting) into buf.
+ * \return 0; ZKR_ENOTHELD (no node); ZBADARGUMENTS (NULL, or buf shorter
+ *   than the path plus NUL; ZKR_NODE_MAX always fits).
+ */
+ZKR_EXTERN int zkr_lock_node(zkr_lock_t *l, char *buf, size_t len);
+
+/**
+ * \brief Milliseconds for which ownership is still guaranteed: the
+ *   session's zkr_session_valid_ms() while HELD, else 0.
+ */
+ZKR_EXTERN int64_t zkr_lock_valid_ms(zkr_lock_t *l);
+
+/**
+ * \brief A file descriptor that is readable while the lock is SUSPENDED or
+ *   LOST, for poll()-based programs.
+ *
+ * Level-triggered: readable from the moment ownership becomes uncertain
+ * until it is re-verified (HELD again) or the handle is released or
+ * acquires again. Do not read from or close it. -1 for NULL.
+ */
+ZKR_EXTERN int zkr_lock_fd(zkr_lock_t *l);
+
+/** Lock state listener: SUSPENDED, HELD (re-verified), LOST. */
+typedef void (*zkr_lock_listener_t)(zkr_lock_t *l, zkr_lock_state_t state,
+                                    void *data);
+
+/**
+ * \brief Sets (or with NULL fn clears) the lock's state listener, called
+ *   when a held lock becomes SUSPENDED, HELD again after re-verification,
+ *   or LOST.
+ * \return 0; ZBADARGUMENTS.
+ */
+ZKR_EXTERN int zkr_lock_set_listener(zkr_lock_t *l, zkr_lock_listener_t fn,
+                                     void *data);
+
+/**
+ * \brief Lists this lock's contenders in queue order (the first holds).
+ * \return as zkr_contenders_list().
+ */
+ZKR_EXTERN int zkr_lock_contenders(zkr_lock_t *l, zkr_contender_t **out,
+                                   int *count);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZKR_H */

@@ -1,0 +1,289 @@
+/* Internal interfaces of zkr. Not installed. Names use the zkr__ prefix. */
+#ifndef ZKR_INTERNAL_H
+#define ZKR_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "zkr.h"
+
+/* ------------------------------------------------------------ util.c */
+
+int64_t zkr__now_ms(void);           /* CLOCK_MONOTONIC, milliseconds */
+int zkr__check_path(const char *path); /* 0 or ZBADARGUMENTS */
+int zkr__check_id(const char *id);     /* 0 or ZBADARGUMENTS */
+void zkr__uuid(char out[37]);          /* random (version 4) UUID */
+char *zkr__strdup(const char *s);
+char *zkr__join(const char *dir, const char *name); /* "dir/name" */
+int zkr__acl_copy(struct ACL_vector *dst, const struct ACL_vector *src);
+void zkr__acl_free(struct ACL_vector *v);
+int zkr__default_id(char *buf, size_t len); /* "hostname:pid" */
+
+/* ----------------------------------------------------------- names.c */
+
+/* Contender kinds, from the marker in the node name. */
+typedef enum {
+    ZKR__KIND_NONE = 0,  /* not a contender: ignored by every queue */
+    ZKR__KIND_EXCLUSIVE, /* "-lock-", "__lock__", "x-<sid>-" */
+    ZKR__KIND_READ,      /* "__rlock__", "__READ__" */
+    ZKR__KIND_WRITE,     /* "__WRIT__" */
+    ZKR__KIND_LATCH      /* "-latch-" */
+} zkr__kind_t;
+
+typedef struct zkr__entry {
+    const char *name; /* borrowed from the children vector */
+    int32_t seq;
+    zkr__kind_t kind;
+} zkr__entry_t;
+
+/* Parses ZooKeeper's "%010d" sequence suffix: optional '-', 1..10
+ * digits, within int32. 0 on success, -1 on junk. */
+int zkr__parse_seq(const char *s, int32_t *out);
+/* Recognises a contender name; -1 (kind NONE) when not a contender. */
+int zkr__parse_name(const char *name, int32_t *seq, zkr__kind_t *kind);
+/* Filters the recognised contenders of a child list and sorts them by
+ * signed sequence (ties broken by name). *out is malloc'd (NULL if n=0).
+ * Returns 0 or ZKR_ENOMEM. */
+int zkr__sort_children(const struct String_vector *v, zkr__entry_t **out,
+                       int *n);
+/* Index of name in v, or -1. */
+int zkr__find_entry(const zkr__entry_t *v, int n, const char *name);
+
+/* A recipe's rule: given the sorted queue and our index, return -1 when we
+ * are granted, else the index of the one entry to watch (it must be before
+ * us, and its deletion must be the next event that can change the answer). */
+typedef int (*zkr__pred_fn)(const zkr__entry_t *v, int n, int self);
+int zkr__pred_mutex(const zkr__entry_t *v, int n, int self);
+
+/* --------------------------------------------------------- session.c */
+
+typedef struct zkr__contender zkr__contender_t;
+typedef struct zkr__cleanup zkr__cleanup_t;
+typedef struct zkr__event zkr__event_t;
+typedef struct zkr__listener zkr__listener_t;
+
+/* Kinds of events delivered on the session's event thread. */
+enum {
+    ZKR__EV_SESSION = 1, /* session listeners, state in a */
+    ZKR__EV_STATE,       /* recipe state listener, state in a */
+    ZKR__EV_ACQUIRED,    /* acquire completion, rc in a */
+    ZKR__EV_RELEASED     /* release completion, rc in a */
+};
+
+struct zkr__event {
+    zkr__event_t *next;
+    int kind;
+    int a;
+    zkr__contender_t *c; /* NULL for session events */
+    void (*fn)(void);    /* the application's callback, cast back by the
+                            recipe's deliver function */
+    void *data;
+};
+
+struct zkr__listener {
+    zkr__listener_t *next;
+    zkr_session_listener_t fn;
+    void *data;
+};
+
+/* A node zkr must delete: by path, or (when a create's outcome is unknown)
+ * by searching dir for the contender's UUID. Belongs to one session id; a
+ * new session drops entries of older ones (their nodes died with them). */
+struct zkr__cleanup {
+    zkr__cleanup_t *next;
+    char *path;  /* full node path, or NULL when searching by uuid */
+    char *dir;   /* with uuid: the directory to search */
+    char uuid[37];
+    int64_t sid;
+    int busy;                /* an operation is in flight */
+    int dead;                /* dropped: free once not busy */
+    zkr__contender_t *owner; /* told when done (release/abort), or NULL */
+};
+
+#define ZKR__COUNTERS ZKR_COUNTER_COUNT_
+
+struct zkr_session {
+    pthread_mutex_t mu;    /* guards everything below and every contender */
+    pthread_cond_t cv;     /* broadcast on any change a blocking call awaits */
+    pthread_cond_t tcv;    /* wakes the timer thread */
+    pthread_cond_t ecv;    /* wakes the event thread */
+    pthread_t timer_thread, event_thread;
+    zhandle_t *zh; /* NULL while being replaced */
+    int owned;     /* zkr opened zh (and may replace it) */
+    char *hosts;   /* hosts plus chroot, for zookeeper_init */
+    char *digest;  /* "user:password" or NULL */
+    int req_timeout;
+    int no_reconnect;
+    int timeout;      /* negotiated session timeout, ms */
+    zkr_state_t state;
+    int connected;    /* the ZooKeeper handle is connected now */
+    int64_t sid;      /* current session id, 0 = none */
+    int64_t last_heard; /* send time of the newest answered request */
+    int64_t next_ping;
+    int ping_busy;
+    int64_t reconnect_at; /* when LOST and re-creating: next attempt */
+    int reconnect_attempt;
+    int64_t connect_deadline; /* a fresh handle must connect by then */
+    int replace;  /* the timer thread must close and re-create zh */
+    int closing;  /* zkr_session_free() running */
+    int stop;     /* threads must exit */
+    int auth_failed;
+    int ops;      /* zkr operations in flight (completions pending) */
+    int zh_users; /* threads using zh outside the mutex (sync calls) */
+    zkr__contender_t *ev_current; /* contender whose callback runs */
+    int ev_current_freed;         /* ... and it was freed meanwhile */
+    zkr__listener_t *listeners;
+    int ev_busy_session; /* event thread is running session listeners */
+    zkr__contender_t *contenders; /* doubly linked */
+    int ncontenders;
+    zkr__cleanup_t *cleanups;
+    zkr__event_t *ev_head, *ev_tail;
+    uint64_t counters[ZKR__COUNTERS];
+};
+
+/* Is the current thread the event thread of some session (running a
+ * callback)? Blocking calls return ZKR_EDEADLK then. */
+int zkr__in_callback(void);
+
+/* Posts an event; the session mutex must be held. Returns 0/ZKR_ENOMEM. */
+int zkr__post(zkr_session_t *s, int kind, int a, zkr__contender_t *c,
+              void (*fn)(void), void *data);
+
+/* Waits on s->cv until *flag is nonzero or the deadline (monotonic ms, -1
+ * none) passes. Mutex held. Returns 0 or ZKR_ETIMEDOUT. */
+int zkr__wait(zkr_session_t *s, const int *flag, int64_t deadline);
+
+/* Adds a node to delete; mutex held. */
+int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
+                     const char *uuid, int64_t sid, zkr__contender_t *owner);
+/* Runs pending cleanups if connected; mutex held. */
+void zkr__cleanup_pump(zkr_session_t *s);
+/* Detaches a contender from pending cleanups (it is being freed). */
+void zkr__cleanup_disown(zkr_session_t *s, zkr__contender_t *c);
+
+/* Wakes the timer thread (a deadline changed); mutex held. */
+void zkr__timer_kick(zkr_session_t *s);
+
+/* Records that the server answered a request sent at `sent`. */
+void zkr__heard(zkr_session_t *s, int64_t sent);
+
+/* zkr_session_valid_ms with the mutex held. */
+int64_t zkr__session_valid_locked(zkr_session_t *s);
+
+/* Is rc a sign that the connection (not the request) failed? */
+int zkr__is_connection_error(int rc);
+
+/* Borrows the handle for synchronous calls made without the mutex; the
+ * handle is not closed until returned. 0, ZKR_ECLOSED or ZCONNECTIONLOSS. */
+int zkr__zh_get(zkr_session_t *s, zhandle_t **zh);
+void zkr__zh_put(zkr_session_t *s);
+
+/* An asynchronous ZooKeeper call in flight: its completion context. */
+typedef struct zkr__op {
+    zkr_session_t *s;
+    zkr__contender_t *c; /* contender ops (c->busy counts them) */
+    zkr__cleanup_t *cl;  /* cleanup ops */
+    uint64_t gen;
+    int64_t sent; /* monotonic ms when issued */
+    int64_t sid;  /* session id when issued */
+    int last;     /* parents: the last create of the chain */
+    char *path;   /* op-specific path (watched node, adopted node) */
+} zkr__op_t;
+
+/* Allocates an op and counts it in flight (mutex held); NULL on ENOMEM. */
+zkr__op_t *zkr__op_new(zkr_session_t *s, zkr__contender_t *c);
+/* Completion prologue: locks, uncounts, records server contact. */
+zkr_session_t *zkr__op_begin(zkr__op_t *op, int rc);
+/* Completion epilogue: broadcasts, unlocks, frees op. */
+void zkr__op_end(zkr__op_t *op);
+/* Undo zkr__op_new when the call could not be issued (mutex held). */
+void zkr__op_cancel(zkr__op_t *op);
+
+/* Registers/unregisters a contender with its session; mutex held. */
+void zkr__session_attach(zkr_session_t *s, zkr__contender_t *c);
+void zkr__session_detach(zkr_session_t *s, zkr__contender_t *c);
+
+/* ----------------------------------------------------------- queue.c */
+
+/* What a recipe gives the engine. */
+typedef struct zkr__recipe {
+    const char *marker; /* node name marker, e.g. "-lock-" */
+    zkr__pred_fn pred;
+    /* Delivers an event to the application: casts fn back to the
+     * recipe's callback type and calls it with the recipe's handle. */
+    void (*deliver)(zkr__contender_t *c, const zkr__event_t *ev);
+} zkr__recipe_t;
+
+/* Engine phases: what the contender is doing on the server. */
+typedef enum {
+    ZKR__P_IDLE = 0,
+    ZKR__P_CREATING, /* create to issue or in flight */
+    ZKR__P_RECOVER,  /* create outcome unknown: search our UUID */
+    ZKR__P_LISTING,  /* list to issue or in flight */
+    ZKR__P_WATCHING, /* waiting for the blocking node to go */
+    ZKR__P_HELD,
+    ZKR__P_ABORTING, /* deleting our node before failing the acquire */
+    ZKR__P_RELEASING /* deleting our node to release */
+} zkr__phase_t;
+
+struct zkr__contender {
+    zkr__contender_t *prev, *next; /* in the session's list */
+    zkr_session_t *s;
+    const zkr__recipe_t *recipe;
+    void *owner; /* the recipe's handle */
+    char *dir;
+    char *data;
+    struct ACL_vector acl;
+    zkr__phase_t phase;
+    zkr_lock_state_t pub; /* what the application sees */
+    char uuid[37];
+    char *node; /* full path of our node, or NULL */
+    int64_t czxid;
+    int64_t node_sid; /* session that created node */
+    char *watching;   /* full path of the watched node, or NULL */
+    uint64_t gen;     /* bumps per attempt: stale completions ignored */
+    int busy;         /* one engine operation in flight */
+    int64_t deadline; /* acquire deadline (monotonic ms), -1 none */
+    int try_once;     /* timeout 0 */
+    int abort_rc;     /* nonzero: end the acquire with this once safe */
+    int parents_made; /* parents created in this attempt */
+    /* pending acquire / release */
+    int acq_sync, acq_done, acq_rc;
+    void (*acq_fn)(void);
+    void *acq_data;
+    int rel_pending, rel_sync, rel_done, rel_rc;
+    void (*rel_fn)(void);
+    void *rel_data;
+    /* state listener and loss fd */
+    void (*lis_fn)(void);
+    void *lis_data;
+    int fd[2];
+    int fd_readable;
+    int lost_unreported;
+    int events;  /* events queued or running for this contender */
+    int freeing; /* free requested from its own callback */
+};
+
+int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
+                        const zkr__recipe_t *recipe, void *owner,
+                        const char *dir, const char *id,
+                        const struct ACL_vector *acl);
+/* Frees what init allocated; cancels/cleans up; waits for callbacks. */
+void zkr__contender_destroy(zkr__contender_t *c);
+
+int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
+                 void *data);
+int zkr__cancel(zkr__contender_t *c);
+int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data);
+int64_t zkr__valid_ms(zkr__contender_t *c);
+
+/* Session hooks into the engine (mutex held). */
+void zkr__queue_on_connected(zkr_session_t *s, int new_session);
+void zkr__queue_on_suspended(zkr_session_t *s);
+void zkr__queue_on_lost(zkr_session_t *s);
+void zkr__queue_on_deadline(zkr_session_t *s, int64_t now, int64_t *next);
+void zkr__queue_cleanup_done(zkr__contender_t *c, int rc);
+void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
+                       void *ctx);
+
+#endif /* ZKR_INTERNAL_H */

@@ -1,0 +1,163 @@
+/* The exclusive lock: the contender-queue engine with the mutex rule
+ * (granted when no contender is before us) and Curator's node naming. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct zkr_lock {
+    zkr__contender_t c;
+};
+
+static void lock_deliver(zkr__contender_t *c, const zkr__event_t *ev)
+{
+    zkr_lock_t *l = c->owner;
+
+    if (ev->kind == ZKR__EV_STATE)
+        ((zkr_lock_listener_t)ev->fn)(l, (zkr_lock_state_t)ev->a, ev->data);
+    else
+        ((zkr_lock_completion_t)ev->fn)(ev->a, l, ev->data);
+}
+
+static const zkr__recipe_t lock_recipe = {
+    "-lock-",
+    zkr__pred_mutex,
+    lock_deliver,
+};
+
+int zkr_lock_new(zkr_lock_t **out, zkr_session_t *s, const char *path,
+                 const char *id, const struct ACL_vector *acl)
+{
+    zkr_lock_t *l;
+    int rc;
+
+    if (out == NULL || s == NULL)
+        return ZBADARGUMENTS;
+    l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return ZKR_ENOMEM;
+    rc = zkr__contender_init(&l->c, s, &lock_recipe, l, path, id, acl);
+    if (rc != 0) {
+        free(l);
+        return rc;
+    }
+    *out = l;
+    return 0;
+}
+
+void zkr_lock_free(zkr_lock_t *l)
+{
+    if (l == NULL)
+        return;
+    zkr__contender_destroy(&l->c);
+    free(l);
+}
+
+int zkr_lock_acquire(zkr_lock_t *l, int timeout_ms)
+{
+    if (l == NULL)
+        return ZBADARGUMENTS;
+    return zkr__acquire(&l->c, timeout_ms, NULL, NULL);
+}
+
+int zkr_lock_acquire_async(zkr_lock_t *l, int timeout_ms,
+                           zkr_lock_completion_t cb, void *data)
+{
+    if (l == NULL || cb == NULL)
+        return ZBADARGUMENTS;
+    return zkr__acquire(&l->c, timeout_ms, (void (*)(void))cb, data);
+}
+
+int zkr_lock_cancel(zkr_lock_t *l)
+{
+    if (l == NULL)
+        return ZBADARGUMENTS;
+    return zkr__cancel(&l->c);
+}
+
+int zkr_lock_release(zkr_lock_t *l)
+{
+    if (l == NULL)
+        return ZBADARGUMENTS;
+    return zkr__release(&l->c, NULL, NULL);
+}
+
+int zkr_lock_release_async(zkr_lock_t *l, zkr_lock_completion_t cb,
+                           void *data)
+{
+    if (l == NULL || cb == NULL)
+        return ZBADARGUMENTS;
+    return zkr__release(&l->c, (void (*)(void))cb, data);
+}
+
+zkr_lock_state_t zkr_lock_state(zkr_lock_t *l)
+{
+    zkr_lock_state_t st;
+
+    if (l == NULL)
+        return ZKR_LOCK_IDLE;
+    pthread_mutex_lock(&l->c.s->mu);
+    st = l->c.pub;
+    pthread_mutex_unlock(&l->c.s->mu);
+    return st;
+}
+
+int zkr_lock_token(zkr_lock_t *l, int64_t *token)
+{
+    int rc = 0;
+
+    if (l == NULL || token == NULL)
+        return ZBADARGUMENTS;
+    pthread_mutex_lock(&l->c.s->mu);
+    if (l->c.phase == ZKR__P_HELD)
+        *token = l->c.czxid;
+    else
+        rc = ZKR_ENOTHELD;
+    pthread_mutex_unlock(&l->c.s->mu);
+    return rc;
+}
+
+int zkr_lock_node(zkr_lock_t *l, char *buf, size_t len)
+{
+    int rc = 0;
+
+    if (l == NULL || buf == NULL || len == 0)
+        return ZBADARGUMENTS;
+    pthread_mutex_lock(&l->c.s->mu);
+    if (l->c.node == NULL)
+        rc = ZKR_ENOTHELD;
+    else if (strlen(l->c.node) >= len)
+        rc = ZBADARGUMENTS;
+    else
+        strcpy(buf, l->c.node);
+    pthread_mutex_unlock(&l->c.s->mu);
+    return rc;
+}
+
+int64_t zkr_lock_valid_ms(zkr_lock_t *l)
+{
+    return l != NULL ? zkr__valid_ms(&l->c) : 0;
+}
+
+int zkr_lock_fd(zkr_lock_t *l)
+{
+    return l != NULL ? l->c.fd[0] : -1;
+}
+
+int zkr_lock_set_listener(zkr_lock_t *l, zkr_lock_listener_t fn, void *data)
+{
+    if (l == NULL)
+        return ZBADARGUMENTS;
+    pthread_mutex_lock(&l->c.s->mu);
+    l->c.lis_fn = (void (*)(void))fn;
+    l->c.lis_data = data;
+    pthread_mutex_unlock(&l->c.s->mu);
+    return 0;
+}
+
+int zkr_lock_contenders(zkr_lock_t *l, zkr_contender_t **out, int *count)
+{
+    if (l == NULL)
+        return ZBADARGUMENTS;
+    return zkr_contenders_list(l->c.s, l->c.dir, out, count);
+}

@@ -1,0 +1,1016 @@
+/* The contender-queue engine (SPEC section 2): one implementation of the
+ * ordered queue of ephemeral-sequential nodes that every recipe uses. A
+ * recipe gives only its marker (node naming) and its predicate (who must
+ * go before we are granted).
+ *
+ * Each contender is a small state machine (zkr__phase_t) driven by
+ * ZooKeeper completions, watch events, session state changes and the timer
+ * thread, all under the session mutex. step() looks at the phase and issues
+ * the next request when the connection allows it; every completion checks
+ * that it still belongs to the current attempt (gen) and phase, so a late
+ * answer can never grant or corrupt a newer attempt.
+ *
+ *   IDLE -> CREATING -> LISTING <-> WATCHING -> HELD -> RELEASING -> IDLE
+ *             |  ^
+ *             v  |  (connection lost during create: outcome unknown)
+ *           RECOVER: find our node by UUID; adopt it only if its
+ *                    ephemeralOwner is our current session
+ *   any acquiring phase -> ABORTING (delete our node) -> IDLE
+ *
+ * Node deletion (release, abort, orphans) is always done by the session's
+ * cleanup list, which retries across disconnections until the delete is
+ * confirmed or the session is gone: one place guarantees "no node left
+ * behind". */
+#define _GNU_SOURCE /* pipe2 */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static void step(zkr__contender_t *c);
+static void abort_acquire(zkr__contender_t *c, int rc);
+
+static int is_acquiring(const zkr__contender_t *c)
+{
+    return c->pub == ZKR_LOCK_ACQUIRING;
+}
+
+/* --------------------------------------------------------- loss fd */
+
+static void fd_set_readable(zkr__contender_t *c)
+{
+    if (!c->fd_readable) {
+        char b = 1;
+        if (write(c->fd[1], &b, 1) == 1)
+            c->fd_readable = 1;
+    }
+}
+
+static void fd_drain(zkr__contender_t *c)
+{
+    char buf[16];
+
+    if (c->fd_readable) {
+        while (read(c->fd[0], buf, sizeof(buf)) > 0)
+            ;
+        c->fd_readable = 0;
+    }
+}
+
+/* ----------------------------------------------------- notifications */
+
+static void notify_state(zkr__contender_t *c, zkr_lock_state_t st)
+{
+    c->pub = st;
+    if (st == ZKR_LOCK_SUSPENDED || st == ZKR_LOCK_LOST)
+        fd_set_readable(c);
+    else if (st == ZKR_LOCK_HELD)
+        fd_drain(c);
+    if (c->lis_fn != NULL)
+        zkr__post(c->s, ZKR__EV_STATE, (int)st, c, c->lis_fn, c->lis_data);
+}
+
+static void forget_node(zkr__contender_t *c)
+{
+    free(c->node);
+    c->node = NULL;
+    free(c->watching);
+    c->watching = NULL;
+    c->czxid = 0;
+}
+
+/* Ends the pending acquire with rc (0 = granted). */
+static void finish_acquire(zkr__contender_t *c, int rc)
+{
+    zkr_session_t *s = c->s;
+
+    if (!is_acquiring(c))
+        return;
+    c->deadline = -1;
+    c->abort_rc = 0;
+    if (rc == 0) {
+        c->phase = ZKR__P_HELD;
+        c->pub = ZKR_LOCK_HELD;
+        fd_drain(c);
+    } else {
+        c->phase = ZKR__P_IDLE;
+        c->pub = ZKR_LOCK_IDLE;
+        forget_node(c);
+    }
+    c->gen++; /* any answer still in flight is now stale */
+    if (c->acq_sync) {
+        c->acq_rc = rc;
+        c->acq_done = 1;
+        pthread_cond_broadcast(&s->cv);
+    } else if (c->acq_fn != NULL) {
+        zkr__post(s, ZKR__EV_ACQUIRED, rc, c, c->acq_fn, c->acq_data);
+    }
+    c->acq_fn = NULL;
+}
+
+static void finish_release(zkr__contender_t *c, int rc)
+{
+    zkr_session_t *s = c->s;
+
+    c->phase = ZKR__P_IDLE;
+    c->pub = ZKR_LOCK_IDLE;
+    forget_node(c);
+    fd_drain(c);
+    if (!c->rel_pending)
+        return;
+    c->rel_pending = 0;
+    if (c->rel_sync) {
+        c->rel_rc = rc;
+        c->rel_done = 1;
+        pthread_cond_broadcast(&s->cv);
+    } else if (c->rel_fn != NULL) {
+        zkr__post(s, ZKR__EV_RELEASED, rc, c, c->rel_fn, c->rel_data);
+    }
+    c->rel_fn = NULL;
+}
+
+/* --------------------------------------------------------- watches */
+
+static int path_watched_by_other(zkr_session_t *s, const char *path,
+                                 const zkr__contender_t *self)
+{
+    for (zkr__contender_t *o = s->contenders; o != NULL; o = o->next)
+        if (o != self && o->watching != NULL && o->phase ==
+            ZKR__P_WATCHING && strcmp(o->watching, path) == 0)
+            return 1;
+    return 0;
+}
+
+/* Removes our data watch on path from the server (and locally), unless
+ * another contender of this session still waits on it: no leaked watch. */
+static void drop_watch(zkr_session_t *s, const char *path,
+                       const zkr__contender_t *self)
+{
+    if (s->zh == NULL || path_watched_by_other(s, path, self))
+        return;
+    zoo_aremove_watches(s->zh, path, ZWATCHTYPE_DATA, zkr__node_watcher, s,
+                        1, NULL, NULL);
+}
+
+void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
+                       void *ctx)
+{
+    zkr_session_t *s = ctx;
+
+    (void)state;
+    /* Session events reach every watcher; the session layer handles them. */
+    if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT ||
+        path == NULL)
+        return;
+    pthread_mutex_lock(&s->mu);
+    if (zh == s->zh) {
+        s->counters[ZKR_COUNTER_WATCH_EVENTS]++;
+        for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
+            if (c->phase == ZKR__P_WATCHING && c->watching != NULL &&
+                strcmp(c->watching, path) == 0) {
+                free(c->watching);
+                c->watching = NULL;
+                c->phase = ZKR__P_LISTING; /* a hint: check again */
+                step(c);
+            }
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ------------------------------------------------------------ create */
+
+static void create_done(int rc, const char *value, const struct Stat *stat,
+                        const void *data);
+static void parents_done(int rc, const char *value, const void *data);
+
+static int stale(const zkr__op_t *op, zkr__phase_t phase)
+{
+    return op->gen != op->c->gen || op->c->phase != phase;
+}
+
+static void issue_create(zkr__contender_t *c)
+{
+    zkr_session_t *s = c->s;
+    char name[64 + 16];
+    char *path;
+    zkr__op_t *op;
+    int rc;
+
+    snprintf(name, sizeof(name), "_c_%s%s", c->uuid, c->recipe->marker);
+    path = zkr__join(c->dir, name);
+    op = path != NULL ? zkr__op_new(s, c) : NULL;
+    if (op == NULL) {
+        free(path);
+        abort_acquire(c, ZKR_ENOMEM);
+        return;
+    }
+    rc = zoo_acreate2(s->zh, path, c->data, (int)strlen(c->data), &c->acl,
+                      ZOO_EPHEMERAL_SEQUENTIAL, create_done, op);
+    free(path);
+    if (rc != ZOK) {
+        zkr__op_cancel(op);
+        if (rc != ZINVALIDSTATE && !zkr__is_connection_error(rc))
+            abort_acquire(c, rc);
+    }
+}
+
+/* Creates every missing ancestor of dir as a container node (ZooKeeper
+ * removes empty containers, so any of them may vanish again later: a
+ * NONODE on create simply brings us back here). Requests on one session
+ * are applied in order, so we can send them all at once; the last one's
+ * completion retries the create. */
+static void issue_parents(zkr__contender_t *c)
+{
+    zkr_session_t *s = c->s;
+    size_t len = strlen(c->dir);
+    char *p = zkr__strdup(c->dir);
+
+    if (p == NULL) {
+        abort_acquire(c, ZKR_ENOMEM);
+        return;
+    }
+    c->parents_made++;
+    for (size_t i = 1; i <= len; i++) {
+        zkr__op_t *op;
+        if (p[i] != '/' && p[i] != '\0')
+            continue;
+        p[i] = '\0';
+        op = zkr__op_new(s, c);
+        if (op == NULL)
+            break;
+        op->last = i == len;
+        if (zoo_acreate(s->zh, p, "", 0, &c->acl, ZOO_CONTAINER,
+                        parents_done, op) != ZOK) {
+            zkr__op_cancel(op);
+            break;
+        }
+        p[i] = i == len ? '\0' : '/';
+    }
+    free(p);
+}
+
+static void parents_done(int rc, const char *value, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr__contender_t *c = op->c;
+
+    (void)value;
+    if (op->last && !stale(op, ZKR__P_CREATING) && c->busy == 0) {
+        if (c->abort_rc != 0)
+            finish_acquire(c, c->abort_rc);
+        else if (rc == ZOK || rc == ZNODEEXISTS ||
+                 zkr__is_connection_error(rc))
+            step(c);
+        else
+            finish_acquire(c, rc == ZSESSIONEXPIRED || rc == ZCLOSING
+                                  ? ZKR_ELOST
+                                  : rc);
+    }
+    zkr__op_end(op);
+    (void)s;
+}
+
+static void create_done(int rc, const char *value, const struct Stat *stat,
+                        const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr__contender_t *c = op->c;
+
+    if (rc == ZOK)
+        s->counters[ZKR_COUNTER_CREATES]++;
+    if (stale(op, ZKR__P_CREATING)) {
+        /* Nobody wants this node any more (timed out, canceled, lost):
+         * delete it, or it would block the queue until our session ends. */
+        if (rc == ZOK)
+            zkr__cleanup_add(s, value, NULL, NULL, op->sid, NULL);
+    } else if (rc == ZOK) {
+        c->node = zkr__strdup(value);
+        c->czxid = stat->czxid;
+        c->node_sid = op->sid;
+        if (c->node == NULL) {
+            zkr__cleanup_add(s, value, NULL, NULL, op->sid, NULL);
+            finish_acquire(c, ZKR_ENOMEM);
+        } else if (c->abort_rc != 0) {
+            c->phase = ZKR__P_LISTING;
+            abort_acquire(c, c->abort_rc);
+        } else {
+            c->phase = ZKR__P_LISTING;
+            step(c);
+        }
+    } else if (rc == ZNONODE && c->abort_rc == 0 && c->parents_made < 5) {
+        issue_parents(c);
+    } else if (zkr__is_connection_error(rc)) {
+        /* The create may or may not have been applied. */
+        s->counters[ZKR_COUNTER_RECOVERIES]++;
+        c->phase = ZKR__P_RECOVER;
+        c->node_sid = op->sid;
+        if (c->abort_rc != 0)
+            abort_acquire(c, c->abort_rc);
+        else
+            step(c);
+    } else if (c->abort_rc != 0) {
+        finish_acquire(c, c->abort_rc);
+    } else {
+        finish_acquire(c, rc == ZSESSIONEXPIRED || rc == ZCLOSING ||
+                                  rc == ZINVALIDSTATE
+                              ? ZKR_ELOST
+                              : rc);
+    }
+    zkr__op_end(op);
+}
+
+/* ----------------------------------------------------------- recover */
+
+static void recover_stat_done(int rc, const struct Stat *stat,
+                              const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr__contender_t *c = op->c;
+
+    if (stale(op, ZKR__P_RECOVER)) {
+        ;
+    } else if (rc == ZOK && stat->ephemeralOwner == s->sid) {
+        /* Ours, created by this very session: adopt it. */
+        c->node = op->path;
+        op->path = NULL;
+        c->czxid = stat->czxid;
+        c->node_sid = s->sid;
+        c->phase = ZKR__P_LISTING;
+        if (c->abort_rc != 0)
+            abort_acquire(c, c->abort_rc);
+    } else if (rc == ZOK) {
+        /* Created by an older session of ours: never adopt it (that
+         * session's ownership is gone); delete it and start over. */
+        zkr__cleanup_add(s, op->path, NULL, NULL, s->sid, NULL);
+        c->phase = ZKR__P_CREATING;
+        zkr__uuid(c->uuid);
+        if (c->abort_rc != 0)
+            finish_acquire(c, c->abort_rc);
+    } else if (rc == ZNONODE) {
+        c->phase = ZKR__P_CREATING;
+        if (c->abort_rc != 0)
+            finish_acquire(c, c->abort_rc);
+    }
+    step(c);
+    zkr__op_end(op);
+}
+
+static void recover_list_done(int rc, const struct String_vector *v,
+                              const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr__contender_t *c = op->c;
+    const char *hit = NULL;
+
+    if (stale(op, ZKR__P_RECOVER)) {
+        zkr__op_end(op);
+        return;
+    }
+    if (rc == ZOK)
+        for (int i = 0; v != NULL && i < v->count; i++)
+            if (strstr(v->data[i], c->uuid) != NULL)
+                hit = v->data[i];
+    if (rc == ZOK && hit != NULL) {
+        zkr__op_t *op2 = zkr__op_new(s, c);
+        if (op2 != NULL)
+            op2->path = zkr__join(c->dir, hit);
+        if (op2 == NULL || op2->path == NULL ||
+            zoo_aexists(s->zh, op2->path, 0, recover_stat_done, op2) !=
+                ZOK) {
+            if (op2 != NULL)
+                zkr__op_cancel(op2);
+        }
+    } else if (rc == ZOK || rc == ZNONODE) {
+        /* Never applied: create again (same UUID, nothing to confuse). */
+        c->phase = ZKR__P_CREATING;
+        if (c->abort_rc != 0)
+            finish_acquire(c, c->abort_rc);
+        else
+            step(c);
+    } else if (!zkr__is_connection_error(rc)) {
+        abort_acquire(c, rc == ZSESSIONEXPIRED || rc == ZCLOSING
+                             ? ZKR_ELOST
+                             : rc);
+    }
+    zkr__op_end(op);
+}
+
+static void issue_recover(zkr__contender_t *c)
+{
+    zkr__op_t *op = zkr__op_new(c->s, c);
+
+    if (op == NULL)
+        return;
+    if (zoo_aget_children(c->s->zh, c->dir, 0, recover_list_done, op) !=
+        ZOK)
+        zkr__op_cancel(op);
+}
+
+/* -------------------------------------------------------- list/watch */
+
+static void wget_done(int rc, const char *value, int len,
+                      const struct Stat *stat, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr__contender_t *c = op->c;
+
+    (void)value;
+    (void)len;
+    (void)stat;
+    if (stale(op, ZKR__P_WATCHING) || c->watching == NULL ||
+        strcmp(c->watching, op->path) != 0) {
+        /* We moved on while the watch was being set: take it back. */
+        if (rc == ZOK)
+            drop_watch(s, op->path, c);
+    } else if (rc == ZNONODE || zkr__is_connection_error(rc)) {
+        /* Gone before we could watch it (no watch is left on a missing
+         * node by getData), or unknown: list again. */
+        free(c->watching);
+        c->watching = NULL;
+        c->phase = ZKR__P_LISTING;
+        step(c);
+    } else if (rc != ZOK) {
+        abort_acquire(c, rc == ZSESSIONEXPIRED || rc == ZCLOSING
+                             ? ZKR_ELOST
+                             : rc);
+    }
+    zkr__op_end(op);
+}
+
+static void list_done(int rc, const struct String_vector *v,
+                      const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr__contender_t *c = op->c;
+    zkr__entry_t *e = NULL;
+    int n = 0, self, w;
+
+    if (stale(op, ZKR__P_LISTING)) {
+        zkr__op_end(op);
+        return;
+    }
+    if (zkr__is_connection_error(rc)) {
+        zkr__op_end(op); /* listed again after reconnecting */
+        return;
+    }
+    if (rc != ZOK) {
+        /* NONODE: the directory (so our node) is gone. */
+        abort_acquire(c, rc == ZNONODE || rc == ZSESSIONEXPIRED ||
+                                 rc == ZCLOSING
+                             ? ZKR_ELOST
+                             : rc);
+        zkr__op_end(op);
+        return;
+    }
+    if (zkr__sort_children(v, &e, &n) != 0) {
+        abort_acquire(c, ZKR_ENOMEM);
+        zkr__op_end(op);
+        return;
+    }
+    self = zkr__find_entry(e, n, strrchr(c->node, '/') + 1);
+    if (self < 0) {
+        /* Our node was deleted by someone else (an administrator, or the
+         * server expiring our session): we can never be granted with it. */
+        forget_node(c);
+        finish_acquire(c, ZKR_ELOST);
+    } else if ((w = c->recipe->pred(e, n, self)) < 0) {
+        finish_acquire(c, 0);
+    } else if (c->try_once) {
+        abort_acquire(c, ZKR_EBUSY);
+    } else {
+        zkr__op_t *op2;
+        c->watching = zkr__join(c->dir, e[w].name);
+        op2 = c->watching != NULL ? zkr__op_new(s, c) : NULL;
+        if (op2 != NULL)
+            op2->path = zkr__strdup(c->watching);
+        c->phase = ZKR__P_WATCHING;
+        if (op2 == NULL || op2->path == NULL) {
+            if (op2 != NULL)
+                zkr__op_cancel(op2);
+            abort_acquire(c, ZKR_ENOMEM);
+        } else if (zoo_awget(s->zh, op2->path, zkr__node_watcher, s,
+                             wget_done, op2) != ZOK) {
+            zkr__op_cancel(op2);
+            free(c->watching);
+            c->watching = NULL;
+            c->phase = ZKR__P_LISTING; /* retried on reconnect */
+        }
+    }
+    free(e);
+    zkr__op_end(op);
+}
+
+static void issue_list(zkr__contender_t *c)
+{
+    zkr__op_t *op = zkr__op_new(c->s, c);
+
+    if (op == NULL)
+        return;
+    c->s->counters[ZKR_COUNTER_LISTS]++;
+    if (zoo_aget_children(c->s->zh, c->dir, 0, list_done, op) != ZOK)
+        zkr__op_cancel(op);
+}
+
+/* ------------------------------------------------------ re-verify */
+
+static void verify_done(int rc, const struct Stat *stat, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr__contender_t *c = op->c;
+
+    if (!stale(op, ZKR__P_HELD) && c->pub == ZKR_LOCK_SUSPENDED) {
+        if (rc == ZOK && stat->ephemeralOwner == s->sid &&
+            stat->czxid == c->czxid) {
+            notify_state(c, ZKR_LOCK_HELD);
+        } else if (rc == ZOK || rc == ZNONODE) {
+            /* Deleted, or re-created by someone else: ownership is gone. */
+            c->phase = ZKR__P_IDLE;
+            forget_node(c);
+            c->lost_unreported = 1;
+            notify_state(c, ZKR_LOCK_LOST);
+        }
+        /* connection errors: verified again after the next reconnect */
+    }
+    zkr__op_end(op);
+}
+
+static void issue_verify(zkr__contender_t *c)
+{
+    zkr__op_t *op = zkr__op_new(c->s, c);
+
+    if (op == NULL)
+        return;
+    if (zoo_aexists(c->s->zh, c->node, 0, verify_done, op) != ZOK)
+        zkr__op_cancel(op);
+}
+
+/* -------------------------------------------------------------- step */
+
+static void step(zkr__contender_t *c)
+{
+    zkr_session_t *s = c->s;
+
+    if (c->busy || !s->connected || s->zh == NULL)
+        return;
+    switch (c->phase) {
+    case ZKR__P_CREATING:
+        issue_create(c);
+        break;
+    case ZKR__P_RECOVER:
+        issue_recover(c);
+        break;
+    case ZKR__P_LISTING:
+        issue_list(c);
+        break;
+    case ZKR__P_HELD:
+        if (c->pub == ZKR_LOCK_SUSPENDED)
+            issue_verify(c);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Ends an acquire early with rc once no node of it can be left behind:
+ * a create in flight is waited for; a known node is handed to the cleanup
+ * list (and, when connected, the acquire returns only once it is gone); a
+ * create of unknown outcome while disconnected is handed over as a search
+ * by UUID. */
+static void abort_acquire(zkr__contender_t *c, int rc)
+{
+    zkr_session_t *s = c->s;
+
+    if (!is_acquiring(c))
+        return;
+    if (c->abort_rc == 0)
+        c->abort_rc = rc;
+    switch (c->phase) {
+    case ZKR__P_CREATING:
+        if (c->busy == 0)
+            finish_acquire(c, c->abort_rc);
+        break;
+    case ZKR__P_RECOVER:
+        if (c->busy == 0) {
+            zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL);
+            finish_acquire(c, c->abort_rc);
+        }
+        break;
+    case ZKR__P_LISTING:
+    case ZKR__P_WATCHING:
+        if (c->watching != NULL) {
+            char *w = c->watching;
+            c->watching = NULL;
+            c->phase = ZKR__P_ABORTING;
+            drop_watch(s, w, c);
+            free(w);
+        }
+        c->phase = ZKR__P_ABORTING;
+        if (s->connected) {
+            zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, c);
+        } else {
+            zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL);
+            finish_acquire(c, c->abort_rc);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/* The session's cleanup list finished deleting a node of ours. */
+void zkr__queue_cleanup_done(zkr__contender_t *c, int rc)
+{
+    if (c->phase == ZKR__P_ABORTING) {
+        forget_node(c);
+        finish_acquire(c, c->abort_rc);
+    } else if (c->phase == ZKR__P_RELEASING) {
+        finish_release(c, rc);
+    }
+}
+
+/* -------------------------------------------------- session hooks */
+
+void zkr__queue_on_connected(zkr_session_t *s, int new_session)
+{
+    (void)new_session;
+    for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
+        if (c->phase == ZKR__P_WATCHING) {
+            /* The client re-registers watches on reconnect, but a release
+             * may have happened while we were away: look again. */
+            free(c->watching);
+            c->watching = NULL;
+            c->phase = ZKR__P_LISTING;
+        }
+        step(c);
+    }
+}
+
+void zkr__queue_on_suspended(zkr_session_t *s)
+{
+    for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next)
+        if (c->phase == ZKR__P_HELD && c->pub == ZKR_LOCK_HELD)
+            notify_state(c, ZKR_LOCK_SUSPENDED);
+}
+
+void zkr__queue_on_lost(zkr_session_t *s)
+{
+    for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
+        zkr__cleanup_disown(s, c);
+        if (is_acquiring(c)) {
+            /* Whatever node this attempt had died with the session. */
+            c->phase = ZKR__P_IDLE;
+            finish_acquire(c, c->abort_rc != 0 ? c->abort_rc : ZKR_ELOST);
+        } else if (c->phase == ZKR__P_HELD) {
+            c->phase = ZKR__P_IDLE;
+            forget_node(c);
+            c->gen++;
+            c->lost_unreported = 1;
+            notify_state(c, ZKR_LOCK_LOST);
+        } else if (c->phase == ZKR__P_RELEASING) {
+            finish_release(c, 0); /* the node went with the session */
+        }
+    }
+}
+
+void zkr__queue_on_deadline(zkr_session_t *s, int64_t now, int64_t *next)
+{
+    for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
+        if (!is_acquiring(c) || c->deadline < 0 || c->abort_rc != 0)
+            continue;
+        if (now >= c->deadline)
+            abort_acquire(c, ZKR_ETIMEDOUT);
+        else if (*next < 0 || c->deadline < *next)
+            *next = c->deadline;
+    }
+}
+
+/* ------------------------------------------------------ public core */
+
+int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
+                        const zkr__recipe_t *recipe, void *owner,
+                        const char *dir, const char *id,
+                        const struct ACL_vector *acl)
+{
+    char idbuf[300];
+    int rc;
+
+    memset(c, 0, sizeof(*c));
+    c->fd[0] = c->fd[1] = -1;
+    if (s == NULL || zkr__check_path(dir) != 0)
+        return ZBADARGUMENTS;
+    if (id == NULL) {
+        zkr__default_id(idbuf, sizeof(idbuf));
+        id = idbuf;
+    }
+    if (zkr__check_id(id) != 0 || (acl != NULL && acl->count <= 0))
+        return ZBADARGUMENTS;
+    c->s = s;
+    c->recipe = recipe;
+    c->owner = owner;
+    c->deadline = -1;
+    c->dir = zkr__strdup(dir);
+    c->data = zkr__strdup(id);
+    if (c->dir == NULL || c->data == NULL) {
+        rc = ZKR_ENOMEM;
+        goto fail;
+    }
+    if ((rc = zkr__acl_copy(&c->acl, acl != NULL ? acl
+                                                 : &ZOO_OPEN_ACL_UNSAFE)))
+        goto fail;
+    if (pipe2(c->fd, O_CLOEXEC | O_NONBLOCK) != 0) {
+        c->fd[0] = c->fd[1] = -1;
+        rc = ZKR_ESYS;
+        goto fail;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (s->closing) {
+        pthread_mutex_unlock(&s->mu);
+        rc = ZKR_ECLOSED;
+        goto fail;
+    }
+    zkr__session_attach(s, c);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+fail:
+    free(c->dir);
+    free(c->data);
+    zkr__acl_free(&c->acl);
+    if (c->fd[0] >= 0) {
+        close(c->fd[0]);
+        close(c->fd[1]);
+    }
+    memset(c, 0, sizeof(*c));
+    return rc;
+}
+
+void zkr__contender_destroy(zkr__contender_t *c)
+{
+    zkr_session_t *s = c->s;
+    int self;
+
+    pthread_mutex_lock(&s->mu);
+    self = zkr__in_callback() && s->ev_current == c;
+    if (is_acquiring(c)) {
+        abort_acquire(c, ZKR_ECANCELED);
+        /* Do not wait for the delete: the session finishes it. */
+        zkr__cleanup_disown(s, c);
+        if (c->phase == ZKR__P_ABORTING) {
+            forget_node(c);
+            finish_acquire(c, c->abort_rc);
+        }
+    } else if (c->phase == ZKR__P_HELD) {
+        zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL);
+        c->phase = ZKR__P_IDLE;
+        forget_node(c);
+    } else if (c->phase == ZKR__P_RELEASING) {
+        zkr__cleanup_disown(s, c);
+        finish_release(c, 0);
+    }
+    /* A create still in flight ends in create_done, which sees a stale
+     * generation and deletes what it made. Wait for it and for queued
+     * callbacks (the canceled completion among them). */
+    c->gen++;
+    while (c->busy > 0 || c->events > (self ? 1 : 0))
+        pthread_cond_wait(&s->cv, &s->mu);
+    if (c->watching != NULL)
+        drop_watch(s, c->watching, c);
+    zkr__session_detach(s, c);
+    pthread_mutex_unlock(&s->mu);
+    forget_node(c);
+    free(c->dir);
+    free(c->data);
+    zkr__acl_free(&c->acl);
+    close(c->fd[0]);
+    close(c->fd[1]);
+}
+
+int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
+                 void *data)
+{
+    zkr_session_t *s = c->s;
+    int sync = fn == NULL, rc = 0;
+
+    if (timeout_ms < -1)
+        return ZBADARGUMENTS;
+    if (sync && timeout_ms != 0 && zkr__in_callback())
+        return ZKR_EDEADLK;
+    pthread_mutex_lock(&s->mu);
+    if (s->closing)
+        rc = ZKR_ECLOSED;
+    else if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
+        rc = ZKR_ELOST;
+    else if (c->phase == ZKR__P_RELEASING)
+        rc = ZKR_ESTATE;
+    else if (c->phase != ZKR__P_IDLE || is_acquiring(c))
+        rc = ZKR_EALREADY;
+    else if (timeout_ms == 0 && !s->connected)
+        rc = ZCONNECTIONLOSS;
+    if (rc != 0) {
+        pthread_mutex_unlock(&s->mu);
+        return rc;
+    }
+    c->lost_unreported = 0;
+    fd_drain(c);
+    forget_node(c);
+    c->gen++;
+    zkr__uuid(c->uuid);
+    c->phase = ZKR__P_CREATING;
+    c->pub = ZKR_LOCK_ACQUIRING;
+    c->abort_rc = 0;
+    c->parents_made = 0;
+    c->try_once = timeout_ms == 0;
+    /* A try still needs round trips; bound it by the session timeout in
+     * case the connection drops half-way. */
+    c->deadline = timeout_ms > 0    ? zkr__now_ms() + timeout_ms
+                  : timeout_ms == 0 ? zkr__now_ms() + (s->timeout > 0
+                                                           ? s->timeout
+                                                           : 10000)
+                                    : -1;
+    c->acq_sync = sync;
+    c->acq_done = 0;
+    c->acq_fn = fn;
+    c->acq_data = data;
+    step(c);
+    zkr__timer_kick(s);
+    if (sync) {
+        zkr__wait(s, &c->acq_done, -1);
+        rc = c->acq_rc;
+        c->acq_sync = 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int zkr__cancel(zkr__contender_t *c)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&c->s->mu);
+    if (is_acquiring(c))
+        abort_acquire(c, ZKR_ECANCELED);
+    else
+        rc = ZKR_ESTATE;
+    pthread_mutex_unlock(&c->s->mu);
+    return rc;
+}
+
+int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
+{
+    zkr_session_t *s = c->s;
+    int sync = fn == NULL, rc = 0;
+
+    if (sync && zkr__in_callback())
+        return ZKR_EDEADLK;
+    pthread_mutex_lock(&s->mu);
+    if (is_acquiring(c)) {
+        rc = ZKR_ESTATE;
+    } else if (c->lost_unreported) {
+        c->lost_unreported = 0;
+        c->pub = ZKR_LOCK_IDLE;
+        fd_drain(c);
+        rc = ZKR_ELOST;
+    } else if (c->phase != ZKR__P_HELD) {
+        rc = ZKR_ENOTHELD;
+    }
+    if (rc != 0) {
+        pthread_mutex_unlock(&s->mu);
+        return rc;
+    }
+    c->phase = ZKR__P_RELEASING;
+    c->pub = ZKR_LOCK_RELEASING;
+    c->rel_pending = 1;
+    c->rel_sync = sync;
+    c->rel_done = 0;
+    c->rel_fn = fn;
+    c->rel_data = data;
+    rc = zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, c);
+    if (rc != 0) {
+        c->phase = ZKR__P_HELD;
+        c->pub = ZKR_LOCK_HELD;
+        c->rel_pending = 0;
+    } else if (sync) {
+        zkr__wait(s, &c->rel_done, -1);
+        rc = c->rel_rc;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int64_t zkr__valid_ms(zkr__contender_t *c)
+{
+    int64_t v = 0;
+
+    pthread_mutex_lock(&c->s->mu);
+    if (c->pub == ZKR_LOCK_HELD)
+        v = zkr__session_valid_locked(c->s);
+    pthread_mutex_unlock(&c->s->mu);
+    return v;
+}
+
+/* ------------------------------------------------------ observation */
+
+void zkr_contenders_free(zkr_contender_t *v, int count)
+{
+    if (v == NULL)
+        return;
+    for (int i = 0; i < count; i++) {
+        free(v[i].node);
+        free(v[i].id);
+    }
+    free(v);
+}
+
+/* Reads one contender's data and stat. 1 = filled, 0 = gone, <0 error. */
+static int read_contender(zhandle_t *zh, const char *dir,
+                          const zkr__entry_t *e, zkr_contender_t *out)
+{
+    char buf[ZKR_ID_MAX + 1];
+    int len = ZKR_ID_MAX;
+    struct Stat st;
+    char *path = zkr__join(dir, e->name);
+    int rc;
+
+    if (path == NULL)
+        return ZKR_ENOMEM;
+    rc = zoo_get(zh, path, 0, buf, &len, &st);
+    if (rc == ZNONODE) {
+        free(path);
+        return 0;
+    }
+    if (rc != ZOK) {
+        free(path);
+        return rc;
+    }
+    buf[len > 0 ? len : 0] = '\0';
+    out->node = path;
+    out->id = zkr__strdup(buf);
+    out->seq = e->seq;
+    out->czxid = st.czxid;
+    out->ctime_ms = st.ctime;
+    out->session_id = st.ephemeralOwner;
+    return out->id != NULL ? 1 : ZKR_ENOMEM;
+}
+
+int zkr_contenders_list(zkr_session_t *s, const char *path,
+                        zkr_contender_t **out, int *count)
+{
+    struct String_vector kids = {0, NULL};
+    zkr__entry_t *e = NULL;
+    zkr_contender_t *v = NULL;
+    zhandle_t *zh;
+    int n = 0, k = 0, rc;
+
+    if (out == NULL || count == NULL)
+        return ZBADARGUMENTS;
+    *out = NULL;
+    *count = 0;
+    if (s == NULL || zkr__check_path(path) != 0)
+        return ZBADARGUMENTS;
+    if (zkr__in_callback())
+        return ZKR_EDEADLK;
+    if ((rc = zkr__zh_get(s, &zh)) != 0)
+        return rc;
+    rc = zoo_get_children(zh, path, 0, &kids);
+    if (rc == ZNONODE) {
+        rc = 0;
+        goto out;
+    }
+    if (rc != ZOK || (rc = zkr__sort_children(&kids, &e, &n)) != 0 || n == 0)
+        goto out;
+    v = calloc((size_t)n, sizeof(*v));
+    if (v == NULL) {
+        rc = ZKR_ENOMEM;
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        int r = read_contender(zh, path, &e[i], &v[k]);
+        if (r < 0) {
+            rc = r;
+            goto out;
+        }
+        k += r;
+    }
+    *out = v;
+    *count = k;
+    v = NULL;
+out:
+    zkr__zh_put(s);
+    zkr_contenders_free(v, k);
+    free(e);
+    deallocate_String_vector(&kids);
+    if (*out != NULL && *count == 0) {
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
+}

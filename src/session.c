@@ -1,0 +1,1097 @@
+/* The session layer (SPEC section 1): one ZooKeeper handle, its connection
+ * state, the safe deadline, the event and timer threads, and the cleanup of
+ * nodes that must be deleted whatever happens.
+ *
+ * Threads. ZooKeeper's completion thread runs our completions and watchers;
+ * they only change state under s->mu and post events. The timer thread
+ * sends heartbeats, enforces acquire deadlines, declares LOST at the safe
+ * deadline and re-creates the handle after LOST; it never runs application
+ * code, so a slow callback cannot delay a loss. The event thread runs every
+ * application callback, in order, with no lock held.
+ *
+ * The safe deadline. The client notices a dead connection after about 2/3
+ * of the negotiated timeout T without hearing from the server; the server
+ * expires a session no earlier than T after it last heard from the client
+ * (its expiry buckets round up, never down). Every request we send and see
+ * answered proves the server heard us no earlier than when we sent it, so
+ * "sent time of the newest answered request" (last_heard) is a lower bound
+ * of the server's own last-heard time. The server therefore cannot expire
+ * the session, and nobody else can be granted what we hold, before
+ * last_heard + T. We declare LOST at last_heard + T - T/10: the tenth
+ * absorbs clock-rate differences between the two machines and the time it
+ * takes our timer thread to act. A heartbeat (exists "/") every T/3 keeps
+ * last_heard fresh while idle; it replaces the client's own ping rather
+ * than adding to it, because the client pings only when idle. */
+#define _DEFAULT_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static _Thread_local int tl_in_callback;
+
+int zkr__in_callback(void)
+{
+    return tl_in_callback;
+}
+
+static int64_t margin_ms(const zkr_session_t *s)
+{
+    return s->timeout / 10;
+}
+
+static int64_t deadline_of(const zkr_session_t *s)
+{
+    return s->last_heard + s->timeout - margin_ms(s);
+}
+
+static int is_live(zkr_state_t st)
+{
+    return st == ZKR_STATE_CONNECTED || st == ZKR_STATE_RECONNECTED ||
+           st == ZKR_STATE_SUSPENDED;
+}
+
+int zkr__is_connection_error(int rc)
+{
+    return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT;
+}
+
+/* ------------------------------------------------------------- events */
+
+int zkr__post(zkr_session_t *s, int kind, int a, zkr__contender_t *c,
+              void (*fn)(void), void *data)
+{
+    zkr__event_t *ev = calloc(1, sizeof(*ev));
+
+    if (ev == NULL)
+        return ZKR_ENOMEM;
+    ev->kind = kind;
+    ev->a = a;
+    ev->c = c;
+    ev->fn = fn;
+    ev->data = data;
+    if (c != NULL)
+        c->events++;
+    if (s->ev_tail != NULL)
+        s->ev_tail->next = ev;
+    else
+        s->ev_head = ev;
+    s->ev_tail = ev;
+    pthread_cond_signal(&s->ecv);
+    return 0;
+}
+
+static void run_session_event(zkr_session_t *s, const zkr__event_t *ev)
+{
+    zkr__listener_t *snap = NULL, *l;
+    int n = 0, i = 0;
+
+    for (l = s->listeners; l != NULL; l = l->next)
+        n++;
+    if (n > 0)
+        snap = calloc((size_t)n, sizeof(*snap));
+    if (snap != NULL)
+        for (l = s->listeners; l != NULL; l = l->next)
+            snap[i++] = *l;
+    s->ev_busy_session = 1;
+    pthread_mutex_unlock(&s->mu);
+    for (i = 0; snap != NULL && i < n; i++)
+        snap[i].fn(s, (zkr_state_t)ev->a, snap[i].data);
+    pthread_mutex_lock(&s->mu);
+    s->ev_busy_session = 0;
+    free(snap);
+}
+
+static void *event_main(void *arg)
+{
+    zkr_session_t *s = arg;
+
+    tl_in_callback = 1;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        zkr__event_t *ev = s->ev_head;
+        if (ev == NULL) {
+            if (s->stop)
+                break;
+            pthread_cond_wait(&s->ecv, &s->mu);
+            continue;
+        }
+        s->ev_head = ev->next;
+        if (s->ev_head == NULL)
+            s->ev_tail = NULL;
+        if (ev->kind == ZKR__EV_SESSION) {
+            run_session_event(s, ev);
+        } else {
+            zkr__contender_t *c = ev->c;
+            s->ev_current = c;
+            s->ev_current_freed = 0;
+            pthread_mutex_unlock(&s->mu);
+            if (ev->fn != NULL)
+                c->recipe->deliver(c, ev);
+            pthread_mutex_lock(&s->mu);
+            if (!s->ev_current_freed)
+                c->events--;
+            s->ev_current = NULL;
+        }
+        free(ev);
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static void set_state(zkr_session_t *s, zkr_state_t st)
+{
+    if (s->state == st)
+        return;
+    s->state = st;
+    zkr__post(s, ZKR__EV_SESSION, (int)st, NULL, NULL, NULL);
+    pthread_cond_broadcast(&s->cv);
+}
+
+/* --------------------------------------------------------------- ops */
+
+zkr__op_t *zkr__op_new(zkr_session_t *s, zkr__contender_t *c)
+{
+    zkr__op_t *op = calloc(1, sizeof(*op));
+
+    if (op == NULL)
+        return NULL;
+    op->s = s;
+    op->c = c;
+    op->sent = zkr__now_ms();
+    op->sid = s->sid;
+    if (c != NULL) {
+        op->gen = c->gen;
+        c->busy++;
+    }
+    s->ops++;
+    return op;
+}
+
+void zkr__op_cancel(zkr__op_t *op)
+{
+    if (op->c != NULL)
+        op->c->busy--;
+    op->s->ops--;
+    free(op->path);
+    free(op);
+}
+
+zkr_session_t *zkr__op_begin(zkr__op_t *op, int rc)
+{
+    zkr_session_t *s = op->s;
+
+    pthread_mutex_lock(&s->mu);
+    s->ops--;
+    if (op->c != NULL)
+        op->c->busy--;
+    /* Any answer from the server, even an error, proves it heard us. */
+    if (!zkr__is_connection_error(rc) && rc != ZCLOSING &&
+        rc != ZSESSIONEXPIRED && rc != ZINVALIDSTATE &&
+        rc != ZSYSTEMERROR && op->sid == s->sid)
+        zkr__heard(s, op->sent);
+    return s;
+}
+
+void zkr__op_end(zkr__op_t *op)
+{
+    zkr_session_t *s = op->s;
+
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    free(op->path);
+    free(op);
+}
+
+void zkr__heard(zkr_session_t *s, int64_t sent)
+{
+    if (sent > s->last_heard)
+        s->last_heard = sent;
+}
+
+void zkr__timer_kick(zkr_session_t *s)
+{
+    pthread_cond_signal(&s->tcv);
+}
+
+int zkr__wait(zkr_session_t *s, const int *flag, int64_t deadline)
+{
+    while (!*flag) {
+        if (deadline < 0) {
+            pthread_cond_wait(&s->cv, &s->mu);
+        } else {
+            int64_t now = zkr__now_ms();
+            struct timespec ts;
+            if (now >= deadline)
+                return ZKR_ETIMEDOUT;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_sec += (deadline - now) / 1000;
+            ts.tv_nsec += ((deadline - now) % 1000) * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+        }
+    }
+    return 0;
+}
+
+int zkr__zh_get(zkr_session_t *s, zhandle_t **zh)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&s->mu);
+    if (s->closing)
+        rc = ZKR_ECLOSED;
+    else if (s->zh == NULL || !s->connected)
+        rc = ZCONNECTIONLOSS;
+    else {
+        *zh = s->zh;
+        s->zh_users++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void zkr__zh_put(zkr_session_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->zh_users--;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ----------------------------------------------------------- cleanup */
+
+int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
+                     const char *uuid, int64_t sid, zkr__contender_t *owner)
+{
+    zkr__cleanup_t *cl = calloc(1, sizeof(*cl));
+
+    if (cl == NULL)
+        return ZKR_ENOMEM;
+    cl->path = zkr__strdup(path);
+    cl->dir = zkr__strdup(dir);
+    if (uuid != NULL)
+        memcpy(cl->uuid, uuid, sizeof(cl->uuid));
+    if ((path != NULL && cl->path == NULL) ||
+        (dir != NULL && cl->dir == NULL)) {
+        free(cl->path);
+        free(cl->dir);
+        free(cl);
+        return ZKR_ENOMEM;
+    }
+    cl->sid = sid;
+    cl->owner = owner;
+    cl->next = s->cleanups;
+    s->cleanups = cl;
+    zkr__cleanup_pump(s);
+    return 0;
+}
+
+void zkr__cleanup_disown(zkr_session_t *s, zkr__contender_t *c)
+{
+    for (zkr__cleanup_t *cl = s->cleanups; cl != NULL; cl = cl->next)
+        if (cl->owner == c)
+            cl->owner = NULL;
+}
+
+/* Ends an entry: tells its owner, unlinks and frees it (unless an op still
+ * refers to it: then the op's completion frees it). */
+static void cleanup_finish(zkr_session_t *s, zkr__cleanup_t *cl, int rc)
+{
+    zkr__contender_t *owner = cl->owner;
+    zkr__cleanup_t **pp;
+
+    cl->owner = NULL;
+    cl->dead = 1;
+    if (owner != NULL)
+        zkr__queue_cleanup_done(owner, rc);
+    if (cl->busy)
+        return;
+    for (pp = &s->cleanups; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == cl) {
+            *pp = cl->next;
+            break;
+        }
+    }
+    free(cl->path);
+    free(cl->dir);
+    free(cl);
+}
+
+static void cleanup_deleted(int rc, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr__cleanup_t *cl = op->cl;
+
+    cl->busy = 0;
+    if (rc == ZOK)
+        s->counters[ZKR_COUNTER_DELETES]++;
+    if (cl->dead)
+        cleanup_finish(s, cl, 0);
+    else if (zkr__is_connection_error(rc))
+        ; /* retried by the next pump, after reconnecting */
+    else if (rc == ZOK || rc == ZNONODE || rc == ZSESSIONEXPIRED ||
+             rc == ZCLOSING || rc == ZINVALIDSTATE)
+        cleanup_finish(s, cl, 0); /* gone, or gone with its session */
+    else
+        cleanup_finish(s, cl, rc); /* ZNOAUTH...: cannot be deleted */
+    zkr__cleanup_pump(s);
+    zkr__op_end(op);
+}
+
+static void cleanup_listed(int rc, const struct String_vector *v,
+                           const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr__cleanup_t *cl = op->cl;
+
+    cl->busy = 0;
+    if (cl->dead) {
+        cleanup_finish(s, cl, 0);
+    } else if (rc == ZOK) {
+        const char *hit = NULL;
+        for (int i = 0; v != NULL && i < v->count; i++)
+            if (strstr(v->data[i], cl->uuid) != NULL)
+                hit = v->data[i];
+        if (hit == NULL) {
+            cleanup_finish(s, cl, 0);
+        } else {
+            cl->path = zkr__join(cl->dir, hit);
+            if (cl->path == NULL)
+                cleanup_finish(s, cl, ZKR_ENOMEM);
+        }
+    } else if (!zkr__is_connection_error(rc)) {
+        cleanup_finish(s, cl, rc == ZNONODE ? 0 : rc);
+    }
+    zkr__cleanup_pump(s);
+    zkr__op_end(op);
+}
+
+void zkr__cleanup_pump(zkr_session_t *s)
+{
+    zkr__cleanup_t *cl, *next;
+
+    for (cl = s->cleanups; cl != NULL; cl = next) {
+        zkr__op_t *op;
+        int rc;
+        next = cl->next;
+        if (cl->busy)
+            continue;
+        if (cl->dead || (s->sid != 0 && cl->sid != s->sid)) {
+            /* Nodes of an older session died with it. */
+            cleanup_finish(s, cl, 0);
+            continue;
+        }
+        if (!s->connected || s->zh == NULL)
+            continue;
+        op = zkr__op_new(s, NULL);
+        if (op == NULL)
+            return;
+        op->cl = cl;
+        if (cl->path != NULL)
+            rc = zoo_adelete(s->zh, cl->path, -1, cleanup_deleted, op);
+        else
+            rc = zoo_aget_children(s->zh, cl->dir, 0, cleanup_listed, op);
+        if (rc != ZOK) {
+            zkr__op_cancel(op);
+            continue;
+        }
+        cl->busy = 1;
+    }
+}
+
+/* ------------------------------------------------- connection state */
+
+static void declare_lost(zkr_session_t *s)
+{
+    if (s->state == ZKR_STATE_LOST || s->state == ZKR_STATE_CLOSED)
+        return;
+    set_state(s, ZKR_STATE_LOST);
+    zkr__queue_on_lost(s);
+    if (s->owned) {
+        /* Close the handle even if it might still reconnect: from now on
+         * nothing of this session may be trusted. Its nodes go with it. */
+        for (zkr__cleanup_t *cl = s->cleanups; cl != NULL; cl = cl->next)
+            cl->dead = 1;
+        s->replace = 1;
+        s->reconnect_at = zkr__now_ms();
+        zkr__timer_kick(s);
+    }
+    zkr__cleanup_pump(s);
+}
+
+static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
+{
+    if (zh != s->zh || s->closing)
+        return;
+    if (state == ZOO_CONNECTED_STATE) {
+        const clientid_t *cid = zoo_client_id(zh);
+        int64_t sid = cid != NULL ? cid->client_id : 0;
+        int64_t now = zkr__now_ms();
+        s->connected = 1;
+        s->timeout = zoo_recv_timeout(zh);
+        s->last_heard = now;
+        s->next_ping = now + s->timeout / 3;
+        s->connect_deadline = -1;
+        if (sid != s->sid || s->state == ZKR_STATE_LOST ||
+            s->state == ZKR_STATE_CONNECTING) {
+            /* A session we locally declared LOST is never resumed. */
+            if (s->state == ZKR_STATE_LOST && sid == s->sid) {
+                s->connected = 0;
+                return;
+            }
+            s->sid = sid;
+            s->counters[ZKR_COUNTER_SESSIONS]++;
+            s->reconnect_attempt = 0;
+            set_state(s, ZKR_STATE_CONNECTED);
+            zkr__queue_on_connected(s, 1);
+        } else {
+            set_state(s, ZKR_STATE_RECONNECTED);
+            zkr__queue_on_connected(s, 0);
+        }
+        zkr__cleanup_pump(s);
+    } else if (state == ZOO_EXPIRED_SESSION_STATE ||
+               state == ZOO_AUTH_FAILED_STATE) {
+        s->connected = 0;
+        if (state == ZOO_AUTH_FAILED_STATE)
+            s->auth_failed = 1;
+        if (s->state == ZKR_STATE_CONNECTING && s->owned) {
+            s->replace = 1; /* never connected: try a fresh handle */
+            s->reconnect_at = zkr__now_ms();
+        }
+        declare_lost(s);
+    } else {
+        /* CONNECTING, ASSOCIATING, NOTCONNECTED, READONLY: zkr never uses
+         * read-only mode, so a read-only connection counts as none. */
+        if (s->connected) {
+            s->connected = 0;
+            if (s->state == ZKR_STATE_CONNECTED ||
+                s->state == ZKR_STATE_RECONNECTED) {
+                set_state(s, ZKR_STATE_SUSPENDED);
+                zkr__queue_on_suspended(s);
+            }
+        }
+    }
+    pthread_cond_broadcast(&s->cv);
+    zkr__timer_kick(s);
+}
+
+static void global_watcher(zhandle_t *zh, int type, int state,
+                           const char *path, void *ctx)
+{
+    zkr_session_t *s = ctx;
+
+    (void)path;
+    if (type != ZOO_SESSION_EVENT || s == NULL)
+        return;
+    pthread_mutex_lock(&s->mu);
+    on_session_event(s, zh, state);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void zkr_session_process_event(zkr_session_t *s, int type, int state)
+{
+    if (s == NULL || type != ZOO_SESSION_EVENT)
+        return;
+    pthread_mutex_lock(&s->mu);
+    if (s->zh != NULL)
+        on_session_event(s, s->zh, state);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* -------------------------------------------------------------- timer */
+
+static void ping_done(int rc, const struct Stat *stat, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+
+    (void)stat;
+    s->ping_busy = 0;
+    zkr__op_end(op);
+}
+
+static void send_ping(zkr_session_t *s, int64_t now)
+{
+    zkr__op_t *op = zkr__op_new(s, NULL);
+
+    s->next_ping = now + (s->timeout > 0 ? s->timeout / 3 : 1000);
+    if (op == NULL)
+        return;
+    if (zoo_aexists(s->zh, "/", 0, ping_done, op) != ZOK)
+        zkr__op_cancel(op);
+    else
+        s->ping_busy = 1;
+}
+
+static void auth_done(int rc, const void *data)
+{
+    (void)rc;
+    (void)data; /* a refused digest arrives as ZOO_AUTH_FAILED_STATE */
+}
+
+static zhandle_t *open_handle(zkr_session_t *s)
+{
+    zhandle_t *zh =
+        zookeeper_init(s->hosts, global_watcher, s->req_timeout, NULL, s, 0);
+
+    if (zh != NULL && s->digest != NULL)
+        zoo_add_auth(zh, "digest", s->digest, (int)strlen(s->digest),
+                     auth_done, NULL);
+    return zh;
+}
+
+/* Exponential backoff with full jitter: uniform in [0, min(10 s,
+ * 100 ms * 2^attempt)], at least 50 ms. */
+static int64_t backoff_ms(int attempt)
+{
+    int64_t cap = 100;
+    unsigned r;
+
+    for (int i = 0; i < attempt && cap < 10000; i++)
+        cap *= 2;
+    if (cap > 10000)
+        cap = 10000;
+    if (getentropy(&r, sizeof(r)) != 0)
+        r = (unsigned)zkr__now_ms();
+    return 50 + (int64_t)(r % (unsigned)cap);
+}
+
+/* Closes the current handle (without the mutex: closing runs completions
+ * that take it) and, unless told not to, schedules a new one. */
+static void replace_handle(zkr_session_t *s)
+{
+    zhandle_t *old = s->zh;
+
+    s->replace = 0;
+    s->zh = NULL;
+    s->connected = 0;
+    while (s->zh_users > 0)
+        pthread_cond_wait(&s->cv, &s->mu);
+    if (old != NULL) {
+        pthread_mutex_unlock(&s->mu);
+        zookeeper_close(old);
+        pthread_mutex_lock(&s->mu);
+    }
+    if (s->no_reconnect || s->closing || s->stop)
+        return;
+    s->reconnect_at = zkr__now_ms() + backoff_ms(s->reconnect_attempt++);
+}
+
+static void maybe_open(zkr_session_t *s, int64_t now)
+{
+    zhandle_t *zh;
+
+    if (s->zh != NULL || s->reconnect_at < 0 || now < s->reconnect_at ||
+        s->no_reconnect || s->closing || !s->owned)
+        return;
+    s->reconnect_at = -1;
+    pthread_mutex_unlock(&s->mu);
+    zh = open_handle(s);
+    pthread_mutex_lock(&s->mu);
+    if (zh == NULL) {
+        s->reconnect_at = now + backoff_ms(s->reconnect_attempt++);
+        return;
+    }
+    s->zh = zh;
+    /* A fresh handle that cannot connect within a session timeout is
+     * replaced, so hosts are resolved again and attempts are spaced. */
+    s->connect_deadline = zkr__now_ms() + (s->req_timeout > 0
+                                               ? s->req_timeout
+                                               : 10000);
+}
+
+static int64_t min_time(int64_t a, int64_t b)
+{
+    if (a < 0)
+        return b;
+    if (b < 0)
+        return a;
+    return a < b ? a : b;
+}
+
+static void *timer_main(void *arg)
+{
+    zkr_session_t *s = arg;
+
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop) {
+        int64_t now = zkr__now_ms(), next = -1;
+        struct timespec ts;
+
+        if (s->replace && s->owned)
+            replace_handle(s);
+        maybe_open(s, now);
+        now = zkr__now_ms();
+        if (s->zh != NULL && !s->connected && s->connect_deadline >= 0 &&
+            now >= s->connect_deadline && s->sid == 0 && s->owned &&
+            s->state != ZKR_STATE_CONNECTING) {
+            s->replace = 1;
+            continue;
+        }
+        if (s->connected && !s->ping_busy && now >= s->next_ping)
+            send_ping(s, now);
+        if (is_live(s->state) && s->timeout > 0 && now >= deadline_of(s))
+            declare_lost(s);
+        zkr__queue_on_deadline(s, now, &next);
+        if (s->stop)
+            break;
+        if (s->replace)
+            continue;
+        if (s->connected)
+            next = min_time(next, s->next_ping);
+        if (is_live(s->state) && s->timeout > 0)
+            next = min_time(next, deadline_of(s));
+        if (s->zh == NULL && s->reconnect_at >= 0)
+            next = min_time(next, s->reconnect_at);
+        if (s->connect_deadline >= 0 && s->zh != NULL && !s->connected)
+            next = min_time(next, s->connect_deadline);
+        if (next < 0) {
+            pthread_cond_wait(&s->tcv, &s->mu);
+            continue;
+        }
+        now = zkr__now_ms();
+        if (next <= now)
+            continue;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += (next - now) / 1000;
+        ts.tv_nsec += ((next - now) % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->tcv, &s->mu, &ts);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* --------------------------------------------------------- lifecycle */
+
+static void session_destroy(zkr_session_t *s)
+{
+    zkr__listener_t *l;
+
+    while ((l = s->listeners) != NULL) {
+        s->listeners = l->next;
+        free(l);
+    }
+    while (s->cleanups != NULL) {
+        zkr__cleanup_t *cl = s->cleanups;
+        s->cleanups = cl->next;
+        free(cl->path);
+        free(cl->dir);
+        free(cl);
+    }
+    while (s->ev_head != NULL) {
+        zkr__event_t *ev = s->ev_head;
+        s->ev_head = ev->next;
+        free(ev);
+    }
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->tcv);
+    pthread_cond_destroy(&s->ecv);
+    free(s->hosts);
+    free(s->digest);
+    free(s);
+}
+
+static int session_alloc(zkr_session_t **out)
+{
+    zkr_session_t *s = calloc(1, sizeof(*s));
+    pthread_condattr_t ca;
+
+    if (s == NULL)
+        return ZKR_ENOMEM;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cv, &ca);
+    pthread_cond_init(&s->tcv, &ca);
+    pthread_cond_init(&s->ecv, &ca);
+    pthread_condattr_destroy(&ca);
+    s->state = ZKR_STATE_CONNECTING;
+    s->reconnect_at = -1;
+    s->connect_deadline = -1;
+    *out = s;
+    return 0;
+}
+
+static int start_threads(zkr_session_t *s)
+{
+    if (pthread_create(&s->event_thread, NULL, event_main, s) != 0)
+        return ZKR_ESYS;
+    if (pthread_create(&s->timer_thread, NULL, timer_main, s) != 0) {
+        pthread_mutex_lock(&s->mu);
+        s->stop = 1;
+        pthread_cond_signal(&s->ecv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->event_thread, NULL);
+        return ZKR_ESYS;
+    }
+    return 0;
+}
+
+static void stop_threads(zkr_session_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_signal(&s->ecv);
+    pthread_cond_signal(&s->tcv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->timer_thread, NULL);
+    pthread_join(s->event_thread, NULL);
+}
+
+static char *build_hosts(const char *hosts, const char *chroot)
+{
+    size_t a = strlen(hosts), b = chroot ? strlen(chroot) : 0;
+    char *h = malloc(a + b + 1);
+
+    if (h == NULL)
+        return NULL;
+    memcpy(h, hosts, a);
+    if (chroot != NULL)
+        memcpy(h + a, chroot, b);
+    h[a + b] = '\0';
+    return h;
+}
+
+int zkr_session_open(zkr_session_t **out, const char *hosts,
+                     int session_timeout_ms,
+                     const zkr_session_options_t *opts)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *s;
+    int rc;
+    int64_t deadline;
+
+    if (opts != NULL)
+        o = *opts;
+    if (out == NULL || hosts == NULL || hosts[0] == '\0' ||
+        session_timeout_ms < 0 || o.connect_timeout_ms < -1 ||
+        strchr(hosts, '/') != NULL)
+        return ZBADARGUMENTS;
+    if (o.chroot != NULL && zkr__check_path(o.chroot) != 0)
+        return ZBADARGUMENTS;
+    if (o.digest != NULL && (strchr(o.digest, ':') == NULL ||
+                             o.digest[0] == ':'))
+        return ZBADARGUMENTS;
+    if (session_timeout_ms == 0)
+        session_timeout_ms = 10000;
+    if ((rc = session_alloc(&s)) != 0)
+        return rc;
+    s->owned = 1;
+    s->req_timeout = session_timeout_ms;
+    s->no_reconnect = o.no_reconnect;
+    s->hosts = build_hosts(hosts, o.chroot);
+    s->digest = zkr__strdup(o.digest);
+    if (s->hosts == NULL || (o.digest != NULL && s->digest == NULL)) {
+        session_destroy(s);
+        return ZKR_ENOMEM;
+    }
+    if ((rc = start_threads(s)) != 0) {
+        session_destroy(s);
+        return rc;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->zh = open_handle(s);
+    if (s->zh == NULL) {
+        pthread_mutex_unlock(&s->mu);
+        stop_threads(s);
+        session_destroy(s);
+        return ZSYSTEMERROR;
+    }
+    deadline = o.connect_timeout_ms < 0
+                   ? -1
+                   : zkr__now_ms() + (o.connect_timeout_ms > 0
+                                          ? o.connect_timeout_ms
+                                          : session_timeout_ms);
+    while (s->state == ZKR_STATE_CONNECTING && !s->auth_failed) {
+        if (zkr__wait(s, &s->connected, deadline) != 0)
+            break;
+        if (s->connected)
+            break;
+    }
+    rc = s->state == ZKR_STATE_CONNECTED ? 0
+         : s->auth_failed               ? ZAUTHFAILED
+                                        : ZKR_ETIMEDOUT;
+    pthread_mutex_unlock(&s->mu);
+    if (rc != 0) {
+        zkr_session_t *tmp = s;
+        pthread_mutex_lock(&tmp->mu);
+        tmp->closing = 1;
+        tmp->no_reconnect = 1;
+        pthread_mutex_unlock(&tmp->mu);
+        zkr_session_free(tmp);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+int zkr_session_adopt(zkr_session_t **out, zhandle_t *zh)
+{
+    zkr_session_t *s;
+    int rc;
+
+    if (out == NULL || zh == NULL)
+        return ZBADARGUMENTS;
+    if ((rc = session_alloc(&s)) != 0)
+        return rc;
+    s->zh = zh;
+    s->no_reconnect = 1;
+    s->req_timeout = zoo_recv_timeout(zh);
+    if ((rc = start_threads(s)) != 0) {
+        session_destroy(s);
+        return rc;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (zoo_state(zh) == ZOO_CONNECTED_STATE)
+        on_session_event(s, zh, ZOO_CONNECTED_STATE);
+    pthread_mutex_unlock(&s->mu);
+    *out = s;
+    return 0;
+}
+
+int zkr_session_free(zkr_session_t *s)
+{
+    int64_t until;
+
+    if (s == NULL)
+        return 0;
+    if (zkr__in_callback())
+        return ZKR_EDEADLK;
+    pthread_mutex_lock(&s->mu);
+    if (s->ncontenders > 0) {
+        pthread_mutex_unlock(&s->mu);
+        return ZKR_EINUSE;
+    }
+    s->closing = 1;
+    if (s->owned) {
+        zhandle_t *zh = s->zh;
+        s->zh = NULL;
+        s->connected = 0;
+        while (s->zh_users > 0)
+            pthread_cond_wait(&s->cv, &s->mu);
+        pthread_mutex_unlock(&s->mu);
+        if (zh != NULL)
+            zookeeper_close(zh);
+        pthread_mutex_lock(&s->mu);
+    } else {
+        /* The application keeps its handle: finish our deletions while it
+         * is connected (bounded), so nothing of ours is left behind. */
+        until = zkr__now_ms() + (s->timeout > 0 ? s->timeout : 2000);
+        zkr__cleanup_pump(s);
+        while ((s->cleanups != NULL || s->ops > 0) &&
+               zkr__now_ms() < until) {
+            int never = 0;
+            zkr__wait(s, &never, zkr__now_ms() + 50);
+            zkr__cleanup_pump(s);
+        }
+    }
+    while (s->ops > 0) {
+        int never = 0;
+        zkr__wait(s, &never, zkr__now_ms() + 50);
+    }
+    set_state(s, ZKR_STATE_CLOSED);
+    pthread_mutex_unlock(&s->mu);
+    stop_threads(s);
+    session_destroy(s);
+    return 0;
+}
+
+/* ------------------------------------------------------------ queries */
+
+zkr_state_t zkr_session_state(zkr_session_t *s)
+{
+    zkr_state_t st;
+
+    if (s == NULL)
+        return ZKR_STATE_CLOSED;
+    pthread_mutex_lock(&s->mu);
+    st = s->state;
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+int64_t zkr__session_valid_locked(zkr_session_t *s)
+{
+    int64_t v;
+
+    if (!is_live(s->state) || s->timeout <= 0 || s->closing)
+        return 0;
+    v = deadline_of(s) - zkr__now_ms();
+    return v > 0 ? v : 0;
+}
+
+int64_t zkr_session_valid_ms(zkr_session_t *s)
+{
+    int64_t v;
+
+    if (s == NULL)
+        return 0;
+    pthread_mutex_lock(&s->mu);
+    v = zkr__session_valid_locked(s);
+    pthread_mutex_unlock(&s->mu);
+    return v;
+}
+
+int64_t zkr_session_id(zkr_session_t *s)
+{
+    int64_t sid;
+
+    if (s == NULL)
+        return 0;
+    pthread_mutex_lock(&s->mu);
+    sid = is_live(s->state) ? s->sid : 0;
+    pthread_mutex_unlock(&s->mu);
+    return sid;
+}
+
+int zkr_session_timeout_ms(zkr_session_t *s)
+{
+    int t;
+
+    if (s == NULL)
+        return 0;
+    pthread_mutex_lock(&s->mu);
+    t = s->timeout;
+    pthread_mutex_unlock(&s->mu);
+    return t;
+}
+
+zhandle_t *zkr_session_handle(zkr_session_t *s)
+{
+    zhandle_t *zh;
+
+    if (s == NULL)
+        return NULL;
+    pthread_mutex_lock(&s->mu);
+    zh = s->zh;
+    pthread_mutex_unlock(&s->mu);
+    return zh;
+}
+
+int zkr_session_wait_connected(zkr_session_t *s, int timeout_ms)
+{
+    int64_t deadline;
+    int rc = 0;
+
+    if (s == NULL || timeout_ms < -1)
+        return ZBADARGUMENTS;
+    if (timeout_ms != 0 && zkr__in_callback())
+        return ZKR_EDEADLK;
+    deadline = timeout_ms < 0 ? -1 : zkr__now_ms() + timeout_ms;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        int never = 0;
+        if (s->closing) {
+            rc = ZKR_ECLOSED;
+            break;
+        }
+        if (s->connected && (s->state == ZKR_STATE_CONNECTED ||
+                             s->state == ZKR_STATE_RECONNECTED))
+            break;
+        if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned)) {
+            rc = ZKR_ELOST;
+            break;
+        }
+        if (zkr__wait(s, &never, deadline) != 0) {
+            rc = ZKR_ETIMEDOUT;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int zkr_session_add_listener(zkr_session_t *s, zkr_session_listener_t fn,
+                             void *data)
+{
+    zkr__listener_t *l, **pp;
+
+    if (s == NULL || fn == NULL)
+        return ZBADARGUMENTS;
+    l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return ZKR_ENOMEM;
+    l->fn = fn;
+    l->data = data;
+    pthread_mutex_lock(&s->mu);
+    for (pp = &s->listeners; *pp != NULL; pp = &(*pp)->next)
+        ;
+    *pp = l;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+int zkr_session_remove_listener(zkr_session_t *s, zkr_session_listener_t fn,
+                                void *data)
+{
+    zkr__listener_t **pp, *l = NULL;
+
+    if (s == NULL || fn == NULL)
+        return ZBADARGUMENTS;
+    pthread_mutex_lock(&s->mu);
+    for (pp = &s->listeners; *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->fn == fn && (*pp)->data == data) {
+            l = *pp;
+            *pp = l->next;
+            break;
+        }
+    }
+    /* The event thread works from a snapshot: wait until it is done with
+     * it, so the listener does not run after we return. */
+    while (l != NULL && s->ev_busy_session && !zkr__in_callback())
+        pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    free(l);
+    return l != NULL ? 0 : ZBADARGUMENTS;
+}
+
+uint64_t zkr_session_counter(zkr_session_t *s, zkr_counter_t c)
+{
+    uint64_t v;
+
+    if (s == NULL || (unsigned)c >= ZKR__COUNTERS)
+        return 0;
+    pthread_mutex_lock(&s->mu);
+    v = s->counters[c];
+    pthread_mutex_unlock(&s->mu);
+    return v;
+}
+
+void zkr__session_attach(zkr_session_t *s, zkr__contender_t *c)
+{
+    c->prev = NULL;
+    c->next = s->contenders;
+    if (s->contenders != NULL)
+        s->contenders->prev = c;
+    s->contenders = c;
+    s->ncontenders++;
+}
+
+void zkr__session_detach(zkr_session_t *s, zkr__contender_t *c)
+{
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        s->contenders = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+    s->ncontenders--;
+    if (s->ev_current == c)
+        s->ev_current_freed = 1;
+}

@@ -1,0 +1,192 @@
+/* Small helpers: time, argument validation, UUIDs, strings, ACLs. */
+#define _DEFAULT_SOURCE /* gethostname, getrandom */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+int64_t zkr__now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A recipe path is absolute, is not the root, has no trailing slash, no
+ * empty, "." or ".." component, no control character, and fits in
+ * ZKR_PATH_MAX bytes. ZooKeeper would reject most of these itself; checking
+ * first gives one documented code and no round trip. */
+int zkr__check_path(const char *path)
+{
+    size_t len, i, comp = 0;
+
+    if (path == NULL || path[0] != '/')
+        return ZBADARGUMENTS;
+    len = strlen(path);
+    if (len < 2 || len > ZKR_PATH_MAX || path[len - 1] == '/')
+        return ZBADARGUMENTS;
+    for (i = 1; i <= len; i++) {
+        unsigned char ch = (unsigned char)path[i];
+        if (ch == '/' || ch == '\0') {
+            const char *c = path + i - comp;
+            if (comp == 0 || (comp == 1 && c[0] == '.') ||
+                (comp == 2 && c[0] == '.' && c[1] == '.'))
+                return ZBADARGUMENTS;
+            comp = 0;
+        } else if (ch < 0x20 || ch == 0x7f) {
+            return ZBADARGUMENTS;
+        } else {
+            comp++;
+        }
+    }
+    return 0;
+}
+
+/* Identifiers are node data: 1..ZKR_ID_MAX bytes of valid UTF-8. */
+int zkr__check_id(const char *id)
+{
+    const unsigned char *p = (const unsigned char *)id;
+    size_t len;
+
+    if (id == NULL)
+        return ZBADARGUMENTS;
+    len = strlen(id);
+    if (len == 0 || len > ZKR_ID_MAX)
+        return ZBADARGUMENTS;
+    while (*p) {
+        int extra;
+        uint32_t cp;
+        if (*p < 0x80) {
+            p++;
+            continue;
+        } else if ((*p & 0xe0) == 0xc0) {
+            extra = 1;
+            cp = *p & 0x1f;
+        } else if ((*p & 0xf0) == 0xe0) {
+            extra = 2;
+            cp = *p & 0x0f;
+        } else if ((*p & 0xf8) == 0xf0) {
+            extra = 3;
+            cp = *p & 0x07;
+        } else {
+            return ZBADARGUMENTS;
+        }
+        p++;
+        for (int k = 0; k < extra; k++, p++) {
+            if ((*p & 0xc0) != 0x80)
+                return ZBADARGUMENTS;
+            cp = (cp << 6) | (*p & 0x3f);
+        }
+        if ((extra == 1 && cp < 0x80) || (extra == 2 && cp < 0x800) ||
+            (extra == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+            return ZBADARGUMENTS;
+    }
+    return 0;
+}
+
+void zkr__uuid(char out[37])
+{
+    unsigned char b[16];
+    size_t got = 0;
+
+    while (got < sizeof(b)) {
+        ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
+        if (n <= 0) {
+            /* getrandom cannot fail on Linux >= 3.17 for 16 bytes; keep a
+             * weak fallback rather than abort. */
+            for (; got < sizeof(b); got++)
+                b[got] = (unsigned char)(rand() ^ (zkr__now_ms() >> 3));
+            break;
+        }
+        got += (size_t)n;
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(out, 37,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+             "%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
+             b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+char *zkr__strdup(const char *s)
+{
+    size_t n;
+    char *d;
+
+    if (s == NULL)
+        return NULL;
+    n = strlen(s) + 1;
+    d = malloc(n);
+    if (d != NULL)
+        memcpy(d, s, n);
+    return d;
+}
+
+char *zkr__join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+
+    if (p == NULL)
+        return NULL;
+    memcpy(p, dir, a);
+    p[a] = '/';
+    memcpy(p + a + 1, name, b + 1);
+    return p;
+}
+
+int zkr__acl_copy(struct ACL_vector *dst, const struct ACL_vector *src)
+{
+    dst->count = 0;
+    dst->data = NULL;
+    if (src->count <= 0)
+        return ZBADARGUMENTS;
+    dst->data = calloc((size_t)src->count, sizeof(*dst->data));
+    if (dst->data == NULL)
+        return ZKR_ENOMEM;
+    for (int i = 0; i < src->count; i++) {
+        const struct ACL *a = &src->data[i];
+        if (a->id.scheme == NULL || a->id.id == NULL) {
+            zkr__acl_free(dst);
+            return ZBADARGUMENTS;
+        }
+        dst->data[i].perms = a->perms;
+        dst->data[i].id.scheme = zkr__strdup(a->id.scheme);
+        dst->data[i].id.id = zkr__strdup(a->id.id);
+        dst->count = i + 1;
+        if (!dst->data[i].id.scheme || !dst->data[i].id.id) {
+            zkr__acl_free(dst);
+            return ZKR_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+void zkr__acl_free(struct ACL_vector *v)
+{
+    for (int i = 0; i < v->count; i++) {
+        free(v->data[i].id.scheme);
+        free(v->data[i].id.id);
+    }
+    free(v->data);
+    v->data = NULL;
+    v->count = 0;
+}
+
+int zkr__default_id(char *buf, size_t len)
+{
+    char host[256];
+
+    if (gethostname(host, sizeof(host)) != 0)
+        strcpy(host, "localhost");
+    host[sizeof(host) - 1] = '\0';
+    snprintf(buf, len, "%s:%ld", host, (long)getpid());
+    return 0;
+}
