@@ -97,6 +97,7 @@ struct zkr__cleanup {
     int64_t sid;
     int busy;                /* an operation is in flight */
     int dead;                /* dropped: free once not busy */
+    int watch;               /* remove our data watch on path instead */
     zkr__contender_t *owner; /* told when done (release/abort), or NULL */
 };
 
@@ -156,6 +157,10 @@ int zkr__wait(zkr_session_t *s, const int *flag, int64_t deadline);
 /* Adds a node to delete; mutex held. */
 int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
                      const char *uuid, int64_t sid, zkr__contender_t *owner);
+/* Adds a removal of zkr's data watch on path; mutex held. */
+int zkr__cleanup_add_watch(zkr_session_t *s, const char *path);
+/* Does a contender of s wait on path? */
+int zkr__path_watched(zkr_session_t *s, const char *path);
 /* Runs pending cleanups if connected; mutex held. */
 void zkr__cleanup_pump(zkr_session_t *s);
 /* Detaches a contender from pending cleanups (it is being freed). */

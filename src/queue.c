@@ -143,15 +143,17 @@ static int path_watched_by_other(zkr_session_t *s, const char *path,
     return 0;
 }
 
-/* Removes our data watch on path from the server (and locally), unless
- * another contender of this session still waits on it: no leaked watch. */
+/* Removes our data watch on path, unless another contender of this
+ * session still waits on it: no leaked watch. The session's cleanup list
+ * sends the removal (now, or after reconnecting: the client re-registers
+ * its watches on reconnect, so a watch dropped while disconnected would
+ * otherwise come back). */
 static void drop_watch(zkr_session_t *s, const char *path,
                        const zkr__contender_t *self)
 {
-    if (s->zh == NULL || path_watched_by_other(s, path, self))
+    if (path_watched_by_other(s, path, self))
         return;
-    zoo_aremove_watches(s->zh, path, ZWATCHTYPE_DATA, zkr__node_watcher, s,
-                        1, NULL, NULL);
+    zkr__cleanup_add_watch(s, path);
 }
 
 void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
@@ -802,7 +804,7 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
 
     if (timeout_ms < -1)
         return ZBADARGUMENTS;
-    if (sync && timeout_ms != 0 && zkr__in_callback())
+    if (sync && zkr__in_callback())
         return ZKR_EDEADLK;
     pthread_mutex_lock(&s->mu);
     if (s->closing)
@@ -1013,4 +1015,9 @@ out:
         *out = NULL;
     }
     return rc;
+}
+
+int zkr__path_watched(zkr_session_t *s, const char *path)
+{
+    return path_watched_by_other(s, path, NULL);
 }

@@ -294,6 +294,23 @@ int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
     return 0;
 }
 
+int zkr__cleanup_add_watch(zkr_session_t *s, const char *path)
+{
+    int rc = zkr__cleanup_add(s, NULL, NULL, NULL, s->sid, NULL);
+
+    if (rc == 0) {
+        zkr__cleanup_t *cl = s->cleanups;
+        /* cleanup_add put it first and may have pumped it: it has no path
+         * yet, so the pump skipped it as a search without dir. */
+        cl->watch = 1;
+        cl->path = zkr__strdup(path);
+        if (cl->path == NULL)
+            cl->dead = 1;
+        zkr__cleanup_pump(s);
+    }
+    return rc;
+}
+
 void zkr__cleanup_disown(zkr_session_t *s, zkr__contender_t *c)
 {
     for (zkr__cleanup_t *cl = s->cleanups; cl != NULL; cl = cl->next)
@@ -347,6 +364,40 @@ static void cleanup_deleted(int rc, const void *data)
     zkr__op_end(op);
 }
 
+static void watch_removed(int rc, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr__cleanup_t *cl = op->cl;
+
+    cl->busy = 0;
+    /* ZNOWATCHER: it had fired already; anything but a connection error
+     * ends the entry. */
+    if (cl->dead || !zkr__is_connection_error(rc))
+        cleanup_finish(s, cl, 0);
+    zkr__cleanup_pump(s);
+    zkr__op_end(op);
+}
+
+/* Removing one (watcher, context) pair only sends a checkWatches request:
+ * the server keeps its watch until the node changes. Removing all data
+ * watches of the path sends removeWatches, which drops it on the server.
+ * zkr's watches are on contender nodes, which nothing else watches.
+ *
+ * zookeeper.h declares the completion as `void_completion_t *`, but the
+ * client stores and calls that pointer as the function itself, so we pass
+ * the function, converted. We always send local=0: with local=1 this
+ * client version crashes. */
+static int send_remove_watch(zkr_session_t *s, zkr__op_t *op)
+{
+    void_completion_t fn = watch_removed;
+    void_completion_t *as_declared;
+
+    memcpy(&as_declared, &fn, sizeof(fn));
+    return zoo_aremove_all_watches(s->zh, op->cl->path, ZWATCHTYPE_DATA, 0,
+                                   as_declared, op);
+}
+
 static void cleanup_listed(int rc, const struct String_vector *v,
                            const void *data)
 {
@@ -386,18 +437,23 @@ void zkr__cleanup_pump(zkr_session_t *s)
         next = cl->next;
         if (cl->busy)
             continue;
-        if (cl->dead || (s->sid != 0 && cl->sid != s->sid)) {
+        if (cl->dead || (s->sid != 0 && cl->sid != s->sid) ||
+            (cl->watch && cl->path != NULL &&
+             zkr__path_watched(s, cl->path))) {
             /* Nodes of an older session died with it. */
             cleanup_finish(s, cl, 0);
             continue;
         }
-        if (!s->connected || s->zh == NULL)
+        if (!s->connected || s->zh == NULL ||
+            (cl->path == NULL && cl->dir == NULL))
             continue;
         op = zkr__op_new(s, NULL);
         if (op == NULL)
             return;
         op->cl = cl;
-        if (cl->path != NULL)
+        if (cl->watch)
+            rc = send_remove_watch(s, op);
+        else if (cl->path != NULL)
             rc = zoo_adelete(s->zh, cl->path, -1, cleanup_deleted, op);
         else
             rc = zoo_aget_children(s->zh, cl->dir, 0, cleanup_listed, op);

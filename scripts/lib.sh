@@ -1,0 +1,209 @@
+# shellcheck shell=bash
+# Shared helpers for scripts/check, scripts/demo and .ci/run. Source it:
+#   . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+#
+#   zkr_install_deps        install missing Debian packages (apt-get)
+#   zkr_build [ARGS...]     autoreconf if needed, ./configure ARGS, make -j2
+#   zkr_server_start        start a throwaway ZooKeeper; exports ZKR_SERVER
+#   zkr_server_stop         stop it and remove its scratch dir
+#   zkr_on_exit CMD         run CMD (eval'd) when the script exits
+#
+# CFLAGS, LDFLAGS and friends are taken from the environment by configure.
+
+ZKR_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export ZKR_ROOT
+
+ZKR_DEPS=(build-essential autoconf automake libtool pkg-config
+    libzookeeper-mt-dev zookeeper default-jre-headless libcmocka-dev
+    netcat-openbsd procps)
+
+zkr_log() {
+    printf '%s: %s\n' "${0##*/}" "$*" >&2
+}
+
+zkr__as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    else
+        sudo "$@"
+    fi
+}
+
+zkr_install_deps() {
+    local missing=() pkg status
+    for pkg in "${ZKR_DEPS[@]}"; do
+        status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+        if [ "$status" != "install ok installed" ]; then
+            missing+=("$pkg")
+        fi
+    done
+    if [ "${#missing[@]}" -eq 0 ]; then
+        return 0
+    fi
+    zkr_log "installing ${missing[*]}"
+    zkr__as_root apt-get update -q
+    zkr__as_root env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# Builds in the source tree. Re-runs configure every time (it is quick and
+# picks up CFLAGS from the environment); if the flags changed since the
+# last build, cleans first so that no object keeps the old flags.
+zkr_build() {
+    (
+        cd "$ZKR_ROOT" || exit 1
+        if [ ! -x configure ] || [ configure.ac -nt configure ] ||
+            [ Makefile.am -nt configure ]; then
+            autoreconf -fi || exit 1
+        fi
+        flags="CC=${CC-} CFLAGS=${CFLAGS-} CPPFLAGS=${CPPFLAGS-}"
+        flags+=" LDFLAGS=${LDFLAGS-} LIBS=${LIBS-} ARGS=$*"
+        old=""
+        if [ -f .zkr-build-flags ]; then
+            old=$(cat .zkr-build-flags)
+        fi
+        ./configure -q "$@" || exit 1
+        if [ "$flags" != "$old" ]; then
+            make -s clean >/dev/null || exit 1
+            printf '%s\n' "$flags" > .zkr-build-flags || exit 1
+        fi
+        make -j2 || exit 1
+    )
+}
+
+# ------------------------------------------------------------ exit hooks
+
+ZKR__EXIT_CMDS=()
+
+zkr__run_exit_cmds() {
+    local i
+    for ((i = ${#ZKR__EXIT_CMDS[@]} - 1; i >= 0; i--)); do
+        eval "${ZKR__EXIT_CMDS[i]}" || true
+    done
+    ZKR__EXIT_CMDS=()
+}
+
+zkr__trap_exit() {
+    local rc=$?
+    trap - EXIT
+    zkr__run_exit_cmds
+    exit "$rc"
+}
+
+zkr__trap_signal() {
+    trap - EXIT INT TERM HUP
+    zkr__run_exit_cmds
+    exit "$1"
+}
+
+# Registers CMD (a string, eval'd) to run when the script exits, is
+# interrupted or is terminated; commands run in reverse order.
+zkr_on_exit() {
+    if [ "${#ZKR__EXIT_CMDS[@]}" -eq 0 ]; then
+        trap zkr__trap_exit EXIT
+        trap 'zkr__trap_signal 130' INT
+        trap 'zkr__trap_signal 143' TERM
+        trap 'zkr__trap_signal 129' HUP
+    fi
+    ZKR__EXIT_CMDS+=("$1")
+}
+
+# ------------------------------------------------------- ZooKeeper server
+
+ZKR_SERVER_PID=""
+ZKR_SERVER_DIR=""
+
+# A command prefix that makes a child die with this shell, even if the
+# shell is SIGKILLed: "${ZKR_PDEATH[@]}" prog args...
+ZKR_PDEATH=()
+if setpriv --help 2>/dev/null | grep -q -- --pdeathsig; then
+    ZKR_PDEATH=(setpriv --pdeathsig KILL --)
+fi
+
+zkr__free_port() {
+    if command -v python3 >/dev/null 2>&1; then
+        python3 -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()' && return 0
+    fi
+    local port i
+    for i in $(seq 1 200); do
+        port=$((20000 + RANDOM % 30000))
+        if ! nc -z 127.0.0.1 "$port" 2>/dev/null; then
+            echo "$port"
+            return 0
+        fi
+    done
+    return 1
+}
+
+zkr__4lw() { # PORT WORD
+    printf '%s' "$2" | nc -w 2 -q 1 127.0.0.1 "$1" 2>/dev/null || true
+}
+
+# Starts a standalone ZooKeeper like tests/harness.c does: 127.0.0.1, a
+# free port, a scratch dataDir, tickTime=200. Exports ZKR_SERVER and stops
+# the server when the script exits.
+zkr_server_start() {
+    local port cfg cp java deadline
+    ZKR_SERVER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/zkr-server.XXXXXX")
+    zkr_on_exit zkr_server_stop
+    port=$(zkr__free_port)
+    cfg=$ZKR_SERVER_DIR/zoo.cfg
+    mkdir "$ZKR_SERVER_DIR/data"
+    cat > "$cfg" <<EOF
+tickTime=200
+initLimit=10
+syncLimit=5
+dataDir=$ZKR_SERVER_DIR/data
+clientPort=$port
+clientPortAddress=127.0.0.1
+minSessionTimeout=1000
+maxSessionTimeout=60000
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=*
+forceSync=no
+EOF
+    cp=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
+    if [ -r /usr/share/java/slf4j-log4j12.jar ] &&
+        [ -r /usr/share/java/log4j-1.2.jar ]; then
+        cp+=:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar
+    fi
+    java=${JAVA:-java}
+    "${ZKR_PDEATH[@]}" "$java" -Xmx256m -XX:+UseSerialGC \
+        -XX:TieredStopAtLevel=1 -XX:-UsePerfData -Djava.awt.headless=true \
+        -Dzookeeper.root.logger=INFO,CONSOLE \
+        -Dzookeeper.log.dir="$ZKR_SERVER_DIR" -cp "$cp" \
+        org.apache.zookeeper.server.ZooKeeperServerMain "$cfg" \
+        </dev/null >"$ZKR_SERVER_DIR/server.log" 2>&1 &
+    ZKR_SERVER_PID=$!
+    deadline=$((SECONDS + 60))
+    until [ "$(zkr__4lw "$port" ruok)" = imok ]; do
+        if ! kill -0 "$ZKR_SERVER_PID" 2>/dev/null ||
+            [ "$SECONDS" -ge "$deadline" ]; then
+            zkr_log "ZooKeeper did not start; end of its log:"
+            tail -n 30 "$ZKR_SERVER_DIR/server.log" >&2 || true
+            return 1
+        fi
+        sleep 0.1
+    done
+    ZKR_SERVER=127.0.0.1:$port
+    export ZKR_SERVER
+    zkr_log "ZooKeeper ready at $ZKR_SERVER (pid $ZKR_SERVER_PID)"
+}
+
+zkr_server_stop() {
+    if [ -n "$ZKR_SERVER_PID" ]; then
+        kill -KILL "$ZKR_SERVER_PID" 2>/dev/null || true
+        wait "$ZKR_SERVER_PID" 2>/dev/null || true
+        ZKR_SERVER_PID=""
+    fi
+    if [ -n "$ZKR_SERVER_DIR" ]; then
+        rm -rf "$ZKR_SERVER_DIR"
+        ZKR_SERVER_DIR=""
+    fi
+    unset ZKR_SERVER
+}

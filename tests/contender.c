@@ -1,0 +1,114 @@
+/* A contender in its own process, for tests that need separate sessions
+ * and processes (mutual exclusion, pausing and killing one contender).
+ *
+ *   contender -s HOSTS -p PATH [-n ITERS] [-c COUNTER] [-l LOG] [-i ID]
+ *             [-t SESSION_MS] [-h HOLD_MS]
+ *
+ * Each iteration acquires the lock, does a deliberately non-atomic
+ * read-modify-write of the integer in COUNTER (read, sleep HOLD_MS, write
+ * back plus one: only the lock prevents lost updates), appends
+ *   GRANT <monotonic ms> <id> <seq> <token>
+ *   RELEASE <monotonic ms> <id> <seq> <token>
+ * lines to LOG (O_APPEND, one write per line) and releases. Exits 0 when
+ * every iteration succeeded. */
+#define _DEFAULT_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "zkr.h"
+
+static void log_line(int fd, const char *what, const char *id, long seq,
+                     int64_t token)
+{
+    char buf[256];
+    int n = snprintf(buf, sizeof(buf), "%s %lld %s %ld %lld\n", what,
+                     (long long)zkt_now_ms(), id, seq, (long long)token);
+    if (fd >= 0 && write(fd, buf, (size_t)n) != n)
+        exit(5);
+}
+
+static long read_counter(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    long v = 0;
+    if (f != NULL) {
+        if (fscanf(f, "%ld", &v) != 1)
+            v = 0;
+        fclose(f);
+    }
+    return v;
+}
+
+static void write_counter(const char *path, long v)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        exit(6);
+    fprintf(f, "%ld\n", v);
+    fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+    const char *hosts = NULL, *path = NULL, *counter = NULL, *logp = NULL;
+    const char *id = "contender";
+    int iters = 1, timeout = 10000, hold = 2, opt, logfd = -1, rc = 0;
+    zkr_session_t *s;
+    zkr_lock_t *l;
+
+    while ((opt = getopt(argc, argv, "s:p:n:c:l:i:t:h:")) != -1) {
+        switch (opt) {
+        case 's': hosts = optarg; break;
+        case 'p': path = optarg; break;
+        case 'n': iters = atoi(optarg); break;
+        case 'c': counter = optarg; break;
+        case 'l': logp = optarg; break;
+        case 'i': id = optarg; break;
+        case 't': timeout = atoi(optarg); break;
+        case 'h': hold = atoi(optarg); break;
+        default: return 2;
+        }
+    }
+    if (hosts == NULL || path == NULL)
+        return 2;
+    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    if (logp != NULL &&
+        (logfd = open(logp, O_WRONLY | O_APPEND | O_CREAT, 0644)) < 0)
+        return 3;
+    if (zkr_session_open(&s, hosts, timeout, NULL) != 0)
+        return 3;
+    if (zkr_lock_new(&l, s, path, id, NULL) != 0)
+        return 3;
+    for (int i = 0; i < iters && rc == 0; i++) {
+        char node[ZKR_NODE_MAX];
+        int64_t token = 0;
+        long seq = -1;
+
+        rc = zkr_lock_acquire(l, 60000);
+        if (rc != 0)
+            break;
+        zkr_lock_token(l, &token);
+        if (zkr_lock_node(l, node, sizeof(node)) == 0)
+            seq = strtol(strstr(node, "-lock-") + 6, NULL, 10);
+        log_line(logfd, "GRANT", id, seq, token);
+        if (counter != NULL) {
+            long v = read_counter(counter);
+            usleep((useconds_t)hold * 1000);
+            write_counter(counter, v + 1);
+        }
+        log_line(logfd, "RELEASE", id, seq, token);
+        rc = zkr_lock_release(l);
+    }
+    zkr_lock_free(l);
+    zkr_session_free(s);
+    if (logfd >= 0)
+        close(logfd);
+    if (rc != 0)
+        fprintf(stderr, "contender %s: %s\n", id, zkr_strerror(rc));
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,482 @@
+/* Integration tests of the exclusive lock against a real ZooKeeper server
+ * started by the harness (free loopback port, temp data dir). */
+#define _DEFAULT_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../harness.h"
+#include "zkr.h"
+
+static zkt_server_t *server;
+static zhandle_t *raw; /* plain client for checks */
+
+static int setup(void **state)
+{
+    (void)state;
+    if (zkt_server_start(&server) != 0)
+        return -1;
+    raw = zkt_connect(zkt_server_hosts(server), 10000);
+    return raw != NULL ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (raw != NULL)
+        zookeeper_close(raw);
+    zkt_server_stop(server);
+    return 0;
+}
+
+static zkr_session_t *open_session(void)
+{
+    zkr_session_t *s = NULL;
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), 10000,
+                                      NULL),
+                     0);
+    return s;
+}
+
+static zkr_lock_t *new_lock(zkr_session_t *s, const char *path,
+                            const char *id)
+{
+    zkr_lock_t *l = NULL;
+    assert_int_equal(zkr_lock_new(&l, s, path, id, NULL), 0);
+    return l;
+}
+
+static int64_t token_of(zkr_lock_t *l)
+{
+    int64_t t = -1;
+    assert_int_equal(zkr_lock_token(l, &t), 0);
+    return t;
+}
+
+static int children(const char *path)
+{
+    return zkt_count_children(raw, path);
+}
+
+/* ------------------------------------------------------------------ */
+
+/* 8 processes each do a non-atomic read-modify-write of a shared counter
+ * file under the lock; any overlap would lose an update. The log shows the
+ * grants: never two holders at once, tokens and sequences increasing. */
+static void test_mutual_exclusion_processes(void **state)
+{
+    enum { PROCS = 8, ITERS = 5 };
+    char *dir = zkt_mkdtemp("zkr-mutex-"), counter[512], logp[512];
+    char *prog = zkt_build_path("tests/contender");
+    pid_t pids[PROCS];
+    FILE *f;
+    char what[16], id[64];
+    long long t, tok, last_tok = -1, last_seq = -1;
+    long seq;
+    int grants = 0, holders = 0, max_holders = 0;
+
+    (void)state;
+    snprintf(counter, sizeof(counter), "%s/counter", dir);
+    snprintf(logp, sizeof(logp), "%s/log", dir);
+    for (int i = 0; i < PROCS; i++) {
+        char ids[16], iters[16];
+        snprintf(ids, sizeof(ids), "p%d", i);
+        snprintf(iters, sizeof(iters), "%d", ITERS);
+        char *argv[] = {prog, "-s", (char *)zkt_server_hosts(server),
+                        "-p", "/t/mutex", "-n", iters, "-c", counter,
+                        "-l", logp, "-i", ids, "-h", "3", NULL};
+        pids[i] = zkt_spawn(argv, -1);
+        assert_true(pids[i] > 0);
+    }
+    for (int i = 0; i < PROCS; i++) {
+        int st = -1;
+        assert_int_equal(zkt_wait_pid(pids[i], 120000, &st), 0);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+    }
+    f = fopen(counter, "r");
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%lld", &t), 1);
+    fclose(f);
+    assert_int_equal(t, PROCS * ITERS);
+
+    f = fopen(logp, "r");
+    assert_non_null(f);
+    while (fscanf(f, "%15s %lld %63s %ld %lld", what, &t, id, &seq, &tok) ==
+           5) {
+        if (strcmp(what, "GRANT") == 0) {
+            holders++;
+            grants++;
+            assert_true(tok > last_tok); /* fencing tokens increase */
+            assert_true(seq > last_seq); /* FIFO: queue order */
+            last_tok = tok;
+            last_seq = seq;
+        } else {
+            holders--;
+        }
+        if (holders > max_holders)
+            max_holders = holders;
+    }
+    fclose(f);
+    assert_int_equal(grants, PROCS * ITERS);
+    assert_int_equal(max_holders, 1);
+    assert_int_equal(children("/t/mutex"), 0);
+    zkt_rm_rf(dir);
+    free(dir);
+    free(prog);
+}
+
+/* FIFO: waiters enqueued one after another are granted in that order. */
+struct order {
+    int n;
+    int who[16];
+    int64_t tok[16];
+};
+static struct order fifo;
+
+/* cmocka's assertions must run on the test's thread: callbacks record. */
+static int fifo_bad;
+
+static void fifo_released(int rc, zkr_lock_t *l, void *data)
+{
+    (void)l;
+    (void)data;
+    if (rc != 0)
+        fifo_bad = rc;
+}
+
+static void fifo_done(int rc, zkr_lock_t *l, void *data)
+{
+    int i = (int)(intptr_t)data;
+    if (rc == 0) {
+        zkr_lock_token(l, &fifo.tok[fifo.n]);
+        fifo.who[fifo.n++] = i;
+        /* Blocking calls are refused in callbacks; the async one works. */
+        if (zkr_lock_release(l) != ZKR_EDEADLK)
+            fifo_bad = -1;
+        else if (zkr_lock_release_async(l, fifo_released, NULL) != 0)
+            fifo_bad = -2;
+    }
+}
+
+static void test_fifo_order(void **state)
+{
+    enum { N = 6 };
+    zkr_session_t *s[N + 1];
+    zkr_lock_t *l[N + 1];
+
+    (void)state;
+    memset(&fifo, 0, sizeof(fifo));
+    for (int i = 0; i <= N; i++) {
+        s[i] = open_session();
+        l[i] = new_lock(s[i], "/t/fifo", NULL);
+    }
+    assert_int_equal(zkr_lock_acquire(l[0], -1), 0);
+    /* Enqueue in a known order: reverse of session creation, to show the
+     * order is the queue's, not the sessions'. */
+    for (int k = 0; k < N; k++) {
+        int i = N - k;
+        assert_int_equal(
+            zkr_lock_acquire_async(l[i], -1, fifo_done, (void *)(intptr_t)i),
+            0);
+        assert_true(ZKT_WAIT_UNTIL(children("/t/fifo") == k + 2, 5000));
+    }
+    assert_int_equal(zkr_lock_release(l[0]), 0);
+    assert_true(ZKT_WAIT_UNTIL(fifo.n == N && children("/t/fifo") == 0,
+                               10000));
+    assert_int_equal(fifo_bad, 0);
+    for (int k = 0; k < N; k++) {
+        assert_int_equal(fifo.who[k], N - k);
+        if (k > 0)
+            assert_true(fifo.tok[k] > fifo.tok[k - 1]);
+    }
+    for (int i = 0; i <= N; i++) {
+        zkr_lock_free(l[i]);
+        assert_int_equal(zkr_session_free(s[i]), 0);
+    }
+}
+
+/* try-lock, timeout and cancel return the right code and leave no node
+ * and no watch behind. */
+static void cancel_done(int rc, zkr_lock_t *l, void *data)
+{
+    (void)l;
+    *(int *)data = rc;
+}
+
+static void test_try_timeout_cancel(void **state)
+{
+    zkr_session_t *a = open_session(), *b = open_session();
+    zkr_lock_t *la = new_lock(a, "/t/try", "a"), *lb = new_lock(b, "/t/try",
+                                                                "b");
+    long watches0;
+    int64_t t0;
+    int got = 1;
+
+    (void)state;
+    assert_int_equal(zkr_lock_acquire(la, -1), 0);
+    watches0 = zkt_total_watches(server);
+
+    assert_int_equal(zkr_lock_acquire(lb, 0), ZKR_EBUSY);
+    assert_int_equal(children("/t/try"), 1);
+    assert_int_equal(zkr_lock_state(lb), ZKR_LOCK_IDLE);
+
+    t0 = zkt_now_ms();
+    assert_int_equal(zkr_lock_acquire(lb, 300), ZKR_ETIMEDOUT);
+    assert_true(zkt_now_ms() - t0 >= 300);
+    assert_int_equal(children("/t/try"), 1);
+
+    assert_int_equal(zkr_lock_acquire_async(lb, -1, cancel_done, &got), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/t/try") == 2, 5000));
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == watches0 + 1,
+                               5000));
+    assert_int_equal(zkr_lock_cancel(lb), 0);
+    assert_true(ZKT_WAIT_UNTIL(got == ZKR_ECANCELED, 5000));
+
+    assert_int_equal(children("/t/try"), 1);
+    /* The watch on the holder's node was removed from the server. */
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == watches0, 5000));
+    assert_int_equal(zkr_lock_cancel(lb), ZKR_ESTATE);
+
+    assert_int_equal(zkr_lock_release(la), 0);
+    assert_int_equal(zkr_lock_acquire(lb, 0), 0);
+    assert_int_equal(zkr_lock_release(lb), 0);
+    assert_int_equal(children("/t/try"), 0);
+    zkr_lock_free(la);
+    zkr_lock_free(lb);
+    zkr_session_free(a);
+    zkr_session_free(b);
+}
+
+static void test_release_idempotent_and_states(void **state)
+{
+    zkr_session_t *s = open_session();
+    zkr_lock_t *l = new_lock(s, "/t/idem", NULL), *l2;
+    char node[ZKR_NODE_MAX];
+    int64_t t1, t2;
+
+    (void)state;
+    assert_int_equal(zkr_lock_release(l), ZKR_ENOTHELD);
+    assert_int_equal(zkr_lock_acquire(l, 1000), 0);
+    assert_int_equal(zkr_lock_state(l), ZKR_LOCK_HELD);
+    assert_int_equal(zkr_lock_acquire(l, 1000), ZKR_EALREADY);
+    assert_true(zkr_lock_valid_ms(l) > 0);
+    assert_true(zkr_lock_valid_ms(l) <= zkr_session_timeout_ms(s));
+    assert_int_equal(zkr_lock_node(l, node, sizeof(node)), 0);
+    assert_int_equal(strncmp(node, "/t/idem/_c_", 11), 0);
+    assert_non_null(strstr(node, "-lock-"));
+    assert_int_equal(zkr_lock_node(l, node, 5), ZBADARGUMENTS);
+    t1 = token_of(l);
+    /* The token is the node's czxid. */
+    {
+        struct Stat st;
+        assert_int_equal(zoo_exists(raw, node, 0, &st), ZOK);
+        assert_int_equal(st.czxid, t1);
+    }
+    /* A second handle in the same process contends like another process. */
+    l2 = new_lock(s, "/t/idem", NULL);
+    assert_int_equal(zkr_lock_acquire(l2, 0), ZKR_EBUSY);
+    assert_int_equal(zkr_lock_release(l), 0);
+    assert_int_equal(zkr_lock_release(l), ZKR_ENOTHELD);
+    assert_int_equal(zkr_lock_state(l), ZKR_LOCK_IDLE);
+    assert_int_equal(zkr_lock_token(l, &t2), ZKR_ENOTHELD);
+    assert_int_equal(zkr_lock_acquire(l2, 0), 0);
+    t2 = token_of(l2);
+    assert_true(t2 > t1);
+    zkr_lock_free(l2); /* frees a held lock: its node is deleted */
+    assert_true(ZKT_WAIT_UNTIL(children("/t/idem") == 0, 5000));
+    zkr_lock_free(l);
+    zkr_session_free(s);
+}
+
+/* Children written by other libraries: foreign contenders count in the
+ * queue; junk is ignored and never blocks or crashes. */
+static void test_foreign_and_junk_children(void **state)
+{
+    zkr_session_t *s = open_session();
+    zkr_lock_t *l = new_lock(s, "/t/foreign", NULL);
+    char kazoo[256], curator[256];
+    zkr_contender_t *v = NULL;
+    int n = 0;
+
+    (void)state;
+    zoo_create(raw, "/t", NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(zoo_create(raw, "/t/foreign", NULL, -1,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    const char *junk[] = {"/t/foreign/junk", "/t/foreign/readme.txt",
+                          "/t/foreign/x-zz-1", "/t/foreign/_c_x-lock-abc",
+                          "/t/foreign/lock-"};
+    for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++)
+        assert_int_equal(zoo_create(raw, junk[i], "j", 1,
+                                    &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                         ZOK);
+    /* A kazoo holder: our lock must wait for it. */
+    assert_int_equal(zoo_create(raw,
+                                "/t/foreign/0f3c2b1a9e8d4c7b__lock__", "kz",
+                                2, &ZOO_OPEN_ACL_UNSAFE,
+                                ZOO_EPHEMERAL_SEQUENTIAL, kazoo,
+                                sizeof(kazoo)),
+                     ZOK);
+    assert_int_equal(zkr_lock_acquire(l, 0), ZKR_EBUSY);
+    assert_int_equal(zkr_lock_acquire(l, 200), ZKR_ETIMEDOUT);
+    /* A Curator contender behind it. */
+    assert_int_equal(
+        zoo_create(raw,
+                   "/t/foreign/_c_5b7d0e8e-1111-4222-8333-944445555666-lock-",
+                   "cur", 3, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+                   curator, sizeof(curator)),
+        ZOK);
+    assert_int_equal(zkr_lock_contenders(l, &v, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(v[0].id, "kz");
+    assert_string_equal(v[1].id, "cur");
+    assert_true(v[0].seq < v[1].seq);
+    zkr_contenders_free(v, n);
+
+    assert_int_equal(zoo_delete(raw, kazoo, -1), ZOK);
+    assert_int_equal(zkr_lock_acquire(l, 200), ZKR_ETIMEDOUT); /* Curator */
+    assert_int_equal(zoo_delete(raw, curator, -1), ZOK);
+    assert_int_equal(zkr_lock_acquire(l, 5000), 0);
+    assert_int_equal(zkr_lock_release(l), 0);
+    assert_int_equal(children("/t/foreign"), 5); /* only the junk */
+    zkr_lock_free(l);
+    zkr_session_free(s);
+}
+
+/* A container parent that vanished (ZooKeeper deletes empty containers)
+ * is created again. */
+static void test_vanished_parent(void **state)
+{
+    zkr_session_t *s = open_session();
+    zkr_lock_t *l = new_lock(s, "/t/vanish/deep/lock", NULL);
+    struct Stat st;
+
+    (void)state;
+    assert_int_equal(zkr_lock_acquire(l, 5000), 0);
+    assert_int_equal(zoo_exists(raw, "/t/vanish/deep/lock", 0, &st), ZOK);
+    assert_int_equal(zkr_lock_release(l), 0);
+    assert_int_equal(zoo_delete(raw, "/t/vanish/deep/lock", -1), ZOK);
+    assert_int_equal(zoo_delete(raw, "/t/vanish/deep", -1), ZOK);
+    assert_int_equal(zoo_delete(raw, "/t/vanish", -1), ZOK);
+    assert_int_equal(zkr_lock_acquire(l, 5000), 0);
+    assert_int_equal(zoo_exists(raw, "/t/vanish/deep/lock", 0, &st), ZOK);
+    assert_int_equal(zkr_lock_release(l), 0);
+    zkr_lock_free(l);
+    zkr_session_free(s);
+}
+
+/* One release wakes exactly one of 20 waiters: each waiter watches only
+ * its predecessor, so the server holds 20 watches on 20 distinct nodes and
+ * delivers exactly one notification. */
+static int granted[21];
+
+static void herd_done(int rc, zkr_lock_t *l, void *data)
+{
+    (void)l;
+    granted[(intptr_t)data] = rc == 0 ? 1 : rc;
+}
+
+static void test_release_wakes_one(void **state)
+{
+    enum { W = 20, S = 4 };
+    zkr_session_t *s[S];
+    zkr_lock_t *holder, *w[W];
+    uint64_t ev0 = 0, ev1 = 0, lists0 = 0, lists1 = 0;
+    char *wchc;
+
+    (void)state;
+    memset(granted, 0, sizeof(granted));
+    for (int i = 0; i < S; i++)
+        s[i] = open_session();
+    holder = new_lock(s[0], "/t/herd", "holder");
+    assert_int_equal(zkr_lock_acquire(holder, -1), 0);
+    for (int i = 0; i < W; i++) {
+        w[i] = new_lock(s[i % S], "/t/herd", NULL);
+        assert_int_equal(
+            zkr_lock_acquire_async(w[i], -1, herd_done, (void *)(intptr_t)i),
+            0);
+        assert_true(ZKT_WAIT_UNTIL(children("/t/herd") == i + 2, 5000));
+    }
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == W, 5000));
+    wchc = zkt_4lw(server, "wchp");
+    assert_non_null(wchc);
+    free(wchc);
+    for (int i = 0; i < S; i++) {
+        ev0 += zkr_session_counter(s[i], ZKR_COUNTER_WATCH_EVENTS);
+        lists0 += zkr_session_counter(s[i], ZKR_COUNTER_LISTS);
+    }
+    assert_int_equal(zkr_lock_release(holder), 0);
+    assert_true(ZKT_WAIT_UNTIL(granted[0] == 1, 5000));
+    /* Once the first waiter holds, the others still watch their own
+     * predecessors: 19 watches, one notification, one new listing. */
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == W - 1, 5000));
+    for (int i = 0; i < S; i++) {
+        ev1 += zkr_session_counter(s[i], ZKR_COUNTER_WATCH_EVENTS);
+        lists1 += zkr_session_counter(s[i], ZKR_COUNTER_LISTS);
+    }
+    assert_int_equal(ev1 - ev0, 1);
+    assert_int_equal(lists1 - lists0, 1);
+    for (int i = 1; i < W; i++)
+        assert_int_equal(granted[i], 0);
+    for (int i = 0; i < W; i++)
+        zkr_lock_free(w[i]);
+    zkr_lock_free(holder);
+    for (int i = 0; i < S; i++)
+        zkr_session_free(s[i]);
+    assert_true(ZKT_WAIT_UNTIL(children("/t/herd") == 0, 5000));
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 0, 5000));
+}
+
+/* Acquire while another thread cancels: ZKR_ECANCELED, no node left. */
+#include <pthread.h>
+static void *cancel_later(void *arg)
+{
+    zkr_lock_t *l = arg;
+    while (zkr_lock_state(l) != ZKR_LOCK_ACQUIRING ||
+           children("/t/xcancel") < 2)
+        usleep(1000);
+    zkr_lock_cancel(l);
+    return NULL;
+}
+
+static void test_cancel_from_thread(void **state)
+{
+    zkr_session_t *s = open_session();
+    zkr_lock_t *a = new_lock(s, "/t/xcancel", NULL);
+    zkr_lock_t *b = new_lock(s, "/t/xcancel", NULL);
+    pthread_t th;
+
+    (void)state;
+    assert_int_equal(zkr_lock_acquire(a, -1), 0);
+    pthread_create(&th, NULL, cancel_later, b);
+    assert_int_equal(zkr_lock_acquire(b, -1), ZKR_ECANCELED);
+    pthread_join(th, NULL);
+    assert_int_equal(children("/t/xcancel"), 1);
+    zkr_lock_free(a);
+    zkr_lock_free(b);
+    zkr_session_free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mutual_exclusion_processes),
+        cmocka_unit_test(test_fifo_order),
+        cmocka_unit_test(test_try_timeout_cancel),
+        cmocka_unit_test(test_release_idempotent_and_states),
+        cmocka_unit_test(test_foreign_and_junk_children),
+        cmocka_unit_test(test_vanished_parent),
+        cmocka_unit_test(test_release_wakes_one),
+        cmocka_unit_test(test_cancel_from_thread),
+    };
+    return cmocka_run_group_tests_name("lock", tests, setup, teardown);
+}

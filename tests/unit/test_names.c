@@ -1,0 +1,545 @@
+/* Unit tests of the internal name functions: sequence parsing, contender
+ * name recognition for every foreign format, queue ordering, the mutex
+ * predecessor rule, and argument validation helpers. No server. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../../src/internal.h"
+
+#define UUID "3f2a9c1e-7b4d-4e8a-9c01-5d6e7f809a1b"
+#define HEX "3f2a9c1e7b4d4e8a9c015d6e7f809a1b"
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ------------------------------------------------------ zkr__parse_seq */
+
+static void seq_ok(const char *s, int32_t want)
+{
+    int32_t got = 12345;
+
+    if (zkr__parse_seq(s, &got) != 0)
+        fail_msg("parse_seq(\"%s\") rejected, want %d", s, (int)want);
+    if (got != want)
+        fail_msg("parse_seq(\"%s\") = %d, want %d", s, (int)got, (int)want);
+}
+
+static void seq_bad(const char *s)
+{
+    int32_t got = 0;
+
+    if (zkr__parse_seq(s, &got) != -1)
+        fail_msg("parse_seq(\"%s\") accepted as %d", s, (int)got);
+}
+
+static void test_parse_seq_valid(void **state)
+{
+    (void)state;
+    seq_ok("0000000001", 1);
+    seq_ok("0000000000", 0);
+    seq_ok("0000000042", 42);
+    seq_ok("0", 0);
+    seq_ok("7", 7);
+    seq_ok("-000000001", -1);
+    seq_ok("-1", -1);
+    seq_ok("2147483647", INT32_MAX);
+    seq_ok("-2147483648", INT32_MIN);
+    seq_ok("1000000000", 1000000000);
+}
+
+static void test_parse_seq_invalid(void **state)
+{
+    (void)state;
+    seq_bad("2147483648");   /* INT32_MAX + 1 */
+    seq_bad("-2147483649");  /* INT32_MIN - 1 */
+    seq_bad("9999999999");   /* 10 digits, out of range */
+    seq_bad("00000000001");  /* 11 digits */
+    seq_bad("-00000000001"); /* 11 digits after the sign */
+    seq_bad("");
+    seq_bad("-");
+    seq_bad("--1");
+    seq_bad("12a");
+    seq_bad("a12");
+    seq_bad("+1");
+    seq_bad(" 1");
+    seq_bad("1 ");
+    seq_bad("0x10");
+    seq_bad("1-");
+}
+
+/* ----------------------------------------------------- zkr__parse_name */
+
+static void name_ok(const char *name, zkr__kind_t kind, int32_t seq)
+{
+    int32_t got = 12345;
+    zkr__kind_t k = ZKR__KIND_NONE;
+
+    if (zkr__parse_name(name, &got, &k) != 0)
+        fail_msg("parse_name(\"%s\") rejected", name);
+    if (k != kind)
+        fail_msg("parse_name(\"%s\") kind %d, want %d", name, (int)k,
+                 (int)kind);
+    if (got != seq)
+        fail_msg("parse_name(\"%s\") seq %d, want %d", name, (int)got,
+                 (int)seq);
+}
+
+static void name_bad(const char *name)
+{
+    int32_t got = 0;
+    zkr__kind_t k = ZKR__KIND_EXCLUSIVE;
+
+    if (zkr__parse_name(name, &got, &k) != -1)
+        fail_msg("parse_name(\"%s\") accepted (kind %d seq %d)",
+                 name ? name : "(null)", (int)k, (int)got);
+    if (k != ZKR__KIND_NONE)
+        fail_msg("parse_name(\"%s\") rejected but kind %d, want NONE",
+                 name ? name : "(null)", (int)k);
+}
+
+static void test_parse_name_zkr_curator(void **state)
+{
+    (void)state;
+    name_ok("_c_" UUID "-lock-0000000007", ZKR__KIND_EXCLUSIVE, 7);
+    name_ok("_c_" UUID "-lock-0000000000", ZKR__KIND_EXCLUSIVE, 0);
+    name_ok("_c_" UUID "-lock-2147483647", ZKR__KIND_EXCLUSIVE, INT32_MAX);
+    /* After the counter wraps ZooKeeper writes negative numbers. */
+    name_ok("_c_" UUID "-lock--000000001", ZKR__KIND_EXCLUSIVE, -1);
+    name_ok("_c_" UUID "-lock--2147483648", ZKR__KIND_EXCLUSIVE, INT32_MIN);
+    name_ok("-lock--2147483648", ZKR__KIND_EXCLUSIVE, INT32_MIN);
+    /* go-zookeeper: "_c_<hex>-lock-<seq>" too. */
+    name_ok("_c_" HEX "-lock-0000000011", ZKR__KIND_EXCLUSIVE, 11);
+}
+
+static void test_parse_name_kazoo(void **state)
+{
+    (void)state;
+    name_ok(HEX "__lock__0000000003", ZKR__KIND_EXCLUSIVE, 3);
+    name_ok(HEX "__rlock__0000000004", ZKR__KIND_READ, 4);
+    name_ok(HEX "__lock__-000000002", ZKR__KIND_EXCLUSIVE, -2);
+    name_ok(HEX "__rlock__-000000002", ZKR__KIND_READ, -2);
+}
+
+static void test_parse_name_curator_rw_latch(void **state)
+{
+    (void)state;
+    name_ok("_c_" UUID "-__READ__0000000002", ZKR__KIND_READ, 2);
+    name_ok("_c_" UUID "-__WRIT__0000000009", ZKR__KIND_WRITE, 9);
+    name_ok("_c_" UUID "-__WRIT__-000000009", ZKR__KIND_WRITE, -9);
+    name_ok("_c_" UUID "-latch-0000000004", ZKR__KIND_LATCH, 4);
+    name_ok("_c_" UUID "-latch--000000004", ZKR__KIND_LATCH, -4);
+}
+
+static void test_parse_name_contrib(void **state)
+{
+    (void)state;
+    name_ok("x-0123456789abcdef-0000000005", ZKR__KIND_EXCLUSIVE, 5);
+    name_ok("x-0123456789abcdef--000000005", ZKR__KIND_EXCLUSIVE, -5);
+    name_ok("x-0123456789ABCDEF-0000000006", ZKR__KIND_EXCLUSIVE, 6);
+    name_ok("x-1-2147483647", ZKR__KIND_EXCLUSIVE, INT32_MAX);
+}
+
+static void test_parse_name_junk(void **state)
+{
+    static const char *const junk[] = {
+        "foo",
+        "",
+        "lock",
+        "-lock-",
+        "_c_x-lock-",
+        "_c_x-lock-abc",
+        "_c_x-lock-0001x",
+        "-lock-0001x",
+        "_c_x-lock-00000000001",
+        "_c_x-lock-2147483648",
+        "_c_x-lock--2147483649",
+        "_c_x-lock-+1",
+        "_c_x-lock- 1",
+        "_c_x-lock-1 ",
+        "_c_x-lock--",
+        "_c_x-latch-",
+        "_c_x-__READ__",
+        "_c_x-__READ__12a",
+        HEX "__lock__",
+        HEX "__rlock__x1",
+        "x--5",
+        "x-zz-0001",
+        "x-abc",
+        "x-abc-",
+        "x-abc-12a",
+        "x-abc-0001-",
+        "y-abc-0001",
+        "readme.txt",
+        "leader",
+        "0000000001",
+        "lock-0000000001",
+        "_c_" UUID "-LOCK-0000000001",
+        "_c_" UUID "-lock_0000000001",
+    };
+
+    (void)state;
+    for (size_t i = 0; i < NELEM(junk); i++)
+        name_bad(junk[i]);
+    name_bad(NULL);
+}
+
+/* ------------------------------------------------- zkr__sort_children */
+
+static void test_sort_signed_order(void **state)
+{
+    /* Deliberately unsorted, and sorted differently by name and by number:
+     * the queue must follow the signed sequence only. */
+    char *names[] = {
+        "_c_aaaa-lock-2147483647",
+        "readme.txt",
+        "_c_bbbb-lock--2147483648",
+        "zzzz__lock__0000000010",
+        "foo",
+        "_c_cccc-lock--000000001",
+        "x-0123456789abcdef-0000000003",
+        "_c_dddd-lock-0000000000",
+        "",
+        "_c_eeee-lock-",
+        "x--5",
+    };
+    static const char *const want[] = {
+        "_c_bbbb-lock--2147483648", "_c_cccc-lock--000000001",
+        "_c_dddd-lock-0000000000",  "x-0123456789abcdef-0000000003",
+        "zzzz__lock__0000000010",   "_c_aaaa-lock-2147483647",
+    };
+    static const int32_t want_seq[] = {INT32_MIN, -1, 0, 3, 10, INT32_MAX};
+    struct String_vector v = {(int32_t)NELEM(names), names};
+    zkr__entry_t *e = NULL;
+    int n = -1;
+
+    (void)state;
+    assert_int_equal(zkr__sort_children(&v, &e, &n), 0);
+    assert_int_equal(n, (int)NELEM(want));
+    assert_non_null(e);
+    for (int i = 0; i < n; i++) {
+        assert_string_equal(e[i].name, want[i]);
+        assert_int_equal(e[i].seq, want_seq[i]);
+        assert_int_equal(e[i].kind, ZKR__KIND_EXCLUSIVE);
+    }
+    /* Names are borrowed from the vector, not copied. */
+    assert_ptr_equal(e[0].name, names[2]);
+    free(e);
+}
+
+static void test_sort_ties_by_name(void **state)
+{
+    char *names[] = {
+        "_c_ffff-lock-0000000005",
+        "_c_aaaa-lock-0000000005",
+        "_c_cccc-lock-0000000004",
+        "_c_bbbb-__READ__0000000005",
+    };
+    static const char *const want[] = {
+        "_c_cccc-lock-0000000004",
+        "_c_aaaa-lock-0000000005",
+        "_c_bbbb-__READ__0000000005",
+        "_c_ffff-lock-0000000005",
+    };
+    static const zkr__kind_t want_kind[] = {ZKR__KIND_EXCLUSIVE,
+                                            ZKR__KIND_EXCLUSIVE, ZKR__KIND_READ,
+                                            ZKR__KIND_EXCLUSIVE};
+    struct String_vector v = {(int32_t)NELEM(names), names};
+    zkr__entry_t *e = NULL;
+    int n = 0;
+
+    (void)state;
+    assert_int_equal(zkr__sort_children(&v, &e, &n), 0);
+    assert_int_equal(n, 4);
+    for (int i = 0; i < n; i++) {
+        assert_string_equal(e[i].name, want[i]);
+        assert_int_equal(e[i].kind, want_kind[i]);
+    }
+    free(e);
+}
+
+static void test_sort_empty_and_all_junk(void **state)
+{
+    char *junk[] = {"foo", "", "lock", "_c_x-lock-abc", "x-zz-0001"};
+    struct String_vector empty = {0, NULL};
+    struct String_vector all_junk = {(int32_t)NELEM(junk), junk};
+    zkr__entry_t *e = (zkr__entry_t *)&e; /* poison: must become NULL */
+    int n = 99;
+
+    (void)state;
+    assert_int_equal(zkr__sort_children(&empty, &e, &n), 0);
+    assert_null(e);
+    assert_int_equal(n, 0);
+
+    e = (zkr__entry_t *)&e;
+    n = 99;
+    assert_int_equal(zkr__sort_children(&all_junk, &e, &n), 0);
+    assert_null(e);
+    assert_int_equal(n, 0);
+
+    e = (zkr__entry_t *)&e;
+    n = 99;
+    assert_int_equal(zkr__sort_children(NULL, &e, &n), 0);
+    assert_null(e);
+    assert_int_equal(n, 0);
+}
+
+static void test_find_entry(void **state)
+{
+    char *names[] = {"_c_b-lock-0000000002", "junk", "_c_a-lock-0000000001",
+                     "_c_c-lock-0000000003"};
+    struct String_vector v = {(int32_t)NELEM(names), names};
+    zkr__entry_t *e = NULL;
+    int n = 0;
+
+    (void)state;
+    assert_int_equal(zkr__sort_children(&v, &e, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(zkr__find_entry(e, n, "_c_a-lock-0000000001"), 0);
+    assert_int_equal(zkr__find_entry(e, n, "_c_b-lock-0000000002"), 1);
+    assert_int_equal(zkr__find_entry(e, n, "_c_c-lock-0000000003"), 2);
+    assert_int_equal(zkr__find_entry(e, n, "junk"), -1);
+    assert_int_equal(zkr__find_entry(e, n, "_c_a-lock-000000000"), -1);
+    assert_int_equal(zkr__find_entry(e, n, ""), -1);
+    assert_int_equal(zkr__find_entry(e, 0, "_c_a-lock-0000000001"), -1);
+    assert_int_equal(zkr__find_entry(NULL, 0, "_c_a-lock-0000000001"), -1);
+    free(e);
+}
+
+/* ---------------------------------------------------- zkr__pred_mutex */
+
+static void test_pred_mutex_basic(void **state)
+{
+    char *names[] = {"_c_a-lock-0000000001", "_c_b-lock-0000000002",
+                     "_c_c-lock-0000000003"};
+    struct String_vector v = {3, names};
+    zkr__entry_t *e = NULL;
+    int n = 0;
+
+    (void)state;
+    assert_int_equal(zkr__sort_children(&v, &e, &n), 0);
+    assert_int_equal(zkr__pred_mutex(e, n, 0), -1);
+    assert_int_equal(zkr__pred_mutex(e, n, 1), 0);
+    assert_int_equal(zkr__pred_mutex(e, n, 2), 1);
+    /* Alone in the queue: granted. */
+    assert_int_equal(zkr__pred_mutex(e, 1, 0), -1);
+    free(e);
+}
+
+/* Twenty waiters, listed in a scrambled order: each must watch exactly its
+ * immediate predecessor, so no two watch the same node and any deletion
+ * (a release by the head, or a waiter giving up) wakes exactly one. */
+static void test_pred_mutex_no_herd(void **state)
+{
+    enum { N = 20 };
+    char buf[N][64];
+    char *names[N];
+    struct String_vector v = {N, names};
+    zkr__entry_t *e = NULL;
+    int n = 0, watch[N];
+
+    (void)state;
+    for (int i = 0; i < N; i++) {
+        /* Scramble: position i holds sequence (i * 7) % N, a permutation
+         * since 7 and 20 are coprime. Start the numbers below zero to
+         * cross the sign as a wrapped counter would. */
+        int seq = (i * 7) % N - 5;
+        snprintf(buf[i], sizeof(buf[i]), "_c_%08x-lock-%010d",
+                 (unsigned)(N - i), seq);
+        names[i] = buf[i];
+    }
+    assert_int_equal(zkr__sort_children(&v, &e, &n), 0);
+    assert_int_equal(n, N);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(e[i].seq, i - 5);
+
+    for (int self = 0; self < N; self++) {
+        watch[self] = zkr__pred_mutex(e, n, self);
+        if (self == 0) {
+            assert_int_equal(watch[self], -1);
+        } else {
+            assert_int_equal(watch[self], self - 1);
+            assert_true(watch[self] < self);
+        }
+    }
+    /* Distinct watch targets. */
+    for (int a = 1; a < N; a++)
+        for (int b = a + 1; b < N; b++)
+            assert_int_not_equal(watch[a], watch[b]);
+    /* Deleting any one node notifies exactly one waiter, except the tail,
+     * which nobody watches. */
+    for (int gone = 0; gone < N; gone++) {
+        int notified = 0;
+        for (int w = 0; w < N; w++)
+            if (watch[w] >= 0 && strcmp(e[watch[w]].name, e[gone].name) == 0)
+                notified++;
+        assert_int_equal(notified, gone == N - 1 ? 0 : 1);
+    }
+    free(e);
+}
+
+/* ---------------------------------------------------- zkr__check_path */
+
+static void test_check_path(void **state)
+{
+    static const char *const good[] = {
+        "/a",
+        "/a/b-c_d",
+        "/locks/my-lock",
+        "/a/.b",
+        "/a/...",
+        "/a/b.",
+        "/\xeb\x85\xb8\xeb\x93\x9c",
+    };
+    static const char *const bad[] = {
+        "",     "a",     "/",      "/a/",   "//a",    "/a//b",
+        "/./a", "/a/..", "/a/.",   "/../a", "/a/./b", "/a/../b",
+        "a/b",  "/a\nb", "/a\x7f", "/\tb",  "/a/b/",  "///",
+    };
+    char *path;
+
+    (void)state;
+    for (size_t i = 0; i < NELEM(good); i++)
+        if (zkr__check_path(good[i]) != 0)
+            fail_msg("check_path(\"%s\") rejected", good[i]);
+    for (size_t i = 0; i < NELEM(bad); i++)
+        if (zkr__check_path(bad[i]) != ZBADARGUMENTS)
+            fail_msg("check_path(bad[%zu]) accepted", i);
+    assert_int_equal(zkr__check_path(NULL), ZBADARGUMENTS);
+
+    /* Exactly ZKR_PATH_MAX bytes is valid; one more is not. */
+    path = malloc(ZKR_PATH_MAX + 2);
+    assert_non_null(path);
+    path[0] = '/';
+    for (int i = 1; i < ZKR_PATH_MAX; i++)
+        path[i] = (i % 100 == 0) ? '/' : 'a';
+    path[ZKR_PATH_MAX] = '\0';
+    assert_int_equal(strlen(path), ZKR_PATH_MAX);
+    assert_int_equal(zkr__check_path(path), 0);
+    path[ZKR_PATH_MAX] = 'a';
+    path[ZKR_PATH_MAX + 1] = '\0';
+    assert_int_equal(strlen(path), ZKR_PATH_MAX + 1);
+    assert_int_equal(zkr__check_path(path), ZBADARGUMENTS);
+    free(path);
+}
+
+/* ------------------------------------------------------ zkr__check_id */
+
+static void test_check_id(void **state)
+{
+    static const char *const good[] = {
+        "worker-1",
+        "host.example.com:4242",
+        "\xeb\x85\xb8\xeb\x93\x9c", /* "노드" */
+        "\xc3\xa9t\xc3\xa9",        /* "été" */
+        "\xf0\x9f\x94\x92",         /* U+1F512, 4 bytes */
+        "\xf4\x8f\xbf\xbf",         /* U+10FFFF, the last code point */
+        "\xee\x80\x80",             /* U+E000, just past surrogates */
+        " ",
+    };
+    static const char *const bad[] = {
+        "",
+        "\xff",
+        "\xfe",
+        "\x80",             /* lone continuation byte */
+        "\xc0\xaf",         /* overlong '/' */
+        "\xe0\x80\xaf",     /* overlong '/', 3 bytes */
+        "\xf0\x80\x80\xaf", /* overlong '/', 4 bytes */
+        "\xe4\xb8",         /* truncated 3-byte sequence */
+        "\xc3",             /* truncated 2-byte sequence */
+        "ok\xf0\x9f\x94",   /* truncated 4-byte sequence at the end */
+        "\xed\xa0\x80",     /* surrogate U+D800 */
+        "\xed\xbf\xbf",     /* surrogate U+DFFF */
+        "\xf4\x90\x80\x80", /* U+110000, beyond Unicode */
+        "\xf8\x88\x80\x80\x80",
+    };
+    char *id;
+
+    (void)state;
+    for (size_t i = 0; i < NELEM(good); i++)
+        if (zkr__check_id(good[i]) != 0)
+            fail_msg("check_id(good[%zu]) rejected", i);
+    for (size_t i = 0; i < NELEM(bad); i++)
+        if (zkr__check_id(bad[i]) != ZBADARGUMENTS)
+            fail_msg("check_id(bad[%zu]) accepted", i);
+    assert_int_equal(zkr__check_id(NULL), ZBADARGUMENTS);
+
+    id = malloc(ZKR_ID_MAX + 2);
+    assert_non_null(id);
+    memset(id, 'i', ZKR_ID_MAX);
+    id[ZKR_ID_MAX] = '\0';
+    assert_int_equal(zkr__check_id(id), 0);
+    id[ZKR_ID_MAX] = 'i';
+    id[ZKR_ID_MAX + 1] = '\0';
+    assert_int_equal(zkr__check_id(id), ZBADARGUMENTS);
+    free(id);
+}
+
+/* ---------------------------------------------------------- zkr__uuid */
+
+static void check_uuid_shape(const char *u)
+{
+    assert_int_equal(strlen(u), 36);
+    for (int i = 0; i < 36; i++) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            assert_int_equal(u[i], '-');
+        } else if (!((u[i] >= '0' && u[i] <= '9') ||
+                     (u[i] >= 'a' && u[i] <= 'f'))) {
+            fail_msg("uuid \"%s\": bad char at %d", u, i);
+        }
+    }
+    assert_int_equal(u[14], '4');
+    assert_non_null(strchr("89ab", u[19]));
+}
+
+static void test_uuid(void **state)
+{
+    char a[37], b[37];
+
+    (void)state;
+    memset(a, 'X', sizeof(a));
+    memset(b, 'X', sizeof(b));
+    zkr__uuid(a);
+    zkr__uuid(b);
+    check_uuid_shape(a);
+    check_uuid_shape(b);
+    assert_string_not_equal(a, b);
+    /* A generated UUID works as a contender prefix. */
+    {
+        char name[80];
+        int32_t seq;
+        zkr__kind_t kind;
+        snprintf(name, sizeof(name), "_c_%s-lock-0000000012", a);
+        assert_int_equal(zkr__parse_name(name, &seq, &kind), 0);
+        assert_int_equal(seq, 12);
+        assert_int_equal(kind, ZKR__KIND_EXCLUSIVE);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_seq_valid),
+        cmocka_unit_test(test_parse_seq_invalid),
+        cmocka_unit_test(test_parse_name_zkr_curator),
+        cmocka_unit_test(test_parse_name_kazoo),
+        cmocka_unit_test(test_parse_name_curator_rw_latch),
+        cmocka_unit_test(test_parse_name_contrib),
+        cmocka_unit_test(test_parse_name_junk),
+        cmocka_unit_test(test_sort_signed_order),
+        cmocka_unit_test(test_sort_ties_by_name),
+        cmocka_unit_test(test_sort_empty_and_all_junk),
+        cmocka_unit_test(test_find_entry),
+        cmocka_unit_test(test_pred_mutex_basic),
+        cmocka_unit_test(test_pred_mutex_no_herd),
+        cmocka_unit_test(test_check_path),
+        cmocka_unit_test(test_check_id),
+        cmocka_unit_test(test_uuid),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
