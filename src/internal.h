@@ -150,8 +150,9 @@ int zkr__in_callback(void);
 int zkr__post(zkr_session_t *s, int kind, int a, zkr__contender_t *c,
               void (*fn)(void), void *data);
 
-/* Waits on s->cv until *flag is nonzero or the deadline (monotonic ms, -1
- * none) passes. Mutex held. Returns 0 or ZKR_ETIMEDOUT. */
+/* Waits on s->cv until *flag is nonzero, or (flag NULL) for one wake-up,
+ * at most until the deadline (monotonic ms, -1 none). Mutex held. Returns
+ * 0, or ZKR_ETIMEDOUT once the deadline has passed. */
 int zkr__wait(zkr_session_t *s, const int *flag, int64_t deadline);
 
 /* Adds a node to delete; mutex held. */

@@ -19,9 +19,11 @@
  * the session, and nobody else can be granted what we hold, before
  * last_heard + T. We declare LOST at last_heard + T - T/10: the tenth
  * absorbs clock-rate differences between the two machines and the time it
- * takes our timer thread to act. A heartbeat (exists "/") every T/3 keeps
- * last_heard fresh while idle; it replaces the client's own ping rather
- * than adding to it, because the client pings only when idle. */
+ * takes our timer thread to act. A heartbeat (exists "/") every T/6 keeps
+ * last_heard fresh; it replaces the client's own ping (sent only after T/3
+ * of idleness). The client gives up on a silent connection 2T/3 after its
+ * last receipt, which is then at most about T/6 after our last_heard: so a
+ * holder normally sees SUSPENDED well before our LOST at 0.9T. */
 #define _DEFAULT_SOURCE
 #include <errno.h>
 #include <stdlib.h>
@@ -220,7 +222,9 @@ void zkr__timer_kick(zkr_session_t *s)
 
 int zkr__wait(zkr_session_t *s, const int *flag, int64_t deadline)
 {
-    while (!*flag) {
+    do {
+        if (flag != NULL && *flag)
+            return 0;
         if (deadline < 0) {
             pthread_cond_wait(&s->cv, &s->mu);
         } else {
@@ -237,7 +241,7 @@ int zkr__wait(zkr_session_t *s, const int *flag, int64_t deadline)
             }
             pthread_cond_timedwait(&s->cv, &s->mu, &ts);
         }
-    }
+    } while (flag != NULL);
     return 0;
 }
 
@@ -487,6 +491,7 @@ static void declare_lost(zkr_session_t *s)
 
 static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
 {
+
     if (zh != s->zh || s->closing)
         return;
     if (state == ZOO_CONNECTED_STATE) {
@@ -496,7 +501,7 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
         s->connected = 1;
         s->timeout = zoo_recv_timeout(zh);
         s->last_heard = now;
-        s->next_ping = now + s->timeout / 3;
+        s->next_ping = now + s->timeout / 6;
         s->connect_deadline = -1;
         if (sid != s->sid || s->state == ZKR_STATE_LOST ||
             s->state == ZKR_STATE_CONNECTING) {
@@ -573,6 +578,7 @@ static void ping_done(int rc, const struct Stat *stat, const void *data)
 
     (void)stat;
     s->ping_busy = 0;
+    zkr__timer_kick(s); /* the next heartbeat may be due already */
     zkr__op_end(op);
 }
 
@@ -580,7 +586,7 @@ static void send_ping(zkr_session_t *s, int64_t now)
 {
     zkr__op_t *op = zkr__op_new(s, NULL);
 
-    s->next_ping = now + (s->timeout > 0 ? s->timeout / 3 : 1000);
+    s->next_ping = now + (s->timeout > 0 ? s->timeout / 6 : 1000);
     if (op == NULL)
         return;
     if (zoo_aexists(s->zh, "/", 0, ping_done, op) != ZOK)
@@ -689,10 +695,13 @@ static void *timer_main(void *arg)
         maybe_open(s, now);
         now = zkr__now_ms();
         if (s->zh != NULL && !s->connected && s->connect_deadline >= 0 &&
-            now >= s->connect_deadline && s->sid == 0 && s->owned &&
-            s->state != ZKR_STATE_CONNECTING) {
-            s->replace = 1;
-            continue;
+            now >= s->connect_deadline) {
+            /* A re-created handle that could not connect: try another. */
+            s->connect_deadline = -1;
+            if (s->owned && s->state == ZKR_STATE_LOST) {
+                s->replace = 1;
+                continue;
+            }
         }
         if (s->connected && !s->ping_busy && now >= s->next_ping)
             send_ping(s, now);
@@ -703,7 +712,7 @@ static void *timer_main(void *arg)
             break;
         if (s->replace)
             continue;
-        if (s->connected)
+        if (s->connected && !s->ping_busy)
             next = min_time(next, s->next_ping);
         if (is_live(s->state) && s->timeout > 0)
             next = min_time(next, deadline_of(s));
@@ -873,12 +882,9 @@ int zkr_session_open(zkr_session_t **out, const char *hosts,
                    : zkr__now_ms() + (o.connect_timeout_ms > 0
                                           ? o.connect_timeout_ms
                                           : session_timeout_ms);
-    while (s->state == ZKR_STATE_CONNECTING && !s->auth_failed) {
-        if (zkr__wait(s, &s->connected, deadline) != 0)
-            break;
-        if (s->connected)
-            break;
-    }
+    while (s->state == ZKR_STATE_CONNECTING && !s->auth_failed &&
+           zkr__wait(s, NULL, deadline) == 0)
+        ;
     rc = s->state == ZKR_STATE_CONNECTED ? 0
          : s->auth_failed               ? ZAUTHFAILED
                                         : ZKR_ETIMEDOUT;
@@ -951,15 +957,12 @@ int zkr_session_free(zkr_session_t *s)
         zkr__cleanup_pump(s);
         while ((s->cleanups != NULL || s->ops > 0) &&
                zkr__now_ms() < until) {
-            int never = 0;
-            zkr__wait(s, &never, zkr__now_ms() + 50);
+            zkr__wait(s, NULL, zkr__now_ms() + 50);
             zkr__cleanup_pump(s);
         }
     }
-    while (s->ops > 0) {
-        int never = 0;
-        zkr__wait(s, &never, zkr__now_ms() + 50);
-    }
+    while (s->ops > 0)
+        zkr__wait(s, NULL, zkr__now_ms() + 50);
     set_state(s, ZKR_STATE_CLOSED);
     pthread_mutex_unlock(&s->mu);
     stop_threads(s);
@@ -1051,7 +1054,6 @@ int zkr_session_wait_connected(zkr_session_t *s, int timeout_ms)
     deadline = timeout_ms < 0 ? -1 : zkr__now_ms() + timeout_ms;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        int never = 0;
         if (s->closing) {
             rc = ZKR_ECLOSED;
             break;
@@ -1063,7 +1065,7 @@ int zkr_session_wait_connected(zkr_session_t *s, int timeout_ms)
             rc = ZKR_ELOST;
             break;
         }
-        if (zkr__wait(s, &never, deadline) != 0) {
+        if (zkr__wait(s, NULL, deadline) != 0) {
             rc = ZKR_ETIMEDOUT;
             break;
         }

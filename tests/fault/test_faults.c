@@ -1,0 +1,371 @@
+/* Fault tests of the lock against a real ZooKeeper server: session expiry
+ * from outside, server restart, server paused past the session timeout,
+ * release while disconnected. */
+#define _DEFAULT_SOURCE
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../harness.h"
+#include "zkr.h"
+
+static zkt_server_t *server;
+static zhandle_t *raw;
+
+static int setup(void **state)
+{
+    (void)state;
+    if (zkt_server_start(&server) != 0)
+        return -1;
+    raw = zkt_connect(zkt_server_hosts(server), 10000);
+    return raw != NULL ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (raw != NULL)
+        zookeeper_close(raw);
+    zkt_server_stop(server);
+    return 0;
+}
+
+/* Records what callbacks report, with monotonic times. Callbacks run on
+ * zkr's event thread; the test reads under the mutex. */
+struct rec {
+    pthread_mutex_t mu;
+    int n;
+    int what[64];
+    int64_t at[64];
+};
+
+static void rec_init(struct rec *r)
+{
+    memset(r, 0, sizeof(*r));
+    pthread_mutex_init(&r->mu, NULL);
+}
+
+static void rec_add(struct rec *r, int what)
+{
+    pthread_mutex_lock(&r->mu);
+    if (r->n < 64) {
+        r->what[r->n] = what;
+        r->at[r->n++] = zkt_now_ms();
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* Time of the first record equal to what, or -1. */
+static int64_t rec_find(struct rec *r, int what)
+{
+    int64_t t = -1;
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->n && t < 0; i++)
+        if (r->what[i] == what)
+            t = r->at[i];
+    pthread_mutex_unlock(&r->mu);
+    return t;
+}
+
+static void on_lock_state(zkr_lock_t *l, zkr_lock_state_t st, void *data)
+{
+    (void)l;
+    rec_add(data, (int)st);
+}
+
+static void on_session(zkr_session_t *s, zkr_state_t st, void *data)
+{
+    (void)s;
+    rec_add(data, (int)st);
+}
+
+static void on_done(int rc, zkr_lock_t *l, void *data)
+{
+    (void)l;
+    rec_add(data, rc == 0 ? 1 : rc);
+}
+
+static zkr_session_t *open_session(int timeout_ms)
+{
+    zkr_session_t *s = NULL;
+    assert_int_equal(
+        zkr_session_open(&s, zkt_server_hosts(server), timeout_ms, NULL), 0);
+    return s;
+}
+
+static zkr_lock_t *new_lock(zkr_session_t *s, const char *path)
+{
+    zkr_lock_t *l = NULL;
+    assert_int_equal(zkr_lock_new(&l, s, path, NULL, NULL), 0);
+    return l;
+}
+
+static int64_t token_of(zkr_lock_t *l)
+{
+    int64_t t = -1;
+    assert_int_equal(zkr_lock_token(l, &t), 0);
+    return t;
+}
+
+static int fd_readable(int fd)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+static int children(const char *path)
+{
+    return zkt_count_children(raw, path);
+}
+
+static void expire(zkr_session_t *s)
+{
+    clientid_t cid = *zoo_client_id(zkr_session_handle(s));
+    assert_int_equal(zkt_expire_session(zkt_server_hosts(server), &cid, 10000),
+                     0);
+}
+
+/* ------------------------------------------------------------------ */
+
+/* The holder's session is expired from outside: its loss is reported by
+ * callback, fd and state; the waiter is granted with a higher token; the
+ * old handle reports LOST once and can acquire again on the new session. */
+static void test_holder_expired(void **state)
+{
+    zkr_session_t *a = open_session(4000), *b = open_session(4000);
+    zkr_lock_t *la = new_lock(a, "/f/hexp"), *lb = new_lock(b, "/f/hexp");
+    struct rec ra, rb, rs;
+    int64_t ta, tb, sid_old;
+
+    (void)state;
+    rec_init(&ra);
+    rec_init(&rb);
+    rec_init(&rs);
+    zkr_lock_set_listener(la, on_lock_state, &ra);
+    zkr_session_add_listener(a, on_session, &rs);
+    assert_int_equal(zkr_lock_acquire(la, -1), 0);
+    ta = token_of(la);
+    assert_false(fd_readable(zkr_lock_fd(la)));
+    assert_int_equal(zkr_lock_acquire_async(lb, -1, on_done, &rb), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/f/hexp") == 2, 5000));
+    sid_old = zkr_session_id(a);
+
+    expire(a);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&ra, ZKR_LOCK_LOST) >= 0, 10000));
+    assert_true(rec_find(&rs, ZKR_STATE_LOST) >= 0);
+    assert_true(fd_readable(zkr_lock_fd(la)));
+    assert_int_equal(zkr_lock_state(la), ZKR_LOCK_LOST);
+    assert_int_equal(zkr_lock_valid_ms(la), 0);
+
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&rb, 1) >= 0, 10000));
+    tb = token_of(lb);
+    assert_true(tb > ta);
+
+    assert_int_equal(zkr_lock_release(la), ZKR_ELOST);
+    assert_int_equal(zkr_lock_release(la), ZKR_ENOTHELD);
+    assert_false(fd_readable(zkr_lock_fd(la)));
+
+    /* The session re-creates itself; the handle acquires again. */
+    assert_int_equal(zkr_session_wait_connected(a, 15000), 0);
+    assert_true(zkr_session_id(a) != sid_old);
+    assert_int_equal(zkr_session_state(a), ZKR_STATE_CONNECTED);
+    assert_int_equal(zkr_lock_acquire(la, 0), ZKR_EBUSY);
+    assert_int_equal(zkr_lock_release(lb), 0);
+    assert_int_equal(zkr_lock_acquire(la, 5000), 0);
+    assert_true(token_of(la) > tb);
+    assert_int_equal(zkr_lock_release(la), 0);
+    assert_int_equal(children("/f/hexp"), 0);
+    zkr_lock_free(la);
+    zkr_lock_free(lb);
+    zkr_session_free(a);
+    zkr_session_free(b);
+}
+
+/* A waiter's session expires: its acquire ends with an error, never
+ * success, and the queue behind it still moves. */
+static void test_waiter_expired(void **state)
+{
+    zkr_session_t *a = open_session(4000), *b = open_session(4000),
+                  *c = open_session(4000);
+    zkr_lock_t *la = new_lock(a, "/f/wexp"), *lb = new_lock(b, "/f/wexp"),
+               *lc = new_lock(c, "/f/wexp");
+    struct rec rb, rc;
+
+    (void)state;
+    rec_init(&rb);
+    rec_init(&rc);
+    assert_int_equal(zkr_lock_acquire(la, -1), 0);
+    assert_int_equal(zkr_lock_acquire_async(lb, -1, on_done, &rb), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/f/wexp") == 2, 5000));
+    assert_int_equal(zkr_lock_acquire_async(lc, -1, on_done, &rc), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/f/wexp") == 3, 5000));
+
+    expire(b);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&rb, ZKR_ELOST) >= 0, 10000));
+    assert_int_equal(rec_find(&rb, 1), -1);
+    assert_true(ZKT_WAIT_UNTIL(children("/f/wexp") == 2, 5000));
+    assert_int_equal(zkr_lock_release(la), 0);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&rc, 1) >= 0, 5000));
+    assert_int_equal(rec_find(&rb, 1), -1);
+    assert_int_equal(zkr_lock_release(lc), 0);
+    zkr_lock_free(la);
+    zkr_lock_free(lb);
+    zkr_lock_free(lc);
+    zkr_session_free(a);
+    zkr_session_free(b);
+    zkr_session_free(c);
+    assert_int_equal(children("/f/wexp"), 0);
+}
+
+/* The server is killed and restarted within the session timeout: the lock
+ * goes SUSPENDED, then HELD again after re-verification, same node and
+ * token, never LOST. */
+static void test_server_restart_keeps_lock(void **state)
+{
+    zkr_session_t *a = open_session(10000);
+    zkr_lock_t *la = new_lock(a, "/f/restart");
+    struct rec ra, rs;
+    char node1[ZKR_NODE_MAX], node2[ZKR_NODE_MAX];
+    int64_t t1, sid;
+
+    (void)state;
+    rec_init(&ra);
+    rec_init(&rs);
+    zkr_lock_set_listener(la, on_lock_state, &ra);
+    zkr_session_add_listener(a, on_session, &rs);
+    assert_int_equal(zkr_lock_acquire(la, -1), 0);
+    t1 = token_of(la);
+    sid = zkr_session_id(a);
+    assert_int_equal(zkr_lock_node(la, node1, sizeof(node1)), 0);
+
+    zookeeper_close(raw);
+    raw = NULL;
+    assert_int_equal(zkt_server_kill(server), 0);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&ra, ZKR_LOCK_SUSPENDED) >= 0, 8000));
+    assert_int_equal(zkr_lock_state(la), ZKR_LOCK_SUSPENDED);
+    assert_true(fd_readable(zkr_lock_fd(la)));
+    assert_int_equal(zkr_lock_valid_ms(la), 0); /* not safe while suspended */
+    assert_true(zkr_session_valid_ms(a) > 0);   /* but the lease runs on */
+    assert_int_equal(zkt_server_restart(server), 0);
+    raw = zkt_connect(zkt_server_hosts(server), 10000);
+    assert_non_null(raw);
+
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&ra, ZKR_LOCK_HELD) >= 0, 10000));
+    assert_true(rec_find(&rs, ZKR_STATE_RECONNECTED) >= 0);
+    assert_int_equal(rec_find(&ra, ZKR_LOCK_LOST), -1);
+    assert_int_equal(rec_find(&rs, ZKR_STATE_LOST), -1);
+    assert_int_equal(zkr_lock_state(la), ZKR_LOCK_HELD);
+    assert_false(fd_readable(zkr_lock_fd(la)));
+    assert_int_equal(token_of(la), t1);
+    assert_int_equal(zkr_session_id(a), sid);
+    assert_int_equal(zkr_lock_node(la, node2, sizeof(node2)), 0);
+    assert_string_equal(node1, node2);
+    assert_int_equal(zkr_lock_release(la), 0);
+    assert_int_equal(children("/f/restart"), 0);
+    zkr_lock_free(la);
+    zkr_session_free(a);
+}
+
+/* The server is paused (SIGSTOP) longer than the session timeout. The
+ * holder must declare LOST by itself, while the server is still paused,
+ * so before anyone else can possibly be granted; it must do so no later
+ * than its own valid_ms promised. */
+static void test_server_paused_past_timeout(void **state)
+{
+    enum { T = 3000 };
+    zkr_session_t *a = open_session(T), *b = open_session(T);
+    zkr_lock_t *la = new_lock(a, "/f/pause"), *lb = new_lock(b, "/f/pause");
+    struct rec ra, rb;
+    int64_t t_pause, valid, t_lost, t_resume, t_grant;
+
+    (void)state;
+    rec_init(&ra);
+    rec_init(&rb);
+    zkr_lock_set_listener(la, on_lock_state, &ra);
+    assert_int_equal(zkr_lock_acquire(la, -1), 0);
+    assert_int_equal(zkr_lock_acquire_async(lb, -1, on_done, &rb), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/f/pause") == 2, 5000));
+
+    valid = zkr_lock_valid_ms(la);
+    t_pause = zkt_now_ms();
+    assert_int_equal(zkt_server_pause(server), 0);
+    assert_true(valid > 0 && valid <= T);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&ra, ZKR_LOCK_LOST) >= 0, 2 * T));
+    t_lost = rec_find(&ra, ZKR_LOCK_LOST);
+    /* SUSPENDED came first, then LOST within the promised validity (plus
+     * the timer's scheduling slack). */
+    assert_true(rec_find(&ra, ZKR_LOCK_SUSPENDED) >= 0);
+    assert_true(rec_find(&ra, ZKR_LOCK_SUSPENDED) <= t_lost);
+    assert_true(t_lost <= t_pause + valid + 250);
+    /* Keep the server paused past the session timeout, then resume. */
+    while (zkt_now_ms() < t_pause + T + 500)
+        zkt_sleep_ms(20);
+    t_resume = zkt_now_ms();
+    assert_int_equal(zkt_server_resume(server), 0);
+    assert_true(t_lost < t_resume);
+
+    /* b's session was lost too: its acquire failed, never succeeded. */
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&rb, ZKR_ELOST) >= 0, 3 * T));
+    assert_int_equal(rec_find(&rb, 1), -1);
+    assert_int_equal(zkr_session_wait_connected(b, 20000), 0);
+    assert_int_equal(zkr_lock_acquire(lb, 20000), 0);
+    t_grant = zkt_now_ms();
+    assert_true(t_lost < t_grant);
+    assert_int_equal(zkr_lock_release(la), ZKR_ELOST);
+    assert_int_equal(zkr_lock_release(lb), 0);
+    zkr_lock_free(la);
+    zkr_lock_free(lb);
+    zkr_session_free(a);
+    zkr_session_free(b);
+    assert_true(ZKT_WAIT_UNTIL(children("/f/pause") == 0, 10000));
+}
+
+/* Release while disconnected: local state is kept (RELEASING) until the
+ * delete is confirmed after reconnecting; no node is left behind. */
+static void test_release_while_disconnected(void **state)
+{
+    zkr_session_t *a = open_session(10000);
+    zkr_lock_t *la = new_lock(a, "/f/relsusp");
+    struct rec ra, rd;
+
+    (void)state;
+    rec_init(&ra);
+    rec_init(&rd);
+    zkr_lock_set_listener(la, on_lock_state, &ra);
+    assert_int_equal(zkr_lock_acquire(la, -1), 0);
+    zookeeper_close(raw);
+    raw = NULL;
+    assert_int_equal(zkt_server_kill(server), 0);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&ra, ZKR_LOCK_SUSPENDED) >= 0, 8000));
+    assert_int_equal(zkr_lock_release_async(la, on_done, &rd), 0);
+    assert_int_equal(zkr_lock_state(la), ZKR_LOCK_RELEASING);
+    assert_int_equal(zkr_lock_acquire(la, 0), ZKR_ESTATE);
+    assert_int_equal(zkt_server_restart(server), 0);
+    raw = zkt_connect(zkt_server_hosts(server), 10000);
+    assert_non_null(raw);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&rd, 1) >= 0, 10000));
+    assert_int_equal(zkr_lock_state(la), ZKR_LOCK_IDLE);
+    assert_int_equal(children("/f/relsusp"), 0);
+    zkr_lock_free(la);
+    zkr_session_free(a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_holder_expired),
+        cmocka_unit_test(test_waiter_expired),
+        cmocka_unit_test(test_server_restart_keeps_lock),
+        cmocka_unit_test(test_server_paused_past_timeout),
+        cmocka_unit_test(test_release_while_disconnected),
+    };
+    return cmocka_run_group_tests_name("faults", tests, setup, teardown);
+}
