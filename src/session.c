@@ -483,7 +483,6 @@ static void declare_lost(zkr_session_t *s)
         for (zkr__cleanup_t *cl = s->cleanups; cl != NULL; cl = cl->next)
             cl->dead = 1;
         s->replace = 1;
-        s->reconnect_at = zkr__now_ms();
         zkr__timer_kick(s);
     }
     zkr__cleanup_pump(s);
@@ -525,10 +524,8 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
         s->connected = 0;
         if (state == ZOO_AUTH_FAILED_STATE)
             s->auth_failed = 1;
-        if (s->state == ZKR_STATE_CONNECTING && s->owned) {
+        if (s->state == ZKR_STATE_CONNECTING && s->owned)
             s->replace = 1; /* never connected: try a fresh handle */
-            s->reconnect_at = zkr__now_ms();
-        }
         declare_lost(s);
     } else {
         /* CONNECTING, ASSOCIATING, NOTCONNECTED, READONLY: zkr never uses
@@ -644,6 +641,7 @@ static void replace_handle(zkr_session_t *s)
         zookeeper_close(old);
         pthread_mutex_lock(&s->mu);
     }
+    s->reconnect_at = -1;
     if (s->no_reconnect || s->closing || s->stop)
         return;
     s->reconnect_at = zkr__now_ms() + backoff_ms(s->reconnect_attempt++);
@@ -653,8 +651,11 @@ static void maybe_open(zkr_session_t *s, int64_t now)
 {
     zhandle_t *zh;
 
-    if (s->zh != NULL || s->reconnect_at < 0 || now < s->reconnect_at ||
-        s->no_reconnect || s->closing || !s->owned)
+    if (s->no_reconnect || s->closing || !s->owned) {
+        s->reconnect_at = -1; /* nothing to wait for: never spin on it */
+        return;
+    }
+    if (s->zh != NULL || s->reconnect_at < 0 || now < s->reconnect_at)
         return;
     s->reconnect_at = -1;
     pthread_mutex_unlock(&s->mu);

@@ -1,0 +1,270 @@
+/* Integration tests of the session layer against a real ZooKeeper server:
+ * states and listeners, adopting an application's handle, digest
+ * credentials with ACLs, chroot, no-reconnect sessions. */
+#define _DEFAULT_SOURCE
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../harness.h"
+#include "zkr.h"
+
+static zkt_server_t *server;
+static zhandle_t *raw;
+
+static int setup(void **state)
+{
+    (void)state;
+    if (zkt_server_start(&server) != 0)
+        return -1;
+    raw = zkt_connect(zkt_server_hosts(server), 10000);
+    return raw != NULL ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (raw != NULL)
+        zookeeper_close(raw);
+    zkt_server_stop(server);
+    return 0;
+}
+
+struct seen {
+    pthread_mutex_t mu;
+    int n;
+    zkr_state_t st[32];
+};
+
+static void on_state(zkr_session_t *s, zkr_state_t st, void *data)
+{
+    struct seen *v = data;
+    (void)s;
+    pthread_mutex_lock(&v->mu);
+    if (v->n < 32)
+        v->st[v->n++] = st;
+    pthread_mutex_unlock(&v->mu);
+}
+
+static int seen_has(struct seen *v, zkr_state_t st)
+{
+    int hit = 0;
+    pthread_mutex_lock(&v->mu);
+    for (int i = 0; i < v->n; i++)
+        hit |= v->st[i] == st;
+    pthread_mutex_unlock(&v->mu);
+    return hit;
+}
+
+static void test_states_and_listeners(void **state)
+{
+    zkr_session_t *s = NULL;
+    struct seen v = {PTHREAD_MUTEX_INITIALIZER, 0, {0}};
+    int64_t valid;
+
+    (void)state;
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), 6000,
+                                      NULL),
+                     0);
+    assert_int_equal(zkr_session_state(s), ZKR_STATE_CONNECTED);
+    assert_int_equal(zkr_session_timeout_ms(s), 6000);
+    assert_true(zkr_session_id(s) != 0);
+    assert_non_null(zkr_session_handle(s));
+    valid = zkr_session_valid_ms(s);
+    assert_true(valid > 0 && valid <= 6000 - 600);
+    assert_int_equal(zkr_session_counter(s, ZKR_COUNTER_SESSIONS), 1);
+    assert_int_equal(zkr_session_wait_connected(s, 0), 0);
+    assert_int_equal(zkr_session_add_listener(s, on_state, &v), 0);
+    assert_int_equal(zkr_session_remove_listener(s, on_state, NULL),
+                     ZBADARGUMENTS);
+    assert_int_equal(zkr_session_remove_listener(s, on_state, &v), 0);
+    assert_int_equal(zkr_session_remove_listener(s, on_state, &v),
+                     ZBADARGUMENTS);
+    assert_int_equal(zkr_session_add_listener(s, on_state, &v), 0);
+    assert_int_equal(zkr_session_free(s), 0);
+    /* Listeners hear CLOSED before free returns. */
+    assert_true(seen_has(&v, ZKR_STATE_CLOSED));
+}
+
+/* The application keeps its handle and its own global watcher, and
+ * forwards session events to zkr. */
+static zkr_session_t *adopted;
+static int app_events;
+
+static void app_watcher(zhandle_t *zh, int type, int st, const char *path,
+                        void *ctx)
+{
+    (void)zh;
+    (void)path;
+    (void)ctx;
+    if (type != ZOO_SESSION_EVENT)
+        __atomic_add_fetch(&app_events, 1, __ATOMIC_SEQ_CST);
+    if (adopted != NULL)
+        zkr_session_process_event(adopted, type, st);
+}
+
+static void test_adopt_application_handle(void **state)
+{
+    zhandle_t *zh = zookeeper_init(zkt_server_hosts(server), app_watcher,
+                                   6000, NULL, NULL, 0);
+    zkr_lock_t *l;
+    struct Stat st;
+    clientid_t cid;
+
+    (void)state;
+    assert_non_null(zh);
+    assert_int_equal(zkt_wait_connected(zh, 10000), 0);
+    assert_int_equal(zkr_session_adopt(&adopted, zh), 0);
+    assert_int_equal(zkr_session_state(adopted), ZKR_STATE_CONNECTED);
+    assert_ptr_equal(zkr_session_handle(adopted), zh);
+    assert_int_equal(zkr_lock_new(&l, adopted, "/s/adopt", "app", NULL), 0);
+    assert_int_equal(zkr_lock_acquire(l, 5000), 0);
+    /* The application's own watches still reach its watcher. */
+    assert_int_equal(zoo_create(zh, "/s/adopt-app", "", 0,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    assert_int_equal(zoo_exists(zh, "/s/adopt-app", 1, &st), ZOK);
+    assert_int_equal(zoo_delete(raw, "/s/adopt-app", -1), ZOK);
+    assert_true(ZKT_WAIT_UNTIL(app_events == 1, 5000));
+    assert_int_equal(zkr_lock_release(l), 0);
+    zkr_lock_free(l);
+    assert_int_equal(zkr_session_free(adopted), 0);
+    adopted = NULL;
+    /* The handle is still the application's, open and usable. */
+    assert_int_equal(zoo_exists(zh, "/s", 0, &st), ZOK);
+
+    /* An adopted session that expires is LOST for good. */
+    assert_int_equal(zkr_session_adopt(&adopted, zh), 0);
+    assert_int_equal(zkr_lock_new(&l, adopted, "/s/adopt", NULL, NULL), 0);
+    cid = *zoo_client_id(zh);
+    assert_int_equal(zkt_expire_session(zkt_server_hosts(server), &cid,
+                                        10000),
+                     0);
+    assert_true(ZKT_WAIT_UNTIL(zkr_session_state(adopted) == ZKR_STATE_LOST,
+                               10000));
+    assert_int_equal(zkr_lock_acquire(l, 1000), ZKR_ELOST);
+    assert_int_equal(zkr_session_wait_connected(adopted, 100), ZKR_ELOST);
+    zkr_lock_free(l);
+    assert_int_equal(zkr_session_free(adopted), 0);
+    adopted = NULL;
+    zookeeper_close(zh);
+}
+
+/* SPEC section 7: with a creator-only ACL, a client without the
+ * credentials can neither delete the holder's node nor enqueue itself. */
+static void test_digest_and_acl(void **state)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *alice, *alice2, *anon;
+    zkr_lock_t *la, *la2, *ln;
+    char node[ZKR_NODE_MAX];
+    struct String_vector kids;
+
+    (void)state;
+    o.digest = "alice:secret";
+    assert_int_equal(
+        zkr_session_open(&alice, zkt_server_hosts(server), 6000, &o), 0);
+    assert_int_equal(
+        zkr_session_open(&alice2, zkt_server_hosts(server), 6000, &o), 0);
+    assert_int_equal(
+        zkr_session_open(&anon, zkt_server_hosts(server), 6000, NULL), 0);
+    assert_int_equal(zkr_lock_new(&la, alice, "/s/acl/lock", "alice",
+                                  &ZOO_CREATOR_ALL_ACL),
+                     0);
+    assert_int_equal(zkr_lock_new(&la2, alice2, "/s/acl/lock", "alice2",
+                                  &ZOO_CREATOR_ALL_ACL),
+                     0);
+    assert_int_equal(zkr_lock_new(&ln, anon, "/s/acl/lock", "mallory", NULL),
+                     0);
+    assert_int_equal(zkr_lock_acquire(la, 5000), 0);
+    assert_int_equal(zkr_lock_node(la, node, sizeof(node)), 0);
+
+    /* The unauthenticated client cannot read, delete or jump the queue. */
+    assert_int_equal(zoo_delete(raw, node, -1), ZNOAUTH);
+    assert_int_equal(zkr_lock_acquire(ln, 1000), ZNOAUTH);
+    assert_int_equal(zoo_get_children(raw, "/s/acl/lock", 0, &kids),
+                     ZNOAUTH);
+    /* The same credentials from another session contend normally. */
+    assert_int_equal(zkr_lock_acquire(la2, 0), ZKR_EBUSY);
+    assert_int_equal(zkr_lock_release(la), 0);
+    assert_int_equal(zkr_lock_acquire(la2, 5000), 0);
+    assert_int_equal(zkr_lock_release(la2), 0);
+    zkr_lock_free(la);
+    zkr_lock_free(la2);
+    zkr_lock_free(ln);
+    zkr_session_free(alice);
+    zkr_session_free(alice2);
+    zkr_session_free(anon);
+}
+
+static void test_chroot(void **state)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *s;
+    zkr_lock_t *l;
+    char node[ZKR_NODE_MAX];
+    struct Stat st;
+
+    (void)state;
+    assert_int_equal(zoo_create(raw, "/app1", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0,
+                                NULL, 0),
+                     ZOK);
+    o.chroot = "/app1";
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), 6000, &o),
+                     0);
+    assert_int_equal(zkr_lock_new(&l, s, "/locks/x", NULL, NULL), 0);
+    assert_int_equal(zkr_lock_acquire(l, 5000), 0);
+    assert_int_equal(zkr_lock_node(l, node, sizeof(node)), 0);
+    assert_int_equal(strncmp(node, "/locks/x/_c_", 12), 0);
+    assert_int_equal(zoo_exists(raw, "/app1/locks/x", 0, &st), ZOK);
+    assert_int_equal(st.numChildren, 1);
+    assert_int_equal(zkr_lock_release(l), 0);
+    zkr_lock_free(l);
+    zkr_session_free(s);
+}
+
+/* With no_reconnect, LOST is final: waiting and acquiring say so. */
+static void test_no_reconnect(void **state)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *s;
+    zkr_lock_t *l;
+    clientid_t cid;
+
+    (void)state;
+    o.no_reconnect = 1;
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), 4000, &o),
+                     0);
+    assert_int_equal(zkr_lock_new(&l, s, "/s/norec", NULL, NULL), 0);
+    cid = *zoo_client_id(zkr_session_handle(s));
+    assert_int_equal(zkt_expire_session(zkt_server_hosts(server), &cid,
+                                        10000),
+                     0);
+    assert_true(
+        ZKT_WAIT_UNTIL(zkr_session_state(s) == ZKR_STATE_LOST, 10000));
+    assert_int_equal(zkr_session_wait_connected(s, 500), ZKR_ELOST);
+    assert_int_equal(zkr_lock_acquire(l, 500), ZKR_ELOST);
+    assert_int_equal(zkr_session_valid_ms(s), 0);
+    assert_int_equal(zkr_session_id(s), 0);
+    zkr_lock_free(l);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_states_and_listeners),
+        cmocka_unit_test(test_adopt_application_handle),
+        cmocka_unit_test(test_digest_and_acl),
+        cmocka_unit_test(test_chroot),
+        cmocka_unit_test(test_no_reconnect),
+    };
+    return cmocka_run_group_tests_name("session", tests, setup, teardown);
+}
