@@ -941,6 +941,16 @@ int zkr_session_free(zkr_session_t *s)
         return ZKR_EINUSE;
     }
     s->closing = 1;
+    /* Finish our deletions first (bounded, and only while connected), so a
+     * clean close leaves no node behind even if the close request itself
+     * is lost; the server's expiry is the fallback. */
+    until = zkr__now_ms() + (s->timeout > 0 ? s->timeout / 2 : 2000);
+    zkr__cleanup_pump(s);
+    while ((s->cleanups != NULL || s->ops > 0) && s->connected &&
+           zkr__now_ms() < until) {
+        zkr__wait(s, NULL, zkr__now_ms() + 50);
+        zkr__cleanup_pump(s);
+    }
     if (s->owned) {
         zhandle_t *zh = s->zh;
         s->zh = NULL;
@@ -951,16 +961,6 @@ int zkr_session_free(zkr_session_t *s)
         if (zh != NULL)
             zookeeper_close(zh);
         pthread_mutex_lock(&s->mu);
-    } else {
-        /* The application keeps its handle: finish our deletions while it
-         * is connected (bounded), so nothing of ours is left behind. */
-        until = zkr__now_ms() + (s->timeout > 0 ? s->timeout : 2000);
-        zkr__cleanup_pump(s);
-        while ((s->cleanups != NULL || s->ops > 0) &&
-               zkr__now_ms() < until) {
-            zkr__wait(s, NULL, zkr__now_ms() + 50);
-            zkr__cleanup_pump(s);
-        }
     }
     while (s->ops > 0)
         zkr__wait(s, NULL, zkr__now_ms() + 50);
