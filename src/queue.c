@@ -31,6 +31,7 @@
 
 static void step(zkr__contender_t *c);
 static void abort_acquire(zkr__contender_t *c, int rc);
+static void issue_list(zkr__contender_t *c);
 
 static int is_acquiring(const zkr__contender_t *c)
 {
@@ -216,7 +217,14 @@ static void issue_create(zkr__contender_t *c)
         zkr__op_cancel(op);
         if (rc != ZINVALIDSTATE && !zkr__is_connection_error(rc))
             abort_acquire(c, rc);
+        return;
     }
+    /* Pipeline the first listing behind the create: a session's requests
+     * are applied in order, so the list already contains our node, and an
+     * uncontended acquire costs one round trip instead of two. If the
+     * create fails, create_done leaves the LISTING phase unset and this
+     * answer is discarded as stale. */
+    issue_list(c);
 }
 
 /* Creates every missing ancestor of dir as a container node (ZooKeeper
