@@ -22,8 +22,8 @@
 
 /* Applies "counter += 1" with fencing. Returns the new value, or -1 if the
  * store rejected the token as stale. */
-static long fenced_increment(const char *store, int64_t token,
-                             const char *name, long seq)
+static long fenced_increment(const char *store, int64_t token, const char *name,
+                             long seq)
 {
     FILE *f = fopen(store, "a+");
     char line[512];
@@ -44,8 +44,7 @@ static long fenced_increment(const char *store, int64_t token,
         /* The read-modify-write is deliberately not atomic on its own: only
          * the lock keeps two workers from interleaving here. */
         usleep(2000);
-        fprintf(f, "%lld %ld %s %ld\n", (long long)token, value + 1, name,
-                seq);
+        fprintf(f, "%lld %ld %s %ld\n", (long long)token, value + 1, name, seq);
         fflush(f);
         result = value + 1;
     }
@@ -75,14 +74,26 @@ int main(int argc, char **argv)
 
     while ((opt = getopt(argc, argv, "s:p:f:n:i:")) != -1) {
         switch (opt) {
-        case 's': hosts = optarg; break;
-        case 'p': path = optarg; break;
-        case 'f': store = optarg; break;
-        case 'n': rounds = atoi(optarg); break;
-        case 'i': name = optarg; break;
+        case 's':
+            hosts = optarg;
+            break;
+        case 'p':
+            path = optarg;
+            break;
+        case 'f':
+            store = optarg;
+            break;
+        case 'n':
+            rounds = atoi(optarg);
+            break;
+        case 'i':
+            name = optarg;
+            break;
         default:
-            fprintf(stderr, "usage: %s -s HOSTS -p PATH -f STORE -n ROUNDS "
-                            "-i NAME\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s -s HOSTS -p PATH -f STORE -n ROUNDS "
+                    "-i NAME\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -116,16 +127,15 @@ int main(int argc, char **argv)
         }
         zkr_lock_token(l, &token);
         seq = node_seq(l);
-        printf("[%s] granted   seq=%010ld token=%lld (valid %lld ms)\n",
-               name, seq, (long long)token,
-               (long long)zkr_lock_valid_ms(l));
+        printf("[%s] granted   seq=%010ld token=%lld (valid %lld ms)\n", name,
+               seq, (long long)token, (long long)zkr_lock_valid_ms(l));
         value = fenced_increment(store, token, name, seq);
         if (value < 0)
             printf("[%s] REJECTED  token=%lld is stale\n", name,
                    (long long)token);
         else
-            printf("[%s] wrote     counter=%ld with token=%lld\n", name,
-                   value, (long long)token);
+            printf("[%s] wrote     counter=%ld with token=%lld\n", name, value,
+                   (long long)token);
         usleep(20000); /* some work while holding the lock */
         rc = zkr_lock_release(l);
         if (rc != 0)

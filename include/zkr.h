@@ -65,18 +65,18 @@ extern "C" {
  * zkr's own error codes. ZooKeeper's codes (`ZOK`, `ZCONNECTIONLOSS`, ...)
  * are returned unchanged alongside these.
  */
-#define ZKR_ERRNO_MAP(X)                                                      \
-    X(EBUSY, -1001, "the lock is held by another contender")                  \
-    X(ETIMEDOUT, -1002, "timed out")                                          \
-    X(ECANCELED, -1003, "operation canceled")                                 \
-    X(ENOTHELD, -1004, "not held")                                            \
-    X(EALREADY, -1005, "already held or being acquired")                      \
-    X(ELOST, -1006, "session lost: ownership is gone")                        \
-    X(ECLOSED, -1007, "session closed")                                       \
-    X(EDEADLK, -1008, "blocking call from a zkr callback")                    \
-    X(ENOMEM, -1009, "out of memory")                                         \
-    X(ESYS, -1010, "system call failed")                                      \
-    X(ESTATE, -1011, "call not valid in the current state")                   \
+#define ZKR_ERRNO_MAP(X)                                                       \
+    X(EBUSY, -1001, "the lock is held by another contender")                   \
+    X(ETIMEDOUT, -1002, "timed out")                                           \
+    X(ECANCELED, -1003, "operation canceled")                                  \
+    X(ENOTHELD, -1004, "not held")                                             \
+    X(EALREADY, -1005, "already held or being acquired")                       \
+    X(ELOST, -1006, "session lost: ownership is gone")                         \
+    X(ECLOSED, -1007, "session closed")                                        \
+    X(EDEADLK, -1008, "blocking call from a zkr callback")                     \
+    X(ENOMEM, -1009, "out of memory")                                          \
+    X(ESYS, -1010, "system call failed")                                       \
+    X(ESTATE, -1011, "call not valid in the current state")                    \
     X(EINUSE, -1012, "handle still in use")
 
 typedef enum {
@@ -252,8 +252,7 @@ typedef void (*zkr_session_listener_t)(zkr_session_t *s, zkr_state_t state,
  * \return 0; ZBADARGUMENTS; ZKR_ENOMEM.
  */
 ZKR_EXTERN int zkr_session_add_listener(zkr_session_t *s,
-                                        zkr_session_listener_t fn,
-                                        void *data);
+                                        zkr_session_listener_t fn, void *data);
 
 /**
  * \brief Removes a listener added with the same fn and data.
@@ -293,12 +292,12 @@ ZKR_EXTERN uint64_t zkr_session_counter(zkr_session_t *s, zkr_counter_t c);
 
 /** One contender of a queue, as read from ZooKeeper. */
 typedef struct zkr_contender {
-    char *node;          /**< full path of the contender's node */
-    char *id;            /**< its identifier (the node's data) */
-    int32_t seq;         /**< sequence number (signed, as ZooKeeper wrote) */
-    int64_t czxid;       /**< fencing token of the node */
-    int64_t ctime_ms;    /**< creation time, ms since the epoch (server) */
-    int64_t session_id;  /**< owning session (ephemeralOwner) */
+    char *node;         /**< full path of the contender's node */
+    char *id;           /**< its identifier (the node's data) */
+    int32_t seq;        /**< sequence number (signed, as ZooKeeper wrote) */
+    int64_t czxid;      /**< fencing token of the node */
+    int64_t ctime_ms;   /**< creation time, ms since the epoch (server) */
+    int64_t session_id; /**< owning session (ephemeralOwner) */
 } zkr_contender_t;
 
 /**

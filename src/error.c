@@ -73,9 +73,8 @@ const char *zkr_errname(int rc)
 
 const char *zkr_state_name(zkr_state_t state)
 {
-    static const char *const names[] = {"CONNECTING", "CONNECTED",
-                                        "SUSPENDED",  "RECONNECTED",
-                                        "LOST",       "CLOSED"};
+    static const char *const names[] = {"CONNECTING",  "CONNECTED", "SUSPENDED",
+                                        "RECONNECTED", "LOST",      "CLOSED"};
     if ((unsigned)state < sizeof(names) / sizeof(names[0]))
         return names[state];
     return "UNKNOWN";
@@ -83,8 +82,8 @@ const char *zkr_state_name(zkr_state_t state)
 
 const char *zkr_lock_state_name(zkr_lock_state_t state)
 {
-    static const char *const names[] = {"IDLE", "ACQUIRING", "HELD",
-                                        "SUSPENDED", "LOST", "RELEASING"};
+    static const char *const names[] = {"IDLE",      "ACQUIRING", "HELD",
+                                        "SUSPENDED", "LOST",      "RELEASING"};
     if ((unsigned)state < sizeof(names) / sizeof(names[0]))
         return names[state];
     return "UNKNOWN";

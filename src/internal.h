@@ -9,7 +9,7 @@
 
 /* ------------------------------------------------------------ util.c */
 
-int64_t zkr__now_ms(void);           /* CLOCK_MONOTONIC, milliseconds */
+int64_t zkr__now_ms(void);             /* CLOCK_MONOTONIC, milliseconds */
 int zkr__check_path(const char *path); /* 0 or ZBADARGUMENTS */
 int zkr__check_id(const char *id);     /* 0 or ZBADARGUMENTS */
 void zkr__uuid(char out[37]);          /* random (version 4) UUID */
@@ -91,8 +91,8 @@ struct zkr__listener {
  * new session drops entries of older ones (their nodes died with them). */
 struct zkr__cleanup {
     zkr__cleanup_t *next;
-    char *path;  /* full node path, or NULL when searching by uuid */
-    char *dir;   /* with uuid: the directory to search */
+    char *path; /* full node path, or NULL when searching by uuid */
+    char *dir;  /* with uuid: the directory to search */
     char uuid[37];
     int64_t sid;
     int busy;                /* an operation is in flight */
@@ -104,10 +104,10 @@ struct zkr__cleanup {
 #define ZKR__COUNTERS ZKR_COUNTER_COUNT_
 
 struct zkr_session {
-    pthread_mutex_t mu;    /* guards everything below and every contender */
-    pthread_cond_t cv;     /* broadcast on any change a blocking call awaits */
-    pthread_cond_t tcv;    /* wakes the timer thread */
-    pthread_cond_t ecv;    /* wakes the event thread */
+    pthread_mutex_t mu; /* guards everything below and every contender */
+    pthread_cond_t cv;  /* broadcast on any change a blocking call awaits */
+    pthread_cond_t tcv; /* wakes the timer thread */
+    pthread_cond_t ecv; /* wakes the event thread */
     pthread_t timer_thread, event_thread;
     zhandle_t *zh; /* NULL while being replaced */
     int owned;     /* zkr opened zh (and may replace it) */
@@ -115,19 +115,19 @@ struct zkr_session {
     char *digest;  /* "user:password" or NULL */
     int req_timeout;
     int no_reconnect;
-    int timeout;      /* negotiated session timeout, ms */
+    int timeout; /* negotiated session timeout, ms */
     zkr_state_t state;
-    int connected;    /* the ZooKeeper handle is connected now */
-    int64_t sid;      /* current session id, 0 = none */
+    int connected;      /* the ZooKeeper handle is connected now */
+    int64_t sid;        /* current session id, 0 = none */
     int64_t last_heard; /* send time of the newest answered request */
     int64_t next_ping;
     int ping_busy;
     int64_t reconnect_at; /* when LOST and re-creating: next attempt */
     int reconnect_attempt;
     int64_t connect_deadline; /* a fresh handle must connect by then */
-    int replace;  /* the timer thread must close and re-create zh */
-    int closing;  /* zkr_session_free() running */
-    int stop;     /* threads must exit */
+    int replace;              /* the timer thread must close and re-create zh */
+    int closing;              /* zkr_session_free() running */
+    int stop;                 /* threads must exit */
     int auth_failed;
     int ops;      /* zkr operations in flight (completions pending) */
     int zh_users; /* threads using zh outside the mutex (sync calls) */

@@ -82,8 +82,7 @@ int zkr_lock_release(zkr_lock_t *l)
     return zkr__release(&l->c, NULL, NULL);
 }
 
-int zkr_lock_release_async(zkr_lock_t *l, zkr_lock_completion_t cb,
-                           void *data)
+int zkr_lock_release_async(zkr_lock_t *l, zkr_lock_completion_t cb, void *data)
 {
     if (l == NULL || cb == NULL)
         return ZBADARGUMENTS;

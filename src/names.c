@@ -46,9 +46,9 @@ static const struct {
     const char *marker;
     zkr__kind_t kind;
 } markers[] = {
-    {"-lock-", ZKR__KIND_EXCLUSIVE},  {"__lock__", ZKR__KIND_EXCLUSIVE},
-    {"__rlock__", ZKR__KIND_READ},    {"__READ__", ZKR__KIND_READ},
-    {"__WRIT__", ZKR__KIND_WRITE},    {"-latch-", ZKR__KIND_LATCH},
+    {"-lock-", ZKR__KIND_EXCLUSIVE}, {"__lock__", ZKR__KIND_EXCLUSIVE},
+    {"__rlock__", ZKR__KIND_READ},   {"__READ__", ZKR__KIND_READ},
+    {"__WRIT__", ZKR__KIND_WRITE},   {"-latch-", ZKR__KIND_LATCH},
 };
 
 /* Finds the last occurrence of m in name whose remainder parses as a

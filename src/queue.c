@@ -138,8 +138,8 @@ static int path_watched_by_other(zkr_session_t *s, const char *path,
                                  const zkr__contender_t *self)
 {
     for (zkr__contender_t *o = s->contenders; o != NULL; o = o->next)
-        if (o != self && o->watching != NULL && o->phase ==
-            ZKR__P_WATCHING && strcmp(o->watching, path) == 0)
+        if (o != self && o->watching != NULL && o->phase == ZKR__P_WATCHING &&
+            strcmp(o->watching, path) == 0)
             return 1;
     return 0;
 }
@@ -252,8 +252,8 @@ static void issue_parents(zkr__contender_t *c)
         if (op == NULL)
             break;
         op->last = i == len;
-        if (zoo_acreate(s->zh, p, "", 0, &c->acl, ZOO_CONTAINER,
-                        parents_done, op) != ZOK) {
+        if (zoo_acreate(s->zh, p, "", 0, &c->acl, ZOO_CONTAINER, parents_done,
+                        op) != ZOK) {
             zkr__op_cancel(op);
             break;
         }
@@ -272,13 +272,11 @@ static void parents_done(int rc, const char *value, const void *data)
     if (op->last && !stale(op, ZKR__P_CREATING) && c->busy == 0) {
         if (c->abort_rc != 0)
             finish_acquire(c, c->abort_rc);
-        else if (rc == ZOK || rc == ZNODEEXISTS ||
-                 zkr__is_connection_error(rc))
+        else if (rc == ZOK || rc == ZNODEEXISTS || zkr__is_connection_error(rc))
             step(c);
         else
-            finish_acquire(c, rc == ZSESSIONEXPIRED || rc == ZCLOSING
-                                  ? ZKR_ELOST
-                                  : rc);
+            finish_acquire(
+                c, rc == ZSESSIONEXPIRED || rc == ZCLOSING ? ZKR_ELOST : rc);
     }
     zkr__op_end(op);
     (void)s;
@@ -336,8 +334,7 @@ static void create_done(int rc, const char *value, const struct Stat *stat,
 
 /* ----------------------------------------------------------- recover */
 
-static void recover_stat_done(int rc, const struct Stat *stat,
-                              const void *data)
+static void recover_stat_done(int rc, const struct Stat *stat, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
@@ -392,8 +389,7 @@ static void recover_list_done(int rc, const struct String_vector *v,
         if (op2 != NULL)
             op2->path = zkr__join(c->dir, hit);
         if (op2 == NULL || op2->path == NULL ||
-            zoo_aexists(s->zh, op2->path, 0, recover_stat_done, op2) !=
-                ZOK) {
+            zoo_aexists(s->zh, op2->path, 0, recover_stat_done, op2) != ZOK) {
             if (op2 != NULL)
                 zkr__op_cancel(op2);
         }
@@ -405,9 +401,8 @@ static void recover_list_done(int rc, const struct String_vector *v,
         else
             step(c);
     } else if (!zkr__is_connection_error(rc)) {
-        abort_acquire(c, rc == ZSESSIONEXPIRED || rc == ZCLOSING
-                             ? ZKR_ELOST
-                             : rc);
+        abort_acquire(c,
+                      rc == ZSESSIONEXPIRED || rc == ZCLOSING ? ZKR_ELOST : rc);
     }
     zkr__op_end(op);
 }
@@ -418,8 +413,7 @@ static void issue_recover(zkr__contender_t *c)
 
     if (op == NULL)
         return;
-    if (zoo_aget_children(c->s->zh, c->dir, 0, recover_list_done, op) !=
-        ZOK)
+    if (zoo_aget_children(c->s->zh, c->dir, 0, recover_list_done, op) != ZOK)
         zkr__op_cancel(op);
 }
 
@@ -448,15 +442,13 @@ static void wget_done(int rc, const char *value, int len,
         c->phase = ZKR__P_LISTING;
         step(c);
     } else if (rc != ZOK) {
-        abort_acquire(c, rc == ZSESSIONEXPIRED || rc == ZCLOSING
-                             ? ZKR_ELOST
-                             : rc);
+        abort_acquire(c,
+                      rc == ZSESSIONEXPIRED || rc == ZCLOSING ? ZKR_ELOST : rc);
     }
     zkr__op_end(op);
 }
 
-static void list_done(int rc, const struct String_vector *v,
-                      const void *data)
+static void list_done(int rc, const struct String_vector *v, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
@@ -474,10 +466,10 @@ static void list_done(int rc, const struct String_vector *v,
     }
     if (rc != ZOK) {
         /* NONODE: the directory (so our node) is gone. */
-        abort_acquire(c, rc == ZNONODE || rc == ZSESSIONEXPIRED ||
-                                 rc == ZCLOSING
-                             ? ZKR_ELOST
-                             : rc);
+        abort_acquire(c,
+                      rc == ZNONODE || rc == ZSESSIONEXPIRED || rc == ZCLOSING
+                          ? ZKR_ELOST
+                          : rc);
         zkr__op_end(op);
         return;
     }
@@ -507,8 +499,8 @@ static void list_done(int rc, const struct String_vector *v,
             if (op2 != NULL)
                 zkr__op_cancel(op2);
             abort_acquire(c, ZKR_ENOMEM);
-        } else if (zoo_awget(s->zh, op2->path, zkr__node_watcher, s,
-                             wget_done, op2) != ZOK) {
+        } else if (zoo_awget(s->zh, op2->path, zkr__node_watcher, s, wget_done,
+                             op2) != ZOK) {
             zkr__op_cancel(op2);
             free(c->watching);
             c->watching = NULL;
@@ -734,8 +726,7 @@ int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
         rc = ZKR_ENOMEM;
         goto fail;
     }
-    if ((rc = zkr__acl_copy(&c->acl, acl != NULL ? acl
-                                                 : &ZOO_OPEN_ACL_UNSAFE)))
+    if ((rc = zkr__acl_copy(&c->acl, acl != NULL ? acl : &ZOO_OPEN_ACL_UNSAFE)))
         goto fail;
     if (pipe2(c->fd, O_CLOEXEC | O_NONBLOCK) != 0) {
         c->fd[0] = c->fd[1] = -1;
@@ -841,11 +832,10 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
     c->try_once = timeout_ms == 0;
     /* A try still needs round trips; bound it by the session timeout in
      * case the connection drops half-way. */
-    c->deadline = timeout_ms > 0    ? zkr__now_ms() + timeout_ms
-                  : timeout_ms == 0 ? zkr__now_ms() + (s->timeout > 0
-                                                           ? s->timeout
-                                                           : 10000)
-                                    : -1;
+    c->deadline = timeout_ms > 0 ? zkr__now_ms() + timeout_ms
+                  : timeout_ms == 0
+                      ? zkr__now_ms() + (s->timeout > 0 ? s->timeout : 10000)
+                      : -1;
     c->acq_sync = sync;
     c->acq_done = 0;
     c->acq_fn = fn;
@@ -941,8 +931,8 @@ void zkr_contenders_free(zkr_contender_t *v, int count)
 }
 
 /* Reads one contender's data and stat. 1 = filled, 0 = gone, <0 error. */
-static int read_contender(zhandle_t *zh, const char *dir,
-                          const zkr__entry_t *e, zkr_contender_t *out)
+static int read_contender(zhandle_t *zh, const char *dir, const zkr__entry_t *e,
+                          zkr_contender_t *out)
 {
     char buf[ZKR_ID_MAX + 1];
     int len = ZKR_ID_MAX;

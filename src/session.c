@@ -193,8 +193,8 @@ zkr_session_t *zkr__op_begin(zkr__op_t *op, int rc)
         op->c->busy--;
     /* Any answer from the server, even an error, proves it heard us. */
     if (!zkr__is_connection_error(rc) && rc != ZCLOSING &&
-        rc != ZSESSIONEXPIRED && rc != ZINVALIDSTATE &&
-        rc != ZSYSTEMERROR && op->sid == s->sid)
+        rc != ZSESSIONEXPIRED && rc != ZINVALIDSTATE && rc != ZSYSTEMERROR &&
+        op->sid == s->sid)
         zkr__heard(s, op->sent);
     return s;
 }
@@ -442,8 +442,7 @@ void zkr__cleanup_pump(zkr_session_t *s)
         if (cl->busy)
             continue;
         if (cl->dead || (s->sid != 0 && cl->sid != s->sid) ||
-            (cl->watch && cl->path != NULL &&
-             zkr__path_watched(s, cl->path))) {
+            (cl->watch && cl->path != NULL && zkr__path_watched(s, cl->path))) {
             /* Nodes of an older session died with it. */
             cleanup_finish(s, cl, 0);
             continue;
@@ -543,8 +542,8 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
     zkr__timer_kick(s);
 }
 
-static void global_watcher(zhandle_t *zh, int type, int state,
-                           const char *path, void *ctx)
+static void global_watcher(zhandle_t *zh, int type, int state, const char *path,
+                           void *ctx)
 {
     zkr_session_t *s = ctx;
 
@@ -604,8 +603,8 @@ static zhandle_t *open_handle(zkr_session_t *s)
         zookeeper_init(s->hosts, global_watcher, s->req_timeout, NULL, s, 0);
 
     if (zh != NULL && s->digest != NULL)
-        zoo_add_auth(zh, "digest", s->digest, (int)strlen(s->digest),
-                     auth_done, NULL);
+        zoo_add_auth(zh, "digest", s->digest, (int)strlen(s->digest), auth_done,
+                     NULL);
     return zh;
 }
 
@@ -668,9 +667,8 @@ static void maybe_open(zkr_session_t *s, int64_t now)
     s->zh = zh;
     /* A fresh handle that cannot connect within a session timeout is
      * replaced, so hosts are resolved again and attempts are spaced. */
-    s->connect_deadline = zkr__now_ms() + (s->req_timeout > 0
-                                               ? s->req_timeout
-                                               : 10000);
+    s->connect_deadline =
+        zkr__now_ms() + (s->req_timeout > 0 ? s->req_timeout : 10000);
 }
 
 static int64_t min_time(int64_t a, int64_t b)
@@ -834,8 +832,7 @@ static char *build_hosts(const char *hosts, const char *chroot)
 }
 
 int zkr_session_open(zkr_session_t **out, const char *hosts,
-                     int session_timeout_ms,
-                     const zkr_session_options_t *opts)
+                     int session_timeout_ms, const zkr_session_options_t *opts)
 {
     zkr_session_options_t o = {0};
     zkr_session_t *s;
@@ -850,8 +847,8 @@ int zkr_session_open(zkr_session_t **out, const char *hosts,
         return ZBADARGUMENTS;
     if (o.chroot != NULL && zkr__check_path(o.chroot) != 0)
         return ZBADARGUMENTS;
-    if (o.digest != NULL && (strchr(o.digest, ':') == NULL ||
-                             o.digest[0] == ':'))
+    if (o.digest != NULL &&
+        (strchr(o.digest, ':') == NULL || o.digest[0] == ':'))
         return ZBADARGUMENTS;
     if (session_timeout_ms == 0)
         session_timeout_ms = 10000;
@@ -878,17 +875,17 @@ int zkr_session_open(zkr_session_t **out, const char *hosts,
         session_destroy(s);
         return ZSYSTEMERROR;
     }
-    deadline = o.connect_timeout_ms < 0
-                   ? -1
-                   : zkr__now_ms() + (o.connect_timeout_ms > 0
-                                          ? o.connect_timeout_ms
-                                          : session_timeout_ms);
+    deadline =
+        o.connect_timeout_ms < 0
+            ? -1
+            : zkr__now_ms() + (o.connect_timeout_ms > 0 ? o.connect_timeout_ms
+                                                        : session_timeout_ms);
     while (s->state == ZKR_STATE_CONNECTING && !s->auth_failed &&
            zkr__wait(s, NULL, deadline) == 0)
         ;
     rc = s->state == ZKR_STATE_CONNECTED ? 0
-         : s->auth_failed               ? ZAUTHFAILED
-                                        : ZKR_ETIMEDOUT;
+         : s->auth_failed                ? ZAUTHFAILED
+                                         : ZKR_ETIMEDOUT;
     pthread_mutex_unlock(&s->mu);
     if (rc != 0) {
         zkr_session_t *tmp = s;

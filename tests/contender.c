@@ -63,15 +63,32 @@ int main(int argc, char **argv)
 
     while ((opt = getopt(argc, argv, "s:p:n:c:l:i:t:h:")) != -1) {
         switch (opt) {
-        case 's': hosts = optarg; break;
-        case 'p': path = optarg; break;
-        case 'n': iters = atoi(optarg); break;
-        case 'c': counter = optarg; break;
-        case 'l': logp = optarg; break;
-        case 'i': id = optarg; break;
-        case 't': timeout = atoi(optarg); break;
-        case 'h': hold = atoi(optarg); break;
-        default: return 2;
+        case 's':
+            hosts = optarg;
+            break;
+        case 'p':
+            path = optarg;
+            break;
+        case 'n':
+            iters = atoi(optarg);
+            break;
+        case 'c':
+            counter = optarg;
+            break;
+        case 'l':
+            logp = optarg;
+            break;
+        case 'i':
+            id = optarg;
+            break;
+        case 't':
+            timeout = atoi(optarg);
+            break;
+        case 'h':
+            hold = atoi(optarg);
+            break;
+        default:
+            return 2;
         }
     }
     if (hosts == NULL || path == NULL)

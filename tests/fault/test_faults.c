@@ -358,6 +358,53 @@ static void test_release_while_disconnected(void **state)
     zkr_session_free(a);
 }
 
+/* Connection lost while a create is in flight: the server is paused just
+ * after the create was sent, the client gives up on the connection (the
+ * create's outcome is unknown), and the server resumes before the session
+ * expires. The contender must find its node by UUID and adopt it (it
+ * belongs to this very session) or create one if none was applied: never
+ * two nodes, never a node left behind, and the acquire succeeds. */
+static void test_connection_lost_during_create(void **state)
+{
+    enum { T = 9000 };
+    zkr_session_t *a = open_session(T);
+    zkr_lock_t *la = new_lock(a, "/f/lostcreate");
+    struct rec rs, rd;
+    zkr_contender_t *v = NULL;
+    int n = 0;
+    int64_t token;
+
+    (void)state;
+    rec_init(&rs);
+    rec_init(&rd);
+    zkr_session_add_listener(a, on_session, &rs);
+    /* Warm the path up so the create is the only request in flight. */
+    assert_int_equal(zkr_lock_acquire(la, -1), 0);
+    assert_int_equal(zkr_lock_release(la), 0);
+
+    assert_int_equal(zkt_server_pause(server), 0);
+    assert_int_equal(zkr_lock_acquire_async(la, -1, on_done, &rd), 0);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&rs, ZKR_STATE_SUSPENDED) >= 0, T));
+    assert_int_equal(zkt_server_resume(server), 0);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&rd, 1) >= 0, T));
+    assert_int_equal(rec_find(&rs, ZKR_STATE_LOST), -1);
+    assert_true(zkr_session_counter(a, ZKR_COUNTER_RECOVERIES) >= 1);
+    token = token_of(la);
+    assert_int_equal(zkr_lock_contenders(la, &v, &n), 0);
+    assert_int_equal(n, 1);
+    /* The server read the create from the socket on resuming and applied
+     * it (sequence 1, after the warm-up's 0): that node was adopted, not
+     * duplicated. */
+    assert_int_equal(v[0].seq, 1);
+    assert_int_equal(v[0].czxid, token);
+    assert_int_equal(v[0].session_id, zkr_session_id(a));
+    zkr_contenders_free(v, n);
+    assert_int_equal(zkr_lock_release(la), 0);
+    assert_int_equal(children("/f/lostcreate"), 0);
+    zkr_lock_free(la);
+    zkr_session_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -366,6 +413,7 @@ int main(void)
         cmocka_unit_test(test_server_restart_keeps_lock),
         cmocka_unit_test(test_server_paused_past_timeout),
         cmocka_unit_test(test_release_while_disconnected),
+        cmocka_unit_test(test_connection_lost_during_create),
     };
     return cmocka_run_group_tests_name("faults", tests, setup, teardown);
 }

@@ -40,14 +40,12 @@ static int teardown(void **state)
 static zkr_session_t *open_session(void)
 {
     zkr_session_t *s = NULL;
-    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), 10000,
-                                      NULL),
-                     0);
+    assert_int_equal(
+        zkr_session_open(&s, zkt_server_hosts(server), 10000, NULL), 0);
     return s;
 }
 
-static zkr_lock_t *new_lock(zkr_session_t *s, const char *path,
-                            const char *id)
+static zkr_lock_t *new_lock(zkr_session_t *s, const char *path, const char *id)
 {
     zkr_lock_t *l = NULL;
     assert_int_equal(zkr_lock_new(&l, s, path, id, NULL), 0);
@@ -90,9 +88,12 @@ static void test_mutual_exclusion_processes(void **state)
         char ids[16], iters[16];
         snprintf(ids, sizeof(ids), "p%d", i);
         snprintf(iters, sizeof(iters), "%d", ITERS);
-        char *argv[] = {prog, "-s", (char *)zkt_server_hosts(server),
-                        "-p", "/t/mutex", "-n", iters, "-c", counter,
-                        "-l", logp, "-i", ids, "-h", "3", NULL};
+        char *argv[] = {prog,  "-s",       (char *)zkt_server_hosts(server),
+                        "-p",  "/t/mutex", "-n",
+                        iters, "-c",       counter,
+                        "-l",  logp,       "-i",
+                        ids,   "-h",       "3",
+                        NULL};
         pids[i] = zkt_spawn(argv, -1);
         assert_true(pids[i] > 0);
     }
@@ -190,8 +191,7 @@ static void test_fifo_order(void **state)
         assert_true(ZKT_WAIT_UNTIL(children("/t/fifo") == k + 2, 5000));
     }
     assert_int_equal(zkr_lock_release(l[0]), 0);
-    assert_true(ZKT_WAIT_UNTIL(fifo.n == N && children("/t/fifo") == 0,
-                               10000));
+    assert_true(ZKT_WAIT_UNTIL(fifo.n == N && children("/t/fifo") == 0, 10000));
     assert_int_equal(fifo_bad, 0);
     for (int k = 0; k < N; k++) {
         assert_int_equal(fifo.who[k], N - k);
@@ -215,8 +215,8 @@ static void cancel_done(int rc, zkr_lock_t *l, void *data)
 static void test_try_timeout_cancel(void **state)
 {
     zkr_session_t *a = open_session(), *b = open_session();
-    zkr_lock_t *la = new_lock(a, "/t/try", "a"), *lb = new_lock(b, "/t/try",
-                                                                "b");
+    zkr_lock_t *la = new_lock(a, "/t/try", "a"),
+               *lb = new_lock(b, "/t/try", "b");
     long watches0;
     int64_t t0;
     int got = 1;
@@ -236,8 +236,8 @@ static void test_try_timeout_cancel(void **state)
 
     assert_int_equal(zkr_lock_acquire_async(lb, -1, cancel_done, &got), 0);
     assert_true(ZKT_WAIT_UNTIL(children("/t/try") == 2, 5000));
-    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == watches0 + 1,
-                               5000));
+    assert_true(
+        ZKT_WAIT_UNTIL(zkt_total_watches(server) == watches0 + 1, 5000));
     assert_int_equal(zkr_lock_cancel(lb), 0);
     assert_true(ZKT_WAIT_UNTIL(got == ZKR_ECANCELED, 5000));
 
@@ -316,15 +316,13 @@ static void test_foreign_and_junk_children(void **state)
                           "/t/foreign/x-zz-1", "/t/foreign/_c_x-lock-abc",
                           "/t/foreign/lock-"};
     for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++)
-        assert_int_equal(zoo_create(raw, junk[i], "j", 1,
-                                    &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
-                         ZOK);
+        assert_int_equal(
+            zoo_create(raw, junk[i], "j", 1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+            ZOK);
     /* A kazoo holder: our lock must wait for it. */
-    assert_int_equal(zoo_create(raw,
-                                "/t/foreign/0f3c2b1a9e8d4c7b__lock__", "kz",
-                                2, &ZOO_OPEN_ACL_UNSAFE,
-                                ZOO_EPHEMERAL_SEQUENTIAL, kazoo,
-                                sizeof(kazoo)),
+    assert_int_equal(zoo_create(raw, "/t/foreign/0f3c2b1a9e8d4c7b__lock__",
+                                "kz", 2, &ZOO_OPEN_ACL_UNSAFE,
+                                ZOO_EPHEMERAL_SEQUENTIAL, kazoo, sizeof(kazoo)),
                      ZOK);
     assert_int_equal(zkr_lock_acquire(l, 0), ZKR_EBUSY);
     assert_int_equal(zkr_lock_acquire(l, 200), ZKR_ETIMEDOUT);

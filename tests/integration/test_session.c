@@ -70,8 +70,7 @@ static void test_states_and_listeners(void **state)
     int64_t valid;
 
     (void)state;
-    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), 6000,
-                                      NULL),
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), 6000, NULL),
                      0);
     assert_int_equal(zkr_session_state(s), ZKR_STATE_CONNECTED);
     assert_int_equal(zkr_session_timeout_ms(s), 6000);
@@ -112,8 +111,8 @@ static void app_watcher(zhandle_t *zh, int type, int st, const char *path,
 
 static void test_adopt_application_handle(void **state)
 {
-    zhandle_t *zh = zookeeper_init(zkt_server_hosts(server), app_watcher,
-                                   6000, NULL, NULL, 0);
+    zhandle_t *zh = zookeeper_init(zkt_server_hosts(server), app_watcher, 6000,
+                                   NULL, NULL, 0);
     zkr_lock_t *l;
     struct Stat st;
     clientid_t cid;
@@ -127,9 +126,9 @@ static void test_adopt_application_handle(void **state)
     assert_int_equal(zkr_lock_new(&l, adopted, "/s/adopt", "app", NULL), 0);
     assert_int_equal(zkr_lock_acquire(l, 5000), 0);
     /* The application's own watches still reach its watcher. */
-    assert_int_equal(zoo_create(zh, "/s/adopt-app", "", 0,
-                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
-                     ZOK);
+    assert_int_equal(
+        zoo_create(zh, "/s/adopt-app", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+        ZOK);
     assert_int_equal(zoo_exists(zh, "/s/adopt-app", 1, &st), ZOK);
     assert_int_equal(zoo_delete(raw, "/s/adopt-app", -1), ZOK);
     assert_true(ZKT_WAIT_UNTIL(app_events == 1, 5000));
@@ -144,11 +143,10 @@ static void test_adopt_application_handle(void **state)
     assert_int_equal(zkr_session_adopt(&adopted, zh), 0);
     assert_int_equal(zkr_lock_new(&l, adopted, "/s/adopt", NULL, NULL), 0);
     cid = *zoo_client_id(zh);
-    assert_int_equal(zkt_expire_session(zkt_server_hosts(server), &cid,
-                                        10000),
+    assert_int_equal(zkt_expire_session(zkt_server_hosts(server), &cid, 10000),
                      0);
-    assert_true(ZKT_WAIT_UNTIL(zkr_session_state(adopted) == ZKR_STATE_LOST,
-                               10000));
+    assert_true(
+        ZKT_WAIT_UNTIL(zkr_session_state(adopted) == ZKR_STATE_LOST, 10000));
     assert_int_equal(zkr_lock_acquire(l, 1000), ZKR_ELOST);
     assert_int_equal(zkr_session_wait_connected(adopted, 100), ZKR_ELOST);
     zkr_lock_free(l);
@@ -175,9 +173,9 @@ static void test_digest_and_acl(void **state)
         zkr_session_open(&alice2, zkt_server_hosts(server), 6000, &o), 0);
     assert_int_equal(
         zkr_session_open(&anon, zkt_server_hosts(server), 6000, NULL), 0);
-    assert_int_equal(zkr_lock_new(&la, alice, "/s/acl/lock", "alice",
-                                  &ZOO_CREATOR_ALL_ACL),
-                     0);
+    assert_int_equal(
+        zkr_lock_new(&la, alice, "/s/acl/lock", "alice", &ZOO_CREATOR_ALL_ACL),
+        0);
     assert_int_equal(zkr_lock_new(&la2, alice2, "/s/acl/lock", "alice2",
                                   &ZOO_CREATOR_ALL_ACL),
                      0);
@@ -189,8 +187,7 @@ static void test_digest_and_acl(void **state)
     /* The unauthenticated client cannot read, delete or jump the queue. */
     assert_int_equal(zoo_delete(raw, node, -1), ZNOAUTH);
     assert_int_equal(zkr_lock_acquire(ln, 1000), ZNOAUTH);
-    assert_int_equal(zoo_get_children(raw, "/s/acl/lock", 0, &kids),
-                     ZNOAUTH);
+    assert_int_equal(zoo_get_children(raw, "/s/acl/lock", 0, &kids), ZNOAUTH);
     /* The same credentials from another session contend normally. */
     assert_int_equal(zkr_lock_acquire(la2, 0), ZKR_EBUSY);
     assert_int_equal(zkr_lock_release(la), 0);
@@ -213,9 +210,8 @@ static void test_chroot(void **state)
     struct Stat st;
 
     (void)state;
-    assert_int_equal(zoo_create(raw, "/app1", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0,
-                                NULL, 0),
-                     ZOK);
+    assert_int_equal(
+        zoo_create(raw, "/app1", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0), ZOK);
     o.chroot = "/app1";
     assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), 6000, &o),
                      0);
@@ -244,11 +240,9 @@ static void test_no_reconnect(void **state)
                      0);
     assert_int_equal(zkr_lock_new(&l, s, "/s/norec", NULL, NULL), 0);
     cid = *zoo_client_id(zkr_session_handle(s));
-    assert_int_equal(zkt_expire_session(zkt_server_hosts(server), &cid,
-                                        10000),
+    assert_int_equal(zkt_expire_session(zkt_server_hosts(server), &cid, 10000),
                      0);
-    assert_true(
-        ZKT_WAIT_UNTIL(zkr_session_state(s) == ZKR_STATE_LOST, 10000));
+    assert_true(ZKT_WAIT_UNTIL(zkr_session_state(s) == ZKR_STATE_LOST, 10000));
     assert_int_equal(zkr_session_wait_connected(s, 500), ZKR_ELOST);
     assert_int_equal(zkr_lock_acquire(l, 500), ZKR_ELOST);
     assert_int_equal(zkr_session_valid_ms(s), 0);
