@@ -14,29 +14,7 @@
 
 #include <cmocka.h>
 
-#include "../harness.h"
-#include "zkr.h"
-
-static zkt_server_t *server;
-static zhandle_t *raw;
-
-static int setup(void **state)
-{
-    (void)state;
-    if (zkt_server_start(&server) != 0)
-        return -1;
-    raw = zkt_connect(zkt_server_hosts(server), 10000);
-    return raw != NULL ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    if (raw != NULL)
-        zookeeper_close(raw);
-    zkt_server_stop(server);
-    return 0;
-}
+#include "../server_test.h"
 
 /* Records what callbacks report, with monotonic times. Callbacks run on
  * zkr's event thread; the test reads under the mutex. */
@@ -93,37 +71,10 @@ static void on_done(int rc, zkr_lock_t *l, void *data)
     rec_add(data, rc == 0 ? 1 : rc);
 }
 
-static zkr_session_t *open_session(int timeout_ms)
-{
-    zkr_session_t *s = NULL;
-    assert_int_equal(
-        zkr_session_open(&s, zkt_server_hosts(server), timeout_ms, NULL), 0);
-    return s;
-}
-
-static zkr_lock_t *new_lock(zkr_session_t *s, const char *path)
-{
-    zkr_lock_t *l = NULL;
-    assert_int_equal(zkr_lock_new(&l, s, path, NULL, NULL), 0);
-    return l;
-}
-
-static int64_t token_of(zkr_lock_t *l)
-{
-    int64_t t = -1;
-    assert_int_equal(zkr_lock_token(l, &t), 0);
-    return t;
-}
-
 static int fd_readable(int fd)
 {
     struct pollfd p = {fd, POLLIN, 0};
     return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
-}
-
-static int children(const char *path)
-{
-    return zkt_count_children(raw, path);
 }
 
 static void expire(zkr_session_t *s)
@@ -141,7 +92,8 @@ static void expire(zkr_session_t *s)
 static void test_holder_expired(void **state)
 {
     zkr_session_t *a = open_session(4000), *b = open_session(4000);
-    zkr_lock_t *la = new_lock(a, "/f/hexp"), *lb = new_lock(b, "/f/hexp");
+    zkr_lock_t *la = new_lock(a, "/f/hexp", NULL),
+               *lb = new_lock(b, "/f/hexp", NULL);
     struct rec ra, rb, rs;
     int64_t ta, tb, sid_old;
 
@@ -195,8 +147,9 @@ static void test_waiter_expired(void **state)
 {
     zkr_session_t *a = open_session(4000), *b = open_session(4000),
                   *c = open_session(4000);
-    zkr_lock_t *la = new_lock(a, "/f/wexp"), *lb = new_lock(b, "/f/wexp"),
-               *lc = new_lock(c, "/f/wexp");
+    zkr_lock_t *la = new_lock(a, "/f/wexp", NULL),
+               *lb = new_lock(b, "/f/wexp", NULL),
+               *lc = new_lock(c, "/f/wexp", NULL);
     struct rec rb, rc;
 
     (void)state;
@@ -231,7 +184,7 @@ static void test_waiter_expired(void **state)
 static void test_server_restart_keeps_lock(void **state)
 {
     zkr_session_t *a = open_session(10000);
-    zkr_lock_t *la = new_lock(a, "/f/restart");
+    zkr_lock_t *la = new_lock(a, "/f/restart", NULL);
     struct rec ra, rs;
     char node1[ZKR_NODE_MAX], node2[ZKR_NODE_MAX];
     int64_t t1, sid;
@@ -282,7 +235,8 @@ static void test_server_paused_past_timeout(void **state)
 {
     enum { T = 3000 };
     zkr_session_t *a = open_session(T), *b = open_session(T);
-    zkr_lock_t *la = new_lock(a, "/f/pause"), *lb = new_lock(b, "/f/pause");
+    zkr_lock_t *la = new_lock(a, "/f/pause", NULL),
+               *lb = new_lock(b, "/f/pause", NULL);
     struct rec ra, rb;
     int64_t t_pause, valid, t_lost, t_resume, t_grant;
 
@@ -333,7 +287,7 @@ static void test_server_paused_past_timeout(void **state)
 static void test_release_while_disconnected(void **state)
 {
     zkr_session_t *a = open_session(10000);
-    zkr_lock_t *la = new_lock(a, "/f/relsusp");
+    zkr_lock_t *la = new_lock(a, "/f/relsusp", NULL);
     struct rec ra, rd;
 
     (void)state;
@@ -368,7 +322,7 @@ static void test_connection_lost_during_create(void **state)
 {
     enum { T = 9000 };
     zkr_session_t *a = open_session(T);
-    zkr_lock_t *la = new_lock(a, "/f/lostcreate");
+    zkr_lock_t *la = new_lock(a, "/f/lostcreate", NULL);
     struct rec rs, rd;
     zkr_contender_t *v = NULL;
     int n = 0;

@@ -13,56 +13,7 @@
 
 #include <cmocka.h>
 
-#include "../harness.h"
-#include "zkr.h"
-
-static zkt_server_t *server;
-static zhandle_t *raw; /* plain client for checks */
-
-static int setup(void **state)
-{
-    (void)state;
-    if (zkt_server_start(&server) != 0)
-        return -1;
-    raw = zkt_connect(zkt_server_hosts(server), 10000);
-    return raw != NULL ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    if (raw != NULL)
-        zookeeper_close(raw);
-    zkt_server_stop(server);
-    return 0;
-}
-
-static zkr_session_t *open_session(void)
-{
-    zkr_session_t *s = NULL;
-    assert_int_equal(
-        zkr_session_open(&s, zkt_server_hosts(server), 10000, NULL), 0);
-    return s;
-}
-
-static zkr_lock_t *new_lock(zkr_session_t *s, const char *path, const char *id)
-{
-    zkr_lock_t *l = NULL;
-    assert_int_equal(zkr_lock_new(&l, s, path, id, NULL), 0);
-    return l;
-}
-
-static int64_t token_of(zkr_lock_t *l)
-{
-    int64_t t = -1;
-    assert_int_equal(zkr_lock_token(l, &t), 0);
-    return t;
-}
-
-static int children(const char *path)
-{
-    return zkt_count_children(raw, path);
-}
+#include "../server_test.h"
 
 /* ------------------------------------------------------------------ */
 
@@ -177,7 +128,7 @@ static void test_fifo_order(void **state)
     (void)state;
     memset(&fifo, 0, sizeof(fifo));
     for (int i = 0; i <= N; i++) {
-        s[i] = open_session();
+        s[i] = open_session(10000);
         l[i] = new_lock(s[i], "/t/fifo", NULL);
     }
     assert_int_equal(zkr_lock_acquire(l[0], -1), 0);
@@ -214,7 +165,7 @@ static void cancel_done(int rc, zkr_lock_t *l, void *data)
 
 static void test_try_timeout_cancel(void **state)
 {
-    zkr_session_t *a = open_session(), *b = open_session();
+    zkr_session_t *a = open_session(10000), *b = open_session(10000);
     zkr_lock_t *la = new_lock(a, "/t/try", "a"),
                *lb = new_lock(b, "/t/try", "b");
     long watches0;
@@ -258,7 +209,7 @@ static void test_try_timeout_cancel(void **state)
 
 static void test_release_idempotent_and_states(void **state)
 {
-    zkr_session_t *s = open_session();
+    zkr_session_t *s = open_session(10000);
     zkr_lock_t *l = new_lock(s, "/t/idem", NULL), *l2;
     char node[ZKR_NODE_MAX];
     int64_t t1, t2;
@@ -301,7 +252,7 @@ static void test_release_idempotent_and_states(void **state)
  * queue; junk is ignored and never blocks or crashes. */
 static void test_foreign_and_junk_children(void **state)
 {
-    zkr_session_t *s = open_session();
+    zkr_session_t *s = open_session(10000);
     zkr_lock_t *l = new_lock(s, "/t/foreign", NULL);
     char kazoo[256], curator[256];
     zkr_contender_t *v = NULL;
@@ -354,7 +305,7 @@ static void test_foreign_and_junk_children(void **state)
  * is created again. */
 static void test_vanished_parent(void **state)
 {
-    zkr_session_t *s = open_session();
+    zkr_session_t *s = open_session(10000);
     zkr_lock_t *l = new_lock(s, "/t/vanish/deep/lock", NULL);
     struct Stat st;
 
@@ -394,7 +345,7 @@ static void test_release_wakes_one(void **state)
     (void)state;
     memset(granted, 0, sizeof(granted));
     for (int i = 0; i < S; i++)
-        s[i] = open_session();
+        s[i] = open_session(10000);
     holder = new_lock(s[0], "/t/herd", "holder");
     assert_int_equal(zkr_lock_acquire(holder, -1), 0);
     for (int i = 0; i < W; i++) {
@@ -450,7 +401,7 @@ static void *cancel_later(void *arg)
 
 static void test_cancel_from_thread(void **state)
 {
-    zkr_session_t *s = open_session();
+    zkr_session_t *s = open_session(10000);
     zkr_lock_t *a = new_lock(s, "/t/xcancel", NULL);
     zkr_lock_t *b = new_lock(s, "/t/xcancel", NULL);
     pthread_t th;

@@ -13,29 +13,7 @@
 
 #include <cmocka.h>
 
-#include "../harness.h"
-#include "zkr.h"
-
-static zkt_server_t *server;
-static zhandle_t *raw;
-
-static int setup(void **state)
-{
-    (void)state;
-    if (zkt_server_start(&server) != 0)
-        return -1;
-    raw = zkt_connect(zkt_server_hosts(server), 10000);
-    return raw != NULL ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    if (raw != NULL)
-        zookeeper_close(raw);
-    zkt_server_stop(server);
-    return 0;
-}
+#include "../server_test.h"
 
 struct seen {
     pthread_mutex_t mu;
