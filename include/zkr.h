@@ -173,9 +173,13 @@ ZKR_EXTERN int zkr_session_open(zkr_session_t **out, const char *hosts,
  *
  * zkr never replaces the application's global watcher: the application must
  * call zkr_session_process_event() from its watcher for every session event
- * (`type == ZOO_SESSION_EVENT`). An adopted session is never re-created after
- * LOST; the application owns and closes the handle, after
- * zkr_session_free().
+ * (`type == ZOO_SESSION_EVENT`). An adopted session is never re-created:
+ * after the server expires it, it stays LOST. If zkr declared it LOST at
+ * the safe deadline and the same session then reconnects, zkr starts
+ * afresh (CONNECTED): earlier grants stay lost and their nodes are
+ * deleted. The application owns and closes the handle, after
+ * zkr_session_free(); it must stop calling zkr_session_process_event()
+ * before that.
  *
  * \param out OUT: the new session.
  * \param zh a handle from zookeeper_init(); must outlive the session.

@@ -140,6 +140,7 @@ struct zkr_session {
     zkr__cleanup_t *cleanups;
     zkr__event_t *ev_head, *ev_tail;
     uint64_t counters[ZKR__COUNTERS];
+    zkr_session_t *live_next; /* registry of live sessions */
 };
 
 /* Is the current thread the event thread of some session (running a
@@ -204,6 +205,10 @@ zkr_session_t *zkr__op_begin(zkr__op_t *op, int rc);
 void zkr__op_end(zkr__op_t *op);
 /* Undo zkr__op_new when the call could not be issued (mutex held). */
 void zkr__op_cancel(zkr__op_t *op);
+
+/* If ctx is a live (not yet freed) session, locks and returns it; else
+ * NULL. For watchers whose handle may outlive the session. */
+zkr_session_t *zkr__session_lock_live(void *ctx);
 
 /* Registers/unregisters a contender with its session; mutex held. */
 void zkr__session_attach(zkr_session_t *s, zkr__contender_t *c);

@@ -160,14 +160,17 @@ static void drop_watch(zkr_session_t *s, const char *path,
 void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
                        void *ctx)
 {
-    zkr_session_t *s = ctx;
+    zkr_session_t *s;
 
     (void)state;
     /* Session events reach every watcher; the session layer handles them. */
     if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT ||
         path == NULL)
         return;
-    pthread_mutex_lock(&s->mu);
+    /* An application's (adopted) handle may outlive the session that set
+     * this watch: only a live session is touched. Returns it locked. */
+    if ((s = zkr__session_lock_live(ctx)) == NULL)
+        return;
     if (zh == s->zh) {
         s->counters[ZKR_COUNTER_WATCH_EVENTS]++;
         for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {

@@ -35,6 +35,47 @@
 
 static _Thread_local int tl_in_callback;
 
+/* Live sessions, so that a watcher left on an application's handle after
+ * zkr_session_free() can tell its context is gone. Lock order: live_mu,
+ * then a session's mu. */
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static zkr_session_t *live_head;
+
+static void live_add(zkr_session_t *s)
+{
+    pthread_mutex_lock(&live_mu);
+    s->live_next = live_head;
+    live_head = s;
+    pthread_mutex_unlock(&live_mu);
+}
+
+static void live_remove(zkr_session_t *s)
+{
+    zkr_session_t **pp;
+
+    pthread_mutex_lock(&live_mu);
+    for (pp = &live_head; *pp != NULL; pp = &(*pp)->live_next) {
+        if (*pp == s) {
+            *pp = s->live_next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&live_mu);
+}
+
+zkr_session_t *zkr__session_lock_live(void *ctx)
+{
+    zkr_session_t *s;
+
+    pthread_mutex_lock(&live_mu);
+    for (s = live_head; s != NULL && s != ctx; s = s->live_next)
+        ;
+    if (s != NULL)
+        pthread_mutex_lock(&s->mu);
+    pthread_mutex_unlock(&live_mu);
+    return s;
+}
+
 int zkr__in_callback(void)
 {
     return tl_in_callback;
@@ -503,8 +544,12 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
         s->connect_deadline = -1;
         if (sid != s->sid || s->state == ZKR_STATE_LOST ||
             s->state == ZKR_STATE_CONNECTING) {
-            /* A session we locally declared LOST is never resumed. */
-            if (s->state == ZKR_STATE_LOST && sid == s->sid) {
+            /* A session we declared LOST ourselves is never resumed: an
+             * owned handle is being replaced. An application's handle
+             * that comes back with it starts afresh (CONNECTED): every
+             * grant of before stays lost, and the nodes left from then
+             * are deleted by the cleanup pump below. */
+            if (s->state == ZKR_STATE_LOST && sid == s->sid && s->owned) {
                 s->connected = 0;
                 return;
             }
@@ -745,6 +790,7 @@ static void session_destroy(zkr_session_t *s)
 {
     zkr__listener_t *l;
 
+    live_remove(s);
     while ((l = s->listeners) != NULL) {
         s->listeners = l->next;
         free(l);
@@ -787,6 +833,7 @@ static int session_alloc(zkr_session_t **out)
     s->state = ZKR_STATE_CONNECTING;
     s->reconnect_at = -1;
     s->connect_deadline = -1;
+    live_add(s);
     *out = s;
     return 0;
 }
@@ -938,6 +985,11 @@ int zkr_session_free(zkr_session_t *s)
         return ZKR_EINUSE;
     }
     s->closing = 1;
+    /* From now on a watcher left on an adopted handle ignores us; one that
+     * is running finishes before we go on (it holds our mutex). */
+    pthread_mutex_unlock(&s->mu);
+    live_remove(s);
+    pthread_mutex_lock(&s->mu);
     /* Finish our deletions first (bounded, and only while connected), so a
      * clean close leaves no node behind even if the close request itself
      * is lost; the server's expiry is the fallback. */
