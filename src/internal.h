@@ -271,8 +271,9 @@ struct zkr__contender {
     int fd[2];
     int fd_readable;
     int lost_unreported;
-    int events;  /* events queued or running for this contender */
-    int freeing; /* free requested from its own callback */
+    int events;       /* events queued or running for this contender */
+    int sync_waiters; /* threads blocked in acquire/release on it */
+    int freeing;      /* free requested from its own callback */
 };
 
 int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,

@@ -766,10 +766,13 @@ void zkr__contender_destroy(zkr__contender_t *c)
     self = zkr__in_callback() && s->ev_current == c;
     if (is_acquiring(c)) {
         abort_acquire(c, ZKR_ECANCELED);
-        /* Do not wait for the delete: the session finishes it. */
+        /* Do not wait for a delete, a create or a recovery in flight: the
+         * session deletes what they leave (a create answered after this
+         * is stale and deleted; a recovery's node is searched by UUID). */
         zkr__cleanup_disown(s, c);
-        if (c->phase == ZKR__P_ABORTING) {
-            forget_node(c);
+        if (is_acquiring(c)) {
+            if (c->phase == ZKR__P_RECOVER)
+                zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL);
             finish_acquire(c, c->abort_rc);
         }
     } else if (c->phase == ZKR__P_HELD) {
@@ -784,7 +787,7 @@ void zkr__contender_destroy(zkr__contender_t *c)
      * generation and deletes what it made. Wait for it and for queued
      * callbacks (the canceled completion among them). */
     c->gen++;
-    while (c->busy > 0 || c->events > (self ? 1 : 0))
+    while (c->busy > 0 || c->sync_waiters > 0 || c->events > (self ? 1 : 0))
         pthread_cond_wait(&s->cv, &s->mu);
     if (c->watching != NULL)
         drop_watch(s, c->watching, c);
@@ -846,9 +849,12 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
     step(c);
     zkr__timer_kick(s);
     if (sync) {
+        c->sync_waiters++;
         zkr__wait(s, &c->acq_done, -1);
         rc = c->acq_rc;
         c->acq_sync = 0;
+        c->sync_waiters--;
+        pthread_cond_broadcast(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
     return rc;
@@ -902,8 +908,11 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
         c->pub = ZKR_LOCK_HELD;
         c->rel_pending = 0;
     } else if (sync) {
+        c->sync_waiters++;
         zkr__wait(s, &c->rel_done, -1);
         rc = c->rel_rc;
+        c->sync_waiters--;
+        pthread_cond_broadcast(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
     return rc;

@@ -417,6 +417,34 @@ static void test_cancel_from_thread(void **state)
     zkr_session_free(s);
 }
 
+/* Freeing a handle whose acquire is pending (just sent, or waiting)
+ * delivers ZKR_ECANCELED before zkr_lock_free returns, and its node goes. */
+static void test_free_while_acquiring(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_lock_t *a = new_lock(s, "/t/freewait", NULL), *b, *c;
+    int rb = 1, rc = 1;
+
+    (void)state;
+    assert_int_equal(zkr_lock_acquire(a, -1), 0);
+    b = new_lock(s, "/t/freewait", NULL);
+    assert_int_equal(zkr_lock_acquire_async(b, -1, cancel_done, &rb), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/t/freewait") == 2, 5000));
+    zkr_lock_free(b);
+    assert_int_equal(rb, ZKR_ECANCELED);
+    /* Freed right after sending the create: the answer arrives for a
+     * handle that is gone, and the node it made is deleted. */
+    c = new_lock(s, "/t/freewait", NULL);
+    assert_int_equal(zkr_lock_acquire_async(c, -1, cancel_done, &rc), 0);
+    zkr_lock_free(c);
+    assert_int_equal(rc, ZKR_ECANCELED);
+    assert_true(ZKT_WAIT_UNTIL(children("/t/freewait") == 1, 5000));
+    assert_int_equal(zkr_lock_release(a), 0);
+    zkr_lock_free(a);
+    zkr_session_free(s);
+    assert_int_equal(children("/t/freewait"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -428,6 +456,7 @@ int main(void)
         cmocka_unit_test(test_vanished_parent),
         cmocka_unit_test(test_release_wakes_one),
         cmocka_unit_test(test_cancel_from_thread),
+        cmocka_unit_test(test_free_while_acquiring),
     };
     return cmocka_run_group_tests_name("lock", tests, setup, teardown);
 }
