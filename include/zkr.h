@@ -77,7 +77,9 @@ extern "C" {
     X(ENOMEM, -1009, "out of memory")                                          \
     X(ESYS, -1010, "system call failed")                                       \
     X(ESTATE, -1011, "call not valid in the current state")                    \
-    X(EINUSE, -1012, "handle still in use")
+    X(EINUSE, -1012, "handle still in use")                                    \
+    X(ESTALE, -1013, "stale: the grant or token is no longer valid")           \
+    X(EFORMAT, -1014, "malformed sequencer string")
 
 typedef enum {
 #define ZKR__ERR_ENUM(name, val, text) ZKR_##name = (val),
@@ -488,6 +490,132 @@ ZKR_EXTERN int zkr_lock_set_listener(zkr_lock_t *l, zkr_lock_listener_t fn,
  */
 ZKR_EXTERN int zkr_lock_contenders(zkr_lock_t *l, zkr_contender_t **out,
                                    int *count);
+
+/* ------------------------------------------------------------------------ */
+/* Fencing: sequencers, guarded writes, resource-side checks                 */
+/* ------------------------------------------------------------------------ */
+
+/** Buffer size that always fits a formatted sequencer and its NUL. */
+#define ZKR_SEQUENCER_MAX (ZKR_NODE_MAX + 64)
+
+/**
+ * A grant, as something that can travel: which node holds it, its fencing
+ * token, the session that owns it, and the kind of grant. A plain value:
+ * copy it freely.
+ */
+typedef struct zkr_sequencer {
+    char path[ZKR_PATH_MAX + 1]; /**< the recipe's path ("/locks/jobs") */
+    char node[ZKR_NODE_MAX];     /**< full path of the holder's node */
+    int64_t token;               /**< fencing token: czxid of node */
+    int64_t session_id;          /**< owning session (ephemeralOwner) */
+    char mode; /**< 'x' exclusive lock, 'r' read, 'w' write, 'l' leader,
+                    'p' semaphore permit */
+} zkr_sequencer_t;
+
+/**
+ * \brief The sequencer of the current grant of a lock.
+ * \param out OUT.
+ * \return 0; ZKR_ENOTHELD (not HELD); ZBADARGUMENTS.
+ */
+ZKR_EXTERN int zkr_lock_sequencer(zkr_lock_t *l, zkr_sequencer_t *out);
+
+/**
+ * \brief Formats a sequencer as one line of text:
+ *   `zkr1:<mode>:<token>:<session id, 16 hex digits>:<node path>`.
+ * \param buf OUT: at least ZKR_SEQUENCER_MAX bytes always suffice.
+ * \return 0; ZBADARGUMENTS (NULL, buffer too small, or q not valid: bad
+ *   mode, token <= 0, invalid node path).
+ */
+ZKR_EXTERN int zkr_sequencer_format(const zkr_sequencer_t *q, char *buf,
+                                    size_t len);
+
+/**
+ * \brief Parses a string made by zkr_sequencer_format(), strictly.
+ *
+ * Rejected: another prefix or version, an unknown mode, a token that is
+ * not a positive decimal without leading zeros, a session id that is not
+ * exactly 16 lowercase hex digits, a node path that is not valid or whose
+ * last component is not a contender name, anything missing or extra.
+ * \param out OUT: filled only on success.
+ * \return 0; ZKR_EFORMAT (malformed or truncated); ZBADARGUMENTS (NULL).
+ */
+ZKR_EXTERN int zkr_sequencer_parse(const char *str, zkr_sequencer_t *out);
+
+/**
+ * \brief Checks a sequencer against ZooKeeper: valid only while its node
+ *   exists with the same czxid and the same owning session.
+ *
+ * Any process with a session can check any sequencer.
+ * \return 0 (valid now); ZKR_ESTALE (node gone, or re-created by someone
+ *   else); ZBADARGUMENTS; ZKR_EDEADLK (from a callback: use the async
+ *   form); ZKR_ECLOSED; ZooKeeper codes (ZCONNECTIONLOSS, ZNOAUTH...).
+ */
+ZKR_EXTERN int zkr_sequencer_check(zkr_session_t *s, const zkr_sequencer_t *q);
+
+/** One-shot completion: rc first, data last. Runs on the event thread. */
+typedef void (*zkr_result_completion_t)(int rc, void *data);
+
+/**
+ * \brief Asynchronous zkr_sequencer_check(); `cb` gets its result.
+ * \return 0 (cb will be called once); otherwise an error as for the sync
+ *   form, and cb is never called.
+ */
+ZKR_EXTERN int zkr_sequencer_check_async(zkr_session_t *s,
+                                         const zkr_sequencer_t *q,
+                                         zkr_result_completion_t cb,
+                                         void *data);
+
+/**
+ * \brief Runs ZooKeeper operations only while the lock is held.
+ *
+ * Sends one `zoo_multi`: first a check that our node still exists
+ * unchanged, then `ops`. ZooKeeper applies all or nothing, so the
+ * operations commit only if the lock was held when the server applied
+ * them, whatever happened to this process meanwhile (pause, partition,
+ * expiry). Initialise ops with zoo_create_op_init() and friends; their
+ * buffers must stay valid until the call completes.
+ *
+ * \param count number of ops (1..1000).
+ * \param results OUT: count results, as zoo_multi() fills them.
+ * \return 0 (all applied); ZKR_ENOTHELD (the lock is not held: not locally
+ *   HELD or SUSPENDED, or the server found our node gone; nothing was
+ *   applied); otherwise the ZooKeeper code of the first failing operation
+ *   (see results[i].err; nothing was applied); ZBADARGUMENTS;
+ *   ZKR_EDEADLK; ZKR_ECLOSED; ZCONNECTIONLOSS (outcome unknown, as for
+ *   any ZooKeeper write).
+ */
+ZKR_EXTERN int zkr_lock_guarded_multi(zkr_lock_t *l, int count,
+                                      const zoo_op_t *ops,
+                                      zoo_op_result_t *results);
+
+/**
+ * \brief Asynchronous zkr_lock_guarded_multi(); `results` is filled before
+ *   `cb` is called with the code the sync form would return.
+ * \return 0 (cb will be called once); otherwise an error as for the sync
+ *   form, and cb is never called.
+ */
+ZKR_EXTERN int zkr_lock_guarded_multi_async(zkr_lock_t *l, int count,
+                                            const zoo_op_t *ops,
+                                            zoo_op_result_t *results,
+                                            zkr_result_completion_t cb,
+                                            void *data);
+
+/**
+ * \brief The resource-side rule: admits a fencing token unless a higher
+ *   one was admitted before.
+ *
+ * `*highest` is the highest token the resource has accepted (start at 0).
+ * A token lower than it comes from a holder that has since been replaced:
+ * it is rejected and `*highest` is unchanged. An equal token is the same
+ * grant writing again and is admitted. Atomic: several threads may share
+ * one counter. For a database, the same rule is one statement:
+ *   `UPDATE t SET v = :v, fence = :token WHERE id = :id AND fence <= :token`
+ * (`fence < :token` to allow one write per grant), then check that one row
+ * changed.
+ * \return 0 (admitted, `*highest` = max(`*highest`, token)); ZKR_ESTALE
+ *   (rejected); ZBADARGUMENTS (NULL, or token <= 0).
+ */
+ZKR_EXTERN int zkr_fence_admit(int64_t *highest, int64_t token);
 
 #ifdef __cplusplus
 }

@@ -67,7 +67,8 @@ enum {
     ZKR__EV_SESSION = 1, /* session listeners, state in a */
     ZKR__EV_STATE,       /* recipe state listener, state in a */
     ZKR__EV_ACQUIRED,    /* acquire completion, rc in a */
-    ZKR__EV_RELEASED     /* release completion, rc in a */
+    ZKR__EV_RELEASED,    /* release completion, rc in a */
+    ZKR__EV_CALL         /* run(ev): a one-shot completion, c is NULL */
 };
 
 struct zkr__event {
@@ -78,6 +79,7 @@ struct zkr__event {
     void (*fn)(void);    /* the application's callback, cast back by the
                             recipe's deliver function */
     void *data;
+    void (*run)(const zkr__event_t *ev); /* ZKR__EV_CALL only */
 };
 
 struct zkr__listener {
@@ -126,6 +128,7 @@ struct zkr_session {
     int reconnect_attempt;
     int64_t connect_deadline; /* a fresh handle must connect by then */
     int replace;              /* the timer thread must close and re-create zh */
+    int swapping;             /* ... and is doing so now, unlocked */
     int closing;              /* zkr_session_free() running */
     int stop;                 /* threads must exit */
     int auth_failed;
@@ -151,6 +154,11 @@ int zkr__in_callback(void);
 int zkr__post(zkr_session_t *s, int kind, int a, zkr__contender_t *c,
               void (*fn)(void), void *data);
 
+/* Posts a one-shot completion: run(ev) is called on the event thread with
+ * ev->fn, ev->data and ev->a = rc. Mutex held. */
+int zkr__post_call(zkr_session_t *s, void (*run)(const zkr__event_t *ev),
+                   int rc, void (*fn)(void), void *data);
+
 /* Waits on s->cv until *flag is nonzero, or (flag NULL) for one wake-up,
  * at most until the deadline (monotonic ms, -1 none). Mutex held. Returns
  * 0, or ZKR_ETIMEDOUT once the deadline has passed. */
@@ -174,6 +182,12 @@ void zkr__timer_kick(zkr_session_t *s);
 /* Records that the server answered a request sent at `sent`. */
 void zkr__heard(zkr_session_t *s, int64_t sent);
 
+/* Declares LOST now if the safe deadline has passed. Mutex held. Called
+ * wherever ownership is asked about or used: the timer thread may not
+ * have run yet (for instance in a process that was just resumed after
+ * SIGSTOP, every thread wakes at once). */
+void zkr__enforce_deadline(zkr_session_t *s);
+
 /* zkr_session_valid_ms with the mutex held. */
 int64_t zkr__session_valid_locked(zkr_session_t *s);
 
@@ -194,6 +208,7 @@ typedef struct zkr__op {
     int64_t sent; /* monotonic ms when issued */
     int64_t sid;  /* session id when issued */
     int last;     /* parents: the last create of the chain */
+    void *ctx;    /* one-shot calls: their pending state */
     char *path;   /* op-specific path (watched node, adopted node) */
 } zkr__op_t;
 
@@ -219,6 +234,7 @@ void zkr__session_detach(zkr_session_t *s, zkr__contender_t *c);
 /* What a recipe gives the engine. */
 typedef struct zkr__recipe {
     const char *marker; /* node name marker, e.g. "-lock-" */
+    char mode;          /* sequencer mode: 'x', 'r', 'w', 'l', 'p' */
     zkr__pred_fn pred;
     /* Delivers an event to the application: casts fn back to the
      * recipe's callback type and calls it with the recipe's handle. */
@@ -288,6 +304,12 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
 int zkr__cancel(zkr__contender_t *c);
 int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data);
 int64_t zkr__valid_ms(zkr__contender_t *c);
+/* Fills a sequencer of the current grant; mutex held. 0 or ZKR_ENOTHELD. */
+int zkr__sequencer(zkr__contender_t *c, zkr_sequencer_t *out);
+/* Guarded multi on a contender's grant (sync when cb is NULL). */
+int zkr__guarded_multi(zkr__contender_t *c, int count, const zoo_op_t *ops,
+                       zoo_op_result_t *results, zkr_result_completion_t cb,
+                       void *data);
 
 /* Session hooks into the engine (mutex held). */
 void zkr__queue_on_connected(zkr_session_t *s, int new_session);

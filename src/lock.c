@@ -21,6 +21,7 @@ static void lock_deliver(zkr__contender_t *c, const zkr__event_t *ev)
 
 static const zkr__recipe_t lock_recipe = {
     "-lock-",
+    'x',
     zkr__pred_mutex,
     lock_deliver,
 };
@@ -96,6 +97,7 @@ zkr_lock_state_t zkr_lock_state(zkr_lock_t *l)
     if (l == NULL)
         return ZKR_LOCK_IDLE;
     pthread_mutex_lock(&l->c.s->mu);
+    zkr__enforce_deadline(l->c.s);
     st = l->c.pub;
     pthread_mutex_unlock(&l->c.s->mu);
     return st;
@@ -108,6 +110,7 @@ int zkr_lock_token(zkr_lock_t *l, int64_t *token)
     if (l == NULL || token == NULL)
         return ZBADARGUMENTS;
     pthread_mutex_lock(&l->c.s->mu);
+    zkr__enforce_deadline(l->c.s);
     if (l->c.phase == ZKR__P_HELD)
         *token = l->c.czxid;
     else
@@ -159,4 +162,34 @@ int zkr_lock_contenders(zkr_lock_t *l, zkr_contender_t **out, int *count)
     if (l == NULL)
         return ZBADARGUMENTS;
     return zkr_contenders_list(l->c.s, l->c.dir, out, count);
+}
+
+int zkr_lock_sequencer(zkr_lock_t *l, zkr_sequencer_t *out)
+{
+    int rc;
+
+    if (l == NULL || out == NULL)
+        return ZBADARGUMENTS;
+    pthread_mutex_lock(&l->c.s->mu);
+    zkr__enforce_deadline(l->c.s);
+    rc = zkr__sequencer(&l->c, out);
+    pthread_mutex_unlock(&l->c.s->mu);
+    return rc;
+}
+
+int zkr_lock_guarded_multi(zkr_lock_t *l, int count, const zoo_op_t *ops,
+                           zoo_op_result_t *results)
+{
+    if (l == NULL)
+        return ZBADARGUMENTS;
+    return zkr__guarded_multi(&l->c, count, ops, results, NULL, NULL);
+}
+
+int zkr_lock_guarded_multi_async(zkr_lock_t *l, int count, const zoo_op_t *ops,
+                                 zoo_op_result_t *results,
+                                 zkr_result_completion_t cb, void *data)
+{
+    if (l == NULL || cb == NULL)
+        return ZBADARGUMENTS;
+    return zkr__guarded_multi(&l->c, count, ops, results, cb, data);
 }

@@ -812,6 +812,7 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
     if (sync && zkr__in_callback())
         return ZKR_EDEADLK;
     pthread_mutex_lock(&s->mu);
+    zkr__enforce_deadline(s);
     if (s->closing)
         rc = ZKR_ECLOSED;
     else if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
@@ -881,6 +882,7 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
     if (sync && zkr__in_callback())
         return ZKR_EDEADLK;
     pthread_mutex_lock(&s->mu);
+    zkr__enforce_deadline(s);
     if (is_acquiring(c)) {
         rc = ZKR_ESTATE;
     } else if (c->lost_unreported) {

@@ -127,6 +127,16 @@ int zkr__post(zkr_session_t *s, int kind, int a, zkr__contender_t *c,
     return 0;
 }
 
+int zkr__post_call(zkr_session_t *s, void (*run)(const zkr__event_t *ev),
+                   int rc, void (*fn)(void), void *data)
+{
+    int r = zkr__post(s, ZKR__EV_CALL, rc, NULL, fn, data);
+
+    if (r == 0)
+        s->ev_tail->run = run;
+    return r;
+}
+
 static void run_session_event(zkr_session_t *s, const zkr__event_t *ev)
 {
     zkr__listener_t *snap = NULL, *l;
@@ -167,6 +177,10 @@ static void *event_main(void *arg)
             s->ev_tail = NULL;
         if (ev->kind == ZKR__EV_SESSION) {
             run_session_event(s, ev);
+        } else if (ev->kind == ZKR__EV_CALL) {
+            pthread_mutex_unlock(&s->mu);
+            ev->run(ev);
+            pthread_mutex_lock(&s->mu);
         } else {
             zkr__contender_t *c = ev->c;
             s->ev_current = c;
@@ -528,6 +542,13 @@ static void declare_lost(zkr_session_t *s)
     zkr__cleanup_pump(s);
 }
 
+void zkr__enforce_deadline(zkr_session_t *s)
+{
+    if (is_live(s->state) && s->timeout > 0 && !s->closing &&
+        zkr__now_ms() >= deadline_of(s))
+        declare_lost(s);
+}
+
 static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
 {
 
@@ -681,9 +702,12 @@ static void replace_handle(zkr_session_t *s)
     while (s->zh_users > 0)
         pthread_cond_wait(&s->cv, &s->mu);
     if (old != NULL) {
+        s->swapping = 1;
         pthread_mutex_unlock(&s->mu);
         zookeeper_close(old);
         pthread_mutex_lock(&s->mu);
+        s->swapping = 0;
+        pthread_cond_broadcast(&s->cv);
     }
     s->reconnect_at = -1;
     if (s->no_reconnect || s->closing || s->stop)
@@ -702,9 +726,19 @@ static void maybe_open(zkr_session_t *s, int64_t now)
     if (s->zh != NULL || s->reconnect_at < 0 || now < s->reconnect_at)
         return;
     s->reconnect_at = -1;
+    s->swapping = 1;
     pthread_mutex_unlock(&s->mu);
     zh = open_handle(s);
     pthread_mutex_lock(&s->mu);
+    s->swapping = 0;
+    pthread_cond_broadcast(&s->cv);
+    if (zh != NULL && (s->closing || s->stop)) {
+        /* zkr_session_free() began meanwhile: this handle is not wanted. */
+        pthread_mutex_unlock(&s->mu);
+        zookeeper_close(zh);
+        pthread_mutex_lock(&s->mu);
+        return;
+    }
     if (zh == NULL) {
         s->reconnect_at = now + backoff_ms(s->reconnect_attempt++);
         return;
@@ -1001,11 +1035,14 @@ int zkr_session_free(zkr_session_t *s)
         zkr__cleanup_pump(s);
     }
     if (s->owned) {
-        zhandle_t *zh = s->zh;
+        zhandle_t *zh;
+        /* The timer thread may be closing or opening a handle right now,
+         * without the mutex: let it finish, then close what is current. */
+        while (s->swapping || s->zh_users > 0)
+            pthread_cond_wait(&s->cv, &s->mu);
+        zh = s->zh;
         s->zh = NULL;
         s->connected = 0;
-        while (s->zh_users > 0)
-            pthread_cond_wait(&s->cv, &s->mu);
         pthread_mutex_unlock(&s->mu);
         if (zh != NULL)
             zookeeper_close(zh);
@@ -1029,6 +1066,7 @@ zkr_state_t zkr_session_state(zkr_session_t *s)
     if (s == NULL)
         return ZKR_STATE_CLOSED;
     pthread_mutex_lock(&s->mu);
+    zkr__enforce_deadline(s);
     st = s->state;
     pthread_mutex_unlock(&s->mu);
     return st;
@@ -1038,6 +1076,7 @@ int64_t zkr__session_valid_locked(zkr_session_t *s)
 {
     int64_t v;
 
+    zkr__enforce_deadline(s);
     if (!is_live(s->state) || s->timeout <= 0 || s->closing)
         return 0;
     v = deadline_of(s) - zkr__now_ms();
@@ -1063,6 +1102,7 @@ int64_t zkr_session_id(zkr_session_t *s)
     if (s == NULL)
         return 0;
     pthread_mutex_lock(&s->mu);
+    zkr__enforce_deadline(s);
     sid = is_live(s->state) ? s->sid : 0;
     pthread_mutex_unlock(&s->mu);
     return sid;
