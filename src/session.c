@@ -781,10 +781,13 @@ static void *timer_main(void *arg)
                 continue;
             }
         }
-        if (s->connected && !s->ping_busy && now >= s->next_ping)
-            send_ping(s, now);
+        /* Deadline first: a session past it gets no more heartbeats (in
+         * a process resumed after a pause both fall due at once). */
         if (is_live(s->state) && s->timeout > 0 && now >= deadline_of(s))
             declare_lost(s);
+        if (s->connected && !s->ping_busy && now >= s->next_ping &&
+            !s->replace)
+            send_ping(s, now);
         zkr__queue_on_deadline(s, now, &next);
         if (s->stop)
             break;
