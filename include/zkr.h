@@ -617,6 +617,163 @@ ZKR_EXTERN int zkr_lock_guarded_multi_async(zkr_lock_t *l, int count,
  */
 ZKR_EXTERN int zkr_fence_admit(int64_t *highest, int64_t token);
 
+/* ------------------------------------------------------------------------ */
+/* Leader election                                                           */
+/* ------------------------------------------------------------------------ */
+
+/** A candidate in a leader election. Thread-safe. */
+typedef struct zkr_election zkr_election_t;
+
+/** What a candidate assumes while its connection is down. */
+typedef enum {
+    /** Leadership is given up on SUSPENDED, and regained only after the
+     *  node is re-verified on RECONNECTED (Curator's default). */
+    ZKR_POLICY_SUSPEND = 0,
+    /** Leadership is kept through SUSPENDED, given up only at LOST (the
+     *  safe deadline or expiry). Only for work that tolerates it. */
+    ZKR_POLICY_SESSION = 1
+} zkr_loss_policy_t;
+
+/**
+ * \brief Creates a candidate. Does not touch ZooKeeper until joined.
+ *
+ * Candidates are `PATH/_c_<uuid>-latch-<seq>` nodes (Curator's LeaderLatch
+ * naming) with the identifier as data; the oldest is the leader. The
+ * leader's epoch is the czxid of its node: strictly higher for every new
+ * leader, usable as a fencing token.
+ *
+ * \param path, id, acl as for zkr_lock_new().
+ * \param policy what SUSPENDED means for leadership.
+ * \return 0; ZBADARGUMENTS (as zkr_lock_new(), or an unknown policy);
+ *   ZKR_ECLOSED; ZKR_ENOMEM; ZKR_ESYS.
+ */
+ZKR_EXTERN int zkr_election_new(zkr_election_t **out, zkr_session_t *s,
+                                const char *path, const char *id,
+                                const struct ACL_vector *acl,
+                                zkr_loss_policy_t policy);
+
+/**
+ * \brief Leaves the election (if joined) and frees the candidate. Waits for
+ *   a running callback of it, unless called from that callback. NULL is a
+ *   no-op.
+ */
+ZKR_EXTERN void zkr_election_free(zkr_election_t *e);
+
+/**
+ * \brief Joins the election; returns at once.
+ *
+ * The candidate stays in the election until it leaves: after its session
+ * is lost it joins again, at the back of the queue, on the new session.
+ * \return 0; ZKR_EALREADY (joined); ZKR_ESTATE (still leaving); ZKR_ELOST
+ *   (an adopted session is LOST for good); ZKR_ECLOSED; ZBADARGUMENTS.
+ */
+ZKR_EXTERN int zkr_election_join(zkr_election_t *e);
+
+/**
+ * \brief Leaves the election: resigns leadership (the next candidate in
+ *   order takes over) or leaves the queue, and waits until our node is
+ *   deleted or our session is gone.
+ * \return 0; ZKR_ESTATE (not joined); ZKR_EDEADLK (from a callback);
+ *   ZBADARGUMENTS.
+ */
+ZKR_EXTERN int zkr_election_leave(zkr_election_t *e);
+
+/** \brief 1 if this candidate is the leader now (under its policy). */
+ZKR_EXTERN int zkr_election_is_leader(zkr_election_t *e);
+
+/**
+ * \brief Waits until this candidate is the leader.
+ * \param timeout_ms -1 forever, 0 check, N ms.
+ * \return 0 (leader); ZKR_ETIMEDOUT; ZKR_ESTATE (not joined, or it left
+ *   meanwhile); ZKR_EDEADLK; ZBADARGUMENTS; or the error that ended its
+ *   participation (e.g. ZNOAUTH).
+ */
+ZKR_EXTERN int zkr_election_await(zkr_election_t *e, int timeout_ms);
+
+/**
+ * Leadership listener: `leader` is 1 when leadership was gained, 0 when it
+ * was lost. `rc` is nonzero only when participation ended on an error (the
+ * candidate is then no longer joined).
+ */
+typedef void (*zkr_election_listener_t)(zkr_election_t *e, int leader, int rc,
+                                        void *data);
+
+/** \brief Sets (NULL clears) the listener. \return 0; ZBADARGUMENTS. */
+ZKR_EXTERN int zkr_election_set_listener(zkr_election_t *e,
+                                         zkr_election_listener_t fn,
+                                         void *data);
+
+/**
+ * \brief The leader's epoch (czxid of our node) while we lead.
+ * \return 0; ZKR_ENOTHELD (not leader); ZBADARGUMENTS.
+ */
+ZKR_EXTERN int zkr_election_epoch(zkr_election_t *e, int64_t *epoch);
+
+/** \brief The leadership as a sequencer (mode 'l'); as zkr_lock_sequencer. */
+ZKR_EXTERN int zkr_election_sequencer(zkr_election_t *e, zkr_sequencer_t *out);
+
+/**
+ * \brief A descriptor readable while leadership is uncertain or lost
+ *   (SUSPENDED or LOST), as zkr_lock_fd(). -1 for NULL.
+ */
+ZKR_EXTERN int zkr_election_fd(zkr_election_t *e);
+
+/**
+ * The work of a leader. It must return soon after leadership is lost:
+ * poll zkr_election_is_leader() or zkr_election_fd(). Its return value is
+ * returned by zkr_election_run() (without requeue).
+ */
+typedef int (*zkr_leader_fn)(zkr_election_t *e, void *data);
+
+/**
+ * \brief Runs fn on the calling thread whenever this candidate is leader.
+ *
+ * Joins if needed and waits for leadership, then calls fn. Without
+ * `requeue`, it resigns once fn returns and returns fn's value. With
+ * `requeue`, it resigns when fn returns and joins again at the back, and
+ * after a loss waits to be leader again; it returns 0 once
+ * zkr_election_leave() is called from another thread. fn never runs on two
+ * candidates at once while they respect the stop signal.
+ * \return fn's value; 0 (left); ZKR_EDEADLK; ZBADARGUMENTS; errors of
+ *   zkr_election_join() and zkr_election_await().
+ */
+ZKR_EXTERN int zkr_election_run(zkr_election_t *e, zkr_leader_fn fn, void *data,
+                                int requeue);
+
+/**
+ * \brief The candidates in order; the first one is the leader (its czxid is
+ *   the epoch). As zkr_contenders_list() on the election path; anyone can
+ *   call it without joining.
+ */
+ZKR_EXTERN int zkr_election_participants(zkr_election_t *e,
+                                         zkr_contender_t **out, int *count);
+
+/** Watches who leads an election without taking part. Thread-safe. */
+typedef struct zkr_observer zkr_observer_t;
+
+/**
+ * Called on every change of leader the observer sees, in order: the new
+ * leader's identifier and epoch, or NULL and 0 when there is none. A
+ * leadership shorter than one round trip may be missed.
+ */
+typedef void (*zkr_observer_fn)(zkr_observer_t *o, const char *leader_id,
+                                int64_t epoch, void *data);
+
+/**
+ * \brief Starts observing the election at path. Creates no node; the
+ *   callback first reports the current leader.
+ * \return 0; ZBADARGUMENTS; ZKR_ECLOSED; ZKR_ENOMEM.
+ */
+ZKR_EXTERN int zkr_observer_new(zkr_observer_t **out, zkr_session_t *s,
+                                const char *path, zkr_observer_fn fn,
+                                void *data);
+
+/**
+ * \brief Stops observing (removes its watches) and frees the observer;
+ *   waits for a running callback unless called from it. NULL is a no-op.
+ */
+ZKR_EXTERN void zkr_observer_free(zkr_observer_t *o);
+
 #ifdef __cplusplus
 }
 #endif

@@ -99,7 +99,8 @@ struct zkr__cleanup {
     int64_t sid;
     int busy;                /* an operation is in flight */
     int dead;                /* dropped: free once not busy */
-    int watch;               /* remove our data watch on path instead */
+    int watch;               /* remove our watches on path instead: */
+    int wtype;               /* ... of this ZooKeeper watcher type */
     zkr__contender_t *owner; /* told when done (release/abort), or NULL */
 };
 
@@ -139,7 +140,8 @@ struct zkr_session {
     zkr__listener_t *listeners;
     int ev_busy_session; /* event thread is running session listeners */
     zkr__contender_t *contenders; /* doubly linked */
-    int ncontenders;
+    int ncontenders;              /* recipe handles, observers included */
+    struct zkr_observer *observers;
     zkr__cleanup_t *cleanups;
     zkr__event_t *ev_head, *ev_tail;
     uint64_t counters[ZKR__COUNTERS];
@@ -167,10 +169,14 @@ int zkr__wait(zkr_session_t *s, const int *flag, int64_t deadline);
 /* Adds a node to delete; mutex held. */
 int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
                      const char *uuid, int64_t sid, zkr__contender_t *owner);
-/* Adds a removal of zkr's data watch on path; mutex held. */
-int zkr__cleanup_add_watch(zkr_session_t *s, const char *path);
-/* Does a contender of s wait on path? */
-int zkr__path_watched(zkr_session_t *s, const char *path);
+/* Adds a removal of zkr's watches of a type on path; mutex held. */
+int zkr__cleanup_add_watch(zkr_session_t *s, const char *path, int wtype);
+/* Observers list again after (re)connecting; mutex held. */
+void zkr__observers_refresh(zkr_session_t *s);
+/* Does something of s still need its watches of this type on path? */
+int zkr__path_watched(zkr_session_t *s, const char *path, int wtype);
+/* Does an observer of s follow path? */
+int zkr__observed(zkr_session_t *s, const char *path);
 /* Runs pending cleanups if connected; mutex held. */
 void zkr__cleanup_pump(zkr_session_t *s);
 /* Detaches a contender from pending cleanups (it is being freed). */
@@ -287,6 +293,9 @@ struct zkr__contender {
     int fd[2];
     int fd_readable;
     int lost_unreported;
+    int rejoin;              /* start over after a loss (elections) */
+    void (*rejoin_fn)(void); /* ... with this completion */
+    void *rejoin_data;
     int events;       /* events queued or running for this contender */
     int sync_waiters; /* threads blocked in acquire/release on it */
     int freeing;      /* free requested from its own callback */
@@ -304,6 +313,8 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
 int zkr__cancel(zkr__contender_t *c);
 int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data);
 int64_t zkr__valid_ms(zkr__contender_t *c);
+/* Makes the loss descriptor readable (a recipe's own stop signal). */
+void zkr__contender_signal(zkr__contender_t *c);
 /* Fills a sequencer of the current grant; mutex held. 0 or ZKR_ENOTHELD. */
 int zkr__sequencer(zkr__contender_t *c, zkr_sequencer_t *out);
 /* Guarded multi on a contender's grant (sync when cb is NULL). */

@@ -31,6 +31,8 @@
 
 static void step(zkr__contender_t *c);
 static void abort_acquire(zkr__contender_t *c, int rc);
+static void start_attempt(zkr__contender_t *c, int timeout_ms);
+static int rejoin(zkr__contender_t *c);
 static void issue_list(zkr__contender_t *c);
 
 static int is_acquiring(const zkr__contender_t *c)
@@ -60,11 +62,17 @@ static void fd_drain(zkr__contender_t *c)
     }
 }
 
+void zkr__contender_signal(zkr__contender_t *c)
+{
+    fd_set_readable(c);
+}
+
 /* ----------------------------------------------------- notifications */
 
 static void notify_state(zkr__contender_t *c, zkr_lock_state_t st)
 {
     c->pub = st;
+    pthread_cond_broadcast(&c->s->cv);
     if (st == ZKR_LOCK_SUSPENDED || st == ZKR_LOCK_LOST)
         fd_set_readable(c);
     else if (st == ZKR_LOCK_HELD)
@@ -88,6 +96,9 @@ static void finish_acquire(zkr__contender_t *c, int rc)
     zkr_session_t *s = c->s;
 
     if (!is_acquiring(c))
+        return;
+    pthread_cond_broadcast(&s->cv);
+    if (rc == ZKR_ELOST && rejoin(c))
         return;
     c->deadline = -1;
     c->abort_rc = 0;
@@ -154,7 +165,7 @@ static void drop_watch(zkr_session_t *s, const char *path,
 {
     if (path_watched_by_other(s, path, self))
         return;
-    zkr__cleanup_add_watch(s, path);
+    zkr__cleanup_add_watch(s, path, ZWATCHTYPE_DATA);
 }
 
 void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
@@ -543,6 +554,7 @@ static void verify_done(int rc, const struct Stat *stat, const void *data)
             forget_node(c);
             c->lost_unreported = 1;
             notify_state(c, ZKR_LOCK_LOST);
+            rejoin(c);
         }
         /* connection errors: verified again after the next reconnect */
     }
@@ -681,6 +693,7 @@ void zkr__queue_on_lost(zkr_session_t *s)
             c->gen++;
             c->lost_unreported = 1;
             notify_state(c, ZKR_LOCK_LOST);
+            rejoin(c);
         } else if (c->phase == ZKR__P_RELEASING) {
             finish_release(c, 0); /* the node went with the session */
         }
@@ -801,6 +814,46 @@ void zkr__contender_destroy(zkr__contender_t *c)
     close(c->fd[1]);
 }
 
+/* Begins a new attempt: a new UUID, a new generation (answers to any
+ * earlier attempt become stale), and a deadline. */
+static void start_attempt(zkr__contender_t *c, int timeout_ms)
+{
+    zkr_session_t *s = c->s;
+
+    c->lost_unreported = 0;
+    fd_drain(c);
+    forget_node(c);
+    c->gen++;
+    zkr__uuid(c->uuid);
+    c->phase = ZKR__P_CREATING;
+    c->pub = ZKR_LOCK_ACQUIRING;
+    c->abort_rc = 0;
+    c->parents_made = 0;
+    c->try_once = timeout_ms == 0;
+    /* A try still needs round trips; bound it by the session timeout in
+     * case the connection drops half-way. */
+    c->deadline = timeout_ms > 0 ? zkr__now_ms() + timeout_ms
+                  : timeout_ms == 0
+                      ? zkr__now_ms() + (s->timeout > 0 ? s->timeout : 10000)
+                      : -1;
+    step(c);
+    zkr__timer_kick(s);
+}
+
+/* A contender that rejoins (an election candidate) starts over after its
+ * node or session is lost, keeping its completion: it stays in the queue
+ * until it leaves. Returns 1 if it did. */
+static int rejoin(zkr__contender_t *c)
+{
+    if (!c->rejoin || c->s->closing)
+        return 0;
+    c->acq_fn = c->rejoin_fn;
+    c->acq_data = c->rejoin_data;
+    c->acq_sync = 0;
+    start_attempt(c, -1);
+    return 1;
+}
+
 int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
                  void *data)
 {
@@ -827,22 +880,7 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
         pthread_mutex_unlock(&s->mu);
         return rc;
     }
-    c->lost_unreported = 0;
-    fd_drain(c);
-    forget_node(c);
-    c->gen++;
-    zkr__uuid(c->uuid);
-    c->phase = ZKR__P_CREATING;
-    c->pub = ZKR_LOCK_ACQUIRING;
-    c->abort_rc = 0;
-    c->parents_made = 0;
-    c->try_once = timeout_ms == 0;
-    /* A try still needs round trips; bound it by the session timeout in
-     * case the connection drops half-way. */
-    c->deadline = timeout_ms > 0 ? zkr__now_ms() + timeout_ms
-                  : timeout_ms == 0
-                      ? zkr__now_ms() + (s->timeout > 0 ? s->timeout : 10000)
-                      : -1;
+    start_attempt(c, timeout_ms);
     c->acq_sync = sync;
     c->acq_done = 0;
     c->acq_fn = fn;
@@ -1029,7 +1067,9 @@ out:
     return rc;
 }
 
-int zkr__path_watched(zkr_session_t *s, const char *path)
+int zkr__path_watched(zkr_session_t *s, const char *path, int wtype)
 {
-    return path_watched_by_other(s, path, NULL);
+    if (wtype == ZWATCHTYPE_DATA)
+        return path_watched_by_other(s, path, NULL);
+    return zkr__observed(s, path);
 }

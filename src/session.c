@@ -353,7 +353,7 @@ int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
     return 0;
 }
 
-int zkr__cleanup_add_watch(zkr_session_t *s, const char *path)
+int zkr__cleanup_add_watch(zkr_session_t *s, const char *path, int wtype)
 {
     int rc = zkr__cleanup_add(s, NULL, NULL, NULL, s->sid, NULL);
 
@@ -362,6 +362,7 @@ int zkr__cleanup_add_watch(zkr_session_t *s, const char *path)
         /* cleanup_add put it first and may have pumped it: it has no path
          * yet, so the pump skipped it as a search without dir. */
         cl->watch = 1;
+        cl->wtype = wtype;
         cl->path = zkr__strdup(path);
         if (cl->path == NULL)
             cl->dead = 1;
@@ -453,8 +454,8 @@ static int send_remove_watch(zkr_session_t *s, zkr__op_t *op)
     void_completion_t *as_declared;
 
     memcpy(&as_declared, &fn, sizeof(fn));
-    return zoo_aremove_all_watches(s->zh, op->cl->path, ZWATCHTYPE_DATA, 0,
-                                   as_declared, op);
+    return zoo_aremove_all_watches(
+        s->zh, op->cl->path, (ZooWatcherType)op->cl->wtype, 0, as_declared, op);
 }
 
 static void cleanup_listed(int rc, const struct String_vector *v,
@@ -497,8 +498,10 @@ void zkr__cleanup_pump(zkr_session_t *s)
         if (cl->busy)
             continue;
         if (cl->dead || (s->sid != 0 && cl->sid != s->sid) ||
-            (cl->watch && cl->path != NULL && zkr__path_watched(s, cl->path))) {
-            /* Nodes of an older session died with it. */
+            (cl->watch && cl->path != NULL &&
+             zkr__path_watched(s, cl->path, cl->wtype))) {
+            /* Nodes (and watches) of an older session died with it; a
+             * watch someone here needs again is kept. */
             cleanup_finish(s, cl, 0);
             continue;
         }
@@ -583,6 +586,7 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
             set_state(s, ZKR_STATE_RECONNECTED);
             zkr__queue_on_connected(s, 0);
         }
+        zkr__observers_refresh(s);
         zkr__cleanup_pump(s);
     } else if (state == ZOO_EXPIRED_SESSION_STATE ||
                state == ZOO_AUTH_FAILED_STATE) {
@@ -785,8 +789,7 @@ static void *timer_main(void *arg)
          * a process resumed after a pause both fall due at once). */
         if (is_live(s->state) && s->timeout > 0 && now >= deadline_of(s))
             declare_lost(s);
-        if (s->connected && !s->ping_busy && now >= s->next_ping &&
-            !s->replace)
+        if (s->connected && !s->ping_busy && now >= s->next_ping && !s->replace)
             send_ping(s, now);
         zkr__queue_on_deadline(s, now, &next);
         if (s->stop)

@@ -1,0 +1,336 @@
+/* Leader election: the contender-queue engine with the mutex rule (the
+ * oldest candidate leads), Curator LeaderLatch naming, a loss policy, and a
+ * candidate that rejoins after losing its session. Plus observers, which
+ * follow the leader without creating anything.
+ *
+ * Leadership is derived, never stored: a candidate leads while the engine
+ * says its grant is HELD, or also while SUSPENDED under the session policy.
+ * The engine already re-verifies a grant after reconnecting (our node must
+ * exist with our czxid and belong to our current session) before it says
+ * HELD again, which is the check whose absence gave Curator double leaders
+ * (CURATOR-696, -620, -652). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct zkr_election {
+    zkr__contender_t c;
+    zkr_loss_policy_t policy;
+    int joined;   /* guarded by the session mutex */
+    int reported; /* leadership last told to the listener (event thread) */
+    int error;    /* what ended participation, if anything */
+    int running;  /* zkr_election_run() is inside the leader function */
+    int stopping; /* leave asked it to stop: not leader meanwhile */
+    zkr_election_listener_t fn;
+    void *data;
+};
+
+/* The engine only needs a non-NULL completion and state listener to post
+ * events; what they mean is decided in election_deliver. */
+static void marker(void)
+{
+}
+
+static int leading(const zkr_election_t *e)
+{
+    if (e->stopping)
+        return 0;
+    return e->c.pub == ZKR_LOCK_HELD ||
+           (e->policy == ZKR_POLICY_SESSION && e->c.pub == ZKR_LOCK_SUSPENDED);
+}
+
+/* Runs on the event thread: turns engine events into "leader or not". */
+static void election_deliver(zkr__contender_t *c, const zkr__event_t *ev)
+{
+    zkr_election_t *e = c->owner;
+    zkr_election_listener_t fn;
+    void *data;
+    int lead, rc = 0, tell;
+
+    pthread_mutex_lock(&c->s->mu);
+    if (ev->kind == ZKR__EV_ACQUIRED && ev->a != 0 && ev->a != ZKR_ECANCELED) {
+        /* Not a loss (those rejoin inside the engine): an error such as
+         * ZNOAUTH ended participation. */
+        e->joined = 0;
+        c->rejoin = 0;
+        e->error = rc = ev->a;
+        pthread_cond_broadcast(&c->s->cv);
+    }
+    lead = leading(e);
+    tell = lead != e->reported || rc != 0;
+    e->reported = lead;
+    fn = e->fn;
+    data = e->data;
+    pthread_mutex_unlock(&c->s->mu);
+    if (tell && fn != NULL)
+        fn(e, lead, rc, data);
+}
+
+static const zkr__recipe_t election_recipe = {
+    "-latch-",
+    'l',
+    zkr__pred_mutex,
+    election_deliver,
+};
+
+int zkr_election_new(zkr_election_t **out, zkr_session_t *s, const char *path,
+                     const char *id, const struct ACL_vector *acl,
+                     zkr_loss_policy_t policy)
+{
+    zkr_election_t *e;
+    int rc;
+
+    if (out == NULL || s == NULL ||
+        (policy != ZKR_POLICY_SUSPEND && policy != ZKR_POLICY_SESSION))
+        return ZBADARGUMENTS;
+    if ((e = calloc(1, sizeof(*e))) == NULL)
+        return ZKR_ENOMEM;
+    rc = zkr__contender_init(&e->c, s, &election_recipe, e, path, id, acl);
+    if (rc != 0) {
+        free(e);
+        return rc;
+    }
+    e->policy = policy;
+    pthread_mutex_lock(&s->mu);
+    e->c.lis_fn = marker;
+    e->c.rejoin_fn = marker;
+    pthread_mutex_unlock(&s->mu);
+    *out = e;
+    return 0;
+}
+
+void zkr_election_free(zkr_election_t *e)
+{
+    if (e == NULL)
+        return;
+    pthread_mutex_lock(&e->c.s->mu);
+    e->joined = 0;
+    e->c.rejoin = 0;
+    pthread_mutex_unlock(&e->c.s->mu);
+    zkr__contender_destroy(&e->c); /* cancels, or deletes our node */
+    free(e);
+}
+
+int zkr_election_join(zkr_election_t *e)
+{
+    int rc;
+
+    if (e == NULL)
+        return ZBADARGUMENTS;
+    pthread_mutex_lock(&e->c.s->mu);
+    if (e->joined) {
+        pthread_mutex_unlock(&e->c.s->mu);
+        return ZKR_EALREADY;
+    }
+    e->joined = 1;
+    e->error = 0;
+    e->c.rejoin = 1;
+    pthread_mutex_unlock(&e->c.s->mu);
+    rc = zkr__acquire(&e->c, -1, marker, e);
+    if (rc != 0) {
+        pthread_mutex_lock(&e->c.s->mu);
+        e->joined = 0;
+        e->c.rejoin = 0;
+        pthread_mutex_unlock(&e->c.s->mu);
+    }
+    return rc;
+}
+
+/* Gives up our place (leadership or queue) and waits until it is gone. */
+static int resign(zkr_election_t *e)
+{
+    zkr_session_t *s = e->c.s;
+    int acquiring, rc;
+
+    pthread_mutex_lock(&s->mu);
+    e->c.rejoin = 0;
+    acquiring = e->c.pub == ZKR_LOCK_ACQUIRING;
+    pthread_mutex_unlock(&s->mu);
+    if (acquiring && zkr__cancel(&e->c) == 0) {
+        pthread_mutex_lock(&s->mu);
+        while (e->c.pub == ZKR_LOCK_ACQUIRING)
+            pthread_cond_wait(&s->cv, &s->mu);
+        pthread_mutex_unlock(&s->mu);
+    }
+    rc = zkr__release(&e->c, NULL, NULL);
+    /* Not holding, or held by a session now lost: either way it is gone. */
+    return rc == ZKR_ENOTHELD || rc == ZKR_ELOST ? 0 : rc;
+}
+
+int zkr_election_leave(zkr_election_t *e)
+{
+    int joined, rc;
+
+    if (e == NULL)
+        return ZBADARGUMENTS;
+    if (zkr__in_callback())
+        return ZKR_EDEADLK;
+    pthread_mutex_lock(&e->c.s->mu);
+    joined = e->joined;
+    e->joined = 0;
+    /* A leader function still running must stop before our node goes,
+     * or it would overlap with the next leader's: tell it (is_leader is 0
+     * and the descriptor readable from now on) and wait for it. */
+    if (e->running) {
+        e->stopping = 1;
+        zkr__contender_signal(&e->c);
+        while (e->running)
+            pthread_cond_wait(&e->c.s->cv, &e->c.s->mu);
+    }
+    pthread_cond_broadcast(&e->c.s->cv);
+    pthread_mutex_unlock(&e->c.s->mu);
+    if (!joined)
+        return ZKR_ESTATE;
+    rc = resign(e);
+    pthread_mutex_lock(&e->c.s->mu);
+    e->stopping = 0;
+    pthread_mutex_unlock(&e->c.s->mu);
+    return rc;
+}
+
+int zkr_election_is_leader(zkr_election_t *e)
+{
+    int lead;
+
+    if (e == NULL)
+        return 0;
+    pthread_mutex_lock(&e->c.s->mu);
+    zkr__enforce_deadline(e->c.s);
+    lead = leading(e);
+    pthread_mutex_unlock(&e->c.s->mu);
+    return lead;
+}
+
+int zkr_election_await(zkr_election_t *e, int timeout_ms)
+{
+    zkr_session_t *s;
+    int64_t deadline;
+    int rc = 0;
+
+    if (e == NULL || timeout_ms < -1)
+        return ZBADARGUMENTS;
+    if (timeout_ms != 0 && zkr__in_callback())
+        return ZKR_EDEADLK;
+    s = e->c.s;
+    deadline = timeout_ms < 0 ? -1 : zkr__now_ms() + timeout_ms;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        zkr__enforce_deadline(s);
+        if (leading(e))
+            break;
+        if (!e->joined) {
+            rc = e->error != 0 ? e->error : ZKR_ESTATE;
+            break;
+        }
+        if (zkr__wait(s, NULL, deadline) != 0) {
+            rc = ZKR_ETIMEDOUT;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int zkr_election_set_listener(zkr_election_t *e, zkr_election_listener_t fn,
+                              void *data)
+{
+    if (e == NULL)
+        return ZBADARGUMENTS;
+    pthread_mutex_lock(&e->c.s->mu);
+    e->fn = fn;
+    e->data = data;
+    pthread_mutex_unlock(&e->c.s->mu);
+    return 0;
+}
+
+int zkr_election_epoch(zkr_election_t *e, int64_t *epoch)
+{
+    int rc = 0;
+
+    if (e == NULL || epoch == NULL)
+        return ZBADARGUMENTS;
+    pthread_mutex_lock(&e->c.s->mu);
+    zkr__enforce_deadline(e->c.s);
+    if (leading(e))
+        *epoch = e->c.czxid;
+    else
+        rc = ZKR_ENOTHELD;
+    pthread_mutex_unlock(&e->c.s->mu);
+    return rc;
+}
+
+int zkr_election_sequencer(zkr_election_t *e, zkr_sequencer_t *out)
+{
+    int rc;
+
+    if (e == NULL || out == NULL)
+        return ZBADARGUMENTS;
+    pthread_mutex_lock(&e->c.s->mu);
+    zkr__enforce_deadline(e->c.s);
+    rc = leading(e) ? zkr__sequencer(&e->c, out) : ZKR_ENOTHELD;
+    pthread_mutex_unlock(&e->c.s->mu);
+    return rc;
+}
+
+int zkr_election_fd(zkr_election_t *e)
+{
+    return e != NULL ? e->c.fd[0] : -1;
+}
+
+int zkr_election_participants(zkr_election_t *e, zkr_contender_t **out,
+                              int *count)
+{
+    if (e == NULL)
+        return ZBADARGUMENTS;
+    return zkr_contenders_list(e->c.s, e->c.dir, out, count);
+}
+
+int zkr_election_run(zkr_election_t *e, zkr_leader_fn fn, void *data,
+                     int requeue)
+{
+    int rc;
+
+    if (e == NULL || fn == NULL)
+        return ZBADARGUMENTS;
+    if (zkr__in_callback())
+        return ZKR_EDEADLK;
+    rc = zkr_election_join(e);
+    if (rc != 0 && rc != ZKR_EALREADY)
+        return rc;
+    for (;;) {
+        int ret, joined;
+
+        rc = zkr_election_await(e, -1);
+        if (rc == ZKR_ESTATE)
+            return 0; /* left from another thread */
+        if (rc != 0)
+            return rc;
+        pthread_mutex_lock(&e->c.s->mu);
+        e->running = 1;
+        pthread_mutex_unlock(&e->c.s->mu);
+        ret = fn(e, data);
+        pthread_mutex_lock(&e->c.s->mu);
+        e->running = 0;
+        pthread_cond_broadcast(&e->c.s->cv);
+        joined = e->joined;
+        if (!requeue)
+            e->joined = 0;
+        pthread_mutex_unlock(&e->c.s->mu);
+        if (!joined)
+            return requeue ? 0 : ret;
+        /* Hand leadership on (the next candidate takes over), then take a
+         * place at the back of the queue again. */
+        rc = resign(e);
+        if (!requeue)
+            return rc != 0 ? rc : ret;
+        pthread_mutex_lock(&e->c.s->mu);
+        joined = e->joined;
+        e->joined = 0;
+        pthread_mutex_unlock(&e->c.s->mu);
+        if (!joined)
+            return 0;
+        if ((rc = zkr_election_join(e)) != 0)
+            return rc;
+    }
+}

@@ -1,0 +1,304 @@
+/* Observers: follow who leads an election (the first contender under a
+ * path) without creating anything. A child watch on the directory says
+ * "something changed"; each change lists the queue again, and when the
+ * first node differs from the one last reported, its data (the leader's
+ * identifier) and czxid (its epoch) are read and reported. While the
+ * directory does not exist, an exists watch waits for it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct zkr_observer {
+    zkr_observer_t *next; /* in the session's list */
+    zkr_session_t *s;
+    char *dir;
+    zkr_observer_fn fn;
+    void *data;
+    char *last;       /* node name last reported; NULL = "no leader" reported */
+    int started;      /* something was reported */
+    int busy;         /* a request is in flight */
+    int again;        /* a change arrived meanwhile: look again */
+    int gone;         /* being freed */
+    int events;       /* callbacks queued or running */
+    int running;      /* its callback is running now */
+    int free_pending; /* freed from its own callback: free after it */
+};
+
+static void destroy(zkr_observer_t *o)
+{
+    free(o->last);
+    free(o->dir);
+    free(o);
+}
+
+static void refresh(zkr_observer_t *o);
+
+static void observer_watcher(zhandle_t *zh, int type, int state,
+                             const char *path, void *ctx)
+{
+    zkr_session_t *s;
+
+    (void)state;
+    if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT ||
+        path == NULL || (s = zkr__session_lock_live(ctx)) == NULL)
+        return;
+    if (zh == s->zh)
+        for (zkr_observer_t *o = s->observers; o != NULL; o = o->next)
+            if (strcmp(o->dir, path) == 0)
+                refresh(o);
+    pthread_mutex_unlock(&s->mu);
+}
+
+int zkr__observed(zkr_session_t *s, const char *path)
+{
+    for (zkr_observer_t *o = s->observers; o != NULL; o = o->next)
+        if (!o->gone && strcmp(o->dir, path) == 0)
+            return 1;
+    return 0;
+}
+
+void zkr__observers_refresh(zkr_session_t *s)
+{
+    for (zkr_observer_t *o = s->observers; o != NULL; o = o->next)
+        refresh(o);
+}
+
+/* Delivery on the event thread. The identifier travels in a heap copy. */
+struct report {
+    zkr_observer_t *o;
+    char *id;
+    int64_t epoch;
+};
+
+static void run_report(const zkr__event_t *ev)
+{
+    struct report *r = ev->data;
+    zkr_observer_t *o = r->o;
+    zkr_session_t *s = o->s;
+    int dispose;
+
+    pthread_mutex_lock(&s->mu);
+    o->running = 1;
+    pthread_mutex_unlock(&s->mu);
+    if (!o->gone)
+        o->fn(o, r->id, r->epoch, o->data);
+    pthread_mutex_lock(&s->mu);
+    o->running = 0;
+    o->events--;
+    dispose = o->free_pending && o->events == 0;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (dispose)
+        destroy(o);
+    free(r->id);
+    free(r);
+}
+
+/* Reports a new leader (name NULL: none), if it differs from the last. */
+static void report(zkr_observer_t *o, const char *name, const char *id,
+                   int64_t epoch)
+{
+    struct report *r;
+
+    if (o->started &&
+        ((name == NULL && o->last == NULL) ||
+         (name != NULL && o->last != NULL && strcmp(name, o->last) == 0)))
+        return;
+    if ((r = calloc(1, sizeof(*r))) == NULL)
+        return;
+    r->o = o;
+    r->id = zkr__strdup(id);
+    r->epoch = epoch;
+    free(o->last);
+    o->last = zkr__strdup(name);
+    o->started = 1;
+    o->events++;
+    if (zkr__post_call(o->s, run_report, 0, NULL, r) != 0) {
+        o->events--;
+        free(r->id);
+        free(r);
+    }
+}
+
+static void finish(zkr_observer_t *o)
+{
+    o->busy = 0;
+    pthread_cond_broadcast(&o->s->cv);
+    if (o->again && !o->gone) {
+        o->again = 0;
+        refresh(o);
+    }
+}
+
+static void leader_read(int rc, const char *value, int len,
+                        const struct Stat *st, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr_observer_t *o = op->ctx;
+
+    if (rc == ZOK && !o->gone) {
+        char *id = malloc((size_t)(len > 0 ? len : 0) + 1);
+        if (id != NULL) {
+            memcpy(id, value, (size_t)(len > 0 ? len : 0));
+            id[len > 0 ? len : 0] = '\0';
+            report(o, strrchr(op->path, '/') + 1, id, st->czxid);
+            free(id);
+        }
+    } else if (rc == ZNONODE) {
+        o->again = 1; /* gone before we could read it: list again */
+    }
+    finish(o);
+    (void)s;
+    zkr__op_end(op);
+}
+
+static void dir_exists(int rc, const struct Stat *st, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr_observer_t *o = op->ctx;
+
+    (void)st;
+    if (rc == ZOK)
+        o->again = 1; /* created meanwhile */
+    finish(o);
+    (void)s;
+    zkr__op_end(op);
+}
+
+static void listed(int rc, const struct String_vector *v, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr_observer_t *o = op->ctx;
+    zkr__entry_t *e = NULL;
+    int n = 0;
+
+    if (o->gone) {
+        finish(o);
+    } else if (rc == ZNONODE) {
+        /* No directory, no leader; wait for it to appear. */
+        zkr__op_t *op2 = zkr__op_new(s, NULL);
+        report(o, NULL, NULL, 0);
+        if (op2 != NULL) {
+            op2->ctx = o;
+            if (zoo_awexists(s->zh, o->dir, observer_watcher, s, dir_exists,
+                             op2) != ZOK)
+                zkr__op_cancel(op2);
+            else
+                o->busy = 1;
+        }
+        if (op2 == NULL || !o->busy)
+            finish(o);
+    } else if (rc == ZOK && zkr__sort_children(v, &e, &n) == 0) {
+        zkr__op_t *op2 = n > 0 ? zkr__op_new(s, NULL) : NULL;
+        if (n == 0)
+            report(o, NULL, NULL, 0);
+        if (n > 0 && o->last != NULL && strcmp(o->last, e[0].name) == 0) {
+            zkr__op_cancel(op2); /* same leader: nothing to read */
+            op2 = NULL;
+        }
+        if (op2 != NULL) {
+            op2->ctx = o;
+            op2->path = zkr__join(o->dir, e[0].name);
+            if (op2->path == NULL ||
+                zoo_aget(s->zh, op2->path, 0, leader_read, op2) != ZOK)
+                zkr__op_cancel(op2);
+            else
+                o->busy = 1; /* still busy: leader_read finishes */
+        }
+        if (!o->busy || op2 == NULL)
+            finish(o);
+        free(e);
+    } else {
+        finish(o); /* connection errors: refreshed on reconnect */
+    }
+    zkr__op_end(op);
+}
+
+/* Lists the directory with a child watch, unless a request is in flight
+ * (then looks again when it ends). Mutex held. */
+static void refresh(zkr_observer_t *o)
+{
+    zkr_session_t *s = o->s;
+    zkr__op_t *op;
+
+    if (o->busy) {
+        o->again = 1;
+        return;
+    }
+    if (o->gone || !s->connected || s->zh == NULL ||
+        (op = zkr__op_new(s, NULL)) == NULL)
+        return;
+    op->ctx = o;
+    o->busy = 1;
+    if (zoo_awget_children(s->zh, o->dir, observer_watcher, s, listed, op) !=
+        ZOK) {
+        o->busy = 0;
+        zkr__op_cancel(op);
+    }
+}
+
+int zkr_observer_new(zkr_observer_t **out, zkr_session_t *s, const char *path,
+                     zkr_observer_fn fn, void *data)
+{
+    zkr_observer_t *o;
+
+    if (out == NULL || s == NULL || fn == NULL || zkr__check_path(path) != 0)
+        return ZBADARGUMENTS;
+    if ((o = calloc(1, sizeof(*o))) == NULL ||
+        (o->dir = zkr__strdup(path)) == NULL) {
+        free(o);
+        return ZKR_ENOMEM;
+    }
+    o->s = s;
+    o->fn = fn;
+    o->data = data;
+    pthread_mutex_lock(&s->mu);
+    if (s->closing) {
+        pthread_mutex_unlock(&s->mu);
+        free(o->dir);
+        free(o);
+        return ZKR_ECLOSED;
+    }
+    o->next = s->observers;
+    s->observers = o;
+    s->ncontenders++; /* keeps zkr_session_free() from closing under us */
+    refresh(o);
+    pthread_mutex_unlock(&s->mu);
+    *out = o;
+    return 0;
+}
+
+void zkr_observer_free(zkr_observer_t *o)
+{
+    zkr_session_t *s;
+    zkr_observer_t **pp;
+    int later;
+
+    if (o == NULL)
+        return;
+    s = o->s;
+    pthread_mutex_lock(&s->mu);
+    o->gone = 1;
+    /* Called from its own callback (the event thread runs one at a time):
+     * the callback's caller frees it once it returns. */
+    later = o->running && zkr__in_callback();
+    while (o->busy || (!later && o->events > 0))
+        pthread_cond_wait(&s->cv, &s->mu);
+    for (pp = &s->observers; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == o) {
+            *pp = o->next;
+            break;
+        }
+    }
+    s->ncontenders--;
+    /* Our child and exists watches on the directory go too. */
+    zkr__cleanup_add_watch(s, o->dir, ZWATCHTYPE_ANY);
+    o->free_pending = later;
+    pthread_mutex_unlock(&s->mu);
+    if (!later)
+        destroy(o);
+}
