@@ -334,10 +334,17 @@ static zkr_election_t *cand(zkr_session_t *s, const char *path, const char *id,
 static void suspended_leader(zkr_loss_policy_t policy)
 {
     zkr_session_t *a = open_session(10000), *b = open_session(10000);
-    struct seen va = {PTHREAD_MUTEX_INITIALIZER, 0, {0}, {0}};
-    struct seen vb = {PTHREAD_MUTEX_INITIALIZER, 0, {0}, {0}};
+    /* Static: a callback must never write into a dead stack frame, even
+     * after a failed assertion left a candidate behind. */
+    static struct seen va, vb;
     const char *path = policy == ZKR_POLICY_SUSPEND ? "/e/susp" : "/e/sess";
-    zkr_election_t *ea = cand(a, path, "a", policy, &va), *eb;
+    zkr_election_t *ea, *eb;
+
+    memset(&va, 0, sizeof(va));
+    memset(&vb, 0, sizeof(vb));
+    pthread_mutex_init(&va.mu, NULL);
+    pthread_mutex_init(&vb.mu, NULL);
+    ea = cand(a, path, "a", policy, &va);
     int64_t epoch1, epoch2;
 
     assert_int_equal(zkr_election_await(ea, 5000), 0);
@@ -362,11 +369,12 @@ static void suspended_leader(zkr_loss_policy_t policy)
     assert_int_equal(zkr_election_await(ea, 10000), 0);
     assert_int_equal(zkr_election_epoch(ea, &epoch2), 0);
     assert_int_equal(epoch1, epoch2); /* the same, re-verified node */
-    assert_int_equal(seen_n(&va), policy == ZKR_POLICY_SUSPEND ? 3 : 1);
-    assert_int_equal(seen_n(&vb), 0); /* b never led */
     assert_false(zkr_election_is_leader(eb));
+    /* Freeing waits for queued callbacks: then the counts are final. */
     zkr_election_free(eb);
     zkr_election_free(ea);
+    assert_int_equal(seen_n(&va), policy == ZKR_POLICY_SUSPEND ? 3 : 1);
+    assert_int_equal(seen_n(&vb), 0); /* b never led */
     zkr_session_free(a);
     zkr_session_free(b);
 }
@@ -455,7 +463,7 @@ static int obs_n(struct obs *v)
 static void test_observer_and_middle_leave(void **state)
 {
     zkr_session_t *s = open_session(10000), *w = open_session(10000);
-    struct obs v = {PTHREAD_MUTEX_INITIALIZER, 0, {{0}}, {0}};
+    static struct obs v = {PTHREAD_MUTEX_INITIALIZER, 0, {{0}}, {0}};
     zkr_observer_t *o;
     zkr_election_t *e[4];
     zkr_contender_t *list;
