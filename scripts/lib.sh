@@ -207,3 +207,15 @@ zkr_server_stop() {
     fi
     unset ZKR_SERVER
 }
+
+# Prints the logs of the tests that failed in the last make check.
+print_failed_logs() {
+    local trs log
+    find tests -name '*.trs' -print | sort | while read -r trs; do
+        if grep -qE '^:test-result: (FAIL|ERROR|XPASS)' "$trs"; then
+            log=${trs%.trs}.log
+            echo "===================== $log"
+            cat "$log" 2>/dev/null || echo "(no log)"
+        fi
+    done
+}
