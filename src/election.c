@@ -57,6 +57,15 @@ static void election_deliver(zkr__contender_t *c, const zkr__event_t *ev)
         e->error = rc = ev->a;
         pthread_cond_broadcast(&c->s->cv);
     }
+    if (ev->kind == ZKR__EV_STATE && ev->a == ZKR_LOCK_LOST && e->joined &&
+        c->pub == ZKR_LOCK_LOST) {
+        /* Lost, and the engine did not rejoin: the session will never come
+         * back (adopted, or no reconnection). Participation is over. */
+        e->joined = 0;
+        c->rejoin = 0;
+        e->error = rc = ZKR_ELOST;
+        pthread_cond_broadcast(&c->s->cv);
+    }
     lead = leading(e);
     tell = lead != e->reported || rc != 0;
     e->reported = lead;

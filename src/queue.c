@@ -845,7 +845,12 @@ static void start_attempt(zkr__contender_t *c, int timeout_ms)
  * until it leaves. Returns 1 if it did. */
 static int rejoin(zkr__contender_t *c)
 {
-    if (!c->rejoin || c->s->closing)
+    zkr_session_t *s = c->s;
+
+    /* Not when the session will never come back (adopted, or told not to
+     * reconnect): the election then ends with ZKR_ELOST. */
+    if (!c->rejoin || s->closing ||
+        (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned)))
         return 0;
     c->acq_fn = c->rejoin_fn;
     c->acq_data = c->rejoin_data;

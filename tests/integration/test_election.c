@@ -514,6 +514,45 @@ static void test_observer_and_middle_leave(void **state)
     assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 0, 5000));
 }
 
+/* On a session that will never come back (an adopted handle that
+ * expired), a candidate does not wait forever: participation ends with
+ * ZKR_ELOST. */
+static zkr_session_t *adopted;
+
+static void forward(zhandle_t *zh, int type, int state, const char *path,
+                    void *ctx)
+{
+    (void)zh;
+    (void)path;
+    (void)ctx;
+    if (adopted != NULL)
+        zkr_session_process_event(adopted, type, state);
+}
+
+static void test_adopted_session_lost(void **state)
+{
+    zhandle_t *zh =
+        zookeeper_init(zkt_server_hosts(server), forward, T, NULL, NULL, 0);
+    zkr_election_t *e;
+    clientid_t cid;
+
+    (void)state;
+    assert_non_null(zh);
+    assert_int_equal(zkt_wait_connected(zh, 10000), 0);
+    assert_int_equal(zkr_session_adopt(&adopted, zh), 0);
+    e = cand(adopted, "/e/adopted", "x", ZKR_POLICY_SUSPEND, NULL);
+    assert_int_equal(zkr_election_await(e, 5000), 0);
+    cid = *zoo_client_id(zh);
+    assert_int_equal(zkt_expire_session(zkt_server_hosts(server), &cid, 10000),
+                     0);
+    assert_int_equal(zkr_election_await(e, 10000), ZKR_ELOST);
+    assert_false(zkr_election_is_leader(e));
+    zkr_election_free(e);
+    assert_int_equal(zkr_session_free(adopted), 0);
+    adopted = NULL;
+    zookeeper_close(zh);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -523,6 +562,7 @@ int main(void)
         cmocka_unit_test(test_suspended_leader_session_policy),
         cmocka_unit_test(test_session_changed),
         cmocka_unit_test(test_observer_and_middle_leave),
+        cmocka_unit_test(test_adopted_session_lost),
     };
     return cmocka_run_group_tests_name("election", tests, setup, teardown);
 }
