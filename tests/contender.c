@@ -2,7 +2,7 @@
  * and processes (mutual exclusion, pausing and killing one contender).
  *
  *   contender -s HOSTS -p PATH [-n ITERS] [-c COUNTER] [-l LOG] [-i ID]
- *             [-t SESSION_MS] [-h HOLD_MS]
+ *             [-t SESSION_MS] [-h HOLD_MS] [-b]
  *
  * Each iteration acquires the lock, does a deliberately non-atomic
  * read-modify-write of the integer in COUNTER (read, sleep HOLD_MS, write
@@ -10,7 +10,8 @@
  *   GRANT <monotonic ms> <id> <seq> <token>
  *   RELEASE <monotonic ms> <id> <seq> <token>
  * lines to LOG (O_APPEND, one write per line) and releases. Exits 0 when
- * every iteration succeeded. */
+ * every iteration succeeded. -b ("broken") does the same without taking
+ * the lock, so a test can show that its checks catch a broken lock. */
 #define _DEFAULT_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
@@ -58,10 +59,11 @@ int main(int argc, char **argv)
     const char *hosts = NULL, *path = NULL, *counter = NULL, *logp = NULL;
     const char *id = "contender";
     int iters = 1, timeout = 10000, hold = 2, opt, logfd = -1, rc = 0;
+    int broken = 0; /* -b: skip the lock, to show the checks catch it */
     zkr_session_t *s;
     zkr_lock_t *l;
 
-    while ((opt = getopt(argc, argv, "s:p:n:c:l:i:t:h:")) != -1) {
+    while ((opt = getopt(argc, argv, "s:p:n:c:l:i:t:h:b")) != -1) {
         switch (opt) {
         case 's':
             hosts = optarg;
@@ -87,6 +89,9 @@ int main(int argc, char **argv)
         case 'h':
             hold = atoi(optarg);
             break;
+        case 'b':
+            broken = 1;
+            break;
         default:
             return 2;
         }
@@ -106,6 +111,16 @@ int main(int argc, char **argv)
         int64_t token = 0;
         long seq = -1;
 
+        if (broken) {
+            log_line(logfd, "GRANT", id, i, i + 1);
+            if (counter != NULL) {
+                long v = read_counter(counter);
+                usleep((useconds_t)hold * 1000);
+                write_counter(counter, v + 1);
+            }
+            log_line(logfd, "RELEASE", id, i, i + 1);
+            continue;
+        }
         rc = zkr_lock_acquire(l, 60000);
         if (rc != 0)
             break;
