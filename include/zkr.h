@@ -79,7 +79,8 @@ extern "C" {
     X(ESTATE, -1011, "call not valid in the current state")                    \
     X(EINUSE, -1012, "handle still in use")                                    \
     X(ESTALE, -1013, "stale: the grant or token is no longer valid")           \
-    X(EFORMAT, -1014, "malformed sequencer string")
+    X(EFORMAT, -1014, "malformed sequencer string")                            \
+    X(ELIMIT, -1015, "the path is in use with another permit count")
 
 typedef enum {
 #define ZKR__ERR_ENUM(name, val, text) ZKR_##name = (val),
@@ -386,6 +387,7 @@ ZKR_EXTERN void zkr_lock_free(zkr_lock_t *l);
  *   round trips to the server); N waits at most N ms.
  * \return 0 (held); ZKR_EBUSY (timeout 0 and another contender holds or
  *   waits before us); ZKR_ETIMEDOUT; ZKR_ECANCELED (zkr_lock_cancel());
+ *   ZKR_ELIMIT (semaphore: the path is in use with another permit count);
  *   ZKR_EALREADY (held or acquiring already); ZKR_ESTATE (a release is in
  *   progress); ZKR_ELOST (the session was lost while acquiring, or our node
  *   was deleted by someone else); ZKR_ECLOSED; ZKR_EDEADLK (from a
@@ -773,6 +775,43 @@ ZKR_EXTERN int zkr_observer_new(zkr_observer_t **out, zkr_session_t *s,
  *   waits for a running callback unless called from it. NULL is a no-op.
  */
 ZKR_EXTERN void zkr_observer_free(zkr_observer_t *o);
+
+/* ------------------------------------------------------------------------ */
+/* Counting semaphore and read/write lock                                    */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * \brief Creates one permit handle of a FIFO counting semaphore of
+ *   `permits` permits at path.
+ *
+ * The handle is a zkr_lock_t: acquire (timeout, async, cancel), release,
+ * token (each permit has its own, strictly increasing in grant order),
+ * sequencer (mode 'p'), loss listener and descriptor all work as for a
+ * lock. Permits are granted in enqueue order; a release wakes O(1)
+ * waiters. Nodes are `PATH/_c_<uuid>-permits-<N>-lock-<seq>`; an acquire on
+ * a path whose contenders use another N fails with ZKR_ELIMIT. The first N
+ * entries of zkr_lock_contenders() hold permits, the rest wait.
+ *
+ * \return as zkr_lock_new(); ZBADARGUMENTS also for permits < 1.
+ */
+ZKR_EXTERN int zkr_semaphore_new(zkr_lock_t **out, zkr_session_t *s,
+                                 const char *path, int permits,
+                                 const char *id,
+                                 const struct ACL_vector *acl);
+
+/**
+ * \brief Creates the two sides of a FIFO read/write lock at path: readers
+ *   share, a writer excludes everyone.
+ *
+ * A reader waits only for writers enqueued before it; a writer waits for
+ * everyone before it, so writers are not starved. Nodes carry Curator's
+ * `__READ__` / `__WRIT__` markers (`_c_<uuid>-__READ__<seq>`). Both handles
+ * are zkr_lock_t (modes 'r' and 'w'); free each with zkr_lock_free().
+ * \return as zkr_lock_new(); on error neither handle is created.
+ */
+ZKR_EXTERN int zkr_rwlock_new(zkr_lock_t **read, zkr_lock_t **write,
+                              zkr_session_t *s, const char *path,
+                              const char *id, const struct ACL_vector *acl);
 
 #ifdef __cplusplus
 }

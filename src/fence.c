@@ -247,7 +247,8 @@ int zkr_sequencer_check_async(zkr_session_t *s, const zkr_sequencer_t *q,
 
 /* ----------------------------------------------------- guarded writes */
 
-/* Our node is never written, so version 0 means "exists, unchanged". */
+/* The guard: our node still exists. Its name (UUID and sequence) is ours
+ * alone; its version is not checked, as a semaphore permit touches it. */
 static struct pending *guard_build(const char *node, int count,
                                    const zoo_op_t *ops,
                                    zoo_op_result_t *results)
@@ -267,7 +268,7 @@ static struct pending *guard_build(const char *node, int count,
         free(p);
         return NULL;
     }
-    zoo_check_op_init(&p->ops[0], p->q.node, 0);
+    zoo_check_op_init(&p->ops[0], p->q.node, -1);
     memcpy(p->ops + 1, ops, sizeof(*ops) * (size_t)count);
     return p;
 }

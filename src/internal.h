@@ -34,6 +34,7 @@ typedef struct zkr__entry {
     const char *name; /* borrowed from the children vector */
     int32_t seq;
     zkr__kind_t kind;
+    int permits; /* semaphore size written in the name, 0 if none */
 } zkr__entry_t;
 
 /* Parses ZooKeeper's "%010d" sequence suffix: optional '-', 1..10
@@ -49,11 +50,21 @@ int zkr__sort_children(const struct String_vector *v, zkr__entry_t **out,
 /* Index of name in v, or -1. */
 int zkr__find_entry(const zkr__entry_t *v, int n, const char *name);
 
-/* A recipe's rule: given the sorted queue and our index, return -1 when we
- * are granted, else the index of the one entry to watch (it must be before
- * us, and its deletion must be the next event that can change the answer). */
-typedef int (*zkr__pred_fn)(const zkr__entry_t *v, int n, int self);
-int zkr__pred_mutex(const zkr__entry_t *v, int n, int self);
+/* "-permits-<N>" just before the "-lock-" marker, or 0. */
+int zkr__parse_permits(const char *name);
+
+/* A recipe's rule: given the sorted queue, our index and our permit count,
+ * return ZKR__GRANT, or the index of the one entry (before us) whose
+ * deletion or change is the next event that can change the answer (a data
+ * watch), or ZKR__WATCH_DIR (a child watch on the directory: any change),
+ * or ZKR__CONFLICT (the queue's contenders disagree with us: a semaphore
+ * of another size on the same path). */
+enum { ZKR__GRANT = -1, ZKR__WATCH_DIR = -2, ZKR__CONFLICT = -3 };
+typedef int (*zkr__pred_fn)(const zkr__entry_t *v, int n, int self,
+                            int permits);
+int zkr__pred_mutex(const zkr__entry_t *v, int n, int self, int permits);
+int zkr__pred_semaphore(const zkr__entry_t *v, int n, int self, int permits);
+int zkr__pred_read(const zkr__entry_t *v, int n, int self, int permits);
 
 /* --------------------------------------------------------- session.c */
 
@@ -241,6 +252,8 @@ void zkr__session_detach(zkr_session_t *s, zkr__contender_t *c);
 typedef struct zkr__recipe {
     const char *marker; /* node name marker, e.g. "-lock-" */
     char mode;          /* sequencer mode: 'x', 'r', 'w', 'l', 'p' */
+    int poke;           /* on grant, touch our node: wakes a successor
+                           that watches it (semaphore) */
     zkr__pred_fn pred;
     /* Delivers an event to the application: casts fn back to the
      * recipe's callback type and calls it with the recipe's handle. */
@@ -274,6 +287,9 @@ struct zkr__contender {
     int64_t czxid;
     int64_t node_sid; /* session that created node */
     char *watching;   /* full path of the watched node, or NULL */
+    int watch_dir;    /* ... and it is a child watch on our directory */
+    int permits;      /* semaphore size (1 for the others) */
+    char infix[24];   /* inserted before the marker: "-permits-<N>" */
     uint64_t gen;     /* bumps per attempt: stale completions ignored */
     int busy;         /* one engine operation in flight */
     int64_t deadline; /* acquire deadline (monotonic ms), -1 none */

@@ -1,5 +1,6 @@
 /* The exclusive lock: the contender-queue engine with the mutex rule
  * (granted when no contender is before us) and Curator's node naming. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,14 +21,22 @@ static void lock_deliver(zkr__contender_t *c, const zkr__event_t *ev)
 }
 
 static const zkr__recipe_t lock_recipe = {
-    "-lock-",
-    'x',
-    zkr__pred_mutex,
-    lock_deliver,
+    "-lock-", 'x', 0, zkr__pred_mutex, lock_deliver,
+};
+static const zkr__recipe_t semaphore_recipe = {
+    "-lock-", 'p', 1, zkr__pred_semaphore, lock_deliver,
+};
+/* Curator's InterProcessReadWriteLock names. */
+static const zkr__recipe_t read_recipe = {
+    "-__READ__", 'r', 0, zkr__pred_read, lock_deliver,
+};
+static const zkr__recipe_t write_recipe = {
+    "-__WRIT__", 'w', 0, zkr__pred_mutex, lock_deliver,
 };
 
-int zkr_lock_new(zkr_lock_t **out, zkr_session_t *s, const char *path,
-                 const char *id, const struct ACL_vector *acl)
+static int lock_make(zkr_lock_t **out, zkr_session_t *s, const char *path,
+                     const char *id, const struct ACL_vector *acl,
+                     const zkr__recipe_t *recipe, int permits)
 {
     zkr_lock_t *l;
     int rc;
@@ -37,12 +46,50 @@ int zkr_lock_new(zkr_lock_t **out, zkr_session_t *s, const char *path,
     l = calloc(1, sizeof(*l));
     if (l == NULL)
         return ZKR_ENOMEM;
-    rc = zkr__contender_init(&l->c, s, &lock_recipe, l, path, id, acl);
+    rc = zkr__contender_init(&l->c, s, recipe, l, path, id, acl);
     if (rc != 0) {
         free(l);
         return rc;
     }
+    if (recipe == &semaphore_recipe) {
+        l->c.permits = permits;
+        snprintf(l->c.infix, sizeof(l->c.infix), "-permits-%d", permits);
+    }
     *out = l;
+    return 0;
+}
+
+int zkr_lock_new(zkr_lock_t **out, zkr_session_t *s, const char *path,
+                 const char *id, const struct ACL_vector *acl)
+{
+    return lock_make(out, s, path, id, acl, &lock_recipe, 1);
+}
+
+int zkr_semaphore_new(zkr_lock_t **out, zkr_session_t *s, const char *path,
+                      int permits, const char *id,
+                      const struct ACL_vector *acl)
+{
+    if (permits < 1 || permits > 1000000)
+        return ZBADARGUMENTS;
+    return lock_make(out, s, path, id, acl, &semaphore_recipe, permits);
+}
+
+int zkr_rwlock_new(zkr_lock_t **read, zkr_lock_t **write, zkr_session_t *s,
+                   const char *path, const char *id,
+                   const struct ACL_vector *acl)
+{
+    zkr_lock_t *r = NULL;
+    int rc;
+
+    if (read == NULL || write == NULL)
+        return ZBADARGUMENTS;
+    if ((rc = lock_make(&r, s, path, id, acl, &read_recipe, 1)) != 0)
+        return rc;
+    if ((rc = lock_make(write, s, path, id, acl, &write_recipe, 1)) != 0) {
+        zkr_lock_free(r);
+        return rc;
+    }
+    *read = r;
     return 0;
 }
 

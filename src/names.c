@@ -127,6 +127,7 @@ int zkr__sort_children(const struct String_vector *v, zkr__entry_t **out,
     for (int i = 0; i < v->count; i++) {
         if (zkr__parse_name(v->data[i], &e[k].seq, &e[k].kind) == 0) {
             e[k].name = v->data[i];
+            e[k].permits = zkr__parse_permits(v->data[i]);
             k++;
         }
     }
@@ -148,13 +149,67 @@ int zkr__find_entry(const zkr__entry_t *v, int n, const char *name)
     return -1;
 }
 
-/* Mutex: granted when nobody is before us; otherwise watch the node just
- * before us. Its deletion is the only event that can make us first... or
- * move us closer: either way we list again. Watching only the predecessor
- * keeps a release to one notification however long the queue. */
-int zkr__pred_mutex(const zkr__entry_t *v, int n, int self)
+int zkr__parse_permits(const char *name)
+{
+    const char *p = strstr(name, "-permits-");
+    long v = 0;
+
+    if (p == NULL)
+        return 0;
+    for (p += 9; *p >= '0' && *p <= '9' && v < 1000000; p++)
+        v = v * 10 + (*p - '0');
+    return strncmp(p, "-lock-", 6) == 0 ? (int)v : 0;
+}
+
+/* Mutex (and writer): granted when nobody is before us; otherwise watch
+ * the node just before us. Watching only the predecessor keeps a release to
+ * one notification however long the queue. */
+int zkr__pred_mutex(const zkr__entry_t *v, int n, int self, int permits)
 {
     (void)v;
     (void)n;
-    return self == 0 ? -1 : self - 1;
+    (void)permits;
+    return self == 0 ? ZKR__GRANT : self - 1;
+}
+
+/* Reader: only writers (and exclusive locks) before us block; watch the
+ * last of them. Only lower sequences count: a writer queued after us never
+ * delays us (kazoo's deadlock #649 came from counting higher ones). */
+int zkr__pred_read(const zkr__entry_t *v, int n, int self, int permits)
+{
+    (void)n;
+    (void)permits;
+    for (int i = self - 1; i >= 0; i--)
+        if (v[i].kind == ZKR__KIND_WRITE || v[i].kind == ZKR__KIND_EXCLUSIVE)
+            return i;
+    return ZKR__GRANT;
+}
+
+/* Semaphore of N permits: the first N contenders hold.
+ *
+ * Why this wakes the right waiter and only O(1) of them:
+ * - The first waiter (index N) must notice the departure of any of the N
+ *   holders, or of nothing else: it keeps a child watch on the directory
+ *   (one notification per change, for this one waiter only).
+ * - Every later waiter watches its predecessor. Its own index only drops
+ *   when something before it leaves, and it can only be granted after it
+ *   became the first waiter, which happens exactly when its predecessor
+ *   leaves (deletion: notified) or its predecessor is granted. For the
+ *   latter, a granted contender touches its own node (setData), which
+ *   notifies the successor watching it, and a successor that finds its
+ *   predecessor already touched (version > 0) when setting its watch lists
+ *   again at once. So a departure in the middle (timeout, cancel, crash,
+ *   expiry) wakes exactly the contender behind it, and no waiter is left
+ *   watching a node that will not change while a permit is free.
+ * Contenders written with a different N on the same path are refused. */
+int zkr__pred_semaphore(const zkr__entry_t *v, int n, int self, int permits)
+{
+    for (int i = 0; i < n; i++)
+        if (v[i].permits != 0 && v[i].permits != permits)
+            return ZKR__CONFLICT;
+    if (self < permits)
+        return ZKR__GRANT;
+    if (self == permits)
+        return ZKR__WATCH_DIR;
+    return self - 1;
 }

@@ -161,11 +161,11 @@ static int path_watched_by_other(zkr_session_t *s, const char *path,
  * its watches on reconnect, so a watch dropped while disconnected would
  * otherwise come back). */
 static void drop_watch(zkr_session_t *s, const char *path,
-                       const zkr__contender_t *self)
+                       const zkr__contender_t *self, int wtype)
 {
-    if (path_watched_by_other(s, path, self))
+    if (path_watched_by_other(s, path, self) || zkr__observed(s, path))
         return;
-    zkr__cleanup_add_watch(s, path, ZWATCHTYPE_DATA);
+    zkr__cleanup_add_watch(s, path, wtype);
 }
 
 void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
@@ -216,7 +216,8 @@ static void issue_create(zkr__contender_t *c)
     zkr__op_t *op;
     int rc;
 
-    snprintf(name, sizeof(name), "_c_%s%s", c->uuid, c->recipe->marker);
+    snprintf(name, sizeof(name), "_c_%s%s%s", c->uuid, c->infix,
+             c->recipe->marker);
     path = zkr__join(c->dir, name);
     op = path != NULL ? zkr__op_new(s, c) : NULL;
     if (op == NULL) {
@@ -442,12 +443,20 @@ static void wget_done(int rc, const char *value, int len,
 
     (void)value;
     (void)len;
-    (void)stat;
     if (stale(op, ZKR__P_WATCHING) || c->watching == NULL ||
         strcmp(c->watching, op->path) != 0) {
         /* We moved on while the watch was being set: take it back. */
         if (rc == ZOK)
-            drop_watch(s, op->path, c);
+            drop_watch(s, op->path, c, ZWATCHTYPE_DATA);
+    } else if (rc == ZOK && c->recipe->poke && stat->version > 0) {
+        /* Our predecessor was granted before our watch was set: it will
+         * not change again until it leaves. Take the watch back and list:
+         * we may be the first waiter now. */
+        drop_watch(s, op->path, c, ZWATCHTYPE_DATA);
+        free(c->watching);
+        c->watching = NULL;
+        c->phase = ZKR__P_LISTING;
+        step(c);
     } else if (rc == ZNONODE || zkr__is_connection_error(rc)) {
         /* Gone before we could watch it (no watch is left on a missing
          * node by getData), or unknown: list again. */
@@ -462,15 +471,81 @@ static void wget_done(int rc, const char *value, int len,
     zkr__op_end(op);
 }
 
+static void list_done(int rc, const struct String_vector *v,
+                      const void *data);
+
+/* Waits for the deletion (or change) of one node before us. */
+static void watch_node(zkr__contender_t *c, const char *name)
+{
+    zkr_session_t *s = c->s;
+    zkr__op_t *op2;
+
+    c->watching = zkr__join(c->dir, name);
+    c->watch_dir = 0;
+    op2 = c->watching != NULL ? zkr__op_new(s, c) : NULL;
+    if (op2 != NULL)
+        op2->path = zkr__strdup(c->watching);
+    c->phase = ZKR__P_WATCHING;
+    if (op2 == NULL || op2->path == NULL) {
+        if (op2 != NULL)
+            zkr__op_cancel(op2);
+        abort_acquire(c, ZKR_ENOMEM);
+    } else if (zoo_awget(s->zh, op2->path, zkr__node_watcher, s, wget_done,
+                         op2) != ZOK) {
+        zkr__op_cancel(op2);
+        free(c->watching);
+        c->watching = NULL;
+        c->phase = ZKR__P_LISTING; /* retried on reconnect */
+    }
+}
+
+/* Lists with a child watch on the directory (op->last marks it). */
+static void issue_list_watched(zkr__contender_t *c)
+{
+    zkr__op_t *op = zkr__op_new(c->s, c);
+
+    if (op == NULL)
+        return;
+    op->last = 1;
+    c->s->counters[ZKR_COUNTER_LISTS]++;
+    if (zoo_awget_children(c->s->zh, c->dir, zkr__node_watcher, c->s,
+                           list_done, op) != ZOK)
+        zkr__op_cancel(op);
+}
+
+static void poke_done(int rc, const struct Stat *stat, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+
+    (void)stat;
+    zkr__op_begin(op, rc);
+    zkr__op_end(op); /* if it failed, the successor learns from deletion */
+}
+
+/* Touches our node so that a successor watching it wakes up and sees that
+ * we hold (semaphore). */
+static void poke(zkr__contender_t *c)
+{
+    zkr__op_t *op = zkr__op_new(c->s, c);
+
+    if (op == NULL)
+        return;
+    if (zoo_aset(c->s->zh, c->node, c->data, (int)strlen(c->data), -1,
+                 poke_done, op) != ZOK)
+        zkr__op_cancel(op);
+}
+
 static void list_done(int rc, const struct String_vector *v, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
     zkr__contender_t *c = op->c;
     zkr__entry_t *e = NULL;
-    int n = 0, self, w;
+    int n = 0, self, w = ZKR__GRANT;
 
     if (stale(op, ZKR__P_LISTING)) {
+        if (op->last && rc == ZOK)
+            drop_watch(s, c->dir, c, ZWATCHTYPE_CHILD);
         zkr__op_end(op);
         return;
     }
@@ -498,29 +573,31 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
          * server expiring our session): we can never be granted with it. */
         forget_node(c);
         finish_acquire(c, ZKR_ELOST);
-    } else if ((w = c->recipe->pred(e, n, self)) < 0) {
+    } else if ((w = c->recipe->pred(e, n, self, c->permits)) ==
+               ZKR__CONFLICT) {
+        abort_acquire(c, ZKR_ELIMIT);
+    } else if (w == ZKR__GRANT) {
+        if (c->recipe->poke)
+            poke(c);
         finish_acquire(c, 0);
     } else if (c->try_once) {
         abort_acquire(c, ZKR_EBUSY);
-    } else {
-        zkr__op_t *op2;
-        c->watching = zkr__join(c->dir, e[w].name);
-        op2 = c->watching != NULL ? zkr__op_new(s, c) : NULL;
-        if (op2 != NULL)
-            op2->path = zkr__strdup(c->watching);
+    } else if (w == ZKR__WATCH_DIR && !op->last) {
+        /* Any change in the directory matters: list again, with a child
+         * watch; that listing decides. */
+        issue_list_watched(c);
+    } else if (w == ZKR__WATCH_DIR) {
+        c->watching = zkr__strdup(c->dir);
+        c->watch_dir = 1;
         c->phase = ZKR__P_WATCHING;
-        if (op2 == NULL || op2->path == NULL) {
-            if (op2 != NULL)
-                zkr__op_cancel(op2);
+        if (c->watching == NULL)
             abort_acquire(c, ZKR_ENOMEM);
-        } else if (zoo_awget(s->zh, op2->path, zkr__node_watcher, s, wget_done,
-                             op2) != ZOK) {
-            zkr__op_cancel(op2);
-            free(c->watching);
-            c->watching = NULL;
-            c->phase = ZKR__P_LISTING; /* retried on reconnect */
-        }
+    } else {
+        watch_node(c, e[w].name);
     }
+    /* A child watch we set but no longer need is taken back. */
+    if (op->last && !(w == ZKR__WATCH_DIR && c->phase == ZKR__P_WATCHING))
+        drop_watch(s, c->dir, c, ZWATCHTYPE_CHILD);
     free(e);
     zkr__op_end(op);
 }
@@ -628,7 +705,8 @@ static void abort_acquire(zkr__contender_t *c, int rc)
             char *w = c->watching;
             c->watching = NULL;
             c->phase = ZKR__P_ABORTING;
-            drop_watch(s, w, c);
+            drop_watch(s, w, c,
+                       c->watch_dir ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA);
             free(w);
         }
         c->phase = ZKR__P_ABORTING;
@@ -736,6 +814,7 @@ int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
     c->recipe = recipe;
     c->owner = owner;
     c->deadline = -1;
+    c->permits = 1;
     c->dir = zkr__strdup(dir);
     c->data = zkr__strdup(id);
     if (c->dir == NULL || c->data == NULL) {
@@ -803,7 +882,8 @@ void zkr__contender_destroy(zkr__contender_t *c)
     while (c->busy > 0 || c->sync_waiters > 0 || c->events > (self ? 1 : 0))
         pthread_cond_wait(&s->cv, &s->mu);
     if (c->watching != NULL)
-        drop_watch(s, c->watching, c);
+        drop_watch(s, c->watching, c,
+                   c->watch_dir ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA);
     zkr__session_detach(s, c);
     pthread_mutex_unlock(&s->mu);
     forget_node(c);
@@ -1074,7 +1154,6 @@ out:
 
 int zkr__path_watched(zkr_session_t *s, const char *path, int wtype)
 {
-    if (wtype == ZWATCHTYPE_DATA)
-        return path_watched_by_other(s, path, NULL);
-    return zkr__observed(s, path);
+    (void)wtype; /* removal is by path and type: spare any user of path */
+    return path_watched_by_other(s, path, NULL) || zkr__observed(s, path);
 }

@@ -322,11 +322,11 @@ static void test_pred_mutex_basic(void **state)
 
     (void)state;
     assert_int_equal(zkr__sort_children(&v, &e, &n), 0);
-    assert_int_equal(zkr__pred_mutex(e, n, 0), -1);
-    assert_int_equal(zkr__pred_mutex(e, n, 1), 0);
-    assert_int_equal(zkr__pred_mutex(e, n, 2), 1);
+    assert_int_equal(zkr__pred_mutex(e, n, 0, 1), -1);
+    assert_int_equal(zkr__pred_mutex(e, n, 1, 1), 0);
+    assert_int_equal(zkr__pred_mutex(e, n, 2, 1), 1);
     /* Alone in the queue: granted. */
-    assert_int_equal(zkr__pred_mutex(e, 1, 0), -1);
+    assert_int_equal(zkr__pred_mutex(e, 1, 0, 1), -1);
     free(e);
 }
 
@@ -358,7 +358,7 @@ static void test_pred_mutex_no_herd(void **state)
         assert_int_equal(e[i].seq, i - 5);
 
     for (int self = 0; self < N; self++) {
-        watch[self] = zkr__pred_mutex(e, n, self);
+        watch[self] = zkr__pred_mutex(e, n, self, 1);
         if (self == 0) {
             assert_int_equal(watch[self], -1);
         } else {
@@ -520,6 +520,71 @@ static void test_uuid(void **state)
     }
 }
 
+/* ------------------------------------- semaphore and read/write rules */
+
+static zkr__entry_t ent(const char *name, int32_t seq, zkr__kind_t kind,
+                        int permits)
+{
+    zkr__entry_t e = {name, seq, kind, permits};
+    return e;
+}
+
+static void test_parse_permits(void **state)
+{
+    (void)state;
+    assert_int_equal(zkr__parse_permits("_c_a-permits-3-lock-0000000001"), 3);
+    assert_int_equal(zkr__parse_permits("_c_a-permits-12-lock-01"), 12);
+    assert_int_equal(zkr__parse_permits("_c_a-lock-0000000001"), 0);
+    assert_int_equal(zkr__parse_permits("_c_a-permits-x-lock-01"), 0);
+    assert_int_equal(zkr__parse_permits("_c_a-permits-3-__READ__01"), 0);
+}
+
+static void test_pred_semaphore(void **state)
+{
+    zkr__entry_t v[6];
+
+    (void)state;
+    for (int i = 0; i < 6; i++)
+        v[i] = ent("n", i, ZKR__KIND_EXCLUSIVE, 3);
+    assert_int_equal(zkr__pred_semaphore(v, 6, 0, 3), ZKR__GRANT);
+    assert_int_equal(zkr__pred_semaphore(v, 6, 2, 3), ZKR__GRANT);
+    /* The first waiter watches the directory; later ones their
+     * predecessor: one watch per waiter, one wake-up per change. */
+    assert_int_equal(zkr__pred_semaphore(v, 6, 3, 3), ZKR__WATCH_DIR);
+    assert_int_equal(zkr__pred_semaphore(v, 6, 4, 3), 3);
+    assert_int_equal(zkr__pred_semaphore(v, 6, 5, 3), 4);
+    /* Foreign contenders (no size in the name) just take permits. */
+    v[1].permits = 0;
+    assert_int_equal(zkr__pred_semaphore(v, 6, 2, 3), ZKR__GRANT);
+    /* Another size anywhere in the queue is a conflict. */
+    v[5].permits = 4;
+    assert_int_equal(zkr__pred_semaphore(v, 6, 0, 3), ZKR__CONFLICT);
+}
+
+static void test_pred_read_write(void **state)
+{
+    zkr__entry_t v[6] = {
+        ent("r0", 0, ZKR__KIND_READ, 0),  ent("r1", 1, ZKR__KIND_READ, 0),
+        ent("w2", 2, ZKR__KIND_WRITE, 0), ent("r3", 3, ZKR__KIND_READ, 0),
+        ent("w4", 4, ZKR__KIND_WRITE, 0), ent("r5", 5, ZKR__KIND_READ, 0),
+    };
+
+    (void)state;
+    /* Readers share until a writer: only lower sequences count. */
+    assert_int_equal(zkr__pred_read(v, 6, 0, 1), ZKR__GRANT);
+    assert_int_equal(zkr__pred_read(v, 6, 1, 1), ZKR__GRANT);
+    assert_int_equal(zkr__pred_read(v, 6, 3, 1), 2); /* the writer before */
+    assert_int_equal(zkr__pred_read(v, 6, 5, 1), 4); /* the last writer */
+    /* A writer waits for everyone before it (its predecessor). */
+    assert_int_equal(zkr__pred_mutex(v, 6, 2, 1), 1);
+    assert_int_equal(zkr__pred_mutex(v, 6, 4, 1), 3);
+    /* An exclusive lock in the directory blocks readers too. */
+    v[1].kind = ZKR__KIND_EXCLUSIVE;
+    assert_int_equal(zkr__pred_read(v, 6, 1, 1), ZKR__GRANT);
+    v[0].kind = ZKR__KIND_EXCLUSIVE;
+    assert_int_equal(zkr__pred_read(v, 6, 1, 1), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -539,6 +604,9 @@ int main(void)
         cmocka_unit_test(test_check_path),
         cmocka_unit_test(test_check_id),
         cmocka_unit_test(test_uuid),
+        cmocka_unit_test(test_parse_permits),
+        cmocka_unit_test(test_pred_semaphore),
+        cmocka_unit_test(test_pred_read_write),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
