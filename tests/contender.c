@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,16 +55,44 @@ static void write_counter(const char *path, long v)
     fclose(f);
 }
 
+/* Adds delta to the holders count in path ("<now> <max>"), under a file
+ * lock, keeping the highest value seen. */
+static void count_holders(const char *path, int delta)
+{
+    int fd = open(path, O_RDWR | O_CREAT, 0644);
+    char buf[64] = "";
+    long now = 0, max = 0;
+    ssize_t n;
+
+    if (fd < 0 || flock(fd, LOCK_EX) != 0)
+        exit(7);
+    n = read(fd, buf, sizeof(buf) - 1);
+    if (n > 0) {
+        buf[n] = '\0';
+        sscanf(buf, "%ld %ld", &now, &max);
+    }
+    now += delta;
+    if (now > max)
+        max = now;
+    n = snprintf(buf, sizeof(buf), "%ld %ld\n", now, max);
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n)
+        exit(7);
+    flock(fd, LOCK_UN);
+    close(fd);
+}
+
 int main(int argc, char **argv)
 {
     const char *hosts = NULL, *path = NULL, *counter = NULL, *logp = NULL;
     const char *id = "contender";
     int iters = 1, timeout = 10000, hold = 2, opt, logfd = -1, rc = 0;
-    int broken = 0; /* -b: skip the lock, to show the checks catch it */
+    int broken = 0;  /* -b: skip the lock, to show the checks catch it */
+    int permits = 0; /* -P N: a permit of a semaphore of N instead */
+    const char *holders = NULL; /* -k FILE: "<now> <max>" holders count */
     zkr_session_t *s;
     zkr_lock_t *l;
 
-    while ((opt = getopt(argc, argv, "s:p:n:c:l:i:t:h:b")) != -1) {
+    while ((opt = getopt(argc, argv, "s:p:n:c:l:i:t:h:bP:k:")) != -1) {
         switch (opt) {
         case 's':
             hosts = optarg;
@@ -92,6 +121,12 @@ int main(int argc, char **argv)
         case 'b':
             broken = 1;
             break;
+        case 'P':
+            permits = atoi(optarg);
+            break;
+        case 'k':
+            holders = optarg;
+            break;
         default:
             return 2;
         }
@@ -104,7 +139,8 @@ int main(int argc, char **argv)
         return 3;
     if (zkr_session_open(&s, hosts, timeout, NULL) != 0)
         return 3;
-    if (zkr_lock_new(&l, s, path, id, NULL) != 0)
+    if ((permits > 0 ? zkr_semaphore_new(&l, s, path, permits, id, NULL)
+                     : zkr_lock_new(&l, s, path, id, NULL)) != 0)
         return 3;
     for (int i = 0; i < iters && rc == 0; i++) {
         char node[ZKR_NODE_MAX];
@@ -125,6 +161,8 @@ int main(int argc, char **argv)
         if (rc != 0)
             break;
         zkr_lock_token(l, &token);
+        if (holders != NULL)
+            count_holders(holders, +1);
         if (zkr_lock_node(l, node, sizeof(node)) == 0)
             seq = strtol(strstr(node, "-lock-") + 6, NULL, 10);
         log_line(logfd, "GRANT", id, seq, token);
@@ -132,8 +170,12 @@ int main(int argc, char **argv)
             long v = read_counter(counter);
             usleep((useconds_t)hold * 1000);
             write_counter(counter, v + 1);
+        } else {
+            usleep((useconds_t)hold * 1000);
         }
         log_line(logfd, "RELEASE", id, seq, token);
+        if (holders != NULL)
+            count_holders(holders, -1);
         rc = zkr_lock_release(l);
     }
     zkr_lock_free(l);

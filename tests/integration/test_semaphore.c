@@ -1,0 +1,471 @@
+/* Counting semaphore and read/write lock against a real ZooKeeper server:
+ * the limit across processes, FIFO grants, departures from the middle of
+ * the queue, one release waking O(1) waiters, a conflicting permit count,
+ * and the read/write rules including expiry in any position. */
+#define _DEFAULT_SOURCE
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../server_test.h"
+
+static zkr_lock_t *sem(zkr_session_t *s, const char *path, int n,
+                       const char *id)
+{
+    zkr_lock_t *l = NULL;
+    assert_int_equal(zkr_semaphore_new(&l, s, path, n, id, NULL), 0);
+    return l;
+}
+
+static void expire(zkr_session_t *s)
+{
+    clientid_t cid = *zoo_client_id(zkr_session_handle(s));
+    assert_int_equal(zkt_expire_session(zkt_server_hosts(server), &cid, 10000),
+                     0);
+}
+
+/* Async completions record what happened; the test thread asserts. */
+struct grant {
+    int rc; /* 1 = not yet */
+    int order;
+    int64_t token;
+};
+static int grant_seq;
+static pthread_mutex_t grant_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void on_grant(int rc, zkr_lock_t *l, void *data)
+{
+    struct grant *g = data;
+    pthread_mutex_lock(&grant_mu);
+    g->rc = rc;
+    g->order = ++grant_seq;
+    if (rc == 0)
+        zkr_lock_token(l, &g->token);
+    pthread_mutex_unlock(&grant_mu);
+}
+
+static int rc_of(struct grant *g)
+{
+    int rc;
+    pthread_mutex_lock(&grant_mu);
+    rc = g->rc;
+    pthread_mutex_unlock(&grant_mu);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+
+/* 12 processes, 3 permits: never more than 3 holders at once (a shared
+ * counter checked under a file lock), and the limit is actually used. */
+static void test_semaphore_processes(void **state)
+{
+    enum { PROCS = 12 };
+    char *dir = zkt_mkdtemp("zkr-sem-"), count[512];
+    char *prog = zkt_build_path("tests/contender");
+    pid_t pids[PROCS];
+    FILE *f;
+    long now, max;
+
+    (void)state;
+    snprintf(count, sizeof(count), "%s/holders", dir);
+    for (int i = 0; i < PROCS; i++) {
+        char ids[16];
+        snprintf(ids, sizeof(ids), "s%d", i);
+        char *argv[] = {prog, "-s",        (char *)zkt_server_hosts(server),
+                        "-p", "/s/twelve", "-n",
+                        "3",  "-P",        "3",
+                        "-k", count,       "-i",
+                        ids,  "-h",        "20",
+                        NULL};
+        pids[i] = zkt_spawn(argv, -1);
+        assert_true(pids[i] > 0);
+    }
+    for (int i = 0; i < PROCS; i++) {
+        int st = -1;
+        assert_int_equal(zkt_wait_pid(pids[i], 120000, &st), 0);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+    }
+    f = fopen(count, "r");
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%ld %ld", &now, &max), 2);
+    fclose(f);
+    assert_int_equal(now, 0);
+    assert_int_equal(max, 3);
+    assert_int_equal(children("/s/twelve"), 0);
+    zkt_rm_rf(dir);
+    free(dir);
+    free(prog);
+}
+
+/* FIFO: waiters enqueued in a known order get permits in that order, one
+ * per release, with increasing tokens. */
+static void test_semaphore_fifo(void **state)
+{
+    enum { W = 5 };
+    zkr_session_t *s = open_session(10000);
+    zkr_lock_t *h[2], *w[W];
+    struct grant g[W];
+
+    (void)state;
+    grant_seq = 0;
+    for (int i = 0; i < 2; i++) {
+        h[i] = sem(s, "/s/fifo", 2, "holder");
+        assert_int_equal(zkr_lock_acquire(h[i], 0), 0);
+    }
+    for (int i = 0; i < W; i++) {
+        w[i] = sem(s, "/s/fifo", 2, "waiter");
+        g[i].rc = 1;
+        assert_int_equal(zkr_lock_acquire_async(w[i], -1, on_grant, &g[i]), 0);
+        assert_true(ZKT_WAIT_UNTIL(children("/s/fifo") == 3 + i, 5000));
+    }
+    assert_int_equal(zkr_lock_acquire(w[0], 0), ZKR_EALREADY);
+    assert_int_equal(zkr_lock_release(h[0]), 0);
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&g[0]) == 0, 5000));
+    assert_int_equal(rc_of(&g[1]), 1);
+    assert_int_equal(zkr_lock_release(h[1]), 0);
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&g[1]) == 0, 5000));
+    for (int i = 0; i < W - 2; i++) {
+        assert_int_equal(zkr_lock_release(w[i]), 0);
+        assert_true(ZKT_WAIT_UNTIL(rc_of(&g[i + 2]) == 0, 5000));
+    }
+    for (int i = 0; i < W; i++) {
+        assert_int_equal(g[i].order, i + 1);
+        if (i > 0)
+            assert_true(g[i].token > g[i - 1].token);
+    }
+    for (int i = 0; i < 2; i++)
+        zkr_lock_free(h[i]);
+    for (int i = 0; i < W; i++)
+        zkr_lock_free(w[i]);
+    zkr_session_free(s);
+    assert_int_equal(children("/s/fifo"), 0);
+}
+
+/* Departures from the middle of the queue (timeout, cancel, expired
+ * session, a killed process) never leave a waiter behind them stuck while
+ * a permit is free, and leave no node behind. */
+static void test_semaphore_departures(void **state)
+{
+    zkr_session_t *s = open_session(10000), *x = open_session(4000);
+    zkr_lock_t *h0 = sem(s, "/s/dep", 2, "h0"), *h1 = sem(s, "/s/dep", 2, "h1");
+    zkr_lock_t *wt = sem(s, "/s/dep", 2, "timeout");
+    zkr_lock_t *wc = sem(s, "/s/dep", 2, "cancel");
+    zkr_lock_t *wx = sem(x, "/s/dep", 2, "expired");
+    zkr_lock_t *last = sem(s, "/s/dep", 2, "last");
+    struct grant gt = {1, 0, 0}, gc = {1, 0, 0}, gx = {1, 0, 0}, gl = {1, 0, 0};
+    char *prog = zkt_build_path("tests/contender");
+    pid_t killed;
+    int st;
+
+    (void)state;
+    assert_int_equal(zkr_lock_acquire(h0, 0), 0);
+    assert_int_equal(zkr_lock_acquire(h1, 0), 0);
+    /* Queue: [h0 h1] timeout cancel killed expired last */
+    assert_int_equal(zkr_lock_acquire_async(wt, 1500, on_grant, &gt), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/s/dep") == 3, 5000));
+    assert_int_equal(zkr_lock_acquire_async(wc, -1, on_grant, &gc), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/s/dep") == 4, 5000));
+    {
+        char *argv[] = {prog,   "-s",     (char *)zkt_server_hosts(server),
+                        "-p",   "/s/dep", "-n",
+                        "1",    "-P",     "2",
+                        "-i",   "killed", "-t",
+                        "3000", NULL};
+        killed = zkt_spawn(argv, -1);
+    }
+    assert_true(ZKT_WAIT_UNTIL(children("/s/dep") == 5, 5000));
+    assert_int_equal(zkr_lock_acquire_async(wx, -1, on_grant, &gx), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/s/dep") == 6, 5000));
+    assert_int_equal(zkr_lock_acquire_async(last, -1, on_grant, &gl), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/s/dep") == 7, 5000));
+
+    /* While both permits are busy, the middle departs. */
+    assert_int_equal(zkr_lock_cancel(wc), 0);
+    kill(killed, SIGKILL);
+    assert_int_equal(zkt_wait_pid(killed, 5000, &st), 0);
+    expire(x);
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&gt) == ZKR_ETIMEDOUT, 5000));
+    assert_int_equal(rc_of(&gc), ZKR_ECANCELED);
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&gx) == ZKR_ELOST, 10000));
+    /* The killed process's node lives until its session expires (3 s). */
+    assert_true(ZKT_WAIT_UNTIL(children("/s/dep") == 3, 10000));
+    assert_int_equal(rc_of(&gl), 1);
+
+    /* A permit frees: the one waiter left gets it at once. */
+    assert_int_equal(zkr_lock_release(h0), 0);
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&gl) == 0, 3000));
+    assert_int_equal(zkr_lock_release(last), 0);
+    assert_int_equal(zkr_lock_release(h1), 0);
+    zkr_lock_free(h0);
+    zkr_lock_free(h1);
+    zkr_lock_free(wt);
+    zkr_lock_free(wc);
+    zkr_lock_free(wx);
+    zkr_lock_free(last);
+    zkr_session_free(s);
+    zkr_session_free(x);
+    free(prog);
+    assert_true(ZKT_WAIT_UNTIL(children("/s/dep") == 0, 5000));
+}
+
+/* A release with 50 waiters wakes a constant number of them. */
+static void test_semaphore_release_wakes_few(void **state)
+{
+    enum { W = 50, S = 5 };
+    zkr_session_t *s[S];
+    zkr_lock_t *h[2], *w[W];
+    struct grant g[W];
+    uint64_t ev0 = 0, ev1 = 0;
+
+    (void)state;
+    for (int i = 0; i < S; i++)
+        s[i] = open_session(10000);
+    for (int i = 0; i < 2; i++) {
+        h[i] = sem(s[0], "/s/herd", 2, "holder");
+        assert_int_equal(zkr_lock_acquire(h[i], 0), 0);
+    }
+    for (int i = 0; i < W; i++) {
+        w[i] = sem(s[i % S], "/s/herd", 2, NULL);
+        g[i].rc = 1;
+        assert_int_equal(zkr_lock_acquire_async(w[i], -1, on_grant, &g[i]), 0);
+        assert_true(ZKT_WAIT_UNTIL(children("/s/herd") == 3 + i, 5000));
+    }
+    /* 49 data watches (each waiter on its predecessor) plus the first
+     * waiter's child watch, which this server's wchs does not count. */
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == W - 1, 5000));
+    for (int i = 0; i < S; i++)
+        ev0 += zkr_session_counter(s[i], ZKR_COUNTER_WATCH_EVENTS);
+    assert_int_equal(zkr_lock_release(h[0]), 0);
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&g[0]) == 0, 5000));
+    /* The next waiter took over the directory watch (its data watch on the
+     * new holder fired: that is the second notification); the others are
+     * unchanged. */
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == W - 2, 5000));
+    for (int i = 0; i < S; i++)
+        ev1 += zkr_session_counter(s[i], ZKR_COUNTER_WATCH_EVENTS);
+    assert_true(ev1 - ev0 <= 2);
+    for (int i = 1; i < W; i++)
+        assert_int_equal(rc_of(&g[i]), 1);
+    for (int i = 0; i < W; i++)
+        zkr_lock_free(w[i]);
+    for (int i = 0; i < 2; i++)
+        zkr_lock_free(h[i]);
+    for (int i = 0; i < S; i++)
+        zkr_session_free(s[i]);
+    assert_true(ZKT_WAIT_UNTIL(children("/s/herd") == 0, 15000));
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 0, 15000));
+}
+
+/* The permit count is fixed per path. */
+static void test_semaphore_conflict(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_lock_t *a = sem(s, "/s/size", 3, NULL), *b = sem(s, "/s/size", 4, NULL);
+    zkr_lock_t *bad = NULL;
+
+    (void)state;
+    assert_int_equal(zkr_lock_acquire(a, -1), 0);
+    assert_int_equal(zkr_lock_acquire(b, 1000), ZKR_ELIMIT);
+    assert_int_equal(children("/s/size"), 1);
+    assert_int_equal(zkr_semaphore_new(&bad, s, "/s/size", 0, NULL, NULL),
+                     ZBADARGUMENTS);
+    assert_null(bad);
+    assert_int_equal(zkr_lock_release(a), 0);
+    zkr_lock_free(a);
+    zkr_lock_free(b);
+    zkr_session_free(s);
+}
+
+/* A permit frees while the first waiter departs (both orders): the waiter
+ * behind gets the permit within a bounded time; a permit holder whose
+ * session expires reports LOST (callback state and descriptor) and its
+ * permit goes to the next. */
+static void test_semaphore_free_and_depart(void **state)
+{
+    zkr_session_t *s = open_session(10000), *x = open_session(4000);
+
+    (void)state;
+    for (int round = 0; round < 2; round++) {
+        zkr_lock_t *h0 = sem(s, "/s/both", 2, "h0");
+        zkr_lock_t *h1 = sem(s, "/s/both", 2, "h1");
+        zkr_lock_t *w2 = sem(s, "/s/both", 2, "w2");
+        zkr_lock_t *w3 = sem(s, "/s/both", 2, "w3");
+        struct grant g2 = {1, 0, 0}, g3 = {1, 0, 0};
+
+        assert_int_equal(zkr_lock_acquire(h0, 0), 0);
+        assert_int_equal(zkr_lock_acquire(h1, 0), 0);
+        assert_int_equal(zkr_lock_acquire_async(w2, -1, on_grant, &g2), 0);
+        assert_true(ZKT_WAIT_UNTIL(children("/s/both") == 3, 5000));
+        assert_int_equal(zkr_lock_acquire_async(w3, -1, on_grant, &g3), 0);
+        assert_true(ZKT_WAIT_UNTIL(children("/s/both") == 4, 5000));
+        if (round == 0) {
+            assert_int_equal(zkr_lock_cancel(w2), 0);
+            assert_int_equal(zkr_lock_release(h0), 0);
+        } else {
+            assert_int_equal(zkr_lock_release(h0), 0);
+            if (zkr_lock_cancel(w2) != 0) /* it was granted first */
+                assert_true(ZKT_WAIT_UNTIL(rc_of(&g2) == 0, 3000) &&
+                            zkr_lock_release(w2) == 0);
+        }
+        assert_true(ZKT_WAIT_UNTIL(rc_of(&g3) == 0, 3000));
+        assert_int_equal(zkr_lock_release(w3), 0);
+        assert_int_equal(zkr_lock_release(h1), 0);
+        zkr_lock_free(h0);
+        zkr_lock_free(h1);
+        zkr_lock_free(w2);
+        zkr_lock_free(w3);
+        assert_int_equal(children("/s/both"), 0);
+    }
+    {
+        zkr_lock_t *hx = sem(x, "/s/both", 1, "hx");
+        zkr_lock_t *w = sem(s, "/s/both", 1, "w");
+        struct grant g = {1, 0, 0};
+        struct pollfd pfd;
+
+        assert_int_equal(zkr_lock_acquire(hx, 0), 0);
+        assert_int_equal(zkr_lock_acquire_async(w, -1, on_grant, &g), 0);
+        assert_true(ZKT_WAIT_UNTIL(children("/s/both") == 2, 5000));
+        expire(x);
+        assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(hx) == ZKR_LOCK_LOST, 10000));
+        pfd.fd = zkr_lock_fd(hx);
+        pfd.events = POLLIN;
+        assert_int_equal(poll(&pfd, 1, 0), 1);
+        assert_true(ZKT_WAIT_UNTIL(rc_of(&g) == 0, 10000));
+        assert_int_equal(zkr_lock_release(hx), ZKR_ELOST);
+        assert_int_equal(zkr_lock_release(w), 0);
+        zkr_lock_free(hx);
+        zkr_lock_free(w);
+    }
+    zkr_session_free(s);
+    zkr_session_free(x);
+}
+
+/* ------------------------------------------------------ read/write */
+
+static void rw(zkr_session_t *s, const char *path, zkr_lock_t **r,
+               zkr_lock_t **w)
+{
+    assert_int_equal(zkr_rwlock_new(r, w, s, path, NULL, NULL), 0);
+}
+
+/* Readers share; a writer excludes all; a reader behind a queued writer
+ * waits for it; FIFO across mixed kinds. */
+static void test_rwlock_rules(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_lock_t *r1, *w1, *r2, *w2, *r3, *w3;
+    struct grant gw = {1, 0, 0}, gr = {1, 0, 0};
+    zkr_sequencer_t q;
+
+    (void)state;
+    rw(s, "/s/rw", &r1, &w1);
+    rw(s, "/s/rw", &r2, &w2);
+    rw(s, "/s/rw", &r3, &w3);
+    assert_int_equal(zkr_lock_acquire(r1, 0), 0);
+    assert_int_equal(zkr_lock_acquire(r2, 0), 0); /* readers overlap */
+    assert_int_equal(zkr_lock_sequencer(r1, &q), 0);
+    assert_int_equal(q.mode, 'r');
+    assert_int_equal(zkr_lock_acquire(w1, 0), ZKR_EBUSY);
+    assert_int_equal(zkr_lock_acquire_async(w1, -1, on_grant, &gw), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/s/rw") == 3, 5000));
+    /* A reader behind the queued writer waits: no writer starvation. */
+    assert_int_equal(zkr_lock_acquire(r3, 0), ZKR_EBUSY);
+    assert_int_equal(zkr_lock_acquire_async(r3, -1, on_grant, &gr), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/s/rw") == 4, 5000));
+    assert_int_equal(zkr_lock_release(r1), 0);
+    assert_int_equal(rc_of(&gw), 1); /* r2 still reads */
+    assert_int_equal(zkr_lock_release(r2), 0);
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&gw) == 0, 5000));
+    assert_int_equal(rc_of(&gr), 1); /* the writer excludes the reader */
+    assert_int_equal(zkr_lock_acquire(w2, 0), ZKR_EBUSY);
+    assert_int_equal(zkr_lock_release(w1), 0);
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&gr) == 0, 5000));
+    assert_int_equal(zkr_lock_release(r3), 0);
+    assert_int_equal(zkr_lock_acquire(w2, 0), 0);
+    assert_int_equal(zkr_lock_sequencer(w2, &q), 0);
+    assert_int_equal(q.mode, 'w');
+    assert_int_equal(zkr_lock_release(w2), 0);
+    zkr_lock_free(r1);
+    zkr_lock_free(w1);
+    zkr_lock_free(r2);
+    zkr_lock_free(w2);
+    zkr_lock_free(r3);
+    zkr_lock_free(w3);
+    zkr_session_free(s);
+    assert_int_equal(children("/s/rw"), 0);
+}
+
+/* Expiry in any position lets the right contenders proceed: a queued
+ * writer between readers, and a reading holder before a writer. */
+static void test_rwlock_expiry(void **state)
+{
+    zkr_session_t *s = open_session(10000), *x = open_session(4000),
+                  *y = open_session(4000);
+    zkr_lock_t *r1, *w1, *xr, *xw, *yr, *yw, *r3, *w3;
+    struct grant g3 = {1, 0, 0}, gw = {1, 0, 0}, gxw = {1, 0, 0};
+
+    (void)state;
+    rw(s, "/s/rwx", &r1, &w1);
+    rw(x, "/s/rwx", &xr, &xw);
+    rw(y, "/s/rwx", &yr, &yw);
+    rw(s, "/s/rwx", &r3, &w3);
+    /* r1 reads; x's writer queues; r3 queues behind it. */
+    assert_int_equal(zkr_lock_acquire(r1, 0), 0);
+    assert_int_equal(zkr_lock_acquire_async(xw, -1, on_grant, &gxw), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/s/rwx") == 2, 5000));
+    assert_int_equal(zkr_lock_acquire_async(r3, -1, on_grant, &g3), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/s/rwx") == 3, 5000));
+    expire(x); /* the queued writer goes: r3 reads alongside r1 */
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&g3) == 0, 10000));
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&gxw) == ZKR_ELOST, 10000));
+    assert_int_equal(zkr_lock_release(r3), 0);
+    assert_int_equal(zkr_lock_release(r1), 0);
+
+    /* y reads; a writer queues; y's session expires: the writer writes. */
+    assert_int_equal(zkr_lock_acquire(yr, 0), 0);
+    assert_int_equal(zkr_lock_acquire_async(w1, -1, on_grant, &gw), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/s/rwx") == 2, 5000));
+    expire(y);
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&gw) == 0, 10000));
+    assert_int_equal(zkr_lock_release(w1), 0);
+    zkr_lock_free(r1);
+    zkr_lock_free(w1);
+    zkr_lock_free(xr);
+    zkr_lock_free(xw);
+    zkr_lock_free(yr);
+    zkr_lock_free(yw);
+    zkr_lock_free(r3);
+    zkr_lock_free(w3);
+    zkr_session_free(s);
+    zkr_session_free(x);
+    zkr_session_free(y);
+    assert_true(ZKT_WAIT_UNTIL(children("/s/rwx") == 0, 5000));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_semaphore_processes),
+        cmocka_unit_test(test_semaphore_fifo),
+        cmocka_unit_test(test_semaphore_departures),
+        cmocka_unit_test(test_semaphore_release_wakes_few),
+        cmocka_unit_test(test_semaphore_conflict),
+        cmocka_unit_test(test_semaphore_free_and_depart),
+        cmocka_unit_test(test_rwlock_rules),
+        cmocka_unit_test(test_rwlock_expiry),
+    };
+    return cmocka_run_group_tests_name("semaphore", tests, setup, teardown);
+}
