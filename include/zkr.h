@@ -2,9 +2,9 @@
  * \file zkr.h
  * \brief zkr: ZooKeeper coordination recipes for C.
  *
- * zkr builds correct, fenced coordination recipes (an exclusive lock today;
- * leader election, a counting semaphore and a read/write lock share the same
- * engine) on top of the ZooKeeper multi-threaded C client
+ * zkr builds correct, fenced coordination recipes (an exclusive lock, leader
+ * election, a FIFO counting semaphore and a read/write lock, all on one
+ * contender-queue engine) on top of the ZooKeeper multi-threaded C client
  * (`libzookeeper_mt`).
  *
  * \section contracts The three contracts
@@ -795,8 +795,7 @@ ZKR_EXTERN void zkr_observer_free(zkr_observer_t *o);
  * \return as zkr_lock_new(); ZBADARGUMENTS also for permits < 1.
  */
 ZKR_EXTERN int zkr_semaphore_new(zkr_lock_t **out, zkr_session_t *s,
-                                 const char *path, int permits,
-                                 const char *id,
+                                 const char *path, int permits, const char *id,
                                  const struct ACL_vector *acl);
 
 /**

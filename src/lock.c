@@ -66,8 +66,7 @@ int zkr_lock_new(zkr_lock_t **out, zkr_session_t *s, const char *path,
 }
 
 int zkr_semaphore_new(zkr_lock_t **out, zkr_session_t *s, const char *path,
-                      int permits, const char *id,
-                      const struct ACL_vector *acl)
+                      int permits, const char *id, const struct ACL_vector *acl)
 {
     if (permits < 1 || permits > 1000000)
         return ZBADARGUMENTS;

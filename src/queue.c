@@ -471,8 +471,7 @@ static void wget_done(int rc, const char *value, int len,
     zkr__op_end(op);
 }
 
-static void list_done(int rc, const struct String_vector *v,
-                      const void *data);
+static void list_done(int rc, const struct String_vector *v, const void *data);
 
 /* Waits for the deletion (or change) of one node before us. */
 static void watch_node(zkr__contender_t *c, const char *name)
@@ -508,8 +507,8 @@ static void issue_list_watched(zkr__contender_t *c)
         return;
     op->last = 1;
     c->s->counters[ZKR_COUNTER_LISTS]++;
-    if (zoo_awget_children(c->s->zh, c->dir, zkr__node_watcher, c->s,
-                           list_done, op) != ZOK)
+    if (zoo_awget_children(c->s->zh, c->dir, zkr__node_watcher, c->s, list_done,
+                           op) != ZOK)
         zkr__op_cancel(op);
 }
 
@@ -573,8 +572,7 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
          * server expiring our session): we can never be granted with it. */
         forget_node(c);
         finish_acquire(c, ZKR_ELOST);
-    } else if ((w = c->recipe->pred(e, n, self, c->permits)) ==
-               ZKR__CONFLICT) {
+    } else if ((w = c->recipe->pred(e, n, self, c->permits)) == ZKR__CONFLICT) {
         abort_acquire(c, ZKR_ELIMIT);
     } else if (w == ZKR__GRANT) {
         if (c->recipe->poke)
@@ -625,6 +623,10 @@ static void verify_done(int rc, const struct Stat *stat, const void *data)
         if (rc == ZOK && stat->ephemeralOwner == s->sid &&
             stat->czxid == c->czxid) {
             notify_state(c, ZKR_LOCK_HELD);
+            /* A touch lost with the connection would leave a successor
+             * watching us for nothing: touch again. */
+            if (c->recipe->poke)
+                poke(c);
         } else if (rc == ZOK || rc == ZNONODE) {
             /* Deleted, or re-created by someone else: ownership is gone. */
             c->phase = ZKR__P_IDLE;

@@ -781,6 +781,106 @@ static void test_callback_try_acquire(void **state)
     record_destroy(&p.again);
 }
 
+/* Election, observer, semaphore, read/write lock and fencing entry points:
+ * NULL handles and bad arguments give documented codes, never a crash. */
+static void obs_noop(zkr_observer_t *o, const char *id, int64_t epoch,
+                     void *data)
+{
+    (void)o;
+    (void)id;
+    (void)epoch;
+    (void)data;
+}
+
+static int leader_noop(zkr_election_t *e, void *data)
+{
+    (void)e;
+    (void)data;
+    return 0;
+}
+
+static void test_other_recipes_bad_args(void **state)
+{
+    fixture_t *fx = *state;
+    zkr_election_t *e = NULL;
+    zkr_observer_t *o = NULL;
+    zkr_lock_t *a = NULL, *b = NULL;
+    zkr_sequencer_t q;
+    zoo_op_t op;
+    zoo_op_result_t res;
+    int64_t v;
+
+    /* NULL handles */
+    assert_int_equal(zkr_election_join(NULL), ZBADARGUMENTS);
+    assert_int_equal(zkr_election_leave(NULL), ZBADARGUMENTS);
+    assert_int_equal(zkr_election_is_leader(NULL), 0);
+    assert_int_equal(zkr_election_await(NULL, 0), ZBADARGUMENTS);
+    assert_int_equal(zkr_election_set_listener(NULL, NULL, NULL),
+                     ZBADARGUMENTS);
+    assert_int_equal(zkr_election_epoch(NULL, &v), ZBADARGUMENTS);
+    assert_int_equal(zkr_election_sequencer(NULL, &q), ZBADARGUMENTS);
+    assert_int_equal(zkr_election_fd(NULL), -1);
+    assert_int_equal(zkr_election_run(NULL, leader_noop, NULL, 0),
+                     ZBADARGUMENTS);
+    assert_int_equal(zkr_election_participants(NULL, NULL, NULL),
+                     ZBADARGUMENTS);
+    zkr_election_free(NULL);
+    zkr_observer_free(NULL);
+    assert_int_equal(zkr_lock_sequencer(NULL, &q), ZBADARGUMENTS);
+    assert_int_equal(zkr_lock_guarded_multi(NULL, 1, &op, &res), ZBADARGUMENTS);
+    assert_int_equal(zkr_sequencer_check(NULL, &q), ZBADARGUMENTS);
+
+    /* Bad arguments, with a real (never connected) session */
+    assert_int_equal(
+        zkr_election_new(&e, fx->s, "relative", NULL, NULL, ZKR_POLICY_SUSPEND),
+        ZBADARGUMENTS);
+    assert_int_equal(
+        zkr_election_new(&e, fx->s, "/e", NULL, NULL, (zkr_loss_policy_t)7),
+        ZBADARGUMENTS);
+    assert_int_equal(
+        zkr_election_new(NULL, fx->s, "/e", NULL, NULL, ZKR_POLICY_SUSPEND),
+        ZBADARGUMENTS);
+    assert_null(e);
+    assert_int_equal(zkr_observer_new(&o, fx->s, "/e/", obs_noop, NULL),
+                     ZBADARGUMENTS);
+    assert_int_equal(zkr_observer_new(&o, fx->s, "/e", NULL, NULL),
+                     ZBADARGUMENTS);
+    assert_int_equal(zkr_observer_new(&o, NULL, "/e", obs_noop, NULL),
+                     ZBADARGUMENTS);
+    assert_null(o);
+    assert_int_equal(zkr_semaphore_new(&a, fx->s, "/s", 0, NULL, NULL),
+                     ZBADARGUMENTS);
+    assert_int_equal(zkr_semaphore_new(&a, fx->s, "/s", -3, NULL, NULL),
+                     ZBADARGUMENTS);
+    assert_int_equal(zkr_semaphore_new(&a, fx->s, "s", 2, NULL, NULL),
+                     ZBADARGUMENTS);
+    assert_null(a);
+    assert_int_equal(zkr_rwlock_new(NULL, &b, fx->s, "/rw", NULL, NULL),
+                     ZBADARGUMENTS);
+    assert_int_equal(zkr_rwlock_new(&a, &b, fx->s, "/rw/", NULL, NULL),
+                     ZBADARGUMENTS);
+    assert_null(a);
+    assert_null(b);
+
+    /* Valid handles, calls in the wrong state */
+    assert_int_equal(
+        zkr_election_new(&e, fx->s, "/e", "me", NULL, ZKR_POLICY_SESSION), 0);
+    assert_int_equal(zkr_election_leave(e), ZKR_ESTATE);
+    assert_int_equal(zkr_election_await(e, 0), ZKR_ESTATE);
+    assert_int_equal(zkr_election_epoch(e, &v), ZKR_ENOTHELD);
+    assert_int_equal(zkr_election_sequencer(e, &q), ZKR_ENOTHELD);
+    assert_int_equal(zkr_election_await(e, -5), ZBADARGUMENTS);
+    zkr_election_free(e);
+    assert_int_equal(zkr_rwlock_new(&a, &b, fx->s, "/rw", NULL, NULL), 0);
+    assert_int_equal(zkr_lock_release(a), ZKR_ENOTHELD);
+    assert_int_equal(zkr_lock_sequencer(b, &q), ZKR_ENOTHELD);
+    zoo_set_op_init(&op, "/x", "1", 1, -1, NULL);
+    assert_int_equal(zkr_lock_guarded_multi(a, 1, &op, &res), ZKR_ENOTHELD);
+    assert_int_equal(zkr_lock_guarded_multi(a, 0, &op, &res), ZBADARGUMENTS);
+    zkr_lock_free(a);
+    zkr_lock_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -808,6 +908,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_free_cancels_pending_acquire,
                                         fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_callback_blocking_calls, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_other_recipes_bad_args, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_callback_try_acquire, fx_setup,
                                         fx_teardown),
