@@ -51,6 +51,15 @@ static inline int64_t token_of(zkr_lock_t *l)
     return t;
 }
 
+/* Expires a zkr session from outside (another handle takes it over and
+ * closes it), as the server would after a partition. */
+static inline void expire(zkr_session_t *s)
+{
+    clientid_t cid = *zoo_client_id(zkr_session_handle(s));
+    assert_int_equal(
+        zkt_expire_session(zkt_server_hosts(server), &cid, 10000), 0);
+}
+
 /* Number of nodes below path (0 if it does not exist). */
 static inline int children(const char *path)
 {

@@ -77,13 +77,6 @@ static int fd_readable(int fd)
     return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
 }
 
-static void expire(zkr_session_t *s)
-{
-    clientid_t cid = *zoo_client_id(zkr_session_handle(s));
-    assert_int_equal(zkt_expire_session(zkt_server_hosts(server), &cid, 10000),
-                     0);
-}
-
 /* ------------------------------------------------------------------ */
 
 /* The holder's session is expired from outside: its loss is reported by

@@ -15,13 +15,6 @@
 
 #include "../server_test.h"
 
-static void expire(zkr_session_t *s)
-{
-    clientid_t cid = *zoo_client_id(zkr_session_handle(s));
-    assert_int_equal(zkt_expire_session(zkt_server_hosts(server), &cid, 10000),
-                     0);
-}
-
 /* Valid while held; stale after release, after expiry, and after the same
  * node name was re-created by another session. Checked from another
  * session, through the string form, as another process would. */

@@ -29,13 +29,6 @@ static zkr_lock_t *sem(zkr_session_t *s, const char *path, int n,
     return l;
 }
 
-static void expire(zkr_session_t *s)
-{
-    clientid_t cid = *zoo_client_id(zkr_session_handle(s));
-    assert_int_equal(zkt_expire_session(zkt_server_hosts(server), &cid, 10000),
-                     0);
-}
-
 /* Async completions record what happened; the test thread asserts. */
 struct grant {
     int rc; /* 1 = not yet */
