@@ -171,18 +171,46 @@ static void test_waiter_expired(void **state)
     assert_int_equal(children("/f/wexp"), 0);
 }
 
+/* Every recipe shares the engine; the fault tests run over each kind of
+ * grant: 0 lock, 1 semaphore permit (of 2), 2 write lock, 3 read lock. */
+enum { KINDS = 4 };
+static zkr_lock_t *other_side; /* the unused side of a read/write lock */
+
+static zkr_lock_t *make_kind(zkr_session_t *s, const char *path, int kind)
+{
+    zkr_lock_t *l = NULL, *r = NULL, *w = NULL;
+
+    other_side = NULL;
+    if (kind == 0)
+        assert_int_equal(zkr_lock_new(&l, s, path, NULL, NULL), 0);
+    else if (kind == 1)
+        assert_int_equal(zkr_semaphore_new(&l, s, path, 2, NULL, NULL), 0);
+    else {
+        assert_int_equal(zkr_rwlock_new(&r, &w, s, path, NULL, NULL), 0);
+        l = kind == 2 ? w : r;
+        other_side = kind == 2 ? r : w;
+    }
+    return l;
+}
+
+static void free_kind(zkr_lock_t *l)
+{
+    zkr_lock_free(l);
+    zkr_lock_free(other_side);
+    other_side = NULL;
+}
+
 /* The server is killed and restarted within the session timeout: the lock
  * goes SUSPENDED, then HELD again after re-verification, same node and
  * token, never LOST. */
-static void test_server_restart_keeps_lock(void **state)
+static void restart_keeps(int kind)
 {
     zkr_session_t *a = open_session(10000);
-    zkr_lock_t *la = new_lock(a, "/f/restart", NULL);
-    struct rec ra, rs;
+    zkr_lock_t *la = make_kind(a, "/f/restart", kind);
+    static struct rec ra, rs;
     char node1[ZKR_NODE_MAX], node2[ZKR_NODE_MAX];
     int64_t t1, sid;
 
-    (void)state;
     rec_init(&ra);
     rec_init(&rs);
     zkr_lock_set_listener(la, on_lock_state, &ra);
@@ -216,8 +244,15 @@ static void test_server_restart_keeps_lock(void **state)
     assert_string_equal(node1, node2);
     assert_int_equal(zkr_lock_release(la), 0);
     assert_int_equal(children("/f/restart"), 0);
-    zkr_lock_free(la);
+    free_kind(la);
     zkr_session_free(a);
+}
+
+static void test_server_restart_keeps_lock(void **state)
+{
+    (void)state;
+    for (int kind = 0; kind < KINDS; kind++)
+        restart_keeps(kind);
 }
 
 /* The server is paused (SIGSTOP) longer than the session timeout. The
@@ -311,17 +346,16 @@ static void test_release_while_disconnected(void **state)
  * expires. The contender must find its node by UUID and adopt it (it
  * belongs to this very session) or create one if none was applied: never
  * two nodes, never a node left behind, and the acquire succeeds. */
-static void test_connection_lost_during_create(void **state)
+static void lost_during_create(int kind, const char *path)
 {
     enum { T = 9000 };
     zkr_session_t *a = open_session(T);
-    zkr_lock_t *la = new_lock(a, "/f/lostcreate", NULL);
-    struct rec rs, rd;
+    zkr_lock_t *la = make_kind(a, path, kind);
+    static struct rec rs, rd;
     zkr_contender_t *v = NULL;
     int n = 0;
     int64_t token;
 
-    (void)state;
     rec_init(&rs);
     rec_init(&rd);
     zkr_session_add_listener(a, on_session, &rs);
@@ -347,9 +381,20 @@ static void test_connection_lost_during_create(void **state)
     assert_int_equal(v[0].session_id, zkr_session_id(a));
     zkr_contenders_free(v, n);
     assert_int_equal(zkr_lock_release(la), 0);
-    assert_int_equal(children("/f/lostcreate"), 0);
-    zkr_lock_free(la);
+    assert_int_equal(children(path), 0);
+    free_kind(la);
     zkr_session_free(a);
+}
+
+static void test_connection_lost_during_create(void **state)
+{
+    char path[32];
+
+    (void)state;
+    for (int kind = 0; kind < KINDS; kind++) {
+        snprintf(path, sizeof(path), "/f/lostcreate%d", kind);
+        lost_during_create(kind, path);
+    }
 }
 
 int main(void)
