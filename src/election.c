@@ -312,7 +312,17 @@ int zkr_election_run(zkr_election_t *e, zkr_leader_fn fn, void *data,
             return 0; /* left from another thread */
         if (rc != 0)
             return rc;
+        /* Check and mark under one lock: a concurrent leave either sees
+         * the function running (and waits for it) or makes us see that
+         * we left (and the function never starts). */
         pthread_mutex_lock(&e->c.s->mu);
+        if (!e->joined || !leading(e)) {
+            joined = e->joined;
+            pthread_mutex_unlock(&e->c.s->mu);
+            if (!joined)
+                return 0;
+            continue;
+        }
         e->running = 1;
         pthread_mutex_unlock(&e->c.s->mu);
         ret = fn(e, data);

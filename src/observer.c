@@ -173,48 +173,44 @@ static void listed(int rc, const struct String_vector *v, const void *data)
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
     zkr_observer_t *o = op->ctx;
+    zkr__op_t *op2 = NULL;
     zkr__entry_t *e = NULL;
     int n = 0;
 
+    o->busy = 0; /* set again below if a follow-up request goes out */
     if (o->gone) {
-        finish(o);
+        ;
     } else if (rc == ZNONODE) {
         /* No directory, no leader; wait for it to appear. */
-        zkr__op_t *op2 = zkr__op_new(s, NULL);
         report(o, NULL, NULL, 0);
-        if (op2 != NULL) {
+        if ((op2 = zkr__op_new(s, NULL)) != NULL) {
             op2->ctx = o;
             if (zoo_awexists(s->zh, o->dir, observer_watcher, s, dir_exists,
-                             op2) != ZOK)
-                zkr__op_cancel(op2);
-            else
+                             op2) == ZOK)
                 o->busy = 1;
+            else
+                zkr__op_cancel(op2);
         }
-        if (op2 == NULL || !o->busy)
-            finish(o);
     } else if (rc == ZOK && zkr__sort_children(v, &e, &n) == 0) {
-        zkr__op_t *op2 = n > 0 ? zkr__op_new(s, NULL) : NULL;
         if (n == 0)
             report(o, NULL, NULL, 0);
-        if (n > 0 && o->last != NULL && strcmp(o->last, e[0].name) == 0) {
-            zkr__op_cancel(op2); /* same leader: nothing to read */
-            op2 = NULL;
+        else if (o->last == NULL || strcmp(o->last, e[0].name) != 0) {
+            /* A new leader: read its identifier and epoch. */
+            if ((op2 = zkr__op_new(s, NULL)) != NULL) {
+                op2->ctx = o;
+                op2->path = zkr__join(o->dir, e[0].name);
+                if (op2->path != NULL &&
+                    zoo_aget(s->zh, op2->path, 0, leader_read, op2) == ZOK)
+                    o->busy = 1;
+                else
+                    zkr__op_cancel(op2);
+            }
         }
-        if (op2 != NULL) {
-            op2->ctx = o;
-            op2->path = zkr__join(o->dir, e[0].name);
-            if (op2->path == NULL ||
-                zoo_aget(s->zh, op2->path, 0, leader_read, op2) != ZOK)
-                zkr__op_cancel(op2);
-            else
-                o->busy = 1; /* still busy: leader_read finishes */
-        }
-        if (!o->busy || op2 == NULL)
-            finish(o);
         free(e);
-    } else {
-        finish(o); /* connection errors: refreshed on reconnect */
     }
+    /* Otherwise (connection errors) the next reconnection refreshes. */
+    if (!o->busy)
+        finish(o);
     zkr__op_end(op);
 }
 
