@@ -149,11 +149,15 @@ int main(int argc, char **argv)
 
         if (broken) {
             log_line(logfd, "GRANT", id, i, i + 1);
+            if (holders != NULL)
+                count_holders(holders, +1);
             if (counter != NULL) {
                 long v = read_counter(counter);
                 usleep((useconds_t)hold * 1000);
                 write_counter(counter, v + 1);
             }
+            if (holders != NULL)
+                count_holders(holders, -1);
             log_line(logfd, "RELEASE", id, i, i + 1);
             continue;
         }

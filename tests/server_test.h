@@ -4,6 +4,11 @@
 #ifndef ZKR_TESTS_SERVER_TEST_H
 #define ZKR_TESTS_SERVER_TEST_H
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
 #include "harness.h"
 #include "zkr.h"
 
@@ -56,14 +61,135 @@ static inline int64_t token_of(zkr_lock_t *l)
 static inline void expire(zkr_session_t *s)
 {
     clientid_t cid = *zoo_client_id(zkr_session_handle(s));
-    assert_int_equal(
-        zkt_expire_session(zkt_server_hosts(server), &cid, 10000), 0);
+    assert_int_equal(zkt_expire_session(zkt_server_hosts(server), &cid, 10000),
+                     0);
 }
 
 /* Number of nodes below path (0 if it does not exist). */
 static inline int children(const char *path)
 {
     return zkt_count_children(raw, path);
+}
+
+/* What a run of contender processes (tests/contender) left behind. */
+struct verdict {
+    long long counter;   /* final shared counter (locks only), else -1 */
+    int grants;          /* GRANT lines */
+    int max_holders;     /* most holders at once, from the log */
+    int counted_max;     /* most holders at once, counted under a file lock */
+    int token_backwards; /* grants whose token was not above the last */
+    int seq_backwards;   /* grants out of queue (FIFO) order */
+    int dup_tokens;      /* tokens granted twice */
+};
+
+static int cmp_ll(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Runs `procs` contender processes of `iters` iterations each on path:
+ * a lock (permits 0; each does a non-atomic read-modify-write of a shared
+ * counter) or a permit of a semaphore of `permits`. broken: they skip the
+ * lock (and hold 20 ms, so their runs surely overlap although they start a
+ * few ms apart). Judges the log and the counters. */
+static inline struct verdict run_contenders(const char *path, int procs,
+                                            int iters, int permits, int broken)
+{
+    char *dir = zkt_mkdtemp("zkr-contenders-"), counter[512], logp[512];
+    char holders_file[512], iters_s[16], permits_s[16];
+    char *prog = zkt_build_path("tests/contender");
+    struct verdict r = {-1, 0, 0, 0, 0, 0, 0};
+    pid_t pids[64];
+    long long tokens[1024];
+    FILE *f;
+    char what[16], id[64];
+    long long t, tok, last_tok = -1, last_seq = -1, now, max;
+    long seq;
+    int holders = 0;
+
+    assert_true(procs <= 64 && procs * iters <= 1024);
+    snprintf(counter, sizeof(counter), "%s/counter", dir);
+    snprintf(logp, sizeof(logp), "%s/log", dir);
+    snprintf(holders_file, sizeof(holders_file), "%s/holders", dir);
+    snprintf(iters_s, sizeof(iters_s), "%d", iters);
+    snprintf(permits_s, sizeof(permits_s), "%d", permits);
+    for (int i = 0; i < procs; i++) {
+        char ids[16];
+        char *argv[20];
+        int k = 0;
+        snprintf(ids, sizeof(ids), "p%d", i);
+        argv[k++] = prog;
+        argv[k++] = "-s";
+        argv[k++] = (char *)zkt_server_hosts(server);
+        argv[k++] = "-p";
+        argv[k++] = (char *)path;
+        argv[k++] = "-n";
+        argv[k++] = iters_s;
+        argv[k++] = "-l";
+        argv[k++] = logp;
+        argv[k++] = "-k";
+        argv[k++] = holders_file;
+        argv[k++] = "-i";
+        argv[k++] = ids;
+        argv[k++] = "-h";
+        argv[k++] = broken ? "20" : permits > 0 ? "20" : "3";
+        if (permits > 0) {
+            argv[k++] = "-P";
+            argv[k++] = permits_s;
+        } else {
+            argv[k++] = "-c";
+            argv[k++] = counter;
+        }
+        if (broken)
+            argv[k++] = "-b";
+        argv[k] = NULL;
+        pids[i] = zkt_spawn(argv, -1);
+        assert_true(pids[i] > 0);
+    }
+    for (int i = 0; i < procs; i++) {
+        int st = -1;
+        assert_int_equal(zkt_wait_pid(pids[i], 120000, &st), 0);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+    }
+    if (permits == 0) {
+        f = fopen(counter, "r");
+        assert_non_null(f);
+        assert_int_equal(fscanf(f, "%lld", &r.counter), 1);
+        fclose(f);
+    }
+    f = fopen(holders_file, "r");
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%lld %lld", &now, &max), 2);
+    fclose(f);
+    assert_int_equal(now, 0); /* every grant was given back */
+    r.counted_max = (int)max;
+    f = fopen(logp, "r");
+    assert_non_null(f);
+    while (fscanf(f, "%15s %lld %63s %ld %lld", what, &t, id, &seq, &tok) ==
+           5) {
+        if (strcmp(what, "GRANT") == 0) {
+            tokens[r.grants++] = tok;
+            holders++;
+            r.token_backwards += tok <= last_tok;
+            r.seq_backwards += seq <= last_seq;
+            last_tok = tok;
+            last_seq = seq;
+        } else {
+            holders--;
+        }
+        if (holders > r.max_holders)
+            r.max_holders = holders;
+    }
+    fclose(f);
+    qsort(tokens, (size_t)r.grants, sizeof(tokens[0]), cmp_ll);
+    for (int i = 1; i < r.grants; i++)
+        r.dup_tokens += tokens[i] == tokens[i - 1];
+    zkt_rm_rf(dir);
+    free(dir);
+    free(prog);
+    return r;
 }
 
 #endif
