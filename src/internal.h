@@ -225,6 +225,7 @@ typedef struct zkr__op {
     int64_t sent; /* monotonic ms when issued */
     int64_t sid;  /* session id when issued */
     int last;     /* parents: the last create of the chain */
+    int watched;  /* a listing that also set a child watch */
     void *ctx;    /* one-shot calls: their pending state */
     char *path;   /* op-specific path (watched node, adopted node) */
 } zkr__op_t;

@@ -498,14 +498,14 @@ static void watch_node(zkr__contender_t *c, const char *name)
     }
 }
 
-/* Lists with a child watch on the directory (op->last marks it). */
+/* Lists with a child watch on the directory (op->watched marks it). */
 static void issue_list_watched(zkr__contender_t *c)
 {
     zkr__op_t *op = zkr__op_new(c->s, c);
 
     if (op == NULL)
         return;
-    op->last = 1;
+    op->watched = 1;
     c->s->counters[ZKR_COUNTER_LISTS]++;
     if (zoo_awget_children(c->s->zh, c->dir, zkr__node_watcher, c->s, list_done,
                            op) != ZOK)
@@ -543,7 +543,7 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
     int n = 0, self, w = ZKR__GRANT;
 
     if (stale(op, ZKR__P_LISTING)) {
-        if (op->last && rc == ZOK)
+        if (op->watched && rc == ZOK)
             drop_watch(s, c->dir, c, ZWATCHTYPE_CHILD);
         zkr__op_end(op);
         return;
@@ -580,7 +580,7 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
         finish_acquire(c, 0);
     } else if (c->try_once) {
         abort_acquire(c, ZKR_EBUSY);
-    } else if (w == ZKR__WATCH_DIR && !op->last) {
+    } else if (w == ZKR__WATCH_DIR && !op->watched) {
         /* Any change in the directory matters: list again, with a child
          * watch; that listing decides. */
         issue_list_watched(c);
@@ -594,7 +594,7 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
         watch_node(c, e[w].name);
     }
     /* A child watch we set but no longer need is taken back. */
-    if (op->last && !(w == ZKR__WATCH_DIR && c->phase == ZKR__P_WATCHING))
+    if (op->watched && !(w == ZKR__WATCH_DIR && c->phase == ZKR__P_WATCHING))
         drop_watch(s, c->dir, c, ZWATCHTYPE_CHILD);
     free(e);
     zkr__op_end(op);

@@ -275,6 +275,18 @@ void zkr__timer_kick(zkr_session_t *s)
     pthread_cond_signal(&s->tcv);
 }
 
+/* Waits on cv (mutex held) until signalled or the monotonic deadline in
+ * ms; the condition variables use CLOCK_MONOTONIC. */
+static void wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
+                       int64_t deadline)
+{
+    struct timespec ts;
+
+    ts.tv_sec = deadline / 1000;
+    ts.tv_nsec = (deadline % 1000) * 1000000L;
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
 int zkr__wait(zkr_session_t *s, const int *flag, int64_t deadline)
 {
     do {
@@ -283,18 +295,9 @@ int zkr__wait(zkr_session_t *s, const int *flag, int64_t deadline)
         if (deadline < 0) {
             pthread_cond_wait(&s->cv, &s->mu);
         } else {
-            int64_t now = zkr__now_ms();
-            struct timespec ts;
-            if (now >= deadline)
+            if (zkr__now_ms() >= deadline)
                 return ZKR_ETIMEDOUT;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_sec += (deadline - now) / 1000;
-            ts.tv_nsec += ((deadline - now) % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+            wait_until(&s->cv, &s->mu, deadline);
         }
     } while (flag != NULL);
     return 0;
@@ -770,7 +773,6 @@ static void *timer_main(void *arg)
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
         int64_t now = zkr__now_ms(), next = -1;
-        struct timespec ts;
 
         if (s->replace && s->owned)
             replace_handle(s);
@@ -808,17 +810,8 @@ static void *timer_main(void *arg)
             pthread_cond_wait(&s->tcv, &s->mu);
             continue;
         }
-        now = zkr__now_ms();
-        if (next <= now)
-            continue;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += (next - now) / 1000;
-        ts.tv_nsec += ((next - now) % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&s->tcv, &s->mu, &ts);
+        if (next > zkr__now_ms())
+            wait_until(&s->tcv, &s->mu, next);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
