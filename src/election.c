@@ -201,8 +201,7 @@ int zkr_election_is_leader(zkr_election_t *e)
 
     if (e == NULL)
         return 0;
-    pthread_mutex_lock(&e->c.s->mu);
-    zkr__enforce_deadline(e->c.s);
+    zkr__lock_fresh(e->c.s);
     lead = leading(e);
     pthread_mutex_unlock(&e->c.s->mu);
     return lead;
@@ -256,8 +255,7 @@ int zkr_election_epoch(zkr_election_t *e, int64_t *epoch)
 
     if (e == NULL || epoch == NULL)
         return ZBADARGUMENTS;
-    pthread_mutex_lock(&e->c.s->mu);
-    zkr__enforce_deadline(e->c.s);
+    zkr__lock_fresh(e->c.s);
     if (leading(e))
         *epoch = e->c.czxid;
     else
@@ -272,8 +270,7 @@ int zkr_election_sequencer(zkr_election_t *e, zkr_sequencer_t *out)
 
     if (e == NULL || out == NULL)
         return ZBADARGUMENTS;
-    pthread_mutex_lock(&e->c.s->mu);
-    zkr__enforce_deadline(e->c.s);
+    zkr__lock_fresh(e->c.s);
     rc = leading(e) ? zkr__sequencer(&e->c, out) : ZKR_ENOTHELD;
     pthread_mutex_unlock(&e->c.s->mu);
     return rc;

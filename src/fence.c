@@ -308,8 +308,7 @@ int zkr__guarded_multi(zkr__contender_t *c, int count, const zoo_op_t *ops,
         return ZBADARGUMENTS;
     if (cb == NULL && zkr__in_callback())
         return ZKR_EDEADLK;
-    pthread_mutex_lock(&s->mu);
-    zkr__enforce_deadline(s);
+    zkr__lock_fresh(s);
     if (s->closing)
         rc = ZKR_ECLOSED;
     else if (c->phase != ZKR__P_HELD || c->node == NULL)

@@ -204,6 +204,9 @@ void zkr__heard(zkr_session_t *s, int64_t sent);
  * have run yet (for instance in a process that was just resumed after
  * SIGSTOP, every thread wakes at once). */
 void zkr__enforce_deadline(zkr_session_t *s);
+/* Takes the session mutex and enforces the deadline: what every call that
+ * reports or uses ownership does first. */
+void zkr__lock_fresh(zkr_session_t *s);
 
 /* zkr_session_valid_ms with the mutex held. */
 int64_t zkr__session_valid_locked(zkr_session_t *s);

@@ -142,8 +142,7 @@ zkr_lock_state_t zkr_lock_state(zkr_lock_t *l)
 
     if (l == NULL)
         return ZKR_LOCK_IDLE;
-    pthread_mutex_lock(&l->c.s->mu);
-    zkr__enforce_deadline(l->c.s);
+    zkr__lock_fresh(l->c.s);
     st = l->c.pub;
     pthread_mutex_unlock(&l->c.s->mu);
     return st;
@@ -155,8 +154,7 @@ int zkr_lock_token(zkr_lock_t *l, int64_t *token)
 
     if (l == NULL || token == NULL)
         return ZBADARGUMENTS;
-    pthread_mutex_lock(&l->c.s->mu);
-    zkr__enforce_deadline(l->c.s);
+    zkr__lock_fresh(l->c.s);
     if (l->c.phase == ZKR__P_HELD)
         *token = l->c.czxid;
     else
@@ -216,8 +214,7 @@ int zkr_lock_sequencer(zkr_lock_t *l, zkr_sequencer_t *out)
 
     if (l == NULL || out == NULL)
         return ZBADARGUMENTS;
-    pthread_mutex_lock(&l->c.s->mu);
-    zkr__enforce_deadline(l->c.s);
+    zkr__lock_fresh(l->c.s);
     rc = zkr__sequencer(&l->c, out);
     pthread_mutex_unlock(&l->c.s->mu);
     return rc;

@@ -951,8 +951,7 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
         return ZBADARGUMENTS;
     if (sync && zkr__in_callback())
         return ZKR_EDEADLK;
-    pthread_mutex_lock(&s->mu);
-    zkr__enforce_deadline(s);
+    zkr__lock_fresh(s);
     if (s->closing)
         rc = ZKR_ECLOSED;
     else if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
@@ -1006,8 +1005,7 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
 
     if (sync && zkr__in_callback())
         return ZKR_EDEADLK;
-    pthread_mutex_lock(&s->mu);
-    zkr__enforce_deadline(s);
+    zkr__lock_fresh(s);
     if (is_acquiring(c)) {
         rc = ZKR_ESTATE;
     } else if (c->lost_unreported) {

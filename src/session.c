@@ -555,6 +555,12 @@ void zkr__enforce_deadline(zkr_session_t *s)
         declare_lost(s);
 }
 
+void zkr__lock_fresh(zkr_session_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    zkr__enforce_deadline(s);
+}
+
 static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
 {
 
@@ -1064,8 +1070,7 @@ zkr_state_t zkr_session_state(zkr_session_t *s)
 
     if (s == NULL)
         return ZKR_STATE_CLOSED;
-    pthread_mutex_lock(&s->mu);
-    zkr__enforce_deadline(s);
+    zkr__lock_fresh(s);
     st = s->state;
     pthread_mutex_unlock(&s->mu);
     return st;
@@ -1100,8 +1105,7 @@ int64_t zkr_session_id(zkr_session_t *s)
 
     if (s == NULL)
         return 0;
-    pthread_mutex_lock(&s->mu);
-    zkr__enforce_deadline(s);
+    zkr__lock_fresh(s);
     sid = is_live(s->state) ? s->sid : 0;
     pthread_mutex_unlock(&s->mu);
     return sid;
