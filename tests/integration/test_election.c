@@ -545,6 +545,9 @@ static void test_adopted_session_lost(void **state)
     cid = *zoo_client_id(zh);
     assert_int_equal(zkt_expire_session(zkt_server_hosts(server), &cid, 10000),
                      0);
+    /* Until the client hears of it, a takeover is invisible to it. */
+    assert_true(
+        ZKT_WAIT_UNTIL(zkr_session_state(adopted) == ZKR_STATE_LOST, 10000));
     assert_int_equal(zkr_election_await(e, 10000), ZKR_ELOST);
     assert_false(zkr_election_is_leader(e));
     zkr_election_free(e);
