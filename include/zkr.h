@@ -274,8 +274,8 @@ ZKR_EXTERN int zkr_session_remove_listener(zkr_session_t *s,
 
 /** Counters kept by a session, for observability and tests. */
 typedef enum {
-    /** Node watch notifications delivered to zkr (session events not
-     *  counted). */
+    /** Node watch notifications that woke a waiter or an observer
+     *  (session events and ZKR_COUNTER_HOLDER_EVENTS not counted). */
     ZKR_COUNTER_WATCH_EVENTS = 0,
     /** Contender nodes created. */
     ZKR_COUNTER_CREATES,
@@ -287,6 +287,10 @@ typedef enum {
     ZKR_COUNTER_RECOVERIES,
     /** New ZooKeeper sessions established (first one included). */
     ZKR_COUNTER_SESSIONS,
+    /** Notifications about a node we hold: a holder watches its own node
+     *  to learn of a forced deletion at once, so each release also
+     *  notifies the releasing session of its own delete. */
+    ZKR_COUNTER_HOLDER_EVENTS,
     ZKR_COUNTER_COUNT_
 } zkr_counter_t;
 
@@ -321,6 +325,16 @@ typedef struct zkr_contender {
  */
 ZKR_EXTERN int zkr_contenders_list(zkr_session_t *s, const char *path,
                                    zkr_contender_t **out, int *count);
+
+/**
+ * \brief How many leading entries of a listing hold: the lock's holder,
+ *   the granted readers of a read/write lock, a semaphore's permit holders,
+ *   an election's leader. Each entry is judged by its recipe's rule, read
+ *   from its node name; the holders always form a prefix of the queue.
+ * \param v, count a listing from zkr_contenders_list() (in queue order).
+ * \return 0..count (0 for NULL or count <= 0); ZKR_ENOMEM.
+ */
+ZKR_EXTERN int zkr_contenders_holding(const zkr_contender_t *v, int count);
 
 /** \brief Frees an array from zkr_contenders_list(); NULL is a no-op. */
 ZKR_EXTERN void zkr_contenders_free(zkr_contender_t *v, int count);
@@ -480,7 +494,9 @@ typedef void (*zkr_lock_listener_t)(zkr_lock_t *l, zkr_lock_state_t state,
 /**
  * \brief Sets (or with NULL fn clears) the lock's state listener, called
  *   when a held lock becomes SUSPENDED, HELD again after re-verification,
- *   or LOST.
+ *   or LOST. LOST comes at the safe deadline, on session expiry, or as
+ *   soon as the holder's node is deleted by someone else (an operator's
+ *   forced release): a holder watches its own node.
  * \return 0; ZBADARGUMENTS.
  */
 ZKR_EXTERN int zkr_lock_set_listener(zkr_lock_t *l, zkr_lock_listener_t fn,

@@ -65,6 +65,9 @@ typedef int (*zkr__pred_fn)(const zkr__entry_t *v, int n, int self,
 int zkr__pred_mutex(const zkr__entry_t *v, int n, int self, int permits);
 int zkr__pred_semaphore(const zkr__entry_t *v, int n, int self, int permits);
 int zkr__pred_read(const zkr__entry_t *v, int n, int self, int permits);
+/* How many leading entries of a sorted queue are granted, each judged by
+ * the rule of its own marker (mixed queues included). */
+int zkr__holding(const zkr__entry_t *v, int n);
 
 /* --------------------------------------------------------- session.c */
 
@@ -292,6 +295,8 @@ struct zkr__contender {
     int64_t node_sid; /* session that created node */
     char *watching;   /* full path of the watched node, or NULL */
     int watch_dir;    /* ... and it is a child watch on our directory */
+    int self_watch;   /* while held: an exists watch on our own node is set
+                         (or being set), to notice a forced deletion */
     int permits;      /* semaphore size (1 for the others) */
     char infix[24];   /* inserted before the marker: "-permits-<N>" */
     uint64_t gen;     /* bumps per attempt: stale completions ignored */

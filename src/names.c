@@ -213,3 +213,45 @@ int zkr__pred_semaphore(const zkr__entry_t *v, int n, int self, int permits)
         return ZKR__WATCH_DIR;
     return self - 1;
 }
+
+/* Applies each entry's own rule (by its marker) to the queue in order; the
+ * granted entries always form a prefix. */
+int zkr__holding(const zkr__entry_t *v, int n)
+{
+    int k = 0;
+
+    for (; k < n; k++) {
+        int w;
+        if (v[k].permits > 0)
+            w = zkr__pred_semaphore(v, n, k, v[k].permits);
+        else if (v[k].kind == ZKR__KIND_READ)
+            w = zkr__pred_read(v, n, k, 1);
+        else
+            w = zkr__pred_mutex(v, n, k, 1);
+        if (w != ZKR__GRANT)
+            break;
+    }
+    return k;
+}
+
+int zkr_contenders_holding(const zkr_contender_t *v, int count)
+{
+    zkr__entry_t *e;
+    int k;
+
+    if (v == NULL || count <= 0)
+        return 0;
+    if ((e = calloc((size_t)count, sizeof(*e))) == NULL)
+        return ZKR_ENOMEM;
+    for (int i = 0; i < count; i++) {
+        const char *slash = v[i].node != NULL ? strrchr(v[i].node, '/') : NULL;
+        e[i].name = slash != NULL ? slash + 1 : "";
+        e[i].seq = v[i].seq;
+        if (zkr__parse_name(e[i].name, &e[i].seq, &e[i].kind) != 0)
+            e[i].kind = ZKR__KIND_EXCLUSIVE;
+        e[i].permits = zkr__parse_permits(e[i].name);
+    }
+    k = zkr__holding(e, count);
+    free(e);
+    return k;
+}

@@ -34,6 +34,8 @@ static void abort_acquire(zkr__contender_t *c, int rc);
 static void start_attempt(zkr__contender_t *c, int timeout_ms);
 static int rejoin(zkr__contender_t *c);
 static void issue_list(zkr__contender_t *c);
+static void issue_self_watch(zkr__contender_t *c);
+static void lose_held(zkr__contender_t *c);
 
 static int is_acquiring(const zkr__contender_t *c)
 {
@@ -88,6 +90,7 @@ static void forget_node(zkr__contender_t *c)
     free(c->watching);
     c->watching = NULL;
     c->czxid = 0;
+    c->self_watch = 0;
 }
 
 /* Ends the pending acquire with rc (0 = granted). */
@@ -106,6 +109,7 @@ static void finish_acquire(zkr__contender_t *c, int rc)
         c->phase = ZKR__P_HELD;
         c->pub = ZKR_LOCK_HELD;
         fd_drain(c);
+        issue_self_watch(c);
     } else {
         c->phase = ZKR__P_IDLE;
         c->pub = ZKR_LOCK_IDLE;
@@ -148,10 +152,18 @@ static void finish_release(zkr__contender_t *c, int rc)
 static int path_watched_by_other(zkr_session_t *s, const char *path,
                                  const zkr__contender_t *self)
 {
-    for (zkr__contender_t *o = s->contenders; o != NULL; o = o->next)
-        if (o != self && o->watching != NULL && o->phase == ZKR__P_WATCHING &&
+    for (zkr__contender_t *o = s->contenders; o != NULL; o = o->next) {
+        if (o == self)
+            continue;
+        if (o->watching != NULL && o->phase == ZKR__P_WATCHING &&
             strcmp(o->watching, path) == 0)
             return 1;
+        /* The client keeps one registration per path for our watcher, so
+         * a holder's watch on its own node is shared with a waiter of the
+         * same session watching it. */
+        if (o->self_watch && o->node != NULL && strcmp(o->node, path) == 0)
+            return 1;
+    }
     return 0;
 }
 
@@ -183,16 +195,32 @@ void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
     if ((s = zkr__session_lock_live(ctx)) == NULL)
         return;
     if (zh == s->zh) {
-        s->counters[ZKR_COUNTER_WATCH_EVENTS]++;
+        int woke = 0, own = 0;
         for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
+            if (c->node != NULL && strcmp(c->node, path) == 0 &&
+                (c->phase == ZKR__P_HELD || c->phase == ZKR__P_RELEASING))
+                own = 1;
             if (c->phase == ZKR__P_WATCHING && c->watching != NULL &&
                 strcmp(c->watching, path) == 0) {
+                woke = 1;
                 free(c->watching);
                 c->watching = NULL;
                 c->phase = ZKR__P_LISTING; /* a hint: check again */
                 step(c);
+            } else if (c->phase == ZKR__P_HELD && c->self_watch &&
+                       c->node != NULL && strcmp(c->node, path) == 0) {
+                /* Our own node: deleted by someone else (a forced
+                 * release) ends ownership at once; a change (our own
+                 * touch) only consumed the watch. */
+                c->self_watch = 0;
+                if (type == ZOO_DELETED_EVENT)
+                    lose_held(c);
+                else
+                    issue_self_watch(c);
             }
         }
+        s->counters[own && !woke ? ZKR_COUNTER_HOLDER_EVENTS
+                                 : ZKR_COUNTER_WATCH_EVENTS]++;
     }
     pthread_mutex_unlock(&s->mu);
 }
@@ -611,6 +639,65 @@ static void issue_list(zkr__contender_t *c)
         zkr__op_cancel(op);
 }
 
+/* ----------------------------------------------------- held node */
+
+/* Ownership of a held node is gone (session lost, node deleted by someone
+ * else): the application is told once, and a rejoining recipe starts
+ * over. */
+static void lose_held(zkr__contender_t *c)
+{
+    c->phase = ZKR__P_IDLE;
+    forget_node(c);
+    c->gen++; /* answers about the old node are stale */
+    c->lost_unreported = 1;
+    notify_state(c, ZKR_LOCK_LOST);
+    rejoin(c);
+}
+
+static void self_watch_done(int rc, const struct Stat *stat, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr__contender_t *c = op->c;
+
+    (void)stat;
+    if (rc == ZNONODE) {
+        /* exists() leaves a watch on a missing path: take it back. */
+        drop_watch(s, op->path, c, ZWATCHTYPE_DATA);
+        if (!stale(op, ZKR__P_HELD) && c->self_watch)
+            lose_held(c);
+    } else if (rc != ZOK && !stale(op, ZKR__P_HELD)) {
+        /* Not set (connection lost): set again once re-verified. */
+        c->self_watch = 0;
+        step(c);
+    }
+    zkr__op_end(op);
+}
+
+/* While held, we watch our own node: a holder whose node an operator
+ * deleted (zkr release --force) must learn it at once, not at its next
+ * disconnection, since the next contender is granted right away. The
+ * client re-registers the watch after a reconnection; a release's own
+ * delete consumes it. */
+static void issue_self_watch(zkr__contender_t *c)
+{
+    zkr__op_t *op = zkr__op_new(c->s, c);
+
+    if (op != NULL)
+        op->path = zkr__strdup(c->node);
+    if (op == NULL || op->path == NULL) {
+        if (op != NULL)
+            zkr__op_cancel(op);
+        return; /* out of memory: detected at the next re-verification */
+    }
+    c->self_watch = 1;
+    if (zoo_awexists(c->s->zh, op->path, zkr__node_watcher, c->s,
+                     self_watch_done, op) != ZOK) {
+        zkr__op_cancel(op);
+        c->self_watch = 0;
+    }
+}
+
 /* ------------------------------------------------------ re-verify */
 
 static void verify_done(int rc, const struct Stat *stat, const void *data)
@@ -627,13 +714,11 @@ static void verify_done(int rc, const struct Stat *stat, const void *data)
              * watching us for nothing: touch again. */
             if (c->recipe->poke)
                 poke(c);
+            if (!c->self_watch)
+                issue_self_watch(c);
         } else if (rc == ZOK || rc == ZNONODE) {
             /* Deleted, or re-created by someone else: ownership is gone. */
-            c->phase = ZKR__P_IDLE;
-            forget_node(c);
-            c->lost_unreported = 1;
-            notify_state(c, ZKR_LOCK_LOST);
-            rejoin(c);
+            lose_held(c);
         }
         /* connection errors: verified again after the next reconnect */
     }
@@ -768,12 +853,7 @@ void zkr__queue_on_lost(zkr_session_t *s)
             c->phase = ZKR__P_IDLE;
             finish_acquire(c, c->abort_rc != 0 ? c->abort_rc : ZKR_ELOST);
         } else if (c->phase == ZKR__P_HELD) {
-            c->phase = ZKR__P_IDLE;
-            forget_node(c);
-            c->gen++;
-            c->lost_unreported = 1;
-            notify_state(c, ZKR_LOCK_LOST);
-            rejoin(c);
+            lose_held(c);
         } else if (c->phase == ZKR__P_RELEASING) {
             finish_release(c, 0); /* the node went with the session */
         }

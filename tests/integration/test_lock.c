@@ -127,8 +127,11 @@ static void test_try_timeout_cancel(void **state)
     int got = 1;
 
     (void)state;
-    assert_int_equal(zkr_lock_acquire(la, -1), 0);
     watches0 = zkt_total_watches(server);
+    assert_int_equal(zkr_lock_acquire(la, -1), 0);
+    /* The holder watches its own node (forced-release detection). */
+    watches0++;
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == watches0, 5000));
 
     assert_int_equal(zkr_lock_acquire(lb, 0), ZKR_EBUSY);
     assert_int_equal(children("/t/try"), 1);
@@ -320,8 +323,10 @@ static void test_release_wakes_one(void **state)
     assert_int_equal(zkr_lock_release(holder), 0);
     assert_true(ZKT_WAIT_UNTIL(granted[0] == 1, 5000));
     /* Once the first waiter holds, the others still watch their own
-     * predecessors: 19 watches, one notification, one new listing. */
-    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == W - 1, 5000));
+     * predecessors: 19 watches plus the new holder's watch on its own
+     * node (before, the old holder's shared its registration with the
+     * first waiter of the same session); one notification, one listing. */
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == W, 5000));
     for (int i = 0; i < S; i++) {
         ev1 += zkr_session_counter(s[i], ZKR_COUNTER_WATCH_EVENTS);
         lists1 += zkr_session_counter(s[i], ZKR_COUNTER_LISTS);
@@ -339,6 +344,52 @@ static void test_release_wakes_one(void **state)
      * the server's expiry (10 s) would be the fallback. */
     assert_true(ZKT_WAIT_UNTIL(children("/t/herd") == 0, 15000));
     assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 0, 15000));
+}
+
+/* An operator deletes the holder's node (zkr release --force): the
+ * holder, still connected, learns it at once through the watch on its own
+ * node, and the next waiter is granted. */
+static void on_state(zkr_lock_t *l, zkr_lock_state_t st, void *data)
+{
+    (void)l;
+    *(volatile int *)data = (int)st;
+}
+
+static void test_forced_deletion_noticed(void **state)
+{
+    zkr_session_t *a = open_session(10000), *b = open_session(10000);
+    zkr_lock_t *la = new_lock(a, "/t/forced", "a"),
+               *lb = new_lock(b, "/t/forced", "b");
+    char node[ZKR_NODE_MAX];
+    volatile int seen = -1;
+    long w0;
+    int64_t t0;
+
+    (void)state;
+    w0 = zkt_total_watches(server);
+    assert_int_equal(zkr_lock_set_listener(la, on_state, (void *)&seen), 0);
+    assert_int_equal(zkr_lock_acquire(la, -1), 0);
+    assert_int_equal(zkr_lock_node(la, node, sizeof(node)), 0);
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == w0 + 1, 5000));
+    t0 = zkt_now_ms();
+    assert_int_equal(zoo_delete(raw, node, -1), ZOK);
+    assert_true(ZKT_WAIT_UNTIL(seen == ZKR_LOCK_LOST, 5000));
+    assert_true(zkt_now_ms() - t0 < 2000);
+    assert_int_equal(zkr_lock_state(la), ZKR_LOCK_LOST);
+    assert_int_equal(zkr_lock_valid_ms(la), 0);
+    assert_int_equal(zkr_lock_release(la), ZKR_ELOST);
+    assert_int_equal(zkr_lock_acquire(lb, 0), 0);
+    /* la can acquire again, behind b, with a new node. */
+    assert_int_equal(zkr_lock_acquire(la, 0), ZKR_EBUSY);
+    assert_int_equal(zkr_lock_release(lb), 0);
+    assert_int_equal(zkr_lock_acquire(la, 0), 0);
+    assert_int_equal(zkr_lock_release(la), 0);
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == w0, 5000));
+    assert_int_equal(children("/t/forced"), 0);
+    zkr_lock_free(la);
+    zkr_lock_free(lb);
+    zkr_session_free(a);
+    zkr_session_free(b);
 }
 
 /* Acquire while another thread cancels: ZKR_ECANCELED, no node left. */
@@ -411,6 +462,7 @@ int main(void)
         cmocka_unit_test(test_release_wakes_one),
         cmocka_unit_test(test_cancel_from_thread),
         cmocka_unit_test(test_free_while_acquiring),
+        cmocka_unit_test(test_forced_deletion_noticed),
     };
     return cmocka_run_group_tests_name("lock", tests, setup, teardown);
 }

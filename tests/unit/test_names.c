@@ -188,6 +188,50 @@ static void test_parse_name_junk(void **state)
     name_bad(NULL);
 }
 
+/* ------------------------------------------------- holders of a queue */
+
+/* Holders per recipe, through the public zkr_contenders_holding(). */
+static int holding_of(const char *const *nodes, int n)
+{
+    zkr_contender_t v[8];
+
+    memset(v, 0, sizeof(v));
+    for (int i = 0; i < n; i++)
+        v[i].node = (char *)nodes[i];
+    return zkr_contenders_holding(v, n);
+}
+
+static void test_holding(void **state)
+{
+    static const char *const mutex[] = {"/p/_c_a-lock-0000000001",
+                                        "/p/_c_b-lock-0000000002"};
+    static const char *const readers[] = {
+        "/p/_c_a-__READ__0000000001", "/p/_c_b-__READ__0000000002",
+        "/p/_c_c-__WRIT__0000000003", "/p/_c_d-__READ__0000000004"};
+    static const char *const writer_first[] = {"/p/_c_a-__WRIT__0000000001",
+                                               "/p/_c_b-__READ__0000000002"};
+    static const char *const sem[] = {"/p/_c_a-permits-3-lock-0000000001",
+                                      "/p/_c_b-permits-3-lock-0000000002",
+                                      "/p/_c_c-permits-3-lock-0000000003",
+                                      "/p/_c_d-permits-3-lock-0000000004"};
+    static const char *const latch[] = {"/p/_c_a-latch-0000000007",
+                                        "/p/_c_b-latch-0000000009"};
+    static const char *const kazoo_rw[] = {"/p/x__rlock__0000000001",
+                                           "/p/y__lock__0000000002"};
+
+    (void)state;
+    assert_int_equal(holding_of(mutex, 2), 1);
+    assert_int_equal(holding_of(mutex, 1), 1);
+    assert_int_equal(holding_of(readers, 4), 2);
+    assert_int_equal(holding_of(writer_first, 2), 1);
+    assert_int_equal(holding_of(sem, 4), 3);
+    assert_int_equal(holding_of(sem, 2), 2);
+    assert_int_equal(holding_of(latch, 2), 1);
+    assert_int_equal(holding_of(kazoo_rw, 2), 1);
+    assert_int_equal(zkr_contenders_holding(NULL, 3), 0);
+    assert_int_equal(holding_of(mutex, 0), 0);
+}
+
 /* ------------------------------------------------- zkr__sort_children */
 
 static void test_sort_signed_order(void **state)
@@ -607,6 +651,7 @@ int main(void)
         cmocka_unit_test(test_parse_permits),
         cmocka_unit_test(test_pred_semaphore),
         cmocka_unit_test(test_pred_read_write),
+        cmocka_unit_test(test_holding),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
