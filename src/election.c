@@ -191,6 +191,10 @@ int zkr_election_leave(zkr_election_t *e)
     rc = resign(e);
     pthread_mutex_lock(&e->c.s->mu);
     e->stopping = 0;
+    /* A resignation posts no engine event: have the event thread tell the
+     * listener that leadership ended (it would otherwise miss both this
+     * and the next grant after a join, which looks unchanged to it). */
+    zkr__post(e->c.s, ZKR__EV_STATE, (int)ZKR_LOCK_IDLE, &e->c, marker, NULL);
     pthread_mutex_unlock(&e->c.s->mu);
     return rc;
 }

@@ -379,6 +379,27 @@ static void suspended_leader(zkr_loss_policy_t policy)
     zkr_session_free(b);
 }
 
+/* The listener hears of a resignation and of the next leadership after
+ * joining again (a regression: both were missed). */
+static void test_listener_leave_and_rejoin(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    struct seen v = {PTHREAD_MUTEX_INITIALIZER, 0, {0}, {0}};
+    zkr_election_t *e = cand(s, "/e/relisten", "a", ZKR_POLICY_SUSPEND, &v);
+
+    (void)state;
+    assert_true(ZKT_WAIT_UNTIL(seen_n(&v) == 1, 5000));
+    assert_int_equal(v.lead[0], 1);
+    assert_int_equal(zkr_election_leave(e), 0);
+    assert_true(ZKT_WAIT_UNTIL(seen_n(&v) == 2, 5000));
+    assert_int_equal(v.lead[1], 0);
+    assert_int_equal(zkr_election_join(e), 0);
+    assert_true(ZKT_WAIT_UNTIL(seen_n(&v) == 3, 5000));
+    assert_int_equal(v.lead[2], 1);
+    zkr_election_free(e);
+    zkr_session_free(s);
+}
+
 static void test_suspended_leader_default_policy(void **state)
 {
     (void)state;
@@ -566,6 +587,7 @@ int main(void)
         cmocka_unit_test(test_session_changed),
         cmocka_unit_test(test_observer_and_middle_leave),
         cmocka_unit_test(test_adopted_session_lost),
+        cmocka_unit_test(test_listener_leave_and_rejoin),
     };
     return cmocka_run_group_tests_name("election", tests, setup, teardown);
 }
