@@ -15,7 +15,7 @@ export ZKR_ROOT
 
 ZKR_DEPS=(build-essential autoconf automake libtool pkg-config
     libzookeeper-mt-dev zookeeper default-jre-headless libcmocka-dev
-    libsqlite3-dev netcat-openbsd procps valgrind)
+    libsqlite3-dev netcat-openbsd procps valgrind jq)
 
 zkr_log() {
     printf '%s: %s\n' "${0##*/}" "$*" >&2

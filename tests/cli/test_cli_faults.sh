@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# zkr lock under faults: a holder cut off by the fault proxy, a holder
+# paused past its session timeout, --on-suspend stop across a short blip.
+. "${srcdir:-.}/tests/cli/lib.sh"
+
+T=3000 # session timeout of the holders under test (ms)
+
+# A command that logs its start (ms, its fence and its PID) and its end,
+# and sleeps until signalled: sh $LOGCMD NAME
+LOGCMD=$WORK/logcmd.sh
+cat > "$LOGCMD" <<EOF
+echo "\$(date +%s%3N) start \$1 \$ZKR_FENCE \$\$" >> '$WORK/log'
+trap 'echo "\$(date +%s%3N) end \$1" >> "$WORK/log"; exit 0' TERM
+sleep 60 &
+wait
+EOF
+
+logged() { grep -q " $1 $2" "$WORK/log" 2>/dev/null; }
+field() { awk -v e="$1" -v n="$2" -v f="$3" '$2 == e && $3 == n { print $f; exit }' "$WORK/log"; }
+
+# The holder's connection is cut (blackhole): its command is stopped
+# (SIGTERM at SUSPENDED) before a second zkr lock on the same path starts
+# its command; the cut zkr exits 4.
+test_partitioned_holder() {
+    local a b
+    : > "$WORK/log"
+    expect "proxy did not start" proxy_start
+    bg "$ZKR" -s "$PROXY_HOSTS" --session-timeout $T lock /cli/cut sh "$LOGCMD" A
+    a=$!
+    expect "A did not start" wait_for 10 logged start A
+    expect "blackhole" proxy_cmd blackhole
+    bg "$ZKR" --session-timeout $T lock /cli/cut sh -c "echo \"\$(date +%s%3N) start B \$ZKR_FENCE\" >> '$WORK/log'"
+    b=$!
+    wait_status "$b"
+    expect "B exit $st" [ "$st" -eq 0 ]
+    wait_status "$a"
+    expect "A exit $st, not 4" [ "$st" -eq 4 ]
+    expect "A's command did not end: $(cat "$WORK/log")" logged end A
+    local a_end b_start a_fence b_fence
+    a_end=$(field end A 1)
+    b_start=$(field start B 1)
+    a_fence=$(field start A 4)
+    b_fence=$(field start B 4)
+    expect "A ended at $a_end, after B started at $b_start" \
+        [ "${a_end:-0}" -lt "${b_start:-0}" ]
+    expect "B's token $b_fence not above A's $a_fence" \
+        [ "${b_fence:-0}" -gt "${a_fence:-0}" ]
+    proxy_cmd pass
+}
+
+# A holder paused (SIGSTOP) past its session timeout: another takes over
+# with a higher token; on SIGCONT the old zkr kills its command and exits 4.
+test_paused_holder() {
+    local a b cpid
+    : > "$WORK/log"
+    bg "$ZKR" --session-timeout $T lock /cli/pause sh "$LOGCMD" A
+    a=$!
+    expect "A did not start" wait_for 10 logged start A
+    cpid=$(field start A 5)
+    kill -STOP "$a"
+    bg "$ZKR" --session-timeout $T lock /cli/pause sh -c "echo \"\$(date +%s%3N) start B \$ZKR_FENCE\" >> '$WORK/log'"
+    b=$!
+    wait_status "$b"
+    expect "B exit $st" [ "$st" -eq 0 ]
+    expect "B's token not above A's" \
+        [ "$(field start B 4)" -gt "$(field start A 4)" ]
+    expect "A's command stopped while A was paused" alive "$cpid"
+    kill -CONT "$a"
+    wait_status "$a"
+    expect "A exit $st, not 4" [ "$st" -eq 4 ]
+    expect "A's command $cpid still running" wait_for 2 dead "$cpid"
+}
+
+# --on-suspend stop: a short partition stops the command (SIGSTOP at
+# SUSPENDED) and continues it once the lock is re-verified on the same
+# session; the grant (node) is kept and zkr exits with the command's
+# status.
+stopped() { [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" = T ]; }
+running() { ! stopped "$1" && alive "$1"; }
+
+test_stop_mode_blip() {
+    local a cpid node
+    : > "$WORK/log"
+    rm -f "$WORK/go"
+    expect "proxy did not start" proxy_start
+    bg "$ZKR" -s "$PROXY_HOSTS" --session-timeout 9000 lock \
+        --on-suspend stop /cli/blip sh -c "echo \"\$(date +%s%3N) start A \$\$\" >> '$WORK/log'; while [ ! -e '$WORK/go' ]; do sleep 0.05; done"
+    a=$!
+    expect "A did not start" wait_for 10 logged start A
+    cpid=$(field start A 4)
+    node=$(zk_ls /cli/blip)
+    expect "blackhole" proxy_cmd blackhole
+    expect "command not stopped at SUSPENDED" wait_for 9 stopped "$cpid"
+    expect "pass" proxy_cmd pass
+    expect "command not continued after re-verification" \
+        wait_for 5 running "$cpid"
+    expect "grant changed: '$node' -> '$(zk_ls /cli/blip)'" \
+        [ "$(zk_ls /cli/blip)" = "$node" ]
+    touch "$WORK/go"
+    wait_status "$a"
+    expect "A exit $st, not 0" [ "$st" -eq 0 ]
+}
+
+start_server
+run_test test_partitioned_holder
+run_test test_paused_holder
+run_test test_stop_mode_blip
+done_testing
