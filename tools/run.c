@@ -865,8 +865,11 @@ static int run_elect(const cli_t *c, const opts_t *o)
     for (;;) {
         if ((status = await_leadership(&p)) != 0)
             break;
-        if (zkr_election_sequencer(p.e, &q) != 0)
-            continue; /* lost again already */
+        if (zkr_election_sequencer(p.e, &q) != 0) {
+            struct msg m; /* lost again already: wait for news */
+            wait_event(&p, &m);
+            continue;
+        }
         if ((status = spawn(&p, &q, id)) != 0)
             break;
         react(&p);

@@ -95,7 +95,35 @@ test_forced_release() {
     expect "empty release exit $rc" [ "$rc" -eq 1 ]
 }
 
+# inspect on a semaphore, a read/write lock and an election: holders and
+# waiters follow each recipe's rule.
+counts() { # PATH -> "KIND HOLDERS WAITERS"
+    "$ZKR" inspect --json "$1" | jq -r '"\(.kind) \(.holders | length) \(.waiters | length)"'
+}
+counts_are() { [ "$(counts "$1")" = "$2" ]; }
+
+test_inspect_kinds() {
+    local i
+    for i in 1 2 3; do
+        bg "$ZKR" sem -c 2 --id "s$i" /cli/k-sem sleep 60
+    done
+    expect "semaphore: $(counts /cli/k-sem)" wait_for 10 counts_are /cli/k-sem "semaphore 2 1"
+    bg "$ZKR" lock --read --id r1 /cli/k-rw sleep 60
+    expect "first reader" wait_for 10 nodes_eq /cli/k-rw 1
+    bg "$ZKR" lock --read --id r2 /cli/k-rw sleep 60
+    expect "second reader" wait_for 10 nodes_eq /cli/k-rw 2
+    bg "$ZKR" lock --id w1 /cli/k-rw sleep 60
+    expect "writer" wait_for 10 nodes_eq /cli/k-rw 3
+    bg "$ZKR" lock --read --id r3 /cli/k-rw sleep 60
+    expect "rwlock: $(counts /cli/k-rw)" wait_for 10 counts_are /cli/k-rw "rwlock 2 2"
+    for i in 1 2; do
+        bg "$ZKR" elect --id "e$i" /cli/k-el sleep 60
+    done
+    expect "election: $(counts /cli/k-el)" wait_for 10 counts_are /cli/k-el "election 1 1"
+}
+
 start_server
 run_test test_inspect_matches_queue
+run_test test_inspect_kinds
 run_test test_forced_release
 done_testing
