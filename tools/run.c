@@ -791,22 +791,6 @@ out:
     return status;
 }
 
-int cli_lock(const cli_t *c, int argc, char **argv)
-{
-    opts_t o;
-    int rc = parse_opts(KIND_LOCK, argc, argv, &o);
-
-    return rc != 0 ? (rc < 0 ? 0 : rc) : run_lock(c, &o);
-}
-
-int cli_sem(const cli_t *c, int argc, char **argv)
-{
-    opts_t o;
-    int rc = parse_opts(KIND_SEM, argc, argv, &o);
-
-    return rc != 0 ? (rc < 0 ? 0 : rc) : run_lock(c, &o);
-}
-
 /* --------------------------------------------------------------- elect */
 
 /* Waits until we lead (0), or a signal (128+sig), or the end of our
@@ -892,10 +876,29 @@ out:
     return status;
 }
 
-int cli_elect(const cli_t *c, int argc, char **argv)
+/* ------------------------------------------------------ entry points */
+
+static int run(kind_t kind, const cli_t *c, int argc, char **argv)
 {
     opts_t o;
-    int rc = parse_opts(KIND_ELECT, argc, argv, &o);
+    int rc = parse_opts(kind, argc, argv, &o);
 
-    return rc != 0 ? (rc < 0 ? 0 : rc) : run_elect(c, &o);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc; /* -1: --help printed */
+    return kind == KIND_ELECT ? run_elect(c, &o) : run_lock(c, &o);
+}
+
+int cli_lock(const cli_t *c, int argc, char **argv)
+{
+    return run(KIND_LOCK, c, argc, argv);
+}
+
+int cli_sem(const cli_t *c, int argc, char **argv)
+{
+    return run(KIND_SEM, c, argc, argv);
+}
+
+int cli_elect(const cli_t *c, int argc, char **argv)
+{
+    return run(KIND_ELECT, c, argc, argv);
 }

@@ -19,15 +19,20 @@
 
 /* ------------------------------------------------------------ messages */
 
+static void vmsg(const char *fmt, va_list ap)
+{
+    fputs("zkr: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 void cli_err(const char *fmt, ...)
 {
     va_list ap;
 
-    fputs("zkr: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vmsg(fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
 }
 
 void cli_info(const cli_t *c, const char *fmt, ...)
@@ -36,11 +41,9 @@ void cli_info(const cli_t *c, const char *fmt, ...)
 
     if (!c->verbose)
         return;
-    fputs("zkr: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vmsg(fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
 }
 
 int cli_usage_error(const char *sub, const char *fmt, ...)
