@@ -1027,11 +1027,44 @@ int zkt_server_restart(zkt_server_t *s)
     return -1;
 }
 
+/* 1 when every thread of pid is stopped (state T or t in its stat). */
+static int all_threads_stopped(pid_t pid)
+{
+    char path[64];
+    DIR *d;
+    struct dirent *de;
+    int stopped = 1;
+
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    if ((d = opendir(path)) == NULL)
+        return 0;
+    while (stopped && (de = readdir(d)) != NULL) {
+        char stat[128], buf[512], *rp;
+        FILE *f;
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(stat, sizeof(stat), "%s/%s/stat", path, de->d_name);
+        if ((f = fopen(stat, "r")) == NULL)
+            continue; /* the thread is gone */
+        if (fgets(buf, sizeof(buf), f) != NULL &&
+            (rp = strrchr(buf, ')')) != NULL && rp[1] == ' ')
+            stopped = rp[2] == 'T' || rp[2] == 't';
+        fclose(f);
+    }
+    closedir(d);
+    return stopped;
+}
+
 int zkt_server_pause(zkt_server_t *s)
 {
     if (s->pid <= 0 || kill(-s->pid, SIGSTOP) == -1)
         return -1;
     s->paused = 1;
+    /* SIGSTOP takes effect asynchronously: a server thread already on a
+     * CPU could still answer a request sent right after kill() returns.
+     * Wait until every thread is stopped. */
+    if (!ZKT_WAIT_UNTIL(all_threads_stopped(s->pid), 5000))
+        return -1;
     return 0;
 }
 

@@ -337,7 +337,10 @@ static void test_release_while_disconnected(void **state)
     assert_non_null(raw);
     assert_true(ZKT_WAIT_UNTIL(rec_find(&rd, 1) >= 0, 10000));
     assert_int_equal(zkr_lock_state(la), ZKR_LOCK_IDLE);
-    assert_int_equal(children("/f/relsusp"), 0);
+    /* Deleted by us after reconnecting; on a machine so loaded that the
+     * restart outlasted the safe deadline, the release completed at LOST
+     * and the server removes the node when it expires the session. */
+    assert_true(ZKT_WAIT_UNTIL(children("/f/relsusp") == 0, 15000));
     zkr_lock_free(la);
     zkr_session_free(a);
 }
