@@ -302,6 +302,9 @@ struct zkr__contender {
     int parents_made; /* parents created in this attempt */
     /* pending acquire / release */
     int acq_sync, acq_done, acq_rc;
+    /* Signalled only when acq_done or rel_done is set: a blocked acquire
+     * or release is not woken by every completion on the session. */
+    pthread_cond_t done_cv;
     void (*acq_fn)(void);
     void *acq_data;
     int rel_pending, rel_sync, rel_done, rel_rc;

@@ -115,7 +115,7 @@ static void finish_acquire(zkr__contender_t *c, int rc)
     if (c->acq_sync) {
         c->acq_rc = rc;
         c->acq_done = 1;
-        pthread_cond_broadcast(&s->cv);
+        pthread_cond_broadcast(&c->done_cv);
     } else if (c->acq_fn != NULL) {
         zkr__post(s, ZKR__EV_ACQUIRED, rc, c, c->acq_fn, c->acq_data);
     }
@@ -136,7 +136,7 @@ static void finish_release(zkr__contender_t *c, int rc)
     if (c->rel_sync) {
         c->rel_rc = rc;
         c->rel_done = 1;
-        pthread_cond_broadcast(&s->cv);
+        pthread_cond_broadcast(&c->done_cv);
     } else if (c->rel_fn != NULL) {
         zkr__post(s, ZKR__EV_RELEASED, rc, c, c->rel_fn, c->rel_data);
     }
@@ -830,9 +830,14 @@ int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
         rc = ZKR_ESYS;
         goto fail;
     }
+    if (pthread_cond_init(&c->done_cv, NULL) != 0) {
+        rc = ZKR_ESYS;
+        goto fail;
+    }
     pthread_mutex_lock(&s->mu);
     if (s->closing) {
         pthread_mutex_unlock(&s->mu);
+        pthread_cond_destroy(&c->done_cv);
         rc = ZKR_ECLOSED;
         goto fail;
     }
@@ -894,6 +899,7 @@ void zkr__contender_destroy(zkr__contender_t *c)
     zkr__acl_free(&c->acl);
     close(c->fd[0]);
     close(c->fd[1]);
+    pthread_cond_destroy(&c->done_cv);
 }
 
 /* Begins a new attempt: a new UUID, a new generation (answers to any
@@ -919,7 +925,10 @@ static void start_attempt(zkr__contender_t *c, int timeout_ms)
                       ? zkr__now_ms() + (s->timeout > 0 ? s->timeout : 10000)
                       : -1;
     step(c);
-    zkr__timer_kick(s);
+    /* Only a deadline gives the timer thread something to do: waking it
+     * for every acquire would cost two context switches per grant. */
+    if (c->deadline >= 0)
+        zkr__timer_kick(s);
 }
 
 /* A contender that rejoins (an election candidate) starts over after its
@@ -972,10 +981,10 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
     c->acq_fn = fn;
     c->acq_data = data;
     step(c);
-    zkr__timer_kick(s);
     if (sync) {
         c->sync_waiters++;
-        zkr__wait(s, &c->acq_done, -1);
+        while (!c->acq_done)
+            pthread_cond_wait(&c->done_cv, &s->mu);
         rc = c->acq_rc;
         c->acq_sync = 0;
         c->sync_waiters--;
@@ -1034,7 +1043,8 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
         c->rel_pending = 0;
     } else if (sync) {
         c->sync_waiters++;
-        zkr__wait(s, &c->rel_done, -1);
+        while (!c->rel_done)
+            pthread_cond_wait(&c->done_cv, &s->mu);
         rc = c->rel_rc;
         c->sync_waiters--;
         pthread_cond_broadcast(&s->cv);
