@@ -350,16 +350,17 @@ static uint64_t watch_events(zkr_session_t **ss, int n)
     return sum;
 }
 
-/* Waits until lock l has its node in the queue (its acquire is pending
- * with its node created), so that queue order is the order of our calls. */
-static void wait_queued(zkr_lock_t *l, int expect)
+/* Waits until the lock directory holds `expect` contender nodes, so that
+ * queue order is the order of our calls. A plain getChildren: listing
+ * through zkr_lock_contenders() would read every node. */
+static void wait_queued(zkr_session_t *s, const char *dir, int expect)
 {
-    zkr_contender_t *cs;
-    int n = 0;
+    struct String_vector v;
 
     for (int tries = 0; tries < 10000; tries++) {
-        if (zkr_lock_contenders(l, &cs, &n) == 0) {
-            zkr_contenders_free(cs, n);
+        if (zoo_get_children(zkr_session_handle(s), dir, 0, &v) == ZOK) {
+            int n = v.count;
+            deallocate_String_vector(&v);
             if (n >= expect)
                 return;
         }
@@ -393,7 +394,7 @@ static void run_herd(int w, int rounds)
                                          (void *)(intptr_t)i)) != 0)
             die("acquire_async", rc);
         if (i % 50 == 0 || i == n - 1)
-            wait_queued(ls[0], i + 1);
+            wait_queued(ss[0], dir, i + 1);
     }
     usleep(200000); /* let every waiter set its watch */
     e0 = watch_events(ss, n);
@@ -407,7 +408,7 @@ static void run_herd(int w, int rounds)
         if ((rc = zkr_lock_acquire_async(ls[holder], -1, herd_granted,
                                          (void *)(intptr_t)holder)) != 0)
             die("acquire_async", rc);
-        wait_queued(ls[g], n);
+        wait_queued(ss[0], dir, n);
         holder = g;
     }
     usleep(200000); /* late notifications count too */
