@@ -117,6 +117,20 @@ public class CuratorBench {
         return c;
     }
 
+    /** n clients, connected 16 at a time (one by one takes a minute for 500). */
+    static List<CuratorFramework> clients(int n) throws Exception {
+        java.util.concurrent.ExecutorService pool =
+                java.util.concurrent.Executors.newFixedThreadPool(16);
+        List<java.util.concurrent.Future<CuratorFramework>> fs = new ArrayList<>();
+        for (int i = 0; i < n; i++)
+            fs.add(pool.submit(CuratorBench::client));
+        List<CuratorFramework> out = new ArrayList<>();
+        for (java.util.concurrent.Future<CuratorFramework> f : fs)
+            out.add(f.get());
+        pool.shutdown();
+        return out;
+    }
+
     static long nowNs() { return System.nanoTime(); }
 
     static double percentile(List<Double> v, double p) {
@@ -242,8 +256,7 @@ public class CuratorBench {
                     + " max_per_client=" + hi + " violations=" + violations.get()
                     + " handoff_p50_us=" + f0(percentile(handoff, 50)) + " handoff_p99_us="
                     + f0(percentile(handoff, 99)));
-        for (CuratorFramework c : clients)
-            c.close();
+        closeAll(clients);
     }
 
     /**
@@ -261,10 +274,9 @@ public class CuratorBench {
         java.util.concurrent.LinkedBlockingQueue<long[]> granted =
                 new java.util.concurrent.LinkedBlockingQueue<>();
         AtomicInteger running = new AtomicInteger(1);
-        for (int i = 0; i < n; i++) {
-            clients.add(client());
+        clients.addAll(clients(n));
+        for (int i = 0; i < n; i++)
             releaseNow[i] = new Semaphore(0);
-        }
         List<Thread> threads = new ArrayList<>();
         for (int i = 0; i < n; i++) {
             final int me = i;
@@ -313,8 +325,21 @@ public class CuratorBench {
                 + " handoff_p50_us=" + f0(percentile(hand, 50)) + " handoff_p99_us="
                 + f0(percentile(hand, 99)));
         running.set(0);
+        for (Thread t : threads)
+            t.interrupt(); // waiters give up (and delete their nodes)
+        for (Thread t : threads)
+            t.join(10000);
+        closeAll(clients);
+    }
+
+    /** Closes clients 16 at a time: each close waits for its I/O thread. */
+    static void closeAll(List<CuratorFramework> clients) throws Exception {
+        java.util.concurrent.ExecutorService pool =
+                java.util.concurrent.Executors.newFixedThreadPool(16);
         for (CuratorFramework c : clients)
-            c.close();
+            pool.submit(c::close);
+        pool.shutdown();
+        pool.awaitTermination(10, TimeUnit.SECONDS);
     }
 
     static void waitQueued(CuratorFramework c, String path, int expect) throws Exception {
@@ -381,10 +406,9 @@ public class CuratorBench {
         System.out.println("impl=curator mode=election candidates=" + k + " rounds=" + rounds
                 + " handoff_p50_us=" + f0(percentile(hand, 50)) + " handoff_p99_us="
                 + f0(percentile(hand, 99)));
-        for (int i = 0; i < k; i++) {
+        for (int i = 0; i < k; i++)
             latches[i].close();
-            clients.get(i).close();
-        }
+        closeAll(clients);
     }
 
     static LeaderLatch latch(CuratorFramework c, String path, int me,

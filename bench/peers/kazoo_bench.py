@@ -157,6 +157,18 @@ def wait_queued(c, path, expect):
     raise RuntimeError("waiters did not queue")
 
 
+def close_all(clients):
+    """Ends the sessions (so the server does not carry them into the next
+    measurement) while contender threads are still blocked in kazoo: their
+    ConnectionClosedError is expected and not printed."""
+    threading.excepthook = lambda args: None
+    stoppers = [threading.Thread(target=c.stop) for c in clients]
+    for t in stoppers:
+        t.start()
+    for t in stoppers:
+        t.join()
+
+
 def herd(w, rounds):
     """One holder, W waiters; each contender thread loops acquire, report,
     wait to be told to release, release (and so queues again at the back).
@@ -204,9 +216,8 @@ def herd(w, rounds):
           "handoff_p99_us=%.0f" % (w, rounds, (e1 - e0) / rounds,
                                    percentile(hand, 50),
                                    percentile(hand, 99)))
-    # Threads are still blocked in kazoo: the sessions end with the
-    # process (main() exits without waiting for them).
     running[0] = False
+    close_all(clients)
 
 
 def scale(n):
@@ -270,7 +281,8 @@ def election(k, rounds):
     print("impl=kazoo mode=election candidates=%d rounds=%d "
           "handoff_p50_us=%.0f handoff_p99_us=%.0f"
           % (k, rounds, percentile(hand, 50), percentile(hand, 99)))
-    running[0] = False  # the sessions end with the process
+    running[0] = False
+    close_all(clients)
 
 
 def num(s):
