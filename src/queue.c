@@ -42,12 +42,18 @@ static int is_acquiring(const zkr__contender_t *c)
 
 /* --------------------------------------------------------- loss fd */
 
+/* The loss descriptor is a pipe made on the first zkr_lock_fd() call: a
+ * process holding many locks and never polling them would otherwise spend
+ * two descriptors per handle (10,000 locks = 20,000 descriptors, more
+ * than a common limit). fd_readable is what the descriptor should show;
+ * fd_written whether the pipe holds a byte. */
 static void fd_set_readable(zkr__contender_t *c)
 {
-    if (!c->fd_readable) {
+    c->fd_readable = 1;
+    if (c->fd[1] >= 0 && !c->fd_written) {
         char b = 1;
         if (write(c->fd[1], &b, 1) == 1)
-            c->fd_readable = 1;
+            c->fd_written = 1;
     }
 }
 
@@ -55,11 +61,26 @@ static void fd_drain(zkr__contender_t *c)
 {
     char buf[16];
 
-    if (c->fd_readable) {
+    c->fd_readable = 0;
+    if (c->fd_written) {
         while (read(c->fd[0], buf, sizeof(buf)) > 0)
             ;
-        c->fd_readable = 0;
+        c->fd_written = 0;
     }
+}
+
+int zkr__contender_fd(zkr__contender_t *c)
+{
+    int fd;
+
+    pthread_mutex_lock(&c->s->mu);
+    if (c->fd[0] < 0 && pipe2(c->fd, O_CLOEXEC | O_NONBLOCK) != 0)
+        c->fd[0] = c->fd[1] = -1;
+    if (c->fd[0] >= 0 && c->fd_readable)
+        fd_set_readable(c);
+    fd = c->fd[0];
+    pthread_mutex_unlock(&c->s->mu);
+    return fd;
 }
 
 void zkr__contender_signal(zkr__contender_t *c)
@@ -825,11 +846,6 @@ int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
     }
     if ((rc = zkr__acl_copy(&c->acl, acl != NULL ? acl : &ZOO_OPEN_ACL_UNSAFE)))
         goto fail;
-    if (pipe2(c->fd, O_CLOEXEC | O_NONBLOCK) != 0) {
-        c->fd[0] = c->fd[1] = -1;
-        rc = ZKR_ESYS;
-        goto fail;
-    }
     if (pthread_cond_init(&c->done_cv, NULL) != 0) {
         rc = ZKR_ESYS;
         goto fail;
@@ -848,10 +864,6 @@ fail:
     free(c->dir);
     free(c->data);
     zkr__acl_free(&c->acl);
-    if (c->fd[0] >= 0) {
-        close(c->fd[0]);
-        close(c->fd[1]);
-    }
     memset(c, 0, sizeof(*c));
     return rc;
 }
@@ -897,8 +909,10 @@ void zkr__contender_destroy(zkr__contender_t *c)
     free(c->dir);
     free(c->data);
     zkr__acl_free(&c->acl);
-    close(c->fd[0]);
-    close(c->fd[1]);
+    if (c->fd[0] >= 0) {
+        close(c->fd[0]);
+        close(c->fd[1]);
+    }
     pthread_cond_destroy(&c->done_cv);
 }
 
