@@ -1,7 +1,7 @@
 /* bench/zkr-bench.c: zkr's side of the benchmarks in docs/BENCHMARKS.md,
  * and the floor: the plain C client doing what a lock cannot avoid.
  *
- *   zkr-bench [-s HOSTS] [-i zkr|raw] MODE ARGS...
+ *   zkr-bench [-s HOSTS] [-i zkr|raw] [-t SESSION_TIMEOUT_MS] MODE ARGS...
  *
  *   uncontended CYCLES      one session, acquire+release on one lock
  *   contended K SECONDS     K sessions loop acquire+release on one lock
@@ -36,7 +36,7 @@
 
 #include <zkr.h>
 
-#define SESSION_TIMEOUT_MS 10000
+static int session_timeout_ms = 10000; /* -t */
 
 static const char *hosts = "127.0.0.1:2181";
 static const char *impl = "zkr";
@@ -97,7 +97,7 @@ static double percentile(samples_t *s, double p)
 static zkr_session_t *open_session(void)
 {
     zkr_session_t *s;
-    int rc = zkr_session_open(&s, hosts, SESSION_TIMEOUT_MS, NULL);
+    int rc = zkr_session_open(&s, hosts, session_timeout_ms, NULL);
 
     if (rc != 0)
         die(hosts, rc);
@@ -561,7 +561,7 @@ static void run_election(int k, int rounds)
 static int usage(void)
 {
     fprintf(stderr,
-            "usage: zkr-bench [-s HOSTS] [-i zkr|raw] MODE ARGS\n"
+            "usage: zkr-bench [-s HOSTS] [-i zkr|raw] [-t MS] MODE ARGS\n"
             "  uncontended CYCLES | contended K SECONDS | herd W ROUNDS |\n"
             "  scale N | semaphore PERMITS K SECONDS | election K ROUNDS\n");
     return 2;
@@ -584,9 +584,11 @@ int main(int argc, char **argv)
     const char *mode;
     int opt;
 
-    while ((opt = getopt(argc, argv, "s:i:")) != -1) {
+    while ((opt = getopt(argc, argv, "s:i:t:")) != -1) {
         if (opt == 's')
             hosts = optarg;
+        else if (opt == 't')
+            session_timeout_ms = atoi(optarg);
         else if (opt == 'i')
             impl = optarg;
         else
