@@ -483,7 +483,10 @@ ZKR_EXTERN int64_t zkr_lock_valid_ms(zkr_lock_t *l);
  *
  * Level-triggered: readable from the moment ownership becomes uncertain
  * until it is re-verified (HELD again) or the handle is released or
- * acquires again. Do not read from or close it. -1 for NULL.
+ * acquires again. Do not read from or close it. Made on the first call
+ * (a handle never asked costs no descriptor), then the same until the
+ * handle is freed. -1 for NULL, or when no descriptor can be made (the
+ * process is out of descriptors: call again later).
  */
 ZKR_EXTERN int zkr_lock_fd(zkr_lock_t *l);
 

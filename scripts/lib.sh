@@ -145,10 +145,14 @@ zkr__4lw() { # PORT WORD
 
 # Starts a standalone ZooKeeper like tests/harness.c does: 127.0.0.1, a
 # free port, a scratch dataDir, tickTime=200. Exports ZKR_SERVER and stops
-# the server when the script exits.
+# the server when the script exits. ZKR_SERVER_SYNC=yes makes it durable
+# (forceSync=yes: every write fsynced; default no), and ZKR_SERVER_PARENT
+# picks where its scratch dir goes (default $TMPDIR or /tmp; /dev/shm
+# keeps the whole server in memory).
 zkr_server_start() {
     local port cfg cp java deadline
-    ZKR_SERVER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/zkr-server.XXXXXX")
+    ZKR_SERVER_DIR=$(mktemp -d \
+        "${ZKR_SERVER_PARENT:-${TMPDIR:-/tmp}}/zkr-server.XXXXXX")
     zkr_on_exit zkr_server_stop
     port=$(zkr__free_port)
     cfg=$ZKR_SERVER_DIR/zoo.cfg
@@ -165,7 +169,7 @@ maxSessionTimeout=60000
 maxClientCnxns=0
 admin.enableServer=false
 4lw.commands.whitelist=*
-forceSync=no
+forceSync=${ZKR_SERVER_SYNC:-no}
 EOF
     cp=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
     if [ -r /usr/share/java/slf4j-log4j12.jar ] &&

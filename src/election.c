@@ -282,7 +282,7 @@ int zkr_election_sequencer(zkr_election_t *e, zkr_sequencer_t *out)
 
 int zkr_election_fd(zkr_election_t *e)
 {
-    return e != NULL ? e->c.fd[0] : -1;
+    return e != NULL ? zkr__contender_fd(&e->c) : -1;
 }
 
 int zkr_election_participants(zkr_election_t *e, zkr_contender_t **out,

@@ -307,6 +307,9 @@ struct zkr__contender {
     int parents_made; /* parents created in this attempt */
     /* pending acquire / release */
     int acq_sync, acq_done, acq_rc;
+    /* Signalled only when acq_done or rel_done is set: a blocked acquire
+     * or release is not woken by every completion on the session. */
+    pthread_cond_t done_cv;
     void (*acq_fn)(void);
     void *acq_data;
     int rel_pending, rel_sync, rel_done, rel_rc;
@@ -315,8 +318,9 @@ struct zkr__contender {
     /* state listener and loss fd */
     void (*lis_fn)(void);
     void *lis_data;
-    int fd[2];
-    int fd_readable;
+    int fd[2];       /* loss pipe, made by zkr__contender_fd(); -1 until */
+    int fd_readable; /* the descriptor should be readable */
+    int fd_written;  /* ... and the pipe holds a byte */
     int lost_unreported;
     int rejoin;              /* start over after a loss (elections) */
     void (*rejoin_fn)(void); /* ... with this completion */
@@ -340,6 +344,8 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data);
 int64_t zkr__valid_ms(zkr__contender_t *c);
 /* Makes the loss descriptor readable (a recipe's own stop signal). */
 void zkr__contender_signal(zkr__contender_t *c);
+/* The loss descriptor, made on first use; -1 if it cannot be made. */
+int zkr__contender_fd(zkr__contender_t *c);
 /* Fills a sequencer of the current grant; mutex held. 0 or ZKR_ENOTHELD. */
 int zkr__sequencer(zkr__contender_t *c, zkr_sequencer_t *out);
 /* Guarded multi on a contender's grant (sync when cb is NULL). */

@@ -187,7 +187,7 @@ int64_t zkr_lock_valid_ms(zkr_lock_t *l)
 
 int zkr_lock_fd(zkr_lock_t *l)
 {
-    return l != NULL ? l->c.fd[0] : -1;
+    return l != NULL ? zkr__contender_fd(&l->c) : -1;
 }
 
 int zkr_lock_set_listener(zkr_lock_t *l, zkr_lock_listener_t fn, void *data)

@@ -44,12 +44,18 @@ static int is_acquiring(const zkr__contender_t *c)
 
 /* --------------------------------------------------------- loss fd */
 
+/* The loss descriptor is a pipe made on the first zkr_lock_fd() call: a
+ * process holding many locks and never polling them would otherwise spend
+ * two descriptors per handle (10,000 locks = 20,000 descriptors, more
+ * than a common limit). fd_readable is what the descriptor should show;
+ * fd_written whether the pipe holds a byte. */
 static void fd_set_readable(zkr__contender_t *c)
 {
-    if (!c->fd_readable) {
+    c->fd_readable = 1;
+    if (c->fd[1] >= 0 && !c->fd_written) {
         char b = 1;
         if (write(c->fd[1], &b, 1) == 1)
-            c->fd_readable = 1;
+            c->fd_written = 1;
     }
 }
 
@@ -57,11 +63,26 @@ static void fd_drain(zkr__contender_t *c)
 {
     char buf[16];
 
-    if (c->fd_readable) {
+    c->fd_readable = 0;
+    if (c->fd_written) {
         while (read(c->fd[0], buf, sizeof(buf)) > 0)
             ;
-        c->fd_readable = 0;
+        c->fd_written = 0;
     }
+}
+
+int zkr__contender_fd(zkr__contender_t *c)
+{
+    int fd;
+
+    pthread_mutex_lock(&c->s->mu);
+    if (c->fd[0] < 0 && pipe2(c->fd, O_CLOEXEC | O_NONBLOCK) != 0)
+        c->fd[0] = c->fd[1] = -1;
+    if (c->fd[0] >= 0 && c->fd_readable)
+        fd_set_readable(c);
+    fd = c->fd[0];
+    pthread_mutex_unlock(&c->s->mu);
+    return fd;
 }
 
 void zkr__contender_signal(zkr__contender_t *c)
@@ -119,7 +140,7 @@ static void finish_acquire(zkr__contender_t *c, int rc)
     if (c->acq_sync) {
         c->acq_rc = rc;
         c->acq_done = 1;
-        pthread_cond_broadcast(&s->cv);
+        pthread_cond_broadcast(&c->done_cv);
     } else if (c->acq_fn != NULL) {
         zkr__post(s, ZKR__EV_ACQUIRED, rc, c, c->acq_fn, c->acq_data);
     }
@@ -140,7 +161,7 @@ static void finish_release(zkr__contender_t *c, int rc)
     if (c->rel_sync) {
         c->rel_rc = rc;
         c->rel_done = 1;
-        pthread_cond_broadcast(&s->cv);
+        pthread_cond_broadcast(&c->done_cv);
     } else if (c->rel_fn != NULL) {
         zkr__post(s, ZKR__EV_RELEASED, rc, c, c->rel_fn, c->rel_data);
     }
@@ -905,14 +926,14 @@ int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
     }
     if ((rc = zkr__acl_copy(&c->acl, acl != NULL ? acl : &ZOO_OPEN_ACL_UNSAFE)))
         goto fail;
-    if (pipe2(c->fd, O_CLOEXEC | O_NONBLOCK) != 0) {
-        c->fd[0] = c->fd[1] = -1;
+    if (pthread_cond_init(&c->done_cv, NULL) != 0) {
         rc = ZKR_ESYS;
         goto fail;
     }
     pthread_mutex_lock(&s->mu);
     if (s->closing) {
         pthread_mutex_unlock(&s->mu);
+        pthread_cond_destroy(&c->done_cv);
         rc = ZKR_ECLOSED;
         goto fail;
     }
@@ -923,10 +944,6 @@ fail:
     free(c->dir);
     free(c->data);
     zkr__acl_free(&c->acl);
-    if (c->fd[0] >= 0) {
-        close(c->fd[0]);
-        close(c->fd[1]);
-    }
     memset(c, 0, sizeof(*c));
     return rc;
 }
@@ -972,8 +989,11 @@ void zkr__contender_destroy(zkr__contender_t *c)
     free(c->dir);
     free(c->data);
     zkr__acl_free(&c->acl);
-    close(c->fd[0]);
-    close(c->fd[1]);
+    if (c->fd[0] >= 0) {
+        close(c->fd[0]);
+        close(c->fd[1]);
+    }
+    pthread_cond_destroy(&c->done_cv);
 }
 
 /* Begins a new attempt: a new UUID, a new generation (answers to any
@@ -999,7 +1019,10 @@ static void start_attempt(zkr__contender_t *c, int timeout_ms)
                       ? zkr__now_ms() + (s->timeout > 0 ? s->timeout : 10000)
                       : -1;
     step(c);
-    zkr__timer_kick(s);
+    /* Only a deadline gives the timer thread something to do: waking it
+     * for every acquire would cost two context switches per grant. */
+    if (c->deadline >= 0)
+        zkr__timer_kick(s);
 }
 
 /* A contender that rejoins (an election candidate) starts over after its
@@ -1052,10 +1075,10 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
     c->acq_fn = fn;
     c->acq_data = data;
     step(c);
-    zkr__timer_kick(s);
     if (sync) {
         c->sync_waiters++;
-        zkr__wait(s, &c->acq_done, -1);
+        while (!c->acq_done)
+            pthread_cond_wait(&c->done_cv, &s->mu);
         rc = c->acq_rc;
         c->acq_sync = 0;
         c->sync_waiters--;
@@ -1114,7 +1137,8 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
         c->rel_pending = 0;
     } else if (sync) {
         c->sync_waiters++;
-        zkr__wait(s, &c->rel_done, -1);
+        while (!c->rel_done)
+            pthread_cond_wait(&c->done_cv, &s->mu);
         rc = c->rel_rc;
         c->sync_waiters--;
         pthread_cond_broadcast(&s->cv);

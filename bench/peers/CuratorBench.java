@@ -1,0 +1,466 @@
+// bench/peers/CuratorBench.java: Apache Curator's side of the benchmarks in
+// docs/BENCHMARKS.md, with the workloads and output lines of zkr-bench.
+//
+//   java -cp BUILD:CURATOR-JARS CuratorBench -s HOSTS MODE ARGS...
+//
+// MODE is uncontended CYCLES | contended K SECONDS | herd W ROUNDS |
+// scale N | semaphore PERMITS K SECONDS | election K ROUNDS.
+// Locks are InterProcessMutex, the semaphore is InterProcessSemaphoreV2,
+// the election LeaderLatch. Every contender has its own CuratorFramework
+// (its own ZooKeeper session); they are threads of this one JVM.
+// InterProcessMutex must be released by the thread that acquired it, so
+// every contender is a thread and the herd's holder is told to release.
+//
+// Watch notifications (herd) are counted by giving Curator a ZooKeeper
+// whose getData/exists wrap the watcher they are given in a counting one.
+// bench/run compiles this file with javac into a scratch directory.
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.retry.RetryNTimes;
+import org.apache.curator.utils.ZookeeperFactory;
+import org.apache.zookeeper.AsyncCallback;
+import org.apache.zookeeper.KeeperException;
+import org.apache.zookeeper.WatchedEvent;
+import org.apache.zookeeper.Watcher;
+import org.apache.zookeeper.ZooKeeper;
+import org.apache.zookeeper.client.ZKClientConfig;
+import org.apache.zookeeper.data.Stat;
+
+public class CuratorBench {
+    static String hosts = "127.0.0.1:2181";
+    static String root;
+    static final AtomicLong watchEvents = new AtomicLong();
+
+    /** Counts node watch notifications, then hands them to Curator. */
+    static final class CountingWatcher implements Watcher {
+        final Watcher inner;
+
+        CountingWatcher(Watcher inner) { this.inner = inner; }
+
+        @Override
+        public void process(WatchedEvent e) {
+            if (e.getType() != Event.EventType.None)
+                watchEvents.incrementAndGet();
+            inner.process(e);
+        }
+    }
+
+    static Watcher wrap(Watcher w) { return w == null ? null : new CountingWatcher(w); }
+
+    static final class CountingZooKeeper extends ZooKeeper {
+        CountingZooKeeper(String c, int t, Watcher w, boolean ro) throws java.io.IOException {
+            super(c, t, w, ro);
+        }
+
+        @Override
+        public byte[] getData(String p, Watcher w, Stat s)
+                throws KeeperException, InterruptedException {
+            return super.getData(p, wrap(w), s);
+        }
+
+        @Override
+        public void getData(String p, Watcher w, AsyncCallback.DataCallback cb, Object ctx) {
+            super.getData(p, wrap(w), cb, ctx);
+        }
+
+        @Override
+        public Stat exists(String p, Watcher w) throws KeeperException, InterruptedException {
+            return super.exists(p, wrap(w));
+        }
+
+        @Override
+        public void exists(String p, Watcher w, AsyncCallback.StatCallback cb, Object ctx) {
+            super.exists(p, wrap(w), cb, ctx);
+        }
+    }
+
+    static final ZookeeperFactory COUNTING = new ZookeeperFactory() {
+        @Override
+        public ZooKeeper newZooKeeper(String c, int t, Watcher w, boolean ro) throws Exception {
+            return new CountingZooKeeper(c, t, w, ro);
+        }
+
+        @Override
+        public ZooKeeper newZooKeeper(String c, int t, Watcher w, boolean ro, ZKClientConfig cfg)
+                throws Exception {
+            return new CountingZooKeeper(c, t, w, ro);
+        }
+    };
+
+    static CuratorFramework client() throws Exception {
+        CuratorFramework c = CuratorFrameworkFactory.builder()
+                .connectString(hosts)
+                .sessionTimeoutMs(10000)
+                .connectionTimeoutMs(10000)
+                .retryPolicy(new RetryNTimes(3, 100))
+                .zookeeperFactory(COUNTING)
+                .build();
+        c.start();
+        if (!c.blockUntilConnected(30, TimeUnit.SECONDS))
+            throw new IllegalStateException("cannot connect to " + hosts);
+        return c;
+    }
+
+    /** n clients, connected 16 at a time (one by one takes a minute for 500). */
+    static List<CuratorFramework> clients(int n) throws Exception {
+        java.util.concurrent.ExecutorService pool =
+                java.util.concurrent.Executors.newFixedThreadPool(16);
+        List<java.util.concurrent.Future<CuratorFramework>> fs = new ArrayList<>();
+        for (int i = 0; i < n; i++)
+            fs.add(pool.submit(CuratorBench::client));
+        List<CuratorFramework> out = new ArrayList<>();
+        for (java.util.concurrent.Future<CuratorFramework> f : fs)
+            out.add(f.get());
+        pool.shutdown();
+        return out;
+    }
+
+    static long nowNs() { return System.nanoTime(); }
+
+    static double percentile(List<Double> v, double p) {
+        if (v.isEmpty())
+            return 0;
+        Collections.sort(v);
+        int i = (int) (p / 100.0 * v.size() + 0.5);
+        if (i > 0)
+            i--;
+        return v.get(Math.min(i, v.size() - 1));
+    }
+
+    static String f1(double x) { return String.format("%.1f", x); }
+
+    static String f0(double x) { return String.format("%.0f", x); }
+
+    // ------------------------------------------------------------ modes
+
+    static void uncontended(int cycles) throws Exception {
+        CuratorFramework c = client();
+        InterProcessMutex m = new InterProcessMutex(c, root + "/uncontended");
+        for (int i = 0; i < cycles / 10 + 10; i++) { // warm up (and the JIT)
+            m.acquire();
+            m.release();
+        }
+        List<Double> lat = new ArrayList<>(cycles);
+        long t0 = nowNs();
+        for (int i = 0; i < cycles; i++) {
+            long t = nowNs();
+            m.acquire();
+            m.release();
+            lat.add((nowNs() - t) / 1e3);
+        }
+        double total = (nowNs() - t0) / 1e3;
+        System.out.println("impl=curator mode=uncontended cycles=" + cycles + " us_per_cycle="
+                + f1(total / cycles) + " p50_us=" + f1(percentile(lat, 50)) + " p99_us="
+                + f1(percentile(lat, 99)));
+        c.close();
+    }
+
+    /** One acquire+release of a contended lock or semaphore. */
+    interface Grant {
+        void acquire() throws Exception;
+
+        void release() throws Exception;
+    }
+
+    static void contenders(String mode, int permits, int k, int seconds) throws Exception {
+        List<CuratorFramework> clients = new ArrayList<>();
+        List<Grant> grants = new ArrayList<>();
+        String path = root + "/" + mode;
+        for (int i = 0; i < k; i++) {
+            CuratorFramework c = client();
+            clients.add(c);
+            if (mode.equals("semaphore")) {
+                InterProcessSemaphoreV2 s = new InterProcessSemaphoreV2(c, path, permits);
+                AtomicReference<Lease> lease = new AtomicReference<>();
+                grants.add(new Grant() {
+                    public void acquire() throws Exception { lease.set(s.acquire()); }
+
+                    public void release() throws Exception { s.returnLease(lease.get()); }
+                });
+            } else {
+                InterProcessMutex m = new InterProcessMutex(c, path);
+                grants.add(new Grant() {
+                    public void acquire() throws Exception { m.acquire(); }
+
+                    public void release() throws Exception { m.release(); }
+                });
+            }
+        }
+        AtomicInteger holding = new AtomicInteger();
+        AtomicLong violations = new AtomicLong(), lastRelease = new AtomicLong();
+        List<Double> handoff = Collections.synchronizedList(new ArrayList<>());
+        long[] counts = new long[k];
+        CyclicBarrier ready = new CyclicBarrier(k);
+        long until = nowNs() + seconds * 1_000_000_000L;
+        List<Thread> threads = new ArrayList<>();
+        for (int i = 0; i < k; i++) {
+            final int me = i;
+            Thread t = new Thread(() -> {
+                try {
+                    Grant g = grants.get(me);
+                    ready.await();
+                    while (nowNs() < until) {
+                        g.acquire();
+                        long t1 = nowNs();
+                        if (holding.incrementAndGet() > permits)
+                            violations.incrementAndGet();
+                        long rel = lastRelease.get();
+                        if (t1 < until) {
+                            counts[me]++;
+                            if (rel != 0 && permits == 1)
+                                handoff.add((t1 - rel) / 1e3);
+                        }
+                        holding.decrementAndGet();
+                        lastRelease.set(nowNs());
+                        g.release();
+                    }
+                } catch (Exception e) {
+                    e.printStackTrace();
+                    System.exit(1);
+                }
+            });
+            threads.add(t);
+            t.start();
+        }
+        long total = 0, lo = Long.MAX_VALUE, hi = 0;
+        for (int i = 0; i < k; i++) {
+            threads.get(i).join();
+            total += counts[i];
+            lo = Math.min(lo, counts[i]);
+            hi = Math.max(hi, counts[i]);
+        }
+        if (mode.equals("semaphore"))
+            System.out.println("impl=curator mode=semaphore permits=" + permits + " contenders=" + k
+                    + " grants=" + total + " grants_per_s=" + f0((double) total / seconds)
+                    + " min_per_client=" + lo + " max_per_client=" + hi + " violations="
+                    + violations.get());
+        else
+            System.out.println("impl=curator mode=contended contenders=" + k + " grants=" + total
+                    + " grants_per_s=" + f0((double) total / seconds) + " min_per_client=" + lo
+                    + " max_per_client=" + hi + " violations=" + violations.get()
+                    + " handoff_p50_us=" + f0(percentile(handoff, 50)) + " handoff_p99_us="
+                    + f0(percentile(handoff, 99)));
+        closeAll(clients);
+    }
+
+    /**
+     * One holder, W waiters. Each contender thread loops: acquire, report
+     * the grant, wait to be told to release, release. The main thread
+     * tells the holder to release and waits for the next grant; the old
+     * holder then queues again at the back.
+     */
+    static void herd(int w, int rounds) throws Exception {
+        int n = w + 1;
+        String path = root + "/herd-" + w;
+        List<CuratorFramework> clients = new ArrayList<>();
+        Semaphore[] releaseNow = new Semaphore[n];
+        long[] releaseAt = new long[n];
+        java.util.concurrent.LinkedBlockingQueue<long[]> granted =
+                new java.util.concurrent.LinkedBlockingQueue<>();
+        AtomicInteger running = new AtomicInteger(1);
+        clients.addAll(clients(n));
+        for (int i = 0; i < n; i++)
+            releaseNow[i] = new Semaphore(0);
+        List<Thread> threads = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            final int me = i;
+            InterProcessMutex m = new InterProcessMutex(clients.get(i), path);
+            Thread t = new Thread(() -> {
+                try {
+                    while (running.get() == 1) {
+                        m.acquire();
+                        granted.put(new long[] {me, nowNs()});
+                        releaseNow[me].acquire();
+                        releaseAt[me] = nowNs();
+                        m.release();
+                    }
+                } catch (InterruptedException e) {
+                    // shutting down
+                } catch (Exception e) {
+                    if (running.get() == 1) {
+                        e.printStackTrace();
+                        System.exit(1);
+                    }
+                }
+            });
+            t.setDaemon(true);
+            threads.add(t);
+            t.start();
+            if (i == 0)
+                granted.take(); // contender 0 holds
+            else
+                waitQueued(clients.get(0), path, i + 1);
+        }
+        Thread.sleep(200);
+        int holder = 0;
+        List<Double> hand = new ArrayList<>();
+        long e0 = watchEvents.get();
+        for (int r = 0; r < rounds; r++) {
+            releaseNow[holder].release();
+            long[] g = granted.take();
+            hand.add((g[1] - releaseAt[holder]) / 1e3);
+            waitQueued(clients.get(0), path, n);
+            holder = (int) g[0];
+        }
+        Thread.sleep(200);
+        long e1 = watchEvents.get();
+        System.out.println("impl=curator mode=herd waiters=" + w + " releases=" + rounds
+                + " watch_events_per_release=" + String.format("%.2f", (double) (e1 - e0) / rounds)
+                + " handoff_p50_us=" + f0(percentile(hand, 50)) + " handoff_p99_us="
+                + f0(percentile(hand, 99)));
+        running.set(0);
+        for (Thread t : threads)
+            t.interrupt(); // waiters give up (and delete their nodes)
+        for (Thread t : threads)
+            t.join(10000);
+        closeAll(clients);
+    }
+
+    /** Closes clients 16 at a time: each close waits for its I/O thread. */
+    static void closeAll(List<CuratorFramework> clients) throws Exception {
+        java.util.concurrent.ExecutorService pool =
+                java.util.concurrent.Executors.newFixedThreadPool(16);
+        for (CuratorFramework c : clients)
+            pool.submit(c::close);
+        pool.shutdown();
+        pool.awaitTermination(10, TimeUnit.SECONDS);
+    }
+
+    static void waitQueued(CuratorFramework c, String path, int expect) throws Exception {
+        for (int tries = 0; tries < 10000; tries++) {
+            if (c.checkExists().forPath(path) != null
+                    && c.getChildren().forPath(path).size() >= expect)
+                return;
+            Thread.sleep(1);
+        }
+        throw new IllegalStateException("waiters did not queue");
+    }
+
+    static long heapUsed() throws InterruptedException {
+        Runtime rt = Runtime.getRuntime();
+        for (int i = 0; i < 3; i++) {
+            System.gc();
+            Thread.sleep(50);
+        }
+        return rt.totalMemory() - rt.freeMemory();
+    }
+
+    static void scale(int n) throws Exception {
+        CuratorFramework c = client();
+        InterProcessMutex[] ms = new InterProcessMutex[n];
+        long h0 = heapUsed();
+        long t0 = nowNs();
+        for (int i = 0; i < n; i++) {
+            ms[i] = new InterProcessMutex(c, String.format("%s/scale/l%06d", root, i));
+            ms[i].acquire();
+        }
+        double secs = (nowNs() - t0) / 1e9;
+        long h1 = heapUsed();
+        System.out.println("impl=curator mode=scale locks=" + n + " acquires_per_s=" + f0(n / secs)
+                + " bytes_per_lock=" + f0((double) (h1 - h0) / n));
+        for (int i = 0; i < n; i++)
+            ms[i].release();
+        c.close();
+    }
+
+    /** K candidates; the leader closes its latch and a fresh one rejoins. */
+    static void election(int k, int rounds) throws Exception {
+        String path = root + "/election";
+        java.util.concurrent.LinkedBlockingQueue<long[]> led =
+                new java.util.concurrent.LinkedBlockingQueue<>();
+        List<CuratorFramework> clients = new ArrayList<>();
+        LeaderLatch[] latches = new LeaderLatch[k];
+        for (int i = 0; i < k; i++) {
+            clients.add(client());
+            latches[i] = latch(clients.get(i), path, i, led);
+            if (i == 0)
+                led.take();
+        }
+        Thread.sleep(200);
+        int leader = 0;
+        List<Double> hand = new ArrayList<>();
+        for (int r = 0; r < rounds; r++) {
+            long t0 = nowNs();
+            latches[leader].close();
+            long[] g = led.take();
+            hand.add((g[1] - t0) / 1e3);
+            latches[leader] = latch(clients.get(leader), path, leader, led);
+            leader = (int) g[0];
+        }
+        System.out.println("impl=curator mode=election candidates=" + k + " rounds=" + rounds
+                + " handoff_p50_us=" + f0(percentile(hand, 50)) + " handoff_p99_us="
+                + f0(percentile(hand, 99)));
+        for (int i = 0; i < k; i++)
+            latches[i].close();
+        closeAll(clients);
+    }
+
+    static LeaderLatch latch(CuratorFramework c, String path, int me,
+            java.util.concurrent.BlockingQueue<long[]> led) throws Exception {
+        LeaderLatch l = new LeaderLatch(c, path, "bench");
+        l.addListener(new LeaderLatchListener() {
+            public void isLeader() { led.add(new long[] {me, nowNs()}); }
+
+            public void notLeader() {}
+        });
+        l.start();
+        return l;
+    }
+
+    // ------------------------------------------------------------- main
+
+    static int num(String s) {
+        int v = Integer.parseInt(s);
+        if (v < 1)
+            throw new IllegalArgumentException("bad number " + s);
+        return v;
+    }
+
+    public static void main(String[] a) throws Exception {
+        int i = 0;
+        if (a.length > 1 && a[0].equals("-s")) {
+            hosts = a[1];
+            i = 2;
+        }
+        if (i >= a.length) {
+            System.err.println("usage: CuratorBench -s HOSTS MODE ARGS");
+            System.exit(2);
+        }
+        root = "/zkr-bench/curator-" + ProcessHandle.current().pid() + "-" + (nowNs() % 100000);
+        String mode = a[i];
+        int n = a.length - i;
+        if (mode.equals("uncontended") && n == 2)
+            uncontended(num(a[i + 1]));
+        else if (mode.equals("contended") && n == 3)
+            contenders("contended", 1, num(a[i + 1]), num(a[i + 2]));
+        else if (mode.equals("semaphore") && n == 4)
+            contenders("semaphore", num(a[i + 1]), num(a[i + 2]), num(a[i + 3]));
+        else if (mode.equals("herd") && n == 3)
+            herd(num(a[i + 1]), num(a[i + 2]));
+        else if (mode.equals("scale") && n == 2)
+            scale(num(a[i + 1]));
+        else if (mode.equals("election") && n == 3)
+            election(num(a[i + 1]), num(a[i + 2]));
+        else {
+            System.err.println("usage: CuratorBench -s HOSTS MODE ARGS");
+            System.exit(2);
+        }
+        System.exit(0);
+    }
+}

@@ -1,0 +1,324 @@
+#!/usr/bin/python3
+"""bench/peers/kazoo_bench.py: kazoo's side of the benchmarks in
+docs/BENCHMARKS.md, with the workloads and output lines of zkr-bench.
+
+    /usr/bin/python3 kazoo_bench.py -s HOSTS MODE ARGS...
+
+MODE is uncontended CYCLES | contended K SECONDS | herd W ROUNDS |
+scale N | semaphore PERMITS K SECONDS | election K ROUNDS.
+Locks are kazoo.recipe.lock.Lock, the semaphore kazoo's Semaphore, the
+election kazoo's Election. Every contender has its own KazooClient (its own
+ZooKeeper session); they are threads of this one process, so kazoo's figures
+include the interpreter's global lock, as any threaded kazoo program would.
+Watch notifications (herd) are counted by wrapping Lock._watch_predecessor,
+the only watch callback kazoo's Lock sets.
+Use Debian's interpreter (/usr/bin/python3), which python3-kazoo belongs to.
+"""
+import gc
+import os
+import queue
+import sys
+import threading
+import time
+
+from kazoo.client import KazooClient
+from kazoo.recipe import lock as kazoo_lock
+
+HOSTS = "127.0.0.1:2181"
+ROOT = None
+WATCH_EVENTS = [0]
+WATCH_MU = threading.Lock()
+
+_original_watch = kazoo_lock.Lock._watch_predecessor
+
+
+def _counting_watch(self, event):
+    with WATCH_MU:
+        WATCH_EVENTS[0] += 1
+    return _original_watch(self, event)
+
+
+kazoo_lock.Lock._watch_predecessor = _counting_watch
+
+
+def now_ns():
+    return time.monotonic_ns()
+
+
+def client():
+    c = KazooClient(hosts=HOSTS, timeout=10.0)
+    c.start(timeout=30)
+    return c
+
+
+def percentile(v, p):
+    if not v:
+        return 0.0
+    v = sorted(v)
+    i = int(p / 100.0 * len(v) + 0.5)
+    if i > 0:
+        i -= 1
+    return v[min(i, len(v) - 1)]
+
+
+def rss_bytes():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def uncontended(cycles):
+    c = client()
+    lk = c.Lock(ROOT + "/uncontended", "bench")
+    for _ in range(cycles // 10 + 10):
+        lk.acquire()
+        lk.release()
+    lat = []
+    t0 = now_ns()
+    for _ in range(cycles):
+        t = now_ns()
+        lk.acquire()
+        lk.release()
+        lat.append((now_ns() - t) / 1e3)
+    total = (now_ns() - t0) / 1e3
+    print("impl=kazoo mode=uncontended cycles=%d us_per_cycle=%.1f "
+          "p50_us=%.1f p99_us=%.1f" % (cycles, total / cycles,
+                                       percentile(lat, 50),
+                                       percentile(lat, 99)))
+    c.stop()
+    c.close()
+
+
+def contenders(mode, permits, k, seconds):
+    path = ROOT + "/" + mode
+    clients = [client() for _ in range(k)]
+    if mode == "semaphore":
+        recipes = [c.Semaphore(path, "bench", max_leases=permits)
+                   for c in clients]
+    else:
+        recipes = [c.Lock(path, "bench") for c in clients]
+    mu = threading.Lock()
+    state = {"holding": 0, "violations": 0, "last_release": 0}
+    handoff = []
+    counts = [0] * k
+    ready = threading.Barrier(k)
+    until = now_ns() + seconds * 1000000000
+
+    def run(me):
+        r = recipes[me]
+        ready.wait()
+        while now_ns() < until:
+            r.acquire()
+            t1 = now_ns()
+            with mu:
+                state["holding"] += 1
+                if state["holding"] > permits:
+                    state["violations"] += 1
+                rel = state["last_release"]
+                if t1 < until:
+                    counts[me] += 1
+                    if rel and permits == 1:
+                        handoff.append((t1 - rel) / 1e3)
+                state["holding"] -= 1
+                state["last_release"] = now_ns()
+            r.release()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(k)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    total = sum(counts)
+    if mode == "semaphore":
+        print("impl=kazoo mode=semaphore permits=%d contenders=%d grants=%d "
+              "grants_per_s=%.0f min_per_client=%d max_per_client=%d "
+              "violations=%d" % (permits, k, total, total / seconds,
+                                 min(counts), max(counts),
+                                 state["violations"]))
+    else:
+        print("impl=kazoo mode=contended contenders=%d grants=%d "
+              "grants_per_s=%.0f min_per_client=%d max_per_client=%d "
+              "violations=%d handoff_p50_us=%.0f handoff_p99_us=%.0f"
+              % (k, total, total / seconds, min(counts), max(counts),
+                 state["violations"], percentile(handoff, 50),
+                 percentile(handoff, 99)))
+    for c in clients:
+        c.stop()
+        c.close()
+
+
+def wait_queued(c, path, expect):
+    for _ in range(10000):
+        if c.exists(path) and len(c.get_children(path)) >= expect:
+            return
+        time.sleep(0.001)
+    raise RuntimeError("waiters did not queue")
+
+
+def close_all(clients):
+    """Ends the sessions (so the server does not carry them into the next
+    measurement) while contender threads are still blocked in kazoo: their
+    ConnectionClosedError is expected and not printed."""
+    threading.excepthook = lambda args: None
+    stoppers = [threading.Thread(target=c.stop) for c in clients]
+    for t in stoppers:
+        t.start()
+    for t in stoppers:
+        t.join()
+
+
+def herd(w, rounds):
+    """One holder, W waiters; each contender thread loops acquire, report,
+    wait to be told to release, release (and so queues again at the back).
+    """
+    n = w + 1
+    path = ROOT + "/herd-%d" % w
+    clients = [client() for _ in range(n)]
+    release_now = [threading.Semaphore(0) for _ in range(n)]
+    release_at = [0] * n
+    granted = queue.Queue()
+    running = [True]
+
+    def run(me):
+        lk = clients[me].Lock(path, "bench")
+        while running[0]:
+            lk.acquire()
+            granted.put((me, now_ns()))
+            release_now[me].acquire()
+            release_at[me] = now_ns()
+            if not running[0]:
+                return
+            lk.release()
+
+    for i in range(n):
+        t = threading.Thread(target=run, args=(i,), daemon=True)
+        t.start()
+        if i == 0:
+            granted.get()
+        else:
+            wait_queued(clients[0], path, i + 1)
+    time.sleep(0.2)
+    holder = 0
+    hand = []
+    e0 = WATCH_EVENTS[0]
+    for _ in range(rounds):
+        release_now[holder].release()
+        me, t = granted.get()
+        hand.append((t - release_at[holder]) / 1e3)
+        wait_queued(clients[0], path, n)
+        holder = me
+    time.sleep(0.2)
+    e1 = WATCH_EVENTS[0]
+    print("impl=kazoo mode=herd waiters=%d releases=%d "
+          "watch_events_per_release=%.2f handoff_p50_us=%.0f "
+          "handoff_p99_us=%.0f" % (w, rounds, (e1 - e0) / rounds,
+                                   percentile(hand, 50),
+                                   percentile(hand, 99)))
+    running[0] = False
+    close_all(clients)
+
+
+def scale(n):
+    c = client()
+    gc.collect()
+    r0 = rss_bytes()
+    locks = []
+    t0 = now_ns()
+    for i in range(n):
+        lk = c.Lock("%s/scale/l%06d" % (ROOT, i), "bench")
+        lk.acquire()
+        locks.append(lk)
+    secs = (now_ns() - t0) / 1e9
+    gc.collect()
+    r1 = rss_bytes()
+    print("impl=kazoo mode=scale locks=%d acquires_per_s=%.0f "
+          "bytes_per_lock=%.0f" % (n, n / secs, (r1 - r0) / n))
+    for lk in locks:
+        lk.release()
+    c.stop()
+    c.close()
+
+
+def election(k, rounds):
+    """K candidates run kazoo's Election; the leader's function returns when
+    told to (leaving), and its thread runs for election again at the back.
+    """
+    path = ROOT + "/election"
+    clients = [client() for _ in range(k)]
+    leave_now = [threading.Semaphore(0) for _ in range(k)]
+    leave_at = [0] * k
+    led = queue.Queue()
+    running = [True]
+
+    def run(me):
+        e = clients[me].Election(path, "bench")
+
+        def lead():
+            led.put((me, now_ns()))
+            leave_now[me].acquire()
+            leave_at[me] = now_ns()
+
+        while running[0]:
+            e.run(lead)
+
+    threads = []
+    for i in range(k):
+        t = threading.Thread(target=run, args=(i,), daemon=True)
+        t.start()
+        threads.append(t)
+        if i == 0:
+            led.get()
+    time.sleep(0.2)
+    leader = 0
+    hand = []
+    for _ in range(rounds):
+        leave_now[leader].release()
+        me, t = led.get()
+        hand.append((t - leave_at[leader]) / 1e3)
+        leader = me
+    print("impl=kazoo mode=election candidates=%d rounds=%d "
+          "handoff_p50_us=%.0f handoff_p99_us=%.0f"
+          % (k, rounds, percentile(hand, 50), percentile(hand, 99)))
+    running[0] = False
+    close_all(clients)
+
+
+def num(s):
+    v = int(s)
+    if v < 1:
+        raise SystemExit("kazoo_bench: bad number %r" % s)
+    return v
+
+
+def main(argv):
+    global HOSTS, ROOT
+    if len(argv) > 1 and argv[0] == "-s":
+        HOSTS = argv[1]
+        argv = argv[2:]
+    ROOT = "/zkr-bench/kazoo-%d-%d" % (os.getpid(), now_ns() % 100000)
+    usage = "usage: kazoo_bench.py -s HOSTS MODE ARGS"
+    if not argv:
+        raise SystemExit(usage)
+    mode, args = argv[0], argv[1:]
+    if mode == "uncontended" and len(args) == 1:
+        uncontended(num(args[0]))
+    elif mode == "contended" and len(args) == 2:
+        contenders("contended", 1, num(args[0]), num(args[1]))
+    elif mode == "semaphore" and len(args) == 3:
+        contenders("semaphore", num(args[0]), num(args[1]), num(args[2]))
+    elif mode == "herd" and len(args) == 2:
+        herd(num(args[0]), num(args[1]))
+    elif mode == "scale" and len(args) == 1:
+        scale(num(args[0]))
+    elif mode == "election" and len(args) == 2:
+        election(num(args[0]), num(args[1]))
+    else:
+        raise SystemExit(usage)
+    sys.stdout.flush()
+    os._exit(0)  # do not wait for daemon threads still blocked in kazoo
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,225 @@
+#!/usr/bin/python3
+"""bench/report.py: turns the result lines of bench/run into a table,
+a verdict on each target of docs/BENCHMARKS.md, and (with --plots DIR)
+gnuplot data and PNG plots.
+
+    bench/report.py RESULTS [--plots DIR]
+
+Each result line is `config=C rep=R impl=I mode=M key=value...` as printed
+by zkr-bench and the peers (bench/run adds config and rep). Repeated
+measurements are reduced to their median.
+"""
+import os
+import statistics
+import subprocess
+import sys
+from collections import defaultdict
+
+IMPLS = ["zkr", "raw", "curator", "kazoo"]
+PEERS = ["raw", "curator", "kazoo"]
+
+
+def parse(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            fields = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+            if "impl" in fields and "mode" in fields and "config" in fields:
+                rows.append(fields)
+    return rows
+
+
+def key_of(r):
+    """The workload: mode plus its size parameter."""
+    m = r["mode"]
+    size = {"contended": "contenders", "herd": "waiters", "scale": "locks",
+            "semaphore": "contenders", "election": "candidates"}.get(m)
+    return (m, int(r[size]) if size else 0)
+
+
+def collect(rows):
+    """data[config][(mode, size)][impl][field] = median value."""
+    raw = defaultdict(lambda: defaultdict(lambda: defaultdict(
+        lambda: defaultdict(list))))
+    for r in rows:
+        k = key_of(r)
+        for f, v in r.items():
+            try:
+                x = float(v)
+            except ValueError:
+                continue
+            raw[r["config"]][k][r["impl"]][f].append(x)
+        mn, mx = r.get("min_per_client"), r.get("max_per_client")
+        if mn is not None and mx is not None and float(mx) > 0:
+            raw[r["config"]][k][r["impl"]]["fairness"].append(
+                float(mn) / float(mx))
+    data = {}
+    for c, ks in raw.items():
+        data[c] = {}
+        for k, impls in ks.items():
+            data[c][k] = {i: {f: statistics.median(v) for f, v in fs.items()}
+                          for i, fs in impls.items()}
+    return data
+
+
+# (mode, field, label, lower_is_better)
+FIGURES = [
+    ("uncontended", "us_per_cycle", "uncontended us/cycle (mean)", True),
+    ("uncontended", "p50_us", "uncontended p50 us", True),
+    ("uncontended", "p99_us", "uncontended p99 us", True),
+    ("contended", "grants_per_s", "contended grants/s, K={n}", False),
+    ("contended", "fairness", "contended min/max per client, K={n}", False),
+    ("contended", "violations", "contended overlap violations, K={n}", True),
+    ("contended", "handoff_p50_us", "contended handoff p50 us, K={n}", True),
+    ("contended", "handoff_p99_us", "contended handoff p99 us, K={n}", True),
+    ("herd", "watch_events_per_release", "herd watch events/release, W={n}",
+     True),
+    ("herd", "handoff_p50_us", "herd handoff p50 us, W={n}", True),
+    ("herd", "handoff_p99_us", "herd handoff p99 us, W={n}", True),
+    ("scale", "acquires_per_s", "scale acquires/s, N={n}", False),
+    ("scale", "bytes_per_lock", "scale client bytes/held lock, N={n}", True),
+    ("semaphore", "grants_per_s", "semaphore(4) grants/s, K={n}", False),
+    ("semaphore", "fairness", "semaphore(4) min/max per client, K={n}",
+     False),
+    ("election", "handoff_p50_us", "election handoff p50 us, K={n}", True),
+]
+
+
+def fmt(x):
+    if x is None:
+        return "–"
+    if abs(x) >= 100:
+        return "%.0f" % x
+    if abs(x) >= 10:
+        return "%.1f" % x
+    return "%.2f" % x
+
+
+def table(data, config):
+    out = ["| figure | " + " | ".join(IMPLS) + " | zkr/raw | zkr/curator "
+           "| zkr/kazoo |",
+           "|---|" + "---:|" * (len(IMPLS) + len(PEERS))]
+    d = data.get(config, {})
+    for mode, field, label, _ in FIGURES:
+        for k in sorted(x for x in d if x[0] == mode):
+            vals = {i: d[k].get(i, {}).get(field) for i in IMPLS}
+            if all(v is None for v in vals.values()):
+                continue
+            ratios = []
+            for p in PEERS:
+                z, v = vals["zkr"], vals[p]
+                ratios.append("%.2f" % (z / v) if z is not None and v
+                              else "–")
+            out.append("| %s | %s | %s |" % (
+                label.format(n=k[1]),
+                " | ".join(fmt(vals[i]) for i in IMPLS), " | ".join(ratios)))
+    return "\n".join(out)
+
+
+def get(d, k, impl, field):
+    return d.get(k, {}).get(impl, {}).get(field)
+
+
+def verdicts(data, config):
+    d = data.get(config, {})
+    out = []
+
+    def line(ok, text):
+        out.append("- %s %s" % ("MET   " if ok else "MISSED", text))
+
+    z = get(d, ("uncontended", 0), "zkr", "us_per_cycle")
+    r = get(d, ("uncontended", 0), "raw", "us_per_cycle")
+    if z and r:
+        line(z / r <= 1.10, "uncontended within 1.10x of raw: %.2fx "
+             "(zkr %.0f us, raw %.0f us)" % (z / r, z, r))
+    for k in (8, 32):
+        zg = get(d, ("contended", k), "zkr", "grants_per_s")
+        if zg is None:
+            continue
+        for p in ("curator", "kazoo"):
+            pg = get(d, ("contended", k), p, "grants_per_s")
+            if pg:
+                line(zg / pg >= 1.3, "contended K=%d >= 1.3x %s: %.2fx "
+                     "(%.0f vs %.0f grants/s)" % (k, p, zg / pg, zg, pg))
+        fair = get(d, ("contended", k), "zkr", "fairness")
+        line(fair is not None and fair >= 0.9,
+             "contended K=%d fairness >= 0.9: %.3f" % (k, fair or 0))
+    herds = sorted(k[1] for k in d if k[0] == "herd" and "zkr" in d[k])
+    if herds:
+        ev = [get(d, ("herd", w), "zkr", "watch_events_per_release")
+              for w in herds]
+        line(all(abs(e - 1.0) < 0.005 for e in ev),
+             "one watch notification per release: %s (W=%s)"
+             % (", ".join("%.2f" % e for e in ev),
+                ", ".join(map(str, herds))))
+        lo = get(d, ("herd", herds[0]), "zkr", "handoff_p50_us")
+        hi = get(d, ("herd", herds[-1]), "zkr", "handoff_p50_us")
+        if lo and hi:
+            line(hi / lo <= 1.2, "herd handoff p50 at W=%d within 1.2x of "
+                 "W=%d: %.2fx (%.0f vs %.0f us)"
+                 % (herds[-1], herds[0], hi / lo, hi, lo))
+    for k in sorted(x for x in d if x[0] == "scale"):
+        b = get(d, k, "zkr", "bytes_per_lock")
+        if b is not None:
+            line(b < 1024, "%d held locks: %.0f client bytes per lock "
+                 "(aim < 1024)" % (k[1], b))
+    return "\n".join(out)
+
+
+def plots(data, outdir):
+    os.makedirs(outdir, exist_ok=True)
+    series = []  # (file, title, data file, column label)
+    for mode, field, name, xlabel, ylabel, logx in (
+            ("herd", "handoff_p50_us", "bench-herd",
+             "waiters (W)", "handoff p50 (us)", True),
+            ("contended", "grants_per_s", "bench-contended",
+             "contenders (K)", "grants per second", True)):
+        lines = []
+        for config in sorted(data):
+            for impl in ("zkr", "curator", "kazoo"):
+                pts = sorted((k[1], v[impl][field])
+                             for k, v in data[config].items()
+                             if k[0] == mode and impl in v
+                             and field in v[impl])
+                if not pts:
+                    continue
+                dat = os.path.join(outdir, "%s-%s-%s.dat"
+                                   % (name, config, impl))
+                with open(dat, "w") as f:
+                    for x, y in pts:
+                        f.write("%d %g\n" % (x, y))
+                lines.append("'%s' using 1:2 with linespoints title '%s (%s)'"
+                             % (dat, impl, config))
+        if not lines:
+            continue
+        script = "\n".join([
+            "set terminal pngcairo size 800,500",
+            "set output '%s'" % os.path.join(outdir, name + ".png"),
+            "set xlabel '%s'" % xlabel, "set ylabel '%s'" % ylabel,
+            "set logscale x" if logx else "", "set key outside right",
+            "set grid", "plot " + ", ".join(lines), ""])
+        subprocess.run(["gnuplot"], input=script.encode(), check=True)
+        series.append(name + ".png")
+    for f in os.listdir(outdir):
+        if f.endswith(".dat"):
+            os.remove(os.path.join(outdir, f))
+    return series
+
+
+def main(argv):
+    if not argv:
+        raise SystemExit("usage: report.py RESULTS [--plots DIR]")
+    data = collect(parse(argv[0]))
+    for config in sorted(data):
+        print("### Server: %s\n" % config)
+        print(table(data, config))
+        print("\nTargets (%s):\n" % config)
+        print(verdicts(data, config))
+        print()
+    if len(argv) == 3 and argv[1] == "--plots":
+        for p in plots(data, argv[2]):
+            print("plot: %s" % os.path.join(argv[2], p))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

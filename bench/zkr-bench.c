@@ -1,0 +1,640 @@
+/* bench/zkr-bench.c: zkr's side of the benchmarks in docs/BENCHMARKS.md,
+ * and the floor: the plain C client doing what a lock cannot avoid.
+ *
+ *   zkr-bench [-s HOSTS] [-i zkr|raw] [-t SESSION_TIMEOUT_MS] MODE ARGS...
+ *
+ *   uncontended CYCLES      one session, acquire+release on one lock
+ *   contended K SECONDS     K sessions loop acquire+release on one lock
+ *   herd W ROUNDS           one holder, W waiters; the holder releases,
+ *                           the grantee becomes holder, the old holder
+ *                           queues again at the back
+ *   scale N                 one session acquires N distinct locks
+ *   semaphore P K SECONDS   K sessions loop on a semaphore of P permits
+ *   election K ROUNDS       K candidates; the leader leaves and rejoins
+ *
+ * Every mode prints one line of `key=value` fields, starting with
+ * `impl=... mode=...`; bench/peers/ print the same lines for Curator and
+ * kazoo, and bench/run puts them side by side. The raw implementation
+ * (`-i raw`) is the cost floor: zoo_create(ephemeral sequential) +
+ * zoo_delete per cycle, and for scale one ephemeral node per "lock"; it
+ * has no contended, herd, semaphore or election mode (it is not a lock).
+ *
+ * Each contender of the contended, herd, semaphore and election modes has
+ * its own session (its own ZooKeeper connection); they run as threads of
+ * this one process so that an in-process check can see two holders at
+ * once. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zkr.h>
+
+static int session_timeout_ms = 10000; /* -t */
+
+static const char *hosts = "127.0.0.1:2181";
+static const char *impl = "zkr";
+static char root[64]; /* per-run directory: runs never see each other */
+
+/* ------------------------------------------------------------ helpers */
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void die(const char *what, int rc)
+{
+    fprintf(stderr, "zkr-bench: %s: %s\n", what, zkr_strerror(rc));
+    exit(1);
+}
+
+/* A growable list of samples in microseconds. */
+typedef struct {
+    double *v;
+    size_t n, cap;
+} samples_t;
+
+static void samples_add(samples_t *s, double x)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 1024;
+        s->v = realloc(s->v, s->cap * sizeof(double));
+        if (s->v == NULL)
+            die("samples", ZKR_ENOMEM);
+    }
+    s->v[s->n++] = x;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile; sorts the samples. 0 when there are none. */
+static double percentile(samples_t *s, double p)
+{
+    size_t i;
+
+    if (s->n == 0)
+        return 0;
+    qsort(s->v, s->n, sizeof(double), cmp_double);
+    i = (size_t)(p / 100.0 * (double)s->n + 0.5);
+    if (i > 0)
+        i--;
+    return s->v[i < s->n ? i : s->n - 1];
+}
+
+static zkr_session_t *open_session(void)
+{
+    zkr_session_t *s;
+    int rc = zkr_session_open(&s, hosts, session_timeout_ms, NULL);
+
+    if (rc != 0)
+        die(hosts, rc);
+    return s;
+}
+
+static void ensure_node(zhandle_t *zh, const char *path)
+{
+    int rc = zoo_create(zh, path, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+
+    if (rc != ZOK && rc != ZNODEEXISTS)
+        die(path, rc);
+}
+
+/* Resident set size of this process, in KiB (from /proc/self/status). */
+static long rss_kib(void)
+{
+    char line[256];
+    long kib = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+            break;
+    fclose(f);
+    return kib;
+}
+
+/* ------------------------------------------------------- uncontended */
+
+static int raw_cycle(zhandle_t *zh, const char *prefix)
+{
+    char path[512];
+    int rc = zoo_create(zh, prefix, "bench", 5, &ZOO_OPEN_ACL_UNSAFE,
+                        ZOO_EPHEMERAL_SEQUENTIAL, path, sizeof(path));
+
+    return rc != ZOK ? rc : zoo_delete(zh, path, -1);
+}
+
+static int zkr_cycle(zkr_lock_t *l)
+{
+    int rc = zkr_lock_acquire(l, -1);
+
+    return rc != 0 ? rc : zkr_lock_release(l);
+}
+
+static void run_uncontended(int cycles)
+{
+    zkr_session_t *s = open_session();
+    zkr_lock_t *l = NULL;
+    char dir[128], prefix[160];
+    samples_t lat = {0};
+    int64_t t0, t;
+    int raw = strcmp(impl, "raw") == 0, rc;
+
+    snprintf(dir, sizeof(dir), "%s/uncontended", root);
+    snprintf(prefix, sizeof(prefix), "%s/_c_x-lock-", dir);
+    ensure_node(zkr_session_handle(s), dir);
+    if (!raw && (rc = zkr_lock_new(&l, s, dir, "bench", NULL)) != 0)
+        die("zkr_lock_new", rc);
+    for (int i = 0; i < cycles / 10 + 10; i++) /* warm up */
+        if ((rc = raw ? raw_cycle(zkr_session_handle(s), prefix)
+                      : zkr_cycle(l)) != 0)
+            die("warm-up cycle", rc);
+    t0 = now_ns();
+    for (int i = 0; i < cycles; i++) {
+        t = now_ns();
+        rc = raw ? raw_cycle(zkr_session_handle(s), prefix) : zkr_cycle(l);
+        if (rc != 0)
+            die("cycle", rc);
+        samples_add(&lat, (double)(now_ns() - t) / 1e3);
+    }
+    t = now_ns() - t0;
+    printf("impl=%s mode=uncontended cycles=%d us_per_cycle=%.1f p50_us=%.1f "
+           "p99_us=%.1f\n",
+           impl, cycles, (double)t / 1e3 / cycles, percentile(&lat, 50),
+           percentile(&lat, 99));
+    zkr_lock_free(l);
+    zkr_session_free(s);
+    free(lat.v);
+}
+
+/* --------------------------------------------- contended and semaphore */
+
+/* State shared by the contenders of one run. The overlap check: a grant
+ * adds one to `holding` and a release takes one away before calling
+ * zkr_lock_release(); more than `permits` at once is a violation. The
+ * handoff is the time from the moment a holder starts its release to the
+ * next grant. */
+static struct {
+    int permits; /* 1 for the lock */
+    int seconds;
+    pthread_barrier_t ready;
+    atomic_int holding;
+    atomic_long violations;
+    atomic_llong last_release; /* ns, 0 before the first release */
+    int64_t start, until;
+    pthread_mutex_t mu;
+    samples_t handoff;
+} run;
+
+typedef struct {
+    zkr_session_t *s;
+    zkr_lock_t *l;
+    long grants;
+} contender_t;
+
+static void *contender_main(void *arg)
+{
+    contender_t *c = arg;
+    int rc;
+
+    pthread_barrier_wait(&run.ready);
+    for (;;) {
+        int64_t t, rel;
+        if (now_ns() >= run.until)
+            break;
+        if ((rc = zkr_lock_acquire(c->l, -1)) != 0)
+            die("acquire", rc);
+        t = now_ns();
+        if (atomic_fetch_add(&run.holding, 1) >= run.permits)
+            atomic_fetch_add(&run.violations, 1);
+        rel = atomic_load(&run.last_release);
+        if (t < run.until) {
+            c->grants++;
+            if (rel != 0 && run.permits == 1) {
+                pthread_mutex_lock(&run.mu);
+                samples_add(&run.handoff, (double)(t - rel) / 1e3);
+                pthread_mutex_unlock(&run.mu);
+            }
+        }
+        atomic_fetch_sub(&run.holding, 1);
+        atomic_store(&run.last_release, now_ns());
+        if ((rc = zkr_lock_release(c->l)) != 0)
+            die("release", rc);
+    }
+    return NULL;
+}
+
+static void run_contenders(const char *mode, int permits, int k, int seconds)
+{
+    contender_t *cs = calloc((size_t)k, sizeof(*cs));
+    pthread_t *th = calloc((size_t)k, sizeof(*th));
+    char dir[128];
+    long total = 0, lo = -1, hi = 0;
+    int rc;
+
+    if (cs == NULL || th == NULL)
+        die("calloc", ZKR_ENOMEM);
+    run.permits = permits;
+    run.seconds = seconds;
+    pthread_mutex_init(&run.mu, NULL);
+    pthread_barrier_init(&run.ready, NULL, (unsigned)k + 1);
+    snprintf(dir, sizeof(dir), "%s/%s", root, mode);
+    for (int i = 0; i < k; i++) {
+        cs[i].s = open_session();
+        rc = strcmp(mode, "semaphore") == 0
+                 ? zkr_semaphore_new(&cs[i].l, cs[i].s, dir, permits, "bench",
+                                     NULL)
+                 : zkr_lock_new(&cs[i].l, cs[i].s, dir, "bench", NULL);
+        if (rc != 0)
+            die("new", rc);
+    }
+    run.start = now_ns();
+    run.until = run.start + (int64_t)seconds * 1000000000;
+    for (int i = 0; i < k; i++)
+        pthread_create(&th[i], NULL, contender_main, &cs[i]);
+    pthread_barrier_wait(&run.ready);
+    for (int i = 0; i < k; i++) {
+        pthread_join(th[i], NULL);
+        total += cs[i].grants;
+        lo = lo < 0 || cs[i].grants < lo ? cs[i].grants : lo;
+        hi = cs[i].grants > hi ? cs[i].grants : hi;
+    }
+    if (strcmp(mode, "semaphore") == 0)
+        printf("impl=%s mode=semaphore permits=%d contenders=%d grants=%ld "
+               "grants_per_s=%.0f min_per_client=%ld max_per_client=%ld "
+               "violations=%ld\n",
+               impl, permits, k, total, (double)total / seconds, lo, hi,
+               atomic_load(&run.violations));
+    else
+        printf("impl=%s mode=contended contenders=%d grants=%ld "
+               "grants_per_s=%.0f min_per_client=%ld max_per_client=%ld "
+               "violations=%ld handoff_p50_us=%.0f handoff_p99_us=%.0f\n",
+               impl, k, total, (double)total / seconds, lo, hi,
+               atomic_load(&run.violations), percentile(&run.handoff, 50),
+               percentile(&run.handoff, 99));
+    for (int i = 0; i < k; i++) {
+        zkr_lock_free(cs[i].l);
+        zkr_session_free(cs[i].s);
+    }
+    free(cs);
+    free(th);
+}
+
+/* -------------------------------------------------------------- herd */
+
+/* W waiters queue behind one holder. Each round the main thread releases
+ * the holder's lock; the grant completion (on the grantee's event thread)
+ * records the time and hands the holder role over; the old holder queues
+ * again at the back, so W stay waiting. Watch notifications are the sum
+ * over all sessions of ZKR_COUNTER_WATCH_EVENTS, per release. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int granted; /* index of the latest grantee, -1 while none */
+    int64_t granted_at;
+    int failed;
+} herd = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, -1, 0, 0};
+
+static void herd_granted(int rc, zkr_lock_t *l, void *data)
+{
+    int64_t t = now_ns();
+
+    (void)l;
+    pthread_mutex_lock(&herd.mu);
+    if (rc != 0)
+        herd.failed = rc;
+    else {
+        herd.granted = (int)(intptr_t)data;
+        herd.granted_at = t;
+    }
+    pthread_cond_broadcast(&herd.cv);
+    pthread_mutex_unlock(&herd.mu);
+}
+
+static int herd_wait_grant(void)
+{
+    int g;
+
+    pthread_mutex_lock(&herd.mu);
+    while (herd.granted < 0 && herd.failed == 0)
+        pthread_cond_wait(&herd.cv, &herd.mu);
+    if (herd.failed != 0)
+        die("herd acquire", herd.failed);
+    g = herd.granted;
+    herd.granted = -1;
+    pthread_mutex_unlock(&herd.mu);
+    return g;
+}
+
+static uint64_t watch_events(zkr_session_t **ss, int n)
+{
+    uint64_t sum = 0;
+
+    for (int i = 0; i < n; i++)
+        sum += zkr_session_counter(ss[i], ZKR_COUNTER_WATCH_EVENTS);
+    return sum;
+}
+
+/* Waits until the lock directory holds `expect` contender nodes, so that
+ * queue order is the order of our calls. A plain getChildren: listing
+ * through zkr_lock_contenders() would read every node. */
+static void wait_queued(zkr_session_t *s, const char *dir, int expect)
+{
+    struct String_vector v;
+
+    for (int tries = 0; tries < 10000; tries++) {
+        if (zoo_get_children(zkr_session_handle(s), dir, 0, &v) == ZOK) {
+            int n = v.count;
+            deallocate_String_vector(&v);
+            if (n >= expect)
+                return;
+        }
+        usleep(1000);
+    }
+    die("waiters did not queue", ZKR_ETIMEDOUT);
+}
+
+static void run_herd(int w, int rounds)
+{
+    int n = w + 1, holder, rc;
+    zkr_session_t **ss = calloc((size_t)n, sizeof(*ss));
+    zkr_lock_t **ls = calloc((size_t)n, sizeof(*ls));
+    samples_t hand = {0};
+    uint64_t e0, e1;
+    char dir[128];
+
+    if (ss == NULL || ls == NULL)
+        die("calloc", ZKR_ENOMEM);
+    snprintf(dir, sizeof(dir), "%s/herd-%d", root, w);
+    for (int i = 0; i < n; i++) {
+        ss[i] = open_session();
+        if ((rc = zkr_lock_new(&ls[i], ss[i], dir, "bench", NULL)) != 0)
+            die("zkr_lock_new", rc);
+    }
+    if ((rc = zkr_lock_acquire(ls[0], -1)) != 0)
+        die("acquire", rc);
+    holder = 0;
+    for (int i = 1; i < n; i++) {
+        if ((rc = zkr_lock_acquire_async(ls[i], -1, herd_granted,
+                                         (void *)(intptr_t)i)) != 0)
+            die("acquire_async", rc);
+        if (i % 50 == 0 || i == n - 1)
+            wait_queued(ss[0], dir, i + 1);
+    }
+    usleep(200000); /* let every waiter set its watch */
+    e0 = watch_events(ss, n);
+    for (int r = 0; r < rounds; r++) {
+        int64_t t0 = now_ns();
+        int g;
+        if ((rc = zkr_lock_release(ls[holder])) != 0)
+            die("release", rc);
+        g = herd_wait_grant();
+        samples_add(&hand, (double)(herd.granted_at - t0) / 1e3);
+        if ((rc = zkr_lock_acquire_async(ls[holder], -1, herd_granted,
+                                         (void *)(intptr_t)holder)) != 0)
+            die("acquire_async", rc);
+        wait_queued(ss[0], dir, n);
+        holder = g;
+    }
+    usleep(200000); /* late notifications count too */
+    e1 = watch_events(ss, n);
+    printf("impl=%s mode=herd waiters=%d releases=%d watch_events_per_release="
+           "%.2f handoff_p50_us=%.0f handoff_p99_us=%.0f\n",
+           impl, w, rounds, (double)(e1 - e0) / rounds, percentile(&hand, 50),
+           percentile(&hand, 99));
+    for (int i = 0; i < n; i++)
+        zkr_lock_free(ls[i]); /* cancels the waiters */
+    for (int i = 0; i < n; i++)
+        zkr_session_free(ss[i]);
+    free(ss);
+    free(ls);
+    free(hand.v);
+}
+
+/* ------------------------------------------------------------- scale */
+
+/* One session acquires N distinct locks and holds them all; memory per
+ * held lock is the growth of this process's resident set divided by N
+ * (client side only: the server's own data is not counted). */
+static void run_scale(int n)
+{
+    zkr_session_t *s = open_session();
+    zhandle_t *zh = zkr_session_handle(s);
+    zkr_lock_t **ls = calloc((size_t)n, sizeof(*ls));
+    char path[256], made[512];
+    int raw = strcmp(impl, "raw") == 0, rc;
+    long rss0;
+    int64_t t0, t;
+
+    if (ls == NULL)
+        die("calloc", ZKR_ENOMEM);
+    snprintf(path, sizeof(path), "%s/scale", root);
+    ensure_node(zh, path);
+    rss0 = rss_kib();
+    t0 = now_ns();
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof(path), "%s/scale/l%06d", root, i);
+        if (raw) {
+            /* What any lock needs at least: its directory, then its
+             * ephemeral node. */
+            ensure_node(zh, path);
+            strcat(path, "/_c_x-lock-");
+            rc = zoo_create(zh, path, "bench", 5, &ZOO_OPEN_ACL_UNSAFE,
+                            ZOO_EPHEMERAL_SEQUENTIAL, made, sizeof(made));
+        } else if ((rc = zkr_lock_new(&ls[i], s, path, "bench", NULL)) == 0) {
+            rc = zkr_lock_acquire(ls[i], -1);
+        }
+        if (rc != 0)
+            die("scale acquire", rc);
+    }
+    t = now_ns() - t0;
+    printf("impl=%s mode=scale locks=%d acquires_per_s=%.0f "
+           "bytes_per_lock=%.0f\n",
+           impl, n, n / ((double)t / 1e9),
+           (double)(rss_kib() - rss0) * 1024.0 / n);
+    for (int i = 0; i < n; i++)
+        zkr_lock_free(ls[i]);
+    zkr_session_free(s);
+    free(ls);
+}
+
+/* ---------------------------------------------------------- election */
+
+/* K candidates join; each round the leader leaves (the next takes over),
+ * and joins again at the back. Handoff: from the start of leave to the
+ * next candidate's leadership callback. */
+static void elected(zkr_election_t *e, int leader, int rc, void *data)
+{
+    int64_t t = now_ns();
+
+    (void)e;
+    if (getenv("ZKR_BENCH_DEBUG"))
+        fprintf(stderr, "elected %d leader=%d rc=%d\n", (int)(intptr_t)data,
+                leader, rc);
+    if (!leader && rc == 0)
+        return;
+    pthread_mutex_lock(&herd.mu);
+    if (rc != 0)
+        herd.failed = rc;
+    else {
+        herd.granted = (int)(intptr_t)data;
+        herd.granted_at = t;
+    }
+    pthread_cond_broadcast(&herd.cv);
+    pthread_mutex_unlock(&herd.mu);
+}
+
+static int candidate(zkr_election_t **e, zkr_session_t *s, const char *dir,
+                     int i)
+{
+    int rc = zkr_election_new(e, s, dir, "bench", NULL, ZKR_POLICY_SUSPEND);
+
+    if (rc == 0)
+        rc = zkr_election_set_listener(*e, elected, (void *)(intptr_t)i);
+    return rc != 0 ? rc : zkr_election_join(*e);
+}
+
+static void run_election(int k, int rounds)
+{
+    zkr_session_t **ss = calloc((size_t)k, sizeof(*ss));
+    zkr_election_t **es = calloc((size_t)k, sizeof(*es));
+    samples_t hand = {0};
+    char dir[128];
+    int leader, rc;
+
+    if (ss == NULL || es == NULL)
+        die("calloc", ZKR_ENOMEM);
+    snprintf(dir, sizeof(dir), "%s/election", root);
+    for (int i = 0; i < k; i++) {
+        ss[i] = open_session();
+        if ((rc = candidate(&es[i], ss[i], dir, i)) != 0)
+            die("election", rc);
+        if (i == 0)
+            herd_wait_grant();
+    }
+    leader = 0;
+    usleep(200000);
+    for (int r = 0; r < rounds; r++) {
+        int64_t t0 = now_ns();
+        if ((rc = zkr_election_leave(es[leader])) != 0)
+            die("leave", rc);
+        int g = herd_wait_grant();
+        samples_add(&hand, (double)(herd.granted_at - t0) / 1e3);
+        /* A fresh candidate, as Curator needs a new LeaderLatch: a
+         * zkr_election_t that left and joins again is not reported to its
+         * listener when it leads again (its listener never heard of the
+         * resignation); see docs/BENCHMARKS.md. */
+        zkr_election_free(es[leader]);
+        if ((rc = candidate(&es[leader], ss[leader], dir, leader)) != 0)
+            die("join", rc);
+        leader = g;
+    }
+    printf("impl=%s mode=election candidates=%d rounds=%d "
+           "handoff_p50_us=%.0f handoff_p99_us=%.0f\n",
+           impl, k, rounds, percentile(&hand, 50), percentile(&hand, 99));
+    for (int i = 0; i < k; i++)
+        zkr_election_free(es[i]);
+    for (int i = 0; i < k; i++)
+        zkr_session_free(ss[i]);
+    free(ss);
+    free(es);
+    free(hand.v);
+}
+
+/* -------------------------------------------------------------- main */
+
+static int usage(void)
+{
+    fprintf(stderr,
+            "usage: zkr-bench [-s HOSTS] [-i zkr|raw] [-t MS] MODE ARGS\n"
+            "  uncontended CYCLES | contended K SECONDS | herd W ROUNDS |\n"
+            "  scale N | semaphore PERMITS K SECONDS | election K ROUNDS\n");
+    return 2;
+}
+
+static int arg(char **argv, int i)
+{
+    int v = atoi(argv[i]);
+    if (v < 1) {
+        fprintf(stderr, "zkr-bench: bad number '%s'\n", argv[i]);
+        exit(2);
+    }
+    return v;
+}
+
+int main(int argc, char **argv)
+{
+    struct rlimit rl;
+    zkr_session_t *s;
+    const char *mode;
+    int opt;
+
+    while ((opt = getopt(argc, argv, "s:i:t:")) != -1) {
+        if (opt == 's')
+            hosts = optarg;
+        else if (opt == 't')
+            session_timeout_ms = atoi(optarg);
+        else if (opt == 'i')
+            impl = optarg;
+        else
+            return usage();
+    }
+    if (optind >= argc ||
+        (strcmp(impl, "zkr") != 0 && strcmp(impl, "raw") != 0))
+        return usage();
+    mode = argv[optind];
+    argv += optind;
+    argc -= optind;
+    if (strcmp(impl, "raw") == 0 && strcmp(mode, "uncontended") != 0 &&
+        strcmp(mode, "scale") != 0) {
+        fprintf(stderr, "zkr-bench: -i raw has only uncontended and scale\n");
+        return 2;
+    }
+    /* Every zkr lock handle owns a pipe (zkr_lock_fd): two descriptors. */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536) {
+        rl.rlim_cur = rl.rlim_max = 65536;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0 &&
+            getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+            rl.rlim_cur = rl.rlim_max;
+            setrlimit(RLIMIT_NOFILE, &rl);
+        }
+    }
+    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    snprintf(root, sizeof(root), "/zkr-bench/%s-%ld-%d", impl, (long)getpid(),
+             (int)(now_ns() % 100000));
+    s = open_session();
+    ensure_node(zkr_session_handle(s), "/zkr-bench");
+    ensure_node(zkr_session_handle(s), root);
+    zkr_session_free(s);
+
+    if (strcmp(mode, "uncontended") == 0 && argc == 2)
+        run_uncontended(arg(argv, 1));
+    else if (strcmp(mode, "contended") == 0 && argc == 3)
+        run_contenders("contended", 1, arg(argv, 1), arg(argv, 2));
+    else if (strcmp(mode, "semaphore") == 0 && argc == 4)
+        run_contenders("semaphore", arg(argv, 1), arg(argv, 2), arg(argv, 3));
+    else if (strcmp(mode, "herd") == 0 && argc == 3)
+        run_herd(arg(argv, 1), arg(argv, 2));
+    else if (strcmp(mode, "scale") == 0 && argc == 2)
+        run_scale(arg(argv, 1));
+    else if (strcmp(mode, "election") == 0 && argc == 3)
+        run_election(arg(argv, 1), arg(argv, 2));
+    else
+        return usage();
+    return 0;
+}
