@@ -292,9 +292,13 @@ struct zkr__contender {
     char uuid[37];
     char *node; /* full path of our node, or NULL */
     int64_t czxid;
-    int64_t node_sid; /* session that created node */
-    char *watching;   /* full path of the watched node, or NULL */
-    int watch_dir;    /* ... and it is a child watch on our directory */
+    int64_t node_sid;     /* session that created node */
+    char *watching;       /* full path of the watched node, or NULL */
+    int watch_dir;        /* ... and it is a child watch on our directory */
+    zkr__entry_t *before; /* while acquiring: the contenders before us in
+                             our last listing (names owned), see
+                             decide_cached() in queue.c */
+    int nbefore;
     int self_watch;   /* while held: an exists watch on our own node is set
                          (or being set), to notice a forced deletion */
     int permits;      /* semaphore size (1 for the others) */

@@ -35,6 +35,8 @@ static void start_attempt(zkr__contender_t *c, int timeout_ms);
 static int rejoin(zkr__contender_t *c);
 static void issue_list(zkr__contender_t *c);
 static void issue_self_watch(zkr__contender_t *c);
+static void watch_node(zkr__contender_t *c, const char *name);
+static int decide_cached(zkr__contender_t *c, const char *gone);
 static void lose_held(zkr__contender_t *c);
 
 static int is_acquiring(const zkr__contender_t *c)
@@ -104,6 +106,34 @@ static void notify_state(zkr__contender_t *c, zkr_lock_state_t st)
         zkr__post(c->s, ZKR__EV_STATE, (int)st, c, c->lis_fn, c->lis_data);
 }
 
+/* ---------------------------------------------------- cached queue */
+
+static void cache_clear(zkr__contender_t *c)
+{
+    for (int i = 0; i < c->nbefore; i++)
+        free((char *)c->before[i].name);
+    free(c->before);
+    c->before = NULL;
+    c->nbefore = 0;
+}
+
+/* Keeps the entries before us (index self) of a sorted listing. */
+static void cache_set(zkr__contender_t *c, const zkr__entry_t *e, int self)
+{
+    cache_clear(c);
+    if (self <= 0 || (c->before = calloc((size_t)self, sizeof(*e))) == NULL)
+        return;
+    for (int i = 0; i < self; i++) {
+        c->before[i] = e[i];
+        if ((c->before[i].name = zkr__strdup(e[i].name)) == NULL) {
+            c->nbefore = i;
+            cache_clear(c);
+            return;
+        }
+        c->nbefore = i + 1;
+    }
+}
+
 static void forget_node(zkr__contender_t *c)
 {
     free(c->node);
@@ -112,6 +142,7 @@ static void forget_node(zkr__contender_t *c)
     c->watching = NULL;
     c->czxid = 0;
     c->self_watch = 0;
+    cache_clear(c);
 }
 
 /* Ends the pending acquire with rc (0 = granted). */
@@ -130,6 +161,7 @@ static void finish_acquire(zkr__contender_t *c, int rc)
         c->phase = ZKR__P_HELD;
         c->pub = ZKR_LOCK_HELD;
         fd_drain(c);
+        cache_clear(c);
         issue_self_watch(c);
     } else {
         c->phase = ZKR__P_IDLE;
@@ -223,11 +255,17 @@ void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
                 own = 1;
             if (c->phase == ZKR__P_WATCHING && c->watching != NULL &&
                 strcmp(c->watching, path) == 0) {
+                char *gone = c->watching;
                 woke = 1;
-                free(c->watching);
                 c->watching = NULL;
-                c->phase = ZKR__P_LISTING; /* a hint: check again */
-                step(c);
+                /* Deleted: decide from what we know, without listing.
+                 * Anything else is a hint: list and check again. */
+                if (type != ZOO_DELETED_EVENT || c->watch_dir ||
+                    !decide_cached(c, gone)) {
+                    c->phase = ZKR__P_LISTING;
+                    step(c);
+                }
+                free(gone);
             } else if (c->phase == ZKR__P_HELD && c->self_watch &&
                        c->node != NULL && strcmp(c->node, path) == 0) {
                 /* Our own node: deleted by someone else (a forced
@@ -508,11 +546,14 @@ static void wget_done(int rc, const char *value, int len,
         step(c);
     } else if (rc == ZNONODE || zkr__is_connection_error(rc)) {
         /* Gone before we could watch it (no watch is left on a missing
-         * node by getData), or unknown: list again. */
-        free(c->watching);
+         * node by getData): decide from what we know; unknown: list. */
+        char *gone = c->watching;
         c->watching = NULL;
-        c->phase = ZKR__P_LISTING;
-        step(c);
+        if (rc != ZNONODE || !decide_cached(c, gone)) {
+            c->phase = ZKR__P_LISTING;
+            step(c);
+        }
+        free(gone);
     } else if (rc != ZOK) {
         abort_acquire(c,
                       rc == ZSESSIONEXPIRED || rc == ZCLOSING ? ZKR_ELOST : rc);
@@ -616,6 +657,8 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
         return;
     }
     self = zkr__find_entry(e, n, strrchr(c->node, '/') + 1);
+    if (self >= 0 && !c->recipe->poke)
+        cache_set(c, e, self);
     if (self < 0) {
         /* Our node was deleted by someone else (an administrator, or the
          * server expiring our session): we can never be granted with it. */
@@ -647,6 +690,51 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
         drop_watch(s, c->dir, c, ZWATCHTYPE_CHILD);
     free(e);
     zkr__op_end(op);
+}
+
+/* The node we waited for (full path gone) is deleted: decide without a
+ * listing. Every contender before us was in our last listing, taken after
+ * our create: sequence numbers only grow, so a node created later sorts
+ * after us, and the set before us can only shrink. Remove the deleted one;
+ * if the recipe's rule grants us on what is left, we hold (no round trip:
+ * a release wakes its successor with one notification and nothing else);
+ * otherwise watch the next node the rule names, which if already gone
+ * brings us back here. Semaphores (whose waiters also wait for grants,
+ * not only departures) always list. Returns 0 when it cannot decide. */
+static int decide_cached(zkr__contender_t *c, const char *gone)
+{
+    const char *name = strrchr(gone, '/');
+    zkr__entry_t *v;
+    int k = -1, w;
+
+    if (c->recipe->poke || c->before == NULL || name == NULL || c->node == NULL)
+        return 0;
+    for (int i = 0; i < c->nbefore; i++)
+        if (strcmp(c->before[i].name, name + 1) == 0)
+            k = i;
+    if (k < 0)
+        return 0;
+    free((char *)c->before[k].name);
+    memmove(&c->before[k], &c->before[k + 1],
+            (size_t)(c->nbefore - k - 1) * sizeof(*c->before));
+    c->nbefore--;
+    /* The queue as we know it: those before us, then us. */
+    if ((v = malloc(sizeof(*v) * (size_t)(c->nbefore + 1))) == NULL)
+        return 0;
+    memcpy(v, c->before, sizeof(*v) * (size_t)c->nbefore);
+    v[c->nbefore].name = strrchr(c->node, '/') + 1;
+    v[c->nbefore].kind = ZKR__KIND_NONE;
+    v[c->nbefore].permits = c->permits;
+    v[c->nbefore].seq = 0;
+    w = c->recipe->pred(v, c->nbefore + 1, c->nbefore, c->permits);
+    if (w == ZKR__GRANT) {
+        c->phase = ZKR__P_LISTING; /* finish_acquire expects acquiring */
+        finish_acquire(c, 0);
+    } else if (w >= 0) {
+        watch_node(c, v[w].name);
+    }
+    free(v);
+    return w == ZKR__GRANT || w >= 0;
 }
 
 static void issue_list(zkr__contender_t *c)

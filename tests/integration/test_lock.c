@@ -325,14 +325,16 @@ static void test_release_wakes_one(void **state)
     /* Once the first waiter holds, the others still watch their own
      * predecessors: 19 watches plus the new holder's watch on its own
      * node (before, the old holder's shared its registration with the
-     * first waiter of the same session); one notification, one listing. */
+     * first waiter of the same session); one notification, no listing. */
     assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == W, 5000));
     for (int i = 0; i < S; i++) {
         ev1 += zkr_session_counter(s[i], ZKR_COUNTER_WATCH_EVENTS);
         lists1 += zkr_session_counter(s[i], ZKR_COUNTER_LISTS);
     }
+    /* The woken waiter knew its queue: granted on the notification alone,
+     * without listing the 21 nodes again. */
     assert_int_equal(ev1 - ev0, 1);
-    assert_int_equal(lists1 - lists0, 1);
+    assert_int_equal(lists1 - lists0, 0);
     for (int i = 1; i < W; i++)
         assert_int_equal(granted[i], 0);
     for (int i = 0; i < W; i++)
@@ -390,6 +392,50 @@ static void test_forced_deletion_noticed(void **state)
     zkr_lock_free(lb);
     zkr_session_free(a);
     zkr_session_free(b);
+}
+
+/* Waiters decide from the queue they listed once: a waiter leaving from
+ * the middle, then the holders leaving, are each learned from one
+ * notification, and the last waiter is granted in order without listing
+ * again. */
+static void test_handoff_without_listing(void **state)
+{
+    zkr_session_t *s[4];
+    zkr_lock_t *l[4];
+    uint64_t lists;
+    int got[4] = {1, 1, 1, 1};
+
+    (void)state;
+    for (int i = 0; i < 4; i++) {
+        s[i] = open_session(10000);
+        l[i] = new_lock(s[i], "/t/cached", NULL);
+    }
+    assert_int_equal(zkr_lock_acquire(l[0], -1), 0);
+    for (int i = 1; i < 4; i++) {
+        assert_int_equal(zkr_lock_acquire_async(l[i], -1, cancel_done, &got[i]),
+                         0);
+        assert_true(ZKT_WAIT_UNTIL(children("/t/cached") == i + 1, 5000));
+    }
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 4, 5000));
+    lists = zkr_session_counter(s[3], ZKR_COUNTER_LISTS);
+    /* The middle waiter leaves: the last one now waits for the second. */
+    assert_int_equal(zkr_lock_cancel(l[2]), 0);
+    assert_true(ZKT_WAIT_UNTIL(got[2] == ZKR_ECANCELED, 5000));
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 3, 5000));
+    assert_int_equal(zkr_lock_state(l[3]), ZKR_LOCK_ACQUIRING);
+    assert_int_equal(zkr_lock_release(l[0]), 0);
+    assert_true(ZKT_WAIT_UNTIL(got[1] == 0, 5000));
+    assert_int_equal(zkr_lock_state(l[3]), ZKR_LOCK_ACQUIRING);
+    assert_int_equal(zkr_lock_release(l[1]), 0);
+    assert_true(ZKT_WAIT_UNTIL(got[3] == 0, 5000));
+    assert_int_equal(zkr_session_counter(s[3], ZKR_COUNTER_LISTS), lists);
+    assert_true(token_of(l[3]) > 0);
+    assert_int_equal(zkr_lock_release(l[3]), 0);
+    for (int i = 0; i < 4; i++) {
+        zkr_lock_free(l[i]);
+        zkr_session_free(s[i]);
+    }
+    assert_int_equal(children("/t/cached"), 0);
 }
 
 /* Acquire while another thread cancels: ZKR_ECANCELED, no node left. */
@@ -463,6 +509,7 @@ int main(void)
         cmocka_unit_test(test_cancel_from_thread),
         cmocka_unit_test(test_free_while_acquiring),
         cmocka_unit_test(test_forced_deletion_noticed),
+        cmocka_unit_test(test_handoff_without_listing),
     };
     return cmocka_run_group_tests_name("lock", tests, setup, teardown);
 }
