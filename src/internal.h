@@ -279,6 +279,9 @@ typedef enum {
     ZKR__P_RELEASING /* deleting our node to release */
 } zkr__phase_t;
 
+/* How long a holder waits before watching its own node (queue.c). */
+#define ZKR__SELF_WATCH_DELAY_MS 50
+
 struct zkr__contender {
     zkr__contender_t *prev, *next; /* in the session's list */
     zkr_session_t *s;
@@ -299,16 +302,18 @@ struct zkr__contender {
                              our last listing (names owned), see
                              decide_cached() in queue.c */
     int nbefore;
-    int self_watch;   /* while held: an exists watch on our own node is set
-                         (or being set), to notice a forced deletion */
-    int permits;      /* semaphore size (1 for the others) */
-    char infix[24];   /* inserted before the marker: "-permits-<N>" */
-    uint64_t gen;     /* bumps per attempt: stale completions ignored */
-    int busy;         /* one engine operation in flight */
-    int64_t deadline; /* acquire deadline (monotonic ms), -1 none */
-    int try_once;     /* timeout 0 */
-    int abort_rc;     /* nonzero: end the acquire with this once safe */
-    int parents_made; /* parents created in this attempt */
+    int64_t watch_due; /* held: when to set that watch (monotonic ms), or
+                          -1 (set, or not held) */
+    int self_watch;    /* while held: an exists watch on our own node is set
+                          (or being set), to notice a forced deletion */
+    int permits;       /* semaphore size (1 for the others) */
+    char infix[24];    /* inserted before the marker: "-permits-<N>" */
+    uint64_t gen;      /* bumps per attempt: stale completions ignored */
+    int busy;          /* one engine operation in flight */
+    int64_t deadline;  /* acquire deadline (monotonic ms), -1 none */
+    int try_once;      /* timeout 0 */
+    int abort_rc;      /* nonzero: end the acquire with this once safe */
+    int parents_made;  /* parents created in this attempt */
     /* pending acquire / release */
     int acq_sync, acq_done, acq_rc;
     /* Signalled only when acq_done or rel_done is set: a blocked acquire

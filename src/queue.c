@@ -35,7 +35,6 @@ static void start_attempt(zkr__contender_t *c, int timeout_ms);
 static int rejoin(zkr__contender_t *c);
 static void issue_list(zkr__contender_t *c);
 static void issue_self_watch(zkr__contender_t *c);
-static void watch_node(zkr__contender_t *c, const char *name);
 static int decide_cached(zkr__contender_t *c, const char *gone);
 static void lose_held(zkr__contender_t *c);
 
@@ -142,6 +141,7 @@ static void forget_node(zkr__contender_t *c)
     c->watching = NULL;
     c->czxid = 0;
     c->self_watch = 0;
+    c->watch_due = -1;
     cache_clear(c);
 }
 
@@ -162,7 +162,10 @@ static void finish_acquire(zkr__contender_t *c, int rc)
         c->pub = ZKR_LOCK_HELD;
         fd_drain(c);
         cache_clear(c);
-        issue_self_watch(c);
+        /* The watch on our own node is set a little later (see
+         * issue_self_watch): most short holds never need it. */
+        c->watch_due = zkr__now_ms() + ZKR__SELF_WATCH_DELAY_MS;
+        zkr__timer_kick(s);
     } else {
         c->phase = ZKR__P_IDLE;
         c->pub = ZKR_LOCK_IDLE;
@@ -692,15 +695,17 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
     zkr__op_end(op);
 }
 
-/* The node we waited for (full path gone) is deleted: decide without a
- * listing. Every contender before us was in our last listing, taken after
- * our create: sequence numbers only grow, so a node created later sorts
- * after us, and the set before us can only shrink. Remove the deleted one;
- * if the recipe's rule grants us on what is left, we hold (no round trip:
- * a release wakes its successor with one notification and nothing else);
- * otherwise watch the next node the rule names, which if already gone
- * brings us back here. Semaphores (whose waiters also wait for grants,
- * not only departures) always list. Returns 0 when it cannot decide. */
+/* The node we waited for (full path gone) is deleted, or was gone when we
+ * tried to watch it: can we hold without listing again? Every contender
+ * before us was in our last listing (taken after our create, and sequence
+ * numbers only grow), so the set before us can only shrink. If the
+ * recipe's rule grants us on that set minus the deleted node, it grants us
+ * on the real set too (a smaller queue never blocks more): we hold, and a
+ * release has handed off with one notification and no round trip. When
+ * the rule still names a node, we list instead, as before: whether the
+ * others before us are still there is not known, and asking node by node
+ * would cost a round trip each. Semaphores (whose waiters also wait for
+ * grants, not only departures) always list. Returns 1 if granted. */
 static int decide_cached(zkr__contender_t *c, const char *gone)
 {
     const char *name = strrchr(gone, '/');
@@ -727,14 +732,12 @@ static int decide_cached(zkr__contender_t *c, const char *gone)
     v[c->nbefore].permits = c->permits;
     v[c->nbefore].seq = 0;
     w = c->recipe->pred(v, c->nbefore + 1, c->nbefore, c->permits);
-    if (w == ZKR__GRANT) {
-        c->phase = ZKR__P_LISTING; /* finish_acquire expects acquiring */
-        finish_acquire(c, 0);
-    } else if (w >= 0) {
-        watch_node(c, v[w].name);
-    }
     free(v);
-    return w == ZKR__GRANT || w >= 0;
+    if (w != ZKR__GRANT)
+        return 0;
+    c->phase = ZKR__P_LISTING; /* still acquiring, for finish_acquire */
+    finish_acquire(c, 0);
+    return 1;
 }
 
 static void issue_list(zkr__contender_t *c)
@@ -784,13 +787,20 @@ static void self_watch_done(int rc, const struct Stat *stat, const void *data)
 }
 
 /* While held, we watch our own node: a holder whose node an operator
- * deleted (zkr release --force) must learn it at once, not at its next
+ * deleted (zkr release --force) must learn it promptly, not at its next
  * disconnection, since the next contender is granted right away. The
- * client re-registers the watch after a reconnection; a release's own
- * delete consumes it. */
+ * watch is set ZKR__SELF_WATCH_DELAY_MS after the grant, by the timer
+ * thread: a hold shorter than that (most, under contention) never pays
+ * the extra request, and a deletion before it is set is found by the
+ * exists() itself (NONODE), so it is noticed at most that delay plus one
+ * round trip late. The client re-registers the watch after a
+ * reconnection; a release's own delete consumes it. */
 static void issue_self_watch(zkr__contender_t *c)
 {
-    zkr__op_t *op = zkr__op_new(c->s, c);
+    zkr__op_t *op;
+
+    c->watch_due = -1;
+    op = zkr__op_new(c->s, c);
 
     if (op != NULL)
         op->path = zkr__strdup(c->node);
@@ -972,6 +982,12 @@ void zkr__queue_on_lost(zkr_session_t *s)
 void zkr__queue_on_deadline(zkr_session_t *s, int64_t now, int64_t *next)
 {
     for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
+        if (c->phase == ZKR__P_HELD && c->watch_due >= 0 && s->connected) {
+            if (now >= c->watch_due)
+                issue_self_watch(c);
+            else if (*next < 0 || c->watch_due < *next)
+                *next = c->watch_due;
+        }
         if (!is_acquiring(c) || c->deadline < 0 || c->abort_rc != 0)
             continue;
         if (now >= c->deadline)
@@ -1005,6 +1021,7 @@ int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
     c->recipe = recipe;
     c->owner = owner;
     c->deadline = -1;
+    c->watch_due = -1;
     c->permits = 1;
     c->dir = zkr__strdup(dir);
     c->data = zkr__strdup(id);
