@@ -22,7 +22,7 @@
  * + 0.9 T), before the server can expire the session and grant anyone
  * else, so with term and stop the command is gone before a successor
  * starts. A holder whose node is deleted by someone else (zkr release
- * --force) is LOST at once. */
+ * --force) is LOST within about 50 ms plus a round trip. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
