@@ -138,6 +138,8 @@ struct zkr_session {
     int64_t sid;        /* current session id, 0 = none */
     int64_t last_heard; /* send time of the newest answered request */
     int64_t next_ping;
+    int64_t timer_next; /* when the timer thread will wake by itself
+                           (monotonic ms), -1 if only when kicked */
     int ping_busy;
     int64_t reconnect_at; /* when LOST and re-creating: next attempt */
     int reconnect_attempt;
@@ -290,6 +292,7 @@ struct zkr__contender {
     char *dir;
     char *data;
     struct ACL_vector acl;
+    int acl_owned; /* acl is our copy (else the shared default) */
     zkr__phase_t phase;
     zkr_lock_state_t pub; /* what the application sees */
     char uuid[37];

@@ -165,7 +165,10 @@ static void finish_acquire(zkr__contender_t *c, int rc)
         /* The watch on our own node is set a little later (see
          * issue_self_watch): most short holds never need it. */
         c->watch_due = zkr__now_ms() + ZKR__SELF_WATCH_DELAY_MS;
-        zkr__timer_kick(s);
+        /* Wake the timer only if it would sleep past that: a loop of short
+         * holds then costs one timer wake-up per delay, not per grant. */
+        if (s->timer_next < 0 || s->timer_next > c->watch_due)
+            zkr__timer_kick(s);
     } else {
         c->phase = ZKR__P_IDLE;
         c->pub = ZKR_LOCK_IDLE;
@@ -611,7 +614,10 @@ static void poke_done(int rc, const struct Stat *stat, const void *data)
 
     (void)stat;
     zkr__op_begin(op, rc);
-    zkr__op_end(op); /* if it failed, the successor learns from deletion */
+    /* If it failed, the successor learns from our deletion. It kept us
+     * busy: send what waited for it. */
+    step(op->c);
+    zkr__op_end(op);
 }
 
 /* Touches our node so that a successor watching it wakes up and sees that
@@ -781,8 +787,10 @@ static void self_watch_done(int rc, const struct Stat *stat, const void *data)
     } else if (rc != ZOK && !stale(op, ZKR__P_HELD)) {
         /* Not set (connection lost): set again once re-verified. */
         c->self_watch = 0;
-        step(c);
     }
+    /* This request kept the contender busy: whatever came meanwhile (a
+     * re-verification, a new attempt's create) goes out now. */
+    step(c);
     zkr__op_end(op);
 }
 
@@ -801,7 +809,6 @@ static void issue_self_watch(zkr__contender_t *c)
 
     c->watch_due = -1;
     op = zkr__op_new(c->s, c);
-
     if (op != NULL)
         op->path = zkr__strdup(c->node);
     if (op == NULL || op->path == NULL) {
@@ -1029,8 +1036,14 @@ int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
         rc = ZKR_ENOMEM;
         goto fail;
     }
-    if ((rc = zkr__acl_copy(&c->acl, acl != NULL ? acl : &ZOO_OPEN_ACL_UNSAFE)))
+    /* The default ACL is shared, not copied: a process holding many locks
+     * saves three allocations per handle. */
+    if (acl == NULL)
+        c->acl = ZOO_OPEN_ACL_UNSAFE;
+    else if ((rc = zkr__acl_copy(&c->acl, acl)) != 0)
         goto fail;
+    else
+        c->acl_owned = 1;
     if (pthread_cond_init(&c->done_cv, NULL) != 0) {
         rc = ZKR_ESYS;
         goto fail;
@@ -1048,7 +1061,8 @@ int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
 fail:
     free(c->dir);
     free(c->data);
-    zkr__acl_free(&c->acl);
+    if (c->acl_owned)
+        zkr__acl_free(&c->acl);
     memset(c, 0, sizeof(*c));
     return rc;
 }
@@ -1093,7 +1107,8 @@ void zkr__contender_destroy(zkr__contender_t *c)
     forget_node(c);
     free(c->dir);
     free(c->data);
-    zkr__acl_free(&c->acl);
+    if (c->acl_owned)
+        zkr__acl_free(&c->acl);
     if (c->fd[0] >= 0) {
         close(c->fd[0]);
         close(c->fd[1]);

@@ -812,12 +812,15 @@ static void *timer_main(void *arg)
             next = min_time(next, s->reconnect_at);
         if (s->connect_deadline >= 0 && s->zh != NULL && !s->connected)
             next = min_time(next, s->connect_deadline);
+        s->timer_next = next;
         if (next < 0) {
             pthread_cond_wait(&s->tcv, &s->mu);
+            s->timer_next = -1;
             continue;
         }
         if (next > zkr__now_ms())
             wait_until(&s->tcv, &s->mu, next);
+        s->timer_next = -1;
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -862,6 +865,7 @@ static int session_alloc(zkr_session_t **out)
 
     if (s == NULL)
         return ZKR_ENOMEM;
+    s->timer_next = -1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
