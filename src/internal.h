@@ -354,6 +354,8 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
 int zkr__cancel(zkr__contender_t *c);
 int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data);
 int64_t zkr__valid_ms(zkr__contender_t *c);
+/* Issues what the contender's phase needs next (mutex held). */
+void zkr__contender_step(zkr__contender_t *c);
 /* Makes the loss descriptor readable (a recipe's own stop signal). */
 void zkr__contender_signal(zkr__contender_t *c);
 /* The loss descriptor, made on first use; -1 if it cannot be made. */

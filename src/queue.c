@@ -86,6 +86,11 @@ int zkr__contender_fd(zkr__contender_t *c)
     return fd;
 }
 
+void zkr__contender_step(zkr__contender_t *c)
+{
+    step(c);
+}
+
 void zkr__contender_signal(zkr__contender_t *c)
 {
     fd_set_readable(c);
@@ -614,10 +619,7 @@ static void poke_done(int rc, const struct Stat *stat, const void *data)
 
     (void)stat;
     zkr__op_begin(op, rc);
-    /* If it failed, the successor learns from our deletion. It kept us
-     * busy: send what waited for it. */
-    step(op->c);
-    zkr__op_end(op);
+    zkr__op_end(op); /* if it failed, the successor learns from deletion */
 }
 
 /* Touches our node so that a successor watching it wakes up and sees that
@@ -788,9 +790,6 @@ static void self_watch_done(int rc, const struct Stat *stat, const void *data)
         /* Not set (connection lost): set again once re-verified. */
         c->self_watch = 0;
     }
-    /* This request kept the contender busy: whatever came meanwhile (a
-     * re-verification, a new attempt's create) goes out now. */
-    step(c);
     zkr__op_end(op);
 }
 
@@ -863,6 +862,11 @@ static void issue_verify(zkr__contender_t *c)
 
 /* -------------------------------------------------------------- step */
 
+/* Sends the request the contender's phase calls for, if none of its
+ * requests is in flight and the connection is up. Every completion of a
+ * contender's request calls it (zkr__op_end), so a step that found the
+ * contender busy (a reconnection, a new attempt while a watch or a touch
+ * was being set) is never lost. */
 static void step(zkr__contender_t *c)
 {
     zkr_session_t *s = c->s;

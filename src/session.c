@@ -258,6 +258,12 @@ void zkr__op_end(zkr__op_t *op)
 {
     zkr_session_t *s = op->s;
 
+    /* The contender was busy with this request: a step it skipped
+     * meanwhile (after a reconnection, say) is taken now. Without this a
+     * listing that failed on a connection loss after the reconnection had
+     * been handled left its waiter pending forever. */
+    if (op->c != NULL)
+        zkr__contender_step(op->c);
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     free(op->path);
