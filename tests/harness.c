@@ -1042,3 +1042,115 @@ int zkt_server_resume(zkt_server_t *s)
     s->paused = 0;
     return 0;
 }
+
+/* ---------------------------------------------------------------- proxy */
+
+#define ZKT_PROXY_TIMEOUT_MS 10000
+
+struct zkt_proxy {
+    pid_t pid;
+    int ctl; /* socketpair end: the proxy's stdin and stdout */
+    char hosts[32];
+};
+
+/* Reads one line from fd into buf (without the newline). 0 or -1. */
+static int read_line(int fd, char *buf, size_t cap, int64_t deadline)
+{
+    size_t len = 0;
+
+    while (len + 1 < cap) {
+        struct pollfd pfd = {fd, POLLIN, 0};
+        ssize_t n;
+
+        if (poll(&pfd, 1, remaining_ms(deadline)) != 1)
+            return -1;
+        n = read(fd, buf + len, 1);
+        if (n == 1 && buf[len] == '\n') {
+            buf[len] = '\0';
+            return 0;
+        }
+        if (n == 1)
+            len++;
+        else if (n == 0 || (errno != EINTR && errno != EAGAIN))
+            return -1;
+    }
+    return -1;
+}
+
+int zkt_proxy_start(const char *target_hosts, zkt_proxy_t **out)
+{
+    zkt_proxy_t *p = calloc(1, sizeof(*p));
+    char *prog = zkt_build_path("tests/zkr-proxy");
+    char line[64];
+    int sv[2] = {-1, -1};
+    int port;
+
+    *out = NULL;
+    if (p == NULL || prog == NULL ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        goto fail;
+    {
+        char *argv[] = {prog, (char *)target_hosts, NULL};
+
+        p->pid = spawn_child(argv, sv[1], sv[1], -1);
+    }
+    close(sv[1]);
+    p->ctl = sv[0];
+    if (p->pid <= 0)
+        goto fail;
+    if (read_line(p->ctl, line, sizeof(line),
+                  zkt_now_ms() + ZKT_PROXY_TIMEOUT_MS) != 0 ||
+        sscanf(line, "port %d", &port) != 1) {
+        zkt_proxy_stop(p);
+        free(prog);
+        return -1;
+    }
+    snprintf(p->hosts, sizeof(p->hosts), "127.0.0.1:%d", port);
+    free(prog);
+    *out = p;
+    return 0;
+fail:
+    if (sv[0] >= 0)
+        close(sv[0]);
+    free(prog);
+    free(p);
+    return -1;
+}
+
+const char *zkt_proxy_hosts(const zkt_proxy_t *p)
+{
+    return p->hosts;
+}
+
+int zkt_proxy_cmd(zkt_proxy_t *p, const char *cmd)
+{
+    int64_t deadline = zkt_now_ms() + ZKT_PROXY_TIMEOUT_MS;
+    char line[256];
+
+    if (send_all(p->ctl, cmd, strlen(cmd), deadline) != 0 ||
+        send_all(p->ctl, "\n", 1, deadline) != 0 ||
+        read_line(p->ctl, line, sizeof(line), deadline) != 0)
+        return -1;
+    if (strcmp(line, "ok") != 0) {
+        fprintf(stderr, "# harness: proxy: %s: %s\n", cmd, line);
+        return -1;
+    }
+    return 0;
+}
+
+void zkt_proxy_stop(zkt_proxy_t *p)
+{
+    if (p == NULL)
+        return;
+    if (p->pid > 0) {
+        /* EOF on its stdin makes it exit; SIGKILL if it does not. */
+        shutdown(p->ctl, SHUT_WR);
+        if (zkt_wait_pid(p->pid, 5000, NULL) != 0) {
+            kill(-p->pid, SIGKILL);
+            kill(p->pid, SIGKILL);
+            zkt_wait_pid(p->pid, -1, NULL);
+        }
+    }
+    close(p->ctl);
+    free(p);
+}

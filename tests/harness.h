@@ -182,6 +182,36 @@ char *zkt_mkdtemp(const char *prefix);
  */
 int zkt_rm_rf(const char *path);
 
+/**
+ * A fault proxy (tests/zkr-proxy) between clients and a server, driven
+ * from the test: see zkr-proxy.c for what each command does.
+ */
+typedef struct zkt_proxy zkt_proxy_t;
+
+/**
+ * Starts tests/zkr-proxy forwarding to target_hosts ("HOST:PORT"), like
+ * zkt_spawn() (own process group, SIGKILLed with the test), and waits
+ * (10 s) until it listens. On success sets *out and returns 0; on failure
+ * *out is NULL, nothing is left running and -1 is returned.
+ */
+int zkt_proxy_start(const char *target_hosts, zkt_proxy_t **out);
+
+/** Connection string "127.0.0.1:PORT" of the proxy; owned by it. */
+const char *zkt_proxy_hosts(const zkt_proxy_t *p);
+
+/**
+ * Sends one command line ("pass", "blackhole", "reset", "delay MS",
+ * "drop-create-reply") and waits (10 s) until the proxy answers that it
+ * has taken effect. Returns 0 on "ok", -1 on "error ..." or no answer.
+ */
+int zkt_proxy_cmd(zkt_proxy_t *p, const char *cmd);
+
+/**
+ * Stops the proxy (every connection it forwards is closed), reaps it and
+ * frees p. NULL is a harmless no-op.
+ */
+void zkt_proxy_stop(zkt_proxy_t *p);
+
 #ifdef __cplusplus
 }
 #endif
