@@ -266,6 +266,65 @@ static void test_create_reply_lost_then_expired(void **state)
     zkr_session_free(b);
 }
 
+/* The predecessor is deleted between the waiter's listing and its watch.
+ * The waiter's traffic is delayed D = 500 ms each way. A first round
+ * measures W, the time from the waiter's node appearing on the server to
+ * its watch on the predecessor appearing (wchs): about 2D, as zkr sends
+ * its listing right behind the create, and the watch after the listing's
+ * reply. In the second round the holder releases at W - D, half-way
+ * between listing and watch: the watch finds no node, no
+ * notification will ever come, and the waiter must list again on its own.
+ * The counters show that path (two listings, no watch event). */
+static void test_predecessor_deleted_before_watch(void **state)
+{
+    enum { T = 10000, D = 500 };
+    const char *path = "/p/predgone";
+    zkr_session_t *a = open_session(T), *b = open_proxied(T);
+    zkr_lock_t *la = new_lock(a, path, "a"), *lb = new_lock(b, path, "b");
+    static struct rec rb;
+    uint64_t lists0, events0;
+    int64_t t_node, w = -1;
+
+    (void)state;
+    assert_int_equal(zkt_proxy_cmd(proxy, "delay 500"), 0);
+    for (int round = 0; round < 2; round++) {
+        rec_init(&rb);
+        assert_int_equal(zkr_lock_acquire(la, -1), 0);
+        lists0 = zkr_session_counter(b, ZKR_COUNTER_LISTS);
+        events0 = zkr_session_counter(b, ZKR_COUNTER_WATCH_EVENTS);
+        assert_int_equal(zkr_lock_acquire_async(lb, -1, on_done, &rb), 0);
+        assert_true(ZKT_WAIT_UNTIL(children(path) == 2, zkt_scaled_ms(5000)));
+        t_node = zkt_now_ms();
+        if (round == 0) {
+            assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) > 0,
+                                       zkt_scaled_ms(10 * D)));
+            w = zkt_now_ms() - t_node;
+            print_message("# watch set %lld ms after the node\n", (long long)w);
+            assert_true(w > D);
+        } else {
+            zkt_sleep_ms((int)(w - D - (zkt_now_ms() - t_node)));
+        }
+        assert_int_equal(zkr_lock_release(la), 0);
+        assert_true(
+            ZKT_WAIT_UNTIL(rec_find(&rb, 1) >= 0, zkt_scaled_ms(10 * D)));
+        assert_int_equal(zkr_lock_release(lb), 0);
+    }
+    print_message(
+        "# waiter: %llu listings, %llu watch events\n",
+        (unsigned long long)(zkr_session_counter(b, ZKR_COUNTER_LISTS) -
+                             lists0),
+        (unsigned long long)(zkr_session_counter(b, ZKR_COUNTER_WATCH_EVENTS) -
+                             events0));
+    assert_true(zkr_session_counter(b, ZKR_COUNTER_LISTS) - lists0 >= 2);
+    assert_true(zkr_session_counter(b, ZKR_COUNTER_WATCH_EVENTS) == events0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_int_equal(children(path), 0);
+    zkr_lock_free(la);
+    zkr_lock_free(lb);
+    zkr_session_free(a);
+    zkr_session_free(b);
+}
+
 /* The waiter's connection is reset three times while it waits: it keeps
  * its one node and place (same sequence), and is granted as soon as the
  * holder releases. */
@@ -558,6 +617,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_create_reply_lost),
         cmocka_unit_test(test_create_reply_lost_then_expired),
+        cmocka_unit_test(test_predecessor_deleted_before_watch),
         cmocka_unit_test(test_connection_dropped_while_waiting),
         cmocka_unit_test(test_release_during_disconnect),
         cmocka_unit_test(test_churn_under_resets),
