@@ -21,7 +21,13 @@
  * -F STORE makes every grant write once to a fenced store: a file holding
  * the highest token admitted, updated with zkr_fence_admit() under a file
  * lock (the fence event is logged under the same lock, so the history
- * orders writes as the store saw them). */
+ * orders writes as the store saw them).
+ *
+ * -E makes it an elector instead: each iteration joins the election at
+ * PATH, waits to lead, logs "leader-on <epoch>", leads HOLD_MS, logs
+ * "leader-off" and leaves; a loss reported by the election listener is
+ * logged as "leader-off" at once. With -b it claims leadership without an
+ * election (epoch = iteration + 1), for the checker's self-test. */
 #define _DEFAULT_SOURCE
 #include <fcntl.h>
 #include <inttypes.h>
@@ -108,6 +114,45 @@ static void fenced_write(const char *store, int64_t token)
     close(fd);
 }
 
+static void on_leader(zkr_election_t *e, int leader, int rc, void *data)
+{
+    (void)e;
+    (void)rc;
+    (void)data;
+    if (!leader)
+        hist("leader-off", 0, 0);
+}
+
+/* The -E loop: iters terms of leadership. */
+static int run_elector(zkr_session_t *s, const char *path, const char *id,
+                       int iters, int hold, int broken)
+{
+    zkr_election_t *e = NULL;
+    int rc = 0;
+
+    if (zkr_election_new(&e, s, path, id, NULL, ZKR_POLICY_SUSPEND) != 0 ||
+        zkr_election_set_listener(e, on_leader, NULL) != 0)
+        return 3;
+    for (int i = 0; i < iters && rc == 0; i++) {
+        int64_t epoch = i + 1;
+
+        if (!broken) {
+            hist("enqueue", 0, 0);
+            if ((rc = zkr_election_join(e)) != 0 ||
+                (rc = zkr_election_await(e, 60000)) != 0 ||
+                (rc = zkr_election_epoch(e, &epoch)) != 0)
+                break;
+        }
+        hist("leader-on", epoch, 0);
+        usleep((useconds_t)hold * 1000);
+        hist("leader-off", 0, 0);
+        if (!broken)
+            rc = zkr_election_leave(e);
+    }
+    zkr_election_free(e);
+    return rc;
+}
+
 static void log_line(int fd, const char *what, const char *id, long seq,
                      int64_t token)
 {
@@ -171,6 +216,7 @@ int main(int argc, char **argv)
     const char *id = "contender";
     int iters = 1, timeout = 10000, hold = 2, opt, logfd = -1, rc = 0;
     int broken = 0;  /* -b: skip the lock, to show the checks catch it */
+    int elector = 0; /* -E: take part in an election instead */
     int permits = 0; /* -P N: a permit of a semaphore of N instead */
     const char *holders = NULL; /* -k FILE: "<now> <max>" holders count */
     const char *history = NULL; /* -H FILE: events for tests/zkr-check */
@@ -178,7 +224,7 @@ int main(int argc, char **argv)
     zkr_session_t *s;
     zkr_lock_t *l;
 
-    while ((opt = getopt(argc, argv, "s:p:n:c:l:i:t:h:bP:k:H:F:")) != -1) {
+    while ((opt = getopt(argc, argv, "s:p:n:c:l:i:t:h:bP:k:H:F:E")) != -1) {
         switch (opt) {
         case 's':
             hosts = optarg;
@@ -219,6 +265,9 @@ int main(int argc, char **argv)
         case 'F':
             store = optarg;
             break;
+        case 'E':
+            elector = 1;
+            break;
         default:
             return 2;
         }
@@ -235,6 +284,14 @@ int main(int argc, char **argv)
     if (zkr_session_open(&s, hosts, timeout, NULL) != 0)
         return 3;
     hist_session = s;
+    if (elector) {
+        rc = run_elector(s, path, id, iters, hold, broken);
+        hist("exit", rc, 0);
+        zkr_session_free(s);
+        if (rc != 0)
+            fprintf(stderr, "contender %s: %s\n", id, zkr_strerror(rc));
+        return rc == 0 ? 0 : 1;
+    }
     if ((permits > 0 ? zkr_semaphore_new(&l, s, path, permits, id, NULL)
                      : zkr_lock_new(&l, s, path, id, NULL)) != 0)
         return 3;

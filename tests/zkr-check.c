@@ -40,9 +40,10 @@
  *                      paused or killed.
  *   epoch_regressions  a leader-on whose epoch is not above the last one.
  *
- * Also reported: acquisitions, stale_rejected (fence-reject count), faults
- * and their kinds, and handover_p99_ms (release or kill of a holder with a
- * waiter queued, to the next grant). -v prints each violation to stderr.
+ * Also reported: acquisitions, leaderships, stale_rejected (fence-reject
+ * count), faults and their kinds, and handover_p99_ms (release or kill of a
+ * holder with a waiter queued, to the next grant). -v prints each violation to
+ * stderr.
  */
 #define _DEFAULT_SOURCE
 #include <inttypes.h>
@@ -151,7 +152,7 @@ int main(int argc, char **argv)
 {
     long long session_ms = 10000, margin_ms = 5000;
     long mutex = 0, fencing = 0, fifo = 0, late = 0, leaders = 0, epochs = 0;
-    long grants = 0, stale = 0, faults = 0;
+    long grants = 0, stale = 0, faults = 0, terms = 0;
     long long highest_fence = 0, last_seq = -1, last_epoch = 0;
     long long handover_from = -1; /* ns of a release/kill with a waiter */
     int handover_kill = 0;
@@ -273,6 +274,7 @@ int main(int argc, char **argv)
             }
             last_epoch = arg;
             p->leader = 1;
+            terms++;
         } else if (strcmp(e->what, "leader-off") == 0) {
             p->leader = 0;
         } else if (strcmp(e->what, "pause") == 0 ||
@@ -315,12 +317,12 @@ int main(int argc, char **argv)
             fprintf(stderr, "zkr-check: no grant after the last kill\n");
     }
     qsort(handovers, nho, sizeof(*handovers), cmp_ll);
-    printf("events=%zu acquisitions=%ld faults=%ld kinds=%s "
+    printf("events=%zu acquisitions=%ld leaderships=%ld faults=%ld kinds=%s "
            "mutex_violations=%ld fencing_violations=%ld stale_rejected=%ld "
            "fifo_inversions=%ld late_handovers=%ld double_leaders=%ld "
            "epoch_regressions=%ld handover_p99_ms=%lld\n",
-           nev, grants, faults, kinds[0] ? kinds : "none", mutex, fencing,
-           stale, fifo, late, leaders, epochs,
+           nev, grants, terms, faults, kinds[0] ? kinds : "none", mutex,
+           fencing, stale, fifo, late, leaders, epochs,
            nho ? handovers[(nho - 1) * 99 / 100] / 1000000 : 0);
     free(handovers);
     free(evs);

@@ -5,9 +5,11 @@
 #define _DEFAULT_SOURCE
 #include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -153,6 +155,104 @@ static void test_checker_fails_broken_lock(void **state)
     free(dir);
 }
 
+/* The test driver's own history event about process pid. */
+static void driver_event(const char *hist, const char *what, pid_t pid)
+{
+    struct timespec ts;
+    FILE *f = fopen(hist, "a");
+
+    assert_non_null(f);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    fprintf(f, "%lld %ld 0 %s %ld 0\n",
+            (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec, (long)getpid(),
+            what, (long)pid);
+    fclose(f);
+}
+
+/* Spawns n electors (contender -E) on path; returns their pids. */
+static void spawn_electors(const char *hist, const char *path, int n, int terms,
+                           int broken, pid_t *pids)
+{
+    char *prog = zkt_build_path("tests/contender");
+    char terms_s[16];
+
+    snprintf(terms_s, sizeof(terms_s), "%d", terms);
+    for (int i = 0; i < n; i++) {
+        char id[16];
+        char *argv[] = {prog,
+                        "-E",
+                        "-s",
+                        (char *)zkt_server_hosts(server),
+                        "-p",
+                        (char *)path,
+                        "-n",
+                        terms_s,
+                        "-H",
+                        (char *)hist,
+                        "-t",
+                        "2000",
+                        "-h",
+                        "20",
+                        "-i",
+                        id,
+                        broken ? "-b" : NULL,
+                        NULL};
+        snprintf(id, sizeof(id), "e%d", i);
+        pids[i] = zkt_spawn(argv, -1);
+        assert_true(pids[i] > 0);
+    }
+    free(prog);
+}
+
+/* Election churn: 5 electors take 6 terms each while one is paused for
+ * 0.5 s and another killed; never two leaders, epochs only increase, and
+ * the killed one's node goes with its session. Then electors that claim
+ * leadership without an election are caught. */
+static void test_election_churn(void **state)
+{
+    char *dir = zkt_mkdtemp("zkr-history-");
+    char hist[512], hist2[512];
+    const char *files[] = {hist};
+    const char *files2[] = {hist2};
+    pid_t pids[5];
+    struct check c;
+    int st = -1;
+
+    (void)state;
+    snprintf(hist, sizeof(hist), "%s/history", dir);
+    snprintf(hist2, sizeof(hist2), "%s/broken", dir);
+    spawn_electors(hist, "/h/elect", 5, 6, 0, pids);
+    zkt_sleep_ms(300);
+    driver_event(hist, "pause", pids[1]);
+    assert_int_equal(kill(pids[1], SIGSTOP), 0);
+    zkt_sleep_ms(500);
+    assert_int_equal(kill(pids[1], SIGCONT), 0);
+    driver_event(hist, "unpause", pids[1]);
+    zkt_sleep_ms(100);
+    driver_event(hist, "kill", pids[0]);
+    assert_int_equal(kill(pids[0], SIGKILL), 0);
+    assert_int_equal(zkt_wait_pid(pids[0], 10000, &st), 0);
+    for (int i = 1; i < 5; i++) {
+        assert_int_equal(zkt_wait_pid(pids[i], 120000, &st), 0);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    c = run_checker(dir, 2000, files, 1);
+    assert_int_equal(c.status, 0);
+    assert_int_equal(field_of(&c, "double_leaders"), 0);
+    assert_int_equal(field_of(&c, "epoch_regressions"), 0);
+    assert_true(field_of(&c, "leaderships") >= 24);
+    assert_true(ZKT_WAIT_UNTIL(children("/h/elect") == 0, 10000));
+
+    spawn_electors(hist2, "/h/elect-broken", 3, 10, 1, pids);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(zkt_wait_pid(pids[i], 60000, &st), 0);
+    c = run_checker(dir, 2000, files2, 1);
+    assert_int_equal(c.status, 1);
+    assert_true(field_of(&c, "double_leaders") > 0);
+    zkt_rm_rf(dir);
+    free(dir);
+}
+
 /* Writes lines to dir/name and checks it; the file name goes in files. */
 static struct check check_text(const char *dir, const char *text)
 {
@@ -231,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_checker_properties),
         cmocka_unit_test(test_clean_contention),
         cmocka_unit_test(test_checker_fails_broken_lock),
+        cmocka_unit_test(test_election_churn),
     };
     return cmocka_run_group_tests_name("history", tests, setup, teardown);
 }
