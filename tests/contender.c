@@ -27,7 +27,13 @@
  * PATH, waits to lead, logs "leader-on <epoch>", leads HOLD_MS, logs
  * "leader-off" and leaves; a loss reported by the election listener is
  * logged as "leader-off" at once. With -b it claims leadership without an
- * election (epoch = iteration + 1), for the checker's self-test. */
+ * election (epoch = iteration + 1), for the checker's self-test.
+ *
+ * For the soak (tests/chaos): -d SECONDS runs until that much time has
+ * passed instead of ITERS iterations, and -r keeps going after an error
+ * (logged as "giveup <rc>"), acquiring with a 10 s timeout. With -F, a
+ * holder also writes once more just before releasing, so a holder that was
+ * paused or cut off meanwhile tries a late write the store must reject. */
 #define _DEFAULT_SOURCE
 #include <fcntl.h>
 #include <inttypes.h>
@@ -40,6 +46,15 @@
 
 #include "harness.h"
 #include "zkr.h"
+
+static int64_t run_until_ms; /* -d: stop after this time (monotonic ms) */
+static int resilient;        /* -r */
+
+/* Whether another iteration is due. */
+static int more(int i, int iters)
+{
+    return run_until_ms > 0 ? zkt_now_ms() < run_until_ms : i < iters;
+}
 
 static int hist_fd = -1;
 static zkr_session_t *hist_session;
@@ -133,15 +148,21 @@ static int run_elector(zkr_session_t *s, const char *path, const char *id,
     if (zkr_election_new(&e, s, path, id, NULL, ZKR_POLICY_SUSPEND) != 0 ||
         zkr_election_set_listener(e, on_leader, NULL) != 0)
         return 3;
-    for (int i = 0; i < iters && rc == 0; i++) {
+    for (int i = 0; more(i, iters) && (rc == 0 || resilient); i++) {
         int64_t epoch = i + 1;
 
         if (!broken) {
             hist("enqueue", 0, 0);
             if ((rc = zkr_election_join(e)) != 0 ||
-                (rc = zkr_election_await(e, 60000)) != 0 ||
-                (rc = zkr_election_epoch(e, &epoch)) != 0)
-                break;
+                (rc = zkr_election_await(e, resilient ? 10000 : 60000)) != 0 ||
+                (rc = zkr_election_epoch(e, &epoch)) != 0) {
+                if (!resilient)
+                    break;
+                hist("giveup", rc, 0);
+                zkr_election_leave(e);
+                usleep(50000);
+                continue;
+            }
         }
         hist("leader-on", epoch, 0);
         usleep((useconds_t)hold * 1000);
@@ -149,6 +170,8 @@ static int run_elector(zkr_session_t *s, const char *path, const char *id,
         if (!broken)
             rc = zkr_election_leave(e);
     }
+    if (resilient)
+        rc = 0;
     zkr_election_free(e);
     return rc;
 }
@@ -224,7 +247,7 @@ int main(int argc, char **argv)
     zkr_session_t *s;
     zkr_lock_t *l;
 
-    while ((opt = getopt(argc, argv, "s:p:n:c:l:i:t:h:bP:k:H:F:E")) != -1) {
+    while ((opt = getopt(argc, argv, "s:p:n:c:l:i:t:h:bP:k:H:F:Ed:r")) != -1) {
         switch (opt) {
         case 's':
             hosts = optarg;
@@ -268,13 +291,20 @@ int main(int argc, char **argv)
         case 'E':
             elector = 1;
             break;
+        case 'd':
+            run_until_ms = zkt_now_ms() + 1000LL * atoi(optarg);
+            break;
+        case 'r':
+            resilient = 1;
+            break;
         default:
             return 2;
         }
     }
     if (hosts == NULL || path == NULL)
         return 2;
-    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    /* Under -r (the soak) connection errors are the point: not logged. */
+    zoo_set_debug_level(resilient ? (ZooLogLevel)0 : ZOO_LOG_LEVEL_ERROR);
     if (logp != NULL &&
         (logfd = open(logp, O_WRONLY | O_APPEND | O_CREAT, 0644)) < 0)
         return 3;
@@ -299,7 +329,7 @@ int main(int argc, char **argv)
         (zkr_session_add_listener(s, on_session, NULL) != 0 ||
          zkr_lock_set_listener(l, on_lock, NULL) != 0))
         return 3;
-    for (int i = 0; i < iters && rc == 0; i++) {
+    for (int i = 0; more(i, iters) && (rc == 0 || resilient); i++) {
         char node[ZKR_NODE_MAX];
         int64_t token = 0;
         long seq = -1;
@@ -324,7 +354,12 @@ int main(int argc, char **argv)
             continue;
         }
         hist("enqueue", 0, 0);
-        rc = zkr_lock_acquire(l, 60000);
+        rc = zkr_lock_acquire(l, resilient ? 10000 : 60000);
+        if (rc != 0 && resilient) {
+            hist("giveup", rc, 0);
+            usleep(50000);
+            continue;
+        }
         if (rc != 0)
             break;
         zkr_lock_token(l, &token);
@@ -343,11 +378,15 @@ int main(int argc, char **argv)
         } else {
             usleep((useconds_t)hold * 1000);
         }
+        if (store != NULL)
+            fenced_write(store, token);
         log_line(logfd, "RELEASE", id, seq, token);
         if (holders != NULL)
             count_holders(holders, -1);
         hist("release", token, 0);
         rc = zkr_lock_release(l);
+        if (resilient)
+            rc = 0; /* ZKR_ELOST: it was lost meanwhile; go on */
     }
     hist("exit", rc, 0);
     zkr_lock_free(l);
