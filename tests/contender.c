@@ -33,7 +33,10 @@
  * passed instead of ITERS iterations, and -r keeps going after an error
  * (logged as "giveup <rc>"), acquiring with a 10 s timeout. With -F, a
  * holder also writes once more just before releasing, so a holder that was
- * paused or cut off meanwhile tries a late write the store must reject. */
+ * paused or cut off meanwhile tries a late write the store must reject.
+ *
+ * -w GOFILE: once its session is open, log "ready" and wait until GOFILE
+ * exists, so that a test can start all contenders' loops at once. */
 #define _DEFAULT_SOURCE
 #include <fcntl.h>
 #include <inttypes.h>
@@ -244,10 +247,12 @@ int main(int argc, char **argv)
     const char *holders = NULL; /* -k FILE: "<now> <max>" holders count */
     const char *history = NULL; /* -H FILE: events for tests/zkr-check */
     const char *store = NULL;   /* -F FILE: fenced store */
+    const char *go = NULL;      /* -w FILE: start when it exists */
     zkr_session_t *s;
     zkr_lock_t *l;
 
-    while ((opt = getopt(argc, argv, "s:p:n:c:l:i:t:h:bP:k:H:F:Ed:r")) != -1) {
+    while ((opt = getopt(argc, argv, "s:p:n:c:l:i:t:h:bP:k:H:F:Ed:rw:")) !=
+           -1) {
         switch (opt) {
         case 's':
             hosts = optarg;
@@ -297,6 +302,9 @@ int main(int argc, char **argv)
         case 'r':
             resilient = 1;
             break;
+        case 'w':
+            go = optarg;
+            break;
         default:
             return 2;
         }
@@ -314,6 +322,11 @@ int main(int argc, char **argv)
     if (zkr_session_open(&s, hosts, timeout, NULL) != 0)
         return 3;
     hist_session = s;
+    if (go != NULL) {
+        hist("ready", 0, 0);
+        while (access(go, F_OK) != 0)
+            usleep(5000);
+    }
     if (elector) {
         rc = run_elector(s, path, id, iters, hold, broken);
         hist("exit", rc, 0);

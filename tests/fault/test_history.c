@@ -71,38 +71,47 @@ static long field_of(const struct check *c, const char *key)
     return p != NULL ? atol(p + strlen(pat)) : -1;
 }
 
+/* Contenders that logged "ready" in the history. */
+static int count_ready(const char *hist)
+{
+    char line[256];
+    int n = 0;
+    FILE *f = fopen(hist, "r");
+
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        n += strstr(line, " ready ") != NULL;
+    fclose(f);
+    return n;
+}
+
 /* Spawns n contenders on path with history and fenced store in dir. */
 static void run_history(const char *dir, const char *path, int n, int iters,
                         int broken)
 {
     char *prog = zkt_build_path("tests/contender");
-    char hist[512], store[512], iters_s[16];
+    char hist[512], store[512], iters_s[16], go[512];
     pid_t pids[16];
 
+    snprintf(go, sizeof(go), "%s/go", dir);
     snprintf(hist, sizeof(hist), "%s/history", dir);
     snprintf(store, sizeof(store), "%s/store", dir);
     snprintf(iters_s, sizeof(iters_s), "%d", iters);
     for (int i = 0; i < n; i++) {
-        char *argv[] = {prog,
-                        "-s",
-                        (char *)zkt_server_hosts(server),
-                        "-p",
-                        (char *)path,
-                        "-n",
-                        iters_s,
-                        "-H",
-                        hist,
-                        "-F",
-                        store,
-                        "-t",
-                        "4000",
-                        "-h",
-                        broken ? "20" : "3",
-                        broken ? "-b" : NULL,
+        char *argv[] = {prog,    "-s",         (char *)zkt_server_hosts(server),
+                        "-p",    (char *)path, "-n",
+                        iters_s, "-H",         hist,
+                        "-F",    store,        "-t",
+                        "4000",  "-h",         broken ? "20" : "3",
+                        "-w",    go,           broken ? "-b" : NULL,
                         NULL};
         pids[i] = zkt_spawn(argv, -1);
         assert_true(pids[i] > 0);
     }
+    /* Start every loop at once: the broken ones must overlap. */
+    assert_true(ZKT_WAIT_UNTIL(count_ready(hist) == n, 30000));
+    fclose(fopen(go, "w"));
     for (int i = 0; i < n; i++) {
         int st = -1;
         assert_int_equal(zkt_wait_pid(pids[i], 120000, &st), 0);
