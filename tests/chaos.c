@@ -18,7 +18,9 @@
  * drops everything for 0.3 s to 1.5 session timeouts: short blips and
  * partitions with expiry), delay (200 ms each way for 1-3 s),
  * drop-create (the next create's reply is lost), pause (SIGSTOP of one
- * process for 0.2 s to 1.5 session timeouts: zombies), kill (SIGKILL of
+ * process for 0.2 s to 1.5 session timeouts; half the time the lock's
+ * holder, past its session timeout: a zombie whose late fenced write must
+ * be rejected), kill (SIGKILL of
  * one process, restarted at once; the next fault waits for the session
  * timeout so that the handover is measured alone), server-pause (within
  * half the session timeout), server-restart (killed, back within half the
@@ -55,6 +57,7 @@ static char hist[512], store[512];
 static int session_ms = 3000;
 static int64_t end_ms;
 static char *contender;
+static zhandle_t *raw; /* direct to the server, for finding the holder */
 
 static void event(const char *what, const char *arg)
 {
@@ -103,7 +106,7 @@ static void spawn(struct proc *p)
     argv[k++] = "-i";
     argv[k++] = p->id;
     argv[k++] = "-h";
-    argv[k++] = p->elector ? "50" : "10";
+    argv[k++] = p->elector ? "50" : "20";
     if (p->elector) {
         argv[k++] = "-E";
     } else {
@@ -121,6 +124,41 @@ static void spawn(struct proc *p)
 static int rnd(int lo, int hi)
 {
     return lo + rand() % (hi - lo + 1);
+}
+
+/* The process whose node is first in the lock's queue right now (node
+ * data is the contender's id), or NULL. */
+static struct proc *lock_holder(void)
+{
+    struct String_vector v = {0, NULL};
+    const char *first = NULL;
+    long best = 0;
+    char path[256], id[32];
+    int len = (int)sizeof(id) - 1;
+    struct proc *p = NULL;
+
+    if (zoo_get_children(raw, LOCK_PATH, 0, &v) != ZOK)
+        return NULL;
+    for (int i = 0; i < v.count; i++) {
+        const char *dash = strrchr(v.data[i], '-');
+        long seq = dash != NULL ? strtol(dash + 1, NULL, 10) : 0;
+
+        if (first == NULL || seq < best) {
+            first = v.data[i];
+            best = seq;
+        }
+    }
+    if (first != NULL) {
+        snprintf(path, sizeof(path), LOCK_PATH "/%s", first);
+        if (zoo_get(raw, path, 0, id, &len, NULL) == ZOK && len >= 0) {
+            id[len] = '\0';
+            for (int i = 0; i < nprocs && p == NULL; i++)
+                if (strcmp(procs[i].id, id) == 0)
+                    p = &procs[i];
+        }
+    }
+    deallocate_String_vector(&v);
+    return p;
 }
 
 /* One fault, from start to stop. Returns how long to wait extra after. */
@@ -145,9 +183,17 @@ static int inject(const char **kinds, int nkinds)
         zkt_proxy_cmd(proxy, "drop-create-reply");
         zkt_sleep_ms(500);
     } else if (strcmp(kind, "pause") == 0) {
+        /* Half the time, freeze the holder past its session timeout: a
+         * zombie that will try a late fenced write when it runs again. */
+        struct proc *h = rand() % 2 ? lock_holder() : NULL;
+        int ms = h != NULL ? rnd(session_ms * 5 / 4, session_ms * 3 / 2)
+                           : rnd(200, session_ms * 3 / 2);
+
+        if (h != NULL)
+            p = h;
         event_pid("pause", p->pid);
         kill(p->pid, SIGSTOP);
-        zkt_sleep_ms(rnd(200, session_ms * 3 / 2));
+        zkt_sleep_ms(ms);
         kill(p->pid, SIGCONT);
         event_pid("unpause", p->pid);
     } else if (strcmp(kind, "kill") == 0) {
@@ -253,6 +299,9 @@ int main(int argc, char **argv)
             seconds, lockers, electors, session_ms, seed, hist);
     t0 = zkt_now_ms();
     end_ms = t0 + 1000LL * seconds;
+    raw = zkt_connect(zkt_server_hosts(server), 30000);
+    if (raw == NULL)
+        return 3;
     for (int i = 0; i < lockers + electors; i++) {
         struct proc *p = &procs[nprocs++];
 
@@ -278,7 +327,7 @@ int main(int argc, char **argv)
         zkt_wait_pid(procs[i].pid, 120000, NULL);
 
     /* Nothing may be left once every process has gone. */
-    zh = zkt_connect(zkt_server_hosts(server), 10000);
+    zh = raw;
     ZKT_WAIT_UNTIL(zkt_count_children(zh, LOCK_PATH) == 0 &&
                        zkt_count_children(zh, ELECT_PATH) == 0,
                    2 * session_ms + 2000);
