@@ -2,7 +2,8 @@
  * processes (tests/contender -r -d) against one real server, some through
  * the fault proxy, while a fault is injected every 0.5-3 s at random. At
  * the end the history checker (tests/zkr-check) judges every process's
- * events, the server is checked for leftover nodes and watches, and one
+ * events, the server is checked for leftover nodes (getChildren and the
+ * ephemerals in "dump") and watches ("wchs"), and one
  * reliability line is printed:
  *
  *   chaos: seconds=... <zkr-check's counters> orphans=N leaked_watches=N
@@ -334,6 +335,18 @@ int main(int argc, char **argv)
     orphans =
         zkt_count_children(zh, LOCK_PATH) + zkt_count_children(zh, ELECT_PATH);
     zookeeper_close(zh);
+    {
+        /* The server's own view: ephemerals still listed by "dump". */
+        char *dump = zkt_4lw(server, "dump");
+        int in_dump = 0;
+
+        for (char *q = dump; q != NULL && (q = strstr(q, "/chaos/")) != NULL;
+             q++)
+            in_dump++;
+        if (dump == NULL || in_dump > orphans)
+            orphans = dump == NULL ? -1 : in_dump;
+        free(dump);
+    }
     ZKT_WAIT_UNTIL(zkt_total_watches(server) == 0, 5000);
     watches = (int)zkt_total_watches(server);
 
