@@ -461,9 +461,9 @@ int main(void)
         cmocka_unit_test(test_waiter_expired),
         cmocka_unit_test(test_server_restart_keeps_lock),
         cmocka_unit_test(test_server_paused_past_timeout),
-        cmocka_unit_test(test_server_restart_beyond_timeout),
         cmocka_unit_test(test_release_while_disconnected),
         cmocka_unit_test(test_connection_lost_during_create),
+        cmocka_unit_test(test_server_restart_beyond_timeout),
     };
     return cmocka_run_group_tests_name("faults", tests, setup, teardown);
 }
