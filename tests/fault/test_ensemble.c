@@ -135,6 +135,20 @@ static void pair_finish(struct pair *p, const char *path)
                       zkr_state_name(zkr_session_state(p->b)), p->rb.n,
                       p->rb.n ? p->rb.what[0] : 0,
                       zkt_count_children(raw, path));
+        print_message(
+            "# waiter's session 0x%llx: %llu listings, %llu watch "
+            "events, %llu sessions\n",
+            (unsigned long long)zkr_session_id(p->b),
+            (unsigned long long)zkr_session_counter(p->b, ZKR_COUNTER_LISTS),
+            (unsigned long long)zkr_session_counter(p->b,
+                                                    ZKR_COUNTER_WATCH_EVENTS),
+            (unsigned long long)zkr_session_counter(p->b,
+                                                    ZKR_COUNTER_SESSIONS));
+        for (int i = 0; i < zkt_ensemble_size(ens); i++) {
+            char *w = zkt_4lw(zkt_ensemble_member(ens, i), "wchc");
+            print_message("# member %d wchc: %s\n", i, w ? w : "(none)");
+            free(w);
+        }
         fail();
     }
     assert_int_equal(zkr_lock_token(p->lb, &tb), 0);
