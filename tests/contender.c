@@ -11,9 +11,35 @@
  *   RELEASE <monotonic ms> <id> <seq> <token>
  * lines to LOG (O_APPEND, one write per line) and releases. Exits 0 when
  * every iteration succeeded. -b ("broken") does the same without taking
- * the lock, so a test can show that its checks catch a broken lock. */
+ * the lock, so a test can show that its checks catch a broken lock.
+ *
+ * -H HISTORY appends the events the checker (tests/zkr-check) judges, one
+ * line each, "<monotonic ns> <pid> <session id, hex> <event> <a> <b>":
+ * enqueue, grant <token> <seq>, release <token>, suspend, held (verified
+ * again after a suspension), lost (lock listener states), session-level
+ * s-suspend/s-reconnect/s-lost, fence-ok/fence-reject <token>, exit <rc>.
+ * -F STORE makes every grant write once to a fenced store: a file holding
+ * the highest token admitted, updated with zkr_fence_admit() under a file
+ * lock (the fence event is logged under the same lock, so the history
+ * orders writes as the store saw them).
+ *
+ * -E makes it an elector instead: each iteration joins the election at
+ * PATH, waits to lead, logs "leader-on <epoch>", leads HOLD_MS, logs
+ * "leader-off" and leaves; a loss reported by the election listener is
+ * logged as "leader-off" at once. With -b it claims leadership without an
+ * election (epoch = iteration + 1), for the checker's self-test.
+ *
+ * For the soak (tests/chaos): -d SECONDS runs until that much time has
+ * passed instead of ITERS iterations, and -r keeps going after an error
+ * (logged as "giveup <rc>"), acquiring with a 10 s timeout. With -F, a
+ * holder also writes once more just before releasing, so a holder that was
+ * paused or cut off meanwhile tries a late write the store must reject.
+ *
+ * -w GOFILE: once its session is open, log "ready" and wait until GOFILE
+ * exists, so that a test can start all contenders' loops at once. */
 #define _DEFAULT_SOURCE
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +49,135 @@
 
 #include "harness.h"
 #include "zkr.h"
+
+static int64_t run_until_ms; /* -d: stop after this time (monotonic ms) */
+static int resilient;        /* -r */
+
+/* Whether another iteration is due. */
+static int more(int i, int iters)
+{
+    return run_until_ms > 0 ? zkt_now_ms() < run_until_ms : i < iters;
+}
+
+static int hist_fd = -1;
+static zkr_session_t *hist_session;
+
+/* One history event, one write (O_APPEND keeps lines whole). */
+static void hist(const char *event, long long a, long long b)
+{
+    struct timespec ts;
+    char buf[160];
+    int n;
+
+    if (hist_fd < 0)
+        return;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    n = snprintf(
+        buf, sizeof(buf), "%lld %ld %" PRIx64 " %s %lld %lld\n",
+        (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec, (long)getpid(),
+        hist_session != NULL ? (uint64_t)zkr_session_id(hist_session) : 0,
+        event, a, b);
+    if (write(hist_fd, buf, (size_t)n) != n)
+        _exit(5);
+}
+
+static void on_session(zkr_session_t *s, zkr_state_t st, void *data)
+{
+    (void)s;
+    (void)data;
+    if (st == ZKR_STATE_SUSPENDED)
+        hist("s-suspend", 0, 0);
+    else if (st == ZKR_STATE_RECONNECTED)
+        hist("s-reconnect", 0, 0);
+    else if (st == ZKR_STATE_LOST)
+        hist("s-lost", 0, 0);
+}
+
+static void on_lock(zkr_lock_t *l, zkr_lock_state_t st, void *data)
+{
+    (void)l;
+    (void)data;
+    if (st == ZKR_LOCK_SUSPENDED)
+        hist("suspend", 0, 0);
+    else if (st == ZKR_LOCK_HELD)
+        hist("held", 0, 0);
+    else if (st == ZKR_LOCK_LOST)
+        hist("lost", 0, 0);
+}
+
+/* One write to the fenced store with token; logs whether it was admitted. */
+static void fenced_write(const char *store, int64_t token)
+{
+    int fd = open(store, O_RDWR | O_CREAT, 0644);
+    char buf[64] = "";
+    int64_t highest = 0;
+    ssize_t n;
+    int rc;
+
+    if (fd < 0 || flock(fd, LOCK_EX) != 0)
+        exit(8);
+    n = pread(fd, buf, sizeof(buf) - 1, 0);
+    if (n > 0) {
+        buf[n] = '\0';
+        highest = strtoll(buf, NULL, 10);
+    }
+    rc = zkr_fence_admit(&highest, token);
+    if (rc == 0) {
+        n = snprintf(buf, sizeof(buf), "%" PRId64 "\n", highest);
+        if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n)
+            exit(8);
+    }
+    hist(rc == 0 ? "fence-ok" : "fence-reject", token, 0);
+    flock(fd, LOCK_UN);
+    close(fd);
+}
+
+static void on_leader(zkr_election_t *e, int leader, int rc, void *data)
+{
+    (void)e;
+    (void)rc;
+    (void)data;
+    if (!leader)
+        hist("leader-off", 0, 0);
+}
+
+/* The -E loop: iters terms of leadership. */
+static int run_elector(zkr_session_t *s, const char *path, const char *id,
+                       int iters, int hold, int broken)
+{
+    zkr_election_t *e = NULL;
+    int rc = 0;
+
+    if (zkr_election_new(&e, s, path, id, NULL, ZKR_POLICY_SUSPEND) != 0 ||
+        zkr_election_set_listener(e, on_leader, NULL) != 0)
+        return 3;
+    for (int i = 0; more(i, iters) && (rc == 0 || resilient); i++) {
+        int64_t epoch = i + 1;
+
+        if (!broken) {
+            hist("enqueue", 0, 0);
+            if ((rc = zkr_election_join(e)) != 0 ||
+                (rc = zkr_election_await(e, resilient ? 10000 : 60000)) != 0 ||
+                (rc = zkr_election_epoch(e, &epoch)) != 0) {
+                if (!resilient)
+                    break;
+                hist("giveup", rc, 0);
+                zkr_election_leave(e);
+                usleep(50000);
+                continue;
+            }
+        }
+        hist("leader-on", epoch, 0);
+        usleep((useconds_t)hold * 1000);
+        hist("leader-off", 0, 0);
+        if (!broken)
+            rc = zkr_election_leave(e);
+    }
+    if (resilient)
+        rc = 0;
+    zkr_election_free(e);
+    return rc;
+}
 
 static void log_line(int fd, const char *what, const char *id, long seq,
                      int64_t token)
@@ -87,12 +242,17 @@ int main(int argc, char **argv)
     const char *id = "contender";
     int iters = 1, timeout = 10000, hold = 2, opt, logfd = -1, rc = 0;
     int broken = 0;  /* -b: skip the lock, to show the checks catch it */
+    int elector = 0; /* -E: take part in an election instead */
     int permits = 0; /* -P N: a permit of a semaphore of N instead */
     const char *holders = NULL; /* -k FILE: "<now> <max>" holders count */
+    const char *history = NULL; /* -H FILE: events for tests/zkr-check */
+    const char *store = NULL;   /* -F FILE: fenced store */
+    const char *go = NULL;      /* -w FILE: start when it exists */
     zkr_session_t *s;
     zkr_lock_t *l;
 
-    while ((opt = getopt(argc, argv, "s:p:n:c:l:i:t:h:bP:k:")) != -1) {
+    while ((opt = getopt(argc, argv, "s:p:n:c:l:i:t:h:bP:k:H:F:Ed:rw:")) !=
+           -1) {
         switch (opt) {
         case 's':
             hosts = optarg;
@@ -127,27 +287,71 @@ int main(int argc, char **argv)
         case 'k':
             holders = optarg;
             break;
+        case 'H':
+            history = optarg;
+            break;
+        case 'F':
+            store = optarg;
+            break;
+        case 'E':
+            elector = 1;
+            break;
+        case 'd':
+            run_until_ms = zkt_now_ms() + 1000LL * atoi(optarg);
+            break;
+        case 'r':
+            resilient = 1;
+            break;
+        case 'w':
+            go = optarg;
+            break;
         default:
             return 2;
         }
     }
     if (hosts == NULL || path == NULL)
         return 2;
-    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    /* Under -r (the soak) connection errors are the point: not logged. */
+    zoo_set_debug_level(resilient ? (ZooLogLevel)0 : ZOO_LOG_LEVEL_ERROR);
     if (logp != NULL &&
         (logfd = open(logp, O_WRONLY | O_APPEND | O_CREAT, 0644)) < 0)
         return 3;
+    if (history != NULL &&
+        (hist_fd = open(history, O_WRONLY | O_APPEND | O_CREAT, 0644)) < 0)
+        return 3;
     if (zkr_session_open(&s, hosts, timeout, NULL) != 0)
         return 3;
+    hist_session = s;
+    if (go != NULL) {
+        hist("ready", 0, 0);
+        while (access(go, F_OK) != 0)
+            usleep(5000);
+    }
+    if (elector) {
+        rc = run_elector(s, path, id, iters, hold, broken);
+        hist("exit", rc, 0);
+        zkr_session_free(s);
+        if (rc != 0)
+            fprintf(stderr, "contender %s: %s\n", id, zkr_strerror(rc));
+        return rc == 0 ? 0 : 1;
+    }
     if ((permits > 0 ? zkr_semaphore_new(&l, s, path, permits, id, NULL)
                      : zkr_lock_new(&l, s, path, id, NULL)) != 0)
         return 3;
-    for (int i = 0; i < iters && rc == 0; i++) {
+    if (history != NULL &&
+        (zkr_session_add_listener(s, on_session, NULL) != 0 ||
+         zkr_lock_set_listener(l, on_lock, NULL) != 0))
+        return 3;
+    for (int i = 0; more(i, iters) && (rc == 0 || resilient); i++) {
         char node[ZKR_NODE_MAX];
         int64_t token = 0;
         long seq = -1;
 
         if (broken) {
+            hist("enqueue", 0, 0);
+            hist("grant", i + 1, i);
+            if (store != NULL)
+                fenced_write(store, i + 1);
             log_line(logfd, "GRANT", id, i, i + 1);
             if (holders != NULL)
                 count_holders(holders, +1);
@@ -159,16 +363,26 @@ int main(int argc, char **argv)
             if (holders != NULL)
                 count_holders(holders, -1);
             log_line(logfd, "RELEASE", id, i, i + 1);
+            hist("release", i + 1, 0);
             continue;
         }
-        rc = zkr_lock_acquire(l, 60000);
+        hist("enqueue", 0, 0);
+        rc = zkr_lock_acquire(l, resilient ? 10000 : 60000);
+        if (rc != 0 && resilient) {
+            hist("giveup", rc, 0);
+            usleep(50000);
+            continue;
+        }
         if (rc != 0)
             break;
         zkr_lock_token(l, &token);
         if (holders != NULL)
             count_holders(holders, +1);
         if (zkr_lock_node(l, node, sizeof(node)) == 0)
-            seq = strtol(strstr(node, "-lock-") + 6, NULL, 10);
+            seq = strtol(strrchr(node, '-') + 1, NULL, 10);
+        hist("grant", token, seq);
+        if (store != NULL)
+            fenced_write(store, token);
         log_line(logfd, "GRANT", id, seq, token);
         if (counter != NULL) {
             long v = read_counter(counter);
@@ -177,11 +391,17 @@ int main(int argc, char **argv)
         } else {
             usleep((useconds_t)hold * 1000);
         }
+        if (store != NULL)
+            fenced_write(store, token);
         log_line(logfd, "RELEASE", id, seq, token);
         if (holders != NULL)
             count_holders(holders, -1);
+        hist("release", token, 0);
         rc = zkr_lock_release(l);
+        if (resilient)
+            rc = 0; /* ZKR_ELOST: it was lost meanwhile; go on */
     }
+    hist("exit", rc, 0);
     zkr_lock_free(l);
     zkr_session_free(s);
     if (logfd >= 0)

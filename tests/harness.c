@@ -43,6 +43,7 @@
 #define ZKT_LOG_JARS                                                           \
     ":/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar"
 #define ZKT_MAIN "org.apache.zookeeper.server.ZooKeeperServerMain"
+#define ZKT_QUORUM_MAIN "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
 struct zkt_server {
     pid_t pid; /* -1 while not running */
@@ -56,7 +57,9 @@ struct zkt_server {
     char *log_opt;  /* -Dzookeeper.log.dir=<dir> */
     char *java;
     char *classpath;
-    zkt_server_t *next; /* in the list of live servers */
+    const char *main_class; /* ZKT_MAIN, or ZKT_QUORUM_MAIN in an ensemble */
+    char *servers_cfg;      /* "server.N=..." lines of an ensemble, or NULL */
+    zkt_server_t *next;     /* in the list of live servers */
 };
 
 /* ------------------------------------------------------------ utilities */
@@ -67,6 +70,16 @@ int64_t zkt_now_ms(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int zkt_scaled_ms(int ms)
+{
+    const char *env = getenv("ZKR_TEST_TIME_SCALE");
+    double k = env != NULL ? strtod(env, NULL) : 1.0;
+
+    if (!(k > 0) || k > 100)
+        k = 1.0;
+    return (int)(ms * k);
 }
 
 void zkt_sleep_ms(int ms)
@@ -640,6 +653,8 @@ static int write_config(const zkt_server_t *s)
             /* Tests need no durability against power loss: skip fsync. */
             "forceSync=no\n",
             s->data_dir, s->port);
+    if (s->servers_cfg != NULL)
+        fputs(s->servers_cfg, f);
     rc = ferror(f) ? -1 : 0;
     if (fclose(f) != 0)
         rc = -1;
@@ -659,7 +674,7 @@ static int spawn_server(zkt_server_t *s)
         s->log_opt,
         "-cp",
         s->classpath,
-        ZKT_MAIN,
+        (char *)s->main_class,
         s->cfg_path,
         NULL,
     };
@@ -886,6 +901,7 @@ static void server_free(zkt_server_t *s)
     free(s->log_opt);
     free(s->java);
     free(s->classpath);
+    free(s->servers_cfg);
     free(s);
 }
 
@@ -907,6 +923,7 @@ static zkt_server_t *server_new(void)
     s->log_opt = xasprintf("-Dzookeeper.log.dir=%s", s->dir);
     s->java = find_java();
     s->classpath = make_classpath();
+    s->main_class = ZKT_MAIN;
     if (s->data_dir == NULL || s->cfg_path == NULL || s->log_path == NULL ||
         s->log_opt == NULL || s->java == NULL || s->classpath == NULL ||
         write_owner(s) != 0 || mkdir(s->data_dir, 0755) == -1) {
@@ -1186,4 +1203,152 @@ void zkt_proxy_stop(zkt_proxy_t *p)
     }
     close(p->ctl);
     free(p);
+}
+
+/* ------------------------------------------------------------- ensemble */
+
+struct zkt_ensemble {
+    int n;
+    zkt_server_t *m[ZKT_ENSEMBLE_MAX];
+    char hosts[ZKT_ENSEMBLE_MAX * 24];
+};
+
+/* Gives member i its ports, myid file and config; 0 or -1. */
+static int ensemble_config(zkt_ensemble_t *e, const int *qport,
+                           const int *eport, int i)
+{
+    zkt_server_t *s = e->m[i];
+    char *myid = xasprintf("%s/myid", s->data_dir);
+    size_t cap = 128 * (size_t)e->n;
+    size_t len = 0;
+    FILE *f;
+    int rc = -1;
+
+    s->servers_cfg = malloc(cap);
+    if (myid == NULL || s->servers_cfg == NULL)
+        goto out;
+    for (int k = 0; k < e->n; k++)
+        len += (size_t)snprintf(s->servers_cfg + len, cap - len,
+                                "server.%d=127.0.0.1:%d:%d\n", k + 1, qport[k],
+                                eport[k]);
+    f = fopen(myid, "w");
+    if (f == NULL)
+        goto out;
+    fprintf(f, "%d\n", i + 1);
+    if (fclose(f) == 0)
+        rc = write_config(s);
+out:
+    free(myid);
+    return rc;
+}
+
+void zkt_ensemble_stop(zkt_ensemble_t *e)
+{
+    if (e == NULL)
+        return;
+    for (int i = 0; i < e->n; i++)
+        zkt_server_stop(e->m[i]);
+    free(e);
+}
+
+int zkt_ensemble_start(int n, zkt_ensemble_t **out)
+{
+    int64_t deadline = zkt_now_ms() + ZKT_READY_TIMEOUT_MS;
+    int qport[ZKT_ENSEMBLE_MAX], eport[ZKT_ENSEMBLE_MAX];
+    zkt_ensemble_t *e;
+    size_t len = 0;
+
+    *out = NULL;
+    if (n < 1 || n > ZKT_ENSEMBLE_MAX)
+        return -1;
+    e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return -1;
+    quiet_client_log();
+    sweep_stale_dirs();
+    for (int i = 0; i < n; i++) {
+        e->m[i] = server_new();
+        if (e->m[i] == NULL)
+            goto fail;
+        e->n = i + 1;
+        live_add(e->m[i]);
+        e->m[i]->main_class = ZKT_QUORUM_MAIN;
+        e->m[i]->port = free_port();
+        qport[i] = free_port();
+        eport[i] = free_port();
+        if (e->m[i]->port <= 0 || qport[i] <= 0 || eport[i] <= 0)
+            goto fail;
+        snprintf(e->m[i]->hosts, sizeof(e->m[i]->hosts), "127.0.0.1:%d",
+                 e->m[i]->port);
+        len += (size_t)snprintf(e->hosts + len, sizeof(e->hosts) - len, "%s%s",
+                                i ? "," : "", e->m[i]->hosts);
+    }
+    /* All members first: none serves before a quorum has formed. */
+    for (int i = 0; i < n; i++)
+        if (ensemble_config(e, qport, eport, i) != 0 ||
+            spawn_server(e->m[i]) != 0)
+            goto fail;
+    for (int i = 0; i < n; i++) {
+        if (wait_ready(e->m[i], deadline) != 0) {
+            dump_log_tail(e->m[i]);
+            goto fail;
+        }
+    }
+    *out = e;
+    return 0;
+fail:
+    zkt_ensemble_stop(e);
+    return -1;
+}
+
+const char *zkt_ensemble_hosts(const zkt_ensemble_t *e)
+{
+    return e->hosts;
+}
+
+int zkt_ensemble_size(const zkt_ensemble_t *e)
+{
+    return e->n;
+}
+
+zkt_server_t *zkt_ensemble_member(zkt_ensemble_t *e, int i)
+{
+    return i >= 0 && i < e->n ? e->m[i] : NULL;
+}
+
+/* "Mode: leader" or "Mode: follower" in srvr, else NULL. */
+static const char *member_mode(zkt_server_t *s)
+{
+    char *reply;
+    const char *mode = NULL;
+
+    if (s->pid <= 0 || s->paused)
+        return NULL;
+    reply = four_letter_word(s->port, "srvr", 1000);
+    if (reply != NULL && strstr(reply, "Mode: leader") != NULL)
+        mode = "leader";
+    else if (reply != NULL && strstr(reply, "Mode: follower") != NULL)
+        mode = "follower";
+    free(reply);
+    return mode;
+}
+
+int zkt_ensemble_leader(zkt_ensemble_t *e)
+{
+    for (int i = 0; i < e->n; i++) {
+        const char *mode = member_mode(e->m[i]);
+
+        if (mode != NULL && strcmp(mode, "leader") == 0)
+            return i;
+    }
+    return -1;
+}
+
+int zkt_ensemble_serving(zkt_ensemble_t *e)
+{
+    int n = 0;
+
+    for (int i = 0; i < e->n; i++)
+        n += member_mode(e->m[i]) != NULL;
+    return n;
 }

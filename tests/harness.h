@@ -120,6 +120,13 @@ zhandle_t *zkt_connect(const char *hosts, int session_timeout_ms);
  */
 int zkt_wait_connected(zhandle_t *zh, int timeout_ms);
 
+/**
+ * ms times $ZKR_TEST_TIME_SCALE (a positive number, default 1): the one
+ * knob that stretches the fault tests' waits and bounds on a slow machine
+ * or under valgrind. Session timeouts are not scaled.
+ */
+int zkt_scaled_ms(int ms);
+
 /** CLOCK_MONOTONIC in milliseconds. */
 int64_t zkt_now_ms(void);
 
@@ -211,6 +218,46 @@ int zkt_proxy_cmd(zkt_proxy_t *p, const char *cmd);
  * frees p. NULL is a harmless no-op.
  */
 void zkt_proxy_stop(zkt_proxy_t *p);
+
+/** Most members of an ensemble. */
+#define ZKT_ENSEMBLE_MAX 7
+
+/**
+ * An ensemble of ZooKeeper servers (QuorumPeerMain) on loopback, each with
+ * its own client, quorum and election ports and data dir. Each member is a
+ * zkt_server_t: kill, pause, resume, restart, 4lw and pid work on it as on
+ * a standalone server (zkt_server_restart() returns once that member
+ * serves, which needs a quorum of the others).
+ */
+typedef struct zkt_ensemble zkt_ensemble_t;
+
+/**
+ * Starts n members (tickTime=200, syncLimit=5: a follower that hears
+ * nothing from the leader for 1 s drops out) and waits (60 s) until every
+ * one serves clients. 0 and *out set, or -1 with nothing left running.
+ */
+int zkt_ensemble_start(int n, zkt_ensemble_t **out);
+
+/** Stops every member and frees e. NULL is a harmless no-op. */
+void zkt_ensemble_stop(zkt_ensemble_t *e);
+
+/** "127.0.0.1:P1,127.0.0.1:P2,..."; owned by e. */
+const char *zkt_ensemble_hosts(const zkt_ensemble_t *e);
+
+/** Number of members. */
+int zkt_ensemble_size(const zkt_ensemble_t *e);
+
+/** Member i (0-based), or NULL. Owned by e: do not stop it. */
+zkt_server_t *zkt_ensemble_member(zkt_ensemble_t *e, int i);
+
+/**
+ * Index of the member whose "srvr" says "Mode: leader" (running, not
+ * paused members only), or -1 if none does right now.
+ */
+int zkt_ensemble_leader(zkt_ensemble_t *e);
+
+/** How many members are leader or follower right now (i.e. serving). */
+int zkt_ensemble_serving(zkt_ensemble_t *e);
 
 #ifdef __cplusplus
 }

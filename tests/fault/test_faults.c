@@ -312,6 +312,63 @@ static void test_server_paused_past_timeout(void **state)
     assert_true(ZKT_WAIT_UNTIL(children("/f/pause") == 0, 10000));
 }
 
+/* The server is killed and restarted only after the session timeout:
+ * the holder declares LOST by itself while the server is down (so before
+ * anyone could be granted), the waiter's acquire fails with ZKR_ELOST
+ * rather than succeeding, and once the server is back both sessions
+ * start afresh and everyone acquires again with higher tokens; the old
+ * nodes are gone. */
+static void test_server_restart_beyond_timeout(void **state)
+{
+    enum { T = 3000 };
+    zkr_session_t *a = open_session(T), *b = open_session(T);
+    zkr_lock_t *la = new_lock(a, "/f/restart2", NULL),
+               *lb = new_lock(b, "/f/restart2", NULL);
+    static struct rec ra, rb;
+    int64_t t_kill, t1, t2, t3;
+
+    (void)state;
+    rec_init(&ra);
+    rec_init(&rb);
+    zkr_lock_set_listener(la, on_lock_state, &ra);
+    assert_int_equal(zkr_lock_acquire(la, -1), 0);
+    t1 = token_of(la);
+    assert_int_equal(zkr_lock_acquire_async(lb, -1, on_done, &rb), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/f/restart2") == 2, 5000));
+
+    zookeeper_close(raw);
+    raw = NULL;
+    t_kill = zkt_now_ms();
+    assert_int_equal(zkt_server_kill(server), 0);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&ra, ZKR_LOCK_LOST) >= 0, 2 * T));
+    assert_true(rec_find(&ra, ZKR_LOCK_SUSPENDED) >= 0);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&rb, ZKR_ELOST) >= 0, 2 * T));
+    while (zkt_now_ms() < t_kill + T + 1000)
+        zkt_sleep_ms(20);
+    assert_int_equal(zkt_server_restart(server), 0);
+    raw = zkt_connect(zkt_server_hosts(server), 10000);
+    assert_non_null(raw);
+
+    assert_int_equal(rec_find(&rb, 1), -1);
+    assert_int_equal(zkr_lock_release(la), ZKR_ELOST);
+    assert_int_equal(zkr_session_wait_connected(a, 20000), 0);
+    assert_int_equal(zkr_session_wait_connected(b, 20000), 0);
+    assert_int_equal(zkr_lock_acquire(lb, 20000), 0);
+    t2 = token_of(lb);
+    assert_true(t2 > t1);
+    assert_int_equal(zkr_lock_acquire(la, 0), ZKR_EBUSY);
+    assert_int_equal(zkr_lock_release(lb), 0);
+    assert_int_equal(zkr_lock_acquire(la, 20000), 0);
+    t3 = token_of(la);
+    assert_true(t3 > t2);
+    assert_int_equal(zkr_lock_release(la), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/f/restart2") == 0, 10000));
+    zkr_lock_free(la);
+    zkr_lock_free(lb);
+    zkr_session_free(a);
+    zkr_session_free(b);
+}
+
 /* Release while disconnected: local state is kept (RELEASING) until the
  * delete is confirmed after reconnecting; no node is left behind. */
 static void test_release_while_disconnected(void **state)
@@ -411,6 +468,7 @@ int main(void)
         cmocka_unit_test(test_server_paused_past_timeout),
         cmocka_unit_test(test_release_while_disconnected),
         cmocka_unit_test(test_connection_lost_during_create),
+        cmocka_unit_test(test_server_restart_beyond_timeout),
     };
     return cmocka_run_group_tests_name("faults", tests, setup, teardown);
 }

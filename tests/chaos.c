@@ -1,0 +1,367 @@
+/* The soak behind `make chaos`: lock contenders and electors in separate
+ * processes (tests/contender -r -d) against one real server, some through
+ * the fault proxy, while a fault is injected every 0.5-3 s at random. At
+ * the end the history checker (tests/zkr-check) judges every process's
+ * events, the server is checked for leftover nodes (getChildren and the
+ * ephemerals in "dump") and watches ("wchs"), and one
+ * reliability line is printed:
+ *
+ *   chaos: seconds=... <zkr-check's counters> orphans=N leaked_watches=N
+ *
+ *   chaos [-d SECONDS] [-l LOCKERS] [-e ELECTORS] [-t SESSION_MS] [-s SEED]
+ *
+ * Defaults: 600 s, 6 lockers (half through the proxy), 3 electors (one
+ * through the proxy), 3000 ms sessions, seed from the clock. Exit status
+ * 0 when the line is clean, 1 otherwise (the history is kept then, and its
+ * path printed).
+ *
+ * Fault kinds: reset (proxy resets every connection), blackhole (proxy
+ * drops everything for 0.3 s to 1.5 session timeouts: short blips and
+ * partitions with expiry), delay (200 ms each way for 1-3 s),
+ * drop-create (the next create's reply is lost), pause (SIGSTOP of one
+ * process for 0.2 s to 1.5 session timeouts; half the time the lock's
+ * holder, past its session timeout: a zombie whose late fenced write must
+ * be rejected), kill (SIGKILL of
+ * one process, restarted at once; the next fault waits for the session
+ * timeout so that the handover is measured alone), server-pause (within
+ * half the session timeout), server-restart (killed, back within half the
+ * session timeout). Every fault is logged to the history (fault-start,
+ * fault-stop, and pause/unpause/kill of a process). */
+#define _DEFAULT_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define MAX_PROCS 32
+#define LOCK_PATH "/chaos/lock"
+#define ELECT_PATH "/chaos/elect"
+
+struct proc {
+    pid_t pid;
+    int elector;
+    int proxied;
+    char id[16];
+};
+
+static zkt_server_t *server;
+static zkt_proxy_t *proxy;
+static struct proc procs[MAX_PROCS];
+static int nprocs;
+static char hist[512], store[512];
+static int session_ms = 3000;
+static int64_t end_ms;
+static char *contender;
+static zhandle_t *raw; /* direct to the server, for finding the holder */
+
+static void event(const char *what, const char *arg)
+{
+    struct timespec ts;
+    FILE *f = fopen(hist, "a");
+
+    if (f == NULL)
+        exit(3);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    fprintf(f, "%lld %ld 0 %s %s 0\n",
+            (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec, (long)getpid(),
+            what, arg);
+    fclose(f);
+}
+
+static void event_pid(const char *what, pid_t pid)
+{
+    char buf[32];
+
+    snprintf(buf, sizeof(buf), "%ld", (long)pid);
+    event(what, buf);
+}
+
+static void spawn(struct proc *p)
+{
+    char secs[32], t[16];
+    char *argv[24];
+    int k = 0;
+    int64_t left = (end_ms - zkt_now_ms()) / 1000;
+
+    snprintf(secs, sizeof(secs), "%lld", (long long)(left > 0 ? left : 0));
+    snprintf(t, sizeof(t), "%d", session_ms);
+    argv[k++] = contender;
+    argv[k++] = "-r";
+    argv[k++] = "-d";
+    argv[k++] = secs;
+    argv[k++] = "-s";
+    argv[k++] = (char *)(p->proxied ? zkt_proxy_hosts(proxy)
+                                    : zkt_server_hosts(server));
+    argv[k++] = "-p";
+    argv[k++] = p->elector ? ELECT_PATH : LOCK_PATH;
+    argv[k++] = "-H";
+    argv[k++] = hist;
+    argv[k++] = "-t";
+    argv[k++] = t;
+    argv[k++] = "-i";
+    argv[k++] = p->id;
+    argv[k++] = "-h";
+    argv[k++] = p->elector ? "50" : "20";
+    if (p->elector) {
+        argv[k++] = "-E";
+    } else {
+        argv[k++] = "-F";
+        argv[k++] = store;
+    }
+    argv[k] = NULL;
+    p->pid = zkt_spawn(argv, -1);
+    if (p->pid <= 0) {
+        fprintf(stderr, "chaos: cannot spawn %s\n", contender);
+        exit(3);
+    }
+}
+
+static int rnd(int lo, int hi)
+{
+    return lo + rand() % (hi - lo + 1);
+}
+
+/* The process whose node is first in the lock's queue right now (node
+ * data is the contender's id), or NULL. */
+static struct proc *lock_holder(void)
+{
+    struct String_vector v = {0, NULL};
+    const char *first = NULL;
+    long best = 0;
+    char path[256], id[32];
+    int len = (int)sizeof(id) - 1;
+    struct proc *p = NULL;
+
+    if (zoo_get_children(raw, LOCK_PATH, 0, &v) != ZOK)
+        return NULL;
+    for (int i = 0; i < v.count; i++) {
+        const char *dash = strrchr(v.data[i], '-');
+        long seq = dash != NULL ? strtol(dash + 1, NULL, 10) : 0;
+
+        if (first == NULL || seq < best) {
+            first = v.data[i];
+            best = seq;
+        }
+    }
+    if (first != NULL) {
+        snprintf(path, sizeof(path), LOCK_PATH "/%s", first);
+        if (zoo_get(raw, path, 0, id, &len, NULL) == ZOK && len >= 0) {
+            id[len] = '\0';
+            for (int i = 0; i < nprocs && p == NULL; i++)
+                if (strcmp(procs[i].id, id) == 0)
+                    p = &procs[i];
+        }
+    }
+    deallocate_String_vector(&v);
+    return p;
+}
+
+/* One fault, from start to stop. Returns how long to wait extra after. */
+static int inject(const char **kinds, int nkinds)
+{
+    const char *kind = kinds[rand() % nkinds];
+    struct proc *p = &procs[rand() % nprocs];
+    int extra = 0;
+
+    event("fault-start", kind);
+    if (strcmp(kind, "reset") == 0) {
+        zkt_proxy_cmd(proxy, "reset");
+    } else if (strcmp(kind, "blackhole") == 0) {
+        zkt_proxy_cmd(proxy, "blackhole");
+        zkt_sleep_ms(rnd(300, session_ms * 3 / 2));
+        zkt_proxy_cmd(proxy, "pass");
+    } else if (strcmp(kind, "delay") == 0) {
+        zkt_proxy_cmd(proxy, "delay 200");
+        zkt_sleep_ms(rnd(1000, 3000));
+        zkt_proxy_cmd(proxy, "pass");
+    } else if (strcmp(kind, "drop-create") == 0) {
+        zkt_proxy_cmd(proxy, "drop-create-reply");
+        zkt_sleep_ms(500);
+    } else if (strcmp(kind, "pause") == 0) {
+        /* Half the time, freeze the holder past its session timeout: a
+         * zombie that will try a late fenced write when it runs again. */
+        struct proc *h = rand() % 2 ? lock_holder() : NULL;
+        int ms = h != NULL ? rnd(session_ms * 5 / 4, session_ms * 3 / 2)
+                           : rnd(200, session_ms * 3 / 2);
+
+        if (h != NULL)
+            p = h;
+        event_pid("pause", p->pid);
+        kill(p->pid, SIGSTOP);
+        zkt_sleep_ms(ms);
+        kill(p->pid, SIGCONT);
+        event_pid("unpause", p->pid);
+    } else if (strcmp(kind, "kill") == 0) {
+        event_pid("kill", p->pid);
+        kill(p->pid, SIGKILL);
+        zkt_wait_pid(p->pid, -1, NULL);
+        spawn(p);
+        extra = session_ms + 1000;
+    } else if (strcmp(kind, "server-pause") == 0) {
+        zkt_server_pause(server);
+        zkt_sleep_ms(rnd(200, session_ms / 2));
+        zkt_server_resume(server);
+    } else if (strcmp(kind, "server-restart") == 0) {
+        zkt_server_kill(server);
+        zkt_sleep_ms(rnd(0, session_ms / 4));
+        if (zkt_server_restart(server) != 0) {
+            fprintf(stderr, "chaos: server restart failed\n");
+            exit(3);
+        }
+    }
+    event("fault-stop", kind);
+    return extra;
+}
+
+/* Runs zkr-check on the history; copies its line (without newline). */
+static int check(char *line, size_t cap)
+{
+    char *prog = zkt_build_path("tests/zkr-check");
+    char out[600], t[16];
+    char *argv[] = {prog, "-v", "-t", t, hist, NULL};
+    int fd, st = -1;
+    FILE *f;
+
+    snprintf(out, sizeof(out), "%s.check", hist);
+    snprintf(t, sizeof(t), "%d", session_ms);
+    fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || zkt_wait_pid(zkt_spawn(argv, fd), 600000, &st) != 0)
+        return -1;
+    close(fd);
+    f = fopen(out, "r");
+    line[0] = '\0';
+    if (f != NULL) {
+        if (fgets(line, (int)cap, f) == NULL)
+            line[0] = '\0';
+        fclose(f);
+    }
+    line[strcspn(line, "\n")] = '\0';
+    free(prog);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int main(int argc, char **argv)
+{
+    static const char *kinds[] = {
+        "reset", "blackhole", "delay",        "drop-create",
+        "pause", "kill",      "server-pause", "server-restart",
+    };
+    int seconds = 600, lockers = 6, electors = 3, opt, faults = 0, rc;
+    unsigned seed = (unsigned)time(NULL);
+    char *dir, line[2048];
+    zhandle_t *zh;
+    int orphans, watches;
+    int64_t t0;
+
+    while ((opt = getopt(argc, argv, "d:l:e:t:s:")) != -1) {
+        switch (opt) {
+        case 'd':
+            seconds = atoi(optarg);
+            break;
+        case 'l':
+            lockers = atoi(optarg);
+            break;
+        case 'e':
+            electors = atoi(optarg);
+            break;
+        case 't':
+            session_ms = atoi(optarg);
+            break;
+        case 's':
+            seed = (unsigned)strtoul(optarg, NULL, 10);
+            break;
+        default:
+            fprintf(stderr, "usage: chaos [-d SECONDS] [-l LOCKERS] "
+                            "[-e ELECTORS] [-t SESSION_MS] [-s SEED]\n");
+            return 2;
+        }
+    }
+    if (lockers + electors > MAX_PROCS || lockers + electors < 1)
+        return 2;
+    srand(seed);
+    contender = zkt_build_path("tests/contender");
+    dir = zkt_mkdtemp("zkr-chaos-");
+    if (contender == NULL || dir == NULL || zkt_server_start(&server) != 0 ||
+        zkt_proxy_start(zkt_server_hosts(server), &proxy) != 0) {
+        fprintf(stderr, "chaos: cannot start the server or proxy\n");
+        return 3;
+    }
+    snprintf(hist, sizeof(hist), "%s/history", dir);
+    snprintf(store, sizeof(store), "%s/store", dir);
+    fprintf(stderr,
+            "chaos: %d s, %d lockers, %d electors, session %d ms, "
+            "seed %u, history %s\n",
+            seconds, lockers, electors, session_ms, seed, hist);
+    t0 = zkt_now_ms();
+    end_ms = t0 + 1000LL * seconds;
+    raw = zkt_connect(zkt_server_hosts(server), 30000);
+    if (raw == NULL)
+        return 3;
+    for (int i = 0; i < lockers + electors; i++) {
+        struct proc *p = &procs[nprocs++];
+
+        p->elector = i >= lockers;
+        p->proxied = p->elector ? i == lockers : i % 2 == 0;
+        snprintf(p->id, sizeof(p->id), "%s%d", p->elector ? "e" : "l", i);
+        spawn(p);
+    }
+    /* Faults until 5 s before the end, then a quiet finish. */
+    while (zkt_now_ms() < end_ms - 5000) {
+        int extra;
+
+        zkt_sleep_ms(rnd(500, 3000));
+        if (zkt_now_ms() >= end_ms - 5000)
+            break;
+        extra = inject(kinds, (int)(sizeof(kinds) / sizeof(kinds[0])));
+        faults++;
+        if (extra > 0)
+            zkt_sleep_ms(extra);
+    }
+    zkt_proxy_cmd(proxy, "pass");
+    for (int i = 0; i < nprocs; i++)
+        zkt_wait_pid(procs[i].pid, 120000, NULL);
+
+    /* Nothing may be left once every process has gone. */
+    zh = raw;
+    ZKT_WAIT_UNTIL(zkt_count_children(zh, LOCK_PATH) == 0 &&
+                       zkt_count_children(zh, ELECT_PATH) == 0,
+                   2 * session_ms + 2000);
+    orphans =
+        zkt_count_children(zh, LOCK_PATH) + zkt_count_children(zh, ELECT_PATH);
+    zookeeper_close(zh);
+    {
+        /* The server's own view: ephemerals still listed by "dump". */
+        char *dump = zkt_4lw(server, "dump");
+        int in_dump = 0;
+
+        for (char *q = dump; q != NULL && (q = strstr(q, "/chaos/")) != NULL;
+             q++)
+            in_dump++;
+        if (dump == NULL || in_dump > orphans)
+            orphans = dump == NULL ? -1 : in_dump;
+        free(dump);
+    }
+    ZKT_WAIT_UNTIL(zkt_total_watches(server) == 0, 5000);
+    watches = (int)zkt_total_watches(server);
+
+    rc = check(line, sizeof(line));
+    printf("chaos: seconds=%lld %s orphans=%d leaked_watches=%d\n",
+           (long long)((zkt_now_ms() - t0) / 1000), line, orphans, watches);
+    fflush(stdout);
+    zkt_proxy_stop(proxy);
+    zkt_server_stop(server);
+    if (rc != 0 || orphans != 0 || watches != 0) {
+        fprintf(stderr, "chaos: FAILED (checker exit %d); history kept in %s\n",
+                rc, dir);
+        return 1;
+    }
+    zkt_rm_rf(dir);
+    (void)faults;
+    return 0;
+}

@@ -1,0 +1,346 @@
+/* The history checker (tests/zkr-check) and the histories of contender
+ * processes: a clean run of 8 processes passes every check; a broken lock
+ * (contender -b) and hand-written bad histories are caught, so the checker
+ * can fail; each property's counter moves on its own violation. */
+#define _DEFAULT_SOURCE
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../server_test.h"
+
+/* The checker's output line and exit status. */
+struct check {
+    int status;
+    char line[1024];
+};
+
+/* Runs zkr-check -v on the given history files. */
+static struct check run_checker(const char *dir, int session_ms,
+                                const char *const *files, int nfiles)
+{
+    char *prog = zkt_build_path("tests/zkr-check");
+    char out[512], t[16];
+    char *argv[16];
+    struct check c = {-1, ""};
+    int k = 0, fd, st = -1;
+    FILE *f;
+
+    snprintf(out, sizeof(out), "%s/check.out", dir);
+    snprintf(t, sizeof(t), "%d", session_ms);
+    argv[k++] = prog;
+    argv[k++] = "-v";
+    argv[k++] = "-t";
+    argv[k++] = t;
+    for (int i = 0; i < nfiles && k < 15; i++)
+        argv[k++] = (char *)files[i];
+    argv[k] = NULL;
+    fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    pid_t pid = zkt_spawn(argv, fd);
+    close(fd);
+    assert_true(pid > 0);
+    assert_int_equal(zkt_wait_pid(pid, 60000, &st), 0);
+    assert_true(WIFEXITED(st));
+    c.status = WEXITSTATUS(st);
+    f = fopen(out, "r");
+    assert_non_null(f);
+    if (fgets(c.line, sizeof(c.line), f) == NULL)
+        c.line[0] = '\0';
+    fclose(f);
+    print_message("# zkr-check: %s", c.line);
+    free(prog);
+    return c;
+}
+
+/* The value of "key=" in the checker's line, or -1. */
+static long field_of(const struct check *c, const char *key)
+{
+    char pat[64];
+    const char *p;
+
+    snprintf(pat, sizeof(pat), " %s=", key);
+    p = strstr(c->line, pat);
+    return p != NULL ? atol(p + strlen(pat)) : -1;
+}
+
+/* Contenders that logged "ready" in the history. */
+static int count_ready(const char *hist)
+{
+    char line[256];
+    int n = 0;
+    FILE *f = fopen(hist, "r");
+
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        n += strstr(line, " ready ") != NULL;
+    fclose(f);
+    return n;
+}
+
+/* Spawns n contenders on path with history and fenced store in dir. */
+static void run_history(const char *dir, const char *path, int n, int iters,
+                        int broken)
+{
+    char *prog = zkt_build_path("tests/contender");
+    char hist[512], store[512], iters_s[16], go[512];
+    pid_t pids[16];
+
+    snprintf(go, sizeof(go), "%s/go", dir);
+    snprintf(hist, sizeof(hist), "%s/history", dir);
+    snprintf(store, sizeof(store), "%s/store", dir);
+    snprintf(iters_s, sizeof(iters_s), "%d", iters);
+    for (int i = 0; i < n; i++) {
+        char *argv[] = {prog,    "-s",         (char *)zkt_server_hosts(server),
+                        "-p",    (char *)path, "-n",
+                        iters_s, "-H",         hist,
+                        "-F",    store,        "-t",
+                        "4000",  "-h",         broken ? "20" : "3",
+                        "-w",    go,           broken ? "-b" : NULL,
+                        NULL};
+        pids[i] = zkt_spawn(argv, -1);
+        assert_true(pids[i] > 0);
+    }
+    /* Start every loop at once: the broken ones must overlap. */
+    assert_true(ZKT_WAIT_UNTIL(count_ready(hist) == n, 30000));
+    fclose(fopen(go, "w"));
+    for (int i = 0; i < n; i++) {
+        int st = -1;
+        assert_int_equal(zkt_wait_pid(pids[i], 120000, &st), 0);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    free(prog);
+}
+
+/* Clean contention: 8 processes, 5 grants each; every property holds and
+ * nothing is left on the server. */
+static void test_clean_contention(void **state)
+{
+    char *dir = zkt_mkdtemp("zkr-history-");
+    char hist[512];
+    const char *files[] = {hist};
+    struct check c;
+
+    (void)state;
+    snprintf(hist, sizeof(hist), "%s/history", dir);
+    run_history(dir, "/h/clean", 8, 5, 0);
+    c = run_checker(dir, 4000, files, 1);
+    assert_int_equal(c.status, 0);
+    assert_int_equal(field_of(&c, "acquisitions"), 40);
+    assert_int_equal(field_of(&c, "mutex_violations"), 0);
+    assert_int_equal(field_of(&c, "fifo_inversions"), 0);
+    assert_int_equal(field_of(&c, "stale_rejected"), 0);
+    assert_int_equal(children("/h/clean"), 0);
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 0, 5000));
+    zkt_rm_rf(dir);
+    free(dir);
+}
+
+/* The self-test: processes that skip the lock (contender -b) overlap, and
+ * the checker must say so and fail. */
+static void test_checker_fails_broken_lock(void **state)
+{
+    char *dir = zkt_mkdtemp("zkr-history-");
+    char hist[512];
+    const char *files[] = {hist};
+    struct check c;
+
+    (void)state;
+    snprintf(hist, sizeof(hist), "%s/history", dir);
+    run_history(dir, "/h/broken", 4, 20, 1);
+    c = run_checker(dir, 4000, files, 1);
+    assert_int_equal(c.status, 1);
+    assert_true(field_of(&c, "mutex_violations") > 0);
+    assert_true(field_of(&c, "fifo_inversions") > 0);
+    zkt_rm_rf(dir);
+    free(dir);
+}
+
+/* The test driver's own history event about process pid. */
+static void driver_event(const char *hist, const char *what, pid_t pid)
+{
+    struct timespec ts;
+    FILE *f = fopen(hist, "a");
+
+    assert_non_null(f);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    fprintf(f, "%lld %ld 0 %s %ld 0\n",
+            (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec, (long)getpid(),
+            what, (long)pid);
+    fclose(f);
+}
+
+/* Spawns n electors (contender -E) on path; returns their pids. */
+static void spawn_electors(const char *hist, const char *path, int n, int terms,
+                           int broken, pid_t *pids)
+{
+    char *prog = zkt_build_path("tests/contender");
+    char terms_s[16];
+
+    snprintf(terms_s, sizeof(terms_s), "%d", terms);
+    for (int i = 0; i < n; i++) {
+        char id[16];
+        char *argv[] = {prog,
+                        "-E",
+                        "-s",
+                        (char *)zkt_server_hosts(server),
+                        "-p",
+                        (char *)path,
+                        "-n",
+                        terms_s,
+                        "-H",
+                        (char *)hist,
+                        "-t",
+                        "2000",
+                        "-h",
+                        "20",
+                        "-i",
+                        id,
+                        broken ? "-b" : NULL,
+                        NULL};
+        snprintf(id, sizeof(id), "e%d", i);
+        pids[i] = zkt_spawn(argv, -1);
+        assert_true(pids[i] > 0);
+    }
+    free(prog);
+}
+
+/* Election churn: 5 electors take 6 terms each while one is paused for
+ * 0.5 s and another killed; never two leaders, epochs only increase, and
+ * the killed one's node goes with its session. Then electors that claim
+ * leadership without an election are caught. */
+static void test_election_churn(void **state)
+{
+    char *dir = zkt_mkdtemp("zkr-history-");
+    char hist[512], hist2[512];
+    const char *files[] = {hist};
+    const char *files2[] = {hist2};
+    pid_t pids[5];
+    struct check c;
+    int st = -1;
+
+    (void)state;
+    snprintf(hist, sizeof(hist), "%s/history", dir);
+    snprintf(hist2, sizeof(hist2), "%s/broken", dir);
+    spawn_electors(hist, "/h/elect", 5, 6, 0, pids);
+    zkt_sleep_ms(300);
+    driver_event(hist, "pause", pids[1]);
+    assert_int_equal(kill(pids[1], SIGSTOP), 0);
+    zkt_sleep_ms(500);
+    assert_int_equal(kill(pids[1], SIGCONT), 0);
+    driver_event(hist, "unpause", pids[1]);
+    zkt_sleep_ms(100);
+    driver_event(hist, "kill", pids[0]);
+    assert_int_equal(kill(pids[0], SIGKILL), 0);
+    assert_int_equal(zkt_wait_pid(pids[0], 10000, &st), 0);
+    for (int i = 1; i < 5; i++) {
+        assert_int_equal(zkt_wait_pid(pids[i], 120000, &st), 0);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    c = run_checker(dir, 2000, files, 1);
+    assert_int_equal(c.status, 0);
+    assert_int_equal(field_of(&c, "double_leaders"), 0);
+    assert_int_equal(field_of(&c, "epoch_regressions"), 0);
+    assert_true(field_of(&c, "leaderships") >= 24);
+    assert_true(ZKT_WAIT_UNTIL(children("/h/elect") == 0, 10000));
+
+    spawn_electors(hist2, "/h/elect-broken", 3, 10, 1, pids);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(zkt_wait_pid(pids[i], 60000, &st), 0);
+    c = run_checker(dir, 2000, files2, 1);
+    assert_int_equal(c.status, 1);
+    assert_true(field_of(&c, "double_leaders") > 0);
+    zkt_rm_rf(dir);
+    free(dir);
+}
+
+/* Writes lines to dir/name and checks it; the file name goes in files. */
+static struct check check_text(const char *dir, const char *text)
+{
+    char path[512];
+    const char *files[] = {path};
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/synthetic", dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return run_checker(dir, 1000, files, 1);
+}
+
+/* Hand-written histories (times in ns, session timeout 1 s, margin 5 s):
+ * each violation moves its own counter, and what the failure model
+ * excuses (a suspended, paused or killed holder) is not counted. */
+static void test_checker_properties(void **state)
+{
+    char *dir = zkt_mkdtemp("zkr-history-");
+    struct check c;
+
+    (void)state;
+    /* Overlap of two healthy holders. */
+    c = check_text(dir, "1 10 a enqueue 0 0\n2 10 a grant 5 1\n"
+                        "3 11 b enqueue 0 0\n4 11 b grant 6 2\n");
+    assert_int_equal(c.status, 1);
+    assert_int_equal(field_of(&c, "mutex_violations"), 1);
+    /* The holder reported SUSPENDED first: fine. */
+    c = check_text(dir, "2 10 a grant 5 1\n3 10 a suspend 0 0\n"
+                        "4 11 b grant 6 2\n");
+    assert_int_equal(c.status, 0);
+    /* ... but not once it is verified again (held). */
+    c = check_text(dir, "2 10 a grant 5 1\n3 10 a suspend 0 0\n"
+                        "4 10 a held 0 0\n5 11 b grant 6 2\n");
+    assert_int_equal(field_of(&c, "mutex_violations"), 1);
+    /* A paused holder (a zombie) is excused, even after it resumes. */
+    c = check_text(dir, "2 10 a grant 5 1\n3 1 d pause 10 0\n"
+                        "4 11 b grant 6 2\n5 1 d unpause 10 0\n"
+                        "6 10 a held 0 0\n7 11 b release 6 0\n");
+    assert_int_equal(c.status, 0);
+    /* Grants out of queue order. */
+    c = check_text(dir, "2 10 a grant 5 2\n3 10 a release 5 0\n"
+                        "4 11 b grant 6 1\n");
+    assert_int_equal(field_of(&c, "fifo_inversions"), 1);
+    assert_int_equal(c.status, 1);
+    /* The store admitted a lower token after a higher one. */
+    c = check_text(dir, "2 10 a fence-ok 7 0\n3 11 b fence-reject 5 0\n"
+                        "4 11 b fence-ok 6 0\n");
+    assert_int_equal(field_of(&c, "fencing_violations"), 1);
+    assert_int_equal(field_of(&c, "stale_rejected"), 1);
+    /* Two leaders at once, and an epoch that went back. */
+    c = check_text(dir, "2 10 a leader-on 5 0\n3 11 b leader-on 4 0\n");
+    assert_int_equal(field_of(&c, "double_leaders"), 1);
+    assert_int_equal(field_of(&c, "epoch_regressions"), 1);
+    c = check_text(dir, "2 10 a leader-on 5 0\n3 10 a leader-off 0 0\n"
+                        "4 11 b leader-on 6 0\n");
+    assert_int_equal(c.status, 0);
+    /* Holder killed with a waiter queued: the waiter must be granted
+     * within session timeout + margin (6 s here); 7 s is late. */
+    c = check_text(dir, "1 11 b enqueue 0 0\n2 10 a grant 5 1\n"
+                        "3 1 d kill 10 0\n7000000003 11 b grant 6 2\n");
+    assert_int_equal(field_of(&c, "late_handovers"), 1);
+    c = check_text(dir, "1 11 b enqueue 0 0\n2 10 a grant 5 1\n"
+                        "3 1 d kill 10 0\n1500000003 11 b grant 6 2\n");
+    assert_int_equal(c.status, 0);
+    assert_int_equal(field_of(&c, "handover_p99_ms"), 1500);
+    zkt_rm_rf(dir);
+    free(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_checker_properties),
+        cmocka_unit_test(test_clean_contention),
+        cmocka_unit_test(test_checker_fails_broken_lock),
+        cmocka_unit_test(test_election_churn),
+    };
+    return cmocka_run_group_tests_name("history", tests, setup, teardown);
+}

@@ -1,0 +1,629 @@
+/* Network faults between one client and the server, through the fault
+ * proxy (tests/zkr-proxy): create applied but its reply lost (with and
+ * without a session expiry after it), connection dropped while waiting,
+ * release during a disconnect, churn under random resets, holder
+ * partitioned, and a short blip. The contender under test connects through
+ * the proxy; the others and the checks connect to the server directly.
+ * Waits are scaled by ZKR_TEST_TIME_SCALE. */
+#define _DEFAULT_SOURCE
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "../server_test.h"
+
+static zkt_proxy_t *proxy;
+
+/* What callbacks reported, with times. */
+struct rec {
+    pthread_mutex_t mu;
+    int n;
+    int what[64];
+    int64_t at[64];
+};
+
+static void rec_init(struct rec *r)
+{
+    memset(r, 0, sizeof(*r));
+    pthread_mutex_init(&r->mu, NULL);
+}
+
+static void rec_add(struct rec *r, int what)
+{
+    pthread_mutex_lock(&r->mu);
+    if (r->n < 64) {
+        r->what[r->n] = what;
+        r->at[r->n++] = zkt_now_ms();
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* Time of the first record equal to what, or -1. */
+static int64_t rec_find(struct rec *r, int what)
+{
+    int64_t t = -1;
+
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->n && t < 0; i++)
+        if (r->what[i] == what)
+            t = r->at[i];
+    pthread_mutex_unlock(&r->mu);
+    return t;
+}
+
+static int rec_count(struct rec *r)
+{
+    int n;
+
+    pthread_mutex_lock(&r->mu);
+    n = r->n;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+static void on_lock_state(zkr_lock_t *l, zkr_lock_state_t st, void *data)
+{
+    (void)l;
+    rec_add(data, (int)st);
+}
+
+static void on_session(zkr_session_t *s, zkr_state_t st, void *data)
+{
+    (void)s;
+    rec_add(data, (int)st);
+}
+
+/* Completion: 1 for success, else the error code. */
+static void on_done(int rc, zkr_lock_t *l, void *data)
+{
+    (void)l;
+    rec_add(data, rc == 0 ? 1 : rc);
+}
+
+static int proxy_setup(void **state)
+{
+    if (setup(state) != 0)
+        return -1;
+    return zkt_proxy_start(zkt_server_hosts(server), &proxy);
+}
+
+static int proxy_teardown(void **state)
+{
+    zkt_proxy_stop(proxy);
+    return teardown(state);
+}
+
+/* A session through the proxy (which is set to pass first). */
+static zkr_session_t *open_proxied(int timeout_ms)
+{
+    zkr_session_t *s = NULL;
+
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_int_equal(
+        zkr_session_open(&s, zkt_proxy_hosts(proxy), timeout_ms, NULL), 0);
+    return s;
+}
+
+/* Every recipe shares the engine: 0 lock, 1 semaphore permit (of 2),
+ * 2 write lock, 3 read lock. The unused rwlock side goes in *other. */
+enum { KINDS = 4 };
+
+static zkr_lock_t *make_kind(zkr_session_t *s, const char *path, int kind,
+                             zkr_lock_t **other)
+{
+    zkr_lock_t *l = NULL, *r = NULL, *w = NULL;
+
+    *other = NULL;
+    if (kind == 0)
+        assert_int_equal(zkr_lock_new(&l, s, path, NULL, NULL), 0);
+    else if (kind == 1)
+        assert_int_equal(zkr_semaphore_new(&l, s, path, 2, NULL, NULL), 0);
+    else {
+        assert_int_equal(zkr_rwlock_new(&r, &w, s, path, NULL, NULL), 0);
+        l = kind == 2 ? w : r;
+        *other = kind == 2 ? r : w;
+    }
+    return l;
+}
+
+/* Contenders under path, in queue order (caller frees). */
+static zkr_contender_t *list(zkr_session_t *s, const char *path, int *n)
+{
+    zkr_contender_t *v = NULL;
+
+    assert_int_equal(zkr_contenders_list(s, path, &v, n), 0);
+    return v;
+}
+
+/* ------------------------------------------------------------------ */
+
+/* The create is applied but its reply is lost (the proxy drops it and
+ * resets the connection): the contender finds and adopts its own node, so
+ * there is one node, owned by its unchanged session; the other contender
+ * is granted once it releases; nothing is left. For every kind. */
+static void create_reply_lost(int kind, const char *path)
+{
+    enum { T = 8000 };
+    zkr_session_t *a = open_proxied(T), *b = open_session(T);
+    zkr_lock_t *oa, *ob;
+    zkr_lock_t *la = make_kind(a, path, kind, &oa);
+    zkr_lock_t *lb = make_kind(b, path, kind, &ob);
+    static struct rec rs, rb;
+    zkr_contender_t *v;
+    int n = 0;
+    int64_t sid = zkr_session_id(a);
+
+    rec_init(&rs);
+    rec_init(&rb);
+    zkr_session_add_listener(a, on_session, &rs);
+    /* Warm up the path so the create is the request in question. */
+    assert_int_equal(zkr_lock_acquire(la, -1), 0);
+    assert_int_equal(zkr_lock_release(la), 0);
+
+    assert_int_equal(zkt_proxy_cmd(proxy, "drop-create-reply"), 0);
+    assert_int_equal(zkr_lock_acquire(la, zkt_scaled_ms(T)), 0);
+    assert_true(rec_find(&rs, ZKR_STATE_SUSPENDED) >= 0); /* it was cut */
+    assert_int_equal(rec_find(&rs, ZKR_STATE_LOST), -1);
+    assert_true(zkr_session_id(a) == sid);
+    v = list(b, path, &n);
+    assert_int_equal(n, 1);
+    assert_true(v[0].session_id == sid);
+    assert_int_equal(v[0].czxid, token_of(la));
+    zkr_contenders_free(v, n);
+
+    assert_int_equal(zkr_lock_acquire_async(lb, -1, on_done, &rb), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(path) == 2, zkt_scaled_ms(5000)));
+    assert_int_equal(zkr_lock_release(la), 0);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&rb, 1) >= 0, zkt_scaled_ms(5000)));
+    assert_int_equal(zkr_lock_release(lb), 0);
+    assert_int_equal(children(path), 0);
+    zkr_lock_free(la);
+    zkr_lock_free(oa);
+    zkr_lock_free(lb);
+    zkr_lock_free(ob);
+    zkr_session_free(a);
+    zkr_session_free(b);
+}
+
+static void test_create_reply_lost(void **state)
+{
+    char path[32];
+
+    (void)state;
+    for (int kind = 0; kind < KINDS; kind++) {
+        snprintf(path, sizeof(path), "/p/replylost%d", kind);
+        create_reply_lost(kind, path);
+    }
+}
+
+/* The create is applied, its reply lost, and the session expires before
+ * the client gets back (the proxy delays its reconnection by 1 s each
+ * way): the old node dies with the old session, the other contender queued
+ * behind it is granted, and the client never adopts the old node: its
+ * acquire fails with ZKR_ELOST or succeeds on a node of its new session. */
+static void test_create_reply_lost_then_expired(void **state)
+{
+    enum { T = 8000 };
+    const char *path = "/p/replyexp";
+    zkr_session_t *a = open_proxied(T), *b = open_session(T);
+    zkr_lock_t *la = new_lock(a, path, "a"), *lb = new_lock(b, path, "b");
+    static struct rec ra, rb;
+    clientid_t cid;
+    zkr_contender_t *v;
+    int n = 0, rc;
+    int64_t sid_old = zkr_session_id(a);
+
+    (void)state;
+    rec_init(&ra);
+    rec_init(&rb);
+    assert_int_equal(zkr_lock_acquire(la, -1), 0);
+    assert_int_equal(zkr_lock_release(la), 0);
+    cid = *zoo_client_id(zkr_session_handle(a));
+
+    assert_int_equal(zkt_proxy_cmd(proxy, "drop-create-reply"), 0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "delay 1000"), 0);
+    assert_int_equal(zkr_lock_acquire_async(la, -1, on_done, &ra), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(path) == 1, zkt_scaled_ms(5000)));
+    assert_int_equal(zkr_lock_acquire_async(lb, -1, on_done, &rb), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(path) == 2, zkt_scaled_ms(5000)));
+    /* The old session ends while its client is still reconnecting. */
+    assert_int_equal(zkt_expire_session(zkt_server_hosts(server), &cid, 10000),
+                     0);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&rb, 1) >= 0, zkt_scaled_ms(5000)));
+    v = list(b, path, &n);
+    for (int i = 0; i < n; i++)
+        assert_true(v[i].session_id != sid_old);
+    zkr_contenders_free(v, n);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+
+    assert_int_equal(zkr_lock_release(lb), 0);
+    assert_true(ZKT_WAIT_UNTIL(rec_count(&ra) > 0, zkt_scaled_ms(3 * T)));
+    rc = ra.what[0];
+    print_message("# acquire across the expiry ended with %d\n", rc);
+    if (rc == 1) {
+        v = list(b, path, &n);
+        assert_int_equal(n, 1);
+        assert_true(v[0].session_id == zkr_session_id(a));
+        assert_true(v[0].session_id != sid_old);
+        zkr_contenders_free(v, n);
+        assert_int_equal(zkr_lock_release(la), 0);
+    } else {
+        assert_int_equal(rc, ZKR_ELOST);
+        assert_int_equal(zkr_session_wait_connected(a, zkt_scaled_ms(T)), 0);
+        assert_true(zkr_session_id(a) != sid_old);
+        assert_int_equal(zkr_lock_acquire(la, zkt_scaled_ms(T)), 0);
+        assert_int_equal(zkr_lock_release(la), 0);
+    }
+    assert_int_equal(children(path), 0);
+    zkr_lock_free(la);
+    zkr_lock_free(lb);
+    zkr_session_free(a);
+    zkr_session_free(b);
+}
+
+/* The predecessor is deleted between the waiter's listing and its watch.
+ * The waiter's traffic is delayed D = 500 ms each way. A first round
+ * measures W, the time from the waiter's node appearing on the server to
+ * its watch on the predecessor appearing (wchs): about 2D, as zkr sends
+ * its listing right behind the create, and the watch after the listing's
+ * reply. In the second round the holder releases at W - D, half-way
+ * between listing and watch: the watch finds no node, no
+ * notification will ever come, and the waiter must list again on its own.
+ * The counters show that path (two listings, no watch event). */
+static void test_predecessor_deleted_before_watch(void **state)
+{
+    enum { T = 10000, D = 500 };
+    const char *path = "/p/predgone";
+    zkr_session_t *a = open_session(T), *b = open_proxied(T);
+    zkr_lock_t *la = new_lock(a, path, "a"), *lb = new_lock(b, path, "b");
+    static struct rec rb;
+    uint64_t lists0, events0;
+    int64_t t_node, w = -1;
+
+    (void)state;
+    assert_int_equal(zkt_proxy_cmd(proxy, "delay 500"), 0);
+    for (int round = 0; round < 2; round++) {
+        rec_init(&rb);
+        assert_int_equal(zkr_lock_acquire(la, -1), 0);
+        lists0 = zkr_session_counter(b, ZKR_COUNTER_LISTS);
+        events0 = zkr_session_counter(b, ZKR_COUNTER_WATCH_EVENTS);
+        assert_int_equal(zkr_lock_acquire_async(lb, -1, on_done, &rb), 0);
+        assert_true(ZKT_WAIT_UNTIL(children(path) == 2, zkt_scaled_ms(5000)));
+        t_node = zkt_now_ms();
+        if (round == 0) {
+            assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) > 0,
+                                       zkt_scaled_ms(10 * D)));
+            w = zkt_now_ms() - t_node;
+            print_message("# watch set %lld ms after the node\n", (long long)w);
+            assert_true(w > D);
+        } else {
+            zkt_sleep_ms((int)(w - D - (zkt_now_ms() - t_node)));
+        }
+        assert_int_equal(zkr_lock_release(la), 0);
+        assert_true(
+            ZKT_WAIT_UNTIL(rec_find(&rb, 1) >= 0, zkt_scaled_ms(10 * D)));
+        assert_int_equal(zkr_lock_release(lb), 0);
+    }
+    print_message(
+        "# waiter: %llu listings, %llu watch events\n",
+        (unsigned long long)(zkr_session_counter(b, ZKR_COUNTER_LISTS) -
+                             lists0),
+        (unsigned long long)(zkr_session_counter(b, ZKR_COUNTER_WATCH_EVENTS) -
+                             events0));
+    assert_true(zkr_session_counter(b, ZKR_COUNTER_LISTS) - lists0 >= 2);
+    assert_true(zkr_session_counter(b, ZKR_COUNTER_WATCH_EVENTS) == events0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_int_equal(children(path), 0);
+    zkr_lock_free(la);
+    zkr_lock_free(lb);
+    zkr_session_free(a);
+    zkr_session_free(b);
+}
+
+/* The waiter's connection is reset three times while it waits: it keeps
+ * its one node and place (same sequence), and is granted as soon as the
+ * holder releases. */
+static void test_connection_dropped_while_waiting(void **state)
+{
+    enum { T = 8000 };
+    const char *path = "/p/dropwait";
+    zkr_session_t *a = open_session(T), *b = open_proxied(T);
+    zkr_lock_t *la = new_lock(a, path, "a"), *lb = new_lock(b, path, "b");
+    static struct rec rb, rs;
+    zkr_contender_t *v;
+    int n = 0;
+    int32_t seq;
+    int64_t t0;
+
+    (void)state;
+    rec_init(&rb);
+    rec_init(&rs);
+    zkr_session_add_listener(b, on_session, &rs);
+    assert_int_equal(zkr_lock_acquire(la, -1), 0);
+    assert_int_equal(zkr_lock_acquire_async(lb, -1, on_done, &rb), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(path) == 2, zkt_scaled_ms(5000)));
+    v = list(a, path, &n);
+    seq = v[1].seq;
+    zkr_contenders_free(v, n);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(zkt_proxy_cmd(proxy, "reset"), 0);
+        zkt_sleep_ms(300);
+    }
+    assert_true(rec_find(&rs, ZKR_STATE_SUSPENDED) >= 0);
+    assert_true(ZKT_WAIT_UNTIL(zkr_session_state(b) == ZKR_STATE_RECONNECTED,
+                               zkt_scaled_ms(T)));
+    assert_int_equal(rec_count(&rb), 0);
+    v = list(a, path, &n);
+    assert_int_equal(n, 2);
+    assert_int_equal(v[1].seq, seq);
+    zkr_contenders_free(v, n);
+    t0 = zkt_now_ms();
+    assert_int_equal(zkr_lock_release(la), 0);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&rb, 1) >= 0, zkt_scaled_ms(5000)));
+    print_message("# handover after the resets: %lld ms\n",
+                  (long long)(rec_find(&rb, 1) - t0));
+    assert_int_equal(zkr_lock_release(lb), 0);
+    assert_int_equal(children(path), 0);
+    zkr_lock_free(la);
+    zkr_lock_free(lb);
+    zkr_session_free(a);
+    zkr_session_free(b);
+}
+
+/* Release while the client is cut off (blackhole, server alive): local
+ * state stays RELEASING and the node stays until the delete is confirmed
+ * after the connection is back; no orphan, no other grant meanwhile. */
+static void test_release_during_disconnect(void **state)
+{
+    enum { T = 10000 };
+    const char *path = "/p/reldisc";
+    zkr_session_t *a = open_proxied(T), *b = open_session(T);
+    zkr_lock_t *la = new_lock(a, path, "a"), *lb = new_lock(b, path, "b");
+    static struct rec ra, rd, rb;
+
+    (void)state;
+    rec_init(&ra);
+    rec_init(&rd);
+    rec_init(&rb);
+    zkr_lock_set_listener(la, on_lock_state, &ra);
+    assert_int_equal(zkr_lock_acquire(la, -1), 0);
+    assert_int_equal(zkr_lock_acquire_async(lb, -1, on_done, &rb), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(path) == 2, zkt_scaled_ms(5000)));
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&ra, ZKR_LOCK_SUSPENDED) >= 0, T));
+    assert_int_equal(zkr_lock_release_async(la, on_done, &rd), 0);
+    assert_int_equal(zkr_lock_state(la), ZKR_LOCK_RELEASING);
+    zkt_sleep_ms(300);
+    assert_int_equal(zkr_lock_state(la), ZKR_LOCK_RELEASING);
+    assert_int_equal(children(path), 2); /* nothing reached the server */
+    assert_int_equal(rec_count(&rb), 0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&rd, 1) >= 0, zkt_scaled_ms(T)));
+    assert_int_equal(zkr_lock_state(la), ZKR_LOCK_IDLE);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&rb, 1) >= 0, zkt_scaled_ms(5000)));
+    assert_true(rec_find(&rb, 1) >= rec_find(&rd, 1) - 50);
+    assert_int_equal(zkr_lock_release(lb), 0);
+    assert_int_equal(children(path), 0);
+    zkr_lock_free(la);
+    zkr_lock_free(lb);
+    zkr_session_free(a);
+    zkr_session_free(b);
+}
+
+/* Churn: three threads, each with its session through the proxy, loop
+ * over try-lock, short timeouts and cancels while the proxy resets every
+ * connection every 100-400 ms. At most one holder at any time (sessions
+ * do not expire), and once it stops no node and no watch is left. */
+enum { CHURN_THREADS = 3 };
+static atomic_int churn_holders, churn_max, churn_stop, churn_grants;
+
+static void *churn_worker(void *arg)
+{
+    zkr_session_t *s = arg;
+    zkr_lock_t *l = NULL;
+    static struct rec dummy;
+    unsigned seed = (unsigned)(uintptr_t)arg;
+
+    if (zkr_lock_new(&l, s, "/p/churn", NULL, NULL) != 0)
+        return (void *)1;
+    for (int i = 0; !atomic_load(&churn_stop); i++) {
+        int rc;
+
+        switch (rand_r(&seed) % 3) {
+        case 0:
+            rc = zkr_lock_acquire(l, 0);
+            break;
+        case 1:
+            rc = zkr_lock_acquire(l, 1 + rand_r(&seed) % 100);
+            break;
+        default:
+            rc = zkr_lock_acquire_async(l, -1, on_done, &dummy);
+            if (rc == 0) {
+                zkt_sleep_ms(rand_r(&seed) % 20);
+                /* Cancelled, or already granted: either way not held
+                 * after release below. */
+                zkr_lock_cancel(l);
+                while (zkr_lock_state(l) == ZKR_LOCK_ACQUIRING)
+                    zkt_sleep_ms(1);
+                rc = zkr_lock_state(l) == ZKR_LOCK_HELD ? 0 : -1;
+            }
+            break;
+        }
+        if (rc == 0) {
+            int now = atomic_fetch_add(&churn_holders, 1) + 1;
+            int max = atomic_load(&churn_max);
+
+            while (now > max &&
+                   !atomic_compare_exchange_weak(&churn_max, &max, now))
+                ;
+            atomic_fetch_add(&churn_grants, 1);
+            zkt_sleep_ms(rand_r(&seed) % 5);
+            atomic_fetch_sub(&churn_holders, 1);
+        }
+        /* Whatever happened, give it back (ENOTHELD/ELOST are fine). */
+        while (zkr_lock_release(l) == ZKR_ESTATE)
+            zkt_sleep_ms(1);
+    }
+    zkr_lock_free(l);
+    return NULL;
+}
+
+static void test_churn_under_resets(void **state)
+{
+    enum { T = 8000 };
+    zkr_session_t *s[CHURN_THREADS];
+    pthread_t th[CHURN_THREADS];
+    unsigned seed = 12345;
+    int resets = 0;
+    int64_t end;
+
+    (void)state;
+    for (int i = 0; i < CHURN_THREADS; i++)
+        s[i] = open_proxied(T);
+    for (int i = 0; i < CHURN_THREADS; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, churn_worker, s[i]), 0);
+    end = zkt_now_ms() + 6000;
+    while (zkt_now_ms() < end) {
+        zkt_sleep_ms(100 + (int)(rand_r(&seed) % 300));
+        assert_int_equal(zkt_proxy_cmd(proxy, "reset"), 0);
+        resets++;
+    }
+    atomic_store(&churn_stop, 1);
+    for (int i = 0; i < CHURN_THREADS; i++) {
+        void *ret = NULL;
+        assert_int_equal(pthread_join(th[i], &ret), 0);
+        assert_null(ret);
+    }
+    print_message("# churn: %d grants, %d resets, max holders %d\n",
+                  atomic_load(&churn_grants), resets, atomic_load(&churn_max));
+    assert_true(atomic_load(&churn_grants) > 0);
+    assert_int_equal(atomic_load(&churn_max), 1);
+    /* Leftovers are deleted by the sessions once they reconnect. */
+    assert_true(ZKT_WAIT_UNTIL(children("/p/churn") == 0, zkt_scaled_ms(T)));
+    for (int i = 0; i < CHURN_THREADS; i++)
+        zkr_session_free(s[i]);
+    assert_true(
+        ZKT_WAIT_UNTIL(zkt_total_watches(server) == 0, zkt_scaled_ms(5000)));
+}
+
+/* The holder is partitioned (blackhole): it reports SUSPENDED before the
+ * server expires its session and grants the waiter; the waiter's fenced
+ * write is admitted, the old holder's later write with its old token is
+ * rejected, and the old holder ends LOST. */
+static void test_holder_partitioned(void **state)
+{
+    enum { T = 4000 };
+    const char *path = "/p/partition";
+    zkr_session_t *a = open_proxied(T), *b = open_session(T);
+    zkr_lock_t *la = new_lock(a, path, "a"), *lb = new_lock(b, path, "b");
+    static struct rec ra, rb;
+    int64_t highest = 0, ta, tb = 0, t_susp, t_grant;
+
+    (void)state;
+    rec_init(&ra);
+    rec_init(&rb);
+    zkr_lock_set_listener(la, on_lock_state, &ra);
+    assert_int_equal(zkr_lock_acquire(la, -1), 0);
+    ta = token_of(la);
+    assert_int_equal(zkr_fence_admit(&highest, ta), 0);
+    assert_int_equal(zkr_lock_acquire_async(lb, -1, on_done, &rb), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(path) == 2, zkt_scaled_ms(5000)));
+
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&rb, 1) >= 0, zkt_scaled_ms(4 * T)));
+    t_grant = rec_find(&rb, 1);
+    t_susp = rec_find(&ra, ZKR_LOCK_SUSPENDED);
+    print_message("# partitioned holder suspended %lld ms before the grant\n",
+                  (long long)(t_grant - t_susp));
+    assert_true(t_susp >= 0 && t_susp < t_grant);
+    tb = token_of(lb);
+    assert_true(tb > ta);
+    assert_int_equal(zkr_fence_admit(&highest, tb), 0);
+    /* The zombie writes with what it last knew. */
+    assert_int_equal(zkr_fence_admit(&highest, ta), ZKR_ESTALE);
+    assert_int_equal(zkr_lock_valid_ms(la), 0);
+
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&ra, ZKR_LOCK_LOST) >= 0,
+                               zkt_scaled_ms(2 * T)));
+    assert_int_equal(zkr_lock_release(la), ZKR_ELOST);
+    assert_int_equal(zkr_lock_release(lb), 0);
+    assert_int_equal(children(path), 0);
+    zkr_lock_free(la);
+    zkr_lock_free(lb);
+    zkr_session_free(a);
+    zkr_session_free(b);
+}
+
+/* A short blip (1 s blackhole, then a reset) well within the session
+ * timeout: no loss, the same session, node and token, the waiter not
+ * granted meanwhile. */
+static void test_short_blip(void **state)
+{
+    enum { T = 8000 };
+    const char *path = "/p/blip";
+    zkr_session_t *a = open_proxied(T), *b = open_session(T);
+    zkr_lock_t *la = new_lock(a, path, "a"), *lb = new_lock(b, path, "b");
+    static struct rec ra, rs, rb;
+    char node1[ZKR_NODE_MAX], node2[ZKR_NODE_MAX];
+    int64_t t1, sid = zkr_session_id(a);
+
+    (void)state;
+    rec_init(&ra);
+    rec_init(&rs);
+    rec_init(&rb);
+    zkr_lock_set_listener(la, on_lock_state, &ra);
+    zkr_session_add_listener(a, on_session, &rs);
+    assert_int_equal(zkr_lock_acquire(la, -1), 0);
+    t1 = token_of(la);
+    assert_int_equal(zkr_lock_node(la, node1, sizeof(node1)), 0);
+    assert_int_equal(zkr_lock_acquire_async(lb, -1, on_done, &rb), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(path) == 2, zkt_scaled_ms(5000)));
+
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    zkt_sleep_ms(1000);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "reset"), 0);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&rs, ZKR_STATE_SUSPENDED) >= 0,
+                               zkt_scaled_ms(2000)));
+    assert_true(
+        ZKT_WAIT_UNTIL(zkr_lock_state(la) == ZKR_LOCK_HELD &&
+                           zkr_session_state(a) == ZKR_STATE_RECONNECTED,
+                       zkt_scaled_ms(T)));
+    assert_int_equal(rec_find(&ra, ZKR_LOCK_LOST), -1);
+    assert_int_equal(rec_find(&rs, ZKR_STATE_LOST), -1);
+    assert_true(zkr_session_id(a) == sid);
+    assert_int_equal(token_of(la), t1);
+    assert_int_equal(zkr_lock_node(la, node2, sizeof(node2)), 0);
+    assert_string_equal(node1, node2);
+    assert_int_equal(rec_count(&rb), 0);
+    assert_int_equal(zkr_lock_release(la), 0);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&rb, 1) >= 0, zkt_scaled_ms(5000)));
+    assert_int_equal(zkr_lock_release(lb), 0);
+    assert_int_equal(children(path), 0);
+    zkr_lock_free(la);
+    zkr_lock_free(lb);
+    zkr_session_free(a);
+    zkr_session_free(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_create_reply_lost),
+        cmocka_unit_test(test_create_reply_lost_then_expired),
+        cmocka_unit_test(test_predecessor_deleted_before_watch),
+        cmocka_unit_test(test_connection_dropped_while_waiting),
+        cmocka_unit_test(test_release_during_disconnect),
+        cmocka_unit_test(test_churn_under_resets),
+        cmocka_unit_test(test_holder_partitioned),
+        cmocka_unit_test(test_short_blip),
+    };
+    return cmocka_run_group_tests_name("partition", tests, proxy_setup,
+                                       proxy_teardown);
+}

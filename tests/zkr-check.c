@@ -1,0 +1,331 @@
+/* The history checker: reads the events that contenders (tests/contender
+ * -H), electors and the test driver appended to history files, orders
+ * them by time, and checks the safety and liveness properties of one
+ * lock and one election.
+ *
+ *   zkr-check [-t SESSION_MS] [-m MARGIN_MS] [-v] HISTORY...
+ *
+ * A line is "<monotonic ns> <pid> <session hex> <event> <a> <b>"; all
+ * processes run on one machine, so CLOCK_MONOTONIC orders them. Events:
+ *
+ *   enqueue                 a contender starts waiting
+ *   grant TOKEN SEQ         acquire returned: it holds the lock
+ *   release TOKEN           it stops using the lock (logged before release)
+ *   suspend / held / lost   lock listener: connection down (must stop
+ *                           using the lock) / verified again / ownership gone
+ *   giveup                  a wait ended without a grant (timeout, cancel)
+ *   exit RC                 the process ends
+ *   fence-ok / fence-reject TOKEN   a write to the fenced store
+ *   leader-on EPOCH / leader-off    an elector's leadership
+ *   pause PID / unpause PID / kill PID   the driver froze, thawed, killed
+ *   fault-start KIND / fault-stop        the driver injected a fault
+ *
+ * Properties, each a counter in the one output line; the exit status is 1
+ * if any violation counter is non-zero:
+ *
+ *   mutex_violations   a grant while another process held the lock and was
+ *                      neither suspended, lost, paused nor killed since its
+ *                      grant. This also covers "a holder that was not
+ *                      paused reported SUSPENDED or LOST before anyone else
+ *                      was granted".
+ *   fencing_violations the store admitted a token lower than one it had
+ *                      admitted before.
+ *   fifo_inversions    a grant of a lower queue sequence than the grant
+ *                      before it (nodes are granted in creation order).
+ *   late_handovers     after a holder was killed, no waiter was granted
+ *                      within SESSION_MS + MARGIN_MS (only counted when a
+ *                      waiter that was neither paused nor killed was
+ *                      queued at the kill).
+ *   double_leaders     a leader-on while another elector was leader and not
+ *                      paused or killed.
+ *   epoch_regressions  a leader-on whose epoch is not above the last one.
+ *
+ * Also reported: acquisitions, leaderships, stale_rejected (fence-reject
+ * count), faults and their kinds, and handover_p99_ms (release or kill of a
+ * holder with a waiter queued, to the next grant). -v prints each violation to
+ * stderr.
+ */
+#define _DEFAULT_SOURCE
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct ev {
+    long long t; /* ns */
+    long pid;
+    char sid[24];
+    char what[16];
+    char a[32];
+    long long b;
+    long order; /* position in input, for a stable sort */
+};
+
+struct proc {
+    long pid;
+    int holding;   /* granted, not released, lost or killed */
+    int impaired;  /* suspended, paused or killed since the grant */
+    int paused;    /* frozen by the driver right now */
+    int waiting;   /* enqueued, not yet granted */
+    int leader;    /* leader-on, no leader-off yet */
+    int dead;      /* killed or exited */
+    long long seq; /* sequence of the current grant */
+};
+
+static struct ev *evs;
+static size_t nev, capev;
+static struct proc *procs;
+static size_t nproc, capproc;
+static int verbose;
+
+static struct proc *proc_of(long pid)
+{
+    for (size_t i = 0; i < nproc; i++)
+        if (procs[i].pid == pid)
+            return &procs[i];
+    if (nproc == capproc) {
+        capproc = capproc ? capproc * 2 : 64;
+        procs = realloc(procs, capproc * sizeof(*procs));
+        if (procs == NULL)
+            exit(3);
+    }
+    memset(&procs[nproc], 0, sizeof(procs[0]));
+    procs[nproc].pid = pid;
+    return &procs[nproc++];
+}
+
+static int read_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char line[256];
+
+    if (f == NULL) {
+        perror(path);
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        struct ev e;
+
+        memset(&e, 0, sizeof(e));
+        if (sscanf(line, "%lld %ld %23s %15s %31s %lld", &e.t, &e.pid, e.sid,
+                   e.what, e.a, &e.b) < 4)
+            continue; /* a torn last line of a killed process */
+        if (nev == capev) {
+            capev = capev ? capev * 2 : 4096;
+            evs = realloc(evs, capev * sizeof(*evs));
+            if (evs == NULL)
+                exit(3);
+        }
+        e.order = (long)nev;
+        evs[nev++] = e;
+    }
+    fclose(f);
+    return 0;
+}
+
+static int by_time(const void *x, const void *y)
+{
+    const struct ev *a = x, *b = y;
+
+    if (a->t != b->t)
+        return a->t < b->t ? -1 : 1;
+    return a->order < b->order ? -1 : a->order > b->order;
+}
+
+static int cmp_ll(const void *x, const void *y)
+{
+    long long a = *(const long long *)x, b = *(const long long *)y;
+
+    return a < b ? -1 : a > b;
+}
+
+static void violation(const struct ev *e, const char *what, long other)
+{
+    if (verbose)
+        fprintf(stderr, "zkr-check: %s at %lld ns: pid %ld %s %s (other %ld)\n",
+                what, e->t, e->pid, e->what, e->a, other);
+}
+
+int main(int argc, char **argv)
+{
+    long long session_ms = 10000, margin_ms = 5000;
+    long mutex = 0, fencing = 0, fifo = 0, late = 0, leaders = 0, epochs = 0;
+    long grants = 0, stale = 0, faults = 0, terms = 0;
+    long long highest_fence = 0, last_seq = -1, last_epoch = 0;
+    long long handover_from = -1; /* ns of a release/kill with a waiter */
+    int handover_kill = 0;
+    long long *handovers = NULL;
+    size_t nho = 0;
+    char kinds[512] = "";
+    int opt;
+
+    while ((opt = getopt(argc, argv, "t:m:v")) != -1) {
+        switch (opt) {
+        case 't':
+            session_ms = atoll(optarg);
+            break;
+        case 'm':
+            margin_ms = atoll(optarg);
+            break;
+        case 'v':
+            verbose = 1;
+            break;
+        default:
+            fprintf(stderr, "usage: zkr-check [-t SESSION_MS] [-m MARGIN_MS] "
+                            "[-v] HISTORY...\n");
+            return 2;
+        }
+    }
+    if (optind == argc)
+        return 2;
+    for (int i = optind; i < argc; i++)
+        if (read_file(argv[i]) != 0)
+            return 2;
+    qsort(evs, nev, sizeof(*evs), by_time);
+    handovers = calloc(nev + 1, sizeof(*handovers));
+    if (handovers == NULL)
+        return 3;
+
+    for (size_t i = 0; i < nev; i++) {
+        struct ev *e = &evs[i];
+        struct proc *p = proc_of(e->pid);
+        long long arg = atoll(e->a);
+
+        /* A kill waiting for its handover that took too long. */
+        if (handover_from >= 0 && handover_kill &&
+            e->t - handover_from > (session_ms + margin_ms) * 1000000LL) {
+            late++;
+            violation(e, "late handover after kill", -1);
+            handover_from = -1;
+        }
+        if (strcmp(e->what, "enqueue") == 0) {
+            p->waiting = 1;
+        } else if (strcmp(e->what, "grant") == 0) {
+            for (size_t k = 0; k < nproc; k++) {
+                struct proc *q = &procs[k];
+
+                if (q != p && q->holding && !q->impaired) {
+                    mutex++;
+                    violation(e, "mutex", q->pid);
+                }
+            }
+            if (e->b <= last_seq) {
+                fifo++;
+                violation(e, "fifo", -1);
+            }
+            last_seq = e->b;
+            if (handover_from >= 0) {
+                handovers[nho++] = e->t - handover_from;
+                handover_from = -1;
+            }
+            grants++;
+            p->holding = 1;
+            p->impaired = p->paused;
+            p->waiting = 0;
+            p->seq = e->b;
+        } else if (strcmp(e->what, "release") == 0) {
+            int waiter = 0;
+
+            for (size_t k = 0; k < nproc; k++)
+                waiter |= &procs[k] != p && procs[k].waiting &&
+                          !procs[k].dead && !procs[k].paused;
+            if (p->holding && !p->impaired && waiter && handover_from < 0) {
+                handover_from = e->t;
+                handover_kill = 0;
+            }
+            p->holding = 0;
+        } else if (strcmp(e->what, "suspend") == 0) {
+            p->impaired = 1;
+        } else if (strcmp(e->what, "held") == 0) {
+            /* Verified again after a suspension: in use again, unless it
+             * was paused meanwhile (a zombie does not count as in use). */
+            if (p->holding && !p->paused)
+                p->impaired = 0;
+        } else if (strcmp(e->what, "lost") == 0) {
+            p->holding = 0;
+        } else if (strcmp(e->what, "giveup") == 0) {
+            p->waiting = 0;
+        } else if (strcmp(e->what, "exit") == 0) {
+            p->holding = p->waiting = p->leader = 0;
+            p->dead = 1;
+        } else if (strcmp(e->what, "fence-ok") == 0) {
+            if (arg < highest_fence) {
+                fencing++;
+                violation(e, "fencing", -1);
+            } else {
+                highest_fence = arg;
+            }
+        } else if (strcmp(e->what, "fence-reject") == 0) {
+            stale++;
+        } else if (strcmp(e->what, "leader-on") == 0) {
+            for (size_t k = 0; k < nproc; k++) {
+                struct proc *q = &procs[k];
+
+                if (q != p && q->leader && !q->paused && !q->dead) {
+                    leaders++;
+                    violation(e, "double leader", q->pid);
+                }
+            }
+            if (arg <= last_epoch) {
+                epochs++;
+                violation(e, "epoch regression", -1);
+            }
+            last_epoch = arg;
+            p->leader = 1;
+            terms++;
+        } else if (strcmp(e->what, "leader-off") == 0) {
+            p->leader = 0;
+        } else if (strcmp(e->what, "pause") == 0 ||
+                   strcmp(e->what, "unpause") == 0 ||
+                   strcmp(e->what, "kill") == 0) {
+            struct proc *q = proc_of((long)arg);
+            int waiter = 0;
+
+            p = NULL; /* proc_of may have moved the array */
+            if (strcmp(e->what, "unpause") == 0) {
+                q->paused = 0;
+                continue;
+            }
+            q->paused = 1;
+            q->impaired |= q->holding;
+            if (strcmp(e->what, "kill") != 0)
+                continue;
+            for (size_t k = 0; k < nproc; k++)
+                waiter |= &procs[k] != q && procs[k].waiting &&
+                          !procs[k].dead && !procs[k].paused;
+            if (q->holding && waiter && handover_from < 0) {
+                handover_from = e->t;
+                handover_kill = 1;
+            }
+            q->holding = q->waiting = q->leader = 0;
+            q->dead = 1;
+        } else if (strcmp(e->what, "fault-start") == 0) {
+            faults++;
+            if (strstr(kinds, e->a) == NULL &&
+                strlen(kinds) + strlen(e->a) + 2 < sizeof(kinds)) {
+                if (kinds[0] != '\0')
+                    strcat(kinds, ",");
+                strcat(kinds, e->a);
+            }
+        }
+    }
+    if (handover_from >= 0 && handover_kill) {
+        late++;
+        if (verbose)
+            fprintf(stderr, "zkr-check: no grant after the last kill\n");
+    }
+    qsort(handovers, nho, sizeof(*handovers), cmp_ll);
+    printf("events=%zu acquisitions=%ld leaderships=%ld faults=%ld kinds=%s "
+           "mutex_violations=%ld fencing_violations=%ld stale_rejected=%ld "
+           "fifo_inversions=%ld late_handovers=%ld double_leaders=%ld "
+           "epoch_regressions=%ld handover_p99_ms=%lld\n",
+           nev, grants, terms, faults, kinds[0] ? kinds : "none", mutex,
+           fencing, stale, fifo, late, leaders, epochs,
+           nho ? handovers[(nho - 1) * 99 / 100] / 1000000 : 0);
+    free(handovers);
+    free(evs);
+    free(procs);
+    return mutex || fencing || fifo || late || leaders || epochs ? 1 : 0;
+}
