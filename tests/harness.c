@@ -1056,7 +1056,7 @@ static int all_threads_stopped(pid_t pid)
     if ((d = opendir(path)) == NULL)
         return 0;
     while (stopped && (de = readdir(d)) != NULL) {
-        char stat[128], buf[512], *rp;
+        char stat[sizeof(path) + 256 + 8], buf[512], *rp;
         FILE *f;
         if (de->d_name[0] == '.')
             continue;

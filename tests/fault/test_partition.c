@@ -131,6 +131,53 @@ static zkr_lock_t *make_kind(zkr_session_t *s, const char *path, int kind,
     return l;
 }
 
+/* A holder and a contender it blocks, of each recipe: 0 lock, 1 semaphore
+ * of one permit, 2 writer holding and reader waiting, 3 reader holding and
+ * writer waiting. The unused rwlock sides are kept in ho and wo. */
+enum { PAIRS = 4 };
+struct pair {
+    zkr_lock_t *h, *w, *ho, *wo;
+};
+
+static void make_pair(zkr_session_t *a, zkr_session_t *b, const char *path,
+                      int kind, struct pair *p)
+{
+    memset(p, 0, sizeof(*p));
+    if (kind == 0) {
+        p->h = new_lock(a, path, "a");
+        p->w = new_lock(b, path, "b");
+    } else if (kind == 1) {
+        assert_int_equal(zkr_semaphore_new(&p->h, a, path, 1, "a", NULL), 0);
+        assert_int_equal(zkr_semaphore_new(&p->w, b, path, 1, "b", NULL), 0);
+    } else if (kind == 2) {
+        assert_int_equal(zkr_rwlock_new(&p->ho, &p->h, a, path, "a", NULL), 0);
+        assert_int_equal(zkr_rwlock_new(&p->w, &p->wo, b, path, "b", NULL), 0);
+    } else {
+        assert_int_equal(zkr_rwlock_new(&p->h, &p->ho, a, path, "a", NULL), 0);
+        assert_int_equal(zkr_rwlock_new(&p->wo, &p->w, b, path, "b", NULL), 0);
+    }
+}
+
+static void free_pair(struct pair *p)
+{
+    zkr_lock_free(p->h);
+    zkr_lock_free(p->w);
+    zkr_lock_free(p->ho);
+    zkr_lock_free(p->wo);
+}
+
+/* Runs fn(kind, path) for every pair kind, path = base + kind. */
+static void each_pair(void (*fn)(int, const char *), const char *base)
+{
+    char path[64];
+
+    for (int kind = 0; kind < PAIRS; kind++) {
+        snprintf(path, sizeof(path), "%s%d", base, kind);
+        print_message("# kind %d\n", kind);
+        fn(kind, path);
+    }
+}
+
 /* Contenders under path, in queue order (caller frees). */
 static zkr_contender_t *list(zkr_session_t *s, const char *path, int *n)
 {
@@ -337,19 +384,21 @@ static void test_predecessor_deleted_before_watch(void **state)
 /* The waiter's connection is reset three times while it waits: it keeps
  * its one node and place (same sequence), and is granted as soon as the
  * holder releases. */
-static void test_connection_dropped_while_waiting(void **state)
+static void connection_dropped_while_waiting(int kind, const char *path)
 {
     enum { T = 8000 };
-    const char *path = "/p/dropwait";
     zkr_session_t *a = open_session(T), *b = open_proxied(T);
-    zkr_lock_t *la = new_lock(a, path, "a"), *lb = new_lock(b, path, "b");
+    struct pair pr;
+    zkr_lock_t *la, *lb;
     static struct rec rb, rs;
     zkr_contender_t *v;
     int n = 0;
     int32_t seq;
     int64_t t0;
 
-    (void)state;
+    make_pair(a, b, path, kind, &pr);
+    la = pr.h;
+    lb = pr.w;
     rec_init(&rb);
     rec_init(&rs);
     zkr_session_add_listener(b, on_session, &rs);
@@ -378,24 +427,31 @@ static void test_connection_dropped_while_waiting(void **state)
                   (long long)(rec_find(&rb, 1) - t0));
     assert_int_equal(zkr_lock_release(lb), 0);
     assert_int_equal(children(path), 0);
-    zkr_lock_free(la);
-    zkr_lock_free(lb);
+    free_pair(&pr);
     zkr_session_free(a);
     zkr_session_free(b);
+}
+
+static void test_connection_dropped_while_waiting(void **state)
+{
+    (void)state;
+    each_pair(connection_dropped_while_waiting, "/p/dropwait");
 }
 
 /* Release while the client is cut off (blackhole, server alive): local
  * state stays RELEASING and the node stays until the delete is confirmed
  * after the connection is back; no orphan, no other grant meanwhile. */
-static void test_release_during_disconnect(void **state)
+static void release_during_disconnect(int kind, const char *path)
 {
     enum { T = 10000 };
-    const char *path = "/p/reldisc";
     zkr_session_t *a = open_proxied(T), *b = open_session(T);
-    zkr_lock_t *la = new_lock(a, path, "a"), *lb = new_lock(b, path, "b");
+    struct pair pr;
+    zkr_lock_t *la, *lb;
     static struct rec ra, rd, rb;
 
-    (void)state;
+    make_pair(a, b, path, kind, &pr);
+    la = pr.h;
+    lb = pr.w;
     rec_init(&ra);
     rec_init(&rd);
     rec_init(&rb);
@@ -418,10 +474,15 @@ static void test_release_during_disconnect(void **state)
     assert_true(rec_find(&rb, 1) >= rec_find(&rd, 1) - 50);
     assert_int_equal(zkr_lock_release(lb), 0);
     assert_int_equal(children(path), 0);
-    zkr_lock_free(la);
-    zkr_lock_free(lb);
+    free_pair(&pr);
     zkr_session_free(a);
     zkr_session_free(b);
+}
+
+static void test_release_during_disconnect(void **state)
+{
+    (void)state;
+    each_pair(release_during_disconnect, "/p/reldisc");
 }
 
 /* Churn: three threads, each with its session through the proxy, loop
@@ -526,16 +587,18 @@ static void test_churn_under_resets(void **state)
  * server expires its session and grants the waiter; the waiter's fenced
  * write is admitted, the old holder's later write with its old token is
  * rejected, and the old holder ends LOST. */
-static void test_holder_partitioned(void **state)
+static void holder_partitioned(int kind, const char *path)
 {
     enum { T = 4000 };
-    const char *path = "/p/partition";
     zkr_session_t *a = open_proxied(T), *b = open_session(T);
-    zkr_lock_t *la = new_lock(a, path, "a"), *lb = new_lock(b, path, "b");
+    struct pair pr;
+    zkr_lock_t *la, *lb;
     static struct rec ra, rb;
     int64_t highest = 0, ta, tb = 0, t_susp, t_grant;
 
-    (void)state;
+    make_pair(a, b, path, kind, &pr);
+    la = pr.h;
+    lb = pr.w;
     rec_init(&ra);
     rec_init(&rb);
     zkr_lock_set_listener(la, on_lock_state, &ra);
@@ -565,26 +628,33 @@ static void test_holder_partitioned(void **state)
     assert_int_equal(zkr_lock_release(la), ZKR_ELOST);
     assert_int_equal(zkr_lock_release(lb), 0);
     assert_int_equal(children(path), 0);
-    zkr_lock_free(la);
-    zkr_lock_free(lb);
+    free_pair(&pr);
     zkr_session_free(a);
     zkr_session_free(b);
+}
+
+static void test_holder_partitioned(void **state)
+{
+    (void)state;
+    each_pair(holder_partitioned, "/p/partition");
 }
 
 /* A short blip (1 s blackhole, then a reset) well within the session
  * timeout: no loss, the same session, node and token, the waiter not
  * granted meanwhile. */
-static void test_short_blip(void **state)
+static void short_blip(int kind, const char *path)
 {
     enum { T = 8000 };
-    const char *path = "/p/blip";
     zkr_session_t *a = open_proxied(T), *b = open_session(T);
-    zkr_lock_t *la = new_lock(a, path, "a"), *lb = new_lock(b, path, "b");
+    struct pair pr;
+    zkr_lock_t *la, *lb;
     static struct rec ra, rs, rb;
     char node1[ZKR_NODE_MAX], node2[ZKR_NODE_MAX];
     int64_t t1, sid = zkr_session_id(a);
 
-    (void)state;
+    make_pair(a, b, path, kind, &pr);
+    la = pr.h;
+    lb = pr.w;
     rec_init(&ra);
     rec_init(&rs);
     rec_init(&rb);
@@ -617,10 +687,15 @@ static void test_short_blip(void **state)
     assert_true(ZKT_WAIT_UNTIL(rec_find(&rb, 1) >= 0, zkt_scaled_ms(5000)));
     assert_int_equal(zkr_lock_release(lb), 0);
     assert_int_equal(children(path), 0);
-    zkr_lock_free(la);
-    zkr_lock_free(lb);
+    free_pair(&pr);
     zkr_session_free(a);
     zkr_session_free(b);
+}
+
+static void test_short_blip(void **state)
+{
+    (void)state;
+    each_pair(short_blip, "/p/blip");
 }
 
 int main(void)
