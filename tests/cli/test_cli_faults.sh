@@ -83,14 +83,18 @@ test_stop_mode_blip() {
     : > "$WORK/log"
     rm -f "$WORK/go"
     expect "proxy did not start" proxy_start
-    bg "$ZKR" -s "$PROXY_HOSTS" --session-timeout 9000 lock \
+    # A long session: the client gives up on the silent connection at 2/3
+    # of it (SUSPENDED, SIGSTOP) and zkr's deadline is at 0.9 of it, so the
+    # command stays stopped for about 0.23 x 15 s = 3.5 s, long enough to
+    # see it and to reconnect on a loaded machine.
+    bg "$ZKR" -s "$PROXY_HOSTS" --session-timeout 15000 lock \
         --on-suspend stop /cli/blip sh -c "echo \"\$(date +%s%3N) start A \$\$\" >> '$WORK/log'; while [ ! -e '$WORK/go' ]; do sleep 0.05; done"
     a=$!
     expect "A did not start" wait_for 10 logged start A
     cpid=$(field start A 4)
     node=$(zk_ls /cli/blip)
     expect "blackhole" proxy_cmd blackhole
-    expect "command not stopped at SUSPENDED" wait_for 9 stopped "$cpid"
+    expect "command not stopped at SUSPENDED" wait_for 14 stopped "$cpid"
     expect "pass" proxy_cmd pass
     expect "command not continued after re-verification" \
         wait_for 5 running "$cpid"
