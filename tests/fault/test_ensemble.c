@@ -26,49 +26,7 @@ enum { T = 8000 };
 static zkt_ensemble_t *ens;
 static zhandle_t *raw;
 
-/* What a callback reported, with times (see test_faults.c). */
-struct rec {
-    pthread_mutex_t mu;
-    int n;
-    int what[64];
-};
-
-static void rec_init(struct rec *r)
-{
-    memset(r, 0, sizeof(*r));
-    pthread_mutex_init(&r->mu, NULL);
-}
-
-static void rec_add(struct rec *r, int what)
-{
-    pthread_mutex_lock(&r->mu);
-    if (r->n < 64)
-        r->what[r->n++] = what;
-    pthread_mutex_unlock(&r->mu);
-}
-
-static int rec_has(struct rec *r, int what)
-{
-    int hit = 0;
-
-    pthread_mutex_lock(&r->mu);
-    for (int i = 0; i < r->n; i++)
-        hit |= r->what[i] == what;
-    pthread_mutex_unlock(&r->mu);
-    return hit;
-}
-
-static void on_session(zkr_session_t *s, zkr_state_t st, void *data)
-{
-    (void)s;
-    rec_add(data, (int)st);
-}
-
-static void on_done(int rc, zkr_lock_t *l, void *data)
-{
-    (void)l;
-    rec_add(data, rc == 0 ? 1 : rc);
-}
+#include "../rec.h"
 
 static int group_setup(void **state)
 {
@@ -125,10 +83,10 @@ static void pair_finish(struct pair *p, const char *path)
 
     assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(p->la) == ZKR_LOCK_HELD,
                                zkt_scaled_ms(2 * T)));
-    assert_false(rec_has(&p->ra, ZKR_STATE_LOST));
-    assert_false(rec_has(&p->rb, 1)); /* not granted while a holds */
+    assert_false(rec_find(&p->ra, ZKR_STATE_LOST) >= 0);
+    assert_false(rec_find(&p->rb, 1) >= 0); /* not granted while a holds */
     assert_int_equal(zkr_lock_release(p->la), 0);
-    if (!ZKT_WAIT_UNTIL(rec_has(&p->rb, 1), zkt_scaled_ms(2 * T))) {
+    if (!ZKT_WAIT_UNTIL(rec_find(&p->rb, 1) >= 0, zkt_scaled_ms(2 * T))) {
         print_message("# waiter not granted: state %s, session %s, %d "
                       "completions (first %d), %d nodes\n",
                       zkr_lock_state_name(zkr_lock_state(p->lb)),
@@ -274,7 +232,7 @@ static void test_quorum_lost(void **state)
                                zkt_scaled_ms(T)));
     assert_true(zkr_session_open(&c, zkt_ensemble_hosts(ens), T, NULL) != 0);
     zkt_sleep_ms(1000);
-    assert_false(rec_has(&p.rb, 1));
+    assert_false(rec_find(&p.rb, 1) >= 0);
     assert_true(zkr_lock_state(p.la) != ZKR_LOCK_HELD);
     print_message("# during the loss: holder %d, waiter %d (%d completions)\n",
                   zkr_lock_state(p.la), zkr_lock_state(p.lb), p.rb.n);
@@ -298,7 +256,7 @@ static void test_quorum_lost(void **state)
     print_message("# after the quorum came back the holder is %s\n",
                   zkr_lock_state(p.la) == ZKR_LOCK_HELD ? "holding" : "lost");
     if (zkr_lock_state(p.la) == ZKR_LOCK_HELD) {
-        assert_false(rec_has(&p.rb, 1));
+        assert_false(rec_find(&p.rb, 1) >= 0);
         assert_int_equal(zkr_lock_release(p.la), 0);
     } else {
         assert_int_equal(zkr_lock_release(p.la), ZKR_ELOST);
@@ -306,7 +264,7 @@ static void test_quorum_lost(void **state)
     /* The waiter is granted, or its acquire ended with ZKR_ELOST during
      * the loss and it queues again. */
     assert_true(ZKT_WAIT_UNTIL(p.rb.n > 0, zkt_scaled_ms(3 * T)));
-    if (!rec_has(&p.rb, 1)) {
+    if (!(rec_find(&p.rb, 1) >= 0)) {
         assert_int_equal(p.rb.what[0], ZKR_ELOST);
         assert_int_equal(zkr_lock_acquire(p.lb, zkt_scaled_ms(3 * T)), 0);
     }
