@@ -105,8 +105,32 @@ test_stop_mode_blip() {
     expect "A exit $st, not 0" [ "$st" -eq 0 ]
 }
 
+# --on-suspend ignore --grace 1: nothing at SUSPENDED, SIGTERM at LOST,
+# SIGKILL a grace later to a command that ignores SIGTERM; zkr exits 4.
+test_ignore_mode_grace() {
+    local a cpid t_term t_dead
+    : > "$WORK/log"
+    expect "proxy did not start" proxy_start
+    bg "$ZKR" -s "$PROXY_HOSTS" --session-timeout $T lock \
+        --on-suspend ignore --grace 1 /cli/ignore sh -c "trap 'echo \"\$(date +%s%3N) term\" >> \"$WORK/log\"' TERM; echo \"\$(date +%s%3N) start A \$\$\" >> '$WORK/log'; while :; do sleep 0.05; done"
+    a=$!
+    expect "A did not start" wait_for 10 logged start A
+    cpid=$(field start A 4)
+    expect "blackhole" proxy_cmd blackhole
+    expect "no SIGTERM at LOST" wait_for 10 grep -q ' term' "$WORK/log"
+    t_term=$(awk '$2 == "term" { print $1; exit }' "$WORK/log")
+    expect "command not killed after the grace" wait_for 5 dead "$cpid"
+    t_dead=$(now_ms)
+    expect "killed $((t_dead - t_term)) ms after SIGTERM, before the 1 s grace" \
+        [ $((t_dead - t_term)) -ge 900 ]
+    wait_status "$a"
+    expect "A exit $st, not 4" [ "$st" -eq 4 ]
+    proxy_cmd pass
+}
+
 start_server
 run_test test_partitioned_holder
 run_test test_paused_holder
 run_test test_stop_mode_blip
+run_test test_ignore_mode_grace
 done_testing
