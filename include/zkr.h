@@ -281,7 +281,8 @@ typedef enum {
     ZKR_COUNTER_CREATES,
     /** Contender nodes deleted by zkr (releases and cleanups). */
     ZKR_COUNTER_DELETES,
-    /** Queue listings (getChildren) issued. */
+    /** Queue listings (getChildren) issued (not the one-node reads of a
+     *  handoff, see zkr_lock_release()). */
     ZKR_COUNTER_LISTS,
     /** Creates whose outcome was unknown and had to be recovered. */
     ZKR_COUNTER_RECOVERIES,
@@ -289,7 +290,8 @@ typedef enum {
     ZKR_COUNTER_SESSIONS,
     /** Notifications about a node we hold: a holder watches its own node
      *  to learn of a forced deletion at once, so each release also
-     *  notifies the releasing session of its own delete. */
+     *  notifies the releasing session of its own delete (or handoff
+     *  write, see zkr_lock_release()). */
     ZKR_COUNTER_HOLDER_EVENTS,
     ZKR_COUNTER_COUNT_
 } zkr_counter_t;
@@ -439,6 +441,16 @@ ZKR_EXTERN int zkr_lock_cancel(zkr_lock_t *l);
  *   confirmation (or for the session to end, which deletes it too).
  *
  * Idempotent. Local state is never cleared before the delete is confirmed.
+ *
+ * Handoff: an exclusive holder (lock, write lock, leader) that may have a
+ * successor empties its node's data and deletes it in one transaction. The
+ * successor's watch fires on that write; once the node is gone, the
+ * successor knows its predecessor held, hence that everyone queued before
+ * it is gone, and is granted without listing the queue: one notification
+ * and at most one small read per release, whatever the queue's length.
+ * Contender nodes are zkr's: a write on a held node by anyone else ends
+ * its holder's ownership like a forced deletion (see
+ * zkr_lock_set_listener()).
  * \return 0 (released); ZKR_ENOTHELD (nothing held); ZKR_ELOST (ownership
  *   had been lost; reported once, the handle is then idle); ZKR_ESTATE (an
  *   acquire is in progress: cancel it instead); ZKR_EDEADLK; ZBADARGUMENTS.
@@ -499,8 +511,10 @@ typedef void (*zkr_lock_listener_t)(zkr_lock_t *l, zkr_lock_state_t state,
  *   when a held lock becomes SUSPENDED, HELD again after re-verification,
  *   or LOST. LOST comes at the safe deadline, on session expiry, or when
  *   the holder's node is deleted by someone else (an operator's forced
- *   release): a holder watches its own node from 50 ms after the grant, so
- *   it hears within that plus a round trip.
+ *   release) or written by someone else (its successor may take the write
+ *   for a release, see zkr_lock_release(); the node is then deleted): a
+ *   holder watches its own node from 50 ms after the grant, so it hears
+ *   within that plus a round trip.
  * \return 0; ZBADARGUMENTS.
  */
 ZKR_EXTERN int zkr_lock_set_listener(zkr_lock_t *l, zkr_lock_listener_t fn,

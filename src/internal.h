@@ -111,10 +111,16 @@ struct zkr__cleanup {
     char *dir;  /* with uuid: the directory to search */
     char uuid[37];
     int64_t sid;
-    int busy;                /* an operation is in flight */
-    int dead;                /* dropped: free once not busy */
-    int watch;               /* remove our watches on path instead: */
-    int wtype;               /* ... of this ZooKeeper watcher type */
+    int busy;         /* an operation is in flight */
+    int dead;         /* dropped: free once not busy */
+    int watch;        /* remove our watches on path instead: */
+    int wtype;        /* ... of this ZooKeeper watcher type */
+    int handoff;      /* an exclusive holder's release: set the
+                         node's data and delete it in one multi, so
+                         a successor watching it knows it held */
+    zoo_op_t mops[2]; /* ... that multi (alive while busy) */
+    zoo_op_result_t mres[2];
+    struct Stat mstat;
     zkr__contender_t *owner; /* told when done (release/abort), or NULL */
 };
 
@@ -182,9 +188,10 @@ int zkr__post_call(zkr_session_t *s, void (*run)(const zkr__event_t *ev),
  * 0, or ZKR_ETIMEDOUT once the deadline has passed. */
 int zkr__wait(zkr_session_t *s, const int *flag, int64_t deadline);
 
-/* Adds a node to delete; mutex held. */
+/* Adds a node to delete; mutex held. handoff: see zkr__cleanup. */
 int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
-                     const char *uuid, int64_t sid, zkr__contender_t *owner);
+                     const char *uuid, int64_t sid, zkr__contender_t *owner,
+                     int handoff);
 /* Adds a removal of zkr's watches of a type on path; mutex held. */
 int zkr__cleanup_add_watch(zkr_session_t *s, const char *path, int wtype);
 /* Observers list again after (re)connecting; mutex held. */
@@ -263,6 +270,8 @@ typedef struct zkr__recipe {
     char mode;          /* sequencer mode: 'x', 'r', 'w', 'l', 'p' */
     int poke;           /* on grant, touch our node: wakes a successor
                            that watches it (semaphore) */
+    int handoff;        /* a holder holds alone (lock, writer, leader): its
+                           release marks its node before deleting it */
     zkr__pred_fn pred;
     /* Delivers an event to the application: casts fn back to the
      * recipe's callback type and calls it with the recipe's handle. */
@@ -300,6 +309,11 @@ struct zkr__contender {
     int64_t czxid;
     int64_t node_sid;     /* session that created node */
     char *watching;       /* full path of the watched node, or NULL */
+    char *confirm;        /* listing: first ask whether this node (which we
+                             watched and saw change) is gone, see
+                             confirm_done() in queue.c */
+    int alone;            /* held: the listing that granted us showed no
+                             one after us (release needs no handoff) */
     int watch_dir;        /* ... and it is a child watch on our directory */
     zkr__entry_t *before; /* while acquiring: the contenders before us in
                              our last listing (names owned), see

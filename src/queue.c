@@ -35,8 +35,9 @@ static void start_attempt(zkr__contender_t *c, int timeout_ms);
 static int rejoin(zkr__contender_t *c);
 static void issue_list(zkr__contender_t *c);
 static void issue_self_watch(zkr__contender_t *c);
-static int decide_cached(zkr__contender_t *c, const char *gone);
+static int decide_cached(zkr__contender_t *c, const char *gone, int held);
 static void lose_held(zkr__contender_t *c);
+static void lose_written(zkr__contender_t *c);
 
 static int is_acquiring(const zkr__contender_t *c)
 {
@@ -144,6 +145,8 @@ static void forget_node(zkr__contender_t *c)
     c->node = NULL;
     free(c->watching);
     c->watching = NULL;
+    free(c->confirm);
+    c->confirm = NULL;
     c->czxid = 0;
     c->self_watch = 0;
     c->watch_due = -1;
@@ -269,10 +272,23 @@ void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
                 char *gone = c->watching;
                 woke = 1;
                 c->watching = NULL;
-                /* Deleted: decide from what we know, without listing.
-                 * Anything else is a hint: list and check again. */
-                if (type != ZOO_DELETED_EVENT || c->watch_dir ||
-                    !decide_cached(c, gone)) {
+                /* Deleted: decide from what we know, without listing. A
+                 * change is a holder's release (set and deleted at once)
+                 * or someone else's write, which ends its holder's
+                 * ownership (written_by_other): decide as for a deletion,
+                 * and if that leaves others before us, ask whether the
+                 * node is gone before listing. Anything else is a hint:
+                 * list and check again. */
+                if (type == ZOO_CHANGED_EVENT && !c->watch_dir &&
+                    !c->recipe->poke) {
+                    if (!decide_cached(c, gone, 0)) {
+                        c->confirm = gone;
+                        gone = NULL;
+                        c->phase = ZKR__P_LISTING;
+                        step(c);
+                    }
+                } else if (type != ZOO_DELETED_EVENT || c->watch_dir ||
+                           !decide_cached(c, gone, 0)) {
                     c->phase = ZKR__P_LISTING;
                     step(c);
                 }
@@ -280,11 +296,13 @@ void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
             } else if (c->phase == ZKR__P_HELD && c->self_watch &&
                        c->node != NULL && strcmp(c->node, path) == 0) {
                 /* Our own node: deleted by someone else (a forced
-                 * release) ends ownership at once; a change (our own
-                 * touch) only consumed the watch. */
+                 * release) ends ownership at once, and so does someone
+                 * else's write; our own touch only consumed the watch. */
                 c->self_watch = 0;
                 if (type == ZOO_DELETED_EVENT)
                     lose_held(c);
+                else if (type == ZOO_CHANGED_EVENT && !c->recipe->poke)
+                    lose_written(c);
                 else
                     issue_self_watch(c);
             }
@@ -408,13 +426,13 @@ static void create_done(int rc, const char *value, const struct Stat *stat,
         /* Nobody wants this node any more (timed out, canceled, lost):
          * delete it, or it would block the queue until our session ends. */
         if (rc == ZOK)
-            zkr__cleanup_add(s, value, NULL, NULL, op->sid, NULL);
+            zkr__cleanup_add(s, value, NULL, NULL, op->sid, NULL, 0);
     } else if (rc == ZOK) {
         c->node = zkr__strdup(value);
         c->czxid = stat->czxid;
         c->node_sid = op->sid;
         if (c->node == NULL) {
-            zkr__cleanup_add(s, value, NULL, NULL, op->sid, NULL);
+            zkr__cleanup_add(s, value, NULL, NULL, op->sid, NULL, 0);
             finish_acquire(c, ZKR_ENOMEM);
         } else if (c->abort_rc != 0) {
             c->phase = ZKR__P_LISTING;
@@ -467,7 +485,7 @@ static void recover_stat_done(int rc, const struct Stat *stat, const void *data)
     } else if (rc == ZOK) {
         /* Created by an older session of ours: never adopt it (that
          * session's ownership is gone); delete it and start over. */
-        zkr__cleanup_add(s, op->path, NULL, NULL, s->sid, NULL);
+        zkr__cleanup_add(s, op->path, NULL, NULL, s->sid, NULL, 0);
         c->phase = ZKR__P_CREATING;
         zkr__uuid(c->uuid);
         if (c->abort_rc != 0)
@@ -560,7 +578,7 @@ static void wget_done(int rc, const char *value, int len,
          * node by getData): decide from what we know; unknown: list. */
         char *gone = c->watching;
         c->watching = NULL;
-        if (rc != ZNONODE || !decide_cached(c, gone)) {
+        if (rc != ZNONODE || !decide_cached(c, gone, 0)) {
             c->phase = ZKR__P_LISTING;
             step(c);
         }
@@ -681,6 +699,7 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
         if (c->recipe->poke)
             poke(c);
         finish_acquire(c, 0);
+        c->alone = self == n - 1;
     } else if (c->try_once) {
         abort_acquire(c, ZKR_EBUSY);
     } else if (w == ZKR__WATCH_DIR && !op->watched) {
@@ -709,16 +728,22 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
  * numbers only grow), so the set before us can only shrink. If the
  * recipe's rule grants us on that set minus the deleted node, it grants us
  * on the real set too (a smaller queue never blocks more): we hold, and a
- * release has handed off with one notification and no round trip. When
- * the rule still names a node, we list instead, as before: whether the
- * others before us are still there is not known, and asking node by node
- * would cost a round trip each. Semaphores (whose waiters also wait for
- * grants, not only departures) always list. Returns 1 if granted. */
-static int decide_cached(zkr__contender_t *c, const char *gone)
+ * release has handed off with one notification and no round trip.
+ *
+ * held: the node was released by its holder (confirm_done). A node that
+ * holds alone (an exclusive kind: lock, writer, leader) was granted only
+ * once no one before it was left, and no one can join before it later:
+ * everyone before it in our listing is gone too.
+ *
+ * When the rule still names a node, we list instead, as before: whether
+ * the others before us are still there is not known, and asking node by
+ * node would cost a round trip each. Semaphores (whose waiters also wait
+ * for grants, not only departures) always list. Returns 1 if granted. */
+static int decide_cached(zkr__contender_t *c, const char *gone, int held)
 {
     const char *name = strrchr(gone, '/');
     zkr__entry_t *v;
-    int k = -1, w;
+    int k = -1, lo, n = 0, w;
 
     if (c->recipe->poke || c->before == NULL || name == NULL || c->node == NULL)
         return 0;
@@ -727,25 +752,55 @@ static int decide_cached(zkr__contender_t *c, const char *gone)
             k = i;
     if (k < 0)
         return 0;
-    free((char *)c->before[k].name);
-    memmove(&c->before[k], &c->before[k + 1],
-            (size_t)(c->nbefore - k - 1) * sizeof(*c->before));
-    c->nbefore--;
-    /* The queue as we know it: those before us, then us. */
+    lo =
+        held && c->before[k].permits == 0 && c->before[k].kind != ZKR__KIND_READ
+            ? 0
+            : k;
+    /* The queue as we know it: those before us that may remain, then us. */
     if ((v = malloc(sizeof(*v) * (size_t)(c->nbefore + 1))) == NULL)
         return 0;
-    memcpy(v, c->before, sizeof(*v) * (size_t)c->nbefore);
-    v[c->nbefore].name = strrchr(c->node, '/') + 1;
-    v[c->nbefore].kind = ZKR__KIND_NONE;
-    v[c->nbefore].permits = c->permits;
-    v[c->nbefore].seq = 0;
-    w = c->recipe->pred(v, c->nbefore + 1, c->nbefore, c->permits);
+    for (int i = 0; i < c->nbefore; i++)
+        if (i < lo || i > k)
+            v[n++] = c->before[i];
+    v[n].name = strrchr(c->node, '/') + 1;
+    v[n].kind = ZKR__KIND_NONE;
+    v[n].permits = c->permits;
+    v[n].seq = 0;
+    w = c->recipe->pred(v, n + 1, n, c->permits);
     free(v);
     if (w != ZKR__GRANT)
         return 0;
     c->phase = ZKR__P_LISTING; /* still acquiring, for finish_acquire */
     finish_acquire(c, 0);
+    c->alone = 0; /* who queued after us is not known */
     return 1;
+}
+
+/* The node we watched changed, and is gone now: it was released by its
+ * holder (set and deleted in one transaction, session.c send_handoff), so
+ * decide without listing. Still there: someone else wrote it (a data
+ * change is not a release), so list as for any hint. A node that changed
+ * and then was deleted otherwise would need both a foreign write and its
+ * owner's departure within this one round trip: contender nodes are
+ * zkr's, and nothing else is to write them. */
+static void confirm_done(int rc, const struct Stat *stat, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr__contender_t *c = op->c;
+    char *gone;
+
+    (void)stat;
+    zkr__op_begin(op, rc);
+    if (!stale(op, ZKR__P_LISTING) && c->confirm != NULL) {
+        gone = c->confirm;
+        c->confirm = NULL;
+        /* Not granted (or a connection error): list, now or on reconnect
+         * (zkr__op_end steps us). */
+        if (rc == ZNONODE)
+            decide_cached(c, gone, 1);
+        free(gone);
+    }
+    zkr__op_end(op);
 }
 
 static void issue_list(zkr__contender_t *c)
@@ -754,6 +809,11 @@ static void issue_list(zkr__contender_t *c)
 
     if (op == NULL)
         return;
+    if (c->confirm != NULL) {
+        if (zoo_aexists(c->s->zh, c->confirm, 0, confirm_done, op) != ZOK)
+            zkr__op_cancel(op);
+        return;
+    }
     c->s->counters[ZKR_COUNTER_LISTS]++;
     if (zoo_aget_children(c->s->zh, c->dir, 0, list_done, op) != ZOK)
         zkr__op_cancel(op);
@@ -774,18 +834,39 @@ static void lose_held(zkr__contender_t *c)
     rejoin(c);
 }
 
+/* Someone else wrote our held node. Its successor takes a write on the node
+ * it waits for as its holder's release (the holder's release writes it,
+ * session.c send_handoff) and may hold already: like a forced deletion,
+ * this ends our ownership. Our node is deleted, since the queue must not
+ * wait for it. Contender nodes are zkr's; nobody else is to write them.
+ * Returns 1 if so (the contender is lost). */
+static int written_by_other(zkr__contender_t *c, const struct Stat *stat)
+{
+    if (c->recipe->poke || stat->version == 0)
+        return 0;
+    lose_written(c);
+    return 1;
+}
+
+static void lose_written(zkr__contender_t *c)
+{
+    zkr__cleanup_add(c->s, c->node, NULL, NULL, c->node_sid, NULL, 0);
+    lose_held(c);
+}
+
 static void self_watch_done(int rc, const struct Stat *stat, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
     zkr__contender_t *c = op->c;
 
-    (void)stat;
     if (rc == ZNONODE) {
         /* exists() leaves a watch on a missing path: take it back. */
         drop_watch(s, op->path, c, ZWATCHTYPE_DATA);
         if (!stale(op, ZKR__P_HELD) && c->self_watch)
             lose_held(c);
+    } else if (rc == ZOK && !stale(op, ZKR__P_HELD) && c->self_watch) {
+        written_by_other(c, stat);
     } else if (rc != ZOK && !stale(op, ZKR__P_HELD)) {
         /* Not set (connection lost): set again once re-verified. */
         c->self_watch = 0;
@@ -834,13 +915,15 @@ static void verify_done(int rc, const struct Stat *stat, const void *data)
     if (!stale(op, ZKR__P_HELD) && c->pub == ZKR_LOCK_SUSPENDED) {
         if (rc == ZOK && stat->ephemeralOwner == s->sid &&
             stat->czxid == c->czxid) {
-            notify_state(c, ZKR_LOCK_HELD);
-            /* A touch lost with the connection would leave a successor
-             * watching us for nothing: touch again. */
-            if (c->recipe->poke)
-                poke(c);
-            if (!c->self_watch)
-                issue_self_watch(c);
+            if (!written_by_other(c, stat)) {
+                notify_state(c, ZKR_LOCK_HELD);
+                /* A touch lost with the connection would leave a successor
+                 * watching us for nothing: touch again. */
+                if (c->recipe->poke)
+                    poke(c);
+                if (!c->self_watch)
+                    issue_self_watch(c);
+            }
         } else if (rc == ZOK || rc == ZNONODE) {
             /* Deleted, or re-created by someone else: ownership is gone. */
             lose_held(c);
@@ -912,7 +995,7 @@ static void abort_acquire(zkr__contender_t *c, int rc)
         break;
     case ZKR__P_RECOVER:
         if (c->busy == 0) {
-            zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL);
+            zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL, 0);
             finish_acquire(c, c->abort_rc);
         }
         break;
@@ -928,9 +1011,9 @@ static void abort_acquire(zkr__contender_t *c, int rc)
         }
         c->phase = ZKR__P_ABORTING;
         if (s->connected) {
-            zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, c);
+            zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, c, 0);
         } else {
-            zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL);
+            zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL, 0);
             finish_acquire(c, c->abort_rc);
         }
         break;
@@ -1086,11 +1169,13 @@ void zkr__contender_destroy(zkr__contender_t *c)
         zkr__cleanup_disown(s, c);
         if (is_acquiring(c)) {
             if (c->phase == ZKR__P_RECOVER)
-                zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL);
+                zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL,
+                                 0);
             finish_acquire(c, c->abort_rc);
         }
     } else if (c->phase == ZKR__P_HELD) {
-        zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL);
+        zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL,
+                         c->recipe->handoff && !c->alone);
         c->phase = ZKR__P_IDLE;
         forget_node(c);
     } else if (c->phase == ZKR__P_RELEASING) {
@@ -1254,7 +1339,8 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
     c->rel_done = 0;
     c->rel_fn = fn;
     c->rel_data = data;
-    rc = zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, c);
+    rc = zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, c,
+                          c->recipe->handoff && !c->alone);
     if (rc != 0) {
         c->phase = ZKR__P_HELD;
         c->pub = ZKR_LOCK_HELD;

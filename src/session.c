@@ -337,7 +337,8 @@ void zkr__zh_put(zkr_session_t *s)
 /* ----------------------------------------------------------- cleanup */
 
 int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
-                     const char *uuid, int64_t sid, zkr__contender_t *owner)
+                     const char *uuid, int64_t sid, zkr__contender_t *owner,
+                     int handoff)
 {
     zkr__cleanup_t *cl = calloc(1, sizeof(*cl));
 
@@ -356,6 +357,7 @@ int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
     }
     cl->sid = sid;
     cl->owner = owner;
+    cl->handoff = handoff && cl->path != NULL;
     cl->next = s->cleanups;
     s->cleanups = cl;
     zkr__cleanup_pump(s);
@@ -364,7 +366,7 @@ int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
 
 int zkr__cleanup_add_watch(zkr_session_t *s, const char *path, int wtype)
 {
-    int rc = zkr__cleanup_add(s, NULL, NULL, NULL, s->sid, NULL);
+    int rc = zkr__cleanup_add(s, NULL, NULL, NULL, s->sid, NULL, 0);
 
     if (rc == 0) {
         zkr__cleanup_t *cl = s->cleanups;
@@ -420,7 +422,11 @@ static void cleanup_deleted(int rc, const void *data)
     cl->busy = 0;
     if (rc == ZOK)
         s->counters[ZKR_COUNTER_DELETES]++;
-    if (cl->dead)
+    if (cl->handoff && rc == ZNOAUTH && !cl->dead) {
+        /* The node's ACL lets us delete it (a right on its parent) but not
+         * write it: a plain delete, and the successor lists. */
+        cl->handoff = 0;
+    } else if (cl->dead)
         cleanup_finish(s, cl, 0);
     else if (zkr__is_connection_error(rc))
         ; /* retried by the next pump, after reconnecting */
@@ -465,6 +471,22 @@ static int send_remove_watch(zkr_session_t *s, zkr__op_t *op)
     memcpy(&as_declared, &fn, sizeof(fn));
     return zoo_aremove_all_watches(
         s->zh, op->cl->path, (ZooWatcherType)op->cl->wtype, 0, as_declared, op);
+}
+
+/* An exclusive holder's release: empties its node's data and deletes it in
+ * one transaction. The successor watching the node (a data watch, which
+ * fires once) is woken by the change, not the deletion, and a change
+ * followed by the node's absence tells it that the node was released by
+ * its holder, so that everyone before it had gone (queue.c,
+ * confirm_done). The multi fails as a whole like the delete would (NONODE
+ * once it is gone, so a retry after a lost reply ends the entry). */
+static int send_handoff(zkr_session_t *s, zkr__op_t *op)
+{
+    zkr__cleanup_t *cl = op->cl;
+
+    zoo_set_op_init(&cl->mops[0], cl->path, "", 0, -1, &cl->mstat);
+    zoo_delete_op_init(&cl->mops[1], cl->path, -1);
+    return zoo_amulti(s->zh, 2, cl->mops, cl->mres, cleanup_deleted, op);
 }
 
 static void cleanup_listed(int rc, const struct String_vector *v,
@@ -523,6 +545,8 @@ void zkr__cleanup_pump(zkr_session_t *s)
         op->cl = cl;
         if (cl->watch)
             rc = send_remove_watch(s, op);
+        else if (cl->handoff)
+            rc = send_handoff(s, op);
         else if (cl->path != NULL)
             rc = zoo_adelete(s->zh, cl->path, -1, cleanup_deleted, op);
         else

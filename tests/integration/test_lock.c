@@ -443,6 +443,162 @@ static void test_handoff_without_listing(void **state)
     assert_int_equal(children("/t/cached"), 0);
 }
 
+/* Down a queue that formed at once, each waiter's listing shows everyone
+ * before it, and all but the holder leave before its turn without it
+ * hearing. A holder's release marks its node in the same transaction that
+ * deletes it, so each next waiter, woken by that change and finding the
+ * node gone, knows the releaser held, hence that everyone before it had
+ * gone: every handoff down the queue takes one notification and no
+ * listing. */
+static void test_handoff_down_the_queue(void **state)
+{
+    enum { N = 5 };
+    zkr_session_t *s[N];
+    zkr_lock_t *l[N];
+    uint64_t lists[N], events = 0;
+    int got[N];
+    int64_t last = 0;
+
+    (void)state;
+    for (int i = 0; i < N; i++) {
+        s[i] = open_session(10000);
+        l[i] = new_lock(s[i], "/t/chain", NULL);
+        got[i] = 1;
+    }
+    assert_int_equal(zkr_lock_acquire(l[0], -1), 0);
+    for (int i = 1; i < N; i++) {
+        assert_int_equal(zkr_lock_acquire_async(l[i], -1, cancel_done, &got[i]),
+                         0);
+        assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == i, 5000));
+    }
+    for (int i = 0; i < N; i++) {
+        lists[i] = zkr_session_counter(s[i], ZKR_COUNTER_LISTS);
+        events += zkr_session_counter(s[i], ZKR_COUNTER_WATCH_EVENTS);
+    }
+    for (int i = 0; i + 1 < N; i++) {
+        int64_t t = token_of(l[i]);
+        assert_true(t > last);
+        last = t;
+        assert_int_equal(zkr_lock_release(l[i]), 0);
+        assert_true(ZKT_WAIT_UNTIL(got[i + 1] == 0, 5000));
+        for (int k = i + 2; k < N; k++)
+            assert_int_equal(got[k], 1);
+    }
+    assert_true(token_of(l[N - 1]) > last);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(zkr_session_counter(s[i], ZKR_COUNTER_LISTS),
+                         lists[i]);
+        events -= zkr_session_counter(s[i], ZKR_COUNTER_WATCH_EVENTS);
+    }
+    assert_int_equal(-(int64_t)events, N - 1); /* one per release */
+    assert_int_equal(zkr_lock_release(l[N - 1]), 0);
+    for (int i = 0; i < N; i++) {
+        zkr_lock_free(l[i]);
+        zkr_session_free(s[i]);
+    }
+    assert_int_equal(children("/t/chain"), 0);
+}
+
+/* Someone else writes contender nodes (nobody is to: they are zkr's).
+ * A write on the holder's node ends its ownership as a forced deletion
+ * does: the successor directly behind it may take the write for the
+ * holder's release (which writes the node as it deletes it), so the holder
+ * reports LOST and deletes its node. A write on a waiter's node is not
+ * taken for a release: the contender behind it finds the node still
+ * there and waits on. */
+static void test_foreign_writes(void **state)
+{
+    zkr_session_t *s[3];
+    zkr_lock_t *l[3];
+    char node[ZKR_NODE_MAX];
+    volatile int seen = -1;
+    uint64_t lists;
+    int got[3] = {1, 1, 1};
+
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        s[i] = open_session(10000);
+        l[i] = new_lock(s[i], "/t/fwrite", NULL);
+    }
+    /* The holder's node. */
+    assert_int_equal(zkr_lock_set_listener(l[0], on_state, (void *)&seen), 0);
+    assert_int_equal(zkr_lock_acquire(l[0], -1), 0);
+    assert_int_equal(zkr_lock_node(l[0], node, sizeof(node)), 0);
+    assert_int_equal(zkr_lock_acquire_async(l[1], -1, cancel_done, &got[1]), 0);
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 2, 5000));
+    assert_int_equal(zoo_set(raw, node, "x", 1, -1), ZOK);
+    assert_true(ZKT_WAIT_UNTIL(got[1] == 0, 5000));
+    assert_true(ZKT_WAIT_UNTIL(seen == ZKR_LOCK_LOST, 5000));
+    assert_int_equal(zkr_lock_release(l[0]), ZKR_ELOST);
+    assert_true(ZKT_WAIT_UNTIL(children("/t/fwrite") == 1, 5000));
+    assert_true(token_of(l[1]) > 0);
+
+    /* A waiter's node: l[2] waits behind l[0] (again), which waits behind
+     * l[1]; the write on l[0]'s node wakes l[2], which lists and waits. */
+    got[1] = got[2] = 1;
+    assert_int_equal(zkr_lock_acquire_async(l[0], -1, cancel_done, &got[1]), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/t/fwrite") == 2, 5000));
+    assert_int_equal(zkr_lock_node(l[0], node, sizeof(node)), 0);
+    assert_int_equal(zkr_lock_acquire_async(l[2], -1, cancel_done, &got[2]), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/t/fwrite") == 3, 5000));
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 3, 5000));
+    lists = zkr_session_counter(s[2], ZKR_COUNTER_LISTS);
+    assert_int_equal(zoo_set(raw, node, "x", 1, -1), ZOK);
+    assert_true(ZKT_WAIT_UNTIL(zkr_session_counter(s[2], ZKR_COUNTER_LISTS) ==
+                                       lists + 1 &&
+                                   zkt_total_watches(server) == 3,
+                               5000));
+    usleep(200000);
+    assert_int_equal(got[2], 1);
+    assert_int_equal(zkr_lock_state(l[2]), ZKR_LOCK_ACQUIRING);
+    assert_int_equal(zkr_lock_state(l[1]), ZKR_LOCK_HELD);
+    assert_int_equal(zkr_lock_cancel(l[0]), 0);
+    assert_int_equal(zkr_lock_release(l[1]), 0);
+    assert_true(ZKT_WAIT_UNTIL(got[2] == 0, 5000));
+    assert_int_equal(zkr_lock_release(l[2]), 0);
+    for (int i = 0; i < 3; i++) {
+        zkr_lock_free(l[i]);
+        zkr_session_free(s[i]);
+    }
+    assert_int_equal(children("/t/fwrite"), 0);
+}
+
+/* Nodes whose ACL gives no WRITE (deleting needs DELETE on the parent
+ * only): a release that cannot mark its node deletes it plainly, and the
+ * successor, woken by the deletion, lists and is granted. */
+static void test_handoff_without_write_right(void **state)
+{
+    struct ACL rcd[] = {{ZOO_PERM_READ | ZOO_PERM_CREATE | ZOO_PERM_DELETE,
+                         {"world", "anyone"}}};
+    struct ACL_vector acl = {1, rcd};
+    zkr_session_t *s[3];
+    zkr_lock_t *l[3];
+    int got[3] = {1, 1, 1};
+
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        s[i] = open_session(10000);
+        assert_int_equal(zkr_lock_new(&l[i], s[i], "/t/rcd/lock", NULL, &acl),
+                         0);
+    }
+    assert_int_equal(zkr_lock_acquire(l[0], -1), 0);
+    for (int i = 1; i < 3; i++) {
+        assert_int_equal(zkr_lock_acquire_async(l[i], -1, cancel_done, &got[i]),
+                         0);
+        assert_true(ZKT_WAIT_UNTIL(children("/t/rcd/lock") == i + 1, 5000));
+    }
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(zkr_lock_release(l[i]), 0);
+        assert_true(ZKT_WAIT_UNTIL(got[i + 1] == 0, 5000));
+    }
+    assert_int_equal(zkr_lock_release(l[2]), 0);
+    assert_int_equal(children("/t/rcd/lock"), 0);
+    for (int i = 0; i < 3; i++) {
+        zkr_lock_free(l[i]);
+        zkr_session_free(s[i]);
+    }
+}
+
 /* Acquire while another thread cancels: ZKR_ECANCELED, no node left. */
 #include <pthread.h>
 static void *cancel_later(void *arg)
@@ -515,6 +671,9 @@ int main(void)
         cmocka_unit_test(test_free_while_acquiring),
         cmocka_unit_test(test_forced_deletion_noticed),
         cmocka_unit_test(test_handoff_without_listing),
+        cmocka_unit_test(test_handoff_down_the_queue),
+        cmocka_unit_test(test_foreign_writes),
+        cmocka_unit_test(test_handoff_without_write_right),
     };
     return cmocka_run_group_tests_name("lock", tests, setup, teardown);
 }
