@@ -442,15 +442,16 @@ ZKR_EXTERN int zkr_lock_cancel(zkr_lock_t *l);
  *
  * Idempotent. Local state is never cleared before the delete is confirmed.
  *
- * Handoff: an exclusive holder (lock, write lock, leader) that may have a
- * successor empties its node's data and deletes it in one transaction. The
- * successor's watch fires on that write; once the node is gone, the
- * successor knows its predecessor held, hence that everyone queued before
- * it is gone, and is granted without listing the queue: one notification
- * and at most one small read per release, whatever the queue's length.
- * Contender nodes are zkr's: a write on a held node by anyone else ends
- * its holder's ownership like a forced deletion (see
- * zkr_lock_set_listener()).
+ * Handoff: an exclusive holder (lock, write lock, leader) that joined a
+ * long queue (32 contenders or more) and may have a successor empties its
+ * node's data and deletes it in one transaction. The successor's watch
+ * fires on that write; once it has read that the node is gone, it knows
+ * its predecessor held, hence that everyone queued before it is gone, and
+ * is granted without listing the queue: one notification and one one-node
+ * read per release, whatever the queue's length. A write by anyone else
+ * (Curator's revocation, say) is not taken for a release: the node is
+ * still there. Other holders delete their node plainly (a short queue is
+ * listed about as fast), and so does one whose ACL gives it no WRITE.
  * \return 0 (released); ZKR_ENOTHELD (nothing held); ZKR_ELOST (ownership
  *   had been lost; reported once, the handle is then idle); ZKR_ESTATE (an
  *   acquire is in progress: cancel it instead); ZKR_EDEADLK; ZBADARGUMENTS.
@@ -511,10 +512,8 @@ typedef void (*zkr_lock_listener_t)(zkr_lock_t *l, zkr_lock_state_t state,
  *   when a held lock becomes SUSPENDED, HELD again after re-verification,
  *   or LOST. LOST comes at the safe deadline, on session expiry, or when
  *   the holder's node is deleted by someone else (an operator's forced
- *   release) or written by someone else (its successor may take the write
- *   for a release, see zkr_lock_release(); the node is then deleted): a
- *   holder watches its own node from 50 ms after the grant, so it hears
- *   within that plus a round trip.
+ *   release): a holder watches its own node from 50 ms after the grant, so
+ *   it hears within that plus a round trip.
  * \return 0; ZBADARGUMENTS.
  */
 ZKR_EXTERN int zkr_lock_set_listener(zkr_lock_t *l, zkr_lock_listener_t fn,

@@ -37,7 +37,6 @@ static void issue_list(zkr__contender_t *c);
 static void issue_self_watch(zkr__contender_t *c);
 static int decide_cached(zkr__contender_t *c, const char *gone, int held);
 static void lose_held(zkr__contender_t *c);
-static void lose_written(zkr__contender_t *c);
 
 static int is_acquiring(const zkr__contender_t *c)
 {
@@ -147,6 +146,7 @@ static void forget_node(zkr__contender_t *c)
     c->watching = NULL;
     free(c->confirm);
     c->confirm = NULL;
+    c->queue_seen = 0;
     c->czxid = 0;
     c->self_watch = 0;
     c->watch_due = -1;
@@ -273,20 +273,17 @@ void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
                 woke = 1;
                 c->watching = NULL;
                 /* Deleted: decide from what we know, without listing. A
-                 * change is a holder's release (set and deleted at once)
-                 * or someone else's write, which ends its holder's
-                 * ownership (written_by_other): decide as for a deletion,
-                 * and if that leaves others before us, ask whether the
-                 * node is gone before listing. Anything else is a hint:
-                 * list and check again. */
+                 * change may be a holder's release (its node written and
+                 * deleted at once) or anyone's write: a hint, so first
+                 * ask whether the node is gone (confirm_done), which is
+                 * cheaper than listing. Anything else is a hint: list and
+                 * check again. */
                 if (type == ZOO_CHANGED_EVENT && !c->watch_dir &&
                     !c->recipe->poke) {
-                    if (!decide_cached(c, gone, 0)) {
-                        c->confirm = gone;
-                        gone = NULL;
-                        c->phase = ZKR__P_LISTING;
-                        step(c);
-                    }
+                    c->confirm = gone;
+                    gone = NULL;
+                    c->phase = ZKR__P_LISTING;
+                    step(c);
                 } else if (type != ZOO_DELETED_EVENT || c->watch_dir ||
                            !decide_cached(c, gone, 0)) {
                     c->phase = ZKR__P_LISTING;
@@ -296,13 +293,11 @@ void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
             } else if (c->phase == ZKR__P_HELD && c->self_watch &&
                        c->node != NULL && strcmp(c->node, path) == 0) {
                 /* Our own node: deleted by someone else (a forced
-                 * release) ends ownership at once, and so does someone
-                 * else's write; our own touch only consumed the watch. */
+                 * release) ends ownership at once; a change (our own
+                 * touch, or anyone's write) only consumed the watch. */
                 c->self_watch = 0;
                 if (type == ZOO_DELETED_EVENT)
                     lose_held(c);
-                else if (type == ZOO_CHANGED_EVENT && !c->recipe->poke)
-                    lose_written(c);
                 else
                     issue_self_watch(c);
             }
@@ -686,6 +681,8 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
         return;
     }
     self = zkr__find_entry(e, n, strrchr(c->node, '/') + 1);
+    if (n > c->queue_seen)
+        c->queue_seen = n;
     if (self >= 0 && !c->recipe->poke)
         cache_set(c, e, self);
     if (self < 0) {
@@ -777,12 +774,13 @@ static int decide_cached(zkr__contender_t *c, const char *gone, int held)
 }
 
 /* The node we watched changed, and is gone now: it was released by its
- * holder (set and deleted in one transaction, session.c send_handoff), so
- * decide without listing. Still there: someone else wrote it (a data
- * change is not a release), so list as for any hint. A node that changed
- * and then was deleted otherwise would need both a foreign write and its
- * owner's departure within this one round trip: contender nodes are
- * zkr's, and nothing else is to write them. */
+ * holder (written and deleted in one transaction, session.c send_handoff),
+ * so decide without listing. Still there: someone else wrote it (Curator's
+ * revocation writes a holder's node, say), which is no release: list as
+ * for any hint. A node that changed and then was deleted otherwise would
+ * need a foreign write on a waiter's node and that waiter's departure
+ * within this one round trip; contender nodes are their owners', and
+ * nothing else is to write them. */
 static void confirm_done(int rc, const struct Stat *stat, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
@@ -819,6 +817,15 @@ static void issue_list(zkr__contender_t *c)
         zkr__op_cancel(op);
 }
 
+/* Does a holder's release mark its node for its successor (see
+ * zkr_lock_release() in zkr.h)? Not if no one may be after it, and not for
+ * a short queue (ZKR__HANDOFF_QUEUE). */
+static int hands_off(const zkr__contender_t *c)
+{
+    return c->recipe->handoff && !c->alone &&
+           c->queue_seen >= ZKR__HANDOFF_QUEUE;
+}
+
 /* ----------------------------------------------------- held node */
 
 /* Ownership of a held node is gone (session lost, node deleted by someone
@@ -834,39 +841,18 @@ static void lose_held(zkr__contender_t *c)
     rejoin(c);
 }
 
-/* Someone else wrote our held node. Its successor takes a write on the node
- * it waits for as its holder's release (the holder's release writes it,
- * session.c send_handoff) and may hold already: like a forced deletion,
- * this ends our ownership. Our node is deleted, since the queue must not
- * wait for it. Contender nodes are zkr's; nobody else is to write them.
- * Returns 1 if so (the contender is lost). */
-static int written_by_other(zkr__contender_t *c, const struct Stat *stat)
-{
-    if (c->recipe->poke || stat->version == 0)
-        return 0;
-    lose_written(c);
-    return 1;
-}
-
-static void lose_written(zkr__contender_t *c)
-{
-    zkr__cleanup_add(c->s, c->node, NULL, NULL, c->node_sid, NULL, 0);
-    lose_held(c);
-}
-
 static void self_watch_done(int rc, const struct Stat *stat, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
     zkr__contender_t *c = op->c;
 
+    (void)stat;
     if (rc == ZNONODE) {
         /* exists() leaves a watch on a missing path: take it back. */
         drop_watch(s, op->path, c, ZWATCHTYPE_DATA);
         if (!stale(op, ZKR__P_HELD) && c->self_watch)
             lose_held(c);
-    } else if (rc == ZOK && !stale(op, ZKR__P_HELD) && c->self_watch) {
-        written_by_other(c, stat);
     } else if (rc != ZOK && !stale(op, ZKR__P_HELD)) {
         /* Not set (connection lost): set again once re-verified. */
         c->self_watch = 0;
@@ -915,15 +901,13 @@ static void verify_done(int rc, const struct Stat *stat, const void *data)
     if (!stale(op, ZKR__P_HELD) && c->pub == ZKR_LOCK_SUSPENDED) {
         if (rc == ZOK && stat->ephemeralOwner == s->sid &&
             stat->czxid == c->czxid) {
-            if (!written_by_other(c, stat)) {
-                notify_state(c, ZKR_LOCK_HELD);
-                /* A touch lost with the connection would leave a successor
-                 * watching us for nothing: touch again. */
-                if (c->recipe->poke)
-                    poke(c);
-                if (!c->self_watch)
-                    issue_self_watch(c);
-            }
+            notify_state(c, ZKR_LOCK_HELD);
+            /* A touch lost with the connection would leave a successor
+             * watching us for nothing: touch again. */
+            if (c->recipe->poke)
+                poke(c);
+            if (!c->self_watch)
+                issue_self_watch(c);
         } else if (rc == ZOK || rc == ZNONODE) {
             /* Deleted, or re-created by someone else: ownership is gone. */
             lose_held(c);
@@ -1175,7 +1159,7 @@ void zkr__contender_destroy(zkr__contender_t *c)
         }
     } else if (c->phase == ZKR__P_HELD) {
         zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL,
-                         c->recipe->handoff && !c->alone);
+                         hands_off(c));
         c->phase = ZKR__P_IDLE;
         forget_node(c);
     } else if (c->phase == ZKR__P_RELEASING) {
@@ -1339,8 +1323,7 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
     c->rel_done = 0;
     c->rel_fn = fn;
     c->rel_data = data;
-    rc = zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, c,
-                          c->recipe->handoff && !c->alone);
+    rc = zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, c, hands_off(c));
     if (rc != 0) {
         c->phase = ZKR__P_HELD;
         c->pub = ZKR_LOCK_HELD;
