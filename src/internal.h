@@ -291,10 +291,11 @@ typedef enum {
 } zkr__phase_t;
 
 /* A holder hands off (marks its node as it deletes it, see send_handoff in
- * session.c) only if it saw a queue at least this long: a shorter one is
- * listed about as fast as the mark's one-node read, and the mark makes the
- * delete a multi (measured: +25 to +70 us a release on a 2-core machine;
- * a listing of 500 contenders costs 440 us more than one of 2). */
+ * session.c) only if it saw a queue at least this long, or was itself
+ * handed off to: a shorter queue is listed about as fast as the mark's
+ * one-node read, and the mark makes the delete a multi (measured: +25 to
+ * +70 us a release on a 2-core machine; a listing of 500 contenders costs
+ * 440 us more than one of 2). */
 #define ZKR__HANDOFF_QUEUE 32
 
 /* How long a holder waits before watching its own node (queue.c). */
@@ -321,7 +322,9 @@ struct zkr__contender {
                              confirm_done() in queue.c */
     int alone;            /* held: the listing that granted us showed no
                              one after us (release needs no handoff) */
-    int queue_seen;       /* the longest queue we listed since our create */
+    int queue_seen;       /* the longest queue we listed since our create
+                             (at least ZKR__HANDOFF_QUEUE once handed off
+                             to) */
     int watch_dir;        /* ... and it is a child watch on our directory */
     zkr__entry_t *before; /* while acquiring: the contenders before us in
                              our last listing (names owned), see

@@ -794,8 +794,11 @@ static void confirm_done(int rc, const struct Stat *stat, const void *data)
         c->confirm = NULL;
         /* Not granted (or a connection error): list, now or on reconnect
          * (zkr__op_end steps us). */
-        if (rc == ZNONODE)
-            decide_cached(c, gone, 1);
+        /* Handed a long queue (only a holder that saw one hands off),
+         * we hand it on in turn. */
+        if (rc == ZNONODE && decide_cached(c, gone, 1) &&
+            c->queue_seen < ZKR__HANDOFF_QUEUE)
+            c->queue_seen = ZKR__HANDOFF_QUEUE;
         free(gone);
     }
     zkr__op_end(op);

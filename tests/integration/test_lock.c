@@ -506,16 +506,18 @@ static uint64_t run_chain(const char *path, int n, int from,
 
 /* Down a long queue that formed at once, all but the holder leave before
  * a waiter's turn without it hearing, so what it listed is stale. A holder
- * that saw a long queue marks its node in the transaction that deletes it;
- * the next waiter, woken by that write and finding the node gone, knows
- * the releaser held, hence that everyone before it had gone: from the
- * first such holder on (index ZKR__HANDOFF_QUEUE - 1: it saw 32 in the
- * queue), every handoff takes one notification, one small read and no
- * listing. */
+ * that saw a long queue (ZKR__HANDOFF_QUEUE, 32) or was handed off to
+ * marks its node in the transaction that deletes it; the next waiter,
+ * woken by that write and finding the node gone, knows the releaser held,
+ * hence that everyone before it had gone. The first two holders saw a
+ * short queue (1 and 2 contenders) and delete plainly: the third lists
+ * the 40 (the second did not need to: directly behind the first, its
+ * listing was not stale). From the third on, every handoff takes one
+ * notification, one small read and no listing. */
 static void test_handoff_down_the_queue(void **state)
 {
     (void)state;
-    assert_int_equal(run_chain("/t/chain", CHAIN_MAX, 31, NULL), 0);
+    assert_int_equal(run_chain("/t/chain", CHAIN_MAX, 2, NULL), 0);
 }
 
 /* Someone else writes contender nodes (Curator's revocation writes a
