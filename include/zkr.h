@@ -406,7 +406,9 @@ ZKR_EXTERN void zkr_lock_free(zkr_lock_t *l);
  *   ZKR_ELIMIT (semaphore: the path is in use with another permit count);
  *   ZKR_EALREADY (held or acquiring already); ZKR_ESTATE (a release is in
  *   progress); ZKR_ELOST (the session was lost while acquiring, or our node
- *   was deleted by someone else); ZKR_ECLOSED; ZKR_EDEADLK (from a
+ *   was deleted by someone else, or the lock was granted but lost before
+ *   this call could return: the process was paused past the session's safe
+ *   deadline, say); ZKR_ECLOSED; ZKR_EDEADLK (from a
  *   callback); ZBADARGUMENTS (NULL, timeout below -1); ZooKeeper codes such
  *   as ZNOAUTH (the path's ACL refuses us). On every error, no node of this
  *   attempt is left behind (deleted before return when the server can be

@@ -1276,6 +1276,15 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
         while (!c->acq_done)
             pthread_cond_wait(&c->done_cv, &s->mu);
         rc = c->acq_rc;
+        /* Granted, but this thread may run long after (the process was
+         * paused, say): a lock lost meanwhile is not returned as held. */
+        zkr__enforce_deadline(s);
+        if (rc == 0 && c->phase != ZKR__P_HELD && c->lost_unreported) {
+            c->lost_unreported = 0;
+            c->pub = ZKR_LOCK_IDLE;
+            fd_drain(c);
+            rc = ZKR_ELOST;
+        }
         c->acq_sync = 0;
         c->sync_waiters--;
         pthread_cond_broadcast(&s->cv);
