@@ -39,7 +39,7 @@
 
 #include "harness.h"
 
-#define MAX_PROCS 32
+#define MAX_PROCS 64
 #define LOCK_PATH "/chaos/lock"
 #define ELECT_PATH "/chaos/elect"
 

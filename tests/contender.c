@@ -359,9 +359,17 @@ int main(int argc, char **argv)
                 usleep(50000);
                 continue;
             }
+            /* Lost between the return and now (paused, say): the token
+             * is refused, and we hold nothing. */
+            if (rc == 0 && (rc = zkr_lock_token(l, &token)) != 0) {
+                zkr_lock_release(l); /* reports the loss */
+                if (resilient) {
+                    hist("giveup", rc, 0);
+                    continue;
+                }
+            }
             if (rc != 0)
                 break;
-            zkr_lock_token(l, &token);
             if (zkr_lock_node(l, node, sizeof(node)) == 0)
                 seq = strtol(strrchr(node, '-') + 1, NULL, 10);
         }
