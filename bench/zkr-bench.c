@@ -245,6 +245,7 @@ static void run_contenders(const char *mode, int permits, int k, int seconds)
     pthread_t *th = calloc((size_t)k, sizeof(*th));
     char dir[128];
     long total = 0, lo = -1, hi = 0;
+    uint64_t lists = 0;
     int rc;
 
     if (cs == NULL || th == NULL)
@@ -273,6 +274,7 @@ static void run_contenders(const char *mode, int permits, int k, int seconds)
         total += cs[i].grants;
         lo = lo < 0 || cs[i].grants < lo ? cs[i].grants : lo;
         hi = cs[i].grants > hi ? cs[i].grants : hi;
+        lists += zkr_session_counter(cs[i].s, ZKR_COUNTER_LISTS);
     }
     if (strcmp(mode, "semaphore") == 0)
         printf("impl=%s mode=semaphore permits=%d contenders=%d grants=%ld "
@@ -283,10 +285,12 @@ static void run_contenders(const char *mode, int permits, int k, int seconds)
     else
         printf("impl=%s mode=contended contenders=%d grants=%ld "
                "grants_per_s=%.0f min_per_client=%ld max_per_client=%ld "
-               "violations=%ld handoff_p50_us=%.0f handoff_p99_us=%.0f\n",
+               "violations=%ld handoff_p50_us=%.0f handoff_p99_us=%.0f "
+               "lists_per_grant=%.2f\n",
                impl, k, total, (double)total / seconds, lo, hi,
                atomic_load(&run.violations), percentile(&run.handoff, 50),
-               percentile(&run.handoff, 99));
+               percentile(&run.handoff, 99),
+               total > 0 ? (double)lists / (double)total : 0.0);
     for (int i = 0; i < k; i++) {
         zkr_lock_free(cs[i].l);
         zkr_session_free(cs[i].s);
