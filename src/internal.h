@@ -271,7 +271,8 @@ typedef struct zkr__recipe {
     int poke;           /* on grant, touch our node: wakes a successor
                            that watches it (semaphore) */
     int handoff;        /* a holder holds alone (lock, writer, leader): its
-                           release marks its node before deleting it */
+                           release may mark its node as it deletes it
+                           (hands_off() in queue.c) */
     zkr__pred_fn pred;
     /* Delivers an event to the application: casts fn back to the
      * recipe's callback type and calls it with the recipe's handle. */
@@ -317,6 +318,7 @@ struct zkr__contender {
     int64_t czxid;
     int64_t node_sid;     /* session that created node */
     char *watching;       /* full path of the watched node, or NULL */
+    int watch_dir;        /* ... and it is a child watch on our directory */
     char *confirm;        /* listing: first ask whether this node (which we
                              watched and saw change) is gone, see
                              confirm_done() in queue.c */
@@ -325,7 +327,6 @@ struct zkr__contender {
     int queue_seen;       /* the longest queue we listed since our create
                              (at least ZKR__HANDOFF_QUEUE once handed off
                              to) */
-    int watch_dir;        /* ... and it is a child watch on our directory */
     zkr__entry_t *before; /* while acquiring: the contenders before us in
                              our last listing (names owned), see
                              decide_cached() in queue.c */

@@ -525,13 +525,26 @@ static void test_handoff_down_the_queue(void **state)
  * (zkr_lock_release()), so the contender woken by a write checks that the
  * node is gone before it counts it as released: a write on the holder's or
  * on a waiter's node grants nobody, and ownership stays where it was. */
+static void write_as_other(const char *node, zkr_session_t *woken, long watches)
+{
+    uint64_t lists = zkr_session_counter(woken, ZKR_COUNTER_LISTS);
+
+    assert_int_equal(zoo_set(raw, node, "x", 1, -1), ZOK);
+    /* The woken contender found the node there, listed once and watches
+     * it again; then give it time to (wrongly) take the lock. */
+    assert_true(ZKT_WAIT_UNTIL(zkr_session_counter(woken, ZKR_COUNTER_LISTS) ==
+                                       lists + 1 &&
+                                   zkt_total_watches(server) == watches,
+                               5000));
+    usleep(200000);
+}
+
 static void test_foreign_writes(void **state)
 {
     zkr_session_t *s[3];
     zkr_lock_t *l[3];
     char node[ZKR_NODE_MAX];
     volatile int seen = -1;
-    uint64_t lists;
     int got[3] = {1, 1, 1};
 
     (void)state;
@@ -546,14 +559,7 @@ static void test_foreign_writes(void **state)
     assert_int_equal(zkr_lock_acquire_async(l[1], -1, cancel_done, &got[1]), 0);
     /* l[1] watches l[0]'s node, and l[0] (after 50 ms) its own. */
     assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 2, 5000));
-    lists = zkr_session_counter(s[1], ZKR_COUNTER_LISTS);
-    assert_int_equal(zoo_set(raw, node, "x", 1, -1), ZOK);
-    /* Woken, l[1] found the node there, listed and watches it again. */
-    assert_true(ZKT_WAIT_UNTIL(zkr_session_counter(s[1], ZKR_COUNTER_LISTS) ==
-                                       lists + 1 &&
-                                   zkt_total_watches(server) == 2,
-                               5000));
-    usleep(200000);
+    write_as_other(node, s[1], 2);
     assert_int_equal(got[1], 1);
     assert_int_equal(seen, -1);
     assert_int_equal(zkr_lock_state(l[0]), ZKR_LOCK_HELD);
@@ -569,13 +575,7 @@ static void test_foreign_writes(void **state)
     assert_int_equal(zkr_lock_acquire_async(l[2], -1, cancel_done, &got[2]), 0);
     assert_true(ZKT_WAIT_UNTIL(children("/t/fwrite") == 3, 5000));
     assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 3, 5000));
-    lists = zkr_session_counter(s[2], ZKR_COUNTER_LISTS);
-    assert_int_equal(zoo_set(raw, node, "x", 1, -1), ZOK);
-    assert_true(ZKT_WAIT_UNTIL(zkr_session_counter(s[2], ZKR_COUNTER_LISTS) ==
-                                       lists + 1 &&
-                                   zkt_total_watches(server) == 3,
-                               5000));
-    usleep(200000);
+    write_as_other(node, s[2], 3);
     assert_int_equal(got[2], 1);
     assert_int_equal(zkr_lock_state(l[2]), ZKR_LOCK_ACQUIRING);
     assert_int_equal(zkr_lock_state(l[1]), ZKR_LOCK_HELD);
