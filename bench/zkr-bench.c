@@ -314,20 +314,24 @@ static struct {
     int failed;
 } herd = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, -1, 0, 0};
 
-static void herd_granted(int rc, zkr_lock_t *l, void *data)
+/* Records the grant to contender `who` (or the failure rc) at time t. */
+static void herd_record(int rc, int who, int64_t t)
 {
-    int64_t t = now_ns();
-
-    (void)l;
     pthread_mutex_lock(&herd.mu);
     if (rc != 0)
         herd.failed = rc;
     else {
-        herd.granted = (int)(intptr_t)data;
+        herd.granted = who;
         herd.granted_at = t;
     }
     pthread_cond_broadcast(&herd.cv);
     pthread_mutex_unlock(&herd.mu);
+}
+
+static void herd_granted(int rc, zkr_lock_t *l, void *data)
+{
+    (void)l;
+    herd_record(rc, (int)(intptr_t)data, now_ns());
 }
 
 static int herd_wait_grant(void)
@@ -492,15 +496,7 @@ static void elected(zkr_election_t *e, int leader, int rc, void *data)
                 leader, rc);
     if (!leader && rc == 0)
         return;
-    pthread_mutex_lock(&herd.mu);
-    if (rc != 0)
-        herd.failed = rc;
-    else {
-        herd.granted = (int)(intptr_t)data;
-        herd.granted_at = t;
-    }
-    pthread_cond_broadcast(&herd.cv);
-    pthread_mutex_unlock(&herd.mu);
+    herd_record(rc, (int)(intptr_t)data, t);
 }
 
 static int candidate(zkr_election_t **e, zkr_session_t *s, const char *dir,
