@@ -322,11 +322,10 @@ struct zkr__contender {
     char *confirm;        /* listing: first ask whether this node (which we
                              watched and saw change) is gone, see
                              confirm_done() in queue.c */
-    int alone;            /* held: the listing that granted us showed no
-                             one after us (release needs no handoff) */
-    int queue_seen;       /* the longest queue we listed since our create
-                             (at least ZKR__HANDOFF_QUEUE once handed off
-                             to) */
+    int queue_seen;       /* the longest queue we listed since our create;
+                             at least ZKR__HANDOFF_QUEUE once handed off
+                             to, 0 once granted by a listing that showed no
+                             one after us: hands_off() in queue.c */
     zkr__entry_t *before; /* while acquiring: the contenders before us in
                              our last listing (names owned), see
                              decide_cached() in queue.c */

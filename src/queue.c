@@ -696,7 +696,10 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
         if (c->recipe->poke)
             poke(c);
         finish_acquire(c, 0);
-        c->alone = self == n - 1;
+        /* No one after us: whoever comes later lists after our grant and
+         * sees us first, so needs no handoff. */
+        if (self == n - 1)
+            c->queue_seen = 0;
     } else if (c->try_once) {
         abort_acquire(c, ZKR_EBUSY);
     } else if (w == ZKR__WATCH_DIR && !op->watched) {
@@ -769,7 +772,6 @@ static int decide_cached(zkr__contender_t *c, const char *gone, int held)
         return 0;
     c->phase = ZKR__P_LISTING; /* still acquiring, for finish_acquire */
     finish_acquire(c, 0);
-    c->alone = 0; /* who queued after us is not known */
     return 1;
 }
 
@@ -825,8 +827,7 @@ static void issue_list(zkr__contender_t *c)
  * a short queue (ZKR__HANDOFF_QUEUE). */
 static int hands_off(const zkr__contender_t *c)
 {
-    return c->recipe->handoff && !c->alone &&
-           c->queue_seen >= ZKR__HANDOFF_QUEUE;
+    return c->recipe->handoff && c->queue_seen >= ZKR__HANDOFF_QUEUE;
 }
 
 /* ----------------------------------------------------- held node */
