@@ -272,20 +272,18 @@ void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
                 char *gone = c->watching;
                 woke = 1;
                 c->watching = NULL;
-                /* Deleted: decide from what we know, without listing. A
-                 * change may be a holder's release (its node written and
-                 * deleted at once) or anyone's write: a hint, so first
-                 * ask whether the node is gone (confirm_done), which is
-                 * cheaper than listing. Anything else is a hint: list and
-                 * check again. */
+                /* Deleted: decide from what we know, without listing.
+                 * Anything else is a hint: list and check again. A change
+                 * may be a holder's release (its node written and deleted
+                 * at once), so that listing first asks whether the node
+                 * is gone (confirm_done), which is cheaper. */
                 if (type == ZOO_CHANGED_EVENT && !c->watch_dir &&
                     !c->recipe->poke) {
                     c->confirm = gone;
                     gone = NULL;
-                    c->phase = ZKR__P_LISTING;
-                    step(c);
-                } else if (type != ZOO_DELETED_EVENT || c->watch_dir ||
-                           !decide_cached(c, gone, 0)) {
+                }
+                if (type != ZOO_DELETED_EVENT || c->watch_dir ||
+                    !decide_cached(c, gone, 0)) {
                     c->phase = ZKR__P_LISTING;
                     step(c);
                 }
