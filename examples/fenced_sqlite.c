@@ -13,7 +13,10 @@
  * (`fence < :token` allows one write per grant; use `fence <= :token` to
  * let the same grant write several times.) If no row changed, the token
  * was stale: a newer holder has written since, and this write must not
- * happen. Exits 0 when applied, 3 when rejected as stale, 1 on errors.
+ * happen. The rule is for exclusive grants (a lock, a write lock, a
+ * leader), whose tokens grow from one holder to the next; readers and
+ * semaphore permits hold different tokens at once. Exits 0 when applied, 3 when
+ * rejected as stale, 1 on errors.
  *
  * Build: cc fenced_sqlite.c -lsqlite3 */
 #include <stdio.h>

@@ -561,7 +561,8 @@ ZKR_EXTERN int zkr_lock_sequencer(zkr_lock_t *l, zkr_sequencer_t *out);
  *   `zkr1:<mode>:<token>:<session id, 16 hex digits>:<node path>`.
  * \param buf OUT: at least ZKR_SEQUENCER_MAX bytes always suffice.
  * \return 0; ZBADARGUMENTS (NULL, buffer too small, or q not valid: bad
- *   mode, token <= 0, invalid node path).
+ *   mode, token <= 0, invalid node path, or a node name that a grant of
+ *   that mode cannot have: see zkr_sequencer_parse()).
  */
 ZKR_EXTERN int zkr_sequencer_format(const zkr_sequencer_t *q, char *buf,
                                     size_t len);
@@ -572,20 +573,39 @@ ZKR_EXTERN int zkr_sequencer_format(const zkr_sequencer_t *q, char *buf,
  * Rejected: another prefix or version, an unknown mode, a token that is
  * not a positive decimal without leading zeros, a session id that is not
  * exactly 16 lowercase hex digits, a node path that is not valid or whose
- * last component is not a contender name, anything missing or extra.
+ * last component is not a contender name of the mode's recipe (mode 'x':
+ * an exclusive lock's name without a permit count, 'p': a semaphore's
+ * `-permits-<N>-lock-` name, 'r': a `__READ__` name, 'w': a `__WRIT__`
+ * name, 'l': a `-latch-` name), anything missing or extra.
  * \param out OUT: filled only on success.
  * \return 0; ZKR_EFORMAT (malformed or truncated); ZBADARGUMENTS (NULL).
  */
 ZKR_EXTERN int zkr_sequencer_parse(const char *str, zkr_sequencer_t *out);
 
 /**
- * \brief Checks a sequencer against ZooKeeper: valid only while its node
- *   exists with the same czxid and the same owning session.
+ * \brief Is this grant current? Checks a sequencer against ZooKeeper.
  *
- * Any process with a session can check any sequencer.
- * \return 0 (valid now); ZKR_ESTALE (node gone, or re-created by someone
- *   else); ZBADARGUMENTS; ZKR_EDEADLK (from a callback: use the async
- *   form); ZKR_ECLOSED; ZooKeeper codes (ZCONNECTIONLOSS, ZNOAUTH...).
+ * Valid only while the node exists with the sequencer's czxid and owning
+ * session *and* holds the grant of the sequencer's mode under its recipe's
+ * rule, judged on a listing of the directory: 'x' exclusive lock, 'w'
+ * writer and 'l' leader: first in the queue; 'r' reader: no writer or
+ * exclusive lock before it; 'p' permit: among the first N contenders of a
+ * semaphore of N. A node that is still waiting (a queued reader behind a
+ * writer, a writer, a waiting permit) is ZKR_ESTALE, whatever its token.
+ *
+ * The check first syncs the checker's server with the leader (the server
+ * may be a follower that lags behind), then reads: the answer reflects
+ * every change committed before the call was made. It is still only an
+ * answer about that moment: a grant can be lost right after. A resource
+ * must compare tokens itself (zkr_fence_admit()) to refuse a late writer.
+ *
+ * Any process with a session can check any sequencer; it needs READ on
+ * the recipe's directory (to list it; ZNOAUTH otherwise).
+ * \return 0 (current); ZKR_ESTALE (node gone, re-created by someone else,
+ *   or not granted); ZBADARGUMENTS (also a node name the mode's recipe
+ *   cannot have, see zkr_sequencer_parse()); ZKR_EDEADLK (from a callback:
+ *   use the async form); ZKR_ECLOSED; ZKR_ENOMEM; ZooKeeper codes
+ *   (ZCONNECTIONLOSS, ZNOAUTH...).
  */
 ZKR_EXTERN int zkr_sequencer_check(zkr_session_t *s, const zkr_sequencer_t *q);
 
@@ -605,21 +625,38 @@ ZKR_EXTERN int zkr_sequencer_check_async(zkr_session_t *s,
 /**
  * \brief Runs ZooKeeper operations only while the lock is held.
  *
- * Sends one `zoo_multi`: first a check that our node still exists
- * unchanged, then `ops`. ZooKeeper applies all or nothing, so the
- * operations commit only if the lock was held when the server applied
- * them, whatever happened to this process meanwhile (pause, partition,
- * expiry). Initialise ops with zoo_create_op_init() and friends; their
- * buffers must stay valid until the call completes.
+ * Sends one `zoo_multi`: first a check that the grant's node still
+ * exists (`check` with version -1), then `ops`. ZooKeeper applies all or
+ * nothing, so the operations commit only if the grant was held when the
+ * server applied them, whatever happened to this process meanwhile (pause,
+ * partition, expiry). Works for every recipe's handle (lock, permit,
+ * reader, writer). Initialise ops with zoo_create_op_init() and friends;
+ * their buffers must stay valid until the call completes.
+ *
+ * The guard is the node's existence, not its data version: ZooKeeper
+ * cannot check a czxid in a multi, and the version changes while the grant
+ * stays current (the semaphore touches a granted permit's node; Curator's
+ * revocation and other clients may write it). The node's name is this
+ * grant's alone (its UUID and server-assigned sequence); only a client
+ * allowed to delete it and create one of the same name by hand could
+ * defeat the guard: protect the recipe with an ACL where that matters.
+ * The check needs READ on our own node.
  *
  * \param count number of ops (1..1000).
- * \param results OUT: count results, as zoo_multi() fills them.
- * \return 0 (all applied); ZKR_ENOTHELD (the lock is not held: not locally
- *   HELD or SUSPENDED, or the server found our node gone; nothing was
- *   applied); otherwise the ZooKeeper code of the first failing operation
- *   (see results[i].err; nothing was applied); ZBADARGUMENTS;
- *   ZKR_EDEADLK; ZKR_ECLOSED; ZCONNECTIONLOSS (outcome unknown, as for
- *   any ZooKeeper write).
+ * \param results OUT: count results. Always filled (except for
+ *   ZBADARGUMENTS): by the server when it answered (a failed multi marks
+ *   the ops after the failing one ZRUNTIMEINCONSISTENCY); otherwise each
+ *   results[i].err is the code returned (connection loss: outcome unknown)
+ *   and its other fields are zero.
+ * \return 0 (all applied); ZKR_ENOTHELD (the grant is not held: not locally
+ *   HELD or SUSPENDED, or the server found our node gone; nothing was applied);
+ *   otherwise the ZooKeeper code of the first failing operation (see
+ *   results[i].err; nothing was applied); ZNOAUTH with every results[i].err
+ *   ZRUNTIMEINCONSISTENCY: the server refused the guard itself (this
+ *   session may not READ its node; the grant may well be held, nothing was
+ *   applied); ZBADARGUMENTS; ZKR_EDEADLK; ZKR_ECLOSED; ZKR_ENOMEM;
+ *   ZCONNECTIONLOSS or ZOPERATIONTIMEOUT (outcome unknown, as for any
+ *   ZooKeeper write); ZSESSIONEXPIRED, ZCLOSING.
  */
 ZKR_EXTERN int zkr_lock_guarded_multi(zkr_lock_t *l, int count,
                                       const zoo_op_t *ops,
@@ -638,8 +675,17 @@ ZKR_EXTERN int zkr_lock_guarded_multi_async(zkr_lock_t *l, int count,
                                             void *data);
 
 /**
- * \brief The resource-side rule: admits a fencing token unless a higher
- *   one was admitted before.
+ * \brief The resource-side rule for exclusive grants: admits a fencing
+ *   token unless a higher one was admitted before.
+ *
+ * For grants held by one holder at a time: a lock ('x'), a writer ('w'),
+ * a leader ('l'). Their tokens strictly increase from one holder to the
+ * next, so a lower token is a replaced holder's. Concurrent holders of
+ * shared grants — readers ('r'), the permits of a semaphore ('p') — hold
+ * different tokens at the same time: with one counter, a current holder
+ * whose token is lower than another current holder's would be refused.
+ * Do not use one counter for them (a reader that writes to a resource
+ * should take the write lock).
  *
  * `*highest` is the highest token the resource has accepted (start at 0).
  * A token lower than it comes from a holder that has since been replaced:

@@ -20,8 +20,32 @@ static int mode_valid(char m)
     return m != '\0' && strchr("xrwlp", m) != NULL;
 }
 
-/* The node path must be valid and end in a contender name. */
-static int node_valid(const char *node)
+/* Is a contender name of this kind (and permit count) one that a grant of
+ * this mode is held by? Each mode is one recipe's naming (lock.c,
+ * election.c): a sequencer whose mode its node cannot have is refused
+ * before anything else, so that a reader's node can never pass as a
+ * writer's grant, nor a permit as an exclusive lock. */
+static int mode_matches(char mode, zkr__kind_t kind, int permits)
+{
+    switch (mode) {
+    case 'x':
+        return kind == ZKR__KIND_EXCLUSIVE && permits == 0;
+    case 'p':
+        return kind == ZKR__KIND_EXCLUSIVE && permits > 0;
+    case 'r':
+        return kind == ZKR__KIND_READ;
+    case 'w':
+        return kind == ZKR__KIND_WRITE;
+    case 'l':
+        return kind == ZKR__KIND_LATCH;
+    default:
+        return 0;
+    }
+}
+
+/* The node path must be valid and end in a contender name that a grant of
+ * this mode can have. */
+static int node_valid(const char *node, char mode)
 {
     const char *base;
     int32_t seq;
@@ -30,7 +54,8 @@ static int node_valid(const char *node)
     if (node[0] != '/' || strlen(node) >= ZKR_NODE_MAX)
         return 0;
     base = strrchr(node, '/');
-    if (base == node || zkr__parse_name(base + 1, &seq, &kind) != 0)
+    if (base == node || zkr__parse_name(base + 1, &seq, &kind) != 0 ||
+        !mode_matches(mode, kind, zkr__parse_permits(base + 1)))
         return 0;
     /* The directory part must itself be a valid recipe path. */
     {
@@ -64,7 +89,8 @@ int zkr_sequencer_format(const zkr_sequencer_t *q, char *buf, size_t len)
     int n;
 
     if (q == NULL || buf == NULL || !mode_valid(q->mode) || q->token <= 0 ||
-        memchr(q->node, '\0', sizeof(q->node)) == NULL || !node_valid(q->node))
+        memchr(q->node, '\0', sizeof(q->node)) == NULL ||
+        !node_valid(q->node, q->mode))
         return ZBADARGUMENTS;
     n = snprintf(buf, len, "zkr1:%c:%" PRId64 ":%016" PRIx64 ":%s", q->mode,
                  q->token, (uint64_t)q->session_id, q->node);
@@ -131,7 +157,7 @@ int zkr_sequencer_parse(const char *str, zkr_sequencer_t *out)
         p[16] != ':')
         return ZKR_EFORMAT;
     p += 17;
-    if (strlen(p) >= sizeof(q.node) || !node_valid(p))
+    if (strlen(p) >= sizeof(q.node) || !node_valid(p, q.mode))
         return ZKR_EFORMAT;
     strcpy(q.node, p);
     slash = strrchr(q.node, '/');
@@ -143,112 +169,289 @@ int zkr_sequencer_parse(const char *str, zkr_sequencer_t *out)
 
 /* ------------------------------------------------------------- check */
 
-static int judge(int rc, const struct Stat *st, const zkr_sequencer_t *q)
+/* Is a sequencer's grant current? Three requests, sent back to back on
+ * the checker's session:
+ *
+ *   1. sync(dir): the checker's server may be a follower that lags the
+ *      leader (it answers reads from its own copy, and one cut off from
+ *      the leader goes on answering for up to syncLimit x tickTime). A
+ *      lagging copy can still show a holder whose session the leader has
+ *      expired and whose lock it has granted to another. A session's
+ *      requests are processed in order, and a read sent after a sync is
+ *      answered from a state at least as new as the leader's when the sync
+ *      reached it: so the two reads below see every change committed
+ *      before this call was made.
+ *   2. getChildren2(dir): the queue, and the directory's pzxid (the zxid
+ *      of its last change of children).
+ *   3. exists(node): the node's czxid and ephemeralOwner.
+ *
+ * The grant is current when the node exists with the sequencer's czxid and
+ * owner, was among the children listed (its czxid is not above the
+ * listing's pzxid: the name listed was this very node, not an older one of
+ * the same name), and the recipe's rule grants it in that listing
+ * (zkr__holding() in names.c: the same rules the engine grants by). The
+ * node, having the same czxid in a later read, existed without a break
+ * from the listing on, so nothing the recipe's rule forbids could have
+ * come before it meanwhile (later contenders sort after it).
+ *
+ * The answer is about the moment the reads were served: a check that
+ * passes says the grant was current after the call began, not that it
+ * still is when the caller acts. Only the fencing token compared at the
+ * resource (zkr_fence_admit()) covers that gap. */
+struct check {
+    zkr_sequencer_t q;
+    char dir[ZKR_NODE_MAX];     /* the node's directory (q.path is not
+                                   trusted to agree with q.node) */
+    zkr_result_completion_t cb; /* NULL for the synchronous form */
+    void *data;
+    int left;     /* requests still in flight */
+    int done, rc; /* synchronous form: finished, and the verdict */
+    int send_rc;  /* a request could not be sent (the others still end) */
+    int sync_rc, list_rc, stat_rc;
+    int granted;   /* the listing grants the node (list_rc == 0) */
+    int64_t pzxid; /* ... the listing's pzxid */
+    struct Stat st;
+};
+
+static int check_verdict(const struct check *k)
 {
-    if (rc == ZNONODE)
+    if (k->send_rc != 0)
+        return k->send_rc;
+    if (k->sync_rc != ZOK)
+        return k->sync_rc;
+    if (k->stat_rc == ZNONODE)
         return ZKR_ESTALE;
-    if (rc != ZOK)
+    if (k->stat_rc != ZOK)
+        return k->stat_rc;
+    if (k->st.czxid != k->q.token || k->st.ephemeralOwner != k->q.session_id)
+        return ZKR_ESTALE;
+    if (k->list_rc == ZNONODE)
+        return ZKR_ESTALE;
+    if (k->list_rc != ZOK)
+        return k->list_rc;
+    if (k->st.czxid > k->pzxid || !k->granted)
+        return ZKR_ESTALE;
+    return 0;
+}
+
+static void run_check(const zkr__event_t *ev)
+{
+    struct check *k = ev->data;
+
+    k->cb(ev->a, k->data);
+    free(k);
+}
+
+/* Every completion: counts down; the last one (they arrive in order, but
+ * the count does not rely on it) delivers the verdict. Mutex held. */
+static void check_step(zkr_session_t *s, struct check *k)
+{
+    if (--k->left > 0)
+        return;
+    if (k->cb == NULL) {
+        k->rc = check_verdict(k);
+        k->done = 1; /* zkr__op_end() wakes the waiter */
+    } else if (zkr__post_call(s, run_check, check_verdict(k), NULL, k) != 0) {
+        free(k); /* cannot deliver: as if the session had closed */
+    }
+}
+
+static void check_synced(int rc, const char *value, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    struct check *k = op->ctx;
+
+    (void)value;
+    k->sync_rc = rc;
+    check_step(s, k);
+    zkr__op_end(op);
+}
+
+static void check_listed(int rc, const struct String_vector *kids,
+                         const struct Stat *dir, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    struct check *k = op->ctx;
+    zkr__entry_t *e = NULL;
+    int n = 0, self;
+
+    k->list_rc = rc;
+    if (rc == ZOK && (k->list_rc = zkr__sort_children(kids, &e, &n)) == 0) {
+        self = zkr__find_entry(e, n, strrchr(k->q.node, '/') + 1);
+        k->granted = self >= 0 && self < zkr__holding(e, n);
+        k->pzxid = dir->pzxid;
+        free(e);
+    }
+    check_step(s, k);
+    zkr__op_end(op);
+}
+
+static void check_stat(int rc, const struct Stat *st, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    struct check *k = op->ctx;
+
+    k->stat_rc = rc;
+    if (rc == ZOK)
+        k->st = *st;
+    check_step(s, k);
+    zkr__op_end(op);
+}
+
+/* Sends the three requests; mutex held. 0: the completions will deliver
+ * (k is theirs); otherwise nothing was sent and k is the caller's. */
+static int check_send(zkr_session_t *s, struct check *k)
+{
+    zkr__op_t *op[3] = {NULL, NULL, NULL};
+    int rc = 0;
+
+    if (s->closing)
+        return ZKR_ECLOSED;
+    if (s->zh == NULL || !s->connected)
+        return ZCONNECTIONLOSS;
+    for (int i = 0; i < 3; i++) {
+        if ((op[i] = zkr__op_new(s, NULL)) == NULL) {
+            for (int j = 0; j < i; j++)
+                zkr__op_cancel(op[j]);
+            return ZKR_ENOMEM;
+        }
+        op[i]->ctx = k;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (rc == 0) {
+            if (i == 0)
+                rc = zoo_async(s->zh, k->dir, check_synced, op[i]);
+            else if (i == 1)
+                rc = zoo_aget_children2(s->zh, k->dir, 0, check_listed, op[i]);
+            else
+                rc = zoo_aexists(s->zh, k->q.node, 0, check_stat, op[i]);
+        }
+        if (rc != ZOK) {
+            zkr__op_cancel(op[i]);
+            continue;
+        }
+        k->left++;
+    }
+    if (k->left == 0)
         return rc;
-    if (st->czxid != q->token || st->ephemeralOwner != q->session_id)
-        return ZKR_ESTALE;
+    /* The reads must not be judged without the sync: if one could not be
+     * sent, the check fails with that error once the others have ended. */
+    k->send_rc = rc;
     return 0;
 }
 
 static int check_args(zkr_session_t *s, const zkr_sequencer_t *q)
 {
     if (s == NULL || q == NULL || !mode_valid(q->mode) || q->token <= 0 ||
-        memchr(q->node, '\0', sizeof(q->node)) == NULL || !node_valid(q->node))
+        memchr(q->node, '\0', sizeof(q->node)) == NULL ||
+        !node_valid(q->node, q->mode))
         return ZBADARGUMENTS;
     return 0;
 }
 
+static struct check *check_new(const zkr_sequencer_t *q,
+                               zkr_result_completion_t cb, void *data)
+{
+    struct check *k = calloc(1, sizeof(*k));
+
+    if (k != NULL) {
+        k->q = *q;
+        snprintf(k->dir, sizeof(k->dir), "%.*s",
+                 (int)(strrchr(q->node, '/') - q->node), q->node);
+        k->cb = cb;
+        k->data = data;
+    }
+    return k;
+}
+
 int zkr_sequencer_check(zkr_session_t *s, const zkr_sequencer_t *q)
 {
-    struct Stat st;
-    zhandle_t *zh;
+    struct check *k;
     int rc;
 
     if ((rc = check_args(s, q)) != 0)
         return rc;
     if (zkr__in_callback())
         return ZKR_EDEADLK;
-    if ((rc = zkr__zh_get(s, &zh)) != 0)
-        return rc;
-    rc = zoo_exists(zh, q->node, 0, &st);
-    zkr__zh_put(s);
-    return judge(rc, &st, q);
-}
-
-/* A one-shot asynchronous call: the application's callback and what the
- * completion needs, freed after delivery. */
-struct pending {
-    zkr_sequencer_t q;
-    zkr_result_completion_t cb;
-    void *data;
-    zoo_op_t *ops;
-    zoo_op_result_t *results, *user_results;
-    int count;
-};
-
-static void run_pending(const zkr__event_t *ev)
-{
-    struct pending *p = ev->data;
-
-    p->cb(ev->a, p->data);
-    free(p->ops);
-    free(p->results);
-    free(p);
-}
-
-static void check_done(int rc, const struct Stat *st, const void *data)
-{
-    zkr__op_t *op = (zkr__op_t *)data;
-    zkr_session_t *s = zkr__op_begin(op, rc);
-    struct pending *p = op->ctx;
-
-    zkr__post_call(s, run_pending, judge(rc, st, &p->q), NULL, p);
-    zkr__op_end(op);
+    if ((k = check_new(q, NULL, NULL)) == NULL)
+        return ZKR_ENOMEM;
+    pthread_mutex_lock(&s->mu);
+    if ((rc = check_send(s, k)) == 0) {
+        /* The completions always come: an answer, or the client's own
+         * connection-loss or closing error for each request. */
+        zkr__wait(s, &k->done, -1);
+        rc = k->rc;
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(k);
+    return rc;
 }
 
 int zkr_sequencer_check_async(zkr_session_t *s, const zkr_sequencer_t *q,
                               zkr_result_completion_t cb, void *data)
 {
-    struct pending *p;
-    zkr__op_t *op;
+    struct check *k;
     int rc;
 
     if (cb == NULL)
         return ZBADARGUMENTS;
     if ((rc = check_args(s, q)) != 0)
         return rc;
-    if ((p = calloc(1, sizeof(*p))) == NULL)
+    if ((k = check_new(q, cb, data)) == NULL)
         return ZKR_ENOMEM;
-    p->q = *q;
-    p->cb = cb;
-    p->data = data;
     pthread_mutex_lock(&s->mu);
-    if (s->closing)
-        rc = ZKR_ECLOSED;
-    else if (s->zh == NULL || !s->connected)
-        rc = ZCONNECTIONLOSS;
-    else if ((op = zkr__op_new(s, NULL)) == NULL)
-        rc = ZKR_ENOMEM;
-    else {
-        op->ctx = p;
-        rc = zoo_aexists(s->zh, p->q.node, 0, check_done, op);
-        if (rc != ZOK)
-            zkr__op_cancel(op);
-    }
+    rc = check_send(s, k);
     pthread_mutex_unlock(&s->mu);
     if (rc != 0)
-        free(p);
+        free(k);
     return rc;
 }
 
 /* ----------------------------------------------------- guarded writes */
 
-/* The guard: our node still exists. Its name (UUID and sequence) is ours
- * alone; its version is not checked, as a semaphore permit touches it. */
+/* The guard is `check(node, -1)`: the holder's node exists. What the
+ * server can check in a multi is a node's existence and data version,
+ * never its czxid or owner, so the guard rests on the node's name instead:
+ * it carries this contender's UUID and the sequence the server assigned
+ * at its create, and no zkr contender ever creates a name it was not
+ * given, so while a node of that name exists it is this grant's node. Our
+ * node going away (release, forced release, session expiry) is exactly
+ * what ends the grant, and no later contender can come before it in the
+ * queue: existence is the grant, for every recipe (a reader or a permit
+ * holder stays granted while its node lives, as the lock's holder does).
+ *
+ * The data version is not checked, on purpose: it changes while the grant
+ * stays current. The semaphore touches a granted permit's node to wake its
+ * successor (at a moment the holder does not control, and again if that
+ * touch is retried), Curator's revocation writes holders' nodes, and any
+ * client may write a node it can see; a version guard would refuse the
+ * writes of a current holder (ZKR_ENOTHELD while held) after each. Nor
+ * would it close the one gap existence leaves: a client that deletes our
+ * node and creates one of the same name by hand gets version 0, the
+ * version an untouched lock node has. That needs CREATE and DELETE on the
+ * directory; a protected ACL on the recipe is the defence (the header says
+ * so).
+ *
+ * Results: the server fills a result only when it answers the multi. Each
+ * result starts as UNANSWERED, so that a result the server did not fill
+ * (connection loss, closing, session expired, a local refusal) reads as
+ * the code the call returns, never as ZOK or as stale memory. */
+#define UNANSWERED INT32_MIN
+
+struct pending {
+    zkr_result_completion_t cb;
+    void *data;
+    zoo_op_t *ops; /* the guard, then the caller's ops */
+    zoo_op_result_t *results;
+    zoo_op_result_t *user_results;
+    int count;    /* the caller's ops */
+    int done, rc; /* synchronous form: finished, and its code */
+    char node[ZKR_NODE_MAX];
+};
+
 static struct pending *guard_build(const char *node, int count,
                                    const zoo_op_t *ops,
                                    zoo_op_result_t *results)
@@ -257,7 +460,7 @@ static struct pending *guard_build(const char *node, int count,
 
     if (p == NULL)
         return NULL;
-    snprintf(p->q.node, sizeof(p->q.node), "%s", node);
+    snprintf(p->node, sizeof(p->node), "%s", node);
     p->count = count;
     p->user_results = results;
     p->ops = calloc((size_t)count + 1, sizeof(*p->ops));
@@ -268,20 +471,58 @@ static struct pending *guard_build(const char *node, int count,
         free(p);
         return NULL;
     }
-    zoo_check_op_init(&p->ops[0], p->q.node, -1);
+    zoo_check_op_init(&p->ops[0], p->node, -1);
     memcpy(p->ops + 1, ops, sizeof(*ops) * (size_t)count);
+    for (int i = 0; i <= count; i++)
+        p->results[i].err = UNANSWERED;
     return p;
 }
 
-/* Hands the caller its results and tells "not held" (the guard failed:
- * nothing was applied) from the operations' own errors. */
+static void pending_free(struct pending *p)
+{
+    if (p != NULL) {
+        free(p->ops);
+        free(p->results);
+        free(p);
+    }
+}
+
+/* Results of a call the server never answered: each says rc. */
+static void results_unanswered(zoo_op_result_t *results, int count, int rc)
+{
+    for (int i = 0; i < count; i++) {
+        memset(&results[i], 0, sizeof(results[i]));
+        results[i].err = rc;
+    }
+}
+
+/* Hands the caller its results and tells "not held" from everything else:
+ * only the server saying the guard's node does not exist (ZNONODE on the
+ * guard; nothing was applied) is ZKR_ENOTHELD. The guard refused for
+ * another reason (ZNOAUTH: this session may not READ its own node, which
+ * a check needs) says nothing about the grant and passes through, as do
+ * the operations' own errors. */
 static int guard_result(int rc, struct pending *p)
 {
-    memcpy(p->user_results, p->results + 1,
-           sizeof(*p->results) * (size_t)p->count);
-    if (rc != ZOK && !zkr__is_connection_error(rc) && p->results[0].err != ZOK)
+    if (rc == ZOK && p->results[0].err == UNANSWERED)
+        rc = ZSYSTEMERROR; /* a success with no result: cannot happen */
+    for (int i = 0; i <= p->count; i++) {
+        if (p->results[i].err == UNANSWERED)
+            p->results[i].err = rc;
+        if (i > 0)
+            p->user_results[i - 1] = p->results[i];
+    }
+    if (rc != ZOK && p->results[0].err == ZNONODE)
         return ZKR_ENOTHELD;
     return rc;
+}
+
+static void run_multi(const zkr__event_t *ev)
+{
+    struct pending *p = ev->data;
+
+    p->cb(ev->a, p->data);
+    pending_free(p);
 }
 
 static void multi_done(int rc, const void *data)
@@ -290,24 +531,35 @@ static void multi_done(int rc, const void *data)
     zkr_session_t *s = zkr__op_begin(op, rc);
     struct pending *p = op->ctx;
 
-    zkr__post_call(s, run_pending, guard_result(rc, p), NULL, p);
+    rc = guard_result(rc, p);
+    if (p->cb == NULL) {
+        p->rc = rc;
+        p->done = 1; /* zkr__op_end() wakes the waiter */
+    } else if (zkr__post_call(s, run_multi, rc, NULL, p) != 0) {
+        pending_free(p);
+    }
     zkr__op_end(op);
 }
 
+/* Both forms send with zoo_amulti(): the synchronous zoo_multi() of
+ * Debian's client (3.8.0) neither fills the results nor frees its
+ * per-operation completions when the connection is lost, whereas the
+ * asynchronous one reports the loss to each. */
 int zkr__guarded_multi(zkr__contender_t *c, int count, const zoo_op_t *ops,
                        zoo_op_result_t *results, zkr_result_completion_t cb,
                        void *data)
 {
     zkr_session_t *s = c->s;
     struct pending *p = NULL;
-    zhandle_t *zh = NULL;
     zkr__op_t *op;
-    int rc = 0;
+    int rc = 0, sent = 0;
 
     if (count < 1 || count > 1000 || ops == NULL || results == NULL)
         return ZBADARGUMENTS;
-    if (cb == NULL && zkr__in_callback())
+    if (cb == NULL && zkr__in_callback()) {
+        results_unanswered(results, count, ZKR_EDEADLK);
         return ZKR_EDEADLK;
+    }
     zkr__lock_fresh(s);
     if (s->closing)
         rc = ZKR_ECLOSED;
@@ -317,32 +569,30 @@ int zkr__guarded_multi(zkr__contender_t *c, int count, const zoo_op_t *ops,
         rc = ZKR_ENOMEM;
     else if (s->zh == NULL || !s->connected)
         rc = ZCONNECTIONLOSS;
-    else if (cb == NULL) {
-        zh = s->zh;
-        s->zh_users++;
-    } else if ((op = zkr__op_new(s, NULL)) == NULL) {
+    else if ((op = zkr__op_new(s, NULL)) == NULL)
         rc = ZKR_ENOMEM;
-    } else {
+    else {
         p->cb = cb;
         p->data = data;
         op->ctx = p;
         rc = zoo_amulti(s->zh, count + 1, p->ops, p->results, multi_done, op);
-        if (rc != ZOK)
+        if (rc != ZOK) {
             zkr__op_cancel(op);
-        else
+        } else if (cb != NULL) {
+            sent = 1;
             p = NULL; /* owned by the completion now */
+        } else {
+            /* The completion always comes: the answer, or the client's
+             * connection-loss or closing error. */
+            sent = 1;
+            zkr__wait(s, &p->done, -1);
+            rc = p->rc;
+        }
     }
     pthread_mutex_unlock(&s->mu);
-    if (zh != NULL) {
-        rc = zoo_multi(zh, count + 1, p->ops, p->results);
-        zkr__zh_put(s);
-        rc = guard_result(rc, p);
-    }
-    if (p != NULL) {
-        free(p->ops);
-        free(p->results);
-        free(p);
-    }
+    if (!sent)
+        results_unanswered(results, count, rc);
+    pending_free(p);
     return rc;
 }
 

@@ -15,6 +15,20 @@
 #define NODE                                                                   \
     "/locks/jobs/_c_3f2b8a8e-9c1d-4e5f-8a7b-1c2d3e4f5a6b-lock-0000000042"
 
+/* One node of each mode's recipe (lock.c, election.c names). */
+static const struct {
+    char mode;
+    const char *node;
+} modes[] = {
+    {'x', "/m/_c_3f2b8a8e-9c1d-4e5f-8a7b-1c2d3e4f5a6b-lock-0000000001"},
+    {'p', "/m/_c_3f2b8a8e-9c1d-4e5f-8a7b-1c2d3e4f5a6b-permits-3-lock-"
+          "0000000002"},
+    {'r', "/m/_c_3f2b8a8e-9c1d-4e5f-8a7b-1c2d3e4f5a6b-__READ__0000000003"},
+    {'w', "/m/_c_3f2b8a8e-9c1d-4e5f-8a7b-1c2d3e4f5a6b-__WRIT__0000000004"},
+    {'l', "/m/_c_3f2b8a8e-9c1d-4e5f-8a7b-1c2d3e4f5a6b-latch-0000000005"},
+};
+#define NMODES (sizeof(modes) / sizeof(modes[0]))
+
 static zkr_sequencer_t sample(void)
 {
     zkr_sequencer_t q;
@@ -41,16 +55,20 @@ static void test_round_trip(void **state)
     assert_int_equal(r.token, q.token);
     assert_int_equal(r.session_id, q.session_id);
     assert_int_equal(r.mode, 'x');
-    /* Every mode, a negative-looking session id, foreign node names. */
-    const char *modes = "xrwlp";
-    for (const char *m = modes; *m; m++) {
-        q.mode = *m;
+    /* Every mode (each with a node of its recipe), a negative-looking
+     * session id. */
+    for (size_t i = 0; i < NMODES; i++) {
+        q.mode = modes[i].mode;
+        strcpy(q.node, modes[i].node);
         q.session_id = -2;
         assert_int_equal(zkr_sequencer_format(&q, buf, sizeof(buf)), 0);
         assert_int_equal(zkr_sequencer_parse(buf, &r), 0);
-        assert_int_equal(r.mode, *m);
+        assert_int_equal(r.mode, modes[i].mode);
+        assert_string_equal(r.node, modes[i].node);
         assert_int_equal(r.session_id, -2);
     }
+    /* Foreign node names of an exclusive lock. */
+    q.mode = 'x';
     strcpy(q.node, "/k/0f3c2b1a__lock__0000000003");
     assert_int_equal(zkr_sequencer_format(&q, buf, sizeof(buf)), 0);
     assert_int_equal(zkr_sequencer_parse(buf, &r), 0);
@@ -74,6 +92,42 @@ static void test_format_rejects(void **state)
     assert_int_equal(zkr_sequencer_format(&q, buf, sizeof(buf)), ZBADARGUMENTS);
     q = sample();
     strcpy(q.node, "/locks/jobs/not-a-contender");
+    assert_int_equal(zkr_sequencer_format(&q, buf, sizeof(buf)), ZBADARGUMENTS);
+}
+
+/* A sequencer names a grant of one mode: a node that a grant of that mode
+ * cannot have (a reader's node as a writer's grant, a permit as a lock's)
+ * is refused by format and parse, whatever else is right in it (issue 20,
+ * item 6: a waiting reader's node passed as a writer's sequencer). */
+static void test_mode_must_match_node(void **state)
+{
+    zkr_sequencer_t q = sample(), r;
+    char buf[ZKR_SEQUENCER_MAX];
+
+    (void)state;
+    for (size_t i = 0; i < NMODES; i++) {
+        for (size_t j = 0; j < NMODES; j++) {
+            int want_fmt = i == j ? 0 : ZBADARGUMENTS;
+            q.mode = modes[i].mode;
+            strcpy(q.node, modes[j].node);
+            if (zkr_sequencer_format(&q, buf, sizeof(buf)) != want_fmt)
+                fail_msg("mode %c, node %s: format did not return %d",
+                         modes[i].mode, modes[j].node, want_fmt);
+            snprintf(buf, sizeof(buf), "zkr1:%c:5:0100000b20aa0016:%s",
+                     modes[i].mode, modes[j].node);
+            if (zkr_sequencer_parse(buf, &r) != (i == j ? 0 : ZKR_EFORMAT))
+                fail_msg("parse of \"%s\" %s", buf,
+                         i == j ? "refused" : "accepted");
+        }
+    }
+    /* Other libraries' names of the same kinds pass. */
+    q.mode = 'r';
+    strcpy(q.node, "/k/0f3c2b1a__rlock__0000000003");
+    assert_int_equal(zkr_sequencer_format(&q, buf, sizeof(buf)), 0);
+    q.mode = 'x';
+    strcpy(q.node, "/k/x-0123abcd-0000000003");
+    assert_int_equal(zkr_sequencer_format(&q, buf, sizeof(buf)), 0);
+    q.mode = 'w';
     assert_int_equal(zkr_sequencer_format(&q, buf, sizeof(buf)), ZBADARGUMENTS);
 }
 
@@ -199,6 +253,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_format_rejects),
+        cmocka_unit_test(test_mode_must_match_node),
         cmocka_unit_test(test_parse_rejects_malformed),
         cmocka_unit_test(test_fence_admit),
         cmocka_unit_test(test_fence_admit_threads),
