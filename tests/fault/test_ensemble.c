@@ -202,6 +202,45 @@ static void test_leader_paused(void **state)
     pair_finish(&p, "/e/paused");
 }
 
+/* A sequencer check served by a follower cut off from the leader must not
+ * say "valid": such a follower answers reads from its own copy until it
+ * gives the leader up (syncLimit x tickTime), while a leader that still
+ * has a quorum may have expired the holder's session and granted the lock
+ * to another. The leader is frozen here, which the follower cannot tell
+ * from that partition; the check syncs with the leader first, so it ends
+ * with an error (the follower drops its clients), never with 0. */
+static void test_check_on_cut_off_follower(void **state)
+{
+    zkr_session_t *a = NULL, *chk = NULL;
+    zkr_lock_t *l = NULL;
+    zkr_sequencer_t q;
+    zkt_server_t *m;
+    int leader, rc;
+
+    (void)state;
+    heal();
+    leader = wait_leader(-1, zkt_scaled_ms(10000));
+    assert_true(leader >= 0);
+    assert_int_equal(zkr_session_open(&a, zkt_ensemble_hosts(ens), T, NULL), 0);
+    m = zkt_ensemble_member(ens, (leader + 1) % 3);
+    assert_int_equal(zkr_session_open(&chk, zkt_server_hosts(m), T, NULL), 0);
+    assert_int_equal(zkr_lock_new(&l, a, "/e/check", "a", NULL), 0);
+    assert_int_equal(zkr_lock_acquire(l, zkt_scaled_ms(10000)), 0);
+    assert_int_equal(zkr_lock_sequencer(l, &q), 0);
+    assert_int_equal(zkr_sequencer_check(chk, &q), 0);
+
+    assert_int_equal(zkt_server_pause(zkt_ensemble_member(ens, leader)), 0);
+    rc = zkr_sequencer_check(chk, &q);
+    print_message("# check through a follower cut off from the leader: %s\n",
+                  zkr_strerror(rc));
+    assert_int_not_equal(rc, 0);
+    assert_int_equal(zkt_server_resume(zkt_ensemble_member(ens, leader)), 0);
+    zkr_lock_free(l);
+    zkr_session_free(a);
+    zkr_session_free(chk);
+    heal();
+}
+
 /* Two of three members killed: the last one stops serving, and nothing is
  * granted until a quorum is back. The holder may keep its lock (its
  * session survives if it reconnects in time: a new leader restarts every
@@ -285,6 +324,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_leader_killed),
         cmocka_unit_test(test_leader_paused),
+        cmocka_unit_test(test_check_on_cut_off_follower),
         cmocka_unit_test(test_quorum_lost),
     };
     return cmocka_run_group_tests_name("ensemble", tests, group_setup,
