@@ -6,8 +6,10 @@
  * late: by the time it runs again its session may have expired and the
  * lock been granted to another. Only a check at the resource itself makes
  * that harmless. Inside ZooKeeper that check is a multi whose first
- * operation requires our node to exist unchanged; outside, it is the
- * fencing token compared with the highest one the resource has seen. */
+ * operation requires our node to exist (see "guarded writes" for why not
+ * its version); outside, it is the fencing token compared with the
+ * highest one the resource has seen, and a sequencer checked against the
+ * queue tells another process whether a grant is current. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
