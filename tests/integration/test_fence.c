@@ -268,6 +268,20 @@ static void test_check_other_rules(void **state)
     assert_int_equal(check_both(b, &qp[0]), 0);
     assert_int_equal(check_both(b, &qp[1]), 0);
     assert_int_equal(check_both(b, &qp[2]), ZKR_ESTALE);
+    /* A permit holder's guarded writes commit (the guard is its node's
+     * existence, whatever was written to it since the grant). */
+    for (int i = 0; i < 2; i++) {
+        zoo_op_t op;
+        zoo_op_result_t res;
+        char made[64], path[32];
+
+        snprintf(path, sizeof(path), "/q/prule-made-%d", i);
+        assert_int_equal(zoo_set(raw, qp[i].node, "w", 1, -1), ZOK);
+        zoo_create_op_init(&op, path, "m", 1, &ZOO_OPEN_ACL_UNSAFE, 0, made,
+                           sizeof(made));
+        assert_int_equal(zkr_lock_guarded_multi(p[i], 1, &op, &res), 0);
+        assert_string_equal(made, path);
+    }
     q1 = qp[0];
     q1.mode = 'x'; /* a permit is not an exclusive lock */
     assert_int_equal(zkr_sequencer_check(b, &q1), ZBADARGUMENTS);
