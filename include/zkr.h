@@ -34,7 +34,8 @@
  * number, strictly increasing across successive holders of one lock and never
  * reused. A lock alone cannot stop a paused holder from writing late; the
  * protected resource must reject a token lower than the highest it has
- * already accepted.
+ * already accepted. That rule is for exclusive grants (lock, writer,
+ * leader); readers and semaphore permits hold different tokens at once.
  */
 #ifndef ZKR_H
 #define ZKR_H
