@@ -650,8 +650,8 @@ ZKR_EXTERN int zkr_sequencer_check_async(zkr_session_t *s,
  *   results[i].err is the code returned (connection loss: outcome unknown)
  *   and its other fields are zero.
  * \return 0 (all applied); ZKR_ENOTHELD (the grant is not held: not locally
- *   HELD or SUSPENDED, or the server found our node gone; nothing was applied);
- *   otherwise the ZooKeeper code of the first failing operation (see
+ *   HELD or SUSPENDED, or the server found our node gone; nothing was
+ *   applied); otherwise the ZooKeeper code of the first failing operation (see
  *   results[i].err; nothing was applied); ZNOAUTH with every results[i].err
  *   ZRUNTIMEINCONSISTENCY: the server refused the guard itself (this
  *   session may not READ its node; the grant may well be held, nothing was
