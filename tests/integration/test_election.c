@@ -1066,6 +1066,128 @@ static void test_requeue_loop(void **state)
     zkr_session_free(s);
 }
 
+/* Issue 20, "done when": zkr_election_run() functions (not only
+ * leadership flags) do not overlap while an operator deletes the leader's
+ * node again and again. Three candidates on three sessions run with
+ * requeue; each function holds until its descriptor says stop (3 s at
+ * most). Across two sessions the deletion reaches the old leader and the
+ * next one at about the same time (one notification each), so the check
+ * allows that much (OVERLAP_SLACK_MS); the old code never woke the old
+ * function, which ran on for its whole 3 s beside the next one. */
+enum { OVL_N = 3, OVL_MAX = 64, OVERLAP_SLACK_MS = 500 };
+
+static struct {
+    pthread_mutex_t mu;
+    int n;
+    struct {
+        int who;
+        int64_t epoch;
+        long long start, end;
+    } iv[OVL_MAX];
+} ovl = {PTHREAD_MUTEX_INITIALIZER, 0, {{0, 0, 0, 0}}};
+
+static int fn_hold_until_stop(zkr_election_t *e, void *data)
+{
+    struct pollfd p = {zkr_election_fd(e), POLLIN, 0};
+    long long start = zkt_now_ms();
+    int64_t ep = epoch_of(e);
+    int k;
+
+    poll(&p, 1, 3000);
+    pthread_mutex_lock(&ovl.mu);
+    if ((k = ovl.n) < OVL_MAX) {
+        ovl.iv[k].who = (int)(intptr_t)data;
+        ovl.iv[k].epoch = ep;
+        ovl.iv[k].start = start;
+        ovl.iv[k].end = zkt_now_ms();
+        ovl.n++;
+    }
+    pthread_mutex_unlock(&ovl.mu);
+    return 0;
+}
+
+static void delete_first(const char *dir)
+{
+    struct String_vector v = {0, NULL};
+    const char *first = NULL;
+    char path[256];
+
+    if (zoo_get_children(raw, dir, 0, &v) != ZOK)
+        return;
+    for (int i = 0; i < v.count; i++) {
+        const char *m = strstr(v.data[i], "-latch-");
+        if (m != NULL &&
+            (first == NULL || strcmp(m, strstr(first, "-latch-")) < 0))
+            first = v.data[i];
+    }
+    if (first != NULL) {
+        snprintf(path, sizeof(path), "%s/%s", dir, first);
+        zoo_delete(raw, path, -1);
+    }
+    deallocate_String_vector(&v);
+}
+
+static void test_run_functions_never_overlap(void **state)
+{
+    zkr_session_t *s[OVL_N];
+    zkr_election_t *e[OVL_N];
+    static struct runner r[OVL_N];
+    int bad = 0;
+
+    (void)state;
+    ovl.n = 0;
+    for (int i = 0; i < OVL_N; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "o%d", i);
+        s[i] = open_session(10000);
+        assert_int_equal(zkr_election_new(&e[i], s[i], "/e/overlap", id, NULL,
+                                          ZKR_POLICY_SUSPEND),
+                         0);
+        start_runner(&r[i], e[i], fn_hold_until_stop, (void *)(intptr_t)i, 1);
+    }
+    assert_true(ZKT_WAIT_UNTIL(children("/e/overlap") == OVL_N, 10000));
+    for (int k = 0; k < 8; k++) {
+        zkt_sleep_ms(400);
+        delete_first("/e/overlap");
+    }
+    zkt_sleep_ms(400);
+    for (int i = 0; i < OVL_N; i++)
+        assert_int_equal(zkr_election_leave(e[i]), 0);
+    for (int i = 0; i < OVL_N; i++) {
+        assert_true(ZKT_WAIT_UNTIL(runner_done(&r[i]), 10000));
+        pthread_join(r[i].th, NULL);
+        assert_int_equal(r[i].rc, 0);
+    }
+    pthread_mutex_lock(&ovl.mu);
+    for (int i = 0; i < ovl.n; i++) {
+        for (int j = 0; j < ovl.n; j++) {
+            long long from, to;
+            if (ovl.iv[i].who == ovl.iv[j].who ||
+                ovl.iv[i].start > ovl.iv[j].start)
+                continue;
+            from = ovl.iv[j].start;
+            to = ovl.iv[i].end < ovl.iv[j].end ? ovl.iv[i].end : ovl.iv[j].end;
+            if (to - from > OVERLAP_SLACK_MS) {
+                print_message("o%d (epoch %lld) ran %lld ms beside o%d\n",
+                              ovl.iv[i].who, (long long)ovl.iv[i].epoch,
+                              to - from, ovl.iv[j].who);
+                bad++;
+            }
+            /* A later start has a higher epoch (a new leadership). */
+            if (ovl.iv[j].epoch <= ovl.iv[i].epoch)
+                bad++;
+        }
+    }
+    print_message("%d leader functions ran\n", ovl.n);
+    pthread_mutex_unlock(&ovl.mu);
+    assert_int_equal(bad, 0);
+    assert_true(ovl.n >= 8); /* every deletion ended one */
+    for (int i = 0; i < OVL_N; i++) {
+        zkr_election_free(e[i]);
+        zkr_session_free(s[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1084,6 +1206,7 @@ int main(void)
         cmocka_unit_test(test_listener_sees_loss_and_regain),
         cmocka_unit_test(test_requeue_loop),
         cmocka_unit_test(test_observer_unreadable_leader),
+        cmocka_unit_test(test_run_functions_never_overlap),
     };
     /* ZKR_TEST_ONLY=pattern runs only the matching tests (debugging). */
     if (getenv("ZKR_TEST_ONLY") != NULL)
