@@ -105,11 +105,12 @@ static int lead(zkr_election_t *e, void *data)
     if (zkr_election_epoch(e, &ep) == 0)
         snprintf(epoch, sizeof(epoch), "%lld", (long long)ep);
     event("LEADER_ON", epoch);
-    /* The descriptor becomes readable as soon as leadership is uncertain
-     * (SUSPENDED under the default policy) or lost. */
-    while (!resign_asked && zkr_election_is_leader(e))
-        if (poll(&p, 1, 100) > 0)
-            usleep(20000); /* uncertain but kept (session policy) */
+    /* The descriptor is the stop signal: readable as soon as leadership
+     * is lost or uncertain (SUSPENDED under the default policy), and it
+     * stays readable even if this candidate leads again meanwhile (a new
+     * epoch: not the leadership this function started with). */
+    while (!resign_asked && poll(&p, 1, 100) <= 0)
+        ;
     event("LEADER_OFF", epoch);
     return 0;
 }

@@ -498,8 +498,10 @@ ZKR_EXTERN int64_t zkr_lock_valid_ms(zkr_lock_t *l);
  *   LOST, for poll()-based programs.
  *
  * Level-triggered: readable from the moment ownership becomes uncertain
- * until it is re-verified (HELD again) or the handle is released or
- * acquires again. Do not read from or close it. Made on the first call
+ * (SUSPENDED) until it is re-verified (HELD again); once ownership is lost
+ * (LOST), readable until the application has observed the loss, i.e. has
+ * called zkr_lock_release() (which reports ZKR_ELOST) or acquires again.
+ * Do not read from or close it. Made on the first call
  * (a handle never asked costs no descriptor), then the same until the
  * handle is freed. -1 for NULL, or when no descriptor can be made (the
  * process is out of descriptors: call again later).
@@ -757,6 +759,15 @@ ZKR_EXTERN int zkr_election_join(zkr_election_t *e);
  * \brief Leaves the election: resigns leadership (the next candidate in
  *   order takes over) or leaves the queue, and waits until our node is
  *   deleted or our session is gone.
+ *
+ * A leave always wins over a join() or a zkr_election_run() on another
+ * thread: once it returns 0 the candidate holds no node and will not lead
+ * until joined again; a running leader function is first told to stop
+ * (the descriptor) and waited for. Called from the leader function of
+ * zkr_election_run() (on its thread), it returns 0 at once without
+ * waiting: leadership ends for the application at once (not leader,
+ * descriptor readable), and run() resigns and returns as soon as the
+ * function returns, so the next leader never starts beside it.
  * \return 0; ZKR_ESTATE (not joined); ZKR_EDEADLK (from a callback);
  *   ZBADARGUMENTS.
  */
@@ -767,6 +778,12 @@ ZKR_EXTERN int zkr_election_is_leader(zkr_election_t *e);
 
 /**
  * \brief Waits until this candidate is the leader.
+ *
+ * Returning 0 is the application's observation that it leads (with the
+ * epoch zkr_election_epoch() now gives): a loss signalled earlier on
+ * zkr_election_fd() is cleared. So call it to start a leadership, not to
+ * check one while working (use the descriptor, zkr_election_is_leader()
+ * or the epoch for that).
  * \param timeout_ms -1 forever, 0 check, N ms.
  * \return 0 (leader); ZKR_ETIMEDOUT; ZKR_ESTATE (not joined, or it left
  *   meanwhile); ZKR_EDEADLK; ZBADARGUMENTS; or the error that ended its
@@ -776,8 +793,12 @@ ZKR_EXTERN int zkr_election_await(zkr_election_t *e, int timeout_ms);
 
 /**
  * Leadership listener: `leader` is 1 when leadership was gained, 0 when it
- * was lost. `rc` is nonzero only when participation ended on an error (the
- * candidate is then no longer joined).
+ * was lost (or given up: a leave, a resignation of zkr_election_run()).
+ * Every change is reported, in order, even when the event thread runs
+ * late: a loss followed by a new grant is reported as 0 then 1 (the state
+ * at delivery may already have moved on; zkr_election_epoch() tells which
+ * leadership is current). `rc` is nonzero only when participation ended on
+ * an error (the candidate is then no longer joined).
  */
 typedef void (*zkr_election_listener_t)(zkr_election_t *e, int leader, int rc,
                                         void *data);
@@ -797,14 +818,33 @@ ZKR_EXTERN int zkr_election_epoch(zkr_election_t *e, int64_t *epoch);
 ZKR_EXTERN int zkr_election_sequencer(zkr_election_t *e, zkr_sequencer_t *out);
 
 /**
- * \brief A descriptor readable while leadership is uncertain or lost
- *   (SUSPENDED or LOST), as zkr_lock_fd(). -1 for NULL.
+ * \brief The stop signal of a leader: a descriptor that becomes readable
+ *   whenever the leadership the application observed ends or becomes
+ *   uncertain.
+ *
+ * Readable (poll() POLLIN) from the moment of any of: the leader's node
+ * is deleted (an operator's forced release), the session is LOST (expiry,
+ * the safe deadline), a leave() asks a running leader function to stop,
+ * and, under ZKR_POLICY_SUSPEND only, SUSPENDED. Under ZKR_POLICY_SESSION
+ * SUSPENDED does not make it readable (the candidate still leads). A
+ * SUSPENDED that ends in re-verification of the same node (same epoch)
+ * clears it again. Any other loss keeps it readable until the application
+ * has observed it: zkr_election_await() returning 0, zkr_election_run()
+ * starting the leader function again, a leave() or a join(). In
+ * particular it stays readable after the candidate, which rejoins by
+ * itself, has become leader again with a new epoch. Do not read from or
+ * close it. -1 for NULL, or when no descriptor can be made.
  */
 ZKR_EXTERN int zkr_election_fd(zkr_election_t *e);
 
 /**
- * The work of a leader. It must return soon after leadership is lost:
- * poll zkr_election_is_leader() or zkr_election_fd(). Its return value is
+ * The work of a leader. It must stop its leader work and return as soon as
+ * zkr_election_fd() is readable (poll it; it is quiet when the function
+ * starts). zkr_election_is_leader() alone is not enough: after a loss the
+ * candidate may lead again, with a new epoch, before the function looks;
+ * a function that checks leadership instead must compare
+ * zkr_election_epoch() with the epoch it started with. It may call
+ * zkr_election_leave() to step down (see there). Its return value is
  * returned by zkr_election_run() (without requeue).
  */
 typedef int (*zkr_leader_fn)(zkr_election_t *e, void *data);
@@ -816,8 +856,13 @@ typedef int (*zkr_leader_fn)(zkr_election_t *e, void *data);
  * `requeue`, it resigns once fn returns and returns fn's value. With
  * `requeue`, it resigns when fn returns and joins again at the back, and
  * after a loss waits to be leader again; it returns 0 once
- * zkr_election_leave() is called from another thread. fn never runs on two
- * candidates at once while they respect the stop signal.
+ * zkr_election_leave() is called (from another thread, or from fn).
+ * fn never runs on two candidates at once while they respect the stop
+ * signal: a loss makes the descriptor readable before the next candidate
+ * can be granted wherever the loss is seen first by this process (an
+ * expiry past the safe deadline, a leave, a deletion seen by our own
+ * watch); a deletion by someone else is seen by both candidates' sessions
+ * at about the same time, which fencing with the epoch covers.
  * \return fn's value; 0 (left); ZKR_EDEADLK; ZBADARGUMENTS; errors of
  *   zkr_election_join() and zkr_election_await().
  */
@@ -838,7 +883,10 @@ typedef struct zkr_observer zkr_observer_t;
 /**
  * Called on every change of leader the observer sees, in order: the new
  * leader's identifier and epoch, or NULL and 0 when there is none. A
- * leadership shorter than one round trip may be missed.
+ * leadership shorter than one round trip may be missed. When the leader's
+ * node (or the election's directory) cannot be read, `leader_id` is NULL
+ * and `epoch` is the error, which is negative (ZNOAUTH: the ACL grants us
+ * no READ); it is reported once, and the next change as usual.
  */
 typedef void (*zkr_observer_fn)(zkr_observer_t *o, const char *leader_id,
                                 int64_t epoch, void *data);

@@ -11,17 +11,25 @@
  * (CURATOR-696, -620, -652). */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
 struct zkr_election {
     zkr__contender_t c;
     zkr_loss_policy_t policy;
-    int joined;   /* guarded by the session mutex */
-    int reported; /* leadership last told to the listener (event thread) */
-    int error;    /* what ended participation, if anything */
-    int running;  /* zkr_election_run() is inside the leader function */
-    int stopping; /* leave asked it to stop: not leader meanwhile */
+    /* Guarded by the session mutex: */
+    int joined;       /* the application's intent: in the election */
+    int joining;      /* threads between marking joined and starting the
+                         acquire: leave() waits for them (see enter()) */
+    int reported;     /* leadership last told to the listener (event
+                         thread) */
+    int error;        /* what ended participation, if anything */
+    int running;      /* zkr_election_run() is inside the leader function */
+    pthread_t runner; /* ... on this thread */
+    int self_left;    /* the leader function called leave(): run()
+                         resigns once it returns */
+    int stopping;     /* leave asked it to stop: not leader meanwhile */
     zkr_election_listener_t fn;
     void *data;
 };
@@ -32,6 +40,21 @@ static void marker(void)
 {
 }
 
+/* Test-only: with ZKR_TEST_ELECTION_DELAY_US=N in the environment, sleeps
+ * N microseconds at the points where another thread's leave() can
+ * interleave with join() or run(), so that a bounded test loop reproduces
+ * those races (tests/integration/test_election.c). */
+static void race_point(void)
+{
+    const char *v = getenv("ZKR_TEST_ELECTION_DELAY_US");
+    long us = v != NULL ? atol(v) : 0;
+
+    if (us > 0 && us < 1000000) {
+        struct timespec ts = {0, us * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static int leading(const zkr_election_t *e)
 {
     if (e->stopping)
@@ -40,7 +63,26 @@ static int leading(const zkr_election_t *e)
            (e->policy == ZKR_POLICY_SESSION && e->c.pub == ZKR_LOCK_SUSPENDED);
 }
 
-/* Runs on the event thread: turns engine events into "leader or not". */
+/* The leadership an engine event reports: a grant leads, a re-verified
+ * grant leads, SUSPENDED leads only under the session policy, a loss or a
+ * resignation (IDLE, posted by resign()) does not. Derived from the event,
+ * never from the state at delivery: the event thread may run late, after a
+ * loss and a new grant, and the current state would then hide both. */
+static int event_leads(const zkr_election_t *e, const zkr__event_t *ev)
+{
+    if (ev->kind == ZKR__EV_ACQUIRED)
+        return ev->a == 0;
+    if (ev->kind != ZKR__EV_STATE)
+        return e->reported;
+    if (ev->a == ZKR_LOCK_HELD)
+        return 1;
+    if (ev->a == ZKR_LOCK_SUSPENDED)
+        return e->policy == ZKR_POLICY_SESSION;
+    return 0;
+}
+
+/* Runs on the event thread: turns engine events, in order, into "leader or
+ * not" and tells the listener of every change. */
 static void election_deliver(zkr__contender_t *c, const zkr__event_t *ev)
 {
     zkr_election_t *e = c->owner;
@@ -66,7 +108,7 @@ static void election_deliver(zkr__contender_t *c, const zkr__event_t *ev)
         e->error = rc = ZKR_ELOST;
         pthread_cond_broadcast(&c->s->cv);
     }
-    lead = leading(e);
+    lead = event_leads(e, ev);
     tell = lead != e->reported || rc != 0;
     e->reported = lead;
     fn = e->fn;
@@ -99,6 +141,10 @@ int zkr_election_new(zkr_election_t **out, zkr_session_t *s, const char *path,
     }
     e->policy = policy;
     pthread_mutex_lock(&s->mu);
+    /* Under the session policy a candidate keeps leading through
+     * SUSPENDED: its descriptor must not say "stop" (a poll loop on it
+     * would spin for the whole disconnection). */
+    e->c.fd_quiet_suspend = policy == ZKR_POLICY_SESSION;
     e->c.lis_fn = marker;
     e->c.rejoin_fn = marker;
     pthread_mutex_unlock(&s->mu);
@@ -118,32 +164,56 @@ void zkr_election_free(zkr_election_t *e)
     free(e);
 }
 
-int zkr_election_join(zkr_election_t *e)
+/* Marks the candidate joined and starts its acquire. fresh: a join (the
+ * candidate must not be joined); else run()'s return to the queue after
+ * resigning (only if still joined: a leave() meanwhile wins). The mark
+ * and the start cannot be one critical section (the engine's acquire takes
+ * the mutex itself), so `joining` covers the gap: a leave() waits until
+ * the acquire has started, then cancels it. Without that, a leave() in
+ * the gap returned 0 and the acquire then made a phantom leader. */
+static int enter(zkr_election_t *e, int fresh)
 {
-    int rc;
+    zkr_session_t *s = e->c.s;
+    int rc = 0;
 
-    if (e == NULL)
-        return ZBADARGUMENTS;
-    pthread_mutex_lock(&e->c.s->mu);
-    if (e->joined) {
-        pthread_mutex_unlock(&e->c.s->mu);
-        return ZKR_EALREADY;
+    pthread_mutex_lock(&s->mu);
+    if (fresh && e->joined)
+        rc = ZKR_EALREADY;
+    else if (!fresh && !e->joined)
+        rc = ZKR_ESTATE;
+    if (rc != 0) {
+        pthread_mutex_unlock(&s->mu);
+        return rc;
     }
     e->joined = 1;
     e->error = 0;
     e->c.rejoin = 1;
-    pthread_mutex_unlock(&e->c.s->mu);
+    e->joining++;
+    pthread_mutex_unlock(&s->mu);
+    race_point();
     rc = zkr__acquire(&e->c, -1, marker, e);
-    if (rc != 0) {
-        pthread_mutex_lock(&e->c.s->mu);
+    pthread_mutex_lock(&s->mu);
+    e->joining--;
+    if (rc != 0 && e->joined) {
         e->joined = 0;
         e->c.rejoin = 0;
-        pthread_mutex_unlock(&e->c.s->mu);
     }
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
     return rc;
 }
 
-/* Gives up our place (leadership or queue) and waits until it is gone. */
+int zkr_election_join(zkr_election_t *e)
+{
+    if (e == NULL)
+        return ZBADARGUMENTS;
+    return enter(e, 1);
+}
+
+/* Gives up our place (leadership or queue) and waits until it is gone,
+ * then has the event thread tell the listener (a resignation posts no
+ * engine event; the listener would otherwise miss it, and the next grant
+ * after a join would look unchanged to it). */
 static int resign(zkr_election_t *e)
 {
     zkr_session_t *s = e->c.s;
@@ -160,21 +230,53 @@ static int resign(zkr_election_t *e)
         pthread_mutex_unlock(&s->mu);
     }
     rc = zkr__release(&e->c, NULL, NULL);
+    pthread_mutex_lock(&s->mu);
+    /* run() and a leave() may resign at once: the one whose release found
+     * the other's in flight returns only when the node is gone too. */
+    while (e->c.pub == ZKR_LOCK_RELEASING)
+        pthread_cond_wait(&s->cv, &s->mu);
+    zkr__post(s, ZKR__EV_STATE, (int)ZKR_LOCK_IDLE, &e->c, marker, NULL);
+    pthread_mutex_unlock(&s->mu);
     /* Not holding, or held by a session now lost: either way it is gone. */
     return rc == ZKR_ENOTHELD || rc == ZKR_ELOST ? 0 : rc;
 }
 
 int zkr_election_leave(zkr_election_t *e)
 {
+    zkr_session_t *s;
     int joined, rc;
 
     if (e == NULL)
         return ZBADARGUMENTS;
+    s = e->c.s;
+    pthread_mutex_lock(&s->mu);
+    if (e->running && pthread_equal(e->runner, pthread_self())) {
+        /* From the leader function: it is the caller, so waiting for it
+         * would deadlock. Leadership ends now for the application (not
+         * leader, descriptor readable); run() resigns as soon as the
+         * function returns, so the next leader cannot start beside it. */
+        joined = e->joined;
+        if (joined) {
+            e->joined = 0;
+            e->c.rejoin = 0;
+            e->self_left = 1;
+            e->stopping = 1;
+            zkr__contender_signal(&e->c);
+        }
+        pthread_mutex_unlock(&s->mu);
+        return joined ? 0 : ZKR_ESTATE;
+    }
+    pthread_mutex_unlock(&s->mu);
     if (zkr__in_callback())
         return ZKR_EDEADLK;
-    pthread_mutex_lock(&e->c.s->mu);
+    pthread_mutex_lock(&s->mu);
     joined = e->joined;
     e->joined = 0;
+    e->c.rejoin = 0;
+    /* A join() between its mark and its acquire: let the acquire start,
+     * so that resign() below cancels it. */
+    while (e->joining > 0)
+        pthread_cond_wait(&s->cv, &s->mu);
     /* A leader function still running must stop before our node goes,
      * or it would overlap with the next leader's: tell it (is_leader is 0
      * and the descriptor readable from now on) and wait for it. */
@@ -182,20 +284,16 @@ int zkr_election_leave(zkr_election_t *e)
         e->stopping = 1;
         zkr__contender_signal(&e->c);
         while (e->running)
-            pthread_cond_wait(&e->c.s->cv, &e->c.s->mu);
+            pthread_cond_wait(&s->cv, &s->mu);
     }
-    pthread_cond_broadcast(&e->c.s->cv);
-    pthread_mutex_unlock(&e->c.s->mu);
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
     if (!joined)
         return ZKR_ESTATE;
     rc = resign(e);
-    pthread_mutex_lock(&e->c.s->mu);
+    pthread_mutex_lock(&s->mu);
     e->stopping = 0;
-    /* A resignation posts no engine event: have the event thread tell the
-     * listener that leadership ended (it would otherwise miss both this
-     * and the next grant after a join, which looks unchanged to it). */
-    zkr__post(e->c.s, ZKR__EV_STATE, (int)ZKR_LOCK_IDLE, &e->c, marker, NULL);
-    pthread_mutex_unlock(&e->c.s->mu);
+    pthread_mutex_unlock(&s->mu);
     return rc;
 }
 
@@ -226,8 +324,12 @@ int zkr_election_await(zkr_election_t *e, int timeout_ms)
     pthread_mutex_lock(&s->mu);
     for (;;) {
         zkr__enforce_deadline(s);
-        if (leading(e))
+        if (leading(e)) {
+            /* The application learns it leads: a loss before this was
+             * observed, the descriptor now signals only later ones. */
+            zkr__contender_observed(&e->c);
             break;
+        }
         if (!e->joined) {
             rc = e->error != 0 ? e->error : ZKR_ESTATE;
             break;
@@ -296,17 +398,19 @@ int zkr_election_participants(zkr_election_t *e, zkr_contender_t **out,
 int zkr_election_run(zkr_election_t *e, zkr_leader_fn fn, void *data,
                      int requeue)
 {
+    zkr_session_t *s;
     int rc;
 
     if (e == NULL || fn == NULL)
         return ZBADARGUMENTS;
     if (zkr__in_callback())
         return ZKR_EDEADLK;
+    s = e->c.s;
     rc = zkr_election_join(e);
     if (rc != 0 && rc != ZKR_EALREADY)
         return rc;
     for (;;) {
-        int ret, joined;
+        int ret, joined, self;
 
         rc = zkr_election_await(e, -1);
         if (rc == ZKR_ESTATE)
@@ -315,39 +419,50 @@ int zkr_election_run(zkr_election_t *e, zkr_leader_fn fn, void *data,
             return rc;
         /* Check and mark under one lock: a concurrent leave either sees
          * the function running (and waits for it) or makes us see that
-         * we left (and the function never starts). */
-        pthread_mutex_lock(&e->c.s->mu);
+         * we left (and the function never starts). The descriptor is
+         * cleared here, for this function: any loss from now on shows. */
+        pthread_mutex_lock(&s->mu);
         if (!e->joined || !leading(e)) {
             joined = e->joined;
-            pthread_mutex_unlock(&e->c.s->mu);
+            pthread_mutex_unlock(&s->mu);
             if (!joined)
                 return 0;
             continue;
         }
         e->running = 1;
-        pthread_mutex_unlock(&e->c.s->mu);
+        e->runner = pthread_self();
+        zkr__contender_observed(&e->c);
+        pthread_mutex_unlock(&s->mu);
         ret = fn(e, data);
-        pthread_mutex_lock(&e->c.s->mu);
+        pthread_mutex_lock(&s->mu);
         e->running = 0;
-        pthread_cond_broadcast(&e->c.s->cv);
+        self = e->self_left;
+        e->self_left = 0;
         joined = e->joined;
-        if (!requeue)
-            e->joined = 0;
-        pthread_mutex_unlock(&e->c.s->mu);
-        if (!joined)
-            return requeue ? 0 : ret;
-        /* Hand leadership on (the next candidate takes over), then take a
-         * place at the back of the queue again. */
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        if (!joined && !self)
+            return requeue ? 0 : ret; /* the leave() resigns for us */
+        /* Hand leadership on (the next candidate takes over). */
         rc = resign(e);
-        if (!requeue)
+        if (self) {
+            pthread_mutex_lock(&s->mu);
+            e->stopping = 0;
+            pthread_mutex_unlock(&s->mu);
+            return requeue ? 0 : ret;
+        }
+        if (!requeue) {
+            pthread_mutex_lock(&s->mu);
+            e->joined = 0;
+            pthread_mutex_unlock(&s->mu);
             return rc != 0 ? rc : ret;
-        pthread_mutex_lock(&e->c.s->mu);
-        joined = e->joined;
-        e->joined = 0;
-        pthread_mutex_unlock(&e->c.s->mu);
-        if (!joined)
+        }
+        /* Back of the queue, unless a leave() came meanwhile. */
+        race_point();
+        rc = enter(e, 0);
+        if (rc == ZKR_ESTATE)
             return 0;
-        if ((rc = zkr_election_join(e)) != 0)
+        if (rc != 0)
             return rc;
     }
 }

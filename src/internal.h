@@ -355,9 +355,12 @@ struct zkr__contender {
     /* state listener and loss fd */
     void (*lis_fn)(void);
     void *lis_data;
-    int fd[2];       /* loss pipe, made by zkr__contender_fd(); -1 until */
-    int fd_readable; /* the descriptor should be readable */
-    int fd_written;  /* ... and the pipe holds a byte */
+    int fd[2];            /* loss pipe, made by zkr__contender_fd(); -1 until */
+    int fd_uncertain;     /* readable: SUSPENDED, until re-verified */
+    int fd_lost;          /* readable: lost, until observed (queue.c) */
+    int fd_written;       /* the pipe holds a byte */
+    int fd_quiet_suspend; /* SUSPENDED leaves the descriptor alone (an
+                             election under ZKR_POLICY_SESSION) */
     int lost_unreported;
     int rejoin;              /* start over after a loss (elections) */
     void (*rejoin_fn)(void); /* ... with this completion */
@@ -381,8 +384,12 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data);
 int64_t zkr__valid_ms(zkr__contender_t *c);
 /* Issues what the contender's phase needs next (mutex held). */
 void zkr__contender_step(zkr__contender_t *c);
-/* Makes the loss descriptor readable (a recipe's own stop signal). */
+/* Makes the loss descriptor readable (a recipe's own stop signal) until
+ * observed. Mutex held. */
 void zkr__contender_signal(zkr__contender_t *c);
+/* The application has observed the loss (a recipe's observation point):
+ * the descriptor is no longer readable. Mutex held. */
+void zkr__contender_observed(zkr__contender_t *c);
 /* The loss descriptor, made on first use; -1 if it cannot be made. */
 int zkr__contender_fd(zkr__contender_t *c);
 /* Fills a sequencer of the current grant; mutex held. 0 or ZKR_ENOTHELD. */

@@ -16,6 +16,7 @@ struct zkr_observer {
     zkr_observer_fn fn;
     void *data;
     char *last;       /* node name last reported; NULL = "no leader" reported */
+    int last_err;     /* ... and the error reported with it (0: none) */
     int started;      /* something was reported */
     int busy;         /* a request is in flight */
     int again;        /* a change arrived meanwhile: look again */
@@ -95,13 +96,16 @@ static void run_report(const zkr__event_t *ev)
     free(r);
 }
 
-/* Reports a new leader (name NULL: none), if it differs from the last. */
+/* Reports a new leader (name NULL: none), if it differs from the last.
+ * An error (epoch < 0, id NULL) is reported once per leader node (name)
+ * or failed listing (name NULL). */
 static void report(zkr_observer_t *o, const char *name, const char *id,
                    int64_t epoch)
 {
+    int err = epoch < 0 ? (int)epoch : 0;
     struct report *r;
 
-    if (o->started &&
+    if (o->started && err == o->last_err &&
         ((name == NULL && o->last == NULL) ||
          (name != NULL && o->last != NULL && strcmp(name, o->last) == 0)))
         return;
@@ -112,6 +116,7 @@ static void report(zkr_observer_t *o, const char *name, const char *id,
     r->epoch = epoch;
     free(o->last);
     o->last = zkr__strdup(name);
+    o->last_err = err;
     o->started = 1;
     o->events++;
     if (zkr__post_call(o->s, run_report, 0, NULL, r) != 0) {
@@ -119,6 +124,14 @@ static void report(zkr_observer_t *o, const char *name, const char *id,
         free(r->id);
         free(r);
     }
+}
+
+/* An answer that refuses the request itself (ZNOAUTH, say), as opposed to
+ * a lost connection or session, which a reconnection retries. */
+static int refused(int rc)
+{
+    return rc != ZOK && rc != ZNONODE && !zkr__is_connection_error(rc) &&
+           rc != ZSESSIONEXPIRED && rc != ZCLOSING && rc != ZINVALIDSTATE;
 }
 
 static void finish(zkr_observer_t *o)
@@ -148,6 +161,11 @@ static void leader_read(int rc, const char *value, int len,
         }
     } else if (rc == ZNONODE) {
         o->again = 1; /* gone before we could read it: list again */
+    } else if (!o->gone && refused(rc)) {
+        /* A leader we may not read (ZNOAUTH): say so, rather than go on
+         * reporting the previous leader as current. The listing's child
+         * watch brings the next change. */
+        report(o, strrchr(op->path, '/') + 1, NULL, rc);
     }
     finish(o);
     (void)s;
@@ -207,6 +225,10 @@ static void listed(int rc, const struct String_vector *v, const void *data)
             }
         }
         free(e);
+    } else if (refused(rc)) {
+        /* A directory we may not list (ZNOAUTH): report the error. No
+         * watch was set; a reconnection lists again. */
+        report(o, NULL, NULL, rc);
     }
     /* Otherwise (connection errors) the next reconnection refreshes. */
     if (!o->busy)

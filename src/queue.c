@@ -48,28 +48,42 @@ static int is_acquiring(const zkr__contender_t *c)
 /* The loss descriptor is a pipe made on the first zkr_lock_fd() call: a
  * process holding many locks and never polling them would otherwise spend
  * two descriptors per handle (10,000 locks = 20,000 descriptors, more
- * than a common limit). fd_readable is what the descriptor should show;
- * fd_written whether the pipe holds a byte. */
-static void fd_set_readable(zkr__contender_t *c)
+ * than a common limit). It should be readable while ownership is
+ * uncertain (fd_uncertain: SUSPENDED, until re-verified) or once it was
+ * lost (fd_lost: sticky until the application has observed the loss,
+ * fd_observed()). fd_written says whether the pipe holds a byte.
+ *
+ * fd_lost is sticky because a loss may be followed at once by a new
+ * grant: an election candidate rejoins inside the same critical section
+ * and may lead again with a new epoch before its leader function polls.
+ * Clearing the descriptor on that rejoin (or grant) would leave the old
+ * function running beside the next leader's, unaware (issue 20). */
+static void fd_update(zkr__contender_t *c)
 {
-    c->fd_readable = 1;
-    if (c->fd[1] >= 0 && !c->fd_written) {
+    char buf[16];
+    int want = c->fd_uncertain || c->fd_lost;
+
+    if (c->fd[1] < 0 || want == c->fd_written)
+        return;
+    if (want) {
         char b = 1;
         if (write(c->fd[1], &b, 1) == 1)
             c->fd_written = 1;
-    }
-}
-
-static void fd_drain(zkr__contender_t *c)
-{
-    char buf[16];
-
-    c->fd_readable = 0;
-    if (c->fd_written) {
+    } else {
         while (read(c->fd[0], buf, sizeof(buf)) > 0)
             ;
         c->fd_written = 0;
     }
+}
+
+/* The application has observed the state (a release, a new acquire, an
+ * ELOST reported, or a recipe's own observation point): nothing to signal
+ * any more. */
+static void fd_observed(zkr__contender_t *c)
+{
+    c->fd_uncertain = 0;
+    c->fd_lost = 0;
+    fd_update(c);
 }
 
 int zkr__contender_fd(zkr__contender_t *c)
@@ -79,8 +93,7 @@ int zkr__contender_fd(zkr__contender_t *c)
     pthread_mutex_lock(&c->s->mu);
     if (c->fd[0] < 0 && pipe2(c->fd, O_CLOEXEC | O_NONBLOCK) != 0)
         c->fd[0] = c->fd[1] = -1;
-    if (c->fd[0] >= 0 && c->fd_readable)
-        fd_set_readable(c);
+    fd_update(c);
     fd = c->fd[0];
     pthread_mutex_unlock(&c->s->mu);
     return fd;
@@ -93,7 +106,13 @@ void zkr__contender_step(zkr__contender_t *c)
 
 void zkr__contender_signal(zkr__contender_t *c)
 {
-    fd_set_readable(c);
+    c->fd_lost = 1;
+    fd_update(c);
+}
+
+void zkr__contender_observed(zkr__contender_t *c)
+{
+    fd_observed(c);
 }
 
 /* ----------------------------------------------------- notifications */
@@ -102,10 +121,15 @@ static void notify_state(zkr__contender_t *c, zkr_lock_state_t st)
 {
     c->pub = st;
     pthread_cond_broadcast(&c->s->cv);
-    if (st == ZKR_LOCK_SUSPENDED || st == ZKR_LOCK_LOST)
-        fd_set_readable(c);
-    else if (st == ZKR_LOCK_HELD)
-        fd_drain(c);
+    if (st == ZKR_LOCK_SUSPENDED) {
+        c->fd_uncertain = !c->fd_quiet_suspend;
+    } else if (st == ZKR_LOCK_LOST) {
+        c->fd_uncertain = 0;
+        c->fd_lost = 1;
+    } else if (st == ZKR_LOCK_HELD) {
+        c->fd_uncertain = 0; /* the same grant, re-verified */
+    }
+    fd_update(c);
     if (c->lis_fn != NULL)
         zkr__post(c->s, ZKR__EV_STATE, (int)st, c, c->lis_fn, c->lis_data);
 }
@@ -168,7 +192,9 @@ static void finish_acquire(zkr__contender_t *c, int rc)
     if (rc == 0) {
         c->phase = ZKR__P_HELD;
         c->pub = ZKR_LOCK_HELD;
-        fd_drain(c);
+        /* A loss before this grant (a rejoin) stays signalled. */
+        c->fd_uncertain = 0;
+        fd_update(c);
         cache_clear(c);
         /* The watch on our own node is set a little later (see
          * issue_self_watch): most short holds never need it. */
@@ -200,7 +226,7 @@ static void finish_release(zkr__contender_t *c, int rc)
     c->phase = ZKR__P_IDLE;
     c->pub = ZKR_LOCK_IDLE;
     forget_node(c);
-    fd_drain(c);
+    fd_observed(c); /* released: the holder stopped by its own will */
     if (!c->rel_pending)
         return;
     c->rel_pending = 0;
@@ -1198,7 +1224,6 @@ static void start_attempt(zkr__contender_t *c, int timeout_ms)
     zkr_session_t *s = c->s;
 
     c->lost_unreported = 0;
-    fd_drain(c);
     forget_node(c);
     c->gen++;
     zkr__uuid(c->uuid);
@@ -1264,6 +1289,7 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
         pthread_mutex_unlock(&s->mu);
         return rc;
     }
+    fd_observed(c); /* the application acquires again: it knows */
     start_attempt(c, timeout_ms);
     c->acq_sync = sync;
     c->acq_done = 0;
@@ -1281,7 +1307,7 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
         if (rc == 0 && c->phase != ZKR__P_HELD && c->lost_unreported) {
             c->lost_unreported = 0;
             c->pub = ZKR_LOCK_IDLE;
-            fd_drain(c);
+            fd_observed(c);
             rc = ZKR_ELOST;
         }
         c->acq_sync = 0;
@@ -1318,7 +1344,7 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
     } else if (c->lost_unreported) {
         c->lost_unreported = 0;
         c->pub = ZKR_LOCK_IDLE;
-        fd_drain(c);
+        fd_observed(c);
         rc = ZKR_ELOST;
     } else if (c->phase != ZKR__P_HELD) {
         rc = ZKR_ENOTHELD;

@@ -5,6 +5,7 @@
  * session changed, and an observer. */
 #define _DEFAULT_SOURCE
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -317,6 +319,12 @@ static int seen_n(struct seen *v)
     return n;
 }
 
+static int fd_ready(int fd)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    return fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+}
+
 static zkr_election_t *cand(zkr_session_t *s, const char *path, const char *id,
                             zkr_loss_policy_t p, struct seen *v)
 {
@@ -351,6 +359,7 @@ static void suspended_leader(zkr_loss_policy_t policy)
     eb = cand(b, path, "b", policy, &vb);
     assert_true(ZKT_WAIT_UNTIL(children(path) == 2, 5000));
     assert_int_equal(zkr_election_epoch(ea, &epoch1), 0);
+    assert_false(fd_ready(zkr_election_fd(ea)));
     zookeeper_close(raw);
     raw = NULL;
     assert_int_equal(zkt_server_kill(server), 0);
@@ -358,10 +367,14 @@ static void suspended_leader(zkr_loss_policy_t policy)
         assert_true(ZKT_WAIT_UNTIL(!zkr_election_is_leader(ea), 8000));
         assert_true(ZKT_WAIT_UNTIL(seen_n(&va) == 2, 2000));
         assert_int_equal(va.lead[1], 0);
+        assert_true(fd_ready(zkr_election_fd(ea))); /* stop */
     } else {
         assert_true(
             ZKT_WAIT_UNTIL(zkr_session_state(a) == ZKR_STATE_SUSPENDED, 8000));
         assert_true(zkr_election_is_leader(ea));
+        /* Still leader: the descriptor does not say stop (a poll loop on
+         * it would spin through the whole disconnection). */
+        assert_false(fd_ready(zkr_election_fd(ea)));
     }
     assert_int_equal(zkt_server_restart(server), 0);
     raw = zkt_connect(zkt_server_hosts(server), 10000);
@@ -369,6 +382,7 @@ static void suspended_leader(zkr_loss_policy_t policy)
     assert_int_equal(zkr_election_await(ea, 10000), 0);
     assert_int_equal(zkr_election_epoch(ea, &epoch2), 0);
     assert_int_equal(epoch1, epoch2); /* the same, re-verified node */
+    assert_false(fd_ready(zkr_election_fd(ea))); /* re-verified: no loss */
     assert_false(zkr_election_is_leader(eb));
     /* Freeing waits for queued callbacks: then the counts are final. */
     zkr_election_free(eb);
@@ -535,6 +549,47 @@ static void test_observer_and_middle_leave(void **state)
     assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 0, 5000));
 }
 
+/* Issue 20, 10: an observer that may not read the new leader's node
+ * reports the error (id NULL, epoch = ZNOAUTH), not the previous leader
+ * forever. The unreadable node is another client's candidate whose ACL
+ * grants no READ. */
+static void test_observer_unreadable_leader(void **state)
+{
+    zkr_session_t *s = open_session(10000), *w = open_session(10000);
+    static struct obs v = {PTHREAD_MUTEX_INITIALIZER, 0, {{0}}, {0}};
+    struct ACL no_read[] = {{ZOO_PERM_WRITE, ZOO_ANYONE_ID_UNSAFE}};
+    struct ACL_vector acl = {1, no_read};
+    zkr_observer_t *o;
+    zkr_election_t *ea;
+    char node[256];
+
+    (void)state;
+    ea = cand(s, "/e/noread", "a", ZKR_POLICY_SUSPEND, NULL);
+    assert_int_equal(zkr_election_await(ea, 10000), 0);
+    assert_int_equal(zkr_observer_new(&o, w, "/e/noread", on_observe, &v), 0);
+    assert_true(ZKT_WAIT_UNTIL(obs_n(&v) == 1, 5000));
+    assert_string_equal(v.ids[0], "a");
+    assert_int_equal(
+        zoo_create(raw,
+                   "/e/noread/_c_00000000-0000-4000-8000-000000000000"
+                   "-latch-",
+                   "x", 1, &acl, ZOO_EPHEMERAL_SEQUENTIAL, node, sizeof(node)),
+        ZOK);
+    assert_int_equal(zkr_election_leave(ea), 0);
+    assert_true(ZKT_WAIT_UNTIL(obs_n(&v) == 2, 5000));
+    assert_string_equal(v.ids[1], "-");
+    assert_int_equal(v.epochs[1], ZNOAUTH);
+    /* Once that node goes, there is no leader: reported as such. */
+    assert_int_equal(zoo_delete(raw, node, -1), ZOK);
+    assert_true(ZKT_WAIT_UNTIL(obs_n(&v) == 3, 5000));
+    assert_string_equal(v.ids[2], "-");
+    assert_int_equal(v.epochs[2], 0);
+    zkr_observer_free(o);
+    zkr_election_free(ea);
+    zkr_session_free(s);
+    zkr_session_free(w);
+}
+
 /* On a session that will never come back (an adopted handle that
  * expired), a candidate does not wait forever: participation ends with
  * ZKR_ELOST. */
@@ -577,6 +632,562 @@ static void test_adopted_session_lost(void **state)
     zookeeper_close(zh);
 }
 
+/* ------------------------------------------------- stop contract (#20) */
+
+static int64_t epoch_of(zkr_election_t *e)
+{
+    int64_t ep = -1;
+    return zkr_election_epoch(e, &ep) == 0 ? ep : -1;
+}
+
+/* Runs zkr_election_run() on a thread; `done` is set when it returns. */
+struct runner {
+    zkr_election_t *e;
+    zkr_leader_fn fn;
+    void *arg;
+    int requeue;
+    volatile int done;
+    int rc;
+    pthread_t th;
+};
+
+static void *run_thread(void *arg)
+{
+    struct runner *r = arg;
+    r->rc = zkr_election_run(r->e, r->fn, r->arg, r->requeue);
+    __atomic_store_n(&r->done, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+static void start_runner(struct runner *r, zkr_election_t *e, zkr_leader_fn fn,
+                         void *arg, int requeue)
+{
+    r->e = e;
+    r->fn = fn;
+    r->arg = arg;
+    r->requeue = requeue;
+    r->done = 0;
+    assert_int_equal(pthread_create(&r->th, NULL, run_thread, r), 0);
+}
+
+static int runner_done(struct runner *r)
+{
+    return __atomic_load_n(&r->done, __ATOMIC_SEQ_CST);
+}
+
+/* Shared by the two leader functions of test_fd_stops_leader. */
+static struct stopfd {
+    zkr_election_t *a;
+    volatile int a_started, a_readable_late, b_started, b_saw_stop, b_done;
+    int64_t a_epoch;
+} sf;
+
+/* Candidate a's function: it learns of its loss only late, after b led
+ * and a leads again with a new epoch (its poll loop was busy). */
+static int fn_a(zkr_election_t *e, void *data)
+{
+    (void)data;
+    sf.a_epoch = epoch_of(e);
+    __atomic_store_n(&sf.a_started, 1, __ATOMIC_SEQ_CST);
+    if (!ZKT_WAIT_UNTIL(__atomic_load_n(&sf.b_done, __ATOMIC_SEQ_CST), 20000))
+        return 1;
+    if (!ZKT_WAIT_UNTIL(zkr_election_is_leader(e) && epoch_of(e) != sf.a_epoch,
+                        20000))
+        return 2;
+    sf.a_readable_late = fd_ready(zkr_election_fd(e));
+    return 0;
+}
+
+/* Candidate b's function: when it starts, a must have been told to stop. */
+static int fn_b(zkr_election_t *e, void *data)
+{
+    (void)e;
+    (void)data;
+    sf.b_saw_stop = fd_ready(zkr_election_fd(sf.a));
+    __atomic_store_n(&sf.b_started, 1, __ATOMIC_SEQ_CST);
+    return 0;
+}
+
+/* Issue 20, 1: an operator deletes the leader's node. Its descriptor is
+ * readable before the next candidate's function starts (both candidates
+ * share a session, so the deletion's one notification reaches them in one
+ * critical section: no timing involved), and it stays readable until the
+ * application observes the loss, even after the candidate rejoined and
+ * leads again with a new epoch. The old code drained it in the rejoin. */
+static void test_fd_stops_leader(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    static struct runner ra, rb;
+    zkr_election_t *ea = NULL, *eb = NULL;
+    zkr_sequencer_t q;
+
+    (void)state;
+    memset(&sf, 0, sizeof(sf));
+    assert_int_equal(
+        zkr_election_new(&ea, s, "/e/stopfd", "a", NULL, ZKR_POLICY_SUSPEND),
+        0);
+    assert_int_equal(
+        zkr_election_new(&eb, s, "/e/stopfd", "b", NULL, ZKR_POLICY_SUSPEND),
+        0);
+    sf.a = ea;
+    assert_true(zkr_election_fd(ea) >= 0);
+    start_runner(&ra, ea, fn_a, NULL, 0);
+    assert_true(ZKT_WAIT_UNTIL(sf.a_started, 10000));
+    assert_false(fd_ready(zkr_election_fd(ea)));
+    assert_int_equal(zkr_election_sequencer(ea, &q), 0);
+    start_runner(&rb, eb, fn_b, NULL, 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/e/stopfd") == 2, 10000));
+    zkt_sleep_ms(300); /* a watches its own node 50 ms after its grant */
+    assert_int_equal(zoo_delete(raw, q.node, -1), ZOK);
+    assert_true(ZKT_WAIT_UNTIL(sf.b_started, 10000));
+    assert_true(sf.b_saw_stop);
+    __atomic_store_n(&sf.b_done, 1, __ATOMIC_SEQ_CST);
+    assert_true(ZKT_WAIT_UNTIL(runner_done(&rb) && runner_done(&ra), 20000));
+    pthread_join(rb.th, NULL);
+    pthread_join(ra.th, NULL);
+    assert_int_equal(rb.rc, 0);
+    assert_int_equal(ra.rc, 0);
+    assert_true(sf.a_readable_late);
+    /* Returned: a resigned; the descriptor is quiet again. */
+    assert_false(fd_ready(zkr_election_fd(ea)));
+    assert_true(ZKT_WAIT_UNTIL(children("/e/stopfd") == 0, 10000));
+    zkr_election_free(eb);
+    zkr_election_free(ea);
+    zkr_session_free(s);
+}
+
+/* Issue 20, 2: leave() racing join(). A test hook sleeps after join's
+ * unlock (ZKR_TEST_ELECTION_DELAY_US); the leave lands in that gap in most
+ * rounds. Rule: a leave() that returns 0 leaves nothing behind (no node,
+ * not leader, join() works again); one that returns ZKR_ESTATE came before
+ * the join, which then stands. */
+struct race {
+    zkr_election_t *e;
+    int delay_us;
+    int rc;
+};
+
+static void *race_join(void *arg)
+{
+    struct race *r = arg;
+    r->rc = zkr_election_join(r->e);
+    return NULL;
+}
+
+static void *race_leave(void *arg)
+{
+    struct race *r = arg;
+    struct timespec ts = {0, r->delay_us * 1000L};
+    nanosleep(&ts, NULL);
+    r->rc = zkr_election_leave(r->e);
+    return NULL;
+}
+
+static int race_rounds(void)
+{
+    const char *v = getenv("ZKR_TEST_RACE_ROUNDS");
+    return v != NULL && atoi(v) > 0 ? atoi(v) : 30;
+}
+
+static void test_leave_races_join(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_election_t *e = NULL;
+    int rounds = race_rounds(), phantoms = 0, won = 0;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&e, s, "/e/race", "r", NULL, ZKR_POLICY_SUSPEND), 0);
+    setenv("ZKR_TEST_ELECTION_DELAY_US", "4000", 1);
+    for (int i = 0; i < rounds; i++) {
+        struct race j = {e, 0, -1}, l = {e, 500 + (i * 397) % 3000, -1};
+        pthread_t tj, tl;
+
+        assert_int_equal(pthread_create(&tj, NULL, race_join, &j), 0);
+        assert_int_equal(pthread_create(&tl, NULL, race_leave, &l), 0);
+        pthread_join(tj, NULL);
+        pthread_join(tl, NULL);
+        assert_int_equal(j.rc, 0);
+        if (l.rc == 0) {
+            won++;
+            zkt_sleep_ms(30); /* a phantom's acquire would be granted */
+            if (zkr_election_is_leader(e) || children("/e/race") != 0 ||
+                zkr_election_join(e) != 0) {
+                phantoms++; /* a phantom holds the handle: stop here */
+                break;
+            }
+        } else {
+            assert_int_equal(l.rc, ZKR_ESTATE);
+        }
+        assert_int_equal(zkr_election_leave(e), 0);
+        assert_int_equal(children("/e/race"), 0);
+    }
+    unsetenv("ZKR_TEST_ELECTION_DELAY_US");
+    print_message("%d rounds, leave won %d, phantoms %d\n", rounds, won,
+                  phantoms);
+    assert_int_equal(phantoms, 0);
+    assert_true(won > 0); /* the race was exercised */
+    zkr_election_free(e);
+    zkr_session_free(s);
+}
+
+/* Issue 20, 2: leave() racing run(requeue), whose function returns at
+ * once (run resigns and joins again in a loop; the hook sleeps between
+ * the two). The documented way to stop run must never be ignored: leave
+ * returns 0 and run returns 0 soon after, leaving no node. */
+static int quick_fn(zkr_election_t *e, void *data)
+{
+    (void)e;
+    __atomic_add_fetch((int *)data, 1, __ATOMIC_SEQ_CST);
+    return 0;
+}
+
+static void test_leave_races_requeue(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_election_t *e = NULL;
+    int rounds = race_rounds() / 2, ignored = 0;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&e, s, "/e/requeue", "r", NULL, ZKR_POLICY_SUSPEND),
+        0);
+    setenv("ZKR_TEST_ELECTION_DELAY_US", "4000", 1);
+    for (int i = 0; i < rounds; i++) {
+        static struct runner r;
+        static int calls;
+        struct race l = {e, (i * 397) % 5000, -1};
+        pthread_t tl;
+
+        calls = 0;
+        start_runner(&r, e, quick_fn, &calls, 1);
+        assert_true(ZKT_WAIT_UNTIL(
+            __atomic_load_n(&calls, __ATOMIC_SEQ_CST) > 0, 10000));
+        assert_int_equal(pthread_create(&tl, NULL, race_leave, &l), 0);
+        pthread_join(tl, NULL);
+        if (l.rc != 0) {
+            ignored++;
+            /* Stop it the way the old code allowed: leave until it works. */
+            while (!runner_done(&r) && zkr_election_leave(e) != 0)
+                ;
+        }
+        assert_true(ZKT_WAIT_UNTIL(runner_done(&r), 10000));
+        pthread_join(r.th, NULL);
+        assert_int_equal(r.rc, 0);
+        assert_int_equal(children("/e/requeue"), 0);
+    }
+    unsetenv("ZKR_TEST_ELECTION_DELAY_US");
+    print_message("%d rounds, leaves ignored %d\n", rounds, ignored);
+    assert_int_equal(ignored, 0);
+    zkr_election_free(e);
+    zkr_session_free(s);
+}
+
+/* Issue 20, 3: zkr_election_leave() from the leader function returns at
+ * once (it used to wait for the function, i.e. for itself), leadership
+ * ends for the application at once, and the resignation happens when the
+ * function returns: the next candidate never starts beside it. */
+static zkr_election_t *self_next;
+static int self_leave_rc, self_still_leader, self_readable, self_next_led;
+
+static int fn_self_leave(zkr_election_t *e, void *data)
+{
+    (void)data;
+    self_leave_rc = zkr_election_leave(e);
+    self_still_leader = zkr_election_is_leader(e);
+    self_readable = fd_ready(zkr_election_fd(e));
+    zkt_sleep_ms(200); /* the next candidate must not lead meanwhile */
+    self_next_led = zkr_election_is_leader(self_next);
+    return 7;
+}
+
+static void test_leave_from_leader_fn(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    static struct runner r;
+    zkr_election_t *ea = NULL, *eb;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&ea, s, "/e/selfleave", "a", NULL, ZKR_POLICY_SUSPEND),
+        0);
+    assert_int_equal(zkr_election_join(ea), 0);
+    assert_int_equal(zkr_election_await(ea, 10000), 0);
+    eb = cand(s, "/e/selfleave", "b", ZKR_POLICY_SUSPEND, NULL);
+    self_next = eb;
+    assert_true(ZKT_WAIT_UNTIL(children("/e/selfleave") == 2, 10000));
+    start_runner(&r, ea, fn_self_leave, NULL, 0);
+    assert_true(ZKT_WAIT_UNTIL(runner_done(&r), 10000));
+    pthread_join(r.th, NULL);
+    assert_int_equal(r.rc, 7);
+    assert_int_equal(self_leave_rc, 0);
+    assert_false(self_still_leader);
+    assert_true(self_readable);
+    assert_false(self_next_led);
+    assert_int_equal(zkr_election_await(eb, 10000), 0);
+    assert_int_equal(children("/e/selfleave"), 1);
+    assert_int_equal(zkr_election_leave(ea), ZKR_ESTATE); /* left already */
+    zkr_election_free(eb);
+    zkr_election_free(ea);
+    zkr_session_free(s);
+}
+
+/* Issue 20, 9: the listener is told of a loss followed by a regain even
+ * when the event thread ran late (here: blocked in the listener's first
+ * call) and both had happened by the time it ran. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n, lead[8], go;
+} late = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {0}, 0};
+
+static void on_lead_late(zkr_election_t *e, int leader, int rc, void *data)
+{
+    (void)e;
+    (void)rc;
+    (void)data;
+    pthread_mutex_lock(&late.mu);
+    if (late.n < 8)
+        late.lead[late.n] = leader;
+    late.n++;
+    pthread_cond_broadcast(&late.cv);
+    while (late.n == 1 && !late.go)
+        pthread_cond_wait(&late.cv, &late.mu);
+    pthread_mutex_unlock(&late.mu);
+}
+
+static int late_n(void)
+{
+    int n;
+    pthread_mutex_lock(&late.mu);
+    n = late.n;
+    pthread_mutex_unlock(&late.mu);
+    return n;
+}
+
+static void test_listener_sees_loss_and_regain(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_election_t *e = NULL;
+    zkr_sequencer_t q;
+    int64_t ep1;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&e, s, "/e/regain", "a", NULL, ZKR_POLICY_SUSPEND), 0);
+    zkr_election_set_listener(e, on_lead_late, NULL);
+    assert_int_equal(zkr_election_join(e), 0);
+    assert_true(ZKT_WAIT_UNTIL(late_n() == 1, 10000)); /* now blocked */
+    assert_int_equal(zkr_election_sequencer(e, &q), 0);
+    ep1 = q.token;
+    zkt_sleep_ms(300); /* its own-node watch is set */
+    assert_int_equal(zoo_delete(raw, q.node, -1), ZOK);
+    /* Alone: it rejoins and leads again, with a new epoch. */
+    assert_true(
+        ZKT_WAIT_UNTIL(zkr_election_is_leader(e) && epoch_of(e) > ep1, 10000));
+    pthread_mutex_lock(&late.mu);
+    late.go = 1;
+    pthread_cond_broadcast(&late.cv);
+    pthread_mutex_unlock(&late.mu);
+    assert_true(ZKT_WAIT_UNTIL(late_n() >= 3, 10000));
+    assert_int_equal(late.lead[0], 1);
+    assert_int_equal(late.lead[1], 0);
+    assert_int_equal(late.lead[2], 1);
+    zkr_election_free(e);
+    assert_int_equal(late_n(), 3); /* nothing else happened */
+    zkr_session_free(s);
+}
+
+/* Issue 21, 4: the requeue loop of `zkr elect --requeue`, at library
+ * level: wait for leadership as the command does (is_leader, else the
+ * next listener call), resign and join again. The listener is slow (it
+ * sleeps on every gain), so a resignation's report reaches it after the
+ * next grant; the old code then reported neither, and the loop waited
+ * forever. Every change must be reported: gains and losses alternate. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n, last, alternates;
+} rq = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 1};
+
+static void on_lead_requeue(zkr_election_t *e, int leader, int rc, void *data)
+{
+    (void)e;
+    (void)rc;
+    (void)data;
+    if (leader)
+        zkt_sleep_ms(5);
+    pthread_mutex_lock(&rq.mu);
+    if (rq.n > 0 && leader == rq.last)
+        rq.alternates = 0;
+    rq.last = leader;
+    rq.n++;
+    pthread_cond_broadcast(&rq.cv);
+    pthread_mutex_unlock(&rq.mu);
+}
+
+static void test_requeue_loop(void **state)
+{
+    const char *v = getenv("ZKR_TEST_REQUEUE_RUNS");
+    int runs = v != NULL && atoi(v) > 0 ? atoi(v) : 200;
+    zkr_session_t *s = open_session(10000);
+    zkr_election_t *e = NULL;
+    int64_t t0 = zkt_now_ms();
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&e, s, "/e/rqloop", "a", NULL, ZKR_POLICY_SUSPEND), 0);
+    zkr_election_set_listener(e, on_lead_requeue, NULL);
+    assert_int_equal(zkr_election_join(e), 0);
+    for (int i = 0; i < runs; i++) {
+        pthread_mutex_lock(&rq.mu);
+        while (!zkr_election_is_leader(e)) {
+            int seen = rq.n;
+            struct timespec dl;
+            int rc = 0;
+            clock_gettime(CLOCK_REALTIME, &dl);
+            dl.tv_sec += 10;
+            while (rq.n == seen && rc == 0)
+                rc = pthread_cond_timedwait(&rq.cv, &rq.mu, &dl);
+            if (rc != 0) {
+                pthread_mutex_unlock(&rq.mu);
+                print_message("stalled at run %d\n", i);
+                fail();
+            }
+        }
+        pthread_mutex_unlock(&rq.mu);
+        assert_int_equal(zkr_election_leave(e), 0);
+        assert_int_equal(zkr_election_join(e), 0);
+    }
+    zkr_election_free(e);
+    print_message("%d runs in %lld ms, %d reports\n", runs,
+                  (long long)(zkt_now_ms() - t0), rq.n);
+    assert_true(rq.alternates);
+    zkr_session_free(s);
+}
+
+/* Issue 20, "done when": zkr_election_run() functions (not only
+ * leadership flags) do not overlap while an operator deletes the leader's
+ * node again and again. Three candidates on three sessions run with
+ * requeue; each function holds until its descriptor says stop (3 s at
+ * most). Across two sessions the deletion reaches the old leader and the
+ * next one at about the same time (one notification each), so the check
+ * allows that much (OVERLAP_SLACK_MS); the old code never woke the old
+ * function, which ran on for its whole 3 s beside the next one. */
+enum { OVL_N = 3, OVL_MAX = 64, OVERLAP_SLACK_MS = 500 };
+
+static struct {
+    pthread_mutex_t mu;
+    int n;
+    struct {
+        int who;
+        int64_t epoch;
+        long long start, end;
+    } iv[OVL_MAX];
+} ovl = {PTHREAD_MUTEX_INITIALIZER, 0, {{0, 0, 0, 0}}};
+
+static int fn_hold_until_stop(zkr_election_t *e, void *data)
+{
+    struct pollfd p = {zkr_election_fd(e), POLLIN, 0};
+    long long start = zkt_now_ms();
+    int64_t ep = epoch_of(e);
+    int k;
+
+    poll(&p, 1, 3000);
+    pthread_mutex_lock(&ovl.mu);
+    if ((k = ovl.n) < OVL_MAX) {
+        ovl.iv[k].who = (int)(intptr_t)data;
+        ovl.iv[k].epoch = ep;
+        ovl.iv[k].start = start;
+        ovl.iv[k].end = zkt_now_ms();
+        ovl.n++;
+    }
+    pthread_mutex_unlock(&ovl.mu);
+    return 0;
+}
+
+static void delete_first(const char *dir)
+{
+    struct String_vector v = {0, NULL};
+    const char *first = NULL;
+    char path[256];
+
+    if (zoo_get_children(raw, dir, 0, &v) != ZOK)
+        return;
+    for (int i = 0; i < v.count; i++) {
+        const char *m = strstr(v.data[i], "-latch-");
+        if (m != NULL &&
+            (first == NULL || strcmp(m, strstr(first, "-latch-")) < 0))
+            first = v.data[i];
+    }
+    if (first != NULL) {
+        snprintf(path, sizeof(path), "%s/%s", dir, first);
+        zoo_delete(raw, path, -1);
+    }
+    deallocate_String_vector(&v);
+}
+
+static void test_run_functions_never_overlap(void **state)
+{
+    zkr_session_t *s[OVL_N];
+    zkr_election_t *e[OVL_N];
+    static struct runner r[OVL_N];
+    int bad = 0;
+
+    (void)state;
+    ovl.n = 0;
+    for (int i = 0; i < OVL_N; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "o%d", i);
+        s[i] = open_session(10000);
+        assert_int_equal(zkr_election_new(&e[i], s[i], "/e/overlap", id, NULL,
+                                          ZKR_POLICY_SUSPEND),
+                         0);
+        start_runner(&r[i], e[i], fn_hold_until_stop, (void *)(intptr_t)i, 1);
+    }
+    assert_true(ZKT_WAIT_UNTIL(children("/e/overlap") == OVL_N, 10000));
+    for (int k = 0; k < 8; k++) {
+        zkt_sleep_ms(400);
+        delete_first("/e/overlap");
+    }
+    zkt_sleep_ms(400);
+    for (int i = 0; i < OVL_N; i++)
+        assert_int_equal(zkr_election_leave(e[i]), 0);
+    for (int i = 0; i < OVL_N; i++) {
+        assert_true(ZKT_WAIT_UNTIL(runner_done(&r[i]), 10000));
+        pthread_join(r[i].th, NULL);
+        assert_int_equal(r[i].rc, 0);
+    }
+    pthread_mutex_lock(&ovl.mu);
+    for (int i = 0; i < ovl.n; i++) {
+        for (int j = 0; j < ovl.n; j++) {
+            long long from, to;
+            if (ovl.iv[i].who == ovl.iv[j].who ||
+                ovl.iv[i].start > ovl.iv[j].start)
+                continue;
+            from = ovl.iv[j].start;
+            to = ovl.iv[i].end < ovl.iv[j].end ? ovl.iv[i].end : ovl.iv[j].end;
+            if (to - from > OVERLAP_SLACK_MS) {
+                print_message("o%d (epoch %lld) ran %lld ms beside o%d\n",
+                              ovl.iv[i].who, (long long)ovl.iv[i].epoch,
+                              to - from, ovl.iv[j].who);
+                bad++;
+            }
+            /* A later start has a higher epoch (a new leadership). */
+            if (ovl.iv[j].epoch <= ovl.iv[i].epoch)
+                bad++;
+        }
+    }
+    print_message("%d leader functions ran\n", ovl.n);
+    pthread_mutex_unlock(&ovl.mu);
+    assert_int_equal(bad, 0);
+    assert_true(ovl.n >= 8); /* every deletion ended one */
+    for (int i = 0; i < OVL_N; i++) {
+        zkr_election_free(e[i]);
+        zkr_session_free(s[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -588,6 +1199,17 @@ int main(void)
         cmocka_unit_test(test_observer_and_middle_leave),
         cmocka_unit_test(test_adopted_session_lost),
         cmocka_unit_test(test_listener_leave_and_rejoin),
+        cmocka_unit_test(test_fd_stops_leader),
+        cmocka_unit_test(test_leave_races_join),
+        cmocka_unit_test(test_leave_races_requeue),
+        cmocka_unit_test(test_leave_from_leader_fn),
+        cmocka_unit_test(test_listener_sees_loss_and_regain),
+        cmocka_unit_test(test_requeue_loop),
+        cmocka_unit_test(test_observer_unreadable_leader),
+        cmocka_unit_test(test_run_functions_never_overlap),
     };
+    /* ZKR_TEST_ONLY=pattern runs only the matching tests (debugging). */
+    if (getenv("ZKR_TEST_ONLY") != NULL)
+        cmocka_set_test_filter(getenv("ZKR_TEST_ONLY"));
     return cmocka_run_group_tests_name("election", tests, setup, teardown);
 }
