@@ -112,19 +112,62 @@ static int ref_permits(const char *s)
     return strncmp(d, "-lock-", 6) == 0 ? (int)v : 0;
 }
 
-static int before(const zkr__entry_t *a, const zkr__entry_t *b)
+/* Queue order, from the rule: creation order. One counter (the parent's
+ * cversion, +1 per child created or deleted, wrapping from 2147483647 to
+ * -2147483648) wrote every sequence, and while a node lives fewer than
+ * 2^31 changes happen (the assumption in names.c). So the oldest node is
+ * the one from which every other lies fewer than 2^31 changes ahead, and
+ * a node's age rank is that distance. Computed in 64-bit arithmetic, by
+ * trying every candidate, not as names.c does it. */
+static long long ahead(int32_t from, int32_t to)
 {
-    return a->seq < b->seq ||
-           (a->seq == b->seq && strcmp(a->name, b->name) < 0);
+    long long d = ((long long)to - (long long)from) % 4294967296LL;
+
+    return d < 0 ? d + 4294967296LL : d;
+}
+
+/* Index in e[0..n) of the oldest node, or -1 when the set breaks the
+ * assumption (no node has all others within 2^31 - 1 changes ahead). */
+static int ref_oldest(const zkr__entry_t *e, int n)
+{
+    for (int o = 0; o < n; o++) {
+        int ok = 1;
+
+        for (int i = 0; i < n && ok; i++)
+            ok = ahead(e[o].seq, e[i].seq) < 2147483648LL;
+        if (ok)
+            return o;
+    }
+    return -1;
+}
+
+/* Insertion sort by (distance ahead of the oldest, name). */
+static void ref_order(zkr__entry_t *e, int n, int32_t oldest)
+{
+    for (int i = 1; i < n; i++) {
+        zkr__entry_t x = e[i];
+        long long dx = ahead(oldest, x.seq);
+        int j = i;
+
+        for (; j > 0; j--) {
+            long long dj = ahead(oldest, e[j - 1].seq);
+
+            if (dj < dx || (dj == dx && strcmp(e[j - 1].name, x.name) <= 0))
+                break;
+            e[j] = e[j - 1];
+        }
+        e[j] = x;
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *names[MAX_NAMES];
+    const char *mine[MAX_NAMES]; /* the recognised ones, as listed */
     struct String_vector v = {0, names};
     zkr__entry_t ref[MAX_NAMES], *got = NULL;
     size_t start = 0;
-    int n = 0, ng = 0;
+    int n = 0, ng = 0, oldest;
 
     /* Split at '/', cut each part at its first NUL. */
     for (size_t i = 0; i <= size && v.count < MAX_NAMES; i++) {
@@ -151,20 +194,42 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (zkr__parse_permits(names[i]) != ref_permits(names[i]))
             fail("zkr__parse_permits", names[i]);
         if (r2 == 0) {
-            /* Insertion sort by (signed sequence, name). */
             zkr__entry_t e = {names[i], s2, k2, ref_permits(names[i])};
-            int j = n++;
 
-            while (j > 0 && before(&e, &ref[j - 1])) {
-                ref[j] = ref[j - 1];
-                j--;
-            }
-            ref[j] = e;
+            mine[n] = names[i];
+            ref[n++] = e;
         }
+    }
+    oldest = ref_oldest(ref, n);
+    if (oldest >= 0) {
+        ref_order(ref, n, ref[oldest].seq);
+    } else {
+        /* Beyond the assumption names cannot tell age; the rule left is
+         * one total order for a set, whatever order it is listed in: the
+         * same listing reversed must sort the same. */
+        char *rev[MAX_NAMES];
+        struct String_vector rv = {v.count, rev};
+        zkr__entry_t *r = NULL;
+        int nr = 0;
+
+        for (int i = 0; i < v.count; i++)
+            rev[i] = names[v.count - 1 - i];
+        if (zkr__sort_children(&rv, &r, &nr) != 0 || nr != n)
+            fail("zkr__sort_children count (reversed)", "");
+        for (int i = 0; i < n; i++)
+            ref[i] = r[i];
+        free(r);
     }
 
     if (zkr__sort_children(&v, &got, &ng) != 0 || ng != n)
         fail("zkr__sort_children count", "");
+    /* Every recognised child once (names are borrowed, so pointers). */
+    for (int i = 0, seen = 0; i < n; i++, seen = 0) {
+        for (int j = 0; j < n; j++)
+            seen += got[j].name == mine[i];
+        if (seen != 1)
+            fail("zkr__sort_children permutation", mine[i]);
+    }
     for (int i = 0; i < n; i++) {
         if (strcmp(got[i].name, ref[i].name) != 0 || got[i].seq != ref[i].seq ||
             got[i].kind != ref[i].kind || got[i].permits != ref[i].permits)
