@@ -133,9 +133,11 @@ int zkr__parse_name(const char *name, int32_t *seq, zkr__kind_t *kind)
  * detect that; it is the documented limit of sequence names (Curator and
  * kazoo go wrong as soon as the counter wraps, see docs/RELIABILITY.md).
  *
- * Equal sequences (possible only among nodes that did not come from one
- * counter, e.g. written by hand) are ordered by name; they are
- * neighbours, with no gap between them, and stay together. */
+ * Equal sequences (a ZooKeeper 3.8 counter stuck at 2147483647, see
+ * tied() below, or nodes written by hand) are ordered by name; they are
+ * neighbours, with no gap between them, and stay together. That order is
+ * not their age: the recipes' rules treat such nodes as possibly before
+ * one another. */
 static int entry_cmp(const void *a, const void *b)
 {
     const zkr__entry_t *x = a, *y = b;
@@ -230,28 +232,63 @@ int zkr__parse_permits(const char *name)
     return strncmp(p, "-lock-", 6) == 0 ? (int)v : 0;
 }
 
-/* Mutex (and writer): granted when nobody is before us; otherwise watch
- * the node just before us. Watching only the predecessor keeps a release to
- * one notification however long the queue. */
+/* Equal sequences: order unknown, so assumed before us.
+ *
+ * ZooKeeper 3.8's server does not wrap its counter as documented: the
+ * parent's stored count is only ever raised (DataTree.createNode keeps the
+ * larger value), so once it reaches 2147483647 every later child of that
+ * parent is numbered 2147483647 again (only creates already in flight see
+ * -2147483648). Contenders with distinct prefixes then share a sequence,
+ * and their names do not say which is older: sorting them by name could
+ * put a newcomer before the holder and grant it too. So a contender
+ * counts every other node with its own sequence as possibly before it:
+ * it is never granted past one, and watches one. Two such waiters with no
+ * one else before them wait for each other until one leaves (a timeout or
+ * cancel ends it): liveness is lost on such a path, never safety; the
+ * cure is a path whose counter has not run out (docs/RELIABILITY.md).
+ * Returns the index of the first other entry with v[self]'s sequence whose
+ * kind matches (any kind if !writers_only; else writers and exclusive
+ * locks), at or after index from, or -1. */
+static int tied(const zkr__entry_t *v, int n, int self, int from,
+                int writers_only)
+{
+    for (int i = from; i < n; i++)
+        if (i != self && v[i].seq == v[self].seq &&
+            (!writers_only || v[i].kind == ZKR__KIND_WRITE ||
+             v[i].kind == ZKR__KIND_EXCLUSIVE))
+            return i;
+    return -1;
+}
+
+/* Mutex (and writer): granted when nobody is before us (nor shares our
+ * sequence, see above); otherwise watch the node just before us.
+ * Watching only the predecessor keeps a release to one notification
+ * however long the queue. */
 int zkr__pred_mutex(const zkr__entry_t *v, int n, int self, int permits)
 {
-    (void)v;
-    (void)n;
+    int t;
+
     (void)permits;
-    return self == 0 ? ZKR__GRANT : self - 1;
+    if (self > 0)
+        return self - 1;
+    t = tied(v, n, self, 0, 0);
+    return t >= 0 ? t : ZKR__GRANT;
 }
 
 /* Reader: only writers (and exclusive locks) before us block; watch the
  * last of them. Only lower sequences count: a writer queued after us never
- * delays us (kazoo's deadlock #649 came from counting higher ones). */
+ * delays us (kazoo's deadlock #649 came from counting higher ones). A
+ * writer with our own sequence may be before us (see tied()). */
 int zkr__pred_read(const zkr__entry_t *v, int n, int self, int permits)
 {
-    (void)n;
+    int t;
+
     (void)permits;
     for (int i = self - 1; i >= 0; i--)
         if (v[i].kind == ZKR__KIND_WRITE || v[i].kind == ZKR__KIND_EXCLUSIVE)
             return i;
-    return ZKR__GRANT;
+    t = tied(v, n, self, self + 1, 1);
+    return t >= 0 ? t : ZKR__GRANT;
 }
 
 /* Semaphore of N permits: the first N contenders hold.
@@ -273,14 +310,18 @@ int zkr__pred_read(const zkr__entry_t *v, int n, int self, int permits)
  * Contenders written with a different N on the same path are refused. */
 int zkr__pred_semaphore(const zkr__entry_t *v, int n, int self, int permits)
 {
+    int after = 0; /* entries after us with our sequence (see tied()) */
+
     for (int i = 0; i < n; i++)
         if (v[i].permits != 0 && v[i].permits != permits)
             return ZKR__CONFLICT;
-    if (self < permits)
+    for (int i = self + 1; i < n; i++)
+        after += v[i].seq == v[self].seq;
+    if (self + after < permits)
         return ZKR__GRANT;
-    if (self == permits)
-        return ZKR__WATCH_DIR;
-    return self - 1;
+    if (self > permits)
+        return self - 1;
+    return ZKR__WATCH_DIR; /* the first waiter, or held back by a tie */
 }
 
 /* Applies each entry's own rule (by its marker) to the queue in order; the

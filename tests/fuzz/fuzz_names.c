@@ -242,28 +242,46 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (zkr__find_entry(got, n, "/") != -1)
         fail("zkr__find_entry", "/");
 
-    /* The predecessor rules on this queue, for every position. */
+    /* The predecessor rules on this queue, for every position. A node
+     * with our own sequence may be older or newer (a ZooKeeper 3.8 counter
+     * stuck at 2147483647): it counts as before us, so it is never passed
+     * and may be the node watched. */
     for (int self = 0; self < n; self++) {
-        int want = ZKR__GRANT;
+        int want = ZKR__GRANT, w, tie = 0, tie_w = 0, tie_after = 0;
 
-        if (zkr__pred_mutex(got, n, self, 0) !=
-            (self == 0 ? ZKR__GRANT : self - 1))
+        for (int i = 0; i < n; i++) {
+            if (i == self || ref[i].seq != ref[self].seq)
+                continue;
+            tie = 1;
+            tie_after += i > self;
+            tie_w |= i > self && (ref[i].kind == ZKR__KIND_WRITE ||
+                                  ref[i].kind == ZKR__KIND_EXCLUSIVE);
+        }
+        w = zkr__pred_mutex(got, n, self, 0);
+        if (self > 0 ? w != self - 1
+            : tie    ? w < 0 || w == self || ref[w].seq != ref[self].seq
+                     : w != ZKR__GRANT)
             fail("zkr__pred_mutex", ref[self].name);
         for (int i = self - 1; i >= 0 && want == ZKR__GRANT; i--)
             if (ref[i].kind == ZKR__KIND_WRITE ||
                 ref[i].kind == ZKR__KIND_EXCLUSIVE)
                 want = i;
-        if (zkr__pred_read(got, n, self, 0) != want)
+        w = zkr__pred_read(got, n, self, 0);
+        if (want != ZKR__GRANT || !tie_w
+                ? w != want
+                : w <= self || ref[w].seq != ref[self].seq ||
+                      (ref[w].kind != ZKR__KIND_WRITE &&
+                       ref[w].kind != ZKR__KIND_EXCLUSIVE))
             fail("zkr__pred_read", ref[self].name);
         for (int permits = 1; permits <= 3; permits++) {
             int conflict = 0;
 
             for (int i = 0; i < n; i++)
                 conflict |= ref[i].permits != 0 && ref[i].permits != permits;
-            want = conflict          ? ZKR__CONFLICT
-                   : self < permits  ? ZKR__GRANT
-                   : self == permits ? ZKR__WATCH_DIR
-                                     : self - 1;
+            want = conflict                     ? ZKR__CONFLICT
+                   : self + tie_after < permits ? ZKR__GRANT
+                   : self <= permits            ? ZKR__WATCH_DIR
+                                                : self - 1;
             if (zkr__pred_semaphore(got, n, self, permits) != want)
                 fail("zkr__pred_semaphore", ref[self].name);
         }

@@ -402,6 +402,59 @@ static void test_sort_beyond_assumption_is_total(void **state)
     }
 }
 
+/* ZooKeeper 3.8 stops its counter at 2147483647: every later contender of
+ * that path gets 2147483647 too (tests/integration/test_wrap.c shows it),
+ * and names cannot tell their age. The rule (SPEC: a grant rests on
+ * nothing before us that the rule forbids) then counts a node with our own
+ * sequence as possibly before us: never granted past it. */
+static void test_equal_sequences_never_granted(void **state)
+{
+    /* The holder's UUID sorts after the newcomer's. */
+    char *mutex[] = {"_c_ffffffff-lock-2147483647",
+                     "_c_00000000-lock-2147483647"};
+    char *rw[] = {"_c_a-__READ__0000000007", "_c_b-__WRIT__0000000007",
+                  "_c_c-__READ__0000000005"};
+    char *sem[] = {"_c_a-permits-2-lock-0000000005",
+                   "_c_b-permits-2-lock-0000000007",
+                   "_c_c-permits-2-lock-0000000007"};
+    struct String_vector v = {2, mutex};
+    zkr__entry_t *e = NULL;
+    int n = 0, w;
+
+    (void)state;
+    assert_int_equal(zkr__sort_children(&v, &e, &n), 0);
+    assert_string_equal(e[0].name, mutex[1]);
+    w = zkr__pred_mutex(e, n, 0, 1);
+    assert_int_not_equal(w, ZKR__GRANT);
+    assert_string_equal(e[w].name, mutex[0]); /* it watches the holder */
+    assert_int_not_equal(zkr__pred_mutex(e, n, 1, 1), ZKR__GRANT);
+    assert_int_equal(zkr__holding(e, n), 0);
+    assert_int_equal(zkr__pred_mutex(e, 1, 0, 1), ZKR__GRANT); /* alone */
+    free(e);
+
+    /* A reader with a writer of its own sequence (sorted after it). */
+    v.count = 3;
+    v.data = rw;
+    assert_int_equal(zkr__sort_children(&v, &e, &n), 0);
+    assert_string_equal(e[0].name, rw[2]);
+    assert_int_equal(zkr__pred_read(e, n, 0, 1), ZKR__GRANT);
+    w = zkr__pred_read(e, n, 1, 1);
+    assert_int_not_equal(w, ZKR__GRANT);
+    assert_string_equal(e[w].name, rw[1]);
+    assert_int_equal(zkr__holding(e, n), 1);
+    free(e);
+
+    /* A semaphore of 2: the second permit is not given to either of two
+     * contenders of one sequence. */
+    v.data = sem;
+    assert_int_equal(zkr__sort_children(&v, &e, &n), 0);
+    assert_int_equal(zkr__pred_semaphore(e, n, 0, 2), ZKR__GRANT);
+    assert_int_equal(zkr__pred_semaphore(e, n, 1, 2), ZKR__WATCH_DIR);
+    assert_int_equal(zkr__pred_semaphore(e, n, 2, 2), ZKR__WATCH_DIR);
+    assert_int_equal(zkr__holding(e, n), 1);
+    free(e);
+}
+
 /* Junk is skipped, and the sequence is read whatever the marker; these
  * six were created in this order by one counter that went from -1 up
  * through 2147483647 to -2147483648 (2^31 - 1 changes from the first to
@@ -815,6 +868,7 @@ int main(void)
         cmocka_unit_test(test_sort_creation_order_across_wrap),
         cmocka_unit_test(test_wrap_holder_and_predecessors),
         cmocka_unit_test(test_sort_beyond_assumption_is_total),
+        cmocka_unit_test(test_equal_sequences_never_granted),
         cmocka_unit_test(test_sort_ties_by_name),
         cmocka_unit_test(test_sort_empty_and_all_junk),
         cmocka_unit_test(test_find_entry),
