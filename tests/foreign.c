@@ -14,6 +14,7 @@
  *    Curator's revocation does);
  *  - delete: deletes another contender's waiting node (an operator's
  *    forced delete);
+ * (another contender: not a foreign actor's, whose nodes hold "foreign");
  *  - write then delete, one after the other (a waiter written and gone:
  *    what a handoff looks like from outside).
  * Never the holder's node: a write or delete runs in one multi with a
@@ -262,11 +263,15 @@ static int guarded(const char *first, const char *target, int del,
 
 static void meddle(int kind, int write, int del)
 {
-    char first[256], target[256];
+    char first[256], target[256], data[16];
+    int len = (int)sizeof(data);
     struct Stat st;
 
+    /* Not another foreign actor's contender (data "foreign"): its
+     * history says it is there until it leaves. */
     if (pick(paths[kind], first, target, sizeof(first)) != 0 ||
-        zoo_exists(zh, target, 0, &st) != ZOK)
+        zoo_get(zh, target, 0, data, &len, &st) != ZOK ||
+        (len == 7 && memcmp(data, "foreign", 7) == 0))
         return;
     if (write && guarded(first, target, 0, st.czxid, kind) != ZOK)
         return;

@@ -203,6 +203,9 @@ static void foreign_event(const struct ev *e, long long czxid)
     } else if (strcmp(e->what, "foreign-delete") == 0) {
         fpush(&gone, &ngone, &capgone, czxid, e->b);
         foreign_deletes++;
+        for (size_t i = 0; i < nalive; i++) /* another actor's: gone */
+            if (alive[i].czxid == czxid && alive[i].kind == e->b)
+                alive[i--] = alive[--nalive];
     }
 }
 
