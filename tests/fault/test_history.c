@@ -353,9 +353,7 @@ static pid_t spawn_args(char **argv)
  * grant), no grant on a deleted node, tokens and epochs only increase. */
 static void test_foreign_actor(void **state)
 {
-    char *dir = zkt_mkdtemp("zkr-history-");
-    char *contender = zkt_build_path("tests/contender");
-    char *foreign = zkt_build_path("tests/foreign");
+    char dir[400], contender[512], foreign[512];
     char hist[512], store[512], secs[16], fsecs[16];
     const char *files[] = {hist};
     pid_t pids[8];
@@ -365,6 +363,20 @@ static void test_foreign_actor(void **state)
     struct check c;
 
     (void)state;
+    /* Copies, so that a failed assertion leaks nothing. */
+    {
+        char *d = zkt_mkdtemp("zkr-history-");
+        char *co = zkt_build_path("tests/contender");
+        char *fo = zkt_build_path("tests/foreign");
+
+        assert_true(d != NULL && co != NULL && fo != NULL);
+        snprintf(dir, sizeof(dir), "%s", d);
+        snprintf(contender, sizeof(contender), "%s", co);
+        snprintf(foreign, sizeof(foreign), "%s", fo);
+        free(d);
+        free(co);
+        free(fo);
+    }
     snprintf(hist, sizeof(hist), "%s/history", dir);
     snprintf(store, sizeof(store), "%s/store", dir);
     snprintf(secs, sizeof(secs), "%d", 8);
@@ -436,10 +448,7 @@ static void test_foreign_actor(void **state)
     assert_true(ZKT_WAIT_UNTIL(children("/h/foreign-lock") == 0 &&
                                    children("/h/foreign-elect") == 0,
                                10000));
-    free(contender);
-    free(foreign);
     zkt_rm_rf(dir);
-    free(dir);
 }
 
 /* The foreign actor's events in hand-written histories: each rule moves
