@@ -317,7 +317,9 @@ typedef struct zkr_contender {
 /**
  * \brief Lists the contenders under a recipe path, in queue order.
  *
- * Recognises the node names of zkr, Curator, kazoo, go-zookeeper and
+ * Queue order is creation order, read from the sequence numbers as serial
+ * numbers: a node numbered -2147483648 after the counter wrapped comes
+ * after 2147483647 (docs/RELIABILITY.md says what this assumes). Recognises the node names of zkr, Curator, kazoo, go-zookeeper and
  * ZooKeeper's contrib recipes; other children are skipped. The first entry
  * holds the lock. Does not create anything.
  *
@@ -334,6 +336,9 @@ ZKR_EXTERN int zkr_contenders_list(zkr_session_t *s, const char *path,
  *   the granted readers of a read/write lock, a semaphore's permit holders,
  *   an election's leader. Each entry is judged by its recipe's rule, read
  *   from its node name; the holders always form a prefix of the queue.
+ *   Entries that share one sequence number (ZooKeeper 3.8 numbers every
+ *   child 2147483647 once a directory's counter got there) cannot be told
+ *   apart by name: none of them is counted past another.
  * \param v, count a listing from zkr_contenders_list() (in queue order).
  * \return 0..count (0 for NULL or count <= 0); ZKR_ENOMEM.
  */

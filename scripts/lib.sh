@@ -14,7 +14,8 @@ ZKR_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export ZKR_ROOT
 
 ZKR_DEPS=(build-essential autoconf automake libtool pkg-config
-    libzookeeper-mt-dev zookeeper default-jre-headless libcmocka-dev
+    libzookeeper-mt-dev zookeeper default-jre-headless default-jdk-headless
+    libcmocka-dev
     libsqlite3-dev netcat-openbsd procps valgrind jq)
 
 zkr_log() {

@@ -3,8 +3,10 @@
  * ZooKeeper appends the parent's cversion formatted as "%010d" to a
  * sequential node's name. It is a signed 32-bit counter: after 2147483647
  * comes "-2147483648", and small negative values look like "-000000001".
- * Queues are ordered by that signed number only, never by the full name
- * (the prefix holds a random UUID).
+ * Queues are ordered by that number only, never by the full name (the
+ * prefix holds a random UUID), and as serial numbers (see queue order
+ * below): a node created after the wrap is newer although its number is
+ * lower.
  *
  * Recognised markers (the sequence follows the marker immediately):
  *   "-lock-"    zkr, Curator InterProcessMutex, go-zookeeper
@@ -103,12 +105,81 @@ int zkr__parse_name(const char *name, int32_t *seq, zkr__kind_t *kind)
     return -1;
 }
 
+/* Queue order.
+ *
+ * The rule is creation order. The sequence is the parent's cversion,
+ * which every child creation and deletion increments, wrapping from
+ * 2147483647 to -2147483648, so creation order is serial-number order
+ * (RFC 1982): a is older than b when the 32-bit wrapping difference
+ * b - a, read as signed, is positive. That comparison alone cannot drive
+ * a sort: it is not transitive around the whole circle of 2^32 values.
+ *
+ * The assumption: while a contender node lives, fewer than 2^31 creations
+ * and deletions of children happen in its directory (some 10^9 acquire
+ * and release cycles by others while one node waits or holds). Then all
+ * live sequences lie within less than half the circle: the gap from the
+ * newest back round to the oldest is more than 2^31, and every other gap
+ * between neighbours on the circle is less than the span of the set. So
+ * the oldest is the value just after the largest gap: the queue is the
+ * set sorted as unsigned values and rotated to start there, and every
+ * pair in it is in serial-number order.
+ *
+ * If the assumption is violated (a node kept through 2^31 other changes
+ * in its directory) names alone cannot tell which node is older. The
+ * queue is still one total order, the same for every contender that
+ * lists the same set, but it may put a newer node first, and when the
+ * largest gap moves as nodes come and go the queue rotates: a waiter can
+ * find itself first while an older holder still holds. Nothing here can
+ * detect that; it is the documented limit of sequence names (Curator and
+ * kazoo go wrong as soon as the counter wraps, see docs/RELIABILITY.md).
+ *
+ * Equal sequences (a ZooKeeper 3.8 counter stuck at 2147483647, see
+ * tied() below, or nodes written by hand) are ordered by name; they are
+ * neighbours, with no gap between them, and stay together. That order is
+ * not their age: the recipes' rules treat such nodes as possibly before
+ * one another. */
 static int entry_cmp(const void *a, const void *b)
 {
     const zkr__entry_t *x = a, *y = b;
-    if (x->seq != y->seq)
-        return x->seq < y->seq ? -1 : 1;
+    uint32_t u = (uint32_t)x->seq, v = (uint32_t)y->seq;
+
+    if (u != v)
+        return u < v ? -1 : 1;
     return strcmp(x->name, y->name);
+}
+
+static void reverse(zkr__entry_t *e, int lo, int hi)
+{
+    for (hi--; lo < hi; lo++, hi--) {
+        zkr__entry_t t = e[lo];
+        e[lo] = e[hi];
+        e[hi] = t;
+    }
+}
+
+/* Sorts e[0..k) into queue order (above); k >= 1. */
+static void queue_order(zkr__entry_t *e, int k)
+{
+    uint32_t widest;
+    int start = 0;
+
+    qsort(e, (size_t)k, sizeof(*e), entry_cmp);
+    /* The gap from the last value round to the first, then the others;
+     * only a strictly wider gap moves the start, so ties are decided the
+     * same way for every listing of the same set. */
+    widest = (uint32_t)e[0].seq - (uint32_t)e[k - 1].seq;
+    for (int i = 0; i + 1 < k; i++) {
+        uint32_t gap = (uint32_t)e[i + 1].seq - (uint32_t)e[i].seq;
+
+        if (gap > widest) {
+            widest = gap;
+            start = i + 1;
+        }
+    }
+    /* Rotate left by start. */
+    reverse(e, 0, start);
+    reverse(e, start, k);
+    reverse(e, 0, k);
 }
 
 int zkr__sort_children(const struct String_vector *v, zkr__entry_t **out,
@@ -135,7 +206,7 @@ int zkr__sort_children(const struct String_vector *v, zkr__entry_t **out,
         free(e);
         return 0;
     }
-    qsort(e, (size_t)k, sizeof(*e), entry_cmp);
+    queue_order(e, k);
     *out = e;
     *n = k;
     return 0;
@@ -161,28 +232,63 @@ int zkr__parse_permits(const char *name)
     return strncmp(p, "-lock-", 6) == 0 ? (int)v : 0;
 }
 
-/* Mutex (and writer): granted when nobody is before us; otherwise watch
- * the node just before us. Watching only the predecessor keeps a release to
- * one notification however long the queue. */
+/* Equal sequences: order unknown, so assumed before us.
+ *
+ * ZooKeeper 3.8's server does not wrap its counter as documented: the
+ * parent's stored count is only ever raised (DataTree.createNode keeps the
+ * larger value), so once it reaches 2147483647 every later child of that
+ * parent is numbered 2147483647 again (only creates already in flight see
+ * -2147483648). Contenders with distinct prefixes then share a sequence,
+ * and their names do not say which is older: sorting them by name could
+ * put a newcomer before the holder and grant it too. So a contender
+ * counts every other node with its own sequence as possibly before it:
+ * it is never granted past one, and watches one. Two such waiters with no
+ * one else before them wait for each other until one leaves (a timeout or
+ * cancel ends it): liveness is lost on such a path, never safety; the
+ * cure is a path whose counter has not run out (docs/RELIABILITY.md).
+ * Returns the index of the first other entry with v[self]'s sequence whose
+ * kind matches (any kind if !writers_only; else writers and exclusive
+ * locks), at or after index from, or -1. */
+static int tied(const zkr__entry_t *v, int n, int self, int from,
+                int writers_only)
+{
+    for (int i = from; i < n; i++)
+        if (i != self && v[i].seq == v[self].seq &&
+            (!writers_only || v[i].kind == ZKR__KIND_WRITE ||
+             v[i].kind == ZKR__KIND_EXCLUSIVE))
+            return i;
+    return -1;
+}
+
+/* Mutex (and writer): granted when nobody is before us (nor shares our
+ * sequence, see above); otherwise watch the node just before us.
+ * Watching only the predecessor keeps a release to one notification
+ * however long the queue. */
 int zkr__pred_mutex(const zkr__entry_t *v, int n, int self, int permits)
 {
-    (void)v;
-    (void)n;
+    int t;
+
     (void)permits;
-    return self == 0 ? ZKR__GRANT : self - 1;
+    if (self > 0)
+        return self - 1;
+    t = tied(v, n, self, 0, 0);
+    return t >= 0 ? t : ZKR__GRANT;
 }
 
 /* Reader: only writers (and exclusive locks) before us block; watch the
  * last of them. Only lower sequences count: a writer queued after us never
- * delays us (kazoo's deadlock #649 came from counting higher ones). */
+ * delays us (kazoo's deadlock #649 came from counting higher ones). A
+ * writer with our own sequence may be before us (see tied()). */
 int zkr__pred_read(const zkr__entry_t *v, int n, int self, int permits)
 {
-    (void)n;
+    int t;
+
     (void)permits;
     for (int i = self - 1; i >= 0; i--)
         if (v[i].kind == ZKR__KIND_WRITE || v[i].kind == ZKR__KIND_EXCLUSIVE)
             return i;
-    return ZKR__GRANT;
+    t = tied(v, n, self, self + 1, 1);
+    return t >= 0 ? t : ZKR__GRANT;
 }
 
 /* Semaphore of N permits: the first N contenders hold.
@@ -204,14 +310,18 @@ int zkr__pred_read(const zkr__entry_t *v, int n, int self, int permits)
  * Contenders written with a different N on the same path are refused. */
 int zkr__pred_semaphore(const zkr__entry_t *v, int n, int self, int permits)
 {
+    int after = 0; /* entries after us with our sequence (see tied()) */
+
     for (int i = 0; i < n; i++)
         if (v[i].permits != 0 && v[i].permits != permits)
             return ZKR__CONFLICT;
-    if (self < permits)
+    for (int i = self + 1; i < n; i++)
+        after += v[i].seq == v[self].seq;
+    if (self + after < permits)
         return ZKR__GRANT;
-    if (self == permits)
-        return ZKR__WATCH_DIR;
-    return self - 1;
+    if (self > permits)
+        return self - 1;
+    return ZKR__WATCH_DIR; /* the first waiter, or held back by a tie */
 }
 
 /* Applies each entry's own rule (by its marker) to the queue in order; the

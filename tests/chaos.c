@@ -8,10 +8,17 @@
  *
  *   chaos: seconds=... <zkr-check's counters> orphans=N leaked_watches=N
  *
- *   chaos [-d SECONDS] [-l LOCKERS] [-e ELECTORS] [-t SESSION_MS] [-s SEED]
+ *   chaos [-d SECONDS] [-l LOCKERS] [-e ELECTORS] [-f FOREIGN]
+ *         [-t SESSION_MS] [-s SEED]
  *
  * Defaults: 600 s, 6 lockers (half through the proxy), 3 electors (one
- * through the proxy), 3000 ms sessions, seed from the clock. Exit status
+ * through the proxy), 1 foreign actor, 3000 ms sessions, seed from the
+ * clock. A foreign actor (tests/foreign) is a raw client that joins both
+ * queues as Curator- and kazoo-named contenders that wait and leave, and
+ * writes ("__REVOKE__") and deletes other contenders' waiting nodes
+ * (never the first's); the checker holds every grant against what it
+ * did. It plays another client, not a contender under test: faults are
+ * not aimed at it. Exit status
  * 0 when the line is clean, 1 otherwise (the history is kept then, and its
  * path printed).
  *
@@ -38,6 +45,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "seq.h"
 
 #define MAX_PROCS 64
 #define LOCK_PATH "/chaos/lock"
@@ -54,6 +62,8 @@ static zkt_server_t *server;
 static zkt_proxy_t *proxy;
 static struct proc procs[MAX_PROCS];
 static int nprocs;
+static pid_t foreign[8];
+static int nforeign = 1;
 static char hist[512], store[512];
 static int session_ms = 3000;
 static int64_t end_ms;
@@ -133,7 +143,7 @@ static struct proc *lock_holder(void)
 {
     struct String_vector v = {0, NULL};
     const char *first = NULL;
-    long best = 0;
+    int32_t best = 0, seq;
     char path[256], id[32];
     int len = (int)sizeof(id) - 1;
     struct proc *p = NULL;
@@ -141,10 +151,9 @@ static struct proc *lock_holder(void)
     if (zoo_get_children(raw, LOCK_PATH, 0, &v) != ZOK)
         return NULL;
     for (int i = 0; i < v.count; i++) {
-        const char *dash = strrchr(v.data[i], '-');
-        long seq = dash != NULL ? strtol(dash + 1, NULL, 10) : 0;
-
-        if (first == NULL || seq < best) {
+        if (zkt_name_seq(v.data[i], &seq) != 0)
+            continue;
+        if (first == NULL || zkt_seq_before(seq, best)) {
             first = v.data[i];
             best = seq;
         }
@@ -160,6 +169,28 @@ static struct proc *lock_holder(void)
     }
     deallocate_String_vector(&v);
     return p;
+}
+
+/* The foreign actor, direct to the server, until the end. */
+static pid_t spawn_foreign(void)
+{
+    char secs[32];
+    char *prog = zkt_build_path("tests/foreign");
+    char *argv[] = {prog,       "-s",      (char *)zkt_server_hosts(server),
+                    "-p",       LOCK_PATH, "-e",
+                    ELECT_PATH, "-H",      hist,
+                    "-d",       secs,      NULL};
+    int64_t left = (end_ms - 5000 - zkt_now_ms()) / 1000;
+    pid_t pid;
+
+    snprintf(secs, sizeof(secs), "%lld", (long long)(left > 0 ? left : 0));
+    pid = zkt_spawn(argv, -1);
+    free(prog);
+    if (pid <= 0) {
+        fprintf(stderr, "chaos: cannot spawn tests/foreign\n");
+        exit(3);
+    }
+    return pid;
 }
 
 /* One fault, from start to stop. Returns how long to wait extra after. */
@@ -259,7 +290,7 @@ int main(int argc, char **argv)
     int orphans, watches;
     int64_t t0;
 
-    while ((opt = getopt(argc, argv, "d:l:e:t:s:")) != -1) {
+    while ((opt = getopt(argc, argv, "d:l:e:f:t:s:")) != -1) {
         switch (opt) {
         case 'd':
             seconds = atoi(optarg);
@@ -270,6 +301,9 @@ int main(int argc, char **argv)
         case 'e':
             electors = atoi(optarg);
             break;
+        case 'f':
+            nforeign = atoi(optarg);
+            break;
         case 't':
             session_ms = atoi(optarg);
             break;
@@ -278,11 +312,13 @@ int main(int argc, char **argv)
             break;
         default:
             fprintf(stderr, "usage: chaos [-d SECONDS] [-l LOCKERS] "
-                            "[-e ELECTORS] [-t SESSION_MS] [-s SEED]\n");
+                            "[-e ELECTORS] [-f FOREIGN] [-t SESSION_MS] "
+                            "[-s SEED]\n");
             return 2;
         }
     }
-    if (lockers + electors > MAX_PROCS || lockers + electors < 1)
+    if (lockers + electors > MAX_PROCS || lockers + electors < 1 ||
+        nforeign < 0 || nforeign > 8)
         return 2;
     srand(seed);
     contender = zkt_build_path("tests/contender");
@@ -295,9 +331,9 @@ int main(int argc, char **argv)
     snprintf(hist, sizeof(hist), "%s/history", dir);
     snprintf(store, sizeof(store), "%s/store", dir);
     fprintf(stderr,
-            "chaos: %d s, %d lockers, %d electors, session %d ms, "
-            "seed %u, history %s\n",
-            seconds, lockers, electors, session_ms, seed, hist);
+            "chaos: %d s, %d lockers, %d electors, %d foreign, session %d "
+            "ms, seed %u, history %s\n",
+            seconds, lockers, electors, nforeign, session_ms, seed, hist);
     t0 = zkt_now_ms();
     end_ms = t0 + 1000LL * seconds;
     raw = zkt_connect(zkt_server_hosts(server), 30000);
@@ -311,6 +347,8 @@ int main(int argc, char **argv)
         snprintf(p->id, sizeof(p->id), "%s%d", p->elector ? "e" : "l", i);
         spawn(p);
     }
+    for (int i = 0; i < nforeign; i++)
+        foreign[i] = spawn_foreign();
     /* Faults until 5 s before the end, then a quiet finish. */
     while (zkt_now_ms() < end_ms - 5000) {
         int extra;
@@ -326,6 +364,8 @@ int main(int argc, char **argv)
     zkt_proxy_cmd(proxy, "pass");
     for (int i = 0; i < nprocs; i++)
         zkt_wait_pid(procs[i].pid, 120000, NULL);
+    for (int i = 0; i < nforeign; i++)
+        zkt_wait_pid(foreign[i], 120000, NULL);
 
     /* Nothing may be left once every process has gone. */
     zh = raw;

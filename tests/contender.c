@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "seq.h"
 #include "zkr.h"
 
 static int64_t run_until_ms; /* -d: stop after this time (monotonic ms) */
@@ -370,8 +371,12 @@ int main(int argc, char **argv)
             }
             if (rc != 0)
                 break;
-            if (zkr_lock_node(l, node, sizeof(node)) == 0)
-                seq = strtol(strrchr(node, '-') + 1, NULL, 10);
+            if (zkr_lock_node(l, node, sizeof(node)) == 0) {
+                int32_t s32;
+
+                if (zkt_name_seq(node, &s32) == 0)
+                    seq = s32;
+            }
         }
         if (holders != NULL)
             count_holders(holders, +1);

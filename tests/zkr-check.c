@@ -19,6 +19,13 @@
  *   leader-on EPOCH / leader-off    an elector's leadership
  *   pause PID / unpause PID / kill PID   the driver froze, thawed, killed
  *   fault-start KIND / fault-stop        the driver injected a fault
+ *   foreign-on CZXID KIND / foreign-off CZXID KIND   a foreign actor's
+ *                           contender (tests/foreign) exists from the
+ *                           first (logged after its create) to the second
+ *                           (logged before its delete); KIND 0 is the
+ *                           lock, 1 the election
+ *   foreign-write / foreign-delete CZXID KIND   it wrote / deleted another
+ *                           contender's waiting node (never the first's)
  *
  * Properties, each a counter in the one output line; the exit status is 1
  * if any violation counter is non-zero:
@@ -27,7 +34,14 @@
  *                      neither suspended, lost, paused nor killed since its
  *                      grant. This also covers "a holder that was not
  *                      paused reported SUSPENDED or LOST before anyone else
- *                      was granted".
+ *                      was granted". Also a grant while a foreign contender
+ *                      created before it (lower czxid) was still there: it
+ *                      held, or waited behind the holder.
+ *   deleted_grants     a grant (or leadership) whose token (epoch) is the
+ *                      czxid of a node the foreign actor deleted as a
+ *                      waiter: a grant must rest on its own node existing.
+ *   token_regressions  a grant whose token is not above the grant before
+ *                      it (czxids of successive holders only increase).
  *   fencing_violations the store admitted a token lower than one it had
  *                      admitted before.
  *   fifo_inversions    a grant of a lower queue sequence than the grant
@@ -37,11 +51,13 @@
  *                      waiter that was neither paused nor killed was
  *                      queued at the kill).
  *   double_leaders     a leader-on while another elector was leader and not
- *                      paused or killed.
+ *                      paused or killed, or while a foreign candidate
+ *                      created before it was still there.
  *   epoch_regressions  a leader-on whose epoch is not above the last one.
  *
  * Also reported: acquisitions, leaderships, stale_rejected (fence-reject
- * count), faults and their kinds, and handover_p99_ms (release or kill of a
+ * count), faults and their kinds, foreign (the foreign actor's contenders,
+ * writes and deletes), and handover_p99_ms (release or kill of a
  * holder with a waiter queued, to the next grant). -v prints each violation to
  * stderr.
  */
@@ -148,12 +164,81 @@ static void violation(const struct ev *e, const char *what, long other)
                 what, e->t, e->pid, e->what, e->a, other);
 }
 
+/* The foreign actor's contenders alive now, and the waiting nodes it
+ * deleted: czxid and kind (0 lock, 1 election). */
+struct fnode {
+    long long czxid;
+    long long kind;
+};
+static struct fnode *alive, *gone;
+static size_t nalive, ngone, capalive, capgone;
+static long foreign_joins, foreign_writes, foreign_deletes;
+
+static void fpush(struct fnode **v, size_t *n, size_t *cap, long long czxid,
+                  long long kind)
+{
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 64;
+        *v = realloc(*v, *cap * sizeof(**v));
+        if (*v == NULL)
+            exit(3);
+    }
+    (*v)[*n].czxid = czxid;
+    (*v)[(*n)++].kind = kind;
+}
+
+static void foreign_event(const struct ev *e, long long czxid)
+{
+    if (strcmp(e->what, "foreign-on") == 0) {
+        fpush(&alive, &nalive, &capalive, czxid, e->b);
+        foreign_joins++;
+    } else if (strcmp(e->what, "foreign-off") == 0) {
+        for (size_t i = 0; i < nalive; i++)
+            if (alive[i].czxid == czxid && alive[i].kind == e->b)
+                alive[i--] = alive[--nalive];
+    } else if (strcmp(e->what, "foreign-lost") == 0) {
+        nalive = 0; /* its session expired: its nodes are gone */
+    } else if (strcmp(e->what, "foreign-write") == 0) {
+        foreign_writes++;
+    } else if (strcmp(e->what, "foreign-delete") == 0) {
+        fpush(&gone, &ngone, &capgone, czxid, e->b);
+        foreign_deletes++;
+        for (size_t i = 0; i < nalive; i++) /* another actor's: gone */
+            if (alive[i].czxid == czxid && alive[i].kind == e->b)
+                alive[i--] = alive[--nalive];
+    }
+}
+
+/* A grant (kind 0) or leadership (kind 1) with token: not past a foreign
+ * contender created before it that is still there (it holds or waits
+ * before us), and not on a node that was deleted as a waiter. */
+static void foreign_check(const struct ev *e, long long token, int kind,
+                          long *overtaken, long *deleted)
+{
+    for (size_t i = 0; i < nalive; i++) {
+        if (alive[i].kind == kind && alive[i].czxid < token) {
+            (*overtaken)++;
+            violation(e, "granted past a foreign contender", -1);
+            break;
+        }
+    }
+    for (size_t i = 0; i < ngone; i++) {
+        if (gone[i].kind == kind && gone[i].czxid == token) {
+            (*deleted)++;
+            violation(e, "granted on a deleted node", -1);
+            break;
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     long long session_ms = 10000, margin_ms = 5000;
     long mutex = 0, fencing = 0, fifo = 0, late = 0, leaders = 0, epochs = 0;
-    long grants = 0, stale = 0, faults = 0, terms = 0;
-    long long highest_fence = 0, last_seq = -1, last_epoch = 0;
+    long grants = 0, stale = 0, faults = 0, terms = 0, tokens = 0;
+    long deleted = 0;
+    long long highest_fence = 0, last_seq = 0, last_epoch = 0, last_token = 0;
+    int have_seq = 0;
     long long handover_from = -1; /* ns of a release/kill with a waiter */
     int handover_kill = 0;
     long long *handovers = NULL;
@@ -211,11 +296,20 @@ int main(int argc, char **argv)
                     violation(e, "mutex", q->pid);
                 }
             }
-            if (e->b <= last_seq) {
+            /* Sequences are 32-bit serial numbers (they wrap). */
+            if (have_seq &&
+                (int32_t)((uint32_t)e->b - (uint32_t)last_seq) <= 0) {
                 fifo++;
                 violation(e, "fifo", -1);
             }
             last_seq = e->b;
+            have_seq = 1;
+            if (arg <= last_token) {
+                tokens++;
+                violation(e, "token regression", -1);
+            }
+            last_token = arg;
+            foreign_check(e, arg, 0, &mutex, &deleted);
             if (handover_from >= 0) {
                 handovers[nho++] = e->t - handover_from;
                 handover_from = -1;
@@ -272,6 +366,7 @@ int main(int argc, char **argv)
                 epochs++;
                 violation(e, "epoch regression", -1);
             }
+            foreign_check(e, arg, 1, &leaders, &deleted);
             last_epoch = arg;
             p->leader = 1;
             terms++;
@@ -301,6 +396,8 @@ int main(int argc, char **argv)
             }
             q->holding = q->waiting = q->leader = 0;
             q->dead = 1;
+        } else if (strncmp(e->what, "foreign-", 8) == 0) {
+            foreign_event(e, arg);
         } else if (strcmp(e->what, "fault-start") == 0) {
             faults++;
             if (strstr(kinds, e->a) == NULL &&
@@ -320,12 +417,19 @@ int main(int argc, char **argv)
     printf("events=%zu acquisitions=%ld leaderships=%ld faults=%ld kinds=%s "
            "mutex_violations=%ld fencing_violations=%ld stale_rejected=%ld "
            "fifo_inversions=%ld late_handovers=%ld double_leaders=%ld "
-           "epoch_regressions=%ld handover_p99_ms=%lld\n",
+           "epoch_regressions=%ld deleted_grants=%ld token_regressions=%ld "
+           "foreign=%ld/%ld/%ld handover_p99_ms=%lld\n",
            nev, grants, terms, faults, kinds[0] ? kinds : "none", mutex,
-           fencing, stale, fifo, late, leaders, epochs,
+           fencing, stale, fifo, late, leaders, epochs, deleted, tokens,
+           foreign_joins, foreign_writes, foreign_deletes,
            nho ? handovers[(nho - 1) * 99 / 100] / 1000000 : 0);
     free(handovers);
     free(evs);
     free(procs);
-    return mutex || fencing || fifo || late || leaders || epochs ? 1 : 0;
+    free(alive);
+    free(gone);
+    return mutex || fencing || fifo || late || leaders || epochs || deleted ||
+                   tokens
+               ? 1
+               : 0;
 }

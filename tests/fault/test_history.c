@@ -1,7 +1,9 @@
 /* The history checker (tests/zkr-check) and the histories of contender
  * processes: a clean run of 8 processes passes every check; a broken lock
  * (contender -b) and hand-written bad histories are caught, so the checker
- * can fail; each property's counter moves on its own violation. */
+ * can fail; each property's counter moves on its own violation. A foreign
+ * actor (tests/foreign) writing and deleting waiters' nodes and joining
+ * as Curator and kazoo contenders must not cause two holders. */
 #define _DEFAULT_SOURCE
 #include <fcntl.h>
 #include <setjmp.h>
@@ -334,6 +336,172 @@ static void test_checker_properties(void **state)
     free(dir);
 }
 
+/* Spawns prog with argv (NULL-terminated, prog first). */
+static pid_t spawn_args(char **argv)
+{
+    pid_t pid = zkt_spawn(argv, -1);
+
+    assert_true(pid > 0);
+    return pid;
+}
+
+/* Lockers and electors (resilient: an error is a giveup, and they go on)
+ * run for a few seconds beside the foreign actor, which joins both queues
+ * as Curator- and kazoo-named contenders, writes "__REVOKE__" into
+ * waiters' nodes and deletes them (never the first's). The checker's rule:
+ * never two holders (zkr's or a foreign contender created before the
+ * grant), no grant on a deleted node, tokens and epochs only increase. */
+static void test_foreign_actor(void **state)
+{
+    char dir[400], contender[512], foreign[512];
+    char hist[512], store[512], secs[16], fsecs[16];
+    const char *files[] = {hist};
+    pid_t pids[8];
+    int n = 0;
+    long joins = 0, writes = 0, deletes = 0;
+    const char *f;
+    struct check c;
+
+    (void)state;
+    /* Copies, so that a failed assertion leaks nothing. */
+    {
+        char *d = zkt_mkdtemp("zkr-history-");
+        char *co = zkt_build_path("tests/contender");
+        char *fo = zkt_build_path("tests/foreign");
+
+        assert_true(d != NULL && co != NULL && fo != NULL);
+        snprintf(dir, sizeof(dir), "%s", d);
+        snprintf(contender, sizeof(contender), "%s", co);
+        snprintf(foreign, sizeof(foreign), "%s", fo);
+        free(d);
+        free(co);
+        free(fo);
+    }
+    snprintf(hist, sizeof(hist), "%s/history", dir);
+    snprintf(store, sizeof(store), "%s/store", dir);
+    snprintf(secs, sizeof(secs), "%d", 8);
+    snprintf(fsecs, sizeof(fsecs), "%d", 7);
+    for (int i = 0; i < 6; i++) {
+        char id[16];
+        int e = i >= 4;
+        char *argv[] = {contender,
+                        "-r",
+                        "-d",
+                        secs,
+                        "-s",
+                        (char *)zkt_server_hosts(server),
+                        "-p",
+                        e ? "/h/foreign-elect" : "/h/foreign-lock",
+                        "-H",
+                        hist,
+                        "-t",
+                        "4000",
+                        "-h",
+                        "20",
+                        "-i",
+                        id,
+                        e ? "-E" : "-F",
+                        e ? NULL : store,
+                        NULL};
+        snprintf(id, sizeof(id), "%c%d", e ? 'e' : 'l', i);
+        pids[n++] = spawn_args(argv);
+    }
+    {
+        char *argv[] = {foreign,
+                        "-s",
+                        (char *)zkt_server_hosts(server),
+                        "-p",
+                        "/h/foreign-lock",
+                        "-e",
+                        "/h/foreign-elect",
+                        "-H",
+                        hist,
+                        "-d",
+                        fsecs,
+                        "-i",
+                        "60",
+                        NULL};
+        pids[n++] = spawn_args(argv);
+    }
+    for (int i = 0; i < n; i++) {
+        int st = -1;
+        assert_int_equal(zkt_wait_pid(pids[i], 120000, &st), 0);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    c = run_checker(dir, 4000, files, 1);
+    f = strstr(c.line, " foreign=");
+    assert_non_null(f);
+    assert_int_equal(
+        sscanf(f, " foreign=%ld/%ld/%ld", &joins, &writes, &deletes), 3);
+    /* The actor did meddle: the run tested something. */
+    assert_true(joins > 0);
+    assert_true(writes > 0);
+    assert_true(deletes > 0);
+    assert_true(field_of(&c, "acquisitions") > 0);
+    assert_true(field_of(&c, "leaderships") > 0);
+    assert_int_equal(field_of(&c, "mutex_violations"), 0);
+    assert_int_equal(field_of(&c, "double_leaders"), 0);
+    assert_int_equal(field_of(&c, "deleted_grants"), 0);
+    assert_int_equal(field_of(&c, "token_regressions"), 0);
+    assert_int_equal(field_of(&c, "fencing_violations"), 0);
+    assert_int_equal(c.status, 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/h/foreign-lock") == 0 &&
+                                   children("/h/foreign-elect") == 0,
+                               10000));
+    zkt_rm_rf(dir);
+}
+
+/* The foreign actor's events in hand-written histories: each rule moves
+ * its own counter, and what it allows is not counted. */
+static void test_checker_foreign(void **state)
+{
+    char *dir = zkt_mkdtemp("zkr-history-");
+    struct check c;
+
+    (void)state;
+    /* A grant past a foreign contender created before it (czxid 4 < 6)
+     * that is still there: two holders, or a queue jumped. */
+    c = check_text(dir, "1 20 f foreign-on 4 0\n2 11 b enqueue 0 0\n"
+                        "3 11 b grant 6 2\n");
+    assert_int_equal(field_of(&c, "mutex_violations"), 1);
+    assert_int_equal(c.status, 1);
+    /* ... fine once it left, or if it came later (czxid 7 > 6). */
+    c = check_text(dir, "1 20 f foreign-on 4 0\n2 20 f foreign-off 4 0\n"
+                        "3 11 b grant 6 2\n4 20 f foreign-on 7 0\n"
+                        "5 11 b release 6 0\n6 12 c grant 8 3\n");
+    assert_int_equal(field_of(&c, "mutex_violations"), 1);
+    c = check_text(dir, "1 20 f foreign-on 4 0\n2 20 f foreign-off 4 0\n"
+                        "3 11 b grant 6 2\n4 20 f foreign-on 7 0\n");
+    assert_int_equal(c.status, 0);
+    /* A foreign latch before a leader. */
+    c = check_text(dir, "1 20 f foreign-on 4 1\n2 11 b leader-on 6 0\n");
+    assert_int_equal(field_of(&c, "double_leaders"), 1);
+    /* A lock's foreign contender does not block an election. */
+    c = check_text(dir, "1 20 f foreign-on 4 0\n2 11 b leader-on 6 0\n");
+    assert_int_equal(c.status, 0);
+    /* A grant on a node deleted as a waiter, earlier or later in time. */
+    c = check_text(dir, "1 20 f foreign-delete 6 0\n2 11 b grant 6 2\n");
+    assert_int_equal(field_of(&c, "deleted_grants"), 1);
+    assert_int_equal(c.status, 1);
+    c = check_text(dir, "1 20 f foreign-delete 6 1\n2 11 b grant 6 2\n"
+                        "3 20 f foreign-write 7 0\n");
+    assert_int_equal(c.status, 0);
+    assert_int_equal(field_of(&c, "foreign"), 0);
+    /* Tokens of successive grants only increase. */
+    c = check_text(dir, "2 10 a grant 6 1\n3 10 a release 6 0\n"
+                        "4 11 b grant 5 2\n");
+    assert_int_equal(field_of(&c, "token_regressions"), 1);
+    assert_int_equal(field_of(&c, "fifo_inversions"), 0);
+    assert_int_equal(c.status, 1);
+    /* Queue order is serial: -2147483648 comes after 2147483647. */
+    c = check_text(dir, "2 10 a grant 6 2147483647\n3 10 a release 6 0\n"
+                        "4 11 b grant 7 -2147483648\n");
+    assert_int_equal(field_of(&c, "fifo_inversions"), 0);
+    assert_int_equal(c.status, 0);
+    zkt_rm_rf(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -341,6 +509,8 @@ int main(void)
         cmocka_unit_test(test_clean_contention),
         cmocka_unit_test(test_checker_fails_broken_lock),
         cmocka_unit_test(test_election_churn),
+        cmocka_unit_test(test_checker_foreign),
+        cmocka_unit_test(test_foreign_actor),
     };
     return cmocka_run_group_tests_name("history", tests, setup, teardown);
 }

@@ -112,19 +112,62 @@ static int ref_permits(const char *s)
     return strncmp(d, "-lock-", 6) == 0 ? (int)v : 0;
 }
 
-static int before(const zkr__entry_t *a, const zkr__entry_t *b)
+/* Queue order, from the rule: creation order. One counter (the parent's
+ * cversion, +1 per child created or deleted, wrapping from 2147483647 to
+ * -2147483648) wrote every sequence, and while a node lives fewer than
+ * 2^31 changes happen (the assumption in names.c). So the oldest node is
+ * the one from which every other lies fewer than 2^31 changes ahead, and
+ * a node's age rank is that distance. Computed in 64-bit arithmetic, by
+ * trying every candidate, not as names.c does it. */
+static long long ahead(int32_t from, int32_t to)
 {
-    return a->seq < b->seq ||
-           (a->seq == b->seq && strcmp(a->name, b->name) < 0);
+    long long d = ((long long)to - (long long)from) % 4294967296LL;
+
+    return d < 0 ? d + 4294967296LL : d;
+}
+
+/* Index in e[0..n) of the oldest node, or -1 when the set breaks the
+ * assumption (no node has all others within 2^31 - 1 changes ahead). */
+static int ref_oldest(const zkr__entry_t *e, int n)
+{
+    for (int o = 0; o < n; o++) {
+        int ok = 1;
+
+        for (int i = 0; i < n && ok; i++)
+            ok = ahead(e[o].seq, e[i].seq) < 2147483648LL;
+        if (ok)
+            return o;
+    }
+    return -1;
+}
+
+/* Insertion sort by (distance ahead of the oldest, name). */
+static void ref_order(zkr__entry_t *e, int n, int32_t oldest)
+{
+    for (int i = 1; i < n; i++) {
+        zkr__entry_t x = e[i];
+        long long dx = ahead(oldest, x.seq);
+        int j = i;
+
+        for (; j > 0; j--) {
+            long long dj = ahead(oldest, e[j - 1].seq);
+
+            if (dj < dx || (dj == dx && strcmp(e[j - 1].name, x.name) <= 0))
+                break;
+            e[j] = e[j - 1];
+        }
+        e[j] = x;
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *names[MAX_NAMES];
+    const char *mine[MAX_NAMES]; /* the recognised ones, as listed */
     struct String_vector v = {0, names};
     zkr__entry_t ref[MAX_NAMES], *got = NULL;
     size_t start = 0;
-    int n = 0, ng = 0;
+    int n = 0, ng = 0, oldest;
 
     /* Split at '/', cut each part at its first NUL. */
     for (size_t i = 0; i <= size && v.count < MAX_NAMES; i++) {
@@ -151,20 +194,42 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (zkr__parse_permits(names[i]) != ref_permits(names[i]))
             fail("zkr__parse_permits", names[i]);
         if (r2 == 0) {
-            /* Insertion sort by (signed sequence, name). */
             zkr__entry_t e = {names[i], s2, k2, ref_permits(names[i])};
-            int j = n++;
 
-            while (j > 0 && before(&e, &ref[j - 1])) {
-                ref[j] = ref[j - 1];
-                j--;
-            }
-            ref[j] = e;
+            mine[n] = names[i];
+            ref[n++] = e;
         }
+    }
+    oldest = ref_oldest(ref, n);
+    if (oldest >= 0) {
+        ref_order(ref, n, ref[oldest].seq);
+    } else {
+        /* Beyond the assumption names cannot tell age; the rule left is
+         * one total order for a set, whatever order it is listed in: the
+         * same listing reversed must sort the same. */
+        char *rev[MAX_NAMES];
+        struct String_vector rv = {v.count, rev};
+        zkr__entry_t *r = NULL;
+        int nr = 0;
+
+        for (int i = 0; i < v.count; i++)
+            rev[i] = names[v.count - 1 - i];
+        if (zkr__sort_children(&rv, &r, &nr) != 0 || nr != n)
+            fail("zkr__sort_children count (reversed)", "");
+        for (int i = 0; i < n; i++)
+            ref[i] = r[i];
+        free(r);
     }
 
     if (zkr__sort_children(&v, &got, &ng) != 0 || ng != n)
         fail("zkr__sort_children count", "");
+    /* Every recognised child once (names are borrowed, so pointers). */
+    for (int i = 0, seen = 0; i < n; i++, seen = 0) {
+        for (int j = 0; j < n; j++)
+            seen += got[j].name == mine[i];
+        if (seen != 1)
+            fail("zkr__sort_children permutation", mine[i]);
+    }
     for (int i = 0; i < n; i++) {
         if (strcmp(got[i].name, ref[i].name) != 0 || got[i].seq != ref[i].seq ||
             got[i].kind != ref[i].kind || got[i].permits != ref[i].permits)
@@ -177,28 +242,46 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (zkr__find_entry(got, n, "/") != -1)
         fail("zkr__find_entry", "/");
 
-    /* The predecessor rules on this queue, for every position. */
+    /* The predecessor rules on this queue, for every position. A node
+     * with our own sequence may be older or newer (a ZooKeeper 3.8 counter
+     * stuck at 2147483647): it counts as before us, so it is never passed
+     * and may be the node watched. */
     for (int self = 0; self < n; self++) {
-        int want = ZKR__GRANT;
+        int want = ZKR__GRANT, w, tie = 0, tie_w = 0, tie_after = 0;
 
-        if (zkr__pred_mutex(got, n, self, 0) !=
-            (self == 0 ? ZKR__GRANT : self - 1))
+        for (int i = 0; i < n; i++) {
+            if (i == self || ref[i].seq != ref[self].seq)
+                continue;
+            tie = 1;
+            tie_after += i > self;
+            tie_w |= i > self && (ref[i].kind == ZKR__KIND_WRITE ||
+                                  ref[i].kind == ZKR__KIND_EXCLUSIVE);
+        }
+        w = zkr__pred_mutex(got, n, self, 0);
+        if (self > 0 ? w != self - 1
+            : tie    ? w < 0 || w == self || ref[w].seq != ref[self].seq
+                     : w != ZKR__GRANT)
             fail("zkr__pred_mutex", ref[self].name);
         for (int i = self - 1; i >= 0 && want == ZKR__GRANT; i--)
             if (ref[i].kind == ZKR__KIND_WRITE ||
                 ref[i].kind == ZKR__KIND_EXCLUSIVE)
                 want = i;
-        if (zkr__pred_read(got, n, self, 0) != want)
+        w = zkr__pred_read(got, n, self, 0);
+        if (want != ZKR__GRANT || !tie_w
+                ? w != want
+                : w <= self || ref[w].seq != ref[self].seq ||
+                      (ref[w].kind != ZKR__KIND_WRITE &&
+                       ref[w].kind != ZKR__KIND_EXCLUSIVE))
             fail("zkr__pred_read", ref[self].name);
         for (int permits = 1; permits <= 3; permits++) {
             int conflict = 0;
 
             for (int i = 0; i < n; i++)
                 conflict |= ref[i].permits != 0 && ref[i].permits != permits;
-            want = conflict          ? ZKR__CONFLICT
-                   : self < permits  ? ZKR__GRANT
-                   : self == permits ? ZKR__WATCH_DIR
-                                     : self - 1;
+            want = conflict                     ? ZKR__CONFLICT
+                   : self + tie_after < permits ? ZKR__GRANT
+                   : self <= permits            ? ZKR__WATCH_DIR
+                                                : self - 1;
             if (zkr__pred_semaphore(got, n, self, permits) != want)
                 fail("zkr__pred_semaphore", ref[self].name);
         }

@@ -234,10 +234,235 @@ static void test_holding(void **state)
 
 /* ------------------------------------------------- zkr__sort_children */
 
-static void test_sort_signed_order(void **state)
+/* The rule (ZooKeeper and SPEC.md): the sequence is the parent's signed
+ * 32-bit cversion, one more at every creation or deletion of a child,
+ * wrapping from 2147483647 to -2147483648, printed "%010d". The queue is
+ * creation order. This model of the counter uses 64-bit arithmetic, not
+ * names.c's: the value of a counter that started at c0 after off changes. */
+static int32_t counter_at(int64_t c0, int64_t off)
+{
+    int64_t v = (c0 + off) % 4294967296LL;
+
+    if (v < 0)
+        v += 4294967296LL;
+    return (int32_t)(v >= 2147483648LL ? v - 4294967296LL : v);
+}
+
+/* Creates n names of one counter from c0 at the given offsets (in
+ * creation order), lists them in several scrambled orders with junk
+ * mixed in, and checks that every listing sorts to creation order. */
+static void check_creation_order(int64_t c0, const int64_t *off, int n)
+{
+    char buf[16][64], *created[16], *listed[32];
+    int perm = 0;
+
+    assert_true(n <= 16);
+    for (int i = 0; i < n; i++) {
+        /* Markers of zkr/Curator, kazoo and the contrib recipes in turn. */
+        static const char *const fmt[] = {"_c_%02d-lock-%010d",
+                                          "%02dabcdef__lock__%010d",
+                                          "x-%02dabcdef-%010d"};
+        snprintf(buf[i], sizeof(buf[i]), fmt[i % 3], i,
+                 (int)counter_at(c0, off[i]));
+        created[i] = buf[i];
+    }
+    for (perm = 0; perm < 4; perm++) {
+        struct String_vector v = {0, listed};
+        zkr__entry_t *e = NULL;
+        int got = 0;
+
+        /* 0: as created; 1: reversed; 2: rotated; 3: a stride coprime
+         * with n (every third name). */
+        for (int i = 0; i < n; i++) {
+            int k = perm == 0   ? i
+                    : perm == 1 ? n - 1 - i
+                    : perm == 2 ? (i + n / 2) % n
+                                : (i * (n % 3 != 0 ? 3 : 5) + 1) % n;
+            listed[v.count++] = created[k];
+            if (i % 3 == 1)
+                listed[v.count++] = "readme";
+        }
+        assert_int_equal(zkr__sort_children(&v, &e, &got), 0);
+        assert_int_equal(got, n);
+        for (int i = 0; i < n; i++)
+            if (strcmp(e[i].name, created[i]) != 0)
+                fail_msg("c0=%lld listing %d: position %d is %s, created "
+                         "%d-th was %s",
+                         (long long)c0, perm, i, e[i].name, i, created[i]);
+        free(e);
+    }
+}
+
+/* Queues whose sequences cross the wrap (and the sign change at -1/0,
+ * and ones that do not cross anything), with neighbours close together
+ * and far apart (up to 2^31 - 1 changes between the oldest and the
+ * newest): always creation order. */
+static void test_sort_creation_order_across_wrap(void **state)
+{
+    static const int64_t c0s[] = {2147483645, 2147483647, -2147483647 - 1, -3,
+                                  0,          1500000000, -1500000000,     7};
+    static const int64_t close_by[] = {0, 1, 2, 3, 4, 5, 6};
+    static const int64_t spread[] = {
+        0, 2, 1000, 1073741824, 1073741825, 2147483000, 2147483646};
+    static const int64_t widest[] = {0, 2147483647};
+    static const int64_t gaps[] = {0, 5, 7, 1999999999, 2000000001};
+
+    (void)state;
+    for (size_t i = 0; i < NELEM(c0s); i++) {
+        check_creation_order(c0s[i], close_by, (int)NELEM(close_by));
+        check_creation_order(c0s[i], spread, (int)NELEM(spread));
+        check_creation_order(c0s[i], widest, (int)NELEM(widest));
+        check_creation_order(c0s[i], gaps, (int)NELEM(gaps));
+    }
+}
+
+/* The case of the issue: the counter passed 2147483647, so the node of the
+ * newest contender is "-2147483648". The holder is the oldest (2147483645),
+ * not the newest; the newest waits for the node created just before it. */
+static void test_wrap_holder_and_predecessors(void **state)
+{
+    char *names[] = {"_c_d-lock--2147483648", "_c_a-lock-2147483645",
+                     "_c_e-lock--2147483647", "_c_c-lock-2147483647",
+                     "_c_b-lock-2147483646"};
+    static const char *const want[] = {
+        "_c_a-lock-2147483645", "_c_b-lock-2147483646", "_c_c-lock-2147483647",
+        "_c_d-lock--2147483648", "_c_e-lock--2147483647"};
+    struct String_vector v = {(int32_t)NELEM(names), names};
+    zkr__entry_t *e = NULL;
+    int n = 0;
+
+    (void)state;
+    assert_int_equal(zkr__sort_children(&v, &e, &n), 0);
+    assert_int_equal(n, 5);
+    for (int i = 0; i < n; i++)
+        assert_string_equal(e[i].name, want[i]);
+    assert_int_equal(zkr__pred_mutex(e, n, 0, 1), ZKR__GRANT);
+    assert_int_equal(zkr__holding(e, n), 1);
+    /* "-2147483648" waits for "2147483647". */
+    assert_int_equal(zkr__pred_mutex(e, n, 3, 1), 2);
+    assert_string_equal(e[zkr__pred_mutex(e, n, 3, 1)].name, want[2]);
+    /* A reader created after the wrap waits for a writer created before. */
+    e[0].kind = ZKR__KIND_READ;
+    e[1].kind = ZKR__KIND_WRITE;
+    e[2].kind = ZKR__KIND_READ;
+    e[3].kind = ZKR__KIND_READ;
+    assert_int_equal(zkr__pred_read(e, n, 3, 1), 1);
+    assert_int_equal(zkr__pred_read(e, n, 0, 1), ZKR__GRANT);
+    free(e);
+    /* A semaphore of 2: the two oldest hold, not the two with the lowest
+     * signed numbers. */
+    {
+        char *sem[] = {"_c_c-permits-2-lock--2147483648",
+                       "_c_b-permits-2-lock-2147483647",
+                       "_c_a-permits-2-lock-2147483646"};
+        struct String_vector sv = {3, sem};
+
+        assert_int_equal(zkr__sort_children(&sv, &e, &n), 0);
+        assert_int_equal(n, 3);
+        assert_int_equal(zkr__holding(e, n), 2);
+        assert_string_equal(e[2].name, sem[0]);
+        assert_int_equal(zkr__pred_semaphore(e, n, 2, 2), ZKR__WATCH_DIR);
+        free(e);
+    }
+}
+
+/* Sets that break the assumption (live sequences 2^31 or more apart:
+ * names cannot tell which is older): the queue is still one total order,
+ * the same whatever order the server lists the children in. */
+static void test_sort_beyond_assumption_is_total(void **state)
+{
+    char *base[] = {"_c_a-lock-0000000000", "_c_b-lock--2147483648",
+                    "_c_c-lock-1073741824", "_c_d-lock--1073741824",
+                    "_c_e-lock-0000000000", "_c_f-lock-2147483647"};
+    enum { N = (int)NELEM(base) };
+    char *first[N];
+
+    (void)state;
+    for (int r = 0; r < 2 * N; r++) {
+        char *listed[N];
+        struct String_vector v = {N, listed};
+        zkr__entry_t *e = NULL;
+        int n = 0;
+
+        /* Rotations, then reversed rotations. */
+        for (int i = 0; i < N; i++)
+            listed[i] = base[r < N ? (i + r) % N : (N - 1 - i + r) % N];
+        assert_int_equal(zkr__sort_children(&v, &e, &n), 0);
+        assert_int_equal(n, N);
+        for (int i = 0; i < N; i++) {
+            if (r == 0)
+                first[i] = (char *)e[i].name;
+            else
+                assert_string_equal(e[i].name, first[i]);
+            /* A permutation: every name once. */
+            for (int j = 0; j < i; j++)
+                assert_string_not_equal(e[i].name, e[j].name);
+        }
+        free(e);
+    }
+}
+
+/* ZooKeeper 3.8 stops its counter at 2147483647: every later contender of
+ * that path gets 2147483647 too (tests/integration/test_wrap.c shows it),
+ * and names cannot tell their age. The rule (SPEC: a grant rests on
+ * nothing before us that the rule forbids) then counts a node with our own
+ * sequence as possibly before us: never granted past it. */
+static void test_equal_sequences_never_granted(void **state)
+{
+    /* The holder's UUID sorts after the newcomer's. */
+    char *mutex[] = {"_c_ffffffff-lock-2147483647",
+                     "_c_00000000-lock-2147483647"};
+    char *rw[] = {"_c_a-__READ__0000000007", "_c_b-__WRIT__0000000007",
+                  "_c_c-__READ__0000000005"};
+    char *sem[] = {"_c_a-permits-2-lock-0000000005",
+                   "_c_b-permits-2-lock-0000000007",
+                   "_c_c-permits-2-lock-0000000007"};
+    struct String_vector v = {2, mutex};
+    zkr__entry_t *e = NULL;
+    int n = 0, w;
+
+    (void)state;
+    assert_int_equal(zkr__sort_children(&v, &e, &n), 0);
+    assert_string_equal(e[0].name, mutex[1]);
+    w = zkr__pred_mutex(e, n, 0, 1);
+    assert_int_not_equal(w, ZKR__GRANT);
+    assert_string_equal(e[w].name, mutex[0]); /* it watches the holder */
+    assert_int_not_equal(zkr__pred_mutex(e, n, 1, 1), ZKR__GRANT);
+    assert_int_equal(zkr__holding(e, n), 0);
+    assert_int_equal(zkr__pred_mutex(e, 1, 0, 1), ZKR__GRANT); /* alone */
+    free(e);
+
+    /* A reader with a writer of its own sequence (sorted after it). */
+    v.count = 3;
+    v.data = rw;
+    assert_int_equal(zkr__sort_children(&v, &e, &n), 0);
+    assert_string_equal(e[0].name, rw[2]);
+    assert_int_equal(zkr__pred_read(e, n, 0, 1), ZKR__GRANT);
+    w = zkr__pred_read(e, n, 1, 1);
+    assert_int_not_equal(w, ZKR__GRANT);
+    assert_string_equal(e[w].name, rw[1]);
+    assert_int_equal(zkr__holding(e, n), 1);
+    free(e);
+
+    /* A semaphore of 2: the second permit is not given to either of two
+     * contenders of one sequence. */
+    v.data = sem;
+    assert_int_equal(zkr__sort_children(&v, &e, &n), 0);
+    assert_int_equal(zkr__pred_semaphore(e, n, 0, 2), ZKR__GRANT);
+    assert_int_equal(zkr__pred_semaphore(e, n, 1, 2), ZKR__WATCH_DIR);
+    assert_int_equal(zkr__pred_semaphore(e, n, 2, 2), ZKR__WATCH_DIR);
+    assert_int_equal(zkr__holding(e, n), 1);
+    free(e);
+}
+
+/* Junk is skipped, and the sequence is read whatever the marker; these
+ * six were created in this order by one counter that went from -1 up
+ * through 2147483647 to -2147483648 (2^31 - 1 changes from the first to
+ * the last: the widest span the rule can order). */
+static void test_sort_serial_order(void **state)
 {
     /* Deliberately unsorted, and sorted differently by name and by number:
-     * the queue must follow the signed sequence only. */
+     * the queue must follow creation order only. */
     char *names[] = {
         "_c_aaaa-lock-2147483647",
         "readme.txt",
@@ -252,11 +477,11 @@ static void test_sort_signed_order(void **state)
         "x--5",
     };
     static const char *const want[] = {
-        "_c_bbbb-lock--2147483648", "_c_cccc-lock--000000001",
-        "_c_dddd-lock-0000000000",  "x-0123456789abcdef-0000000003",
-        "zzzz__lock__0000000010",   "_c_aaaa-lock-2147483647",
+        "_c_cccc-lock--000000001",       "_c_dddd-lock-0000000000",
+        "x-0123456789abcdef-0000000003", "zzzz__lock__0000000010",
+        "_c_aaaa-lock-2147483647",       "_c_bbbb-lock--2147483648",
     };
-    static const int32_t want_seq[] = {INT32_MIN, -1, 0, 3, 10, INT32_MAX};
+    static const int32_t want_seq[] = {-1, 0, 3, 10, INT32_MAX, INT32_MIN};
     struct String_vector v = {(int32_t)NELEM(names), names};
     zkr__entry_t *e = NULL;
     int n = -1;
@@ -271,7 +496,7 @@ static void test_sort_signed_order(void **state)
         assert_int_equal(e[i].kind, ZKR__KIND_EXCLUSIVE);
     }
     /* Names are borrowed from the vector, not copied. */
-    assert_ptr_equal(e[0].name, names[2]);
+    assert_ptr_equal(e[0].name, names[5]);
     free(e);
 }
 
@@ -639,7 +864,11 @@ int main(void)
         cmocka_unit_test(test_parse_name_curator_rw_latch),
         cmocka_unit_test(test_parse_name_contrib),
         cmocka_unit_test(test_parse_name_junk),
-        cmocka_unit_test(test_sort_signed_order),
+        cmocka_unit_test(test_sort_serial_order),
+        cmocka_unit_test(test_sort_creation_order_across_wrap),
+        cmocka_unit_test(test_wrap_holder_and_predecessors),
+        cmocka_unit_test(test_sort_beyond_assumption_is_total),
+        cmocka_unit_test(test_equal_sequences_never_granted),
         cmocka_unit_test(test_sort_ties_by_name),
         cmocka_unit_test(test_sort_empty_and_all_junk),
         cmocka_unit_test(test_find_entry),
