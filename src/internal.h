@@ -42,9 +42,11 @@ typedef struct zkr__entry {
 int zkr__parse_seq(const char *s, int32_t *out);
 /* Recognises a contender name; -1 (kind NONE) when not a contender. */
 int zkr__parse_name(const char *name, int32_t *seq, zkr__kind_t *kind);
-/* Filters the recognised contenders of a child list and sorts them by
- * signed sequence (ties broken by name). *out is malloc'd (NULL if n=0).
- * Returns 0 or ZKR_ENOMEM. */
+/* Filters the recognised contenders of a child list and sorts them in
+ * creation order: by sequence as serial numbers, starting after the widest
+ * gap (names.c explains the wrap); entries sharing a sequence are next to
+ * each other, and the recipe rules count them as possibly before one
+ * another. *out is malloc'd (NULL if n=0). Returns 0 or ZKR_ENOMEM. */
 int zkr__sort_children(const struct String_vector *v, zkr__entry_t **out,
                        int *n);
 /* Index of name in v, or -1. */
