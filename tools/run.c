@@ -971,6 +971,12 @@ static int await_leadership(sup_t *p)
     struct msg m;
 
     for (;;) {
+        struct pollfd fd = {p->sfd, POLLIN, 0};
+        struct signalfd_siginfo si;
+        /* A signal already sent but not read yet counts too. */
+        while (poll(&fd, 1, 0) > 0 &&
+               read(p->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+            on_signal(p, (int)si.ssi_signo);
         if (p->signo != 0)
             return 128 + p->signo;
         if (zkr_election_is_leader(p->e))
@@ -1029,6 +1035,8 @@ static int run_elect(const cli_t *c, const opts_t *o)
             break;
         supervise(&p);
         status = p.lost ? o->lost_code : exit_status_of(p.status);
+        if (o->requeue && p.signo != 0)
+            status = 128 + p.signo; /* only a signal ends a requeue loop */
         if (!o->requeue || p.signo != 0)
             break;
         /* Back of the queue: resign (if still leader) and join again. */

@@ -64,12 +64,14 @@ void cli_info(const cli_t *c, const char *fmt, ...)
 int cli_usage_error(const char *sub, const char *fmt, ...)
 {
     va_list ap;
+    char m[512];
 
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof(m), fmt, ap);
+    va_end(ap);
     fprintf(stderr, "zkr%s%s: ", sub != NULL ? " " : "",
             sub != NULL ? sub : "");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
+    cli_escape(stderr, m);
     fprintf(stderr, " (see 'zkr %s%s--help')\n", sub != NULL ? sub : "",
             sub != NULL ? " " : "");
     return CLI_EXIT_ERROR;
