@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -13,7 +14,9 @@ int cli_parse_seconds(const char *s, int64_t *ms)
     char *end;
     double v;
 
-    if (s == NULL || *s == '\0')
+    /* Digits first: no sign, no space, no hex float, no "inf". */
+    if (s == NULL || ((*s < '0' || *s > '9') && *s != '.') ||
+        strpbrk(s, "xXpP") != NULL)
         return -1;
     errno = 0;
     v = strtod(s, &end);
