@@ -3,21 +3,23 @@
  *
  * One thread (main) supervises; zkr's callbacks only write small messages
  * to a pipe. Signals are received through a signalfd, so SIGINT, SIGTERM,
- * SIGHUP and SIGCHLD are blocked in every thread (zkr's threads are
- * created after the mask is set and inherit it).
+ * SIGHUP, SIGCHLD, SIGTSTP, SIGTTIN and SIGTTOU are blocked in every thread
+ * (zkr's threads are created after the mask is set and inherit it).
  *
- * The command runs in its own process group, so that a signal reaches
- * whatever it started. It is killed if zkr dies, even by SIGKILL: its
- * PR_SET_PDEATHSIG is SIGKILL, and a guard process holding one end of a
- * pipe kills the whole group when the other end (ours) closes without a
- * "disarm" byte.
+ * The command runs under a guard process (contain.c) that is its parent
+ * and a subreaper: the grant lasts until every process of the command is
+ * reaped, wherever it went (background, setsid); the guard kills the whole
+ * tree if zkr dies (even by SIGKILL of zkr's whole process group) or stops
+ * sending heartbeats before the session's safe deadline (zkr stopped).
+ * Signals for the command reach every process of its tree.
  *
  * What ownership trouble does to the command (--on-suspend):
- *   term    SUSPENDED: SIGTERM to the group; the safe deadline (LOST):
- *           SIGKILL. zkr exits 4.
+ *   term    SUSPENDED: SIGTERM to the tree; the safe deadline (LOST):
+ *           SIGKILL. zkr exits 4 (--lost-exit-code).
  *   stop    SUSPENDED: SIGSTOP; HELD again after re-verification: SIGCONT;
  *           LOST: SIGKILL.
  *   ignore  LOST only: SIGTERM, then SIGKILL after --grace.
+ * Each suspension of a run is acted on: a re-verified HELD ends it.
  * zkr declares LOST at the session's safe deadline (last answered request
  * + 0.9 T), before the server can expire the session and grant anyone
  * else, so with term and stop the command is gone before a successor
