@@ -114,7 +114,7 @@ static pid_t parent_of(const char *name)
 /* Every process's (pid, parent) into ents. Async-signal-safe. */
 static int scan(void)
 {
-    char buf[8192];
+    char buf[8192] __attribute__((aligned(8)));
     int dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC), n = 0;
 
     if (dfd < 0)
