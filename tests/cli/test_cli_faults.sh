@@ -50,6 +50,30 @@ test_partitioned_holder() {
     proxy_cmd pass
 }
 
+# A cut holder whose command put a worker in a session of its own
+# (setsid): at the loss the whole tree is killed, that worker included,
+# before the next holder starts.
+test_partitioned_escaped_worker() {
+    local a b
+    : > "$WORK/log"
+    rm -f "$WORK/esc.pid"
+    expect "proxy did not start" proxy_start
+    bg "$ZKR" -s "$PROXY_HOSTS" --session-timeout $T lock /cli/cut-esc sh -c "setsid sh -c 'echo \$\$ > \"$WORK/esc.pid\"; exec sleep 60' & exec sh '$LOGCMD' A"
+    a=$!
+    expect "A did not start" wait_for 10 logged start A
+    expect "A's worker did not start" wait_for 10 [ -s "$WORK/esc.pid" ]
+    expect "blackhole" proxy_cmd blackhole
+    bg "$ZKR" --session-timeout $T lock /cli/cut-esc sh -c "echo \"\$(date +%s%3N) check B \$(kill -0 $(cat "$WORK/esc.pid" 2>/dev/null || echo 0) 2>/dev/null && echo alive || echo dead)\" >> '$WORK/log'"
+    b=$!
+    wait_status "$b"
+    expect "B exit $st" [ "$st" -eq 0 ]
+    wait_status "$a"
+    expect "A exit $st, not 4" [ "$st" -eq 4 ]
+    expect "A's setsid worker was alive when B started" \
+        [ "$(field check B 4)" = dead ]
+    proxy_cmd pass
+}
+
 # took_over_from_stopped SIGNAL: A's zkr is stopped (SIGSTOP, or Ctrl-Z's
 # SIGTSTP) past its session timeout; B takes over with a higher token, but
 # only after A's command is gone (the guard, fed no heartbeat, kills it at
@@ -210,6 +234,7 @@ test_stop_mode_two_suspensions() {
 
 start_server
 run_test test_partitioned_holder
+run_test test_partitioned_escaped_worker
 run_test test_paused_holder
 run_test test_tstp_holder
 run_test test_stop_mode_blip
