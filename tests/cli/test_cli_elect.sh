@@ -113,7 +113,7 @@ test_elect_stop_blip() {
     : > "$WORK/log"
     rm -f "$WORK/go"
     expect "proxy did not start" proxy_start
-    bg "$ZKR" -s "$PROXY_HOSTS" --session-timeout 8000 elect --on-suspend stop \
+    bg "$ZKR" -s "$PROXY_HOSTS" --session-timeout 12000 elect --on-suspend stop \
         /cli/elect-blip sh -c "echo \"\$(date +%s%3N) start A \$\$\" >> '$WORK/log'; while [ ! -e '$WORK/go' ]; do sleep 0.05; done"
     a=$!
     expect "A did not start" wait_for 10 logged start A
@@ -133,7 +133,7 @@ test_elect_term_blip() {
     : > "$WORK/log"
     rm -f "$WORK/go"
     expect "proxy did not start" proxy_start
-    bg "$ZKR" -v -s "$PROXY_HOSTS" --session-timeout 8000 elect \
+    bg "$ZKR" -v -s "$PROXY_HOSTS" --session-timeout 12000 elect \
         --on-suspend term /cli/elect-term sh -c "trap 'echo \"\$(date +%s%3N) term\" >> \"$WORK/log\"' TERM; echo \"\$(date +%s%3N) start A \$\$\" >> '$WORK/log'; while [ ! -e '$WORK/go' ]; do sleep 0.05; done" 2>"$WORK/zkr.err"
     a=$!
     expect "A did not start" wait_for 10 logged start A

@@ -198,7 +198,7 @@ test_term_mode_two_suspensions() {
     : > "$WORK/log"
     rm -f "$WORK/go"
     expect "proxy did not start" proxy_start
-    bg "$ZKR" -v -s "$PROXY_HOSTS" --session-timeout 8000 lock \
+    bg "$ZKR" -v -s "$PROXY_HOSTS" --session-timeout 12000 lock \
         --on-suspend term /cli/twice-term sh -c "trap 'echo \"\$(date +%s%3N) term\" >> \"$WORK/log\"' TERM; echo \"\$(date +%s%3N) start A \$\$\" >> '$WORK/log'; while [ ! -e '$WORK/go' ]; do sleep 0.05; done" 2>"$WORK/zkr.err"
     a=$!
     expect "A did not start" wait_for 10 logged start A
@@ -218,7 +218,7 @@ test_stop_mode_two_suspensions() {
     : > "$WORK/log"
     rm -f "$WORK/go"
     expect "proxy did not start" proxy_start
-    bg "$ZKR" -v -s "$PROXY_HOSTS" --session-timeout 8000 lock \
+    bg "$ZKR" -v -s "$PROXY_HOSTS" --session-timeout 12000 lock \
         --on-suspend stop /cli/twice-stop sh -c "echo \"\$(date +%s%3N) start A \$\$\" >> '$WORK/log'; while [ ! -e '$WORK/go' ]; do sleep 0.05; done" 2>"$WORK/zkr.err"
     a=$!
     expect "A did not start" wait_for 10 logged start A
