@@ -89,8 +89,9 @@ void ct_kill(ct_t *g);
 /* Reads one report of the guard (CT_EXITED with the command's wait status,
  * CT_DEADLINE): 1; or 0 at EOF (the guard ended; g->rep is then -1). */
 int ct_read(ct_t *g, int *kind, int *value);
-/* Sends sig to every process descended from zkr but the guard and the
- * processes recorded by ct_record_foreign(). Returns how many. */
+/* Sends sig to every process of the command: those below the guard, or,
+ * once the guard is gone (guard -1), those below zkr but for the processes
+ * recorded by ct_record_foreign() and theirs. Returns how many. */
 int ct_signal_tree(pid_t guard, int sig);
 /* How many children zkr has besides the guard and the foreign ones. */
 int ct_orphans(pid_t guard);

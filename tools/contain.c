@@ -176,10 +176,17 @@ void ct_record_foreign(void)
 int ct_signal_tree(pid_t guard, int sig)
 {
     static pid_t pids[TREE_MAX];
-    int n = tree(getpid(), 1, pids, TREE_MAX), k = 0;
+    int n, k = 0;
 
+    /* While the guard lives, the command's tree is below it. After its
+     * death the tree was re-parented to us: our children, but for those
+     * recorded as foreign. */
+    if (guard > 0)
+        n = tree(guard, 0, pids, TREE_MAX);
+    else
+        n = tree(getpid(), 1, pids, TREE_MAX);
     for (int i = 0; i < n; i++)
-        if (pids[i] != guard && kill(pids[i], sig) == 0)
+        if (kill(pids[i], sig) == 0)
             k++;
     return k;
 }

@@ -240,6 +240,25 @@ test_guard_killed() {
     expect "lock not released" [ "$(zk_count /cli/guard)" -eq 0 ]
 }
 
+# Processes zkr inherited as children (here the reader of a shell's
+# `2> >(...)`, a child of the shell that exec'ed zkr) are not the
+# command's: not signalled, not waited for.
+test_inherited_children_untouched() {
+    local z
+    : > "$WORK/log"
+    rm -f "$WORK/cmdpid"
+    bg bash -c "exec '$ZKR' lock /cli/inherited sh -c 'echo \$\$ > \"$WORK/cmdpid\"; sleep 60' 2> >(trap 'echo reader-term >> \"$WORK/log\"' TERM; cat > /dev/null; echo reader-eof >> '$WORK/log')"
+    z=$!
+    expect "command did not start" wait_for 10 [ -s "$WORK/cmdpid" ]
+    kill -TERM "$z"
+    expect "zkr did not end" wait_for 5 dead "$z"
+    alive "$z" && kill -KILL "$z"
+    wait_status "$z"
+    expect "exit $st, not 143" [ "$st" -eq 143 ]
+    expect "the reader did not see zkr's end" wait_for 3 grep -q reader-eof "$WORK/log"
+    expect "the reader was signalled" [ "$(grep -c reader-term "$WORK/log")" -eq 0 ]
+}
+
 is_stopped() { [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" = T ]; }
 
 # A command that stopped itself: a forwarded SIGTERM is followed by
@@ -363,6 +382,7 @@ run_test test_setsid_child_holds_grant
 run_test test_group_kill
 run_test test_timeout_kill
 run_test test_guard_killed
+run_test test_inherited_children_untouched
 run_test test_stopped_command_term
 run_test test_term_then_grace
 run_test test_signal_while_connecting
