@@ -208,6 +208,7 @@ static void usage(FILE *f)
           "  zkr lock [-w SECONDS] [-n] [-E CODE] [--read] [--id ID] [--acl "
           "open|private]\n"
           "           [--on-suspend term|stop|ignore] [--grace SECONDS]\n"
+          "           [--lost-exit-code CODE]\n"
           "           PATH [--] COMMAND [ARG...]\n"
           "  zkr sem -c PERMITS [lock options] PATH [--] COMMAND [ARG...]\n"
           "  zkr elect [--id ID] [--acl ...] [--on-suspend ...] [--grace "
