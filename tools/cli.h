@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
 
 #include "zkr.h"
 
@@ -35,11 +37,21 @@ void cli_info(const cli_t *c, const char *fmt, ...)
 int cli_usage_error(const char *sub, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Value parsing and escaping (args.c). */
+#define CLI_SECONDS_MAX 1e7 /* about 115 days */
 /* Parses a non-negative number of seconds (fractions allowed, at most
- * 10^7) into milliseconds, rounding up. 0 or -1. */
-int cli_parse_seconds(const char *s, int *ms);
+ * CLI_SECONDS_MAX) into milliseconds, rounding up; 64 bits, so every
+ * accepted value fits. 0 or -1. */
+int cli_parse_seconds(const char *s, int64_t *ms);
 /* Parses a decimal integer in [lo, hi]. 0 or -1. */
 int cli_parse_int(const char *s, long lo, long hi, long *out);
+/* The library's int timeout for a wait of wait_ms (-1 forever): the value
+ * itself when it fits, else -1 (forever), zkr then enforcing the deadline
+ * itself. */
+int cli_timeout_arg(int64_t wait_ms);
+/* Writes s with control characters and backslashes escaped (\n, \xNN):
+ * a value never starts a line of its own. */
+void cli_escape(FILE *f, const char *s);
 
 /* Opens the session of the global options; prints why on failure.
  * Returns 0 or CLI_EXIT_ERROR. */
@@ -49,6 +61,40 @@ int cli_open_session(const cli_t *c, zkr_session_t **out);
 const struct ACL_vector *cli_acl(const char *name);
 /* The identity an operator acts as: "digest:USER" or "anonymous". */
 void cli_identity(const cli_t *c, char *buf, size_t len);
+
+/* Containment of the command (contain.c). */
+enum { CT_STARTED, CT_FAILED, CT_EXITED, CT_DEADLINE, CT_HEARTBEAT, CT_KILL };
+typedef struct ct {
+    pid_t guard; /* the guard process, or -1 once reaped */
+    pid_t cmd;   /* the command's first process (and process group) */
+    int ctl;     /* our end of the guard's control pipe, or -1 */
+    int rep;     /* our end of the guard's report pipe, or -1 at its EOF */
+} ct_t;
+/* CLOCK_BOOTTIME in ms: the clock of every deadline, shared with the
+ * guard. */
+int64_t ct_now_ms(void);
+/* Records zkr's children of now: never signalled as the command's. */
+void ct_record_foreign(void);
+/* Starts the guard and, under it, the command (execve(file, argv, env)).
+ * The guard kills the command's tree if no heartbeat extends deadline
+ * (CLOCK_BOOTTIME ms, -1 none) in time, or when zkr dies. 0; -1 (a system
+ * call failed) or -2 (execve failed), with *exec_errno set; nothing is
+ * left running then, the guard is reaped. */
+int ct_spawn(ct_t *g, const char *file, char **argv, char **env,
+             int64_t deadline, int *exec_errno);
+/* Sets the guard's deadline (-1: none). Never blocks. */
+void ct_heartbeat(ct_t *g, int64_t deadline);
+/* Asks the guard to SIGKILL the tree until none of it is left. */
+void ct_kill(ct_t *g);
+/* Reads one report of the guard (CT_EXITED with the command's wait status,
+ * CT_DEADLINE): 1; or 0 at EOF (the guard ended; g->rep is then -1). */
+int ct_read(ct_t *g, int *kind, int *value);
+/* Sends sig to every process of the command: those below the guard, or,
+ * once the guard is gone (guard -1), those below zkr but for the processes
+ * recorded by ct_record_foreign() and theirs. Returns how many. */
+int ct_signal_tree(pid_t guard, int sig);
+/* How many children zkr has besides the guard and the foreign ones. */
+int ct_orphans(pid_t guard);
 
 /* A growable string for JSON output. */
 typedef struct strbuf {

@@ -3,21 +3,23 @@
  *
  * One thread (main) supervises; zkr's callbacks only write small messages
  * to a pipe. Signals are received through a signalfd, so SIGINT, SIGTERM,
- * SIGHUP and SIGCHLD are blocked in every thread (zkr's threads are
- * created after the mask is set and inherit it).
+ * SIGHUP, SIGCHLD, SIGTSTP, SIGTTIN and SIGTTOU are blocked in every thread
+ * (zkr's threads are created after the mask is set and inherit it).
  *
- * The command runs in its own process group, so that a signal reaches
- * whatever it started. It is killed if zkr dies, even by SIGKILL: its
- * PR_SET_PDEATHSIG is SIGKILL, and a guard process holding one end of a
- * pipe kills the whole group when the other end (ours) closes without a
- * "disarm" byte.
+ * The command runs under a guard process (contain.c) that is its parent
+ * and a subreaper: the grant lasts until every process of the command is
+ * reaped, wherever it went (background, setsid); the guard kills the whole
+ * tree if zkr dies (even by SIGKILL of zkr's whole process group) or stops
+ * sending heartbeats before the session's safe deadline (zkr stopped).
+ * Signals for the command reach every process of its tree.
  *
  * What ownership trouble does to the command (--on-suspend):
- *   term    SUSPENDED: SIGTERM to the group; the safe deadline (LOST):
- *           SIGKILL. zkr exits 4.
+ *   term    SUSPENDED: SIGTERM to the tree; the safe deadline (LOST):
+ *           SIGKILL. zkr exits 4 (--lost-exit-code).
  *   stop    SUSPENDED: SIGSTOP; HELD again after re-verification: SIGCONT;
  *           LOST: SIGKILL.
  *   ignore  LOST only: SIGTERM, then SIGKILL after --grace.
+ * Each suspension of a run is acted on: a re-verified HELD ends it.
  * zkr declares LOST at the session's safe deadline (last answered request
  * + 0.9 T), before the server can expire the session and grant anyone
  * else, so with term and stop the command is gone before a successor
@@ -29,6 +31,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,14 +54,15 @@ typedef enum { OWN_HELD, OWN_SUSPENDED, OWN_GONE } own_t;
 typedef struct opts {
     kind_t kind;
     const char *sub;
-    int wait_ms; /* -1 forever */
+    int64_t wait_ms; /* -1 forever */
     int fail_code;
+    int lost_code; /* --lost-exit-code, default CLI_EXIT_LOST */
     int read;
     long permits;
     const char *id;
     const char *acl;
     susp_t susp;
-    int grace_ms;
+    int64_t grace_ms;
     int requeue;
     const char *path;
     char **cmd;
@@ -78,32 +82,34 @@ typedef struct sup {
     zkr_election_t *e;
     int ev[2];       /* message pipe */
     int sfd;         /* signalfd */
-    pid_t child;     /* the command (and its process group), or -1 */
-    pid_t guard;     /* the guard process, or -1 */
-    int guard_fd;    /* our end of the guard's pipe, or -1 */
+    ct_t g;          /* the guard and the command */
+    int running;     /* a command's tree may still have processes */
+    int exited;      /* the command's first process ended (status set) */
+    int orphaned;    /* the guard died: we kill and reap the tree */
+    int killing;     /* SIGKILL the tree until it is gone */
     int stopped;     /* we sent SIGSTOP and no SIGCONT yet */
-    int softened;    /* acted on SUSPENDED during this run */
+    int softened;    /* acted on the current SUSPENDED */
     int hard;        /* acted on a loss during this run */
     int lost;        /* ownership was lost (or the command was stopped
                         because of a suspension) during this run */
-    int64_t kill_at; /* monotonic ms: SIGKILL the group if still running */
+    int64_t kill_at; /* CLOCK_BOOTTIME ms: SIGKILL the tree if still there */
+    int64_t beat_at; /* next heartbeat to the guard */
+    int64_t wake_at; /* -w beyond the library's int: our own deadline */
+    int timed_out;   /* we canceled the acquire at wake_at */
     int signo;       /* last SIGINT/SIGTERM/SIGHUP received */
     int status;      /* the command's wait status */
 } sup_t;
 
 static int64_t now_ms(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return ct_now_ms();
 }
 
 /* ------------------------------------------------------------- options */
 
 static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
 {
-    enum { O_READ = 256, O_ID, O_ACL, O_SUSPEND, O_GRACE, O_REQUEUE };
+    enum { O_READ = 256, O_ID, O_ACL, O_SUSPEND, O_GRACE, O_REQUEUE, O_LOST };
     static const struct option lopts[] = {
         {"wait", required_argument, NULL, 'w'},
         {"nonblock", no_argument, NULL, 'n'},
@@ -115,6 +121,7 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
         {"on-suspend", required_argument, NULL, O_SUSPEND},
         {"grace", required_argument, NULL, O_GRACE},
         {"requeue", no_argument, NULL, O_REQUEUE},
+        {"lost-exit-code", required_argument, NULL, O_LOST},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -127,6 +134,7 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
     o->sub = sub;
     o->wait_ms = -1;
     o->fail_code = CLI_EXIT_NOT_ACQUIRED;
+    o->lost_code = CLI_EXIT_LOST;
     o->grace_ms = 5000;
     o->acl = "open";
     optind = 0;
@@ -182,6 +190,12 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
         case O_GRACE:
             if (cli_parse_seconds(optarg, &o->grace_ms) != 0)
                 return cli_usage_error(sub, "invalid --grace '%s'", optarg);
+            break;
+        case O_LOST:
+            if (cli_parse_int(optarg, 0, 255, &v) != 0)
+                return cli_usage_error(
+                    sub, "--lost-exit-code wants 0..255, not '%s'", optarg);
+            o->lost_code = (int)v;
             break;
         case O_REQUEUE:
             if (kind != KIND_ELECT)
@@ -346,162 +360,126 @@ static int build_env(envp_t *e, const zkr_sequencer_t *q, const char *leader_id)
     return 0;
 }
 
-/* The guard: waits on its pipe; EOF without the disarm byte means zkr is
- * gone, so the command's group is killed. Only async-signal-safe calls
- * (this runs in a fork of a multithreaded process). */
-static void guard_main(int fd, pid_t group)
-{
-    char b;
-    ssize_t n;
-
-    do
-        n = read(fd, &b, 1);
-    while (n < 0 && errno == EINTR);
-    if (n <= 0)
-        kill(-group, SIGKILL);
-    _exit(0);
-}
-
-/* Starts the command with the grant's environment. Returns 0, or an exit
- * status (command not found, ...) with nothing left running. */
+/* Starts the command, under its guard, with the grant's environment.
+ * Returns 0, or an exit status (command not found, ...) with nothing left
+ * running. */
 static int spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
 {
-    int go[2] = {-1, -1}, err[2] = {-1, -1}, gp[2] = {-1, -1}, why = 0;
-    pid_t parent = getpid(), pid, g;
-    char *file = resolve(p->o->cmd[0], &why);
-    envp_t env = {0};
-    sigset_t none;
-    int e = 0;
-    ssize_t n;
+    envp_t env;
+    char *file;
+    int why = 0, e, rc;
+    int64_t valid = zkr_session_valid_ms(p->s);
 
-    if (file == NULL) {
+    if ((file = resolve(p->o->cmd[0], &why)) == NULL) {
         cli_err("%s: %s", p->o->cmd[0],
                 why == CLI_EXIT_NOTFOUND ? "command not found"
                                          : "permission denied");
         return why;
     }
-    if (build_env(&env, q, leader_id) != 0 || pipe2(go, O_CLOEXEC) != 0 ||
-        pipe2(err, O_CLOEXEC) != 0 || pipe2(gp, O_CLOEXEC) != 0) {
+    if (build_env(&env, q, leader_id) != 0) {
         cli_err("cannot start %s: %s", p->o->cmd[0], strerror(errno));
-        why = CLI_EXIT_ERROR;
-        goto out;
+        free(file);
+        return CLI_EXIT_ERROR;
     }
-    sigemptyset(&none);
-    if ((pid = fork()) < 0) {
-        cli_err("fork: %s", strerror(errno));
-        why = CLI_EXIT_ERROR;
-        goto out;
-    }
-    if (pid == 0) {
-        char b;
-        setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(CLI_EXIT_ERROR);
-        close(go[1]);
-        /* Start only once the guard is in place. */
-        while (read(go[0], &b, 1) < 0 && errno == EINTR)
-            ;
-        signal(SIGPIPE, SIG_DFL);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        execve(file, p->o->cmd, env.env);
-        e = errno;
-        n = write(err[1], &e, sizeof(e));
-        (void)n;
-        _exit(CLI_EXIT_NOTFOUND);
-    }
-    setpgid(pid, pid); /* also here: no race with the guard's kill */
-    if ((g = fork()) == 0) {
-        int keep = gp[0];
-        /* Keep only the pipe: no copy of zkr's ZooKeeper socket. */
-        for (int fd = 3; fd < 1024; fd++)
-            if (fd != keep)
-                close(fd);
-        guard_main(keep, pid);
-    }
-    close(gp[0]);
-    gp[0] = -1;
-    if (g < 0) {
-        cli_err("fork: %s", strerror(errno));
-        kill(-pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        why = CLI_EXIT_ERROR;
-        goto out;
-    }
-    p->guard = g;
-    p->guard_fd = gp[1];
-    gp[1] = -1;
-    close(go[1]); /* go */
-    go[1] = -1;
-    close(err[1]);
-    err[1] = -1;
-    do
-        n = read(err[0], &e, sizeof(e));
-    while (n < 0 && errno == EINTR);
-    if (n == (ssize_t)sizeof(e)) {
+    rc = ct_spawn(&p->g, file, p->o->cmd, env.env, now_ms() + valid, &e);
+    if (rc != 0) {
         cli_err("%s: %s", p->o->cmd[0], strerror(e));
-        waitpid(pid, NULL, 0);
-        why = e == ENOENT ? CLI_EXIT_NOTFOUND : CLI_EXIT_NOEXEC;
-        goto out;
-    }
-    p->child = pid;
-    p->stopped = p->softened = p->hard = p->lost = 0;
-    p->kill_at = -1;
-    cli_info(p->cli, "%s %s granted (token %" PRId64 "); started %s, pid %d",
-             p->o->path, q->node, q->token, p->o->cmd[0], (int)pid);
-out:
-    for (int i = 0; i < 2; i++) {
-        if (go[i] >= 0)
-            close(go[i]);
-        if (err[i] >= 0)
-            close(err[i]);
-        if (gp[i] >= 0)
-            close(gp[i]);
+        why = rc == -1      ? CLI_EXIT_ERROR
+              : e == ENOENT ? CLI_EXIT_NOTFOUND
+                            : CLI_EXIT_NOEXEC;
+    } else {
+        p->running = 1;
+        p->exited = p->orphaned = p->killing = 0;
+        p->stopped = p->softened = p->hard = p->lost = 0;
+        p->kill_at = -1;
+        p->beat_at = 0;
+        cli_info(p->cli,
+                 "%s %s granted (token %" PRId64 "); started %s, pid %d",
+                 p->o->path, q->node, q->token, p->o->cmd[0], (int)p->g.cmd);
     }
     free(file);
     free_env(&env);
     return why;
 }
 
-static void signal_group(sup_t *p, int sig)
+/* Signals every process of the command. */
+static void signal_tree(sup_t *p, int sig)
 {
-    if (p->child > 0)
-        kill(-p->child, sig);
+    if (p->running)
+        ct_signal_tree(p->g.guard, sig);
 }
 
-/* The command ended: disarm the guard. */
-static void disarm(sup_t *p)
+/* Kills the whole tree, now and at every wake-up until it is gone (a
+ * process forking while it is killed leaves a child behind). */
+static void kill_tree(sup_t *p)
 {
-    if (p->guard_fd >= 0) {
-        char b = 'd';
-        ssize_t n = write(p->guard_fd, &b, 1);
-        (void)n;
-        close(p->guard_fd);
-        p->guard_fd = -1;
-    }
-    if (p->guard > 0) {
-        waitpid(p->guard, NULL, 0);
-        p->guard = -1;
-    }
+    p->killing = 1;
+    p->kill_at = -1;
+    ct_kill(&p->g);
+    signal_tree(p, SIGKILL);
 }
 
-/* Reaps the command if it ended. 1 if it did. */
-static int reap(sup_t *p)
+/* A signal zkr received for the command: forwarded to the whole tree,
+ * followed by SIGCONT (a stopped process would never see it, as in
+ * timeout(1)), and SIGKILL after --grace if anything is left. */
+static void forward(sup_t *p, int sig)
+{
+    if (!p->running)
+        return;
+    signal_tree(p, sig);
+    if (!p->stopped)
+        signal_tree(p, SIGCONT);
+    if (p->kill_at < 0 && !p->killing)
+        p->kill_at = now_ms() + p->o->grace_ms;
+}
+
+/* The guard ended. If it was killed, the tree is now ours (we are a
+ * subreaper): kill and reap it ourselves. */
+static void guard_ended(sup_t *p)
+{
+    int st = 0;
+    pid_t r;
+
+    do
+        r = waitpid(p->g.guard, &st, 0);
+    while (r < 0 && errno == EINTR);
+    if (p->g.ctl >= 0)
+        close(p->g.ctl);
+    p->g.ctl = -1;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && p->exited) {
+        p->g.guard = -1;
+        p->running = 0;
+        return;
+    }
+    cli_err("the guard process of the command died (%s %d): command killed",
+            WIFSIGNALED(st) ? "signal" : "status",
+            WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    p->g.guard = -1;
+    p->orphaned = 1;
+    p->killing = 1;
+    signal_tree(p, SIGKILL);
+}
+
+/* After the guard died: reaps what we inherited; the run ends when none
+ * of the command's processes is left. */
+static void reap_orphans(sup_t *p)
 {
     int st;
     pid_t r;
 
-    if (p->child <= 0)
-        return 0;
-    do
-        r = waitpid(p->child, &st, WNOHANG);
-    while (r < 0 && errno == EINTR);
-    if (r != p->child)
-        return 0;
-    p->status = st;
-    p->child = -1;
-    disarm(p);
-    return 1;
+    signal_tree(p, SIGKILL);
+    while ((r = waitpid(-1, &st, WNOHANG)) > 0)
+        if (r == p->g.cmd && !p->exited) {
+            p->status = st;
+            p->exited = 1;
+        }
+    if (ct_orphans(-1) == 0) {
+        if (!p->exited) {
+            p->status = SIGKILL; /* as a wait status: killed by SIGKILL */
+            p->exited = 1;
+        }
+        p->running = 0;
+    }
 }
 
 static int exit_status_of(int st)
@@ -515,13 +493,22 @@ static int exit_status_of(int st)
 
 /* ---------------------------------------------------------- ownership */
 
+/* The election's view, for the command: zkr runs elections under the
+ * session policy (leadership is kept through SUSPENDED), so that "not
+ * leader" means gone, and tells SUSPENDED by the loss descriptor, which
+ * stays readable until the engine has re-verified the node after a
+ * reconnection (a leader under the suspend policy reads as "not leader"
+ * from SUSPENDED until that re-verification, which cannot be told from a
+ * loss). */
 static own_t ownership(sup_t *p)
 {
     if (p->e != NULL) {
-        if (zkr_election_is_leader(p->e))
-            return OWN_HELD;
-        return zkr_session_state(p->s) == ZKR_STATE_SUSPENDED ? OWN_SUSPENDED
-                                                              : OWN_GONE;
+        struct pollfd fd = {zkr_election_fd(p->e), POLLIN, 0};
+        if (!zkr_election_is_leader(p->e))
+            return OWN_GONE;
+        if (fd.fd >= 0 && poll(&fd, 1, 0) > 0 && (fd.revents & POLLIN))
+            return OWN_SUSPENDED;
+        return OWN_HELD;
     }
     switch (zkr_lock_state(p->l)) {
     case ZKR_LOCK_HELD:
@@ -533,89 +520,188 @@ static own_t ownership(sup_t *p)
     }
 }
 
-/* Applies --on-suspend to the current ownership while the command runs. */
+/* Applies --on-suspend to the current ownership while the command runs.
+ * Each suspension is acted on once (softened); a re-verified HELD ends it,
+ * so the next suspension of the same run is acted on again. */
 static void react(sup_t *p)
 {
     own_t own;
 
-    if (p->child <= 0)
+    if (!p->running || p->hard)
         return;
     own = ownership(p);
     if (own == OWN_HELD) {
         if (p->stopped) {
-            signal_group(p, SIGCONT);
+            signal_tree(p, SIGCONT);
             p->stopped = 0;
             cli_info(p->cli, "ownership re-verified: SIGCONT");
+        } else if (p->softened) {
+            cli_info(p->cli, "ownership re-verified");
         }
-        if (!p->hard)
+        if (p->softened && p->signo == 0)
             p->kill_at = -1;
-    } else if (own == OWN_SUSPENDED && !p->softened && !p->hard) {
+        p->softened = 0;
+    } else if (own == OWN_SUSPENDED && !p->softened) {
         int64_t valid = zkr_session_valid_ms(p->s);
         p->softened = 1;
         if (p->o->susp == SUSP_IGNORE)
             return;
         if (p->o->susp == SUSP_TERM) {
-            signal_group(p, SIGTERM);
+            signal_tree(p, SIGTERM);
             p->lost = 1;
             cli_info(p->cli,
                      "connection suspended: SIGTERM, SIGKILL in "
                      "%" PRId64 " ms unless gone",
                      valid);
-        } else {
-            signal_group(p, SIGSTOP);
+        } else if (!p->stopped) {
+            signal_tree(p, SIGSTOP);
             p->stopped = 1;
             cli_info(p->cli, "connection suspended: SIGSTOP");
         }
-        p->kill_at = now_ms() + (valid > 0 ? valid : 0);
-    } else if (own == OWN_GONE && !p->hard) {
+        if (p->kill_at < 0 || p->kill_at > now_ms() + valid)
+            p->kill_at = now_ms() + (valid > 0 ? valid : 0);
+    } else if (own == OWN_GONE) {
         p->hard = 1;
         p->lost = 1;
         if (p->o->susp == SUSP_IGNORE) {
-            signal_group(p, SIGTERM);
+            signal_tree(p, SIGTERM);
+            if (!p->stopped)
+                signal_tree(p, SIGCONT);
             p->kill_at = now_ms() + p->o->grace_ms;
             cli_err("ownership of %s lost: SIGTERM to the command, SIGKILL "
-                    "in %d ms",
+                    "in %" PRId64 " ms",
                     p->o->path, p->o->grace_ms);
         } else {
-            signal_group(p, SIGKILL);
-            p->kill_at = -1;
+            kill_tree(p);
             cli_err("ownership of %s lost: command killed", p->o->path);
         }
     }
 }
 
+/* The guard's deadline: until when the command may run without a word
+ * from us. While the grant stands, the session's safe deadline (a stopped
+ * or frozen zkr cannot vouch for the grant past it); --on-suspend ignore
+ * adds its grace after the loss; a pending SIGKILL comes first. */
+static void heartbeat(sup_t *p)
+{
+    int64_t now = now_ms(), at;
+
+    if (!p->running || p->orphaned)
+        return;
+    if (p->killing) {
+        at = now;
+    } else if (p->hard) {
+        at = p->kill_at >= 0 ? p->kill_at : now;
+    } else {
+        at = now + zkr_session_valid_ms(p->s);
+        if (p->o->susp == SUSP_IGNORE)
+            at += p->o->grace_ms;
+        if (p->kill_at >= 0 && p->kill_at < at)
+            at = p->kill_at;
+    }
+    ct_heartbeat(&p->g, at);
+    p->beat_at = now + 100;
+}
+
 /* ---------------------------------------------------------- main loop */
 
-/* Waits for the next message or signal (or the kill deadline) and handles
- * signals and the deadline itself. Returns 1 with *m filled for a
- * message, 0 otherwise. */
+/* SIGTSTP, SIGTTIN, SIGTTOU (Ctrl-Z, or sent by hand): the command's tree
+ * is stopped with us, and we stop. While we are stopped the guard keeps
+ * the session's safe deadline: past it the command is killed. Continued,
+ * the command is continued (unless --on-suspend stop holds it). */
+static void stop_self(sup_t *p)
+{
+    cli_info(p->cli, "stopped: the command is stopped too");
+    if (p->running) {
+        signal_tree(p, SIGSTOP);
+        heartbeat(p);
+    }
+    kill(getpid(), SIGSTOP);
+    if (p->running && !p->stopped && !p->killing)
+        signal_tree(p, SIGCONT);
+}
+
+static void on_signal(sup_t *p, int sig)
+{
+    switch (sig) {
+    case SIGCHLD:
+        return;
+    case SIGTSTP:
+    case SIGTTIN:
+    case SIGTTOU:
+        stop_self(p);
+        return;
+    default:
+        p->signo = sig;
+        forward(p, sig);
+    }
+}
+
+static void on_report(sup_t *p)
+{
+    int kind, value;
+
+    if (!ct_read(&p->g, &kind, &value)) {
+        guard_ended(p);
+        return;
+    }
+    if (kind == CT_EXITED) {
+        p->status = value;
+        p->exited = 1;
+    } else if (kind == CT_DEADLINE && !p->killing) {
+        p->killing = p->lost = 1;
+        cli_err("no word from zkr by the safe deadline of %s: the guard "
+                "killed the command",
+                p->o->path);
+    }
+}
+
+/* Waits for the next message or signal (or a deadline) and handles
+ * signals, the guard's reports and deadlines itself. Returns 1 with *m
+ * filled for a message, 0 otherwise. */
 static int wait_event(sup_t *p, struct msg *m)
 {
-    struct pollfd fds[2] = {{p->ev[0], POLLIN, 0}, {p->sfd, POLLIN, 0}};
-    int timeout = -1;
+    struct pollfd fds[3] = {{p->ev[0], POLLIN, 0},
+                            {p->sfd, POLLIN, 0},
+                            {p->running ? p->g.rep : -1, POLLIN, 0}};
+    int64_t timeout = -1, now = now_ms();
 
-    if (p->kill_at >= 0 && p->child > 0) {
-        int64_t left = p->kill_at - now_ms();
-        timeout = left > 0 ? (int)left : 0;
+    if (!p->running && p->wake_at >= 0)
+        timeout = p->wake_at > now ? p->wake_at - now : 0;
+    if (p->running) {
+        if (p->killing || p->orphaned)
+            timeout = 20;
+        else if (p->softened || ownership(p) == OWN_SUSPENDED)
+            timeout = 50; /* re-verification is not an event */
+        else
+            timeout = p->beat_at > now ? p->beat_at - now : 0;
+        if (p->kill_at >= 0 && p->kill_at - now < timeout)
+            timeout = p->kill_at > now ? p->kill_at - now : 0;
     }
-    if (poll(fds, 2, timeout) < 0 && errno != EINTR)
+    if (poll(fds, 3, (int)timeout) < 0 && errno != EINTR)
         return 0;
-    if (p->kill_at >= 0 && p->child > 0 && now_ms() >= p->kill_at) {
-        signal_group(p, SIGKILL);
-        p->kill_at = -1;
-        p->lost = 1;
-        cli_err("ownership of %s not re-verified in time: command killed",
-                p->o->path);
+    if (p->running && p->kill_at >= 0 && now_ms() >= p->kill_at) {
+        kill_tree(p);
+        if (!p->hard && p->signo == 0) {
+            p->lost = 1;
+            cli_err("ownership of %s not re-verified in time: command "
+                    "killed",
+                    p->o->path);
+        }
     }
     if (fds[1].revents & POLLIN) {
         struct signalfd_siginfo si;
-        if (read(p->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si) &&
-            si.ssi_signo != SIGCHLD) {
-            p->signo = (int)si.ssi_signo;
-            if (p->child > 0)
-                signal_group(p, p->signo);
-        }
+        if (read(p->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+            on_signal(p, (int)si.ssi_signo);
     }
+    if (p->running && (fds[2].revents & (POLLIN | POLLHUP | POLLERR)))
+        on_report(p);
+    if (p->running && p->orphaned)
+        reap_orphans(p);
+    if (p->running && p->killing)
+        signal_tree(p, SIGKILL);
+    if (p->running && now_ms() >= p->beat_at)
+        heartbeat(p);
     if (fds[0].revents & POLLIN) {
         if (read(p->ev[0], m, sizeof(*m)) == (ssize_t)sizeof(*m))
             return 1;
@@ -623,14 +709,78 @@ static int wait_event(sup_t *p, struct msg *m)
     return 0;
 }
 
-/* Runs the command until it ends, reacting to ownership changes. */
+/* Runs the command until every process of it is gone, reacting to
+ * ownership changes. */
 static void supervise(sup_t *p)
 {
-    while (!reap(p)) {
+    react(p); /* a suspension may have come before the command started */
+    heartbeat(p);
+    while (p->running) {
         struct msg m;
         wait_event(p, &m);
         react(p);
     }
+}
+
+/* The session is opened on a thread of its own so that a signal ends zkr
+ * at once, however long the connection takes. */
+typedef struct opener {
+    const cli_t *c;
+    zkr_session_t *s;
+    int rc;
+    int fd; /* written when done */
+} opener_t;
+
+static void *open_thread(void *arg)
+{
+    opener_t *op = arg;
+    char b = 1;
+    ssize_t n;
+
+    op->rc = cli_open_session(op->c, &op->s);
+    n = write(op->fd, &b, 1);
+    (void)n;
+    return NULL;
+}
+
+static int open_session(sup_t *p, const cli_t *c)
+{
+    opener_t op = {c, NULL, CLI_EXIT_ERROR, -1};
+    int done[2];
+    pthread_t t;
+
+    if (pipe2(done, O_CLOEXEC) != 0)
+        return cli_open_session(c, &p->s);
+    op.fd = done[1];
+    if (pthread_create(&t, NULL, open_thread, &op) != 0) {
+        close(done[0]);
+        close(done[1]);
+        return cli_open_session(c, &p->s);
+    }
+    for (;;) {
+        struct pollfd fds[2] = {{done[0], POLLIN, 0}, {p->sfd, POLLIN, 0}};
+        struct signalfd_siginfo si;
+        if (poll(fds, 2, -1) < 0 && errno != EINTR)
+            break;
+        if (fds[0].revents & POLLIN)
+            break;
+        if ((fds[1].revents & POLLIN) &&
+            read(p->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+            if (si.ssi_signo == SIGTSTP || si.ssi_signo == SIGTTIN ||
+                si.ssi_signo == SIGTTOU)
+                kill(getpid(), SIGSTOP);
+            else if (si.ssi_signo != SIGCHLD) {
+                /* Nothing was created yet: nothing to clean up. */
+                fflush(stderr);
+                _exit(128 + (int)si.ssi_signo);
+            }
+        }
+    }
+    pthread_join(t, NULL);
+    close(done[0]);
+    close(done[1]);
+    p->s = op.s;
+    return op.rc;
 }
 
 static int setup(sup_t *p, const cli_t *c, const opts_t *o)
@@ -640,9 +790,9 @@ static int setup(sup_t *p, const cli_t *c, const opts_t *o)
     memset(p, 0, sizeof(*p));
     p->cli = c;
     p->o = o;
-    p->child = p->guard = -1;
-    p->guard_fd = -1;
-    p->kill_at = -1;
+    p->g.guard = p->g.cmd = -1;
+    p->g.ctl = p->g.rep = -1;
+    p->kill_at = p->wake_at = -1;
     p->ev[0] = p->ev[1] = p->sfd = -1;
     if (strcmp(o->acl, "private") == 0 && c->auth == NULL)
         return cli_usage_error(o->sub, "--acl private needs --auth");
@@ -651,13 +801,22 @@ static int setup(sup_t *p, const cli_t *c, const opts_t *o)
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGHUP);
     sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTSTP);
+    sigaddset(&set, SIGTTIN);
+    sigaddset(&set, SIGTTOU);
+    /* Subreaper: if the guard is killed, the command's tree comes to us
+     * rather than to init. What we had as children before is not the
+     * command's. */
+    ct_record_foreign();
+    /* A write to the guard after it ended is EPIPE, not our death. */
+    signal(SIGPIPE, SIG_IGN);
     if (sigprocmask(SIG_BLOCK, &set, NULL) != 0 ||
         (p->sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0 ||
-        pipe2(p->ev, O_CLOEXEC) != 0) {
+        pipe2(p->ev, O_CLOEXEC) != 0 || prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
         cli_err("setup: %s", strerror(errno));
         return CLI_EXIT_ERROR;
     }
-    return cli_open_session(c, &p->s);
+    return open_session(p, c);
 }
 
 static void teardown(sup_t *p)
@@ -727,10 +886,17 @@ static int await_grant(sup_t *p, int *rc)
         int sig = p->signo;
         if (wait_event(p, &m) && m.kind == M_ACQUIRED) {
             *rc = m.a;
+            if (*rc == ZKR_ECANCELED && p->timed_out)
+                *rc = ZKR_ETIMEDOUT;
             return 0;
         }
         if (p->signo != 0 && sig == 0)
             zkr_lock_cancel(p->l);
+        if (p->wake_at >= 0 && now_ms() >= p->wake_at && p->signo == 0) {
+            p->wake_at = -1;
+            p->timed_out = 1;
+            zkr_lock_cancel(p->l);
+        }
     }
 }
 
@@ -742,8 +908,14 @@ static int run_lock(const cli_t *c, const opts_t *o)
 
     if ((status = setup(&p, c, o)) != 0 || (status = make_lock(&p)) != 0)
         goto out;
-    if ((rc = zkr_lock_acquire_async(p.l, o->wait_ms, on_acquired, &p)) == 0)
+    /* A wait longer than the library's int of ms: forever, bounded here. */
+    if (cli_timeout_arg(o->wait_ms) != o->wait_ms)
+        p.wake_at = now_ms() + o->wait_ms;
+    rc = zkr_lock_acquire_async(p.l, cli_timeout_arg(o->wait_ms), on_acquired,
+                                &p);
+    if (rc == 0)
         await_grant(&p, &rc);
+    p.wake_at = -1;
     if (rc == ZKR_EBUSY || rc == ZKR_ETIMEDOUT) {
         cli_info(c, "%s: %s", o->path,
                  rc == ZKR_EBUSY ? "held by another contender" : "timed out");
@@ -767,14 +939,14 @@ static int run_lock(const cli_t *c, const opts_t *o)
     if ((rc = zkr_lock_sequencer(p.l, &q)) != 0) {
         /* Lost between the grant and now. */
         cli_err("ownership of %s lost before the command started", o->path);
-        status = CLI_EXIT_LOST;
+        status = o->lost_code;
         goto out;
     }
     if ((status = spawn(&p, &q, NULL)) != 0) {
         zkr_lock_release(p.l);
         goto out;
     }
-    react(&p); /* a suspension may have come before the command started */
+    /* The grant lasts until every process of the command is gone. */
     supervise(&p);
     status = exit_status_of(p.status);
     if (zkr_lock_state(p.l) == ZKR_LOCK_HELD) {
@@ -784,7 +956,7 @@ static int run_lock(const cli_t *c, const opts_t *o)
     }
     if (p.lost) {
         cli_info(c, "%s: ownership was lost while the command ran", o->path);
-        status = CLI_EXIT_LOST;
+        status = o->lost_code;
     }
 out:
     teardown(&p);
@@ -794,16 +966,23 @@ out:
 /* --------------------------------------------------------------- elect */
 
 /* Waits until we lead (0), or a signal (128+sig), or the end of our
- * participation (an exit status). */
+ * participation (an exit status). A signal is looked at first: told to
+ * stop, we never start the command, leader or not. */
 static int await_leadership(sup_t *p)
 {
     struct msg m;
 
     for (;;) {
-        if (zkr_election_is_leader(p->e))
-            return 0;
+        struct pollfd fd = {p->sfd, POLLIN, 0};
+        struct signalfd_siginfo si;
+        /* A signal already sent but not read yet counts too. */
+        while (poll(&fd, 1, 0) > 0 &&
+               read(p->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+            on_signal(p, (int)si.ssi_signo);
         if (p->signo != 0)
             return 128 + p->signo;
+        if (zkr_election_is_leader(p->e))
+            return 0;
         if (wait_event(p, &m) && m.kind == M_LEADER && m.b != 0) {
             cli_err("%s: election ended: %s", p->o->path, acquire_error(m.b));
             return CLI_EXIT_ERROR;
@@ -828,9 +1007,9 @@ static int run_elect(const cli_t *c, const opts_t *o)
         snprintf(idbuf, sizeof(idbuf), "%s:%d", host, (int)getpid());
         id = idbuf;
     }
+    /* The session policy, whatever --on-suspend says: see ownership(). */
     rc = zkr_election_new(&p.e, p.s, o->path, id, cli_acl(o->acl),
-                          o->susp == SUSP_IGNORE ? ZKR_POLICY_SESSION
-                                                 : ZKR_POLICY_SUSPEND);
+                          ZKR_POLICY_SESSION);
     if (rc != 0) {
         if (rc == ZBADARGUMENTS)
             cli_usage_error(o->sub, "invalid PATH '%s' or --id", o->path);
@@ -856,9 +1035,10 @@ static int run_elect(const cli_t *c, const opts_t *o)
         }
         if ((status = spawn(&p, &q, id)) != 0)
             break;
-        react(&p);
         supervise(&p);
-        status = p.lost ? CLI_EXIT_LOST : exit_status_of(p.status);
+        status = p.lost ? o->lost_code : exit_status_of(p.status);
+        if (o->requeue && p.signo != 0)
+            status = 128 + p.signo; /* only a signal ends a requeue loop */
         if (!o->requeue || p.signo != 0)
             break;
         /* Back of the queue: resign (if still leader) and join again. */

@@ -7,7 +7,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +18,27 @@
 
 /* ------------------------------------------------------------ messages */
 
+/* One message, one line: control characters of the message (a newline in
+ * an operator's --reason, in a path or an identifier) are escaped, so a
+ * value can never forge a line of zkr's output. */
 static void vmsg(const char *fmt, va_list ap)
 {
+    char small[512], *big = NULL;
+    const char *m = small;
+    va_list ap2;
+    int n;
+
+    va_copy(ap2, ap);
+    n = vsnprintf(small, sizeof(small), fmt, ap);
+    if (n >= (int)sizeof(small) && (big = malloc((size_t)n + 1)) != NULL) {
+        vsnprintf(big, (size_t)n + 1, fmt, ap2);
+        m = big;
+    }
+    va_end(ap2);
     fputs("zkr: ", stderr);
-    vfprintf(stderr, fmt, ap);
+    cli_escape(stderr, n < 0 ? "" : m);
     fputc('\n', stderr);
+    free(big);
 }
 
 void cli_err(const char *fmt, ...)
@@ -49,47 +64,17 @@ void cli_info(const cli_t *c, const char *fmt, ...)
 int cli_usage_error(const char *sub, const char *fmt, ...)
 {
     va_list ap;
+    char m[512];
 
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof(m), fmt, ap);
+    va_end(ap);
     fprintf(stderr, "zkr%s%s: ", sub != NULL ? " " : "",
             sub != NULL ? sub : "");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
+    cli_escape(stderr, m);
     fprintf(stderr, " (see 'zkr %s%s--help')\n", sub != NULL ? sub : "",
             sub != NULL ? " " : "");
     return CLI_EXIT_ERROR;
-}
-
-/* ------------------------------------------------------------- parsing */
-
-int cli_parse_seconds(const char *s, int *ms)
-{
-    char *end;
-    double v;
-
-    if (s == NULL || *s == '\0')
-        return -1;
-    errno = 0;
-    v = strtod(s, &end);
-    if (errno != 0 || *end != '\0' || !isfinite(v) || v < 0 || v > 1e7)
-        return -1;
-    *ms = (int)ceil(v * 1000.0);
-    return 0;
-}
-
-int cli_parse_int(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    long v;
-
-    if (s == NULL || *s == '\0')
-        return -1;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || *end != '\0' || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
 }
 
 /* ------------------------------------------------------------- session */
@@ -223,6 +208,7 @@ static void usage(FILE *f)
           "  zkr lock [-w SECONDS] [-n] [-E CODE] [--read] [--id ID] [--acl "
           "open|private]\n"
           "           [--on-suspend term|stop|ignore] [--grace SECONDS]\n"
+          "           [--lost-exit-code CODE]\n"
           "           PATH [--] COMMAND [ARG...]\n"
           "  zkr sem -c PERMITS [lock options] PATH [--] COMMAND [ARG...]\n"
           "  zkr elect [--id ID] [--acl ...] [--on-suspend ...] [--grace "

@@ -133,4 +133,8 @@ zk_count() { zk_ls "$1" 2>/dev/null | grep -c . || true; }
 
 # Predicates for wait_for (re-evaluated at each poll).
 nodes_eq() { [ "$(zk_count "$1")" -eq "$2" ]; }
-lines_ge() { [ "$(grep -c "${3:-.}" "$1" 2>/dev/null || true)" -ge "$2" ]; }
+lines_ge() {
+    local n
+    n=$(grep -c "${3:-.}" "$1" 2>/dev/null)
+    [ "${n:-0}" -ge "$2" ]
+}

@@ -73,7 +73,84 @@ test_requeue() {
     expect "candidates left nodes" wait_for 5 nodes_eq /cli/requeue 0
 }
 
+# --requeue ended by SIGTERM at any moment (running the command, between
+# runs, rejoining): the exit status is 143, never the status of a run
+# started after the signal. Bounded loop: one candidate, a command that
+# ends at once, SIGTERM after a random delay.
+test_requeue_signal_any_time() {
+    local i z bad=""
+    for i in $(seq 1 "${ZKR_REQUEUE_SIGNALS:-40}"); do
+        "${ZKR_PDEATH[@]}" "$ZKR" elect --requeue /cli/requeue-sig true &
+        z=$!
+        sleep "0.$((RANDOM % 20 + 5))"
+        kill -TERM "$z"
+        wait_status "$z"
+        [ "$st" -eq 143 ] || bad="$bad $i:$st"
+    done
+    expect "runs not ended with 143 (run:status):$bad" [ -z "$bad" ]
+    expect "candidates left nodes" wait_for 5 nodes_eq /cli/requeue-sig 0
+}
+
+stopped() { [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" = T ]; }
+running() { ! stopped "$1" && alive "$1"; }
+logged() { grep -q " $1 $2" "$WORK/log" 2>/dev/null; }
+field() { awk -v e="$1" -v n="$2" -v f="$3" '$2 == e && $3 == n { print $f; exit }' "$WORK/log"; }
+
+# blip: cuts every connection (blackhole, then reset: SUSPENDED at once),
+# waits for CHECK... to hold, and lets the client back (pass).
+blip() {
+    expect "blackhole" proxy_cmd blackhole
+    expect "reset" proxy_cmd reset
+    expect "no reaction to the suspension ($*)" wait_for 5 "$@"
+    expect "pass" proxy_cmd pass
+}
+
+# elect --on-suspend stop across a short blip: the leader's command is
+# stopped, then continued once leadership is re-verified on the same
+# session, never killed; zkr exits with its status.
+test_elect_stop_blip() {
+    local a cpid
+    : > "$WORK/log"
+    rm -f "$WORK/go"
+    expect "proxy did not start" proxy_start
+    bg "$ZKR" -s "$PROXY_HOSTS" --session-timeout 12000 elect --on-suspend stop \
+        /cli/elect-blip sh -c "echo \"\$(date +%s%3N) start A \$\$\" >> '$WORK/log'; while [ ! -e '$WORK/go' ]; do sleep 0.05; done"
+    a=$!
+    expect "A did not start" wait_for 10 logged start A
+    cpid=$(field start A 4)
+    blip stopped "$cpid"
+    expect "not continued after re-verification" wait_for 5 running "$cpid"
+    touch "$WORK/go"
+    wait_status "$a"
+    expect "A exit $st, not 0" [ "$st" -eq 0 ]
+}
+
+# elect --on-suspend term across a short blip: SIGTERM at SUSPENDED (the
+# command traps it and goes on); the reconnection, once re-verified, does
+# not kill it; zkr exits 4 (a suspension touched the run).
+test_elect_term_blip() {
+    local a cpid
+    : > "$WORK/log"
+    rm -f "$WORK/go"
+    expect "proxy did not start" proxy_start
+    bg "$ZKR" -v -s "$PROXY_HOSTS" --session-timeout 12000 elect \
+        --on-suspend term /cli/elect-term sh -c "trap 'echo \"\$(date +%s%3N) term\" >> \"$WORK/log\"' TERM; echo \"\$(date +%s%3N) start A \$\$\" >> '$WORK/log'; while [ ! -e '$WORK/go' ]; do sleep 0.05; done" 2>"$WORK/zkr.err"
+    a=$!
+    expect "A did not start" wait_for 10 logged start A
+    cpid=$(field start A 4)
+    blip lines_ge "$WORK/log" 1 " term"
+    expect "not re-verified" wait_for 5 lines_ge "$WORK/zkr.err" 1 re-verified
+    sleep "$(scaled 0.5)"
+    expect "the command was killed after the blip" alive "$cpid"
+    touch "$WORK/go"
+    wait_status "$a"
+    expect "A exit $st, not 4" [ "$st" -eq 4 ]
+}
+
 start_server
 run_test test_three_candidates
 run_test test_requeue
+run_test test_requeue_signal_any_time
+run_test test_elect_stop_blip
+run_test test_elect_term_blip
 done_testing

@@ -16,6 +16,8 @@ wait
 EOF
 
 logged() { grep -q " $1 $2" "$WORK/log" 2>/dev/null; }
+stopped() { [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" = T ]; }
+running() { ! stopped "$1" && alive "$1"; }
 field() { awk -v e="$1" -v n="$2" -v f="$3" '$2 == e && $3 == n { print $f; exit }' "$WORK/log"; }
 
 # The holder's connection is cut (blackhole): its command is stopped
@@ -48,35 +50,83 @@ test_partitioned_holder() {
     proxy_cmd pass
 }
 
-# A holder paused (SIGSTOP) past its session timeout: another takes over
-# with a higher token; on SIGCONT the old zkr kills its command and exits 4.
-test_paused_holder() {
-    local a b cpid
+# A cut holder whose command put a worker in a session of its own
+# (setsid): at the loss the whole tree is killed, that worker included,
+# before the next holder starts.
+test_partitioned_escaped_worker() {
+    local a b
     : > "$WORK/log"
-    bg "$ZKR" --session-timeout $T lock /cli/pause sh "$LOGCMD" A
+    rm -f "$WORK/esc.pid"
+    expect "proxy did not start" proxy_start
+    bg "$ZKR" -s "$PROXY_HOSTS" --session-timeout $T lock /cli/cut-esc sh -c "setsid sh -c 'echo \$\$ > \"$WORK/esc.pid\"; exec sleep 60' & exec sh '$LOGCMD' A"
+    a=$!
+    expect "A did not start" wait_for 10 logged start A
+    expect "A's worker did not start" wait_for 10 [ -s "$WORK/esc.pid" ]
+    expect "blackhole" proxy_cmd blackhole
+    bg "$ZKR" --session-timeout $T lock /cli/cut-esc sh -c "echo \"\$(date +%s%3N) check B \$(kill -0 $(cat "$WORK/esc.pid" 2>/dev/null || echo 0) 2>/dev/null && echo alive || echo dead)\" >> '$WORK/log'"
+    b=$!
+    wait_status "$b"
+    expect "B exit $st" [ "$st" -eq 0 ]
+    wait_status "$a"
+    expect "A exit $st, not 4" [ "$st" -eq 4 ]
+    expect "A's setsid worker was alive when B started" \
+        [ "$(field check B 4)" = dead ]
+    proxy_cmd pass
+}
+
+# took_over_from_stopped SIGNAL: A's zkr is stopped (SIGSTOP, or Ctrl-Z's
+# SIGTSTP) past its session timeout; B takes over with a higher token, but
+# only after A's command is gone (the guard, fed no heartbeat, kills it at
+# the safe deadline); continued, A exits with its --lost-exit-code.
+took_over_from_stopped() {
+    local a b cpid b_start
+    : > "$WORK/log"
+    bg "$ZKR" --session-timeout $T lock --lost-exit-code 77 /cli/pause$1 sh "$LOGCMD" A
     a=$!
     expect "A did not start" wait_for 10 logged start A
     cpid=$(field start A 5)
-    kill -STOP "$a"
-    bg "$ZKR" --session-timeout $T lock /cli/pause sh -c "echo \"\$(date +%s%3N) start B \$ZKR_FENCE\" >> '$WORK/log'"
+    kill "-$1" "$a"
+    bg "$ZKR" --session-timeout $T lock /cli/pause$1 sh -c "echo \"\$(date +%s%3N) start B \$ZKR_FENCE\" >> '$WORK/log'; echo \"\$(date +%s%3N) check B \$(kill -0 $cpid 2>/dev/null && echo alive || echo dead)\" >> '$WORK/log'"
     b=$!
     wait_status "$b"
     expect "B exit $st" [ "$st" -eq 0 ]
     expect "B's token not above A's" \
         [ "$(field start B 4)" -gt "$(field start A 4)" ]
-    expect "A's command stopped while A was paused" alive "$cpid"
+    expect "A's command was still running when B started" \
+        [ "$(field check B 4)" = dead ]
     kill -CONT "$a"
     wait_status "$a"
-    expect "A exit $st, not 4" [ "$st" -eq 4 ]
+    expect "A exit $st, not 77" [ "$st" -eq 77 ]
     expect "A's command $cpid still running" wait_for 2 dead "$cpid"
+}
+
+# zkr stopped by SIGSTOP (which it cannot catch).
+test_paused_holder() {
+    took_over_from_stopped STOP
+}
+
+# Ctrl-Z: SIGTSTP stops the command with zkr at once.
+test_tstp_holder() {
+    local a cpid
+    : > "$WORK/log"
+    bg "$ZKR" lock /cli/tstp sh "$LOGCMD" A
+    a=$!
+    expect "A did not start" wait_for 10 logged start A
+    cpid=$(field start A 5)
+    kill -TSTP "$a"
+    expect "SIGTSTP did not stop the command" wait_for 3 stopped "$cpid"
+    kill -CONT "$a"
+    expect "the command was not continued with zkr" wait_for 3 running "$cpid"
+    kill -TERM "$a"
+    wait_status "$a"
+    expect "A exit $st, not 0 (its command's trap)" [ "$st" -eq 0 ]
+    took_over_from_stopped TSTP
 }
 
 # --on-suspend stop: a short partition stops the command (SIGSTOP at
 # SUSPENDED) and continues it once the lock is re-verified on the same
 # session; the grant (node) is kept and zkr exits with the command's
 # status.
-stopped() { [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" = T ]; }
-running() { ! stopped "$1" && alive "$1"; }
 
 test_stop_mode_blip() {
     local a cpid node
@@ -128,9 +178,67 @@ test_ignore_mode_grace() {
     proxy_cmd pass
 }
 
+# blip: cuts every connection (blackhole, then reset: SUSPENDED at once),
+# waits for CHECK... to hold, and lets the client back (pass).
+blip() {
+    expect "blackhole" proxy_cmd blackhole
+    expect "reset" proxy_cmd reset
+    expect "no reaction to a suspension ($*)" wait_for 5 "$@"
+    expect "pass" proxy_cmd pass
+}
+
+# reverified N: zkr said N times that ownership was re-verified.
+reverified() { lines_ge "$WORK/zkr.err" "$1" "re-verified"; }
+terms_ge() { lines_ge "$WORK/log" "$1" " term"; }
+
+# Two suspensions in one run, --on-suspend term: each gets its SIGTERM
+# (the command traps it and goes on), not only the first.
+test_term_mode_two_suspensions() {
+    local a
+    : > "$WORK/log"
+    rm -f "$WORK/go"
+    expect "proxy did not start" proxy_start
+    bg "$ZKR" -v -s "$PROXY_HOSTS" --session-timeout 12000 lock \
+        --on-suspend term /cli/twice-term sh -c "trap 'echo \"\$(date +%s%3N) term\" >> \"$WORK/log\"' TERM; echo \"\$(date +%s%3N) start A \$\$\" >> '$WORK/log'; while [ ! -e '$WORK/go' ]; do sleep 0.05; done" 2>"$WORK/zkr.err"
+    a=$!
+    expect "A did not start" wait_for 10 logged start A
+    blip terms_ge 1
+    expect "not re-verified after the first blip" wait_for 5 reverified 1
+    blip terms_ge 2
+    expect "not re-verified after the second blip" wait_for 5 reverified 2
+    touch "$WORK/go"
+    wait_status "$a"
+    expect "A exit $st, not 4" [ "$st" -eq 4 ]
+}
+
+# Two suspensions in one run, --on-suspend stop: stopped and continued
+# twice; the command then ends normally with the same grant.
+test_stop_mode_two_suspensions() {
+    local a cpid
+    : > "$WORK/log"
+    rm -f "$WORK/go"
+    expect "proxy did not start" proxy_start
+    bg "$ZKR" -v -s "$PROXY_HOSTS" --session-timeout 12000 lock \
+        --on-suspend stop /cli/twice-stop sh -c "echo \"\$(date +%s%3N) start A \$\$\" >> '$WORK/log'; while [ ! -e '$WORK/go' ]; do sleep 0.05; done" 2>"$WORK/zkr.err"
+    a=$!
+    expect "A did not start" wait_for 10 logged start A
+    cpid=$(field start A 4)
+    blip stopped "$cpid"
+    expect "not continued after the first blip" wait_for 5 running "$cpid"
+    blip stopped "$cpid"
+    expect "not continued after the second blip" wait_for 5 running "$cpid"
+    touch "$WORK/go"
+    wait_status "$a"
+    expect "A exit $st, not 0" [ "$st" -eq 0 ]
+}
+
 start_server
 run_test test_partitioned_holder
+run_test test_partitioned_escaped_worker
 run_test test_paused_holder
+run_test test_tstp_holder
 run_test test_stop_mode_blip
 run_test test_ignore_mode_grace
+run_test test_term_mode_two_suspensions
+run_test test_stop_mode_two_suspensions
 done_testing

@@ -136,6 +136,210 @@ test_child_dies_with_zkr() {
     done
 }
 
+# A worker that logs its start and end (ms) around a sleep:
+# sh $WORKER NAME SECONDS
+WORKER=$WORK/worker.sh
+cat > "$WORKER" <<EOF
+echo "\$(date +%s%3N) start \$1 \$\$" >> '$WORK/log'
+sleep \$2
+echo "\$(date +%s%3N) end \$1" >> '$WORK/log'
+EOF
+logged() { grep -q " $1 $2" "$WORK/log" 2>/dev/null; }
+field() { awk -v e="$1" -v n="$2" -v f="$3" '$2 == e && $3 == n { print $f; exit }' "$WORK/log"; }
+
+# grant_outlasts PATH CMD...: zkr lock PATH CMD... where CMD leaves a
+# worker A running after it returns: the next holder B starts only after
+# A's worker ended, and A's zkr exits 0 once the worker is gone.
+grant_outlasts() {
+    local path=$1 a b_start a_end
+    shift
+    : > "$WORK/log"
+    bg "$ZKR" lock "$path" "$@"
+    a=$!
+    expect "A's worker did not start" wait_for 10 logged start A
+    "$ZKR" lock "$path" sh -c "echo \"\$(date +%s%3N) start B\" >> '$WORK/log'"
+    wait_status "$a"
+    expect "A exit $st, not 0" [ "$st" -eq 0 ]
+    a_end=$(field end A 1)
+    b_start=$(awk '$2 == "start" && $3 == "B" { print $1 }' "$WORK/log")
+    expect "B started at ${b_start:-never}, A's worker ended at ${a_end:-never}" \
+        [ -n "$a_end" ] && [ "${b_start:-0}" -ge "${a_end:-0}" ]
+}
+
+# The grant lasts until every process of the command is gone: a child
+# left running in the background (flock(1) keeps the lock as long, through
+# the descriptor) ...
+test_background_child_holds_grant() {
+    grant_outlasts /cli/bgkid sh -c "sh '$WORKER' A $(scaled 1.5) &"
+}
+
+# ... and one that left the process group and the session (setsid forks
+# when its caller leads a group, as the command does): zkr is its
+# subreaper.
+test_setsid_child_holds_grant() {
+    grant_outlasts /cli/setsid setsid sh "$WORKER" A "$(scaled 1.5)"
+}
+
+# A command whose processes spread over groups and sessions: records their
+# PIDs in $WORK/pids, the command's own last.
+SPREAD="sleep 60 & echo \$! >> '$WORK/pids'; setsid sleep 60 & echo \$! >> '$WORK/pids'; (trap '' HUP TERM; exec sleep 60) & echo \$! >> '$WORK/pids'; echo \$\$ >> '$WORK/pids'; wait"
+
+survivors() {
+    local p
+    for p in $(cat "$WORK/pids" 2>/dev/null); do
+        alive "$p" && echo "$p"
+    done
+}
+all_dead() { [ -z "$(survivors)" ]; }
+
+# kill -KILL -- -PGID of zkr's process group (a shell's kill -9 %1): zkr
+# dies, and with it every process of the command, in whatever group.
+test_group_kill() {
+    local z
+    rm -f "$WORK/pids"
+    bg setsid "$ZKR" lock /cli/groupkill sh -c "$SPREAD"
+    z=$!
+    expect "command did not start" wait_for 10 lines_ge "$WORK/pids" 4
+    kill -KILL -- "-$z"
+    wait "$z" 2>/dev/null
+    expect "processes outlived zkr's group" wait_for 3 all_dead
+    expect "survivors: $(survivors)" all_dead
+}
+
+# timeout(1) kills zkr's whole process group with SIGKILL.
+test_timeout_kill() {
+    local rc=0
+    rm -f "$WORK/pids"
+    timeout -s KILL "$(scaled 2)" "$ZKR" lock /cli/timeoutkill sh -c "$SPREAD" || rc=$?
+    expect "timeout exit $rc, not 137" [ "$rc" -eq 137 ]
+    expect "command did not start" lines_ge "$WORK/pids" 4
+    expect "processes outlived zkr" wait_for 3 all_dead
+    expect "survivors: $(survivors)" all_dead
+}
+
+# The guard killed alone: zkr kills the command (no guard, no protection
+# from its own death), reaps it, releases the lock at once (not at the
+# session's expiry) and exits 137 (the command was killed), not of SIGPIPE.
+test_guard_killed() {
+    local z cmd c guard=
+    rm -f "$WORK/pids"
+    bg "$ZKR" --session-timeout 30000 lock /cli/guard sh -c "$SPREAD"
+    z=$!
+    expect "command did not start" wait_for 10 lines_ge "$WORK/pids" 4
+    cmd=$(tail -n 1 "$WORK/pids")
+    for c in $(ps -o pid= --ppid "$z"); do
+        [ "$c" != "$cmd" ] && guard=$c
+    done
+    expect "no guard process" [ -n "$guard" ]
+    [ -n "$guard" ] && kill -KILL "$guard"
+    expect "zkr did not end" wait_for 5 dead "$z"
+    alive "$z" && kill -KILL "$z"
+    wait_status "$z"
+    expect "zkr exit $st, not 137" [ "$st" -eq 137 ]
+    expect "processes outlived the guard" wait_for 3 all_dead
+    expect "lock not released" [ "$(zk_count /cli/guard)" -eq 0 ]
+}
+
+# Processes zkr inherited as children (here the reader of a shell's
+# `2> >(...)`, a child of the shell that exec'ed zkr) are not the
+# command's: not signalled, not waited for.
+test_inherited_children_untouched() {
+    local z
+    : > "$WORK/log"
+    rm -f "$WORK/cmdpid"
+    bg bash -c "exec '$ZKR' lock /cli/inherited sh -c 'echo \$\$ > \"$WORK/cmdpid\"; sleep 60' 2> >(trap 'echo reader-term >> \"$WORK/log\"' TERM; cat > /dev/null; echo reader-eof >> '$WORK/log')"
+    z=$!
+    expect "command did not start" wait_for 10 [ -s "$WORK/cmdpid" ]
+    kill -TERM "$z"
+    expect "zkr did not end" wait_for 5 dead "$z"
+    alive "$z" && kill -KILL "$z"
+    wait_status "$z"
+    expect "exit $st, not 143" [ "$st" -eq 143 ]
+    expect "the reader did not see zkr's end" wait_for 3 grep -q reader-eof "$WORK/log"
+    expect "the reader was signalled" [ "$(grep -c reader-term "$WORK/log")" -eq 0 ]
+}
+
+is_stopped() { [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" = T ]; }
+
+# A command that stopped itself: a forwarded SIGTERM is followed by
+# SIGCONT, so zkr ends at once with 143 instead of hanging with the lock.
+test_stopped_command_term() {
+    local z c
+    rm -f "$WORK/cmdpid"
+    bg "$ZKR" lock /cli/selfstop sh -c "echo \$\$ > '$WORK/cmdpid'; kill -STOP \$\$; sleep 60"
+    z=$!
+    expect "command did not start" wait_for 10 [ -s "$WORK/cmdpid" ]
+    c=$(cat "$WORK/cmdpid")
+    expect "command did not stop" wait_for 5 is_stopped "$c"
+    kill -TERM "$z"
+    expect "zkr hangs with a stopped command" wait_for 3 dead "$z"
+    alive "$z" && kill -KILL "$z"
+    wait_status "$z"
+    expect "exit $st, not 143" [ "$st" -eq 143 ]
+    expect "lock not released" wait_for 3 nodes_eq /cli/selfstop 0
+}
+
+# A forwarded SIGTERM that the command ignores: SIGKILL after --grace.
+test_term_then_grace() {
+    local z t0 t1
+    rm -f "$WORK/cmdpid"
+    bg "$ZKR" lock --grace 1 /cli/grace sh -c "trap '' TERM; echo \$\$ > '$WORK/cmdpid'; while :; do sleep 0.1; done"
+    z=$!
+    expect "command did not start" wait_for 10 [ -s "$WORK/cmdpid" ]
+    t0=$(now_ms)
+    kill -TERM "$z"
+    expect "SIGTERM-ignoring command not killed after the grace" \
+        wait_for 5 dead "$z"
+    t1=$(now_ms)
+    alive "$z" && kill -KILL "$z"
+    wait_status "$z"
+    expect "exit $st, not 137" [ "$st" -eq 137 ]
+    expect "killed after $((t1 - t0)) ms, before the 1 s grace" \
+        [ $((t1 - t0)) -ge 900 ]
+}
+
+# A signal while connecting ends zkr at once with 128+signal.
+test_signal_while_connecting() {
+    local z
+    bg "$ZKR" -s 127.0.0.1:1 --session-timeout 30000 lock /cli/x true
+    z=$!
+    sleep 0.3
+    kill -TERM "$z"
+    expect "SIGTERM ignored while connecting" wait_for 3 dead "$z"
+    alive "$z" && kill -KILL "$z"
+    wait_status "$z"
+    expect "exit $st, not 143" [ "$st" -eq 143 ]
+}
+
+# Long waits and graces: every value up to 10^7 s is exact (64-bit ms),
+# beyond is a usage error; a command exiting 4 can be told from a loss.
+test_long_values() {
+    local rc args
+    rc=0
+    "$ZKR" lock -w 2147484 /cli/long true || rc=$?
+    expect "-w 2147484 exit $rc, not 0" [ "$rc" -eq 0 ]
+    rc=0
+    "$ZKR" lock -w 10000000 --grace 3000000 /cli/long true || rc=$?
+    expect "-w 10^7 --grace 3000000 exit $rc, not 0" [ "$rc" -eq 0 ]
+    for args in "-w 10000001" "--grace 1e8" "--lost-exit-code 256"; do
+        rc=0
+        # shellcheck disable=SC2086
+        "$ZKR" lock $args /cli/long true 2>/dev/null || rc=$?
+        expect "'$args' exit $rc, not 2" [ "$rc" -eq 2 ]
+    done
+    rc=0
+    "$ZKR" lock --lost-exit-code 99 /cli/long sh -c 'exit 4' || rc=$?
+    expect "the command's own 4 became $rc" [ "$rc" -eq 4 ]
+}
+
+# A value with a newline cannot forge a line of zkr's messages.
+test_message_escaping() {
+    local err
+    err=$("$ZKR" lock "$(printf 'rel\nzkr: forged')" true 2>&1 >/dev/null)
+    expect "a newline in an argument forged a line: '$err'" \
+        [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ]
+}
+
 # Jobs queued so far: finished ones (read first) plus nodes present.
 sem_queued() {
     local ended
@@ -173,5 +377,16 @@ run_test test_rmw_check_catches_no_lock
 run_test test_nonblocking_and_wait
 run_test test_exit_statuses
 run_test test_child_dies_with_zkr
+run_test test_background_child_holds_grant
+run_test test_setsid_child_holds_grant
+run_test test_group_kill
+run_test test_timeout_kill
+run_test test_guard_killed
+run_test test_inherited_children_untouched
+run_test test_stopped_command_term
+run_test test_term_then_grace
+run_test test_signal_while_connecting
+run_test test_long_values
+run_test test_message_escaping
 run_test test_semaphore_jobs
 done_testing

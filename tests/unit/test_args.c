@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "cli.h" /* the zkr command's value parsing (tools/args.c) */
 #include "zkr.h"
 
 #define NOWHERE "127.0.0.1:1"
@@ -881,9 +882,93 @@ static void test_other_recipes_bad_args(void **state)
     zkr_lock_free(b);
 }
 
+/* ------------------------------------------- the zkr command's values */
+
+/* Seconds to ms in 64 bits: every accepted value is exact and positive
+ * (--grace 3000000 was -2147483648 ms in an int), fractions round up,
+ * and everything outside [0, 10^7] s is refused. */
+static void test_cli_parse_seconds(void **state)
+{
+    static const struct {
+        const char *s;
+        int64_t ms;
+    } good[] = {
+        {"0", 0},
+        {"0.0001", 1},
+        {"1.5", 1500},
+        {"2147483", 2147483000},
+        {"2147484", INT64_C(2147484000)},
+        {"3000000", INT64_C(3000000000)},
+        {"10000000", INT64_C(10000000000)},
+    };
+    static const char *const bad[] = {
+        "", "-1", "10000000.001", "1e8", "abc", "1s", "nan", "inf", " 1", "+1",
+    };
+    int64_t ms;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        ms = -7;
+        if (cli_parse_seconds(good[i].s, &ms) != 0 || ms != good[i].ms)
+            fail_msg("'%s' -> %lld ms, want %lld", good[i].s, (long long)ms,
+                     (long long)good[i].ms);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ms = -7;
+        if (cli_parse_seconds(bad[i], &ms) != -1 || ms != -7)
+            fail_msg("'%s' accepted (%lld ms)", bad[i], (long long)ms);
+    }
+    assert_int_equal(cli_parse_seconds(NULL, &ms), -1);
+}
+
+/* A wait the library's int cannot hold is "forever" for the library
+ * (zkr bounds it itself); every other value passes unchanged. */
+static void test_cli_timeout_arg(void **state)
+{
+    (void)state;
+    assert_int_equal(cli_timeout_arg(-1), -1);
+    assert_int_equal(cli_timeout_arg(0), 0);
+    assert_int_equal(cli_timeout_arg(2147483000), 2147483000);
+    assert_int_equal(cli_timeout_arg(INT32_MAX), INT32_MAX);
+    assert_int_equal(cli_timeout_arg(INT64_C(2147483648)), -1);
+    assert_int_equal(cli_timeout_arg(INT64_C(10000000000)), -1);
+}
+
+static void test_cli_parse_int(void **state)
+{
+    long v = -7;
+
+    (void)state;
+    assert_int_equal(cli_parse_int("255", 0, 255, &v), 0);
+    assert_int_equal(v, 255);
+    assert_int_equal(cli_parse_int("256", 0, 255, &v), -1);
+    assert_int_equal(cli_parse_int("-1", 0, 255, &v), -1);
+    assert_int_equal(cli_parse_int("99999999999999999999", 0, 255, &v), -1);
+    assert_int_equal(cli_parse_int("4x", 0, 255, &v), -1);
+    assert_int_equal(cli_parse_int("", 0, 255, &v), -1);
+    assert_int_equal(v, 255);
+}
+
+/* Escaped output never holds a control character: one value, one line. */
+static void test_cli_escape(void **state)
+{
+    char buf[256];
+    FILE *f = fmemopen(buf, sizeof(buf), "w");
+
+    (void)state;
+    assert_non_null(f);
+    cli_escape(f, "a\nzkr: forged\r\t\x1b[1m\\ end");
+    fclose(f);
+    assert_string_equal(buf, "a\\nzkr: forged\\r\\t\\x1b[1m\\\\ end");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cli_parse_seconds),
+        cmocka_unit_test(test_cli_timeout_arg),
+        cmocka_unit_test(test_cli_parse_int),
+        cmocka_unit_test(test_cli_escape),
         cmocka_unit_test(test_null_session),
         cmocka_unit_test(test_null_lock),
         cmocka_unit_test(test_null_contenders),

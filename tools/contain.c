@@ -1,0 +1,440 @@
+/* Containment of the command zkr runs: every process it starts, however it
+ * detaches itself, is found, signalled and reaped before the grant ends.
+ *
+ *   zkr (subreaper) --- guard "zkr-guard" (subreaper, own process group)
+ *                           `-- COMMAND (own process group) -- ...
+ *
+ * The guard is the command's parent and a child subreaper
+ * (PR_SET_CHILD_SUBREAPER): a descendant that backgrounds itself, calls
+ * setsid() or double-forks is re-parented to the guard, not to init, so
+ * the guard sees the whole tree and exits only once it has reaped every
+ * process of it. zkr treats "the guard has exited" as "the command is
+ * gone": that is when the grant may end.
+ *
+ * The guard is in its own process group with its own name, so a signal to
+ * zkr's group (a shell's `kill -9 %1`, timeout(1), Ctrl-\) or `killall zkr`
+ * does not reach it. It kills the tree (SIGKILL, until no process is left)
+ * when zkr dies (EOF on the control pipe, even after SIGKILL of zkr) and
+ * when zkr stops sending heartbeats past the deadline zkr gave it (zkr
+ * stopped by SIGSTOP, or frozen): the deadline is the session's safe
+ * deadline, so a stopped supervisor never leaves its command running
+ * after someone else can be granted.
+ *
+ * zkr is a subreaper too: if the guard itself is killed, the tree is
+ * re-parented to zkr, which then kills and reaps it. Processes zkr
+ * inherited as children before starting the command (a shell's
+ * `2> >(reader)`) are never signalled: they are recorded at start.
+ *
+ * The guard is a fork of a multithreaded process: it calls only
+ * async-signal-safe functions (raw syscalls, no malloc, no stdio). */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define SCAN_MAX 32768 /* processes read from /proc in one scan */
+#define TREE_MAX 4096  /* processes of one command tree */
+#define FOREIGN_MAX 64
+
+typedef struct ent {
+    pid_t pid, ppid;
+} ent_t;
+
+static ent_t ents[SCAN_MAX];
+static pid_t foreign[FOREIGN_MAX];
+static int n_foreign;
+
+int64_t ct_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Decimal digits of s up to end (or a NUL); -1 if anything else. */
+static long digits(const char *s, const char *end)
+{
+    long v = 0;
+
+    if (s == end || *s == '\0')
+        return -1;
+    for (; s != end && *s != '\0'; s++) {
+        if (*s < '0' || *s > '9' || v > 100000000)
+            return -1;
+        v = v * 10 + (*s - '0');
+    }
+    return v;
+}
+
+/* The parent of pid from /proc/PID/stat, or -1. */
+static pid_t parent_of(const char *name)
+{
+    char path[64] = "/proc/", buf[1024];
+    size_t n = strlen(path), k = strlen(name);
+    const char *rp, *q;
+    ssize_t got;
+    int fd;
+
+    if (k > 20)
+        return -1;
+    memcpy(path + n, name, k);
+    memcpy(path + n + k, "/stat", 6);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return -1;
+    got = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (got <= 0)
+        return -1;
+    buf[got] = '\0';
+    /* "pid (comm) S ppid ...": comm may hold ')' itself: take the last. */
+    rp = NULL;
+    for (q = buf; *q != '\0'; q++)
+        if (*q == ')')
+            rp = q;
+    if (rp == NULL || rp[1] != ' ' || rp[2] == '\0' || rp[3] != ' ')
+        return -1;
+    for (q = rp + 4; *q >= '0' && *q <= '9'; q++)
+        ;
+    return (pid_t)digits(rp + 4, q);
+}
+
+/* Every process's (pid, parent) into ents. Async-signal-safe. */
+static int scan(void)
+{
+    char buf[8192] __attribute__((aligned(8)));
+    int dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC), n = 0;
+
+    if (dfd < 0)
+        return 0;
+    for (;;) {
+        long got = syscall(SYS_getdents64, dfd, buf, sizeof(buf));
+        if (got <= 0)
+            break;
+        for (long off = 0; off < got;) {
+            struct dirent64 *d = (struct dirent64 *)(void *)(buf + off);
+            long pid = digits(d->d_name, NULL);
+            off += d->d_reclen;
+            if (pid > 0 && n < SCAN_MAX) {
+                pid_t pp = parent_of(d->d_name);
+                if (pp >= 0)
+                    ents[n++] = (ent_t){(pid_t)pid, pp};
+            }
+        }
+    }
+    close(dfd);
+    return n;
+}
+
+static int is_foreign(pid_t pid)
+{
+    for (int i = 0; i < n_foreign; i++)
+        if (foreign[i] == pid)
+            return 1;
+    return 0;
+}
+
+/* The processes descended from root (root excluded), skipping the
+ * subtrees of foreign children of root when skip_foreign. */
+static int tree(pid_t root, int skip_foreign, pid_t *out, int max)
+{
+    int n = scan(), k = 0;
+
+    for (int i = 0; i < n && k < max; i++)
+        if (ents[i].ppid == root && !(skip_foreign && is_foreign(ents[i].pid)))
+            out[k++] = ents[i].pid;
+    for (int j = 0; j < k; j++)
+        for (int i = 0; i < n && k < max; i++)
+            if (ents[i].ppid == out[j])
+                out[k++] = ents[i].pid;
+    return k;
+}
+
+void ct_record_foreign(void)
+{
+    int n = scan();
+    pid_t self = getpid();
+
+    n_foreign = 0;
+    for (int i = 0; i < n && n_foreign < FOREIGN_MAX; i++)
+        if (ents[i].ppid == self)
+            foreign[n_foreign++] = ents[i].pid;
+}
+
+int ct_signal_tree(pid_t guard, int sig)
+{
+    static pid_t pids[TREE_MAX];
+    int n, k = 0;
+
+    /* While the guard lives, the command's tree is below it. After its
+     * death the tree was re-parented to us: our children, but for those
+     * recorded as foreign. */
+    if (guard > 0)
+        n = tree(guard, 0, pids, TREE_MAX);
+    else
+        n = tree(getpid(), 1, pids, TREE_MAX);
+    for (int i = 0; i < n; i++)
+        if (kill(pids[i], sig) == 0)
+            k++;
+    return k;
+}
+
+int ct_orphans(pid_t guard)
+{
+    int n = scan(), k = 0;
+    pid_t self = getpid();
+
+    for (int i = 0; i < n; i++)
+        if (ents[i].ppid == self && ents[i].pid != guard &&
+            !is_foreign(ents[i].pid))
+            k++;
+    return k;
+}
+
+/* ------------------------------------------------------------ the guard */
+
+struct ct_msg {
+    int kind;
+    int value;
+    int64_t at;
+};
+
+static void send_msg(int fd, int kind, int value, int64_t at)
+{
+    struct ct_msg m = {kind, value, at};
+    ssize_t n;
+
+    do
+        n = write(fd, &m, sizeof(m));
+    while (n < 0 && errno == EINTR);
+}
+
+/* The guard's own signals to its tree: the command's group while its
+ * leader is unreaped (its pid cannot be reused before), and every
+ * descendant. */
+static void guard_signal(pid_t cmd, int sig)
+{
+    static pid_t pids[TREE_MAX];
+    int n = tree(getpid(), 0, pids, TREE_MAX);
+
+    if (cmd > 0)
+        kill(-cmd, sig);
+    for (int i = 0; i < n; i++)
+        kill(pids[i], sig);
+}
+
+static void exec_command(int err, const char *file, char **argv, char **env,
+                         pid_t guard)
+{
+    sigset_t none;
+    struct sigaction dfl;
+    int e;
+    ssize_t n;
+
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != guard)
+        _exit(CLI_EXIT_ERROR);
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGPIPE, &dfl, NULL);
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execve(file, argv, env);
+    e = errno;
+    n = write(err, &e, sizeof(e));
+    (void)n;
+    _exit(CLI_EXIT_NOTFOUND);
+}
+
+static void guard_main(int ctl, int rep, int err, const char *file, char **argv,
+                       char **env, int64_t deadline)
+{
+    struct sigaction ign;
+    sigset_t chld;
+    pid_t self = getpid(), cmd;
+    int sfd, killing = 0;
+
+    setpgid(0, 0);
+    prctl(PR_SET_NAME, "zkr-guard");
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    prctl(PR_SET_PDEATHSIG, 0);
+    memset(&ign, 0, sizeof(ign));
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ign, NULL);
+    /* Keep only our pipes: no copy of zkr's ZooKeeper socket. */
+    for (int fd = 3; fd < 1024; fd++)
+        if (fd != ctl && fd != rep && fd != err)
+            close(fd);
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, NULL);
+    sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+    if ((cmd = fork()) == 0)
+        exec_command(err, file, argv, env, self);
+    close(err);
+    if (cmd < 0) {
+        send_msg(rep, CT_FAILED, errno, 0);
+        _exit(1);
+    }
+    setpgid(cmd, cmd); /* also here: no race with a signal to the group */
+    send_msg(rep, CT_STARTED, (int)cmd, 0);
+    for (;;) {
+        struct pollfd fds[2] = {{ctl, POLLIN, 0}, {sfd, POLLIN, 0}};
+        int timeout = -1, st;
+        pid_t r;
+        while ((r = waitpid(-1, &st, WNOHANG)) > 0)
+            if (r == cmd) {
+                send_msg(rep, CT_EXITED, st, 0);
+                cmd = -1;
+            }
+        if (r < 0 && errno == ECHILD && cmd < 0)
+            _exit(0); /* the whole tree is gone */
+        if (!killing && deadline >= 0 && ct_now_ms() >= deadline) {
+            killing = 1;
+            send_msg(rep, CT_DEADLINE, 0, 0);
+        }
+        if (killing) {
+            guard_signal(cmd, SIGKILL);
+            timeout = 20;
+        } else if (deadline >= 0) {
+            int64_t left = deadline - ct_now_ms();
+            timeout = left > 0 ? (int)(left < 1000 ? left : 1000) : 0;
+        }
+        if (poll(fds, 2, timeout) < 0 && errno != EINTR)
+            timeout = 0;
+        if (sfd >= 0 && (fds[1].revents & POLLIN)) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof(si)) > 0)
+                ;
+        }
+        if (ctl >= 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+            struct ct_msg m;
+            ssize_t n = read(ctl, &m, sizeof(m));
+            if (n == (ssize_t)sizeof(m) && m.kind == CT_HEARTBEAT)
+                deadline = m.at;
+            else if (n == (ssize_t)sizeof(m) && m.kind == CT_KILL)
+                killing = 1;
+            else if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+                killing = 1; /* zkr is gone */
+                close(ctl);
+                ctl = -1;
+            }
+        }
+    }
+}
+
+int ct_spawn(ct_t *g, const char *file, char **argv, char **env,
+             int64_t deadline, int *exec_errno)
+{
+    int ctl[2] = {-1, -1}, rep[2] = {-1, -1}, err[2] = {-1, -1};
+    struct ct_msg m;
+    ssize_t n;
+    int e = 0, rc = -1;
+    pid_t pid;
+
+    memset(g, 0, sizeof(*g));
+    g->guard = g->cmd = -1;
+    g->ctl = g->rep = -1;
+    *exec_errno = 0;
+    if (pipe2(ctl, O_CLOEXEC) != 0 || pipe2(rep, O_CLOEXEC) != 0 ||
+        pipe2(err, O_CLOEXEC) != 0) {
+        *exec_errno = errno;
+        goto out;
+    }
+    if ((pid = fork()) < 0) {
+        *exec_errno = errno;
+        goto out;
+    }
+    if (pid == 0)
+        guard_main(ctl[0], rep[1], err[1], file, argv, env, deadline);
+    g->guard = pid;
+    close(ctl[0]);
+    close(rep[1]);
+    close(err[1]);
+    ctl[0] = rep[1] = err[1] = -1;
+    g->ctl = ctl[1];
+    g->rep = rep[0];
+    ctl[1] = rep[0] = -1;
+    /* A stopped guard must never block us: heartbeats are dropped then. */
+    fcntl(g->ctl, F_SETFL, O_NONBLOCK);
+    do
+        n = read(g->rep, &m, sizeof(m));
+    while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)sizeof(m) || m.kind != CT_STARTED) {
+        *exec_errno = n == (ssize_t)sizeof(m) ? m.value : ECHILD;
+        goto out;
+    }
+    g->cmd = (pid_t)m.value;
+    do
+        n = read(err[0], &e, sizeof(e));
+    while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)sizeof(e)) {
+        *exec_errno = e;
+        rc = -2;
+        goto out;
+    }
+    rc = 0;
+out:
+    for (int i = 0; i < 2; i++) {
+        if (ctl[i] >= 0)
+            close(ctl[i]);
+        if (rep[i] >= 0)
+            close(rep[i]);
+        if (err[i] >= 0)
+            close(err[i]);
+    }
+    if (rc != 0 && g->guard > 0) {
+        /* Nothing runs: let the guard finish. */
+        close(g->ctl);
+        g->ctl = -1;
+        waitpid(g->guard, NULL, 0);
+        g->guard = -1;
+        close(g->rep);
+        g->rep = -1;
+    }
+    return rc;
+}
+
+void ct_heartbeat(ct_t *g, int64_t deadline)
+{
+    if (g->ctl >= 0)
+        send_msg(g->ctl, CT_HEARTBEAT, 0, deadline);
+}
+
+void ct_kill(ct_t *g)
+{
+    if (g->ctl >= 0)
+        send_msg(g->ctl, CT_KILL, 0, 0);
+}
+
+int ct_read(ct_t *g, int *kind, int *value)
+{
+    struct ct_msg m;
+    ssize_t n;
+
+    do
+        n = read(g->rep, &m, sizeof(m));
+    while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)sizeof(m)) {
+        *kind = m.kind;
+        *value = m.value;
+        return 1;
+    }
+    /* EOF: the guard has exited (or was killed). */
+    close(g->rep);
+    g->rep = -1;
+    return 0;
+}
