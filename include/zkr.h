@@ -782,6 +782,16 @@ ZKR_EXTERN int zkr_election_leave(zkr_election_t *e);
 ZKR_EXTERN int zkr_election_is_leader(zkr_election_t *e);
 
 /**
+ * \brief The state of this candidate's own grant, as zkr_lock_state()
+ * gives it for a lock: ZKR_LOCK_IDLE (not joined), ACQUIRING (joined, not
+ * leader), HELD (leader, verified), SUSPENDED (leader whose connection is
+ * suspended, or not yet re-verified after a reconnection; under
+ * ZKR_POLICY_SESSION it still leads, see zkr_election_is_leader()), LOST.
+ * Lets a leader under the session policy tell "leading, verified" from
+ * "leading, connection in doubt" (the zkr command's --on-suspend does). */
+ZKR_EXTERN zkr_lock_state_t zkr_election_state(zkr_election_t *e);
+
+/**
  * \brief Waits until this candidate is the leader.
  *
  * Returning 0 is the application's observation that it leads (with the

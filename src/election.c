@@ -309,6 +309,18 @@ int zkr_election_is_leader(zkr_election_t *e)
     return lead;
 }
 
+zkr_lock_state_t zkr_election_state(zkr_election_t *e)
+{
+    zkr_lock_state_t st;
+
+    if (e == NULL)
+        return ZKR_LOCK_IDLE;
+    zkr__lock_fresh(e->c.s);
+    st = e->c.pub;
+    pthread_mutex_unlock(&e->c.s->mu);
+    return st;
+}
+
 int zkr_election_await(zkr_election_t *e, int timeout_ms)
 {
     zkr_session_t *s;

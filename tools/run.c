@@ -96,6 +96,7 @@ typedef struct sup {
     int64_t beat_at; /* next heartbeat to the guard */
     int64_t wake_at; /* -w beyond the library's int: our own deadline */
     int timed_out;   /* we canceled the acquire at wake_at */
+    int64_t epoch;   /* elect: the leadership the command runs under */
     int signo;       /* last SIGINT/SIGTERM/SIGHUP received */
     int status;      /* the command's wait status */
 } sup_t;
@@ -495,18 +496,24 @@ static int exit_status_of(int st)
 
 /* The election's view, for the command: zkr runs elections under the
  * session policy (leadership is kept through SUSPENDED), so that "not
- * leader" means gone, and tells SUSPENDED by the loss descriptor, which
- * stays readable until the engine has re-verified the node after a
- * reconnection (a leader under the suspend policy reads as "not leader"
- * from SUSPENDED until that re-verification, which cannot be told from a
- * loss). */
+ * leader" means gone. The grant the command runs under is the one of the
+ * epoch it started with: a loss followed by a new leadership (the
+ * candidate rejoins by itself) is a loss, and so is a loss the descriptor
+ * signals that we have not observed (it stays readable until
+ * zkr_election_await() reports leadership again). SUSPENDED, until the
+ * engine has re-verified the node after a reconnection, is the
+ * candidate's own state. */
 static own_t ownership(sup_t *p)
 {
     if (p->e != NULL) {
         struct pollfd fd = {zkr_election_fd(p->e), POLLIN, 0};
-        if (!zkr_election_is_leader(p->e))
+        int64_t epoch;
+        if (!zkr_election_is_leader(p->e) ||
+            zkr_election_epoch(p->e, &epoch) != 0 || epoch != p->epoch)
             return OWN_GONE;
         if (fd.fd >= 0 && poll(&fd, 1, 0) > 0 && (fd.revents & POLLIN))
+            return OWN_GONE;
+        if (zkr_election_state(p->e) == ZKR_LOCK_SUSPENDED)
             return OWN_SUSPENDED;
         return OWN_HELD;
     }
@@ -981,7 +988,10 @@ static int await_leadership(sup_t *p)
             on_signal(p, (int)si.ssi_signo);
         if (p->signo != 0)
             return 128 + p->signo;
-        if (zkr_election_is_leader(p->e))
+        /* Observes the leadership (and any loss before it): the epoch
+         * is the grant the command will run under. */
+        if (zkr_election_await(p->e, 0) == 0 &&
+            zkr_election_epoch(p->e, &p->epoch) == 0)
             return 0;
         if (wait_event(p, &m) && m.kind == M_LEADER && m.b != 0) {
             cli_err("%s: election ended: %s", p->o->path, acquire_error(m.b));
