@@ -17,6 +17,26 @@
  *                    ephemeralOwner is our current session
  *   any acquiring phase -> ABORTING (delete our node) -> IDLE
  *
+ * Evidence for a grant: only a listing (getChildren) answered after our
+ * create and after the last notification we acted on, which shows our own
+ * node and nothing before it that the recipe's rule forbids. A
+ * notification (our predecessor deleted or written, a child added or
+ * removed) is only a hint to list again: any client may write or delete
+ * any contender's node (Curator's revocation writes waiters' nodes,
+ * operators delete them), so what an event seems to say about the queue
+ * is never taken for its state. (An earlier handoff that granted without
+ * listing, on "the node before me was written, then is gone", was removed
+ * for that reason, and so was granting from a cached listing.)
+ *
+ * Watches, one for the rule and one on our own node: a waiter watches the
+ * one node its rule names (its predecessor; a semaphore's first waiter and
+ * a waiter behind a node it may not read watch the directory), so a
+ * release notifies one waiter. It also watches its own node from its
+ * first wait on, and keeps that watch once granted: a deletion by someone
+ * else ends the acquire with ZKR_ELOST (or the grant with LOST) at once.
+ * Events on one connection arrive in zxid order, before the answer to any
+ * later request, so no grant can follow our node's deletion unnoticed.
+ *
  * Node deletion (release, abort, orphans) is always done by the session's
  * cleanup list, which retries across disconnections until the delete is
  * confirmed or the session is gone: one place guarantees "no node left
