@@ -514,8 +514,9 @@ typedef void (*zkr_lock_listener_t)(zkr_lock_t *l, zkr_lock_state_t state,
  *   when a held lock becomes SUSPENDED, HELD again after re-verification,
  *   or LOST. LOST comes at the safe deadline, on session expiry, or when
  *   the holder's node is deleted by someone else (an operator's forced
- *   release): a holder watches its own node from 50 ms after the grant, so
- *   it hears within that plus a round trip.
+ *   release): a contender that waited has watched its own node since it
+ *   began to wait, and one granted at once watches it from 50 ms after the
+ *   grant, so it hears within that plus a round trip.
  * \return 0; ZBADARGUMENTS.
  */
 ZKR_EXTERN int zkr_lock_set_listener(zkr_lock_t *l, zkr_lock_listener_t fn,
