@@ -554,8 +554,8 @@ static void issue_recover(zkr__contender_t *c)
  * revocation), and a write we have already listed after proves nothing
  * new. A write is recognised by the node's mzxid (mzxid == czxid: never
  * written): only one we have not listed after yet sends us back to
- * listing, so a foreign write costs one listing, not a loop. Returns 1 if
- * we must list. */
+ * listing, so a foreign write costs two listings (its notification's and
+ * this one), not a loop. Returns 1 if we must list. */
 static int unseen_write(zkr__contender_t *c, const struct Stat *st)
 {
     if (st->mzxid == st->czxid ||
