@@ -239,7 +239,10 @@ ZKR_EXTERN int zkr_session_timeout_ms(zkr_session_t *s);
  * \brief The current ZooKeeper handle, for the application's own calls.
  *
  * It changes after LOST when the session is re-created; do not cache it, and
- * never close it. NULL when there is none.
+ * never close it. NULL when there is none. Watches the application sets on
+ * it are its own: zkr then removes only its own watches (on such a handle,
+ * and on an adopted one, a watch zkr takes back stays on the server until
+ * the node changes, and the client drops that one notification).
  */
 ZKR_EXTERN zhandle_t *zkr_session_handle(zkr_session_t *s);
 
@@ -282,17 +285,17 @@ typedef enum {
     ZKR_COUNTER_CREATES,
     /** Contender nodes deleted by zkr (releases and cleanups). */
     ZKR_COUNTER_DELETES,
-    /** Queue listings (getChildren) issued (not the one-node reads of a
-     *  handoff, see zkr_lock_release()). */
+    /** Queue listings (getChildren) issued: every grant rests on one. */
     ZKR_COUNTER_LISTS,
     /** Creates whose outcome was unknown and had to be recovered. */
     ZKR_COUNTER_RECOVERIES,
     /** New ZooKeeper sessions established (first one included). */
     ZKR_COUNTER_SESSIONS,
-    /** Notifications about a node we hold: a holder watches its own node
-     *  to learn of a forced deletion at once, so each release also
-     *  notifies the releasing session of its own delete (or handoff
-     *  write, see zkr_lock_release()). */
+    /** Notifications about a contender's own node: a contender watches
+     *  its own node while it waits and while it holds, to learn of a
+     *  deletion by someone else at once, so each release (and each
+     *  semaphore permit's touch) also notifies the contender's own
+     *  session. */
     ZKR_COUNTER_HOLDER_EVENTS,
     ZKR_COUNTER_COUNT_
 } zkr_counter_t;
@@ -412,9 +415,10 @@ ZKR_EXTERN void zkr_lock_free(zkr_lock_t *l);
  *   ZKR_ELIMIT (semaphore: the path is in use with another permit count);
  *   ZKR_EALREADY (held or acquiring already); ZKR_ESTATE (a release is in
  *   progress); ZKR_ELOST (the session was lost while acquiring, or our node
- *   was deleted by someone else, or the lock was granted but lost before
- *   this call could return: the process was paused past the session's safe
- *   deadline, say); ZKR_ECLOSED; ZKR_EDEADLK (from a
+ *   was deleted by someone else: a waiter watches its own node and learns
+ *   it at once, and is never granted without it; or the lock was granted
+ *   but lost before this call could return: the process was paused past
+ *   the session's safe deadline, say); ZKR_ECLOSED; ZKR_EDEADLK (from a
  *   callback); ZBADARGUMENTS (NULL, timeout below -1); ZooKeeper codes such
  *   as ZNOAUTH (the path's ACL refuses us). On every error, no node of this
  *   attempt is left behind (deleted before return when the server can be
@@ -450,19 +454,15 @@ ZKR_EXTERN int zkr_lock_cancel(zkr_lock_t *l);
  *
  * Idempotent. Local state is never cleared before the delete is confirmed.
  *
- * Handoff: an exclusive holder (lock, write lock, leader) that joined a
- * long queue (32 contenders or more) and may have a successor empties its
- * node's data and deletes it in one transaction. The successor's watch
- * fires on that write; once it has read that the node is gone, it knows
- * its predecessor held, hence that everyone queued before it is gone, and
- * is granted without listing the queue: one notification and one one-node
- * read per release, whatever the queue's length. A write by anyone else
- * (Curator's revocation, say) is not taken for a release: the node is
- * still there. Other holders delete their node plainly (a short queue is
- * listed about as fast), and so does one whose ACL gives it no WRITE.
+ * The release notifies one waiter (the one watching our node), which lists
+ * the queue and is granted only if that listing shows it may be: a grant
+ * never rests on what a notification seems to say, since any client may
+ * write or delete any contender's node.
  * \return 0 (released); ZKR_ENOTHELD (nothing held); ZKR_ELOST (ownership
  *   had been lost; reported once, the handle is then idle); ZKR_ESTATE (an
- *   acquire is in progress: cancel it instead); ZKR_EDEADLK; ZBADARGUMENTS.
+ *   acquire is in progress: cancel it instead); ZKR_EDEADLK; ZBADARGUMENTS;
+ *   ZooKeeper codes such as ZNOAUTH when the server refuses the delete (no
+ *   DELETE right on the path): the node stays, so the lock stays HELD.
  */
 ZKR_EXTERN int zkr_lock_release(zkr_lock_t *l);
 
@@ -522,8 +522,9 @@ typedef void (*zkr_lock_listener_t)(zkr_lock_t *l, zkr_lock_state_t state,
  *   when a held lock becomes SUSPENDED, HELD again after re-verification,
  *   or LOST. LOST comes at the safe deadline, on session expiry, or when
  *   the holder's node is deleted by someone else (an operator's forced
- *   release): a holder watches its own node from 50 ms after the grant, so
- *   it hears within that plus a round trip.
+ *   release): a contender that waited has watched its own node since it
+ *   began to wait, and one granted at once watches it from 50 ms after the
+ *   grant, so it hears within that plus a round trip.
  * \return 0; ZBADARGUMENTS.
  */
 ZKR_EXTERN int zkr_lock_set_listener(zkr_lock_t *l, zkr_lock_listener_t fn,
@@ -933,9 +934,17 @@ ZKR_EXTERN void zkr_observer_free(zkr_observer_t *o);
  * token (each permit has its own, strictly increasing in grant order),
  * sequencer (mode 'p'), loss listener and descriptor all work as for a
  * lock. Permits are granted in enqueue order; a release wakes O(1)
- * waiters. Nodes are `PATH/_c_<uuid>-permits-<N>-lock-<seq>`; an acquire on
- * a path whose contenders use another N fails with ZKR_ELIMIT. The first N
- * entries of zkr_lock_contenders() hold permits, the rest wait.
+ * waiters. Nodes are `PATH/_c_<uuid>-permits-<N>-lock-<seq>`; an acquire
+ * whose N differs from that of the oldest contender on the path fails with
+ * ZKR_ELIMIT (contenders already queued with the path's N are not
+ * affected). The first N entries of zkr_lock_contenders() hold permits,
+ * the rest wait.
+ *
+ * A granted permit touches its node (writes its own identifier again) to
+ * wake the waiter behind it, so the ACL should let the creator write
+ * (world:anyone or "auth" with WRITE). With an ACL that does not say so,
+ * waiters watch the directory instead (a release then wakes every waiter).
+ * Contenders of one path should share the ACL.
  *
  * \return as zkr_lock_new(); ZBADARGUMENTS also for permits < 1.
  */

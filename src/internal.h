@@ -113,16 +113,11 @@ struct zkr__cleanup {
     char *dir;  /* with uuid: the directory to search */
     char uuid[37];
     int64_t sid;
-    int busy;         /* an operation is in flight */
-    int dead;         /* dropped: free once not busy */
-    int watch;        /* remove our watches on path instead: */
-    int wtype;        /* ... of this ZooKeeper watcher type */
-    int handoff;      /* an exclusive holder's release: set the
-                         node's data and delete it in one multi, so
-                         a successor watching it knows it held */
-    zoo_op_t mops[2]; /* ... that multi (alive while busy) */
-    zoo_op_result_t mres[2];
-    struct Stat mstat;
+    int busy;                /* an operation is in flight */
+    int dead;                /* dropped: free once not busy */
+    int watch;               /* remove our watches on path instead: */
+    int wtype;               /* ... of this ZooKeeper watcher type */
+    watcher_fn watcher;      /* ... set with this watcher (and the session) */
     zkr__contender_t *owner; /* told when done (release/abort), or NULL */
 };
 
@@ -136,6 +131,8 @@ struct zkr_session {
     pthread_t timer_thread, event_thread;
     zhandle_t *zh; /* NULL while being replaced */
     int owned;     /* zkr opened zh (and may replace it) */
+    int zh_shared; /* the application may set watches on zh too (adopted,
+                      or handed out by zkr_session_handle()) */
     char *hosts;   /* hosts plus chroot, for zookeeper_init */
     char *digest;  /* "user:password" or NULL */
     int req_timeout;
@@ -190,12 +187,13 @@ int zkr__post_call(zkr_session_t *s, void (*run)(const zkr__event_t *ev),
  * 0, or ZKR_ETIMEDOUT once the deadline has passed. */
 int zkr__wait(zkr_session_t *s, const int *flag, int64_t deadline);
 
-/* Adds a node to delete; mutex held. handoff: see zkr__cleanup. */
+/* Adds a node to delete; mutex held. */
 int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
-                     const char *uuid, int64_t sid, zkr__contender_t *owner,
-                     int handoff);
-/* Adds a removal of zkr's watches of a type on path; mutex held. */
-int zkr__cleanup_add_watch(zkr_session_t *s, const char *path, int wtype);
+                     const char *uuid, int64_t sid, zkr__contender_t *owner);
+/* Adds a removal of zkr's watches of a type on path, set with watcher and
+ * the session as context; mutex held. */
+int zkr__cleanup_add_watch(zkr_session_t *s, const char *path, int wtype,
+                           watcher_fn watcher);
 /* Observers list again after (re)connecting; mutex held. */
 void zkr__observers_refresh(zkr_session_t *s);
 /* Does something of s still need its watches of this type on path? */
@@ -272,9 +270,6 @@ typedef struct zkr__recipe {
     char mode;          /* sequencer mode: 'x', 'r', 'w', 'l', 'p' */
     int poke;           /* on grant, touch our node: wakes a successor
                            that watches it (semaphore) */
-    int handoff;        /* a holder holds alone (lock, writer, leader): its
-                           release may mark its node as it deletes it
-                           (hands_off() in queue.c) */
     zkr__pred_fn pred;
     /* Delivers an event to the application: casts fn back to the
      * recipe's callback type and calls it with the recipe's handle. */
@@ -293,14 +288,6 @@ typedef enum {
     ZKR__P_RELEASING /* deleting our node to release */
 } zkr__phase_t;
 
-/* A holder hands off (marks its node as it deletes it, see send_handoff in
- * session.c) only if it saw a queue at least this long, or was itself
- * handed off to: a shorter queue is listed about as fast as the mark's
- * one-node read, and the mark makes the delete a multi (measured: +25 to
- * +70 us a release on a 2-core machine; a listing of 500 contenders costs
- * 440 us more than one of 2). */
-#define ZKR__HANDOFF_QUEUE 32
-
 /* How long a holder waits before watching its own node (queue.c). */
 #define ZKR__SELF_WATCH_DELAY_MS 50
 
@@ -318,32 +305,27 @@ struct zkr__contender {
     char uuid[37];
     char *node; /* full path of our node, or NULL */
     int64_t czxid;
-    int64_t node_sid;     /* session that created node */
-    char *watching;       /* full path of the watched node, or NULL */
-    int watch_dir;        /* ... and it is a child watch on our directory */
-    char *confirm;        /* listing: first ask whether this node (which we
-                             watched and saw change) is gone, see
-                             confirm_done() in queue.c */
-    int queue_seen;       /* the longest queue we listed since our create;
-                             at least ZKR__HANDOFF_QUEUE once handed off
-                             to, 0 once granted by a listing that showed no
-                             one after us: hands_off() in queue.c */
-    zkr__entry_t *before; /* while acquiring: the contenders before us in
-                             our last listing (names owned), see
-                             decide_cached() in queue.c */
-    int nbefore;
-    int64_t watch_due; /* held: when to set that watch (monotonic ms), or
-                          -1 (set, or not held) */
-    int self_watch;    /* while held: an exists watch on our own node is set
-                          (or being set), to notice a forced deletion */
-    int permits;       /* semaphore size (1 for the others) */
-    char infix[24];    /* inserted before the marker: "-permits-<N>" */
-    uint64_t gen;      /* bumps per attempt: stale completions ignored */
-    int busy;          /* one engine operation in flight */
-    int64_t deadline;  /* acquire deadline (monotonic ms), -1 none */
-    int try_once;      /* timeout 0 */
-    int abort_rc;      /* nonzero: end the acquire with this once safe */
-    int parents_made;  /* parents created in this attempt */
+    int64_t node_sid;   /* session that created node */
+    char *watching;     /* full path of the watched node, or NULL */
+    int watch_dir;      /* ... and it is a child watch on our directory */
+    char *unreadable;   /* name of a node before us we may not read: the
+                           server does not send us its events, so we
+                           watch the directory instead (watch_done()) */
+    int64_t seen_czxid; /* semaphore: the node we wait on, and its */
+    int64_t seen_mzxid; /* last write we listed after (unseen_write()) */
+    int64_t watch_due;  /* held: when to set that watch (monotonic ms), or
+                           -1 (set, or not held) */
+    int self_watch;     /* waiting or held: an exists watch on our own node
+                           is set (or being set), to notice its deletion */
+    int touch_due;      /* held (semaphore): our node is to be touched */
+    int permits;        /* semaphore size (1 for the others) */
+    char infix[24];     /* inserted before the marker: "-permits-<N>" */
+    uint64_t gen;       /* bumps per attempt: stale completions ignored */
+    int busy;           /* one engine operation in flight */
+    int64_t deadline;   /* acquire deadline (monotonic ms), -1 none */
+    int try_once;       /* timeout 0 */
+    int abort_rc;       /* nonzero: end the acquire with this once safe */
+    int parents_made;   /* parents created in this attempt */
     /* pending acquire / release */
     int acq_sync, acq_done, acq_rc;
     /* Signalled only when acq_done or rel_done is set: a blocked acquire

@@ -303,18 +303,25 @@ int zkr__pred_read(const zkr__entry_t *v, int n, int self, int permits)
  *   leaves (deletion: notified) or its predecessor is granted. For the
  *   latter, a granted contender touches its own node (setData), which
  *   notifies the successor watching it, and a successor that finds its
- *   predecessor already touched (version > 0) when setting its watch lists
- *   again at once. So a departure in the middle (timeout, cancel, crash,
- *   expiry) wakes exactly the contender behind it, and no waiter is left
- *   watching a node that will not change while a permit is free.
- * Contenders written with a different N on the same path are refused. */
+ *   predecessor written since it last listed when setting its watch lists
+ *   again at once (unseen_write() in queue.c). So a departure in the middle
+ * (timeout, cancel, crash, expiry) wakes exactly the contender behind it, and
+ * no waiter is left watching a node that will not change while a permit is
+ * free. A contender whose N differs from the oldest contender's is refused. */
 int zkr__pred_semaphore(const zkr__entry_t *v, int n, int self, int permits)
 {
     int after = 0; /* entries after us with our sequence (see tied()) */
 
-    for (int i = 0; i < n; i++)
-        if (v[i].permits != 0 && v[i].permits != permits)
-            return ZKR__CONFLICT;
+    /* The queue's count is that of its oldest contender stating one: only
+     * a newcomer that disagrees is refused, never those already waiting
+     * with it. */
+    for (int i = 0; i < n; i++) {
+        if (v[i].permits != 0) {
+            if (v[i].permits != permits)
+                return ZKR__CONFLICT;
+            break;
+        }
+    }
     for (int i = self + 1; i < n; i++)
         after += v[i].seq == v[self].seq;
     if (self + after < permits)

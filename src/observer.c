@@ -314,7 +314,7 @@ void zkr_observer_free(zkr_observer_t *o)
     }
     s->ncontenders--;
     /* Our child and exists watches on the directory go too. */
-    zkr__cleanup_add_watch(s, o->dir, ZWATCHTYPE_ANY);
+    zkr__cleanup_add_watch(s, o->dir, ZWATCHTYPE_ANY, observer_watcher);
     o->free_pending = later;
     pthread_mutex_unlock(&s->mu);
     if (!later)

@@ -17,6 +17,26 @@
  *                    ephemeralOwner is our current session
  *   any acquiring phase -> ABORTING (delete our node) -> IDLE
  *
+ * Evidence for a grant: only a listing (getChildren) answered after our
+ * create and after the last notification we acted on, which shows our own
+ * node and nothing before it that the recipe's rule forbids. A
+ * notification (our predecessor deleted or written, a child added or
+ * removed) is only a hint to list again: any client may write or delete
+ * any contender's node (Curator's revocation writes waiters' nodes,
+ * operators delete them), so what an event seems to say about the queue
+ * is never taken for its state. (An earlier handoff that granted without
+ * listing, on "the node before me was written, then is gone", was removed
+ * for that reason, and so was granting from a cached listing.)
+ *
+ * Watches, one for the rule and one on our own node: a waiter watches the
+ * one node its rule names (its predecessor; a semaphore's first waiter and
+ * a waiter behind a node it may not read watch the directory), so a
+ * release notifies one waiter. It also watches its own node from its
+ * first wait on, and keeps that watch once granted: a deletion by someone
+ * else ends the acquire with ZKR_ELOST (or the grant with LOST) at once.
+ * Events on one connection arrive in zxid order, before the answer to any
+ * later request, so no grant can follow our node's deletion unnoticed.
+ *
  * Node deletion (release, abort, orphans) is always done by the session's
  * cleanup list, which retries across disconnections until the delete is
  * confirmed or the session is gone: one place guarantees "no node left
@@ -35,12 +55,18 @@ static void start_attempt(zkr__contender_t *c, int timeout_ms);
 static int rejoin(zkr__contender_t *c);
 static void issue_list(zkr__contender_t *c);
 static void issue_self_watch(zkr__contender_t *c);
-static int decide_cached(zkr__contender_t *c, const char *gone, int held);
 static void lose_held(zkr__contender_t *c);
+static void lose_waiting(zkr__contender_t *c);
 
 static int is_acquiring(const zkr__contender_t *c)
 {
     return c->pub == ZKR_LOCK_ACQUIRING;
+}
+
+/* Our node exists and we wait for our turn (listing or watching). */
+static int is_waiting(const zkr__contender_t *c)
+{
+    return c->phase == ZKR__P_LISTING || c->phase == ZKR__P_WATCHING;
 }
 
 /* --------------------------------------------------------- loss fd */
@@ -134,47 +160,19 @@ static void notify_state(zkr__contender_t *c, zkr_lock_state_t st)
         zkr__post(c->s, ZKR__EV_STATE, (int)st, c, c->lis_fn, c->lis_data);
 }
 
-/* ---------------------------------------------------- cached queue */
-
-static void cache_clear(zkr__contender_t *c)
-{
-    for (int i = 0; i < c->nbefore; i++)
-        free((char *)c->before[i].name);
-    free(c->before);
-    c->before = NULL;
-    c->nbefore = 0;
-}
-
-/* Keeps the entries before us (index self) of a sorted listing. */
-static void cache_set(zkr__contender_t *c, const zkr__entry_t *e, int self)
-{
-    cache_clear(c);
-    if (self <= 0 || (c->before = calloc((size_t)self, sizeof(*e))) == NULL)
-        return;
-    for (int i = 0; i < self; i++) {
-        c->before[i] = e[i];
-        if ((c->before[i].name = zkr__strdup(e[i].name)) == NULL) {
-            c->nbefore = i;
-            cache_clear(c);
-            return;
-        }
-        c->nbefore = i + 1;
-    }
-}
-
 static void forget_node(zkr__contender_t *c)
 {
     free(c->node);
     c->node = NULL;
     free(c->watching);
     c->watching = NULL;
-    free(c->confirm);
-    c->confirm = NULL;
-    c->queue_seen = 0;
     c->czxid = 0;
     c->self_watch = 0;
+    c->touch_due = 0;
+    c->seen_czxid = c->seen_mzxid = 0;
+    free(c->unreadable);
+    c->unreadable = NULL;
     c->watch_due = -1;
-    cache_clear(c);
 }
 
 /* Ends the pending acquire with rc (0 = granted). */
@@ -195,13 +193,18 @@ static void finish_acquire(zkr__contender_t *c, int rc)
         /* A loss before this grant (a rejoin) stays signalled. */
         c->fd_uncertain = 0;
         fd_update(c);
-        cache_clear(c);
-        /* The watch on our own node is set a little later (see
+        /* A semaphore permit touches its node (step), to wake the
+         * successor that watches it. */
+        c->touch_due = c->recipe->poke;
+        /* A waiter watched its own node already, and keeps that watch. One
+         * granted on its first listing sets it a little later (see
          * issue_self_watch): most short holds never need it. */
-        c->watch_due = zkr__now_ms() + ZKR__SELF_WATCH_DELAY_MS;
+        if (!c->self_watch)
+            c->watch_due = zkr__now_ms() + ZKR__SELF_WATCH_DELAY_MS;
         /* Wake the timer only if it would sleep past that: a loop of short
          * holds then costs one timer wake-up per delay, not per grant. */
-        if (s->timer_next < 0 || s->timer_next > c->watch_due)
+        if (!c->self_watch &&
+            (s->timer_next < 0 || s->timer_next > c->watch_due))
             zkr__timer_kick(s);
     } else {
         c->phase = ZKR__P_IDLE;
@@ -219,14 +222,22 @@ static void finish_acquire(zkr__contender_t *c, int rc)
     c->acq_fn = NULL;
 }
 
+/* Ends a release. rc != 0: the server refused the delete (ZNOAUTH: no
+ * DELETE right on the directory), so our node stays, and with it the
+ * grant: local state is kept, and the release fails with rc. */
 static void finish_release(zkr__contender_t *c, int rc)
 {
     zkr_session_t *s = c->s;
 
-    c->phase = ZKR__P_IDLE;
-    c->pub = ZKR_LOCK_IDLE;
-    forget_node(c);
-    fd_observed(c); /* released: the holder stopped by its own will */
+    if (rc != 0 && c->node != NULL) {
+        c->phase = ZKR__P_HELD;
+        c->pub = ZKR_LOCK_HELD;
+    } else {
+        c->phase = ZKR__P_IDLE;
+        c->pub = ZKR_LOCK_IDLE;
+        forget_node(c);
+        fd_observed(c); /* released: the holder stopped by its own will */
+    }
     if (!c->rel_pending)
         return;
     c->rel_pending = 0;
@@ -270,7 +281,7 @@ static void drop_watch(zkr_session_t *s, const char *path,
 {
     if (path_watched_by_other(s, path, self) || zkr__observed(s, path))
         return;
-    zkr__cleanup_add_watch(s, path, wtype);
+    zkr__cleanup_add_watch(s, path, wtype, zkr__node_watcher);
 }
 
 void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
@@ -288,46 +299,39 @@ void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
     if ((s = zkr__session_lock_live(ctx)) == NULL)
         return;
     if (zh == s->zh) {
-        int woke = 0, own = 0;
+        int woke = 0;
         for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
-            if (c->node != NULL && strcmp(c->node, path) == 0 &&
-                (c->phase == ZKR__P_HELD || c->phase == ZKR__P_RELEASING))
-                own = 1;
-            if (c->phase == ZKR__P_WATCHING && c->watching != NULL &&
-                strcmp(c->watching, path) == 0) {
-                char *gone = c->watching;
-                woke = 1;
-                c->watching = NULL;
-                /* Deleted: decide from what we know, without listing.
-                 * Anything else is a hint: list and check again. A change
-                 * may be a holder's release (its node written and deleted
-                 * at once), so that listing first asks whether the node
-                 * is gone (confirm_done), which is cheaper. */
-                if (type == ZOO_CHANGED_EVENT && !c->watch_dir &&
-                    !c->recipe->poke) {
-                    c->confirm = gone;
-                    gone = NULL;
-                }
-                if (type != ZOO_DELETED_EVENT || c->watch_dir ||
-                    !decide_cached(c, gone, 0)) {
-                    c->phase = ZKR__P_LISTING;
-                    step(c);
-                }
-                free(gone);
-            } else if (c->phase == ZKR__P_HELD && c->self_watch &&
-                       c->node != NULL && strcmp(c->node, path) == 0) {
-                /* Our own node: deleted by someone else (a forced
-                 * release) ends ownership at once; a change (our own
-                 * touch, or anyone's write) only consumed the watch. */
+            if (c->self_watch && c->node != NULL &&
+                strcmp(c->node, path) == 0) {
+                /* Our own node, watched while we wait and while we hold:
+                 * deleted by someone else (an operator, a forced
+                 * release), it can never be granted and no longer holds;
+                 * a change (our own touch, or anyone's write) only
+                 * consumed the watch. Events on one connection arrive in
+                 * zxid order, so this comes before the answer to any
+                 * later request of ours: no grant can follow it. */
                 c->self_watch = 0;
-                if (type == ZOO_DELETED_EVENT)
+                if (type == ZOO_DELETED_EVENT && c->phase == ZKR__P_HELD)
                     lose_held(c);
-                else
+                else if (type == ZOO_DELETED_EVENT && is_waiting(c))
+                    lose_waiting(c);
+                else if (type != ZOO_DELETED_EVENT &&
+                         (c->phase == ZKR__P_HELD || is_waiting(c)))
                     issue_self_watch(c);
             }
+            if (c->phase == ZKR__P_WATCHING && c->watching != NULL &&
+                strcmp(c->watching, path) == 0) {
+                /* Whatever happened (a deletion, a touch, anyone's
+                 * write) is a hint: only a listing decides. */
+                woke = 1;
+                free(c->watching);
+                c->watching = NULL;
+                c->phase = ZKR__P_LISTING;
+                step(c);
+            }
         }
-        s->counters[own && !woke ? ZKR_COUNTER_HOLDER_EVENTS
-                                 : ZKR_COUNTER_WATCH_EVENTS]++;
+        s->counters[woke ? ZKR_COUNTER_WATCH_EVENTS
+                         : ZKR_COUNTER_HOLDER_EVENTS]++;
     }
     pthread_mutex_unlock(&s->mu);
 }
@@ -445,13 +449,13 @@ static void create_done(int rc, const char *value, const struct Stat *stat,
         /* Nobody wants this node any more (timed out, canceled, lost):
          * delete it, or it would block the queue until our session ends. */
         if (rc == ZOK)
-            zkr__cleanup_add(s, value, NULL, NULL, op->sid, NULL, 0);
+            zkr__cleanup_add(s, value, NULL, NULL, op->sid, NULL);
     } else if (rc == ZOK) {
         c->node = zkr__strdup(value);
         c->czxid = stat->czxid;
         c->node_sid = op->sid;
         if (c->node == NULL) {
-            zkr__cleanup_add(s, value, NULL, NULL, op->sid, NULL, 0);
+            zkr__cleanup_add(s, value, NULL, NULL, op->sid, NULL);
             finish_acquire(c, ZKR_ENOMEM);
         } else if (c->abort_rc != 0) {
             c->phase = ZKR__P_LISTING;
@@ -504,7 +508,7 @@ static void recover_stat_done(int rc, const struct Stat *stat, const void *data)
     } else if (rc == ZOK) {
         /* Created by an older session of ours: never adopt it (that
          * session's ownership is gone); delete it and start over. */
-        zkr__cleanup_add(s, op->path, NULL, NULL, s->sid, NULL, 0);
+        zkr__cleanup_add(s, op->path, NULL, NULL, s->sid, NULL);
         c->phase = ZKR__P_CREATING;
         zkr__uuid(c->uuid);
         if (c->abort_rc != 0)
@@ -569,8 +573,27 @@ static void issue_recover(zkr__contender_t *c)
 
 /* -------------------------------------------------------- list/watch */
 
-static void wget_done(int rc, const char *value, int len,
-                      const struct Stat *stat, const void *data)
+/* A semaphore waiter watches its predecessor to learn when it is granted:
+ * the grant touches the node (poke). If the node was written before our
+ * watch was set, we may have missed that touch, so we list again; but
+ * anyone may write a contender's node (a monitoring tool, Curator's
+ * revocation), and a write we have already listed after proves nothing
+ * new. A write is recognised by the node's mzxid (mzxid == czxid: never
+ * written): only one we have not listed after yet sends us back to
+ * listing, so a foreign write costs two listings (its notification's and
+ * this one), not a loop. Returns 1 if we must list. */
+static int unseen_write(zkr__contender_t *c, const struct Stat *st)
+{
+    if (st->mzxid == st->czxid ||
+        (st->czxid == c->seen_czxid && st->mzxid == c->seen_mzxid))
+        return 0;
+    c->seen_czxid = st->czxid;
+    c->seen_mzxid = st->mzxid;
+    return 1;
+}
+
+static void watch_done(int rc, const char *value, int len,
+                       const struct Stat *stat, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
@@ -583,25 +606,35 @@ static void wget_done(int rc, const char *value, int len,
         /* We moved on while the watch was being set: take it back. */
         if (rc == ZOK)
             drop_watch(s, op->path, c, ZWATCHTYPE_DATA);
-    } else if (rc == ZOK && c->recipe->poke && stat->version > 0) {
-        /* Our predecessor was granted before our watch was set: it will
-         * not change again until it leaves. Take the watch back and list:
-         * we may be the first waiter now. */
-        drop_watch(s, op->path, c, ZWATCHTYPE_DATA);
+    } else if (rc == ZNOAUTH) {
+        /* Not ours to read (a creator-only ACL, another user's contender):
+         * the server would not send us its events either (it filters
+         * them by the node's READ right), so no watch on it could wake us.
+         * List again, and watch the directory while this node blocks us. */
+        free(c->unreadable);
+        c->unreadable = zkr__strdup(strrchr(op->path, '/') + 1);
+        free(c->watching);
+        c->watching = NULL;
+        c->phase = ZKR__P_LISTING;
+        if (c->unreadable == NULL)
+            abort_acquire(c, ZKR_ENOMEM);
+        else
+            step(c);
+    } else if (rc == ZNONODE ||
+               (rc == ZOK && c->recipe->poke && unseen_write(c, stat))) {
+        /* Gone before we could watch it (getData leaves no watch then),
+         * or (semaphore) written since we listed: take the watch back and
+         * list. */
+        if (rc == ZOK)
+            drop_watch(s, op->path, c, ZWATCHTYPE_DATA);
         free(c->watching);
         c->watching = NULL;
         c->phase = ZKR__P_LISTING;
         step(c);
-    } else if (rc == ZNONODE || zkr__is_connection_error(rc)) {
-        /* Gone before we could watch it (no watch is left on a missing
-         * node by getData): decide from what we know; unknown: list. */
-        char *gone = c->watching;
+    } else if (zkr__is_connection_error(rc)) {
+        free(c->watching);
         c->watching = NULL;
-        if (rc != ZNONODE || !decide_cached(c, gone, 0)) {
-            c->phase = ZKR__P_LISTING;
-            step(c);
-        }
-        free(gone);
+        c->phase = ZKR__P_LISTING; /* listed again after reconnecting */
     } else if (rc != ZOK) {
         abort_acquire(c,
                       rc == ZSESSIONEXPIRED || rc == ZCLOSING ? ZKR_ELOST : rc);
@@ -611,7 +644,11 @@ static void wget_done(int rc, const char *value, int len,
 
 static void list_done(int rc, const struct String_vector *v, const void *data);
 
-/* Waits for the deletion (or change) of one node before us. */
+/* Waits for the deletion (or change) of one node before us. A getData
+ * watch: an exists watch could be set without READ on the node, but the
+ * server (3.8) sends a node's events only to sessions that may read it, so
+ * such a watch would never fire; getData tells us (ZNOAUTH), and we watch
+ * the directory instead (watch_done()). */
 static void watch_node(zkr__contender_t *c, const char *name)
 {
     zkr_session_t *s = c->s;
@@ -627,7 +664,7 @@ static void watch_node(zkr__contender_t *c, const char *name)
         if (op2 != NULL)
             zkr__op_cancel(op2);
         abort_acquire(c, ZKR_ENOMEM);
-    } else if (zoo_awget(s->zh, op2->path, zkr__node_watcher, s, wget_done,
+    } else if (zoo_awget(s->zh, op2->path, zkr__node_watcher, s, watch_done,
                          op2) != ZOK) {
         zkr__op_cancel(op2);
         free(c->watching);
@@ -653,14 +690,21 @@ static void issue_list_watched(zkr__contender_t *c)
 static void poke_done(int rc, const struct Stat *stat, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
+    zkr__contender_t *c = op->c;
 
     (void)stat;
     zkr__op_begin(op, rc);
-    zkr__op_end(op); /* if it failed, the successor learns from deletion */
+    /* Done, or impossible (no WRITE: the waiters of a handle whose ACL
+     * lets no creator write watch the directory instead, see
+     * acl_lets_creator_write()). A connection error leaves it due: sent
+     * again once connected (and verified, if we were suspended). */
+    if (!stale(op, ZKR__P_HELD) && !zkr__is_connection_error(rc))
+        c->touch_due = 0;
+    zkr__op_end(op);
 }
 
-/* Touches our node so that a successor watching it wakes up and sees that
- * we hold (semaphore). */
+/* Touches our node so that a successor watching it wakes up and lists
+ * (semaphore). */
 static void poke(zkr__contender_t *c)
 {
     zkr__op_t *op = zkr__op_new(c->s, c);
@@ -670,6 +714,22 @@ static void poke(zkr__contender_t *c)
     if (zoo_aset(c->s->zh, c->node, c->data, (int)strlen(c->data), -1,
                  poke_done, op) != ZOK)
         zkr__op_cancel(op);
+}
+
+/* Can the creator of a node with this ACL write it (touch it)? Only what
+ * is certain counts: WRITE for world:anyone or for the creator (scheme
+ * "auth"). An ACL naming other ids may or may not include us. */
+static int acl_lets_creator_write(const struct ACL_vector *acl)
+{
+    for (int i = 0; i < acl->count; i++) {
+        const struct ACL *a = &acl->data[i];
+        if ((a->perms & ZOO_PERM_WRITE) &&
+            ((strcmp(a->id.scheme, "world") == 0 &&
+              strcmp(a->id.id, "anyone") == 0) ||
+             strcmp(a->id.scheme, "auth") == 0))
+            return 1;
+    }
+    return 0;
 }
 
 static void list_done(int rc, const struct String_vector *v, const void *data)
@@ -704,129 +764,53 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
         zkr__op_end(op);
         return;
     }
+    /* The grant rests on this answer alone: it came after our create and
+     * after the last notification we acted on, and it shows our node and
+     * who is before it. */
     self = zkr__find_entry(e, n, strrchr(c->node, '/') + 1);
-    if (n > c->queue_seen)
-        c->queue_seen = n;
-    if (self >= 0 && !c->recipe->poke)
-        cache_set(c, e, self);
     if (self < 0) {
         /* Our node was deleted by someone else (an administrator, or the
          * server expiring our session): we can never be granted with it. */
-        forget_node(c);
-        finish_acquire(c, ZKR_ELOST);
+        lose_waiting(c);
     } else if ((w = c->recipe->pred(e, n, self, c->permits)) == ZKR__CONFLICT) {
         abort_acquire(c, ZKR_ELIMIT);
     } else if (w == ZKR__GRANT) {
-        if (c->recipe->poke)
-            poke(c);
         finish_acquire(c, 0);
-        /* No one after us: whoever comes later lists after our grant and
-         * sees us first, so needs no handoff. */
-        if (self == n - 1)
-            c->queue_seen = 0;
     } else if (c->try_once) {
         abort_acquire(c, ZKR_EBUSY);
-    } else if (w == ZKR__WATCH_DIR && !op->watched) {
-        /* Any change in the directory matters: list again, with a child
-         * watch; that listing decides. */
-        issue_list_watched(c);
-    } else if (w == ZKR__WATCH_DIR) {
-        c->watching = zkr__strdup(c->dir);
-        c->watch_dir = 1;
-        c->phase = ZKR__P_WATCHING;
-        if (c->watching == NULL)
-            abort_acquire(c, ZKR_ENOMEM);
     } else {
-        watch_node(c, e[w].name);
+        /* We wait: watch our own node first, so that its deletion reaches
+         * us before the answer to any later request (see
+         * zkr__node_watcher). */
+        if (!c->self_watch)
+            issue_self_watch(c);
+        /* A semaphore waiter learns its predecessor's grant from the
+         * predecessor's touch; if our ACL lets no creator touch its node,
+         * the predecessor (same ACL) cannot either: watch the directory. */
+        if (w >= 0 && c->recipe->poke && !acl_lets_creator_write(&c->acl))
+            w = ZKR__WATCH_DIR;
+        /* A node we may not read cannot be watched (watch_done()). */
+        if (w >= 0 && c->unreadable != NULL &&
+            strcmp(e[w].name, c->unreadable) == 0)
+            w = ZKR__WATCH_DIR;
+        if (w == ZKR__WATCH_DIR && !op->watched) {
+            /* Any change in the directory matters: list again, with a
+             * child watch; that listing decides. */
+            issue_list_watched(c);
+        } else if (w == ZKR__WATCH_DIR) {
+            c->watching = zkr__strdup(c->dir);
+            c->watch_dir = 1;
+            c->phase = ZKR__P_WATCHING;
+            if (c->watching == NULL)
+                abort_acquire(c, ZKR_ENOMEM);
+        } else {
+            watch_node(c, e[w].name);
+        }
     }
     /* A child watch we set but no longer need is taken back. */
     if (op->watched && !(w == ZKR__WATCH_DIR && c->phase == ZKR__P_WATCHING))
         drop_watch(s, c->dir, c, ZWATCHTYPE_CHILD);
     free(e);
-    zkr__op_end(op);
-}
-
-/* The node we waited for (full path gone) is deleted, or was gone when we
- * tried to watch it: can we hold without listing again? Every contender
- * before us was in our last listing (taken after our create, and sequence
- * numbers only grow), so the set before us can only shrink. If the
- * recipe's rule grants us on that set minus the deleted node, it grants us
- * on the real set too (a smaller queue never blocks more): we hold, and a
- * release has handed off with one notification and no round trip.
- *
- * held: the node was released by its holder (confirm_done). A node that
- * holds alone (an exclusive kind: lock, writer, leader) was granted only
- * once no one before it was left, and no one can join before it later:
- * everyone before it in our listing is gone too.
- *
- * When the rule still names a node, we list instead, as before: whether
- * the others before us are still there is not known, and asking node by
- * node would cost a round trip each. Semaphores (whose waiters also wait
- * for grants, not only departures) always list. Returns 1 if granted. */
-static int decide_cached(zkr__contender_t *c, const char *gone, int held)
-{
-    const char *name = strrchr(gone, '/');
-    zkr__entry_t *v;
-    int k = -1, lo, n = 0, w;
-
-    if (c->recipe->poke || c->before == NULL || name == NULL || c->node == NULL)
-        return 0;
-    for (int i = 0; i < c->nbefore; i++)
-        if (strcmp(c->before[i].name, name + 1) == 0)
-            k = i;
-    if (k < 0)
-        return 0;
-    lo =
-        held && c->before[k].permits == 0 && c->before[k].kind != ZKR__KIND_READ
-            ? 0
-            : k;
-    /* The queue as we know it: those before us that may remain, then us. */
-    if ((v = malloc(sizeof(*v) * (size_t)(c->nbefore + 1))) == NULL)
-        return 0;
-    for (int i = 0; i < c->nbefore; i++)
-        if (i < lo || i > k)
-            v[n++] = c->before[i];
-    v[n].name = strrchr(c->node, '/') + 1;
-    v[n].kind = ZKR__KIND_NONE;
-    v[n].permits = c->permits;
-    v[n].seq = 0;
-    w = c->recipe->pred(v, n + 1, n, c->permits);
-    free(v);
-    if (w != ZKR__GRANT)
-        return 0;
-    c->phase = ZKR__P_LISTING; /* still acquiring, for finish_acquire */
-    finish_acquire(c, 0);
-    return 1;
-}
-
-/* The node we watched changed, and is gone now: it was released by its
- * holder (written and deleted in one transaction, session.c send_handoff),
- * so decide without listing. Still there: someone else wrote it (Curator's
- * revocation writes a holder's node, say), which is no release: list as
- * for any hint. A node that changed and then was deleted otherwise would
- * need a foreign write on a waiter's node and that waiter's departure
- * within this one round trip; contender nodes are their owners', and
- * nothing else is to write them. */
-static void confirm_done(int rc, const struct Stat *stat, const void *data)
-{
-    zkr__op_t *op = (zkr__op_t *)data;
-    zkr__contender_t *c = op->c;
-    char *gone;
-
-    (void)stat;
-    zkr__op_begin(op, rc);
-    if (!stale(op, ZKR__P_LISTING) && c->confirm != NULL) {
-        gone = c->confirm;
-        c->confirm = NULL;
-        /* Not granted (or a connection error): list, now or on reconnect
-         * (zkr__op_end steps us). */
-        /* Handed a long queue (only a holder that saw one hands off),
-         * we hand it on in turn. */
-        if (rc == ZNONODE && decide_cached(c, gone, 1) &&
-            c->queue_seen < ZKR__HANDOFF_QUEUE)
-            c->queue_seen = ZKR__HANDOFF_QUEUE;
-        free(gone);
-    }
     zkr__op_end(op);
 }
 
@@ -836,25 +820,29 @@ static void issue_list(zkr__contender_t *c)
 
     if (op == NULL)
         return;
-    if (c->confirm != NULL) {
-        if (zoo_aexists(c->s->zh, c->confirm, 0, confirm_done, op) != ZOK)
-            zkr__op_cancel(op);
-        return;
-    }
     c->s->counters[ZKR_COUNTER_LISTS]++;
     if (zoo_aget_children(c->s->zh, c->dir, 0, list_done, op) != ZOK)
         zkr__op_cancel(op);
 }
 
-/* Does a holder's release mark its node for its successor (see
- * zkr_lock_release() in zkr.h)? Not if no one may be after it, and not for
- * a short queue (ZKR__HANDOFF_QUEUE). */
-static int hands_off(const zkr__contender_t *c)
-{
-    return c->recipe->handoff && c->queue_seen >= ZKR__HANDOFF_QUEUE;
-}
+/* ----------------------------------------------------- own node */
 
-/* ----------------------------------------------------- held node */
+/* Our node was deleted by someone else while we waited: it can never be
+ * granted. The acquire ends with ZKR_ELOST (a rejoining recipe starts
+ * over), and the watch on our predecessor is taken back. */
+static void lose_waiting(zkr__contender_t *c)
+{
+    if (c->watching != NULL) {
+        char *w = c->watching;
+        c->watching = NULL;
+        c->phase = ZKR__P_LISTING;
+        drop_watch(c->s, w, c,
+                   c->watch_dir ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA);
+        free(w);
+    }
+    forget_node(c);
+    finish_acquire(c, ZKR_ELOST);
+}
 
 /* Ownership of a held node is gone (session lost, node deleted by someone
  * else): the application is told once, and a rejoining recipe starts
@@ -876,27 +864,38 @@ static void self_watch_done(int rc, const struct Stat *stat, const void *data)
     zkr__contender_t *c = op->c;
 
     (void)stat;
-    if (rc == ZNONODE) {
+    /* Still about the node we have (node paths are never reused)? */
+    if (c->node == NULL || strcmp(c->node, op->path) != 0 || !c->self_watch) {
+        if (rc == ZNONODE)
+            drop_watch(s, op->path, c, ZWATCHTYPE_DATA);
+    } else if (rc == ZNONODE) {
         /* exists() leaves a watch on a missing path: take it back. */
+        c->self_watch = 0;
         drop_watch(s, op->path, c, ZWATCHTYPE_DATA);
-        if (!stale(op, ZKR__P_HELD) && c->self_watch)
+        if (c->phase == ZKR__P_HELD)
             lose_held(c);
-    } else if (rc != ZOK && !stale(op, ZKR__P_HELD)) {
-        /* Not set (connection lost): set again once re-verified. */
+        else if (is_waiting(c))
+            lose_waiting(c);
+    } else if (rc != ZOK) {
+        /* Not set (connection lost): set again once re-verified (held),
+         * or by the next listing that makes us wait. */
         c->self_watch = 0;
     }
     zkr__op_end(op);
 }
 
-/* While held, we watch our own node: a holder whose node an operator
- * deleted (zkr release --force) must learn it promptly, not at its next
- * disconnection, since the next contender is granted right away. The
- * watch is set ZKR__SELF_WATCH_DELAY_MS after the grant, by the timer
- * thread: a hold shorter than that (most, under contention) never pays
- * the extra request, and a deletion before it is set is found by the
- * exists() itself (NONODE), so it is noticed at most that delay plus one
- * round trip late. The client re-registers the watch after a
- * reconnection; a release's own delete consumes it. */
+/* We watch our own node while we wait and while we hold. A waiter whose
+ * node an operator deleted must fail (it can never be granted) instead of
+ * waiting on; a holder whose node was deleted (zkr release --force) must
+ * learn it promptly, not at its next disconnection, since the next
+ * contender is granted right away. A waiter sets the watch as soon as a
+ * listing tells it to wait, and keeps it once granted. A contender granted
+ * on its first listing sets it ZKR__SELF_WATCH_DELAY_MS after the grant,
+ * by the timer thread: a hold shorter than that never pays the extra
+ * request, and a deletion before it is set is found by the exists()
+ * itself (NONODE), so it is noticed at most that delay plus one round trip
+ * late. The client re-registers the watch after a reconnection; our own
+ * delete consumes it. */
 static void issue_self_watch(zkr__contender_t *c)
 {
     zkr__op_t *op;
@@ -931,9 +930,8 @@ static void verify_done(int rc, const struct Stat *stat, const void *data)
             stat->czxid == c->czxid) {
             notify_state(c, ZKR_LOCK_HELD);
             /* A touch lost with the connection would leave a successor
-             * watching us for nothing: touch again. */
-            if (c->recipe->poke)
-                poke(c);
+             * watching us for nothing: touch again (step). */
+            c->touch_due = c->recipe->poke;
             if (!c->self_watch)
                 issue_self_watch(c);
         } else if (rc == ZOK || rc == ZNONODE) {
@@ -981,6 +979,8 @@ static void step(zkr__contender_t *c)
     case ZKR__P_HELD:
         if (c->pub == ZKR_LOCK_SUSPENDED)
             issue_verify(c);
+        else if (c->touch_due)
+            poke(c);
         break;
     default:
         break;
@@ -1007,7 +1007,7 @@ static void abort_acquire(zkr__contender_t *c, int rc)
         break;
     case ZKR__P_RECOVER:
         if (c->busy == 0) {
-            zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL, 0);
+            zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL);
             finish_acquire(c, c->abort_rc);
         }
         break;
@@ -1023,9 +1023,9 @@ static void abort_acquire(zkr__contender_t *c, int rc)
         }
         c->phase = ZKR__P_ABORTING;
         if (s->connected) {
-            zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, c, 0);
+            zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, c);
         } else {
-            zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL, 0);
+            zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL);
             finish_acquire(c, c->abort_rc);
         }
         break;
@@ -1181,13 +1181,11 @@ void zkr__contender_destroy(zkr__contender_t *c)
         zkr__cleanup_disown(s, c);
         if (is_acquiring(c)) {
             if (c->phase == ZKR__P_RECOVER)
-                zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL,
-                                 0);
+                zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL);
             finish_acquire(c, c->abort_rc);
         }
     } else if (c->phase == ZKR__P_HELD) {
-        zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL,
-                         hands_off(c));
+        zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL);
         c->phase = ZKR__P_IDLE;
         forget_node(c);
     } else if (c->phase == ZKR__P_RELEASING) {
@@ -1360,7 +1358,7 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
     c->rel_done = 0;
     c->rel_fn = fn;
     c->rel_data = data;
-    rc = zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, c, hands_off(c));
+    rc = zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, c);
     if (rc != 0) {
         c->phase = ZKR__P_HELD;
         c->pub = ZKR_LOCK_HELD;

@@ -337,8 +337,7 @@ void zkr__zh_put(zkr_session_t *s)
 /* ----------------------------------------------------------- cleanup */
 
 int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
-                     const char *uuid, int64_t sid, zkr__contender_t *owner,
-                     int handoff)
+                     const char *uuid, int64_t sid, zkr__contender_t *owner)
 {
     zkr__cleanup_t *cl = calloc(1, sizeof(*cl));
 
@@ -357,16 +356,16 @@ int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
     }
     cl->sid = sid;
     cl->owner = owner;
-    cl->handoff = handoff && cl->path != NULL;
     cl->next = s->cleanups;
     s->cleanups = cl;
     zkr__cleanup_pump(s);
     return 0;
 }
 
-int zkr__cleanup_add_watch(zkr_session_t *s, const char *path, int wtype)
+int zkr__cleanup_add_watch(zkr_session_t *s, const char *path, int wtype,
+                           watcher_fn watcher)
 {
-    int rc = zkr__cleanup_add(s, NULL, NULL, NULL, s->sid, NULL, 0);
+    int rc = zkr__cleanup_add(s, NULL, NULL, NULL, s->sid, NULL);
 
     if (rc == 0) {
         zkr__cleanup_t *cl = s->cleanups;
@@ -374,6 +373,7 @@ int zkr__cleanup_add_watch(zkr_session_t *s, const char *path, int wtype)
          * yet, so the pump skipped it as a search without dir. */
         cl->watch = 1;
         cl->wtype = wtype;
+        cl->watcher = watcher;
         cl->path = zkr__strdup(path);
         if (cl->path == NULL)
             cl->dead = 1;
@@ -422,11 +422,7 @@ static void cleanup_deleted(int rc, const void *data)
     cl->busy = 0;
     if (rc == ZOK)
         s->counters[ZKR_COUNTER_DELETES]++;
-    if (cl->handoff && rc == ZNOAUTH && !cl->dead) {
-        /* The node's ACL lets us delete it (a right on its parent) but not
-         * write it: a plain delete, and the successor lists. */
-        cl->handoff = 0;
-    } else if (cl->dead)
+    if (cl->dead)
         cleanup_finish(s, cl, 0);
     else if (zkr__is_connection_error(rc))
         ; /* retried by the next pump, after reconnecting */
@@ -454,10 +450,13 @@ static void watch_removed(int rc, const void *data)
     zkr__op_end(op);
 }
 
-/* Removing one (watcher, context) pair only sends a checkWatches request:
- * the server keeps its watch until the node changes. Removing all data
- * watches of the path sends removeWatches, which drops it on the server.
- * zkr's watches are on contender nodes, which nothing else watches.
+/* Removing all watches of a type on the path sends removeWatches, which
+ * also drops the watch on the server; but it removes every watcher the
+ * handle has there, so only when the application cannot have set one:
+ * on a handle zkr opened and never handed out. Otherwise only zkr's own
+ * (watcher, context) pair is removed: that sends checkWatches, and the
+ * server keeps its one watch for the connection until the node changes
+ * (then the client, with no watcher left, drops the event).
  *
  * zookeeper.h declares the completion as `void_completion_t *`, but the
  * client stores and calls that pointer as the function itself, so we pass
@@ -469,24 +468,12 @@ static int send_remove_watch(zkr_session_t *s, zkr__op_t *op)
     void_completion_t *as_declared;
 
     memcpy(&as_declared, &fn, sizeof(fn));
+    if (!s->owned || s->zh_shared)
+        return zoo_aremove_watches(s->zh, op->cl->path,
+                                   (ZooWatcherType)op->cl->wtype,
+                                   op->cl->watcher, s, 0, as_declared, op);
     return zoo_aremove_all_watches(
         s->zh, op->cl->path, (ZooWatcherType)op->cl->wtype, 0, as_declared, op);
-}
-
-/* An exclusive holder's release: empties its node's data and deletes it in
- * one transaction. The successor watching the node (a data watch, which
- * fires once) is woken by the change, not the deletion, and a change
- * followed by the node's absence tells it that the node was released by
- * its holder, so that everyone before it had gone (queue.c,
- * confirm_done). The multi fails as a whole like the delete would (NONODE
- * once it is gone, so a retry after a lost reply ends the entry). */
-static int send_handoff(zkr_session_t *s, zkr__op_t *op)
-{
-    zkr__cleanup_t *cl = op->cl;
-
-    zoo_set_op_init(&cl->mops[0], cl->path, "", 0, -1, &cl->mstat);
-    zoo_delete_op_init(&cl->mops[1], cl->path, -1);
-    return zoo_amulti(s->zh, 2, cl->mops, cl->mres, cleanup_deleted, op);
 }
 
 static void cleanup_listed(int rc, const struct String_vector *v,
@@ -545,14 +532,17 @@ void zkr__cleanup_pump(zkr_session_t *s)
         op->cl = cl;
         if (cl->watch)
             rc = send_remove_watch(s, op);
-        else if (cl->handoff)
-            rc = send_handoff(s, op);
         else if (cl->path != NULL)
             rc = zoo_adelete(s->zh, cl->path, -1, cleanup_deleted, op);
         else
             rc = zoo_aget_children(s->zh, cl->dir, 0, cleanup_listed, op);
         if (rc != ZOK) {
             zkr__op_cancel(op);
+            /* No such watcher here (it fired, or the application removed
+             * it): nothing left to remove. Retrying would keep the entry
+             * forever, and zkr_session_free() waiting for it. */
+            if (cl->watch && rc == ZNOWATCHER)
+                cleanup_finish(s, cl, 0);
             continue;
         }
         cl->busy = 1;
@@ -1165,6 +1155,7 @@ zhandle_t *zkr_session_handle(zkr_session_t *s)
         return NULL;
     pthread_mutex_lock(&s->mu);
     zh = s->zh;
+    s->zh_shared = 1; /* the application may watch on it from now on */
     pthread_mutex_unlock(&s->mu);
     return zh;
 }

@@ -276,8 +276,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int permits = 1; permits <= 3; permits++) {
             int conflict = 0;
 
-            for (int i = 0; i < n; i++)
-                conflict |= ref[i].permits != 0 && ref[i].permits != permits;
+            /* The oldest contender stating a size sets the path's. */
+            for (int i = 0; i < n && conflict == 0; i++)
+                if (ref[i].permits != 0)
+                    conflict = ref[i].permits != permits ? 1 : -1;
+            conflict = conflict > 0;
             want = conflict                     ? ZKR__CONFLICT
                    : self + tie_after < permits ? ZKR__GRANT
                    : self <= permits            ? ZKR__WATCH_DIR

@@ -144,13 +144,15 @@ static void test_try_timeout_cancel(void **state)
 
     assert_int_equal(zkr_lock_acquire_async(lb, -1, cancel_done, &got), 0);
     assert_true(ZKT_WAIT_UNTIL(children("/t/try") == 2, 5000));
+    /* The waiter watches the holder's node and its own. */
     assert_true(
-        ZKT_WAIT_UNTIL(zkt_total_watches(server) == watches0 + 1, 5000));
+        ZKT_WAIT_UNTIL(zkt_total_watches(server) == watches0 + 2, 5000));
     assert_int_equal(zkr_lock_cancel(lb), 0);
     assert_true(ZKT_WAIT_UNTIL(got == ZKR_ECANCELED, 5000));
 
     assert_int_equal(children("/t/try"), 1);
-    /* The watch on the holder's node was removed from the server. */
+    /* The watch on the holder's node was removed from the server; the
+     * one on its own node went with the node. */
     assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == watches0, 5000));
     assert_int_equal(zkr_lock_cancel(lb), ZKR_ESTATE);
 
@@ -281,8 +283,9 @@ static void test_vanished_parent(void **state)
 }
 
 /* One release wakes exactly one of 20 waiters: each waiter watches only
- * its predecessor, so the server holds 20 watches on 20 distinct nodes and
- * delivers exactly one notification. */
+ * its predecessor (and its own node, which only its own deletion
+ * changes), so the server delivers exactly one notification, and the woken
+ * waiter lists once and is granted. */
 static int granted[21];
 
 static void herd_done(int rc, zkr_lock_t *l, void *data)
@@ -312,7 +315,10 @@ static void test_release_wakes_one(void **state)
             0);
         assert_true(ZKT_WAIT_UNTIL(children("/t/herd") == i + 2, 5000));
     }
-    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == W, 5000));
+    /* Each waiter on its predecessor and on its own node; the holder's
+     * watch on its own node is shared with the first waiter's on it (one
+     * session): 2 W. */
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 2 * W, 5000));
     wchc = zkt_4lw(server, "wchp");
     assert_non_null(wchc);
     free(wchc);
@@ -323,18 +329,15 @@ static void test_release_wakes_one(void **state)
     assert_int_equal(zkr_lock_release(holder), 0);
     assert_true(ZKT_WAIT_UNTIL(granted[0] == 1, 5000));
     /* Once the first waiter holds, the others still watch their own
-     * predecessors: 19 watches plus the new holder's watch on its own
-     * node (before, the old holder's shared its registration with the
-     * first waiter of the same session); one notification, no listing. */
-    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == W, 5000));
+     * predecessors and nodes, and the new holder its own node: 2 W - 1. */
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 2 * W - 1, 5000));
     for (int i = 0; i < S; i++) {
         ev1 += zkr_session_counter(s[i], ZKR_COUNTER_WATCH_EVENTS);
         lists1 += zkr_session_counter(s[i], ZKR_COUNTER_LISTS);
     }
-    /* The woken waiter knew its queue: granted on the notification alone,
-     * without listing the 21 nodes again. */
+    /* A grant rests on a listing made after the notification: one. */
     assert_int_equal(ev1 - ev0, 1);
-    assert_int_equal(lists1 - lists0, 0);
+    assert_int_equal(lists1 - lists0, 1);
     for (int i = 1; i < W; i++)
         assert_int_equal(granted[i], 0);
     for (int i = 0; i < W; i++)
@@ -394,59 +397,11 @@ static void test_forced_deletion_noticed(void **state)
     zkr_session_free(b);
 }
 
-/* A waiter decides from the queue it listed: directly behind the holder,
- * it is granted on the holder's deletion notification without listing
- * again. Behind a waiter that leaves from the middle, it lists again (it
- * cannot know whether the others before it are still there) and is still
- * granted in order. */
-static void test_handoff_without_listing(void **state)
-{
-    zkr_session_t *s[4];
-    zkr_lock_t *l[4];
-    uint64_t lists;
-    int got[4] = {1, 1, 1, 1};
-
-    (void)state;
-    for (int i = 0; i < 4; i++) {
-        s[i] = open_session(10000);
-        l[i] = new_lock(s[i], "/t/cached", NULL);
-    }
-    /* Directly behind the holder. */
-    assert_int_equal(zkr_lock_acquire(l[0], -1), 0);
-    assert_int_equal(zkr_lock_acquire_async(l[1], -1, cancel_done, &got[1]), 0);
-    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 2, 5000));
-    lists = zkr_session_counter(s[1], ZKR_COUNTER_LISTS);
-    assert_int_equal(zkr_lock_release(l[0]), 0);
-    assert_true(ZKT_WAIT_UNTIL(got[1] == 0, 5000));
-    assert_int_equal(zkr_session_counter(s[1], ZKR_COUNTER_LISTS), lists);
-
-    /* Behind a waiter that leaves: l[3] waits for l[2], which cancels. */
-    got[1] = 1;
-    for (int i = 2; i < 4; i++) {
-        assert_int_equal(zkr_lock_acquire_async(l[i], -1, cancel_done, &got[i]),
-                         0);
-        assert_true(ZKT_WAIT_UNTIL(children("/t/cached") == i, 5000));
-    }
-    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 3, 5000));
-    assert_int_equal(zkr_lock_cancel(l[2]), 0);
-    assert_true(ZKT_WAIT_UNTIL(got[2] == ZKR_ECANCELED, 5000));
-    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 2, 5000));
-    assert_int_equal(zkr_lock_state(l[3]), ZKR_LOCK_ACQUIRING);
-    assert_int_equal(zkr_lock_release(l[1]), 0);
-    assert_true(ZKT_WAIT_UNTIL(got[3] == 0, 5000));
-    assert_true(token_of(l[3]) > 0);
-    assert_int_equal(zkr_lock_release(l[3]), 0);
-    for (int i = 0; i < 4; i++) {
-        zkr_lock_free(l[i]);
-        zkr_session_free(s[i]);
-    }
-    assert_int_equal(children("/t/cached"), 0);
-}
-
 /* A queue of n contenders on 4 sessions, formed at once (each waiter's
  * listing shows everyone before it), then released in turn: each release
- * must grant exactly the next one. Returns the listings the sessions made
- * from the grant of contender `from` to the end. */
+ * must grant exactly the next one, with one notification. Returns the
+ * listings the sessions made from the grant of contender `from` to the
+ * end. */
 enum { CHAIN_MAX = 40, CHAIN_S = 4 };
 static int chain_got[CHAIN_MAX];
 
@@ -471,8 +426,9 @@ static uint64_t run_chain(const char *path, int n, int from,
             zkr_lock_acquire_async(l[i], -1, cancel_done, &chain_got[i]), 0);
         assert_true(ZKT_WAIT_UNTIL(children(path) == i + 1, 5000));
     }
-    /* n - 1 waiters, and the holder on its own node. */
-    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == n, 5000));
+    /* n - 1 waiters on their predecessors and own nodes, the holder on
+     * its own node (its successor is on another session). */
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 2 * n - 1, 5000));
     for (int i = 0; i + 1 < n; i++) {
         int64_t t = token_of(l[i]);
         assert_true(t > last);
@@ -504,27 +460,22 @@ static uint64_t run_chain(const char *path, int n, int from,
     return (uint64_t)(-(int64_t)lists);
 }
 
-/* Down a long queue that formed at once, all but the holder leave before
- * a waiter's turn without it hearing, so what it listed is stale. A holder
- * that saw a long queue (ZKR__HANDOFF_QUEUE, 32) or was handed off to
- * marks its node in the transaction that deletes it; the next waiter,
- * woken by that write and finding the node gone, knows the releaser held,
- * hence that everyone before it had gone. The first two holders saw a
- * short queue (1 and 2 contenders) and delete plainly: the third lists
- * the 40 (the second did not need to: directly behind the first, its
- * listing was not stale). From the third on, every handoff takes one
- * notification, one small read and no listing. */
-static void test_handoff_down_the_queue(void **state)
+/* Down a queue that formed at once, every grant rests on a listing made
+ * after the release's notification: one listing per release, none by the
+ * waiters that were not woken. (The handoff without listing, which took a
+ * written-then-deleted predecessor as proof that everyone before it had
+ * gone, was removed as unsound: any client can write and delete a
+ * waiter's node, see test_foreign_delete_of_waiter.) */
+static void test_release_chain(void **state)
 {
     (void)state;
-    assert_int_equal(run_chain("/t/chain", CHAIN_MAX, 2, NULL), 0);
+    assert_int_equal(run_chain("/t/chain", 12, 0, NULL), 11);
 }
 
 /* Someone else writes contender nodes (Curator's revocation writes a
- * holder's node, say). A release writes its node too, as it deletes it
- * (zkr_lock_release()), so the contender woken by a write checks that the
- * node is gone before it counts it as released: a write on the holder's or
- * on a waiter's node grants nobody, and ownership stays where it was. */
+ * holder's node, say). The contender woken by the write lists: a write on
+ * the holder's or on a waiter's node grants nobody, and ownership stays
+ * where it was. */
 static void write_as_other(const char *node, zkr_session_t *woken, long watches)
 {
     uint64_t lists = zkr_session_counter(woken, ZKR_COUNTER_LISTS);
@@ -557,9 +508,10 @@ static void test_foreign_writes(void **state)
     assert_int_equal(zkr_lock_acquire(l[0], -1), 0);
     assert_int_equal(zkr_lock_node(l[0], node, sizeof(node)), 0);
     assert_int_equal(zkr_lock_acquire_async(l[1], -1, cancel_done, &got[1]), 0);
-    /* l[1] watches l[0]'s node, and l[0] (after 50 ms) its own. */
-    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 2, 5000));
-    write_as_other(node, s[1], 2);
+    /* l[1] watches l[0]'s node and its own, and l[0] (after 50 ms) its
+     * own. */
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 3, 5000));
+    write_as_other(node, s[1], 3);
     assert_int_equal(got[1], 1);
     assert_int_equal(seen, -1);
     assert_int_equal(zkr_lock_state(l[0]), ZKR_LOCK_HELD);
@@ -574,8 +526,9 @@ static void test_foreign_writes(void **state)
     assert_int_equal(zkr_lock_node(l[0], node, sizeof(node)), 0);
     assert_int_equal(zkr_lock_acquire_async(l[2], -1, cancel_done, &got[2]), 0);
     assert_true(ZKT_WAIT_UNTIL(children("/t/fwrite") == 3, 5000));
-    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 3, 5000));
-    write_as_other(node, s[2], 3);
+    /* Three nodes, each watched by its owner, two also by a successor. */
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 5, 5000));
+    write_as_other(node, s[2], 5);
     assert_int_equal(got[2], 1);
     assert_int_equal(zkr_lock_state(l[2]), ZKR_LOCK_ACQUIRING);
     assert_int_equal(zkr_lock_state(l[1]), ZKR_LOCK_HELD);
@@ -591,17 +544,16 @@ static void test_foreign_writes(void **state)
 }
 
 /* Nodes whose ACL gives no WRITE (deleting needs DELETE on the parent
- * only): a release that cannot mark its node deletes it plainly, and the
- * successor, woken by the deletion, lists and is granted. */
-static void test_handoff_without_write_right(void **state)
+ * only): nothing in the lock needs to write a node; each release grants
+ * the next waiter, which lists once. */
+static void test_chain_without_write_right(void **state)
 {
     struct ACL rcd[] = {{ZOO_PERM_READ | ZOO_PERM_CREATE | ZOO_PERM_DELETE,
                          {"world", "anyone"}}};
     struct ACL_vector acl = {1, rcd};
 
     (void)state;
-    /* Each waiter from index 32 on lists, as without a handoff. */
-    assert_int_equal(run_chain("/t/rcd/lock", 36, 31, &acl), 4);
+    assert_int_equal(run_chain("/t/rcd/lock", 8, 0, &acl), 7);
 }
 
 /* Acquire while another thread cancels: ZKR_ECANCELED, no node left. */
@@ -662,6 +614,307 @@ static void test_free_while_acquiring(void **state)
     assert_int_equal(children("/t/freewait"), 0);
 }
 
+/* A Curator-style contender made by a plain client: an ephemeral
+ * sequential `_c_<uuid>-lock-` node under path. Returns its full path. */
+static char *foreign_contender(zhandle_t *zh, const char *path,
+                               const struct ACL_vector *acl)
+{
+    char want[256], got[512];
+
+    snprintf(want, sizeof(want), "%s/_c_0badc0de-0000-4000-8000-%012d-lock-",
+             path, getpid());
+    assert_int_equal(zoo_create(zh, want, "peer", 4,
+                                acl != NULL ? acl : &ZOO_OPEN_ACL_UNSAFE,
+                                ZOO_EPHEMERAL_SEQUENTIAL, got, sizeof(got)),
+                     ZOK);
+    return strdup(got);
+}
+
+/* Issue 12.2. Holder H, a foreign waiter P (Curator's name, a plain
+ * client's node), zkr waiters W and W2 behind it. Another client writes P
+ * and deletes it (in one transaction, or as two calls): the queue has lost
+ * a waiter, nothing more. H still holds, so neither W nor W2 may be
+ * granted. (The removed handoff took "the node before me was written, then
+ * is gone" for a holder's release and granted W, which handed on to W2.) */
+static void foreign_delete_round(const char *path, int multi)
+{
+    zkr_session_t *s[3];
+    zkr_lock_t *h, *w, *w2;
+    zhandle_t *other = zkt_connect(zkt_server_hosts(server), 10000);
+    int got = 1, got2 = 1;
+    char *p;
+
+    assert_non_null(other);
+    for (int i = 0; i < 3; i++)
+        s[i] = open_session(10000);
+    h = new_lock(s[0], path, "H");
+    w = new_lock(s[1], path, "W");
+    w2 = new_lock(s[2], path, "W2");
+    assert_int_equal(zkr_lock_acquire(h, -1), 0);
+    p = foreign_contender(raw, path, NULL);
+    assert_int_equal(zkr_lock_acquire_async(w, -1, cancel_done, &got), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(path) == 3, 5000));
+    assert_int_equal(zkr_lock_acquire_async(w2, -1, cancel_done, &got2), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(path) == 4, 5000));
+    usleep(300000); /* W watches P, W2 watches W */
+    if (multi) {
+        zoo_op_t ops[2];
+        zoo_op_result_t res[2];
+        struct Stat st;
+        zoo_set_op_init(&ops[0], p, "__REVOKE__", 10, -1, &st);
+        zoo_delete_op_init(&ops[1], p, -1);
+        assert_int_equal(zoo_multi(other, 2, ops, res), ZOK);
+    } else {
+        assert_int_equal(zoo_set(other, p, "__REVOKE__", 10, -1), ZOK);
+        assert_int_equal(zoo_delete(other, p, -1), ZOK);
+    }
+    free(p);
+    /* W lists, finds H before it and watches H. */
+    assert_true(ZKT_WAIT_UNTIL(children(path) == 3, 5000));
+    usleep(500000);
+    assert_int_equal(got, 1);
+    assert_int_equal(got2, 1);
+    assert_int_equal(zkr_lock_state(w), ZKR_LOCK_ACQUIRING);
+    assert_int_equal(zkr_lock_state(w2), ZKR_LOCK_ACQUIRING);
+    assert_int_equal(zkr_lock_state(h), ZKR_LOCK_HELD);
+    /* The queue still works, in order. */
+    assert_int_equal(zkr_lock_release(h), 0);
+    assert_true(ZKT_WAIT_UNTIL(got == 0, 5000));
+    usleep(100000);
+    assert_int_equal(got2, 1);
+    assert_int_equal(zkr_lock_release(w), 0);
+    assert_true(ZKT_WAIT_UNTIL(got2 == 0, 5000));
+    assert_int_equal(zkr_lock_release(w2), 0);
+    zkr_lock_free(h);
+    zkr_lock_free(w);
+    zkr_lock_free(w2);
+    for (int i = 0; i < 3; i++)
+        zkr_session_free(s[i]);
+    zookeeper_close(other);
+    assert_int_equal(children(path), 0);
+}
+
+static void test_foreign_delete_of_waiter(void **state)
+{
+    (void)state;
+    foreign_delete_round("/t/fdel1", 1);
+    foreign_delete_round("/t/fdel2", 0);
+}
+
+/* Issue 12.3. An operator deletes waiter W's node while H holds and W2
+ * waits behind W. W can never be granted with a node that is gone: it
+ * learns of the deletion while it waits (it watches its own node) and its
+ * acquire ends with ZKR_ELOST, as zkr_lock_acquire() documents. When H
+ * releases, W2 alone holds. */
+static void test_waiter_node_deleted(void **state)
+{
+    zkr_session_t *s[3];
+    zkr_lock_t *h, *w, *w2;
+    char node[ZKR_NODE_MAX];
+    int got = 1, got2 = 1;
+
+    (void)state;
+    for (int i = 0; i < 3; i++)
+        s[i] = open_session(10000);
+    h = new_lock(s[0], "/t/wdel", "H");
+    w = new_lock(s[1], "/t/wdel", "W");
+    w2 = new_lock(s[2], "/t/wdel", "W2");
+    assert_int_equal(zkr_lock_acquire(h, -1), 0);
+    assert_int_equal(zkr_lock_acquire_async(w, -1, cancel_done, &got), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/t/wdel") == 2, 5000));
+    assert_int_equal(zkr_lock_acquire_async(w2, -1, cancel_done, &got2), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/t/wdel") == 3, 5000));
+    usleep(300000); /* both wait */
+    assert_int_equal(zkr_lock_node(w, node, sizeof(node)), 0);
+    assert_int_equal(zoo_delete(raw, node, -1), ZOK);
+    /* Learned while waiting, with H still holding. */
+    assert_true(ZKT_WAIT_UNTIL(got != 1, 3000));
+    assert_int_equal(got, ZKR_ELOST);
+    assert_int_equal(zkr_lock_state(w), ZKR_LOCK_IDLE);
+    assert_int_equal(zkr_lock_state(h), ZKR_LOCK_HELD);
+    assert_int_equal(got2, 1);
+    assert_int_equal(zkr_lock_release(h), 0);
+    assert_true(ZKT_WAIT_UNTIL(got2 == 0, 5000));
+    usleep(200000);
+    assert_true(zkr_lock_state(w) != ZKR_LOCK_HELD);
+    assert_int_equal(zkr_lock_release(w), ZKR_ENOTHELD);
+    assert_int_equal(zkr_lock_release(w2), 0);
+    zkr_lock_free(h);
+    zkr_lock_free(w);
+    zkr_lock_free(w2);
+    for (int i = 0; i < 3; i++)
+        zkr_session_free(s[i]);
+    assert_int_equal(children("/t/wdel"), 0);
+}
+
+/* Children of path, not counting theirs (a node we cannot read cannot
+ * be listed either). */
+static int kids(const char *path)
+{
+    struct String_vector sv;
+    int n;
+
+    if (zoo_get_children(raw, path, 0, &sv) != ZOK)
+        return -1;
+    n = sv.count;
+    deallocate_String_vector(&sv);
+    return n;
+}
+
+/* A contender ahead whose node has a creator-only ACL (another user's
+ * Curator lock, say): we can list the directory but not read that node,
+ * and the server sends us none of its events. We still wait (a getData
+ * watch on it used to fail the acquire with ZNOAUTH), watching the
+ * directory, and are granted when it goes. */
+static void test_creator_only_contender_ahead(void **state)
+{
+    zhandle_t *other = zkt_connect(zkt_server_hosts(server), 10000);
+    zkr_session_t *s = open_session(10000);
+    zkr_lock_t *w = new_lock(s, "/t/creator", "W");
+    char *p, buf[16];
+    int len = sizeof(buf), got = 1;
+
+    (void)state;
+    assert_non_null(other);
+    assert_int_equal(
+        zoo_add_auth(other, "digest", "peer:secret", 11, NULL, NULL), ZOK);
+    usleep(200000);
+    assert_int_equal(
+        zoo_create(raw, "/t/creator", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+        ZOK);
+    p = foreign_contender(other, "/t/creator", &ZOO_CREATOR_ALL_ACL);
+    /* We cannot read it. */
+    assert_int_equal(zoo_get(raw, p, 0, buf, &len, NULL), ZNOAUTH);
+    assert_int_equal(zkr_lock_acquire_async(w, -1, cancel_done, &got), 0);
+    usleep(500000);
+    assert_int_equal(got, 1);
+    assert_int_equal(kids("/t/creator"), 2);
+    assert_int_equal(zkr_lock_state(w), ZKR_LOCK_ACQUIRING);
+    assert_int_equal(zoo_delete(other, p, -1), ZOK);
+    free(p);
+    assert_true(ZKT_WAIT_UNTIL(got == 0, 5000));
+    assert_int_equal(zkr_lock_release(w), 0);
+    zkr_lock_free(w);
+    zkr_session_free(s);
+    zookeeper_close(other);
+    assert_int_equal(kids("/t/creator"), 0);
+}
+
+/* Issue 20.10 (watches). On a handle the application also uses
+ * (zkr_session_handle()), taking back zkr's watch on a node must not take
+ * the application's own watch on it. */
+static volatile int app_events;
+
+static void app_watcher(zhandle_t *zh, int type, int st, const char *path,
+                        void *ctx)
+{
+    (void)zh;
+    (void)st;
+    (void)path;
+    (void)ctx;
+    if (type == ZOO_DELETED_EVENT)
+        app_events++;
+}
+
+static void test_application_watch_kept(void **state)
+{
+    zkr_session_t *a = open_session(10000), *b = open_session(10000);
+    zkr_lock_t *h = new_lock(a, "/t/appw", "H"),
+               *w = new_lock(b, "/t/appw", "W");
+    zhandle_t *zh = zkr_session_handle(b);
+    char node[ZKR_NODE_MAX];
+    struct Stat st;
+
+    (void)state;
+    app_events = 0;
+    assert_int_equal(zkr_lock_acquire(h, -1), 0);
+    assert_int_equal(zkr_lock_node(h, node, sizeof(node)), 0);
+    /* The application watches the holder's node on b's handle. */
+    assert_int_equal(zoo_wexists(zh, node, app_watcher, NULL, &st), ZOK);
+    /* zkr's waiter on b watches the same node, then gives up. */
+    assert_int_equal(zkr_lock_acquire(w, 300), ZKR_ETIMEDOUT);
+    usleep(300000);
+    assert_int_equal(zkr_lock_release(h), 0);
+    assert_true(ZKT_WAIT_UNTIL(app_events == 1, 3000));
+    zkr_lock_free(w);
+    zkr_lock_free(h);
+    zkr_session_free(b);
+    zkr_session_free(a);
+    assert_int_equal(children("/t/appw"), 0);
+}
+
+/* Issue 12 (watches). A zkr watch that is already gone (here the
+ * application removed every watch on the path) is not retried forever:
+ * zkr_session_free() does not wait for it. */
+static void test_removed_watch_not_retried(void **state)
+{
+    zkr_session_t *a = open_session(10000), *b = open_session(10000);
+    zkr_lock_t *h = new_lock(a, "/t/appw2", "H"),
+               *w = new_lock(b, "/t/appw2", "W");
+    zhandle_t *zh = zkr_session_handle(b);
+    char node[ZKR_NODE_MAX];
+    int64_t t0;
+    int got = 1;
+
+    (void)state;
+    /* The application removes every watch on the path zkr waits on. */
+    assert_int_equal(zkr_lock_acquire(h, -1), 0);
+    assert_int_equal(zkr_lock_node(h, node, sizeof(node)), 0);
+    assert_int_equal(zkr_lock_acquire_async(w, -1, cancel_done, &got), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/t/appw2") == 2, 5000));
+    usleep(300000);
+    assert_int_equal(zoo_remove_all_watches(zh, node, ZWATCHTYPE_ANY, 0), ZOK);
+    assert_int_equal(zkr_lock_cancel(w), 0);
+    assert_true(ZKT_WAIT_UNTIL(got == ZKR_ECANCELED, 5000));
+    assert_true(ZKT_WAIT_UNTIL(children("/t/appw2") == 1, 5000));
+    zkr_lock_free(w);
+    t0 = zkt_now_ms();
+    assert_int_equal(zkr_session_free(b), 0);
+    /* It used to wait for half the session timeout (5 s). */
+    assert_true(zkt_now_ms() - t0 < 2000);
+    assert_int_equal(zkr_lock_release(h), 0);
+    zkr_lock_free(h);
+    zkr_session_free(a);
+    assert_int_equal(children("/t/appw2"), 0);
+}
+
+/* Issue 20.10 (delete). The directory lets us create and list but not
+ * delete: a release the server refuses keeps the grant (the node stays,
+ * so does the lock) and returns the server's code; once the right is
+ * given, the release goes through. */
+static void test_release_refused(void **state)
+{
+    struct ACL rca[] = {{ZOO_PERM_READ | ZOO_PERM_CREATE | ZOO_PERM_ADMIN,
+                         {"world", "anyone"}}};
+    struct ACL_vector acl = {1, rca};
+    zkr_session_t *s = open_session(10000);
+    zkr_lock_t *l = new_lock(s, "/t/nodel/lock", "L");
+    int64_t tok;
+
+    (void)state;
+    zoo_create(raw, "/t", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(
+        zoo_create(raw, "/t/nodel", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+        ZOK);
+    assert_int_equal(zoo_create(raw, "/t/nodel/lock", "", 0, &acl, 0, NULL, 0),
+                     ZOK);
+    assert_int_equal(zkr_lock_acquire(l, -1), 0);
+    tok = token_of(l);
+    assert_int_equal(zkr_lock_release(l), ZNOAUTH);
+    assert_int_equal(zkr_lock_state(l), ZKR_LOCK_HELD);
+    assert_int_equal(token_of(l), tok);
+    assert_int_equal(children("/t/nodel/lock"), 1);
+    assert_int_equal(
+        zoo_set_acl(raw, "/t/nodel/lock", -1, &ZOO_OPEN_ACL_UNSAFE), ZOK);
+    assert_int_equal(zkr_lock_release(l), 0);
+    assert_int_equal(zkr_lock_state(l), ZKR_LOCK_IDLE);
+    assert_int_equal(children("/t/nodel/lock"), 0);
+    zkr_lock_free(l);
+    zkr_session_free(s);
+    zoo_delete(raw, "/t/nodel/lock", -1);
+    zoo_delete(raw, "/t/nodel", -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -675,10 +928,15 @@ int main(void)
         cmocka_unit_test(test_cancel_from_thread),
         cmocka_unit_test(test_free_while_acquiring),
         cmocka_unit_test(test_forced_deletion_noticed),
-        cmocka_unit_test(test_handoff_without_listing),
-        cmocka_unit_test(test_handoff_down_the_queue),
+        cmocka_unit_test(test_release_chain),
         cmocka_unit_test(test_foreign_writes),
-        cmocka_unit_test(test_handoff_without_write_right),
+        cmocka_unit_test(test_chain_without_write_right),
+        cmocka_unit_test(test_foreign_delete_of_waiter),
+        cmocka_unit_test(test_waiter_node_deleted),
+        cmocka_unit_test(test_creator_only_contender_ahead),
+        cmocka_unit_test(test_application_watch_kept),
+        cmocka_unit_test(test_removed_watch_not_retried),
+        cmocka_unit_test(test_release_refused),
     };
     return cmocka_run_group_tests_name("lock", tests, setup, teardown);
 }

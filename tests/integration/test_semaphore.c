@@ -210,18 +210,18 @@ static void test_semaphore_release_wakes_few(void **state)
         assert_int_equal(zkr_lock_acquire_async(w[i], -1, on_grant, &g[i]), 0);
         assert_true(ZKT_WAIT_UNTIL(children("/s/herd") == 3 + i, 5000));
     }
-    /* 49 data watches (each waiter on its predecessor), the two holders'
-     * watches on their own nodes, and the first waiter's child watch,
+    /* 49 data watches (each waiter on its predecessor), every contender's
+     * watch on its own node (50 + 2), and the first waiter's child watch,
      * which this server's wchs does not count. */
-    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == W + 1, 5000));
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 2 * W + 1, 5000));
     for (int i = 0; i < S; i++)
         ev0 += zkr_session_counter(s[i], ZKR_COUNTER_WATCH_EVENTS);
     assert_int_equal(zkr_lock_release(h[0]), 0);
     assert_true(ZKT_WAIT_UNTIL(rc_of(&g[0]) == 0, 5000));
     /* The next waiter took over the directory watch (its data watch on the
      * new holder fired: that is the second notification); the others are
-     * unchanged. */
-    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == W, 5000));
+     * unchanged: the old holder's watch on its node went with it. */
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 2 * W - 1, 5000));
     for (int i = 0; i < S; i++)
         ev1 += zkr_session_counter(s[i], ZKR_COUNTER_WATCH_EVENTS);
     assert_true(ev1 - ev0 <= 2);
@@ -423,6 +423,131 @@ static void test_rwlock_expiry(void **state)
     assert_true(ZKT_WAIT_UNTIL(children("/s/rwx") == 0, 5000));
 }
 
+/* Issue 20.4. Another client writes the node a semaphore waiter waits
+ * on (a monitoring tool, a revocation-style write). The waiter lists again
+ * (a change is a hint), finds the same node ahead and waits again: a few
+ * listings, not one per round trip for as long as the node waits (it used
+ * to take any write, version > 0, for its predecessor's grant: ~2,000
+ * listings a second). */
+static void test_semaphore_foreign_write(void **state)
+{
+    zkr_session_t *s[3];
+    zkr_lock_t *l[3];
+    struct grant g[3] = {{1, 0, 0}, {1, 0, 0}, {1, 0, 0}};
+    char node[ZKR_NODE_MAX];
+    uint64_t lists;
+
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        s[i] = open_session(10000);
+        l[i] = sem(s[i], "/s/fwrite", 1, NULL);
+        assert_int_equal(zkr_lock_acquire_async(l[i], -1, on_grant, &g[i]), 0);
+        assert_true(ZKT_WAIT_UNTIL(children("/s/fwrite") == i + 1, 5000));
+    }
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&g[0]) == 0, 5000));
+    /* l[1] is the first waiter, l[2] waits on l[1]'s node. */
+    assert_int_equal(zkr_lock_node(l[1], node, sizeof(node)), 0);
+    usleep(300000);
+    lists = zkr_session_counter(s[2], ZKR_COUNTER_LISTS);
+    assert_int_equal(zoo_set(raw, node, "monitor", 7, -1), ZOK);
+    usleep(1000000);
+    print_message(
+        "listings in the second after the write: %llu\n",
+        (unsigned long long)(zkr_session_counter(s[2], ZKR_COUNTER_LISTS) -
+                             lists));
+    /* One listing for the notification, one for the write it then finds
+     * on the node it waits on; then it waits. */
+    assert_true(zkr_session_counter(s[2], ZKR_COUNTER_LISTS) - lists <= 3);
+    assert_int_equal(rc_of(&g[1]), 1);
+    assert_int_equal(rc_of(&g[2]), 1);
+    /* The queue still works, in order. */
+    assert_int_equal(zkr_lock_release(l[0]), 0);
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&g[1]) == 0, 5000));
+    assert_int_equal(rc_of(&g[2]), 1);
+    assert_int_equal(zkr_lock_release(l[1]), 0);
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&g[2]) == 0, 5000));
+    assert_int_equal(zkr_lock_release(l[2]), 0);
+    for (int i = 0; i < 3; i++) {
+        zkr_lock_free(l[i]);
+        zkr_session_free(s[i]);
+    }
+    assert_int_equal(children("/s/fwrite"), 0);
+}
+
+/* Issue 20.5. An ACL without WRITE: a granted permit cannot touch its
+ * node to move its successor up. With 2 permits, H1 and H2 hold, W1 and
+ * W2 wait; H1 leaves (W1 is granted), then H2 leaves: a permit is free and
+ * W2 is first in line, so W2 is granted while W1 still holds (it used to
+ * wait on W1's node, which nothing would change, until W1 released). */
+static void test_semaphore_without_write_right(void **state)
+{
+    struct ACL rcd[] = {{ZOO_PERM_READ | ZOO_PERM_CREATE | ZOO_PERM_DELETE,
+                         {"world", "anyone"}}};
+    struct ACL_vector acl = {1, rcd};
+    zkr_session_t *s[4];
+    zkr_lock_t *l[4];
+    struct grant g[4];
+
+    (void)state;
+    for (int i = 0; i < 4; i++) {
+        s[i] = open_session(10000);
+        assert_int_equal(
+            zkr_semaphore_new(&l[i], s[i], "/s/nowrite/sem", 2, NULL, &acl), 0);
+        g[i].rc = 1;
+        assert_int_equal(zkr_lock_acquire_async(l[i], -1, on_grant, &g[i]), 0);
+        assert_true(ZKT_WAIT_UNTIL(children("/s/nowrite/sem") == i + 1, 5000));
+    }
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&g[0]) == 0 && rc_of(&g[1]) == 0, 5000));
+    usleep(200000);
+    assert_int_equal(zkr_lock_release(l[0]), 0);
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&g[2]) == 0, 5000));
+    usleep(200000);
+    assert_int_equal(rc_of(&g[3]), 1);
+    assert_int_equal(zkr_lock_release(l[1]), 0);
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&g[3]) == 0, 3000));
+    assert_int_equal(zkr_lock_state(l[2]), ZKR_LOCK_HELD);
+    assert_int_equal(zkr_lock_release(l[2]), 0);
+    assert_int_equal(zkr_lock_release(l[3]), 0);
+    for (int i = 0; i < 4; i++) {
+        zkr_lock_free(l[i]);
+        zkr_session_free(s[i]);
+    }
+    assert_int_equal(children("/s/nowrite/sem"), 0);
+}
+
+/* Issue 20.7. A newcomer with another permit count is refused, and only
+ * it: the waiter already queued with the path's count keeps waiting (it
+ * used to see the newcomer's node and fail with ZKR_ELIMIT too), and is
+ * granted in its turn. */
+static void test_semaphore_conflict_newcomer_only(void **state)
+{
+    zkr_session_t *s = open_session(10000), *t = open_session(10000);
+    zkr_lock_t *a = sem(s, "/s/newcomer", 1, "A"),
+               *b = sem(t, "/s/newcomer", 1, "B"),
+               *x = sem(s, "/s/newcomer", 2, "X");
+    struct grant gb = {1, 0, 0};
+
+    (void)state;
+    assert_int_equal(zkr_lock_acquire(a, -1), 0);
+    assert_int_equal(zkr_lock_acquire_async(b, -1, on_grant, &gb), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/s/newcomer") == 2, 5000));
+    usleep(200000);
+    assert_int_equal(zkr_lock_acquire(x, 1000), ZKR_ELIMIT);
+    assert_int_equal(zkr_lock_acquire(x, 0), ZKR_ELIMIT);
+    usleep(300000);
+    assert_int_equal(rc_of(&gb), 1);
+    assert_int_equal(zkr_lock_state(b), ZKR_LOCK_ACQUIRING);
+    assert_int_equal(zkr_lock_release(a), 0);
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&gb) == 0, 5000));
+    assert_int_equal(zkr_lock_release(b), 0);
+    zkr_lock_free(a);
+    zkr_lock_free(b);
+    zkr_lock_free(x);
+    zkr_session_free(s);
+    zkr_session_free(t);
+    assert_int_equal(children("/s/newcomer"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -434,6 +559,9 @@ int main(void)
         cmocka_unit_test(test_semaphore_free_and_depart),
         cmocka_unit_test(test_rwlock_rules),
         cmocka_unit_test(test_rwlock_expiry),
+        cmocka_unit_test(test_semaphore_foreign_write),
+        cmocka_unit_test(test_semaphore_without_write_right),
+        cmocka_unit_test(test_semaphore_conflict_newcomer_only),
     };
     return cmocka_run_group_tests_name("semaphore", tests, setup, teardown);
 }

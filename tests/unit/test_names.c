@@ -825,9 +825,13 @@ static void test_pred_semaphore(void **state)
     /* Foreign contenders (no size in the name) just take permits. */
     v[1].permits = 0;
     assert_int_equal(zkr__pred_semaphore(v, 6, 2, 3), ZKR__GRANT);
-    /* Another size anywhere in the queue is a conflict. */
+    /* The oldest contender stating a size sets it: a newcomer of another
+     * size is refused, those queued with the path's size are not (issue
+     * 20.7). */
     v[5].permits = 4;
-    assert_int_equal(zkr__pred_semaphore(v, 6, 0, 3), ZKR__CONFLICT);
+    assert_int_equal(zkr__pred_semaphore(v, 6, 5, 4), ZKR__CONFLICT);
+    assert_int_equal(zkr__pred_semaphore(v, 6, 0, 3), ZKR__GRANT);
+    assert_int_equal(zkr__pred_semaphore(v, 6, 4, 3), 3);
 }
 
 static void test_pred_read_write(void **state)
