@@ -946,6 +946,11 @@ static void maybe_open(zkr_session_t *s, int64_t now)
      * replaced, so hosts are resolved again and attempts are spaced. */
     s->connect_deadline =
         zkr__now_ms() + (s->req_timeout > 0 ? s->req_timeout : 10000);
+    /* The handle connected while we opened it without the mutex: its
+     * CONNECTED event found s->zh unset and was ignored. Take it now (if
+     * the event is still to come, on_session_event ignores the repeat). */
+    if (zoo_state(zh) == ZOO_CONNECTED_STATE)
+        on_session_event(s, zh, ZOO_CONNECTED_STATE);
 }
 
 static int64_t min_time(int64_t a, int64_t b)
