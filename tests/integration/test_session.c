@@ -1,6 +1,7 @@
 /* Integration tests of the session layer against a real ZooKeeper server:
- * states and listeners, adopting an application's handle, digest
- * credentials with ACLs, chroot, no-reconnect sessions. */
+ * states and listeners, adopting an application's handle (and what zkr
+ * leaves when it declares such a session LOST), digest credentials with
+ * ACLs, chroot, no-reconnect sessions. */
 #define _DEFAULT_SOURCE
 #include <pthread.h>
 #include <setjmp.h>
@@ -133,6 +134,80 @@ static void test_adopt_application_handle(void **state)
     zookeeper_close(zh);
 }
 
+/* Issue 12.6: zkr declares an adopted session LOST at its safe deadline,
+ * but the application's handle lives on and its session may too. The
+ * header promises that the nodes of the lost grants are deleted: a waiter
+ * on another session must be granted while the application still has its
+ * handle, connected with the same session. */
+static zkr_session_t *adopted2;
+
+static void app_watcher2(zhandle_t *zh, int type, int st, const char *path,
+                         void *ctx)
+{
+    (void)zh;
+    (void)path;
+    (void)ctx;
+    if (adopted2 != NULL)
+        zkr_session_process_event(adopted2, type, st);
+}
+
+static void on_granted(int rc, zkr_lock_t *l, void *data)
+{
+    (void)l;
+    if (rc == 0)
+        __atomic_store_n((int *)data, 1, __ATOMIC_SEQ_CST);
+}
+
+static void test_adopted_lost_deletes_nodes(void **state)
+{
+    static int granted; /* the callback may outlive a failed test */
+    zkt_proxy_t *p;
+    zhandle_t *zh;
+    zkr_session_t *w;
+    zkr_lock_t *l, *lw;
+    clientid_t cid;
+
+    (void)state;
+    granted = 0;
+    assert_int_equal(zkt_proxy_start(zkt_server_hosts(server), &p), 0);
+    zh = zookeeper_init(zkt_proxy_hosts(p), app_watcher2, 4000, NULL, NULL, 0);
+    assert_non_null(zh);
+    assert_int_equal(zkt_wait_connected(zh, 10000), 0);
+    cid = *zoo_client_id(zh);
+    assert_int_equal(zkr_session_adopt(&adopted2, zh), 0);
+    assert_int_equal(zkr_lock_new(&l, adopted2, "/s/adopt-lost", "app", NULL),
+                     0);
+    assert_int_equal(zkr_lock_acquire(l, 5000), 0);
+    w = open_session(10000);
+    lw = new_lock(w, "/s/adopt-lost", "w");
+    assert_int_equal(zkr_lock_acquire_async(lw, -1, on_granted, &granted), 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(zkt_count_children(raw, "/s/adopt-lost") == 2, 5000));
+    /* Cut the application's connection until zkr gives its session up,
+     * then heal it before the server can expire it (4 s after the cut). */
+    assert_int_equal(zkt_proxy_cmd(p, "blackhole"), 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(zkr_session_state(adopted2) == ZKR_STATE_LOST, 4000));
+    assert_int_equal(zkr_lock_state(l), ZKR_LOCK_LOST);
+    assert_int_equal(zkt_proxy_cmd(p, "pass"), 0);
+    assert_int_equal(zkt_wait_connected(zh, 10000), 0);
+    assert_true(zoo_client_id(zh)->client_id == cid.client_id);
+    /* The same session is back and alive: zkr's old node must go. */
+    assert_true(
+        ZKT_WAIT_UNTIL(__atomic_load_n(&granted, __ATOMIC_SEQ_CST), 5000));
+    assert_true(zoo_state(zh) == ZOO_CONNECTED_STATE &&
+                zoo_client_id(zh)->client_id == cid.client_id);
+    assert_int_equal(zkt_count_children(raw, "/s/adopt-lost"), 1);
+    assert_int_equal(zkr_lock_release(lw), 0);
+    zkr_lock_free(lw);
+    zkr_session_free(w);
+    zkr_lock_free(l);
+    assert_int_equal(zkr_session_free(adopted2), 0);
+    adopted2 = NULL;
+    zookeeper_close(zh);
+    zkt_proxy_stop(p);
+}
+
 /* SPEC section 7: with a creator-only ACL, a client without the
  * credentials can neither delete the holder's node nor enqueue itself. */
 static void test_digest_and_acl(void **state)
@@ -234,9 +309,14 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_states_and_listeners),
         cmocka_unit_test(test_adopt_application_handle),
+        cmocka_unit_test(test_adopted_lost_deletes_nodes),
         cmocka_unit_test(test_digest_and_acl),
         cmocka_unit_test(test_chroot),
         cmocka_unit_test(test_no_reconnect),
     };
+
+    /* ZKT_TEST_FILTER=test_adopt* runs the matching tests only. */
+    if (getenv("ZKT_TEST_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("ZKT_TEST_FILTER"));
     return cmocka_run_group_tests_name("session", tests, setup, teardown);
 }
