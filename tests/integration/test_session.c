@@ -208,6 +208,116 @@ static void test_adopted_lost_deletes_nodes(void **state)
     zkt_proxy_stop(p);
 }
 
+/* Issue 12 ("Also"): a reconnection of the same session proves nothing
+ * about when the leader last heard of it, so the safe deadline must not
+ * move later because of it (it was stamped with the reconnection's time).
+ * The connection is blackholed for 1.5 s, then reset (the proxy resets a
+ * stream that lost bytes): the deadline after RECONNECTED must be no later
+ * than before the cut. */
+static void test_reconnect_keeps_deadline(void **state)
+{
+    zkt_proxy_t *p;
+    zkr_session_t *s = NULL;
+    struct seen v = {PTHREAD_MUTEX_INITIALIZER, 0, {0}};
+    int64_t before, after;
+
+    (void)state;
+    assert_int_equal(zkt_proxy_start(zkt_server_hosts(server), &p), 0);
+    assert_int_equal(zkr_session_open(&s, zkt_proxy_hosts(p), 8000, NULL), 0);
+    assert_int_equal(zkr_session_add_listener(s, on_state, &v), 0);
+    zkt_sleep_ms(1000);
+    assert_int_equal(zkt_proxy_cmd(p, "blackhole"), 0);
+    before = zkt_now_ms() + zkr_session_valid_ms(s);
+    zkt_sleep_ms(1500);
+    assert_int_equal(zkt_proxy_cmd(p, "pass"), 0);
+    assert_true(ZKT_WAIT_UNTIL(seen_has(&v, ZKR_STATE_RECONNECTED), 5000));
+    after = zkt_now_ms() + zkr_session_valid_ms(s);
+    print_message("# deadline %+lld ms after the reconnection\n",
+                  (long long)(after - before));
+    assert_true(after <= before + 5); /* +5: ms rounding of two reads */
+    assert_int_equal(zkr_session_free(s), 0);
+    zkt_proxy_stop(p);
+}
+
+/* Issue 12.1's cost: the heartbeat (a sync) is answered only after the
+ * session's own writes queued before it, so a slow commit delays it. This
+ * measures how long a burst of pipelined writes may take before the
+ * session is declared LOST, and checks the rule: while every write of a
+ * burst is answered within T/4 (so a heartbeat is answered within that
+ * too), the session must not be LOST. Printed: burst size, how long it
+ * took, the smallest valid_ms seen, LOST or not. */
+struct burst {
+    pthread_mutex_t mu;
+    int left;
+};
+
+static void burst_done(int rc, const char *value, const void *data)
+{
+    struct burst *b = (struct burst *)data;
+
+    (void)rc;
+    (void)value;
+    pthread_mutex_lock(&b->mu);
+    b->left--;
+    pthread_mutex_unlock(&b->mu);
+}
+
+static int burst_left(struct burst *b)
+{
+    int n;
+
+    pthread_mutex_lock(&b->mu);
+    n = b->left;
+    pthread_mutex_unlock(&b->mu);
+    return n;
+}
+
+static void test_heartbeat_behind_writes(void **state)
+{
+    static struct burst b = {PTHREAD_MUTEX_INITIALIZER, 0};
+    static char data[1024];
+    /* ZKT_BURST_BIG=1 adds bursts long enough to cause a false LOST. */
+    const int sizes[] = {100, 1000, 4000, 16000, 48000};
+    size_t nsizes = getenv("ZKT_BURST_BIG") != NULL ? 5 : 3;
+    enum { TB = 4000 };
+
+    (void)state;
+    for (size_t k = 0; k < nsizes; k++) {
+        zkr_session_t *s = NULL;
+        struct seen v = {PTHREAD_MUTEX_INITIALIZER, 0, {0}};
+        int64_t t0, took, min_valid = TB;
+        zhandle_t *zh;
+
+        assert_int_equal(
+            zkr_session_open(&s, zkt_server_hosts(server), TB, NULL), 0);
+        assert_int_equal(zkr_session_add_listener(s, on_state, &v), 0);
+        zkt_sleep_ms(TB / 2); /* steady heartbeats first */
+        zh = zkr_session_handle(s);
+        b.left = sizes[k];
+        t0 = zkt_now_ms();
+        for (int i = 0; i < sizes[k]; i++)
+            assert_int_equal(zoo_acreate(zh, "/s/burst-", data, sizeof(data),
+                                         &ZOO_OPEN_ACL_UNSAFE,
+                                         ZOO_EPHEMERAL | ZOO_SEQUENCE,
+                                         burst_done, &b),
+                             ZOK);
+        while (burst_left(&b) > 0 && zkt_now_ms() - t0 < 30000) {
+            int64_t vms = zkr_session_valid_ms(s);
+            if (vms < min_valid)
+                min_valid = vms;
+            zkt_sleep_ms(5);
+        }
+        took = zkt_now_ms() - t0;
+        print_message("# burst of %d writes: %lld ms (T %d), smallest "
+                      "valid_ms %lld, %s\n",
+                      sizes[k], (long long)took, TB, (long long)min_valid,
+                      seen_has(&v, ZKR_STATE_LOST) ? "LOST" : "not lost");
+        if (took < TB / 4)
+            assert_false(seen_has(&v, ZKR_STATE_LOST));
+        assert_int_equal(zkr_session_free(s), 0);
+    }
+}
+
 /* SPEC section 7: with a creator-only ACL, a client without the
  * credentials can neither delete the holder's node nor enqueue itself. */
 static void test_digest_and_acl(void **state)
@@ -310,6 +420,8 @@ int main(void)
         cmocka_unit_test(test_states_and_listeners),
         cmocka_unit_test(test_adopt_application_handle),
         cmocka_unit_test(test_adopted_lost_deletes_nodes),
+        cmocka_unit_test(test_reconnect_keeps_deadline),
+        cmocka_unit_test(test_heartbeat_behind_writes),
         cmocka_unit_test(test_digest_and_acl),
         cmocka_unit_test(test_chroot),
         cmocka_unit_test(test_no_reconnect),
