@@ -51,6 +51,15 @@
  *    last_heard). With steady heartbeats last_heard trails the newest
  *    sync's send time by T/4 + H plus a round trip.
  *
+ *  - A leader change. An isolated leader answers syncs until it notices
+ *    it lost its quorum (syncLimit ticks after its followers' last ack);
+ *    the followers leave it syncLimit ticks after its last packet and
+ *    elect a new leader, which restarts every session's timeout at its
+ *    election. The two moments differ by about 1.5 tickTime, which the
+ *    T/4 and the tenth cover when T >= 4 x tickTime (test_ensemble.c,
+ *    test_leader_isolated); with T between 2 and 4 ticks this one case is
+ *    not proven.
+ *
  *  - A new session's last_heard is the time its connection was answered:
  *    the leader created (touched) it after the connect request was sent,
  *    an overestimate by at most that one round trip, covered by the tenth
