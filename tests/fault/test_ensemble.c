@@ -400,6 +400,51 @@ static void test_leader_isolated(void **state)
     holder_lost_before_waiter("/e/cut-leader", leader, (leader + 1) % 3, 1);
 }
 
+static void sync_done(int rc, const char *value, const void *data)
+{
+    (void)value;
+    __atomic_store_n((int *)data, rc == ZOK ? 1 : -1, __ATOMIC_SEQ_CST);
+}
+
+/* Issue 12.8's premise and its fix, on a follower made to lag (its quorum
+ * link delayed 300 ms each way, within syncLimit): a node the leader has
+ * committed is not yet visible there, so a search by UUID that trusted
+ * its "not found" would create a twin; after a sync through that follower
+ * it is visible. Recovery and the cleanup list now sync first (queue.c,
+ * recover_synced; session.c, cleanup_synced). */
+static void test_lagging_follower_sync(void **state)
+{
+    static int synced; /* the completion may outlive a failed test */
+    int leader, f;
+    zhandle_t *zl, *zf;
+    struct Stat st;
+
+    (void)state;
+    heal_links();
+    leader = wait_leader(-1, zkt_scaled_ms(10000));
+    assert_true(leader >= 0);
+    f = (leader + 1) % 3;
+    zl = zkt_connect(zkt_server_hosts(zkt_ensemble_member(ens, leader)), 10000);
+    zf = zkt_connect(zkt_server_hosts(zkt_ensemble_member(ens, f)), 10000);
+    assert_non_null(zl);
+    assert_non_null(zf);
+    assert_int_equal(zkt_ensemble_link(ens, f, leader, "delay 300"), 0);
+    zkt_sleep_ms(300); /* the delay applies to what is sent from now on */
+    assert_int_equal(
+        zoo_create(zl, "/e-lag", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0), ZOK);
+    /* Committed by the leader and the other follower; not yet here. */
+    assert_int_equal(zoo_exists(zf, "/e-lag", 0, &st), ZNONODE);
+    synced = 0;
+    assert_int_equal(zoo_async(zf, "/", sync_done, &synced), ZOK);
+    assert_true(ZKT_WAIT_UNTIL(synced != 0, zkt_scaled_ms(5000)));
+    assert_int_equal(synced, 1);
+    assert_int_equal(zoo_exists(zf, "/e-lag", 0, &st), ZOK);
+    assert_int_equal(zkt_ensemble_link(ens, f, leader, "pass"), 0);
+    assert_int_equal(zoo_delete(zl, "/e-lag", -1), ZOK);
+    zookeeper_close(zl);
+    zookeeper_close(zf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -408,6 +453,7 @@ int main(void)
         cmocka_unit_test(test_quorum_lost),
         cmocka_unit_test(test_follower_cut_from_leader),
         cmocka_unit_test(test_leader_isolated),
+        cmocka_unit_test(test_lagging_follower_sync),
     };
 
     /* ZKT_TEST_FILTER=test_leader_* runs the matching tests only. */
