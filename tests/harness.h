@@ -267,8 +267,12 @@ int zkt_ensemble_start_opts(int n, const zkt_ensemble_options_t *o,
 int zkt_ensemble_link(zkt_ensemble_t *e, int i, int j, const char *cmd);
 
 /** zkt_ensemble_link(e, i, j, cmd) for every other member j: with
- *  "blackhole" member i is cut from every other member (it keeps its
- *  clients). 0 or -1. */
+ *  "blackhole" member i is cut from every other member's quorum port and
+ *  they from its own (it keeps its clients). Election traffic is cut only
+ *  partly: a member with a higher id answers a peer's election connection
+ *  by connecting back to the address the peer announces (its real port),
+ *  around the proxies; so an isolated leader may win the next elections
+ *  again, and then nobody leads until the links heal. 0 or -1. */
 int zkt_ensemble_isolate(zkt_ensemble_t *e, int i, const char *cmd);
 
 /** Stops every member and frees e. NULL is a harmless no-op. */
