@@ -2,7 +2,8 @@
  * states and listeners, adopting an application's handle (and what zkr
  * leaves when it declares such a session LOST), digest credentials with
  * ACLs, chroot, no-reconnect sessions. */
-#define _DEFAULT_SOURCE
+#define _GNU_SOURCE /* RTLD_NEXT */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -319,6 +320,62 @@ static void test_heartbeat_behind_writes(void **state)
     }
 }
 
+/* A link seam on zookeeper_init(): libzkr's call resolves to this
+ * definition in the test executable, which calls the real one. When asked
+ * (delay_ctx == the context zkr passes, its session), it returns only once
+ * the new handle is connected and its CONNECTED event has been delivered,
+ * which happens while zkr's timer thread, opening the handle without its
+ * mutex, has not yet published it. */
+static void *delay_ctx;
+
+zhandle_t *zookeeper_init(const char *host, watcher_fn fn, int recv_timeout,
+                          const clientid_t *clientid, void *context, int flags)
+{
+    static zhandle_t *(*real)(const char *, watcher_fn, int, const clientid_t *,
+                              void *, int);
+    zhandle_t *zh;
+
+    if (real == NULL)
+        *(void **)&real = dlsym(RTLD_NEXT, "zookeeper_init");
+    zh = real(host, fn, recv_timeout, clientid, context, flags);
+    if (zh != NULL && context != NULL &&
+        __atomic_load_n(&delay_ctx, __ATOMIC_SEQ_CST) == context) {
+        __atomic_store_n(&delay_ctx, NULL, __ATOMIC_SEQ_CST);
+        ZKT_WAIT_UNTIL(zoo_state(zh) == ZOO_CONNECTED_STATE, 5000);
+        zkt_sleep_ms(300); /* the completion thread delivers the event */
+    }
+    return zh;
+}
+
+/* Issue 12 ("Also"): a CONNECTED event that arrives before the handle is
+ * published must not be dropped. After an expiry zkr re-creates the
+ * handle; the seam above makes its CONNECTED come before publication. The
+ * session must be CONNECTED at once, not after the fresh handle's connect
+ * deadline (a session timeout) made zkr try yet another handle. */
+static void test_connected_while_opening(void **state)
+{
+    zkr_session_t *s = open_session(8000);
+    struct seen v = {PTHREAD_MUTEX_INITIALIZER, 0, {0}};
+    clientid_t cid;
+    int64_t t_lost, took;
+
+    (void)state;
+    assert_int_equal(zkr_session_add_listener(s, on_state, &v), 0);
+    cid = *zoo_client_id(zkr_session_handle(s));
+    __atomic_store_n(&delay_ctx, (void *)s, __ATOMIC_SEQ_CST);
+    assert_int_equal(zkt_expire_session(zkt_server_hosts(server), &cid, 10000),
+                     0);
+    assert_true(ZKT_WAIT_UNTIL(seen_has(&v, ZKR_STATE_LOST), 10000));
+    t_lost = zkt_now_ms();
+    assert_int_equal(zkr_session_wait_connected(s, 6000), 0);
+    took = zkt_now_ms() - t_lost;
+    print_message("# CONNECTED %lld ms after LOST\n", (long long)took);
+    assert_true(took < 3000);
+    assert_null(__atomic_load_n(&delay_ctx, __ATOMIC_SEQ_CST)); /* used */
+    assert_true(zkr_session_id(s) != cid.client_id);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
 /* SPEC section 7: with a creator-only ACL, a client without the
  * credentials can neither delete the holder's node nor enqueue itself. */
 static void test_digest_and_acl(void **state)
@@ -423,6 +480,7 @@ int main(void)
         cmocka_unit_test(test_adopted_lost_deletes_nodes),
         cmocka_unit_test(test_reconnect_keeps_deadline),
         cmocka_unit_test(test_heartbeat_behind_writes),
+        cmocka_unit_test(test_connected_while_opening),
         cmocka_unit_test(test_digest_and_acl),
         cmocka_unit_test(test_chroot),
         cmocka_unit_test(test_no_reconnect),
