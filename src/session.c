@@ -835,9 +835,9 @@ static void heartbeat_answered(zkr_session_t *s, int64_t sent, int64_t now)
     s->hb[s->hb_n - 1].answered = now;
 }
 
-/* The heartbeat's answer. Only a sync the leader answered counts: an error
- * that is not the server's answer (connection loss, closing, the session
- * gone) proves nothing. */
+/* The heartbeat's answer. Only ZOK proves that the leader answered the
+ * sync; any error (connection loss, closing, the session gone) proves
+ * nothing. */
 static void ping_done(int rc, const char *value, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
