@@ -9,7 +9,7 @@
 
 /* ------------------------------------------------------------ util.c */
 
-int64_t zkr__now_ms(void);             /* CLOCK_MONOTONIC, milliseconds */
+int64_t zkr__now_ms(void);             /* CLOCK_BOOTTIME, milliseconds */
 int zkr__check_path(const char *path); /* 0 or ZBADARGUMENTS */
 int zkr__check_id(const char *id);     /* 0 or ZBADARGUMENTS */
 void zkr__uuid(char out[37]);          /* random (version 4) UUID */
@@ -141,7 +141,12 @@ struct zkr_session {
     zkr_state_t state;
     int connected;      /* the ZooKeeper handle is connected now */
     int64_t sid;        /* current session id, 0 = none */
-    int64_t last_heard; /* send time of the newest answered request */
+    int64_t last_heard; /* the leader touched the session no earlier than
+                           this (session.c explains the proof) */
+    struct {
+        int64_t sent, answered;
+    } hb[8];  /* the newest answered heartbeats of this connection */
+    int hb_n; /* how many of hb[] are filled, oldest first */
     int64_t next_ping;
     int64_t timer_next; /* when the timer thread will wake by itself
                            (monotonic ms), -1 if only when kicked */

@@ -561,13 +561,42 @@ static void recover_list_done(int rc, const struct String_vector *v,
     zkr__op_end(op);
 }
 
+/* The sync before the recovery listing is answered: the server we are
+ * connected to has now applied everything the leader had committed when
+ * it got the sync. Our lost create went out on an earlier connection; it
+ * was committed before that (a create the leader got later, forwarded by
+ * the old server, is refused: the reconnection moved the session, and the
+ * leader then refuses the old server's requests for it), or never. So the
+ * listing below shows our node if it exists. Without the sync a lagging
+ * follower answered "not found" and we created a twin (issue 12.8). */
+static void recover_synced(int rc, const char *value, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr__contender_t *c = op->c;
+
+    (void)value;
+    if (stale(op, ZKR__P_RECOVER)) {
+        ;
+    } else if (rc == ZOK) {
+        zkr__op_t *op2 = zkr__op_new(s, c);
+        if (op2 != NULL &&
+            zoo_aget_children(s->zh, c->dir, 0, recover_list_done, op2) != ZOK)
+            zkr__op_cancel(op2);
+    } else if (!zkr__is_connection_error(rc)) {
+        abort_acquire(c,
+                      rc == ZSESSIONEXPIRED || rc == ZCLOSING ? ZKR_ELOST : rc);
+    }
+    zkr__op_end(op);
+}
+
 static void issue_recover(zkr__contender_t *c)
 {
     zkr__op_t *op = zkr__op_new(c->s, c);
 
     if (op == NULL)
         return;
-    if (zoo_aget_children(c->s->zh, c->dir, 0, recover_list_done, op) != ZOK)
+    if (zoo_async(c->s->zh, c->dir, recover_synced, op) != ZOK)
         zkr__op_cancel(op);
 }
 

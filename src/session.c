@@ -9,21 +9,75 @@
  * code, so a slow callback cannot delay a loss. The event thread runs every
  * application callback, in order, with no lock held.
  *
- * The safe deadline. The client notices a dead connection after about 2/3
- * of the negotiated timeout T without hearing from the server; the server
- * expires a session no earlier than T after it last heard from the client
- * (its expiry buckets round up, never down). Every request we send and see
- * answered proves the server heard us no earlier than when we sent it, so
- * "sent time of the newest answered request" (last_heard) is a lower bound
- * of the server's own last-heard time. The server therefore cannot expire
- * the session, and nobody else can be granted what we hold, before
- * last_heard + T. We declare LOST at last_heard + T - T/10: the tenth
- * absorbs clock-rate differences between the two machines and the time it
- * takes our timer thread to act. A heartbeat (exists "/") every T/6 keeps
- * last_heard fresh; it replaces the client's own ping (sent only after T/3
- * of idleness). The client gives up on a silent connection 2T/3 after its
- * last receipt, which is then at most about T/6 after our last_heard: so a
- * holder normally sees SUSPENDED well before our LOST at 0.9T. */
+ * The safe deadline. The server that expires sessions is the LEADER (a
+ * standalone server is its own leader); it expires a session no earlier
+ * than T after it last touched it (its expiry buckets round up, never
+ * down). Our deadline must rest only on proof that the leader touched the
+ * session recently, never on an answer a follower gives by itself: a
+ * follower cut off from its leader keeps answering reads for up to
+ * syncLimit x tickTime while the leader, hearing nothing, expires the
+ * session after T (issue 12.1: a waiter was granted seconds before such a
+ * holder's deadline). So:
+ *
+ *  - The heartbeat is a sync ("/"), which a follower forwards to the
+ *    leader and answers only once the leader has answered it; the leader
+ *    checks the session (PrepRequestProcessor) before it answers. Only a
+ *    sync's answer moves last_heard; reads and writes of the recipes do
+ *    not (a follower answers a read by itself). A sync goes out every
+ *    H = T/12, one at a time.
+ *
+ *  - What a sync proves. A request received by a follower touches the
+ *    session only in the follower's table; the leader learns of it when
+ *    the follower answers the leader's next ping, and the leader pings
+ *    every tickTime/2. A sync sent at s reached the follower, which
+ *    touched the session and then forwarded the sync, at some f >= s; the
+ *    forward reached the leader, so everything the follower wrote to the
+ *    leader before f arrived too, among it the answer to the last ping the
+ *    follower got before f, at P0 >= f - tickTime/2 - d (d: the leader-to-
+ *    follower delay). That answer, or an earlier one, carried every touch
+ *    the follower recorded up to P0, and the leader applies a touch on
+ *    receipt. So an earlier heartbeat, sent at s1 on the same connection
+ *    and ANSWERED at a1 <= s - T/4, reached the follower before P0 (as
+ *    T/4 >= tickTime/2 + d: ZooKeeper requires T >= 2 x tickTime, its
+ *    default minSessionTimeout, documented as the smallest timeout it
+ *    supports; the client cannot know tickTime, so it uses this bound),
+ *    and the leader touched the session no earlier than s1. A sync's own
+ *    send time proves nothing alone: the link may be cut before the
+ *    follower's next ping answer. Hence, on the answer of a sync sent at
+ *    s, last_heard = the send time of the newest answered heartbeat of
+ *    this connection whose answer came at or before s - T/4 (heartbeats
+ *    of an earlier connection went to another server: the proof needs the
+ *    same follower, so a reconnection starts a new history and keeps
+ *    last_heard). With steady heartbeats last_heard trails the newest
+ *    sync's send time by T/4 + H plus a round trip.
+ *
+ *  - A leader change. An isolated leader answers syncs until it notices
+ *    it lost its quorum (syncLimit ticks after its followers' last ack);
+ *    the followers leave it syncLimit ticks after its last packet and
+ *    elect a new leader, which restarts every session's timeout at its
+ *    election. The two moments differ by about 1.5 tickTime, which the
+ *    T/4 and the tenth cover when T >= 4 x tickTime (test_ensemble.c,
+ *    test_leader_isolated); with T between 2 and 4 ticks this one case is
+ *    not proven.
+ *
+ *  - A new session's last_heard is the time its connection was answered:
+ *    the leader created (touched) it after the connect request was sent,
+ *    an overestimate by at most that one round trip, covered by the tenth
+ *    below. A reconnection of the same session keeps last_heard (the
+ *    answer time of a reconnection proves nothing about the leader) and
+ *    heartbeats at once.
+ *
+ *  - LOST at last_heard + T - T/10: the tenth absorbs clock-rate
+ *    differences between machines and the time our timer thread takes to
+ *    act. With steady heartbeats that is about 0.57 T after the newest
+ *    sync was sent. On a standalone server the same rule holds (it is its
+ *    own leader, and touches on receipt): zkr cannot tell the two apart,
+ *    so it uses the ensemble-safe rule everywhere.
+ *
+ * Cost: a heartbeat queued behind the session's own writes is answered
+ * only after they commit, so a slow commit delays it; a false LOST needs
+ * about 0.57 T without a sync answer. The client gives up on a silent
+ * connection 2T/3 after its last receipt. */
 #define _DEFAULT_SOURCE
 #include <errno.h>
 #include <stdlib.h>
@@ -79,6 +133,12 @@ zkr_session_t *zkr__session_lock_live(void *ctx)
 int zkr__in_callback(void)
 {
     return tl_in_callback;
+}
+
+/* The heartbeat interval H (see the top of the file). */
+static int64_t heartbeat_ms(const zkr_session_t *s)
+{
+    return s->timeout > 0 ? s->timeout / 12 : 1000;
 }
 
 static int64_t margin_ms(const zkr_session_t *s)
@@ -246,11 +306,9 @@ zkr_session_t *zkr__op_begin(zkr__op_t *op, int rc)
     s->ops--;
     if (op->c != NULL)
         op->c->busy--;
-    /* Any answer from the server, even an error, proves it heard us. */
-    if (!zkr__is_connection_error(rc) && rc != ZCLOSING &&
-        rc != ZSESSIONEXPIRED && rc != ZINVALIDSTATE && rc != ZSYSTEMERROR &&
-        op->sid == s->sid)
-        zkr__heard(s, op->sent);
+    /* No answer but a heartbeat's moves the deadline: a follower answers
+     * reads by itself, even when cut off from the leader (see the top). */
+    (void)rc;
     return s;
 }
 
@@ -281,15 +339,29 @@ void zkr__timer_kick(zkr_session_t *s)
     pthread_cond_signal(&s->tcv);
 }
 
-/* Waits on cv (mutex held) until signalled or the monotonic deadline in
- * ms; the condition variables use CLOCK_MONOTONIC. */
+/* Waits on cv (mutex held) until signalled or the deadline, in ms of
+ * zkr__now_ms() (CLOCK_BOOTTIME). Condition variables cannot wait on
+ * CLOCK_BOOTTIME, so we wait on CLOCK_MONOTONIC for the time left, at most
+ * a second at a time: a suspend stops CLOCK_MONOTONIC, and a wait begun
+ * before it would otherwise end the suspend's length too late. Every caller
+ * re-checks its condition and the time after waking. */
 static void wait_until(pthread_cond_t *cv, pthread_mutex_t *mu,
                        int64_t deadline)
 {
     struct timespec ts;
+    int64_t left = deadline - zkr__now_ms();
 
-    ts.tv_sec = deadline / 1000;
-    ts.tv_nsec = (deadline % 1000) * 1000000L;
+    if (left > 1000)
+        left = 1000;
+    if (left < 0)
+        left = 0;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += left / 1000;
+    ts.tv_nsec += (left % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
     pthread_cond_timedwait(cv, mu, &ts);
 }
 
@@ -505,6 +577,41 @@ static void cleanup_listed(int rc, const struct String_vector *v,
     zkr__op_end(op);
 }
 
+/* The sync before a search by UUID is answered: the server we are
+ * connected to has applied everything committed before, so "no child with
+ * our UUID" in the listing that follows means the create was never
+ * applied, not that this server lags (issue 12.8; queue.c, recover_synced,
+ * says why a create sent earlier cannot commit after the sync). A delete's
+ * NONODE needs no sync: the leader decides it, on its latest state. */
+static void cleanup_synced(int rc, const char *value, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr__cleanup_t *cl = op->cl;
+    zkr__op_t *op2;
+
+    (void)value;
+    if (rc == ZOK && !cl->dead && (op2 = zkr__op_new(s, NULL)) != NULL) {
+        op2->cl = cl;
+        if (zoo_aget_children(s->zh, cl->dir, 0, cleanup_listed, op2) == ZOK) {
+            zkr__op_end(op);
+            return;
+        }
+        zkr__op_cancel(op2);
+    }
+    cl->busy = 0;
+    if (cl->dead)
+        cleanup_finish(s, cl, 0);
+    else if (rc != ZOK && !zkr__is_connection_error(rc))
+        cleanup_finish(s, cl,
+                       rc == ZSESSIONEXPIRED || rc == ZCLOSING ||
+                               rc == ZINVALIDSTATE || rc == ZNONODE
+                           ? 0
+                           : rc);
+    zkr__cleanup_pump(s);
+    zkr__op_end(op);
+}
+
 void zkr__cleanup_pump(zkr_session_t *s)
 {
     zkr__cleanup_t *cl, *next;
@@ -535,7 +642,7 @@ void zkr__cleanup_pump(zkr_session_t *s)
         else if (cl->path != NULL)
             rc = zoo_adelete(s->zh, cl->path, -1, cleanup_deleted, op);
         else
-            rc = zoo_aget_children(s->zh, cl->dir, 0, cleanup_listed, op);
+            rc = zoo_async(s->zh, cl->dir, cleanup_synced, op);
         if (rc != ZOK) {
             zkr__op_cancel(op);
             /* No such watcher here (it fired, or the application removed
@@ -551,11 +658,33 @@ void zkr__cleanup_pump(zkr_session_t *s)
 
 /* ------------------------------------------------- connection state */
 
+/* An adopted handle outlives our LOST: the server may still keep its
+ * session, and with it every node zkr created, which would block everyone
+ * else for as long as the application keeps its handle (issue 12.6). Hand
+ * them to the cleanup list, which deletes them through that handle once it
+ * reaches the server (entries of this session id are kept when the same
+ * session comes back, dropped when it expires). A create in flight is
+ * deleted by its completion (queue.c, create_done: stale); one of unknown
+ * outcome is searched for by UUID. */
+static void adopted_lost_nodes(zkr_session_t *s)
+{
+    for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
+        if (c->phase == ZKR__P_RECOVER)
+            zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL, 0);
+        else if (c->node != NULL &&
+                 (c->phase == ZKR__P_LISTING || c->phase == ZKR__P_WATCHING ||
+                  c->phase == ZKR__P_HELD))
+            zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL, 0);
+    }
+}
+
 static void declare_lost(zkr_session_t *s)
 {
     if (s->state == ZKR_STATE_LOST || s->state == ZKR_STATE_CLOSED)
         return;
     set_state(s, ZKR_STATE_LOST);
+    if (!s->owned)
+        adopted_lost_nodes(s);
     zkr__queue_on_lost(s);
     if (s->owned) {
         /* Close the handle even if it might still reconnect: from now on
@@ -590,11 +719,19 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
         const clientid_t *cid = zoo_client_id(zh);
         int64_t sid = cid != NULL ? cid->client_id : 0;
         int64_t now = zkr__now_ms();
+        if (s->connected && sid == s->sid)
+            goto out; /* told twice (an adopted handle's application
+                         forwards what zkr_session_adopt() saw already) */
         s->connected = 1;
         s->timeout = zoo_recv_timeout(zh);
-        s->last_heard = now;
-        s->next_ping = now + s->timeout / 6;
+        /* A new connection: heartbeat at once, and the proofs of the old
+         * one's follower do not carry over (see the top of the file). */
+        s->next_ping = now;
+        s->hb_n = 0;
         s->connect_deadline = -1;
+        if (sid != s->sid || s->state == ZKR_STATE_CONNECTING ||
+            s->state == ZKR_STATE_LOST)
+            s->last_heard = now; /* a new start: nothing held yet */
         if (sid != s->sid || s->state == ZKR_STATE_LOST ||
             s->state == ZKR_STATE_CONNECTING) {
             /* A session we declared LOST ourselves is never resumed: an
@@ -622,6 +759,9 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
         s->connected = 0;
         if (state == ZOO_AUTH_FAILED_STATE)
             s->auth_failed = 1;
+        else /* the session's nodes and watches went with it */
+            for (zkr__cleanup_t *cl = s->cleanups; cl != NULL; cl = cl->next)
+                cl->dead = 1;
         if (s->state == ZKR_STATE_CONNECTING && s->owned)
             s->replace = 1; /* never connected: try a fresh handle */
         declare_lost(s);
@@ -637,6 +777,7 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
             }
         }
     }
+out:
     pthread_cond_broadcast(&s->cv);
     zkr__timer_kick(s);
 }
@@ -666,13 +807,36 @@ void zkr_session_process_event(zkr_session_t *s, int type, int state)
 
 /* -------------------------------------------------------------- timer */
 
-static void ping_done(int rc, const struct Stat *stat, const void *data)
+/* A heartbeat sent at `sent` was answered now: the newest earlier one
+ * answered at least T/4 before `sent` proves that the leader touched the
+ * session no earlier than its own send time (see the top of the file). */
+static void heartbeat_answered(zkr_session_t *s, int64_t sent, int64_t now)
+{
+    for (int i = 0; i < s->hb_n; i++)
+        if (s->hb[i].answered <= sent - s->timeout / 4)
+            zkr__heard(s, s->hb[i].sent);
+    /* Keep the newest 8 (sends are at least H = T/12 apart, so the entry
+     * we need, answered about T/4 before, is among them). */
+    if (s->hb_n == 8)
+        memmove(&s->hb[0], &s->hb[1], 7 * sizeof(s->hb[0]));
+    else
+        s->hb_n++;
+    s->hb[s->hb_n - 1].sent = sent;
+    s->hb[s->hb_n - 1].answered = now;
+}
+
+/* The heartbeat's answer. Only ZOK proves that the leader answered the
+ * sync; any error (connection loss, closing, the session gone) proves
+ * nothing. */
+static void ping_done(int rc, const char *value, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
 
-    (void)stat;
+    (void)value;
     s->ping_busy = 0;
+    if (rc == ZOK && op->sid == s->sid)
+        heartbeat_answered(s, op->sent, zkr__now_ms());
     zkr__timer_kick(s); /* the next heartbeat may be due already */
     zkr__op_end(op);
 }
@@ -681,10 +845,10 @@ static void send_ping(zkr_session_t *s, int64_t now)
 {
     zkr__op_t *op = zkr__op_new(s, NULL);
 
-    s->next_ping = now + (s->timeout > 0 ? s->timeout / 6 : 1000);
+    s->next_ping = now + heartbeat_ms(s);
     if (op == NULL)
         return;
-    if (zoo_aexists(s->zh, "/", 0, ping_done, op) != ZOK)
+    if (zoo_async(s->zh, "/", ping_done, op) != ZOK)
         zkr__op_cancel(op);
     else
         s->ping_busy = 1;
@@ -781,6 +945,11 @@ static void maybe_open(zkr_session_t *s, int64_t now)
      * replaced, so hosts are resolved again and attempts are spaced. */
     s->connect_deadline =
         zkr__now_ms() + (s->req_timeout > 0 ? s->req_timeout : 10000);
+    /* The handle connected while we opened it without the mutex: its
+     * CONNECTED event found s->zh unset and was ignored. Take it now (if
+     * the event is still to come, on_session_event ignores the repeat). */
+    if (zoo_state(zh) == ZOO_CONNECTED_STATE)
+        on_session_event(s, zh, ZOO_CONNECTED_STATE);
 }
 
 static int64_t min_time(int64_t a, int64_t b)

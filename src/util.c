@@ -10,10 +10,13 @@
 
 #include "internal.h"
 
+/* CLOCK_BOOTTIME: unlike CLOCK_MONOTONIC it keeps counting while the
+ * machine is suspended, as the server's clock does; a lease measured on it
+ * runs out during a suspend instead of resuming where it stopped. */
 int64_t zkr__now_ms(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_BOOTTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 

@@ -59,6 +59,8 @@ struct zkt_server {
     char *classpath;
     const char *main_class; /* ZKT_MAIN, or ZKT_QUORUM_MAIN in an ensemble */
     char *servers_cfg;      /* "server.N=..." lines of an ensemble, or NULL */
+    int tick_ms;            /* tickTime, 0 = 200 */
+    int sync_limit;         /* syncLimit, 0 = 5 */
     zkt_server_t *next;     /* in the list of live servers */
 };
 
@@ -639,9 +641,9 @@ static int write_config(const zkt_server_t *s)
     if (f == NULL)
         return -1;
     fprintf(f,
-            "tickTime=200\n"
+            "tickTime=%d\n"
             "initLimit=10\n"
-            "syncLimit=5\n"
+            "syncLimit=%d\n"
             "dataDir=%s\n"
             "clientPort=%d\n"
             "clientPortAddress=127.0.0.1\n"
@@ -652,7 +654,8 @@ static int write_config(const zkt_server_t *s)
             "4lw.commands.whitelist=*\n"
             /* Tests need no durability against power loss: skip fsync. */
             "forceSync=no\n",
-            s->data_dir, s->port);
+            s->tick_ms > 0 ? s->tick_ms : 200,
+            s->sync_limit > 0 ? s->sync_limit : 5, s->data_dir, s->port);
     if (s->servers_cfg != NULL)
         fputs(s->servers_cfg, f);
     rc = ferror(f) ? -1 : 0;
@@ -1211,9 +1214,29 @@ struct zkt_ensemble {
     int n;
     zkt_server_t *m[ZKT_ENSEMBLE_MAX];
     char hosts[ZKT_ENSEMBLE_MAX * 24];
+    /* With quorum proxies: link[i][j] carries member i's connections to
+     * member j's quorum port (i != j), elink[i][j] to its election port;
+     * else all NULL. */
+    zkt_proxy_t *link[ZKT_ENSEMBLE_MAX][ZKT_ENSEMBLE_MAX];
+    zkt_proxy_t *elink[ZKT_ENSEMBLE_MAX][ZKT_ENSEMBLE_MAX];
 };
 
-/* Gives member i its ports, myid file and config; 0 or -1. */
+/* The port of member i's route to member k's port (through the proxy p,
+ * if any). */
+static int port_via(int i, int k, zkt_proxy_t *p, int port)
+{
+    const char *colon;
+
+    if (i == k || p == NULL)
+        return port;
+    colon = strrchr(zkt_proxy_hosts(p), ':');
+    return colon != NULL ? atoi(colon + 1) : -1;
+}
+
+/* Gives member i its ports, myid file and config; 0 or -1. Each member's
+ * config names the others' quorum ports as it reaches them (through its
+ * own proxies, if any): members need not agree on those addresses, only
+ * on their ids and their own listening ports. */
 static int ensemble_config(zkt_ensemble_t *e, const int *qport,
                            const int *eport, int i)
 {
@@ -1229,8 +1252,9 @@ static int ensemble_config(zkt_ensemble_t *e, const int *qport,
         goto out;
     for (int k = 0; k < e->n; k++)
         len += (size_t)snprintf(s->servers_cfg + len, cap - len,
-                                "server.%d=127.0.0.1:%d:%d\n", k + 1, qport[k],
-                                eport[k]);
+                                "server.%d=127.0.0.1:%d:%d\n", k + 1,
+                                port_via(i, k, e->link[i][k], qport[k]),
+                                port_via(i, k, e->elink[i][k], eport[k]));
     f = fopen(myid, "w");
     if (f == NULL)
         goto out;
@@ -1248,10 +1272,40 @@ void zkt_ensemble_stop(zkt_ensemble_t *e)
         return;
     for (int i = 0; i < e->n; i++)
         zkt_server_stop(e->m[i]);
+    for (int i = 0; i < e->n; i++)
+        for (int j = 0; j < e->n; j++) {
+            zkt_proxy_stop(e->link[i][j]);
+            zkt_proxy_stop(e->elink[i][j]);
+        }
     free(e);
 }
 
 int zkt_ensemble_start(int n, zkt_ensemble_t **out)
+{
+    return zkt_ensemble_start_opts(n, NULL, out);
+}
+
+/* Starts the proxies of every ordered pair of members, to the quorum and
+ * election ports of the second. 0 or -1. */
+static int start_links(zkt_ensemble_t *e, const int *qport, const int *eport)
+{
+    for (int i = 0; i < e->n; i++)
+        for (int j = 0; j < e->n; j++) {
+            char q[32], el[32];
+
+            if (i == j)
+                continue;
+            snprintf(q, sizeof(q), "127.0.0.1:%d", qport[j]);
+            snprintf(el, sizeof(el), "127.0.0.1:%d", eport[j]);
+            if (zkt_proxy_start(q, &e->link[i][j]) != 0 ||
+                zkt_proxy_start(el, &e->elink[i][j]) != 0)
+                return -1;
+        }
+    return 0;
+}
+
+int zkt_ensemble_start_opts(int n, const zkt_ensemble_options_t *o,
+                            zkt_ensemble_t **out)
 {
     int64_t deadline = zkt_now_ms() + ZKT_READY_TIMEOUT_MS;
     int qport[ZKT_ENSEMBLE_MAX], eport[ZKT_ENSEMBLE_MAX];
@@ -1273,6 +1327,10 @@ int zkt_ensemble_start(int n, zkt_ensemble_t **out)
         e->n = i + 1;
         live_add(e->m[i]);
         e->m[i]->main_class = ZKT_QUORUM_MAIN;
+        if (o != NULL) {
+            e->m[i]->tick_ms = o->tick_ms;
+            e->m[i]->sync_limit = o->sync_limit;
+        }
         e->m[i]->port = free_port();
         qport[i] = free_port();
         eport[i] = free_port();
@@ -1283,6 +1341,8 @@ int zkt_ensemble_start(int n, zkt_ensemble_t **out)
         len += (size_t)snprintf(e->hosts + len, sizeof(e->hosts) - len, "%s%s",
                                 i ? "," : "", e->m[i]->hosts);
     }
+    if (o != NULL && o->quorum_proxies && start_links(e, qport, eport) != 0)
+        goto fail;
     /* All members first: none serves before a quorum has formed. */
     for (int i = 0; i < n; i++)
         if (ensemble_config(e, qport, eport, i) != 0 ||
@@ -1299,6 +1359,27 @@ int zkt_ensemble_start(int n, zkt_ensemble_t **out)
 fail:
     zkt_ensemble_stop(e);
     return -1;
+}
+
+int zkt_ensemble_link(zkt_ensemble_t *e, int i, int j, const char *cmd)
+{
+    if (i < 0 || j < 0 || i >= e->n || j >= e->n || i == j ||
+        e->link[i][j] == NULL)
+        return -1;
+    if (zkt_proxy_cmd(e->link[i][j], cmd) != 0 ||
+        zkt_proxy_cmd(e->link[j][i], cmd) != 0 ||
+        zkt_proxy_cmd(e->elink[i][j], cmd) != 0 ||
+        zkt_proxy_cmd(e->elink[j][i], cmd) != 0)
+        return -1;
+    return 0;
+}
+
+int zkt_ensemble_isolate(zkt_ensemble_t *e, int i, const char *cmd)
+{
+    for (int j = 0; j < e->n; j++)
+        if (j != i && zkt_ensemble_link(e, i, j, cmd) != 0)
+            return -1;
+    return 0;
 }
 
 const char *zkt_ensemble_hosts(const zkt_ensemble_t *e)

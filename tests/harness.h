@@ -238,6 +238,43 @@ typedef struct zkt_ensemble zkt_ensemble_t;
  */
 int zkt_ensemble_start(int n, zkt_ensemble_t **out);
 
+/** Options of zkt_ensemble_start_opts(); zero means the default. */
+typedef struct zkt_ensemble_options {
+    int tick_ms;    /**< tickTime (default 200) */
+    int sync_limit; /**< syncLimit in ticks (default 5) */
+    /** Nonzero: member i reaches member j's quorum (leader) and election
+     * ports through fault proxies of its own (tests/zkr-proxy), driven
+     * with zkt_ensemble_link(); clients go direct. */
+    int quorum_proxies;
+} zkt_ensemble_options_t;
+
+/**
+ * zkt_ensemble_start() with options (NULL = defaults). With quorum proxies
+ * a link between two members can be cut (blackhole), slowed (delay MS) or
+ * healed (pass) while every member keeps serving its clients as long as
+ * ZooKeeper lets it: a follower cut from its leader keeps answering reads
+ * for syncLimit x tickTime.
+ */
+int zkt_ensemble_start_opts(int n, const zkt_ensemble_options_t *o,
+                            zkt_ensemble_t **out);
+
+/**
+ * Sends a proxy command ("blackhole", "pass", "delay MS", "reset": see
+ * zkt_proxy_cmd()) to both directions of the quorum and election links
+ * between members i and j. 0, or -1 (no such link: started without quorum
+ * proxies).
+ */
+int zkt_ensemble_link(zkt_ensemble_t *e, int i, int j, const char *cmd);
+
+/** zkt_ensemble_link(e, i, j, cmd) for every other member j: with
+ *  "blackhole" member i is cut from every other member's quorum port and
+ *  they from its own (it keeps its clients). Election traffic is cut only
+ *  partly: a member with a higher id answers a peer's election connection
+ *  by connecting back to the address the peer announces (its real port),
+ *  around the proxies; so an isolated leader may win the next elections
+ *  again, and then nobody leads until the links heal. 0 or -1. */
+int zkt_ensemble_isolate(zkt_ensemble_t *e, int i, const char *cmd);
+
 /** Stops every member and frees e. NULL is a harmless no-op. */
 void zkt_ensemble_stop(zkt_ensemble_t *e);
 

@@ -2,8 +2,15 @@
  * the leader paused past syncLimit, and the quorum lost. Sessions (8 s)
  * must not expire when a quorum remains, the outage must be bounded, the
  * lock must stay with its holder and pass on in order afterwards, and
- * nothing may be granted while no quorum exists. Waits are scaled by
- * ZKR_TEST_TIME_SCALE. */
+ * nothing may be granted while no quorum exists.
+ *
+ * Quorum-link faults (issue 12.1): every member reaches the others' quorum
+ * ports through a fault proxy, so a follower can be cut from its leader
+ * while it keeps its clients (it answers their reads for syncLimit x
+ * tickTime), and the leader can be isolated. A holder connected only
+ * there must see LOST before a waiter elsewhere is granted. The ensemble
+ * runs with tickTime 250 ms and syncLimit 5, as in the review that found
+ * the overlap. Waits are scaled by ZKR_TEST_TIME_SCALE. */
 #define _DEFAULT_SOURCE
 #include <pthread.h>
 #include <setjmp.h>
@@ -31,7 +38,10 @@ static zhandle_t *raw;
 static int group_setup(void **state)
 {
     (void)state;
-    if (zkt_ensemble_start(3, &ens) != 0)
+    zkt_ensemble_options_t o = {
+        .tick_ms = 250, .sync_limit = 5, .quorum_proxies = 1};
+
+    if (zkt_ensemble_start_opts(3, &o, &ens) != 0)
         return -1;
     raw = zkt_connect(zkt_ensemble_hosts(ens), 30000);
     return raw != NULL ? 0 : -1;
@@ -319,6 +329,193 @@ static void test_quorum_lost(void **state)
     heal();
 }
 
+/* Heals every quorum link (pass) and brings every member back. */
+static void heal_links(void)
+{
+    for (int i = 0; i < zkt_ensemble_size(ens); i++)
+        assert_int_equal(zkt_ensemble_isolate(ens, i, "pass"), 0);
+    heal();
+}
+
+/* Waits until the waiter is granted; an acquire that ended with an error
+ * (its session lost during an outage, say) is started again. 1 once
+ * granted, 0 on timeout. */
+static int wait_granted(zkr_lock_t *lw, struct rec *rw, int timeout_ms)
+{
+    int64_t end = zkt_now_ms() + timeout_ms;
+    int seen = 0;
+
+    while (rec_find(rw, 1) < 0 && zkt_now_ms() < end) {
+        int n = rec_count(rw);
+
+        if (n > seen && zkr_lock_state(lw) != ZKR_LOCK_ACQUIRING &&
+            zkr_lock_acquire_async(lw, -1, on_done, rw) == 0)
+            seen = n;
+        zkt_sleep_ms(50);
+    }
+    return rec_find(rw, 1) >= 0;
+}
+
+/* Holder H connected only to member `via`, waiter W connected to another
+ * member; then cut(via's links); H's LOST must come before W's grant. The
+ * rule (SPEC section 1): the server cannot expire the session, so nobody
+ * can be granted H's lock, before H's safe deadline. */
+static void holder_lost_before_waiter(const char *path, int via, int other,
+                                      int cut_leader)
+{
+    static struct rec rh, rw; /* callbacks may outlive a failed test */
+    zkr_session_t *h, *w;
+    zkr_lock_t *lh, *lw;
+    int64_t t_cut, t_lost, t_grant;
+    enum { TH = 3000 };
+
+    rec_init(&rh);
+    rec_init(&rw);
+    assert_int_equal(
+        zkr_session_open(&h, zkt_server_hosts(zkt_ensemble_member(ens, via)),
+                         TH, NULL),
+        0);
+    /* W's session outlives a failover (its own deadline comes 0.57 T after
+     * its last heartbeat): W must not lose its place while H's session
+     * runs out. */
+    assert_int_equal(
+        zkr_session_open(&w, zkt_server_hosts(zkt_ensemble_member(ens, other)),
+                         T, NULL),
+        0);
+    assert_int_equal(zkr_session_timeout_ms(h), TH);
+    assert_int_equal(zkr_session_add_listener(h, on_session, &rh), 0);
+    assert_int_equal(zkr_lock_new(&lh, h, path, "h", NULL), 0);
+    assert_int_equal(zkr_lock_new(&lw, w, path, "w", NULL), 0);
+    assert_int_equal(zkr_lock_acquire(lh, zkt_scaled_ms(10000)), 0);
+    assert_int_equal(zkr_lock_acquire_async(lw, -1, on_done, &rw), 0);
+    assert_true(ZKT_WAIT_UNTIL(zkt_count_children(raw, path) == 2,
+                               zkt_scaled_ms(5000)));
+    zkt_sleep_ms(TH / 2); /* steady heartbeats */
+    t_cut = zkt_now_ms();
+    if (cut_leader)
+        assert_int_equal(zkt_ensemble_isolate(ens, via, "blackhole"), 0);
+    else
+        assert_int_equal(
+            zkt_ensemble_link(ens, via, zkt_ensemble_leader(ens), "blackhole"),
+            0);
+    if (cut_leader) {
+        /* The isolated leader may win every election again (ZooKeeper
+         * opens election connections back to the address a peer
+         * announces, around the proxies), and then nobody leads until the
+         * links heal: heal them once H is LOST. Either way nobody may be
+         * granted before H's LOST. */
+        assert_true(ZKT_WAIT_UNTIL(rec_find(&rh, ZKR_STATE_LOST) >= 0,
+                                   zkt_scaled_ms(4 * TH)));
+        zkt_sleep_ms(500);
+        for (int i = 0; i < zkt_ensemble_size(ens); i++)
+            assert_int_equal(zkt_ensemble_isolate(ens, i, "pass"), 0);
+    }
+    if (!wait_granted(lw, &rw, zkt_scaled_ms(40000))) {
+        print_message("# waiter not granted: leader %d, %d serving, holder "
+                      "LOST at %lld, waiter session %s, %d nodes\n",
+                      zkt_ensemble_leader(ens), zkt_ensemble_serving(ens),
+                      (long long)rec_find(&rh, ZKR_STATE_LOST) - t_cut,
+                      zkr_state_name(zkr_session_state(w)),
+                      zkt_count_children(raw, path));
+        fail();
+    }
+    t_grant = rec_find(&rw, 1);
+    t_lost = rec_find(&rh, ZKR_STATE_LOST);
+    print_message("# %s cut: holder LOST %lld ms after the cut, waiter "
+                  "granted %lld ms after it: margin %lld ms\n",
+                  cut_leader ? "leader" : "follower",
+                  (long long)(t_lost >= 0 ? t_lost - t_cut : -1),
+                  (long long)(t_grant - t_cut),
+                  (long long)(t_lost >= 0 ? t_grant - t_lost : -1));
+    assert_true(t_lost >= 0);
+    assert_true(t_lost < t_grant);
+    assert_int_equal(zkr_lock_release(lw), 0);
+    zkr_lock_free(lh);
+    zkr_lock_free(lw);
+    zkr_session_free(w);
+    heal_links();
+    zkr_session_free(h);
+    assert_true(ZKT_WAIT_UNTIL(zkt_count_children(raw, path) == 0,
+                               zkt_scaled_ms(3 * TH)));
+}
+
+/* A follower cut from its leader keeps answering its clients' reads until
+ * syncLimit x tickTime; the leader expires the holder's session after T.
+ * Before the fix (heartbeat = a read the follower answers alone) the
+ * waiter was granted while the holder was HELD and CONNECTED. */
+static void test_follower_cut_from_leader(void **state)
+{
+    int leader, f, g;
+
+    (void)state;
+    heal_links();
+    leader = wait_leader(-1, zkt_scaled_ms(10000));
+    assert_true(leader >= 0);
+    f = (leader + 1) % 3;
+    g = (leader + 2) % 3;
+    holder_lost_before_waiter("/e/cut-follower", f, g, 0);
+}
+
+/* The leader isolated from both followers: it stops serving after
+ * syncLimit; the others elect a new leader (which expires the holder's
+ * session T after its election), or elect the isolated one again and
+ * wait for the links to heal (see holder_lost_before_waiter). */
+static void test_leader_isolated(void **state)
+{
+    int leader;
+
+    (void)state;
+    heal_links();
+    leader = wait_leader(-1, zkt_scaled_ms(10000));
+    assert_true(leader >= 0);
+    holder_lost_before_waiter("/e/cut-leader", leader, (leader + 1) % 3, 1);
+}
+
+static void sync_done(int rc, const char *value, const void *data)
+{
+    (void)value;
+    __atomic_store_n((int *)data, rc == ZOK ? 1 : -1, __ATOMIC_SEQ_CST);
+}
+
+/* Issue 12.8's premise and its fix, on a follower made to lag (its quorum
+ * link delayed 300 ms each way, within syncLimit): a node the leader has
+ * committed is not yet visible there, so a search by UUID that trusted
+ * its "not found" would create a twin; after a sync through that follower
+ * it is visible. Recovery and the cleanup list now sync first (queue.c,
+ * recover_synced; session.c, cleanup_synced). */
+static void test_lagging_follower_sync(void **state)
+{
+    static int synced; /* the completion may outlive a failed test */
+    int leader, f;
+    zhandle_t *zl, *zf;
+    struct Stat st;
+
+    (void)state;
+    heal_links();
+    leader = wait_leader(-1, zkt_scaled_ms(10000));
+    assert_true(leader >= 0);
+    f = (leader + 1) % 3;
+    zl = zkt_connect(zkt_server_hosts(zkt_ensemble_member(ens, leader)), 10000);
+    zf = zkt_connect(zkt_server_hosts(zkt_ensemble_member(ens, f)), 10000);
+    assert_non_null(zl);
+    assert_non_null(zf);
+    assert_int_equal(zkt_ensemble_link(ens, f, leader, "delay 300"), 0);
+    zkt_sleep_ms(300); /* the delay applies to what is sent from now on */
+    assert_int_equal(
+        zoo_create(zl, "/e-lag", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0), ZOK);
+    /* Committed by the leader and the other follower; not yet here. */
+    assert_int_equal(zoo_exists(zf, "/e-lag", 0, &st), ZNONODE);
+    synced = 0;
+    assert_int_equal(zoo_async(zf, "/", sync_done, &synced), ZOK);
+    assert_true(ZKT_WAIT_UNTIL(synced != 0, zkt_scaled_ms(5000)));
+    assert_int_equal(synced, 1);
+    assert_int_equal(zoo_exists(zf, "/e-lag", 0, &st), ZOK);
+    assert_int_equal(zkt_ensemble_link(ens, f, leader, "pass"), 0);
+    assert_int_equal(zoo_delete(zl, "/e-lag", -1), ZOK);
+    zookeeper_close(zl);
+    zookeeper_close(zf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -326,7 +523,14 @@ int main(void)
         cmocka_unit_test(test_leader_paused),
         cmocka_unit_test(test_check_on_cut_off_follower),
         cmocka_unit_test(test_quorum_lost),
+        cmocka_unit_test(test_follower_cut_from_leader),
+        cmocka_unit_test(test_leader_isolated),
+        cmocka_unit_test(test_lagging_follower_sync),
     };
+
+    /* ZKT_TEST_FILTER=test_leader_* runs the matching tests only. */
+    if (getenv("ZKT_TEST_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("ZKT_TEST_FILTER"));
     return cmocka_run_group_tests_name("ensemble", tests, group_setup,
                                        group_teardown);
 }
