@@ -670,11 +670,11 @@ static void adopted_lost_nodes(zkr_session_t *s)
 {
     for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
         if (c->phase == ZKR__P_RECOVER)
-            zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL, 0);
+            zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL);
         else if (c->node != NULL &&
                  (c->phase == ZKR__P_LISTING || c->phase == ZKR__P_WATCHING ||
                   c->phase == ZKR__P_HELD))
-            zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL, 0);
+            zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL);
     }
 }
 
