@@ -322,6 +322,10 @@ struct zkr__contender {
                            -1 (set, or not held) */
     int self_watch;     /* waiting or held: an exists watch on our own node
                            is set (or being set), to notice its deletion */
+    int self_doubt;     /* our node's path changed while watched (a write,
+                           or a delete and re-create by someone else while
+                           we were away): no grant until an exists() shows
+                           it is still ours (self_watch_done()) */
     int touch_due;      /* held (semaphore): our node is to be touched */
     int permits;        /* semaphore size (1 for the others) */
     char infix[24];     /* inserted before the marker: "-permits-<N>" */

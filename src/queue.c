@@ -168,6 +168,7 @@ static void forget_node(zkr__contender_t *c)
     c->watching = NULL;
     c->czxid = 0;
     c->self_watch = 0;
+    c->self_doubt = 0;
     c->touch_due = 0;
     c->seen_czxid = c->seen_mzxid = 0;
     free(c->unreadable);
@@ -316,8 +317,14 @@ void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
                 else if (type == ZOO_DELETED_EVENT && is_waiting(c))
                     lose_waiting(c);
                 else if (type != ZOO_DELETED_EVENT &&
-                         (c->phase == ZKR__P_HELD || is_waiting(c)))
+                         (c->phase == ZKR__P_HELD || is_waiting(c))) {
+                    /* The path may hold someone else's node now (deleted
+                     * and re-created while we were disconnected: the
+                     * re-registered watch reports a change): no grant
+                     * until the exists() shows our czxid again. */
+                    c->self_doubt = 1;
                     issue_self_watch(c);
+                }
             }
             if (c->phase == ZKR__P_WATCHING && c->watching != NULL &&
                 strcmp(c->watching, path) == 0) {
@@ -803,6 +810,12 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
         lose_waiting(c);
     } else if ((w = c->recipe->pred(e, n, self, c->permits)) == ZKR__CONFLICT) {
         abort_acquire(c, ZKR_ELIMIT);
+    } else if (w == ZKR__GRANT && c->self_doubt) {
+        /* Our name is in the listing, but whether the node is still ours
+         * is being asked (a change was reported on it): list again once
+         * the answer comes (zkr__op_end steps us then). */
+        if (!c->self_watch)
+            issue_self_watch(c);
     } else if (w == ZKR__GRANT) {
         finish_acquire(c, 0);
     } else if (c->try_once) {
@@ -817,6 +830,11 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
          * predecessor's touch; if our ACL lets no creator touch its node,
          * the predecessor (same ACL) cannot either: watch the directory. */
         if (w >= 0 && c->recipe->poke && !acl_lets_creator_write(&c->acl))
+            w = ZKR__WATCH_DIR;
+        /* ... and only a zkr permit of our count touches its node when
+         * granted: behind any other contender (a Curator or kazoo lock
+         * node, a mutex, an operator's node) watch the directory. */
+        if (w >= 0 && c->recipe->poke && e[w].permits != c->permits)
             w = ZKR__WATCH_DIR;
         /* A node we may not read cannot be watched (watch_done()). */
         if (w >= 0 && c->unreadable != NULL &&
@@ -892,14 +910,19 @@ static void self_watch_done(int rc, const struct Stat *stat, const void *data)
     zkr_session_t *s = zkr__op_begin(op, rc);
     zkr__contender_t *c = op->c;
 
-    (void)stat;
-    /* Still about the node we have (node paths are never reused)? */
+    /* Still about the node we have? (Our paths are never reused by us;
+     * anyone else may create a node at one: its czxid or owner differs.) */
     if (c->node == NULL || strcmp(c->node, op->path) != 0 || !c->self_watch) {
         if (rc == ZNONODE)
             drop_watch(s, op->path, c, ZWATCHTYPE_DATA);
-    } else if (rc == ZNONODE) {
-        /* exists() leaves a watch on a missing path: take it back. */
+    } else if (rc == ZNONODE ||
+               (rc == ZOK && (stat->czxid != c->czxid ||
+                              stat->ephemeralOwner != c->node_sid))) {
+        /* Gone, or someone else's node at our path: ours was deleted.
+         * (exists() leaves a watch on a missing path: take it back; the
+         * other's node is not ours to watch either.) */
         c->self_watch = 0;
+        c->self_doubt = 0;
         drop_watch(s, op->path, c, ZWATCHTYPE_DATA);
         if (c->phase == ZKR__P_HELD)
             lose_held(c);
@@ -909,6 +932,8 @@ static void self_watch_done(int rc, const struct Stat *stat, const void *data)
         /* Not set (connection lost): set again once re-verified (held),
          * or by the next listing that makes us wait. */
         c->self_watch = 0;
+    } else {
+        c->self_doubt = 0; /* still ours: a listing may grant again */
     }
     zkr__op_end(op);
 }
