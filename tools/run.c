@@ -949,6 +949,12 @@ static int run_lock(const cli_t *c, const opts_t *o)
         status = o->lost_code;
         goto out;
     }
+    /* PATH exists now (it holds our node): an older, weaker ACL on it
+     * would let others delete the holder's node. */
+    if ((status = cli_check_path_acl(c, p.s, o->path, o->acl)) != 0) {
+        zkr_lock_release(p.l);
+        goto out;
+    }
     if ((status = spawn(&p, &q, NULL)) != 0) {
         zkr_lock_release(p.l);
         goto out;

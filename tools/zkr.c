@@ -122,16 +122,6 @@ const struct ACL_vector *cli_acl(const char *name)
     return NULL;
 }
 
-void cli_identity(const cli_t *c, char *buf, size_t len)
-{
-    const char *colon = c->auth != NULL ? strchr(c->auth, ':') : NULL;
-
-    if (colon == NULL)
-        snprintf(buf, len, "anonymous");
-    else
-        snprintf(buf, len, "digest:%.*s", (int)(colon - c->auth), c->auth);
-}
-
 /* ---------------------------------------------------------------- JSON */
 
 static void sb_reserve(strbuf_t *b, size_t extra)
