@@ -39,23 +39,43 @@ static const char *basename_of(const char *node)
     return slash != NULL ? slash + 1 : node;
 }
 
-/* The recipe a queue belongs to, from its first contender's name. */
+/* An entry's mode, from the marker in its name (the markers of
+ * src/names.c): "read" (__READ__ Curator, __rlock__ kazoo), "write"
+ * (__WRIT__: zkr lock --write, Curator's write lock), "permit" (a
+ * semaphore's), "candidate" (-latch-: an election's), else "mutex" (-lock-:
+ * zkr lock, Curator InterProcessMutex; __lock__: kazoo Lock and WriteLock;
+ * x-SID-: ZooKeeper's contrib recipes), which zkr and kazoo readers treat
+ * as a writer and Curator's read/write lock ignores. */
+static const char *mode_of(const zkr_contender_t *e)
+{
+    const char *name = basename_of(e->node);
+
+    if (strstr(name, "__READ__") != NULL || strstr(name, "__rlock__") != NULL)
+        return "read";
+    if (strstr(name, "__WRIT__") != NULL)
+        return "write";
+    if (strstr(name, "-latch-") != NULL)
+        return "candidate";
+    if (strstr(name, "-permits-") != NULL)
+        return "permit";
+    return "mutex";
+}
+
+/* The recipe a queue belongs to, from its entries' modes. */
 static const char *kind_of(const zkr_contender_t *v, int n)
 {
-    const char *name;
+    const char *m;
 
     if (n == 0)
         return "none";
-    name = basename_of(v[0].node);
-    if (strstr(name, "-latch-") != NULL)
+    m = mode_of(&v[0]);
+    if (strcmp(m, "candidate") == 0)
         return "election";
-    if (strstr(name, "-permits-") != NULL)
+    if (strcmp(m, "permit") == 0)
         return "semaphore";
     for (int i = 0; i < n; i++) {
-        name = basename_of(v[i].node);
-        if (strstr(name, "__READ__") != NULL ||
-            strstr(name, "__WRIT__") != NULL ||
-            strstr(name, "__rlock__") != NULL)
+        m = mode_of(&v[i]);
+        if (strcmp(m, "read") == 0 || strcmp(m, "write") == 0)
             return "rwlock";
     }
     return "lock";
@@ -96,6 +116,7 @@ static void json_entry(strbuf_t *b, const zkr_contender_t *e, int64_t now)
     sb_json_str(b, e->node);
     sb_printf(b, ",\"id\":");
     sb_json_str(b, e->id != NULL ? e->id : "");
+    sb_printf(b, ",\"mode\":\"%s\"", mode_of(e));
     sb_printf(b,
               ",\"token\":%" PRId64 ",\"session\":\"0x%" PRIx64
               "\",\"seq\":%d,\"age_ms\":%" PRId64 "}",
@@ -136,15 +157,17 @@ static void print_text(const char *path, const zkr_contender_t *v, int n,
            n - holding);
     if (n == 0)
         return;
-    printf("%-7s %-56s %-16s %-12s %s\n", "ROLE", "NODE", "ID", "TOKEN", "AGE");
+    printf("%-7s %-9s %-56s %-16s %-12s %s\n", "ROLE", "MODE", "NODE", "ID",
+           "TOKEN", "AGE");
     for (int i = 0; i < n; i++) {
         int64_t age = now - v[i].ctime_ms;
         if (age < 0)
             age = 0;
-        printf("%-7s %-56s %-16s %-12" PRId64 " %" PRId64 ".%01" PRId64 "s\n",
-               i < holding ? "holder" : "waiter", basename_of(v[i].node),
-               v[i].id != NULL ? v[i].id : "", v[i].czxid, age / 1000,
-               (age % 1000) / 100);
+        printf("%-7s %-9s %-56s %-16s %-12" PRId64 " %" PRId64 ".%01" PRId64
+               "s\n",
+               i < holding ? "holder" : "waiter", mode_of(&v[i]),
+               basename_of(v[i].node), v[i].id != NULL ? v[i].id : "",
+               v[i].czxid, age / 1000, (age % 1000) / 100);
     }
 }
 
