@@ -1068,7 +1068,8 @@ static int run_elect(const cli_t *c, const opts_t *o)
             wait_event(&p, &m);
             continue;
         }
-        if ((status = spawn(&p, &q, id)) != 0)
+        if ((status = cli_check_path_acl(c, p.s, o->path, o->acl)) != 0 ||
+            (status = spawn(&p, &q, id)) != 0)
             break;
         supervise(&p);
         status = p.lost ? o->lost_code : exit_status_of(p.status);

@@ -186,9 +186,9 @@ test_forced_release_lost_reply() {
 
 # An ACL on an existing node weaker than asked is reported, not trusted:
 # an audit directory anyone may rewrite (made by an anonymous client with
-# the open ACL) makes the release refuse and change nothing; a lock PATH
-# that exists with the open ACL is refused for --acl private before the
-# command runs. Runs before any other release has made /zkr/audit.
+# the open ACL) makes the release refuse and change nothing; a lock or
+# election PATH that exists with the open ACL is refused for --acl private
+# before the command runs. Runs before any other release has made /zkr/audit.
 test_weaker_acl_refused() {
     local h hn out rc p
     : > "$WORK/log"
@@ -214,6 +214,12 @@ test_weaker_acl_refused() {
     out=$("$ZKR" --auth "$AUTH" lock --acl private /cli/open-path sh -c "echo ran >> '$WORK/log'" 2>&1) || rc=$?
     expect "lock --acl private on an open PATH: exit $rc" [ "$rc" -eq 2 ]
     expect "no clear message: $out" grep -q "weaker than --acl private: it grants world:anyone:cdrwa" <<< "$out"
+    expect "command ran" sh -c "! grep -q '^ran' '$WORK/log'"
+    expect "node left behind" nodes_eq /cli/open-path 0
+    rc=0
+    out=$("$ZKR" --auth "$AUTH" elect --acl private /cli/open-path sh -c "echo ran >> '$WORK/log'" 2>&1) || rc=$?
+    expect "elect --acl private on an open PATH: exit $rc" [ "$rc" -eq 2 ]
+    expect "no clear message: $out" grep -q "weaker than --acl private" <<< "$out"
     expect "command ran" sh -c "! grep -q '^ran' '$WORK/log'"
     expect "node left behind" nodes_eq /cli/open-path 0
 }
