@@ -7,6 +7,7 @@
 #   zkr_server_start        start a throwaway ZooKeeper; exports ZKR_SERVER
 #   zkr_server_stop         stop it and remove its scratch dir
 #   zkr_on_exit CMD         run CMD (eval'd) when the script exits
+#   zkr_curator_cp          class path of Debian's Apache Curator, or ""
 #
 # CFLAGS, LDFLAGS and friends are taken from the environment by configure.
 
@@ -15,8 +16,25 @@ export ZKR_ROOT
 
 ZKR_DEPS=(build-essential autoconf automake libtool pkg-config
     libzookeeper-mt-dev zookeeper default-jre-headless default-jdk-headless
-    libcmocka-dev
+    libcmocka-dev libcurator-recipes-java
     libsqlite3-dev netcat-openbsd procps valgrind jq)
+
+# Prints the class path of Apache Curator and its dependencies as Debian
+# installs them (libcurator-recipes-java); nothing when it is missing.
+zkr_curator_cp() {
+    local jar cp=""
+    [ -r /usr/share/java/curator-recipes.jar ] || return 0
+    for jar in curator-recipes curator-framework curator-client zookeeper \
+        zookeeper-jute guava slf4j-api slf4j-nop netty-handler netty-common \
+        netty-buffer netty-transport netty-codec netty-resolver \
+        netty-transport-native-epoll netty-transport-native-unix-common \
+        commons-io metrics-core; do
+        if [ -r "/usr/share/java/$jar.jar" ]; then
+            cp+=/usr/share/java/$jar.jar:
+        fi
+    done
+    printf '%s\n' "${cp%:}"
+}
 
 zkr_log() {
     printf '%s: %s\n' "${0##*/}" "$*" >&2

@@ -5,7 +5,12 @@
  *   zkq HOSTS get PATH     the node's data
  *   zkq HOSTS czxid PATH   the node's czxid (decimal)
  *   zkq HOSTS exists PATH  exit 0 if it exists, 1 if not
+ *   zkq HOSTS acl PATH     the ACL, one "scheme:id:perms" (decimal) a line
+ *   zkq HOSTS set PATH     replaces the data with stdin (anonymously)
+ *   zkq HOSTS create PATH  creates a persistent node with the open ACL
+ *   zkq HOSTS delete PATH  deletes the node (anonymously)
  *
+ * With $ZKQ_AUTH (USER:PASSWORD), the session adds that digest first.
  * Exit 0, 1 (no node), or 2 (error). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,13 +32,18 @@ int main(int argc, char **argv)
     int len = sizeof(buf), rc = ZOK, status = 0;
 
     if (argc != 4) {
-        fprintf(stderr, "usage: zkq HOSTS ls|get|czxid|exists PATH\n");
+        fprintf(stderr,
+                "usage: zkq HOSTS ls|get|czxid|exists|acl|set|create|delete "
+                "PATH\n");
         return 2;
     }
     if ((zh = zkt_connect(argv[1], 10000)) == NULL) {
         fprintf(stderr, "zkq: cannot connect to %s\n", argv[1]);
         return 2;
     }
+    if (getenv("ZKQ_AUTH") != NULL) /* later requests are ordered after it */
+        zoo_add_auth(zh, "digest", getenv("ZKQ_AUTH"),
+                     (int)strlen(getenv("ZKQ_AUTH")), NULL, NULL);
     if (strcmp(argv[2], "ls") == 0) {
         rc = zoo_get_children(zh, argv[3], 0, &v);
         if (rc == ZOK) {
@@ -52,6 +62,21 @@ int main(int argc, char **argv)
             printf("%lld\n", (long long)st.czxid);
     } else if (strcmp(argv[2], "exists") == 0) {
         rc = zoo_exists(zh, argv[3], 0, &st);
+    } else if (strcmp(argv[2], "acl") == 0) {
+        struct ACL_vector acl = {0, NULL};
+        rc = zoo_get_acl(zh, argv[3], &acl, &st);
+        for (int i = 0; rc == ZOK && i < acl.count; i++)
+            printf("%s:%s:%d\n", acl.data[i].id.scheme, acl.data[i].id.id,
+                   acl.data[i].perms);
+        deallocate_ACL_vector(&acl);
+    } else if (strcmp(argv[2], "set") == 0) {
+        len = (int)fread(buf, 1, sizeof(buf), stdin);
+        rc = zoo_set(zh, argv[3], buf, len, -1);
+    } else if (strcmp(argv[2], "create") == 0) {
+        rc =
+            zoo_create(zh, argv[3], NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    } else if (strcmp(argv[2], "delete") == 0) {
+        rc = zoo_delete(zh, argv[3], -1);
     } else {
         fprintf(stderr, "zkq: unknown command %s\n", argv[2]);
         status = 2;

@@ -14,6 +14,17 @@
 
 #define AUDIT_DIR "/zkr/audit"
 
+/* ZooKeeper's permission bits (zookeeper.h has them as variables, which
+ * static initialisers cannot use). */
+enum {
+    PERM_READ = 1,
+    PERM_WRITE = 2,
+    PERM_CREATE = 4,
+    PERM_DELETE = 8,
+    PERM_ADMIN = 16,
+    PERM_ALL = 31
+};
+
 static int64_t wall_ms(void)
 {
     struct timespec ts;
@@ -28,23 +39,43 @@ static const char *basename_of(const char *node)
     return slash != NULL ? slash + 1 : node;
 }
 
-/* The recipe a queue belongs to, from its first contender's name. */
+/* An entry's mode, from the marker in its name (the markers of
+ * src/names.c): "read" (__READ__ Curator, __rlock__ kazoo), "write"
+ * (__WRIT__: zkr lock --write, Curator's write lock), "permit" (a
+ * semaphore's), "candidate" (-latch-: an election's), else "mutex" (-lock-:
+ * zkr lock, Curator InterProcessMutex; __lock__: kazoo Lock and WriteLock;
+ * x-SID-: ZooKeeper's contrib recipes), which zkr and kazoo readers treat
+ * as a writer and Curator's read/write lock ignores. */
+static const char *mode_of(const zkr_contender_t *e)
+{
+    const char *name = basename_of(e->node);
+
+    if (strstr(name, "__READ__") != NULL || strstr(name, "__rlock__") != NULL)
+        return "read";
+    if (strstr(name, "__WRIT__") != NULL)
+        return "write";
+    if (strstr(name, "-latch-") != NULL)
+        return "candidate";
+    if (strstr(name, "-permits-") != NULL)
+        return "permit";
+    return "mutex";
+}
+
+/* The recipe a queue belongs to, from its entries' modes. */
 static const char *kind_of(const zkr_contender_t *v, int n)
 {
-    const char *name;
+    const char *m;
 
     if (n == 0)
         return "none";
-    name = basename_of(v[0].node);
-    if (strstr(name, "-latch-") != NULL)
+    m = mode_of(&v[0]);
+    if (strcmp(m, "candidate") == 0)
         return "election";
-    if (strstr(name, "-permits-") != NULL)
+    if (strcmp(m, "permit") == 0)
         return "semaphore";
     for (int i = 0; i < n; i++) {
-        name = basename_of(v[i].node);
-        if (strstr(name, "__READ__") != NULL ||
-            strstr(name, "__WRIT__") != NULL ||
-            strstr(name, "__rlock__") != NULL)
+        m = mode_of(&v[i]);
+        if (strcmp(m, "read") == 0 || strcmp(m, "write") == 0)
             return "rwlock";
     }
     return "lock";
@@ -85,6 +116,7 @@ static void json_entry(strbuf_t *b, const zkr_contender_t *e, int64_t now)
     sb_json_str(b, e->node);
     sb_printf(b, ",\"id\":");
     sb_json_str(b, e->id != NULL ? e->id : "");
+    sb_printf(b, ",\"mode\":\"%s\"", mode_of(e));
     sb_printf(b,
               ",\"token\":%" PRId64 ",\"session\":\"0x%" PRIx64
               "\",\"seq\":%d,\"age_ms\":%" PRId64 "}",
@@ -125,15 +157,17 @@ static void print_text(const char *path, const zkr_contender_t *v, int n,
            n - holding);
     if (n == 0)
         return;
-    printf("%-7s %-56s %-16s %-12s %s\n", "ROLE", "NODE", "ID", "TOKEN", "AGE");
+    printf("%-7s %-9s %-56s %-16s %-12s %s\n", "ROLE", "MODE", "NODE", "ID",
+           "TOKEN", "AGE");
     for (int i = 0; i < n; i++) {
         int64_t age = now - v[i].ctime_ms;
         if (age < 0)
             age = 0;
-        printf("%-7s %-56s %-16s %-12" PRId64 " %" PRId64 ".%01" PRId64 "s\n",
-               i < holding ? "holder" : "waiter", basename_of(v[i].node),
-               v[i].id != NULL ? v[i].id : "", v[i].czxid, age / 1000,
-               (age % 1000) / 100);
+        printf("%-7s %-9s %-56s %-16s %-12" PRId64 " %" PRId64 ".%01" PRId64
+               "s\n",
+               i < holding ? "holder" : "waiter", mode_of(&v[i]),
+               basename_of(v[i].node), v[i].id != NULL ? v[i].id : "",
+               v[i].czxid, age / 1000, (age % 1000) / 100);
     }
 }
 
@@ -177,38 +211,330 @@ int cli_inspect(const cli_t *c, int argc, char **argv)
     return status;
 }
 
+/* ---------------------------------------------------- identities, ACLs */
+
+/* SHA-1 (FIPS 180-4), only to name the digest identity the server derives
+ * from --auth: the id "digest:USER:base64(sha1(USER:PASSWORD))" is what
+ * ZooKeeper's digest provider gives the session, and what ACLs name. */
+static uint32_t rol(uint32_t x, int n)
+{
+    return (x << n) | (x >> (32 - n));
+}
+
+static void sha1_block(uint32_t h[5], const unsigned char *p)
+{
+    uint32_t w[80], a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
+
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 80; i++)
+        w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+    for (int i = 0; i < 80; i++) {
+        uint32_t f, k, t;
+        if (i < 20) {
+            f = (b & c) | (~b & d);
+            k = 0x5a827999;
+        } else if (i < 40) {
+            f = b ^ c ^ d;
+            k = 0x6ed9eba1;
+        } else if (i < 60) {
+            f = (b & c) | (b & d) | (c & d);
+            k = 0x8f1bbcdc;
+        } else {
+            f = b ^ c ^ d;
+            k = 0xca62c1d6;
+        }
+        t = rol(a, 5) + f + e + k + w[i];
+        e = d;
+        d = c;
+        c = rol(b, 30);
+        b = a;
+        a = t;
+    }
+    h[0] += a;
+    h[1] += b;
+    h[2] += c;
+    h[3] += d;
+    h[4] += e;
+}
+
+static void sha1(const char *msg, size_t len, unsigned char out[20])
+{
+    uint32_t h[5] = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476,
+                     0xc3d2e1f0};
+    unsigned char blk[64];
+    size_t done = 0;
+    uint64_t bits = (uint64_t)len * 8;
+
+    for (; len - done >= 64; done += 64)
+        sha1_block(h, (const unsigned char *)msg + done);
+    memset(blk, 0, sizeof(blk));
+    memcpy(blk, msg + done, len - done);
+    blk[len - done] = 0x80;
+    if (len - done >= 56) {
+        sha1_block(h, blk);
+        memset(blk, 0, sizeof(blk));
+    }
+    for (int i = 0; i < 8; i++)
+        blk[63 - i] = (unsigned char)(bits >> (8 * i));
+    sha1_block(h, blk);
+    for (int i = 0; i < 20; i++)
+        out[i] = (unsigned char)(h[i / 4] >> (24 - 8 * (i % 4)));
+}
+
+/* The identity the server authenticated for this session: the digest id
+ * derived from --auth, or "" when there is none (anonymous). ZooKeeper's
+ * digest provider accepts any USER:PASSWORD, so the id names whoever knows
+ * that password, not a registered user: it means something only where an
+ * ACL names it. */
+static void auth_id(const cli_t *c, char *buf, size_t len)
+{
+    static const char b64[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const char *colon = c->auth != NULL ? strchr(c->auth, ':') : NULL;
+    unsigned char d[21] = {0};
+    char enc[29];
+    int o = 0;
+
+    if (colon == NULL) {
+        snprintf(buf, len, "%s", "");
+        return;
+    }
+    sha1(c->auth, strlen(c->auth), d);
+    for (int i = 0; i < 21; i += 3) {
+        uint32_t v = (uint32_t)d[i] << 16 | (uint32_t)d[i + 1] << 8 |
+                     (i + 2 < 21 ? d[i + 2] : 0);
+        enc[o++] = b64[v >> 18 & 63];
+        enc[o++] = b64[v >> 12 & 63];
+        enc[o++] = b64[v >> 6 & 63];
+        enc[o++] = b64[v & 63];
+    }
+    /* 20 bytes: 27 characters and one '=' of padding. */
+    enc[27] = '=';
+    enc[28] = '\0';
+    snprintf(buf, len, "digest:%.*s:%s", (int)(colon - c->auth), c->auth, enc);
+}
+
+static void perm_letters(int perms, char out[6])
+{
+    static const struct {
+        int bit;
+        char c;
+    } map[] = {{PERM_CREATE, 'c'},
+               {PERM_DELETE, 'd'},
+               {PERM_READ, 'r'},
+               {PERM_WRITE, 'w'},
+               {PERM_ADMIN, 'a'}};
+    int n = 0;
+
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (perms & map[i].bit)
+            out[n++] = map[i].c;
+    out[n] = '\0';
+}
+
+static int is_world(const struct Id *id)
+{
+    return strcmp(id->scheme, "world") == 0 && strcmp(id->id, "anyone") == 0;
+}
+
+/* Whether the ACL `have` grants more than `want` does: each entry may
+ * grant at most what `want` grants the same identity, where want's
+ * "auth" entry stands for `self` (the session's own id, "scheme:id") and
+ * any identity `want` does not name gets `others`. Describes the first
+ * excess as "scheme:id:perms" in what. */
+static int acl_weaker(const struct ACL_vector *have,
+                      const struct ACL_vector *want, const char *self,
+                      int others, char *what, size_t len)
+{
+    for (int i = 0; i < have->count; i++) {
+        const struct ACL *e = &have->data[i];
+        char full[512], letters[6];
+        int ok = others;
+
+        snprintf(full, sizeof(full), "%s:%s", e->id.scheme, e->id.id);
+        for (int j = 0; j < want->count; j++) {
+            const struct ACL *w = &want->data[j];
+            if ((is_world(&w->id) && is_world(&e->id)) ||
+                (strcmp(w->id.scheme, "auth") == 0 && self[0] != '\0' &&
+                 strcmp(full, self) == 0) ||
+                (strcmp(w->id.scheme, e->id.scheme) == 0 &&
+                 strcmp(w->id.id, e->id.id) == 0))
+                ok = w->perms;
+        }
+        if (e->perms & ~ok) {
+            perm_letters(e->perms, letters);
+            snprintf(what, len, "%s:%s", full, letters);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int cli_check_path_acl(const cli_t *c, zkr_session_t *s, const char *path,
+                       const char *acl_name)
+{
+    const struct ACL_vector *want = cli_acl(acl_name);
+    struct ACL_vector have = {0, NULL};
+    char self[512], what[600];
+    int rc, weaker;
+
+    if (want == NULL || want == &ZOO_OPEN_ACL_UNSAFE)
+        return 0;
+    rc = zoo_get_acl(zkr_session_handle(s), path, &have, NULL);
+    if (rc != ZOK) {
+        cli_err("%s: cannot read its ACL: %s", path, zerror(rc));
+        return CLI_EXIT_ERROR;
+    }
+    auth_id(c, self, sizeof(self));
+    weaker = acl_weaker(&have, want, self, 0, what, sizeof(what));
+    deallocate_ACL_vector(&have);
+    if (weaker) {
+        cli_err("%s: its ACL is weaker than --acl %s: it grants %s, so "
+                "others could delete a holder's node or queue before it; "
+                "change the ACL of %s (setAcl) or use another PATH",
+                path, acl_name, what, path);
+        return CLI_EXIT_ERROR;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------- release */
 
-/* Creates AUDIT_DIR's ancestors (persistent; they hold the records). */
-static int make_audit_dir(zhandle_t *zh)
+/* The audit trail is append-only: anyone may read it and add records;
+ * only the administrator identities (every identity the ACL of AUDIT_DIR
+ * names besides world:anyone) may change or delete records. The
+ * directories are created with the operator's own identity as the
+ * administrator ("auth"), or with none for an anonymous operator. */
+static struct ACL audit_dir_admin[] = {
+    {PERM_READ | PERM_CREATE, {"world", "anyone"}},
+    {PERM_ALL, {"auth", ""}},
+};
+static struct ACL_vector audit_dir_acl = {2, audit_dir_admin};
+static struct ACL_vector audit_dir_acl_anon = {1, audit_dir_admin};
+
+static int make_audit_dir(const cli_t *c, zhandle_t *zh)
 {
     static const char *const dirs[] = {"/zkr", AUDIT_DIR};
 
     for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-        int rc =
-            zoo_create(zh, dirs[i], NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+        int rc = zoo_create(
+            zh, dirs[i], NULL, -1,
+            c->auth != NULL ? &audit_dir_acl : &audit_dir_acl_anon, 0, NULL, 0);
         if (rc != ZOK && rc != ZNODEEXISTS)
             return rc;
     }
     return ZOK;
 }
 
-static char *audit_record(const cli_t *c, const char *path,
-                          const zkr_contender_t *h, const char *reason)
+/* A record: anyone reads it, no one (but ZooKeeper's super user) can
+ * change it or its ACL; the administrators of AUDIT_DIR can delete it. */
+static struct ACL audit_record_entry[] = {{PERM_READ, {"world", "anyone"}}};
+static struct ACL_vector audit_record_acl = {1, audit_record_entry};
+
+/* Makes sure AUDIT_DIR exists and that its ACL is append-only for
+ * world:anyone. 0 or CLI_EXIT_ERROR (said why). */
+static int audit_dir_check(const cli_t *c, zhandle_t *zh)
 {
-    char ident[256], host[256] = "?", when[64];
+    struct ACL_vector have = {0, NULL};
+    char what[600];
+    int rc, weaker;
+
+    rc = zoo_get_acl(zh, AUDIT_DIR, &have, NULL);
+    if (rc == ZNONODE && (rc = make_audit_dir(c, zh)) == ZOK)
+        rc = zoo_get_acl(zh, AUDIT_DIR, &have, NULL);
+    if (rc != ZOK) {
+        cli_err("cannot prepare the audit trail %s: %s; nothing was changed",
+                AUDIT_DIR, zerror(rc));
+        return CLI_EXIT_ERROR;
+    }
+    /* Identities other than world:anyone are administrators. */
+    weaker = acl_weaker(&have, &audit_dir_acl_anon, "", PERM_ALL, what,
+                        sizeof(what));
+    deallocate_ACL_vector(&have);
+    if (weaker) {
+        cli_err("%s: its ACL grants %s, so anyone could delete or rewrite "
+                "audit records; an administrator must restrict it (e.g. "
+                "setAcl %s world:anyone:cr,digest:ADMIN:HASH:cdrwa); nothing "
+                "was changed",
+                AUDIT_DIR, what, AUDIT_DIR);
+        return CLI_EXIT_ERROR;
+    }
+    return 0;
+}
+
+/* Which identities of PATH's ACL allowed this session to delete a child
+ * of it (DELETE on the parent), as a JSON array: "world:anyone" means the
+ * operator's identity was not needed at all. */
+static void delete_allowed_by(zhandle_t *zh, const char *path, const char *self,
+                              strbuf_t *b)
+{
+    struct ACL_vector have = {0, NULL};
+    int n = 0;
+
+    sb_printf(b, "[");
+    if (zoo_get_acl(zh, path, &have, NULL) == ZOK) {
+        for (int i = 0; i < have.count; i++) {
+            char full[512];
+            const struct ACL *e = &have.data[i];
+            snprintf(full, sizeof(full), "%s:%s", e->id.scheme, e->id.id);
+            if (!(e->perms & PERM_DELETE) ||
+                !(is_world(&e->id) || strcmp(full, self) == 0))
+                continue;
+            sb_printf(b, n++ > 0 ? "," : "");
+            sb_json_str(b, full);
+        }
+        deallocate_ACL_vector(&have);
+    }
+    sb_printf(b, "]");
+}
+
+/* A fresh random id for a record, so that its name is known before the
+ * transaction that writes it is sent. */
+static void new_uuid(char out[37])
+{
+    unsigned char r[16];
+
+    if (getentropy(r, sizeof(r)) != 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        for (int i = 0; i < 16; i++)
+            r[i] = (unsigned char)((ts.tv_nsec >> (i % 4 * 8)) ^ getpid() ^
+                                   (i * 37));
+    }
+    r[6] = (unsigned char)((r[6] & 0x0f) | 0x40);
+    r[8] = (unsigned char)((r[8] & 0x3f) | 0x80);
+    snprintf(out, 37,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x"
+             "%02x",
+             r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10],
+             r[11], r[12], r[13], r[14], r[15]);
+}
+
+/* The record: what the server vouched for (the session's authenticated
+ * identity, the ACL entries that allowed the delete, the holder's node as
+ * listed) at the top level, what only the operator's machine says under
+ * "claimed". `action` is "release --force", or the marker that blocks a
+ * release whose outcome was unknown. */
+static char *audit_record(const cli_t *c, zhandle_t *zh, const char *path,
+                          const zkr_contender_t *h, const char *reason,
+                          const char *uuid, const char *action)
+{
+    char self[512], host[256] = "?", when[64];
     struct passwd *pw = getpwuid(getuid());
     time_t t = time(NULL);
     struct tm tm;
     strbuf_t b = {0};
 
-    cli_identity(c, ident, sizeof(ident));
+    auth_id(c, self, sizeof(self));
     gethostname(host, sizeof(host) - 1);
     host[sizeof(host) - 1] = '\0';
     gmtime_r(&t, &tm);
     strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    sb_printf(
-        &b, "{\"time\":\"%s\",\"action\":\"release --force\",\"path\":", when);
+    sb_printf(&b, "{\"id\":\"%s\",\"action\":", uuid);
+    sb_json_str(&b, action);
+    sb_printf(&b, ",\"path\":");
     sb_json_str(&b, path);
     sb_printf(&b, ",\"node\":");
     sb_json_str(&b, h->node);
@@ -220,76 +546,179 @@ static char *audit_record(const cli_t *c, const char *path,
               h->czxid, (uint64_t)h->session_id);
     sb_json_str(&b, reason);
     sb_printf(&b, ",\"operator\":");
-    sb_json_str(&b, ident);
-    sb_printf(&b, ",\"os_user\":");
+    if (self[0] != '\0')
+        sb_json_str(&b, self);
+    else
+        sb_printf(&b, "null");
+    sb_printf(&b, ",\"delete_allowed_by\":");
+    delete_allowed_by(zh, path, self, &b);
+    sb_printf(&b, ",\"claimed\":{\"time\":\"%s\",\"os_user\":", when);
     sb_json_str(&b, pw != NULL ? pw->pw_name : "?");
     sb_printf(&b, ",\"host\":");
     sb_json_str(&b, host);
-    sb_printf(&b, "}");
+    sb_printf(&b, ",\"pid\":%ld}}", (long)getpid());
     if (b.oom) {
         sb_free(&b);
         return NULL;
     }
     return b.p;
 }
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+enum { OUT_APPLIED, OUT_NOT_APPLIED, OUT_UNKNOWN };
+
+/* Finds out whether the transaction that writes the record `name` (with
+ * data `rec`) was applied, after its reply was lost: creates the same
+ * name with a marker. If the create succeeds, the transaction was not
+ * applied and now never can be (its create would fail on the existing
+ * name, so its delete with it); if the name exists, its data says whose
+ * it is. Retries across connection loss until the deadline. */
+static int resolve(const cli_t *c, zkr_session_t **s, const char *name,
+                   const char *rec, const char *marker)
+{
+    int64_t deadline = mono_ms() + 4 * (int64_t)c->session_timeout_ms;
+
+    while (mono_ms() < deadline) {
+        char *buf = NULL;
+        int len, rc, left = (int)(deadline - mono_ms());
+        struct Stat st;
+        zhandle_t *zh;
+
+        rc = zkr_session_wait_connected(*s, left > 0 ? left : 0);
+        if (rc == ZKR_ETIMEDOUT)
+            break;
+        if (rc != 0) {
+            /* Session gone (the old one expired): a new one can still read
+             * the record. */
+            zkr_session_free(*s);
+            *s = NULL;
+            if (cli_open_session(c, s) != 0)
+                return OUT_UNKNOWN;
+            continue;
+        }
+        zh = zkr_session_handle(*s);
+        rc = zoo_create(zh, name, marker, (int)strlen(marker),
+                        &audit_record_acl, ZOO_PERSISTENT, NULL, 0);
+        if (rc == ZOK)
+            return OUT_NOT_APPLIED;
+        if (rc == ZNODEEXISTS) {
+            len = (int)strlen(rec) + (int)strlen(marker) + 16;
+            if ((buf = malloc((size_t)len)) == NULL)
+                return OUT_UNKNOWN;
+            rc = zoo_get(zh, name, 0, buf, &len, &st);
+            if (rc == ZOK) {
+                int which = OUT_UNKNOWN;
+                if ((size_t)len == strlen(rec) && memcmp(buf, rec, len) == 0)
+                    which = OUT_APPLIED;
+                else if ((size_t)len == strlen(marker) &&
+                         memcmp(buf, marker, len) == 0)
+                    which = OUT_NOT_APPLIED; /* our marker, reply lost */
+                free(buf);
+                return which;
+            }
+            free(buf);
+        }
+        if (rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT &&
+            rc != ZSESSIONEXPIRED && rc != ZSESSIONMOVED)
+            return OUT_UNKNOWN;
+        usleep(100 * 1000);
+    }
+    return OUT_UNKNOWN;
+}
 
 /* Deletes the holder's node and writes the audit record in one
- * transaction: either both happen or neither. */
-static int evict(const cli_t *c, zkr_session_t *s, const char *path,
+ * transaction: either both happen or neither. The record's name carries a
+ * UUID chosen before sending, so that a lost reply can be resolved. */
+static int evict(const cli_t *c, zkr_session_t **s, const char *path,
                  const zkr_contender_t *h, const char *reason)
 {
-    zhandle_t *zh = zkr_session_handle(s);
-    char *rec = audit_record(c, path, h, reason);
-    char made[512] = "";
+    zhandle_t *zh = zkr_session_handle(*s);
+    char *rec = NULL, *marker = NULL;
+    char uuid[37], name[128], when[32], self[512];
     zoo_op_t ops[2];
     zoo_op_result_t res[2];
-    char ident[256];
-    int rc;
+    time_t t = time(NULL);
+    struct tm tm;
+    int rc, status = CLI_EXIT_ERROR, answered, outcome;
 
-    if (rec == NULL) {
-        cli_err("out of memory");
+    if (audit_dir_check(c, zh) != 0)
         return CLI_EXIT_ERROR;
+    auth_id(c, self, sizeof(self));
+    new_uuid(uuid);
+    gmtime_r(&t, &tm);
+    strftime(when, sizeof(when), "%Y%m%dT%H%M%SZ", &tm);
+    /* Sorted by name is sorted by the operator's clock. */
+    snprintf(name, sizeof(name), "%s/release-%s-%s", AUDIT_DIR, when, uuid);
+    rec = audit_record(c, zh, path, h, reason, uuid, "release --force");
+    marker = audit_record(c, zh, path, h, reason, uuid,
+                          "release --force: not applied (reply lost; this "
+                          "record blocks it)");
+    if (rec == NULL || marker == NULL) {
+        cli_err("out of memory");
+        goto out;
     }
-    cli_identity(c, ident, sizeof(ident));
-    for (int attempt = 0; attempt < 2; attempt++) {
-        zoo_delete_op_init(&ops[0], h->node, -1);
-        zoo_create_op_init(&ops[1], AUDIT_DIR "/release-", rec,
-                           (int)strlen(rec), &ZOO_OPEN_ACL_UNSAFE,
-                           ZOO_PERSISTENT_SEQUENTIAL, made, sizeof(made));
-        rc = zoo_multi(zh, 2, ops, res);
-        if (rc == ZOK)
-            break;
-        if (res[0].err == ZNOAUTH || rc == ZNOAUTH) {
+    /* The results are filled only when the server answered. */
+    res[0].err = res[1].err = 1;
+    zoo_delete_op_init(&ops[0], h->node, -1);
+    zoo_create_op_init(&ops[1], name, rec, (int)strlen(rec), &audit_record_acl,
+                       ZOO_PERSISTENT, NULL, 0);
+    rc = zoo_multi(zh, 2, ops, res);
+    answered = rc == ZOK || res[0].err != 1 || res[1].err != 1;
+    if (rc == ZOK) {
+        outcome = OUT_APPLIED;
+    } else if (answered || rc == ZBADARGUMENTS || rc == ZINVALIDSTATE ||
+               rc == ZMARSHALLINGERROR) {
+        /* The server refused the transaction, or it was never sent. */
+        if (res[0].err == ZNOAUTH)
             cli_err("permission denied: %s may not delete %s (deleting a "
                     "contender needs the DELETE right on %s; pass --auth "
                     "with an identity its ACL allows). Nothing was changed.",
-                    ident, h->node, path);
-            free(rec);
-            return CLI_EXIT_ERROR;
-        }
-        if (res[0].err == ZNONODE) {
+                    self[0] != '\0' ? self : "anonymous", h->node, path);
+        else if (res[1].err == ZNOAUTH)
+            cli_err("permission denied: %s may not add records to %s. "
+                    "Nothing was changed.",
+                    self[0] != '\0' ? self : "anonymous", AUDIT_DIR);
+        else if (res[0].err == ZNONODE)
             cli_err("%s is already gone; nothing was changed", h->node);
-            free(rec);
-            return CLI_EXIT_NOT_ACQUIRED;
-        }
-        if (res[1].err == ZNONODE && attempt == 0 &&
-            (rc = make_audit_dir(zh)) == ZOK)
-            continue;
-        break;
+        else
+            cli_err("cannot release %s: %s; nothing was changed", h->node,
+                    zerror(rc));
+        status = res[0].err == ZNONODE ? CLI_EXIT_NOT_ACQUIRED : CLI_EXIT_ERROR;
+        goto out;
+    } else {
+        cli_err("release of %s: outcome unknown (%s): the holder may or may "
+                "not have been evicted; finding out from audit record %s",
+                h->node, zerror(rc), name);
+        outcome = resolve(c, s, name, rec, marker);
     }
-    if (rc != ZOK) {
-        cli_err("cannot release %s: %s; nothing was changed", h->node,
-                zerror(rc));
-        free(rec);
-        return CLI_EXIT_ERROR;
+    if (outcome == OUT_APPLIED) {
+        fprintf(stderr,
+                "zkr: released %s of %s (token %" PRId64
+                ") as %s\nzkr: audit record %s: %s\n",
+                h->node, path, h->czxid, self[0] != '\0' ? self : "anonymous",
+                name, rec);
+        status = 0;
+    } else if (outcome == OUT_NOT_APPLIED) {
+        cli_err("the release of %s was not applied, and never will be "
+                "(record %s now blocks it): nothing was changed; run "
+                "zkr inspect before retrying",
+                h->node, name);
+    } else {
+        cli_err("outcome still unknown: do NOT retry blindly (a retry would "
+                "evict the next holder); read %s: if it exists with action "
+                "\"release --force\", %s was evicted",
+                name, h->node);
     }
-    fprintf(stderr,
-            "zkr: released %s of %s (holder '%s', token %" PRId64
-            ") as %s: %s\nzkr: audit record %s: %s\n",
-            h->node, path, h->id != NULL ? h->id : "", h->czxid, ident, reason,
-            made, rec);
+out:
     free(rec);
-    return 0;
+    free(marker);
+    return status;
 }
 
 int cli_release(const cli_t *c, int argc, char **argv)
@@ -359,7 +788,7 @@ int cli_release(const cli_t *c, int argc, char **argv)
                 path, holding);
         status = CLI_EXIT_ERROR;
     } else {
-        status = evict(c, s, path, &v[pick >= 0 ? pick : 0], reason);
+        status = evict(c, &s, path, &v[pick >= 0 ? pick : 0], reason);
     }
     zkr_contenders_free(v, n);
 out:

@@ -59,8 +59,11 @@ int cli_open_session(const cli_t *c, zkr_session_t **out);
 /* The ACL for --acl NAME ("open" or "private"), or NULL for an unknown
  * name. "private" needs --auth: checked by the caller. */
 const struct ACL_vector *cli_acl(const char *name);
-/* The identity an operator acts as: "digest:USER" or "anonymous". */
-void cli_identity(const cli_t *c, char *buf, size_t len);
+/* For an ACL other than "open": checks that PATH's existing ACL grants no
+ * one more than acl_name asks (an open PATH lets anyone delete a holder's
+ * node). 0, or CLI_EXIT_ERROR after saying why (admin.c). */
+int cli_check_path_acl(const cli_t *c, zkr_session_t *s, const char *path,
+                       const char *acl_name);
 
 /* Containment of the command (contain.c). */
 enum { CT_STARTED, CT_FAILED, CT_EXITED, CT_DEADLINE, CT_HEARTBEAT, CT_KILL };

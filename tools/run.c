@@ -56,8 +56,8 @@ typedef struct opts {
     const char *sub;
     int64_t wait_ms; /* -1 forever */
     int fail_code;
-    int lost_code; /* --lost-exit-code, default CLI_EXIT_LOST */
-    int read;
+    int lost_code;   /* --lost-exit-code, default CLI_EXIT_LOST */
+    int read, write; /* --read, --write: the sides of a read/write lock */
     long permits;
     const char *id;
     const char *acl;
@@ -110,13 +110,23 @@ static int64_t now_ms(void)
 
 static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
 {
-    enum { O_READ = 256, O_ID, O_ACL, O_SUSPEND, O_GRACE, O_REQUEUE, O_LOST };
+    enum {
+        O_READ = 256,
+        O_ID,
+        O_ACL,
+        O_SUSPEND,
+        O_GRACE,
+        O_REQUEUE,
+        O_LOST,
+        O_WRITE
+    };
     static const struct option lopts[] = {
         {"wait", required_argument, NULL, 'w'},
         {"nonblock", no_argument, NULL, 'n'},
         {"conflict-exit-code", required_argument, NULL, 'E'},
         {"permits", required_argument, NULL, 'c'},
         {"read", no_argument, NULL, O_READ},
+        {"write", no_argument, NULL, O_WRITE},
         {"id", required_argument, NULL, O_ID},
         {"acl", required_argument, NULL, O_ACL},
         {"on-suspend", required_argument, NULL, O_SUSPEND},
@@ -169,6 +179,11 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
                 return cli_usage_error(sub, "--read is an option of lock");
             o->read = 1;
             break;
+        case O_WRITE:
+            if (kind != KIND_LOCK)
+                return cli_usage_error(sub, "--write is an option of lock");
+            o->write = 1;
+            break;
         case O_ID:
             o->id = optarg;
             break;
@@ -215,6 +230,8 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
     }
     if (kind == KIND_SEM && o->permits == 0)
         return cli_usage_error(sub, "-c PERMITS is required");
+    if (o->read && o->write)
+        return cli_usage_error(sub, "--read and --write exclude each other");
     if (optind >= argc)
         return cli_usage_error(sub, "missing PATH");
     o->path = argv[optind++];
@@ -856,6 +873,8 @@ static int make_lock(sup_t *p)
                                acl);
     else if (o->read)
         rc = zkr_rwlock_new(&p->l, &w, p->s, o->path, o->id, acl);
+    else if (o->write) /* w is the unused side here */
+        rc = zkr_rwlock_new(&w, &p->l, p->s, o->path, o->id, acl);
     else
         rc = zkr_lock_new(&p->l, p->s, o->path, o->id, acl);
     zkr_lock_free(w);
@@ -947,6 +966,12 @@ static int run_lock(const cli_t *c, const opts_t *o)
         /* Lost between the grant and now. */
         cli_err("ownership of %s lost before the command started", o->path);
         status = o->lost_code;
+        goto out;
+    }
+    /* PATH exists now (it holds our node): an older, weaker ACL on it
+     * would let others delete the holder's node. */
+    if ((status = cli_check_path_acl(c, p.s, o->path, o->acl)) != 0) {
+        zkr_lock_release(p.l);
         goto out;
     }
     if ((status = spawn(&p, &q, NULL)) != 0) {
@@ -1043,7 +1068,8 @@ static int run_elect(const cli_t *c, const opts_t *o)
             wait_event(&p, &m);
             continue;
         }
-        if ((status = spawn(&p, &q, id)) != 0)
+        if ((status = cli_check_path_acl(c, p.s, o->path, o->acl)) != 0 ||
+            (status = spawn(&p, &q, id)) != 0)
             break;
         supervise(&p);
         status = p.lost ? o->lost_code : exit_status_of(p.status);

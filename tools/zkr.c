@@ -122,16 +122,6 @@ const struct ACL_vector *cli_acl(const char *name)
     return NULL;
 }
 
-void cli_identity(const cli_t *c, char *buf, size_t len)
-{
-    const char *colon = c->auth != NULL ? strchr(c->auth, ':') : NULL;
-
-    if (colon == NULL)
-        snprintf(buf, len, "anonymous");
-    else
-        snprintf(buf, len, "digest:%.*s", (int)(colon - c->auth), c->auth);
-}
-
 /* ---------------------------------------------------------------- JSON */
 
 static void sb_reserve(strbuf_t *b, size_t extra)
@@ -205,7 +195,8 @@ static void usage(FILE *f)
           "[-v]\n"
           "           SUBCOMMAND ...\n"
           "\n"
-          "  zkr lock [-w SECONDS] [-n] [-E CODE] [--read] [--id ID] [--acl "
+          "  zkr lock [-w SECONDS] [-n] [-E CODE] [--read|--write] [--id ID] "
+          "[--acl "
           "open|private]\n"
           "           [--on-suspend term|stop|ignore] [--grace SECONDS]\n"
           "           [--lost-exit-code CODE]\n"

@@ -54,6 +54,13 @@ test_forced_release() {
     w=$!
     expect "waiter not queued" wait_for 10 nodes_eq /cli/force 2
     hn=$("$ZKR" inspect --json /cli/force | json '.holders[0].node')
+    # The operator is the identity the server derived from --auth, as the
+    # server itself spells it in the ACL of the holder's node (created by
+    # the same credentials with --acl private; it shows the digest only to
+    # a client with the ADMIN right).
+    local opid
+    opid=$(ZKQ_AUTH=$AUTH "$ZKQ" "$ZKR_SERVER" acl "$hn" | sed -n 's/^\(digest:ops:.*\):[0-9]*$/\1/p')
+    expect "no digest id in the holder's ACL" [ -n "$opid" ]
 
     # Without rights: refused, nothing changed.
     rc=0
@@ -79,7 +86,12 @@ test_forced_release() {
     expect "audit reason: $out" [ "$(echo "$out" | json '.reason')" = "stuck job 42" ]
     expect "audit node: $out" [ "$(echo "$out" | json '.node')" = "$hn" ]
     expect "audit holder: $out" [ "$(echo "$out" | json '.holder_id')" = victim ]
-    expect "audit operator: $out" [ "$(echo "$out" | json '.operator')" = digest:ops ]
+    # What the server did not check is under "claimed".
+    expect "audit operator: $out" [ "$(echo "$out" | json '.operator')" = "$opid" ]
+    expect "audit delete_allowed_by: $out" \
+        [ "$(echo "$out" | json '.delete_allowed_by | join(",")')" = "$opid" ]
+    expect "audit claimed os_user: $out" \
+        [ "$(echo "$out" | json '.claimed.os_user')" = "$(id -un)" ]
     expect "audit token: $out" [ "$(echo "$out" | json '.token')" = \
         "$(awk '$1 == "start" { print $3 }' "$WORK/log")" ]
     expect "evicted command $cpid still running" wait_for 3 dead "$cpid"
@@ -88,6 +100,21 @@ test_forced_release() {
     wait_status "$w"
     expect "next holder exit $st" [ "$st" -eq 0 ]
     expect "next holder did not run" grep -q '^next' "$WORK/log"
+
+    # The trail is append-only: an anonymous client can neither rewrite a
+    # record nor the directories; the record is unchanged.
+    local before p
+    before=$("$ZKQ" "$ZKR_SERVER" get "/zkr/audit/$rec")
+    for p in "/zkr/audit/$rec" /zkr/audit /zkr; do
+        rc=0
+        echo forged | "$ZKQ" "$ZKR_SERVER" set "$p" 2>/dev/null || rc=$?
+        expect "anonymous write to $p: exit $rc, not refused" [ "$rc" -eq 2 ]
+    done
+    rc=0
+    "$ZKQ" "$ZKR_SERVER" delete "/zkr/audit/$rec" 2>/dev/null || rc=$?
+    expect "anonymous delete of the record: exit $rc, not refused" [ "$rc" -eq 2 ]
+    expect "record changed" [ "$("$ZKQ" "$ZKR_SERVER" get "/zkr/audit/$rec")" = "$before" ]
+    expect "record readable by anyone" [ -n "$before" ]
 
     # Nothing to release: exit 1.
     rc=0
@@ -122,8 +149,85 @@ test_inspect_kinds() {
     expect "election: $(counts /cli/k-el)" wait_for 10 counts_are /cli/k-el "election 1 1"
 }
 
+# The reply of the forced release's transaction is lost (the fault proxy
+# forwards it and drops the answer): the holder was evicted and the record
+# written, so zkr must not say "nothing was changed" (a retry would evict
+# the next holder): it says the outcome is unknown, reads the record by
+# its id, and reports the eviction.
+test_forced_release_lost_reply() {
+    local h w hn wn out rc n
+    : > "$WORK/log"
+    expect "proxy did not start" proxy_start
+    bg "$ZKR" lock --id victim /cli/lost sh -c "echo \"start \$\$\" >> '$WORK/log'; exec sleep 60"
+    h=$!
+    expect "holder did not start" wait_for 10 lines_ge "$WORK/log" 1 start
+    bg "$ZKR" lock --id next /cli/lost sh -c "echo next >> '$WORK/log'; exec sleep 60"
+    w=$!
+    expect "waiter not queued" wait_for 10 nodes_eq /cli/lost 2
+    hn=$("$ZKR" inspect --json /cli/lost | json '.holders[0].node')
+    wn=$("$ZKR" inspect --json /cli/lost | json '.waiters[0].node')
+    n=$("$ZKQ" "$ZKR_SERVER" ls /zkr/audit 2>/dev/null | grep -c . || true)
+    expect "drop-create-reply" proxy_cmd drop-create-reply
+    rc=0
+    out=$("$ZKR" -s "$PROXY_HOSTS" release --force --reason "lost reply" /cli/lost 2>&1) || rc=$?
+    expect "release exit $rc, not 0: $out" [ "$rc" -eq 0 ]
+    expect "said nothing was changed: $out" \
+        sh -c '! grep -q "nothing was changed"' <<< "$out"
+    expect "did not say the outcome was unknown: $out" grep -q "outcome unknown" <<< "$out"
+    expect "did not report the eviction: $out" grep -q "^zkr: released $hn" <<< "$out"
+    expect "holder's node still there" sh -c "! '$ZKQ' '$ZKR_SERVER' exists '$hn'"
+    expect "next holder evicted too" "$ZKQ" "$ZKR_SERVER" exists "$wn"
+    expect "next holder did not run" wait_for 10 grep -q '^next' "$WORK/log"
+    expect "not exactly one new audit record" \
+        [ "$("$ZKQ" "$ZKR_SERVER" ls /zkr/audit | grep -c .)" -eq $((n + 1)) ]
+    wait_status "$h"
+    expect "evicted zkr exit $st, not 4" [ "$st" -eq 4 ]
+}
+
+# An ACL on an existing node weaker than asked is reported, not trusted:
+# an audit directory anyone may rewrite (made by an anonymous client with
+# the open ACL) makes the release refuse and change nothing; a lock or
+# election PATH that exists with the open ACL is refused for --acl private
+# before the command runs. Runs before any other release has made /zkr/audit.
+test_weaker_acl_refused() {
+    local h hn out rc p
+    : > "$WORK/log"
+    for p in /zkr /zkr/audit; do
+        "$ZKQ" "$ZKR_SERVER" create "$p"
+    done
+    bg "$ZKR" --auth "$AUTH" lock --acl private --id v /cli/w sh -c "echo start >> '$WORK/log'; exec sleep 60"
+    h=$!
+    expect "holder did not start" wait_for 10 lines_ge "$WORK/log" 1 start
+    hn=$("$ZKR" inspect --json /cli/w | json '.holders[0].node')
+    rc=0
+    out=$("$ZKR" --auth "$AUTH" release --force --reason x /cli/w 2>&1) || rc=$?
+    expect "release with an open audit dir: exit $rc" [ "$rc" -eq 2 ]
+    expect "no clear message: $out" grep -q "/zkr/audit: its ACL grants world:anyone:cdrwa" <<< "$out"
+    expect "holder evicted" "$ZKQ" "$ZKR_SERVER" exists "$hn"
+    expect "record written" [ "$(zk_count /zkr/audit)" -eq 0 ]
+    for p in /zkr/audit /zkr; do
+        "$ZKQ" "$ZKR_SERVER" delete "$p"
+    done
+
+    "$ZKQ" "$ZKR_SERVER" create /cli/open-path
+    rc=0
+    out=$("$ZKR" --auth "$AUTH" lock --acl private /cli/open-path sh -c "echo ran >> '$WORK/log'" 2>&1) || rc=$?
+    expect "lock --acl private on an open PATH: exit $rc" [ "$rc" -eq 2 ]
+    expect "no clear message: $out" grep -q "weaker than --acl private: it grants world:anyone:cdrwa" <<< "$out"
+    expect "command ran" sh -c "! grep -q '^ran' '$WORK/log'"
+    expect "node left behind" nodes_eq /cli/open-path 0
+    rc=0
+    out=$("$ZKR" --auth "$AUTH" elect --acl private /cli/open-path sh -c "echo ran >> '$WORK/log'" 2>&1) || rc=$?
+    expect "elect --acl private on an open PATH: exit $rc" [ "$rc" -eq 2 ]
+    expect "no clear message: $out" grep -q "weaker than --acl private" <<< "$out"
+    expect "command ran" sh -c "! grep -q '^ran' '$WORK/log'"
+    expect "node left behind" nodes_eq /cli/open-path 0
+}
+
 start_server
 run_test test_inspect_matches_queue
 run_test test_inspect_kinds
+run_test test_weaker_acl_refused
 run_test test_forced_release
+run_test test_forced_release_lost_reply
 done_testing
