@@ -157,8 +157,6 @@ struct zkr_session {
     int auth_failed;
     int ops;      /* zkr operations in flight (completions pending) */
     int zh_users; /* threads using zh outside the mutex (sync calls) */
-    zkr__contender_t *ev_current; /* contender whose callback runs */
-    int ev_current_freed;         /* ... and it was freed meanwhile */
     zkr__listener_t *listeners;
     int ev_busy_session; /* event thread is running session listeners */
     zkr__contender_t *contenders; /* doubly linked */
@@ -173,6 +171,9 @@ struct zkr_session {
 /* Is the current thread the event thread of some session (running a
  * callback)? Blocking calls return ZKR_EDEADLK then. */
 int zkr__in_callback(void);
+/* Is the current thread s's own event thread? A free there must not wait
+ * for events: they queue behind the callback that is running. */
+int zkr__on_event_thread(const zkr_session_t *s);
 
 /* Posts an event; the session mutex must be held. Returns 0/ZKR_ENOMEM. */
 int zkr__post(zkr_session_t *s, int kind, int a, zkr__contender_t *c,
@@ -364,15 +365,22 @@ struct zkr__contender {
     void *rejoin_data;
     int events;       /* events queued or running for this contender */
     int sync_waiters; /* threads blocked in acquire/release on it */
-    int freeing;      /* free requested from its own callback */
+    int freeing;      /* freed on the event thread: its last event
+                         finishes the free (zkr__contender_dispose) */
+    void (*dispose)(void *owner); /* frees the recipe's handle */
 };
 
 int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
                         const zkr__recipe_t *recipe, void *owner,
                         const char *dir, const char *id,
                         const struct ACL_vector *acl);
-/* Frees what init allocated; cancels/cleans up; waits for callbacks. */
-void zkr__contender_destroy(zkr__contender_t *c);
+/* Frees what init allocated, then dispose(owner); cancels/cleans up;
+ * waits for callbacks. On the session's event thread it never waits for
+ * events (they queue behind the running callback): if any are queued or
+ * running, the event thread finishes the free after the last of them. */
+void zkr__contender_destroy(zkr__contender_t *c, void (*dispose)(void *));
+/* Finishes a free; mutex held (kept). */
+void zkr__contender_dispose(zkr__contender_t *c);
 
 int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
                  void *data);

@@ -21,8 +21,8 @@ struct zkr_observer {
     int again;        /* a change arrived meanwhile: look again */
     int gone;         /* being freed */
     int events;       /* callbacks queued or running */
-    int running;      /* its callback is running now */
-    int free_pending; /* freed from its own callback: free after it */
+    int free_pending; /* freed on the event thread: its last queued
+                         callback frees it */
 };
 
 static void destroy(zkr_observer_t *o)
@@ -76,15 +76,14 @@ static void run_report(const zkr__event_t *ev)
     struct report *r = ev->data;
     zkr_observer_t *o = r->o;
     zkr_session_t *s = o->s;
-    int dispose;
+    int dispose, gone;
 
     pthread_mutex_lock(&s->mu);
-    o->running = 1;
+    gone = o->gone;
     pthread_mutex_unlock(&s->mu);
-    if (!o->gone)
+    if (!gone)
         o->fn(o, r->id, r->epoch, o->data);
     pthread_mutex_lock(&s->mu);
-    o->running = 0;
     o->events--;
     dispose = o->free_pending && o->events == 0;
     pthread_cond_broadcast(&s->cv);
@@ -279,10 +278,14 @@ void zkr_observer_free(zkr_observer_t *o)
     s = o->s;
     pthread_mutex_lock(&s->mu);
     o->gone = 1;
-    /* Called from its own callback (the event thread runs one at a time):
-     * the callback's caller frees it once it returns. */
-    later = o->running && zkr__in_callback();
-    while (o->busy || (!later && o->events > 0))
+    /* On the event thread (from any callback, its own included) its
+     * queued callbacks cannot run before this returns: they are skipped
+     * (o->gone) and the last of them frees it. A request in flight is
+     * answered on ZooKeeper's thread: wait for it. */
+    while (o->busy)
+        pthread_cond_wait(&s->cv, &s->mu);
+    later = o->events > 0 && zkr__on_event_thread(s);
+    while (!later && o->events > 0)
         pthread_cond_wait(&s->cv, &s->mu);
     for (pp = &s->observers; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == o) {

@@ -1140,13 +1140,12 @@ fail:
     return rc;
 }
 
-void zkr__contender_destroy(zkr__contender_t *c)
+void zkr__contender_destroy(zkr__contender_t *c, void (*dispose)(void *))
 {
     zkr_session_t *s = c->s;
-    int self;
 
     pthread_mutex_lock(&s->mu);
-    self = zkr__in_callback() && s->ev_current == c;
+    c->dispose = dispose;
     if (is_acquiring(c)) {
         abort_acquire(c, ZKR_ECANCELED);
         /* Do not wait for a delete, a create or a recovery in flight: the
@@ -1169,16 +1168,31 @@ void zkr__contender_destroy(zkr__contender_t *c)
         finish_release(c, 0);
     }
     /* A create still in flight ends in create_done, which sees a stale
-     * generation and deletes what it made. Wait for it and for queued
-     * callbacks (the canceled completion among them). */
+     * generation and deletes what it made: wait for it (its answer comes
+     * on ZooKeeper's thread). Queued callbacks (the canceled completion
+     * among them) run on the event thread: another thread waits for them;
+     * the event thread itself cannot, they queue behind the callback it is
+     * running (this one's, or another handle's), so it leaves the rest of
+     * the free to the last of them. */
     c->gen++;
-    while (c->busy > 0 || c->sync_waiters > 0 || c->events > (self ? 1 : 0))
+    while (c->busy > 0 || c->sync_waiters > 0 ||
+           (c->events > 0 && !zkr__on_event_thread(s)))
         pthread_cond_wait(&s->cv, &s->mu);
+    if (c->events > 0)
+        c->freeing = 1;
+    else
+        zkr__contender_dispose(c);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void zkr__contender_dispose(zkr__contender_t *c)
+{
+    zkr_session_t *s = c->s;
+
     if (c->watching != NULL)
         drop_watch(s, c->watching, c,
                    c->watch_dir ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA);
     zkr__session_detach(s, c);
-    pthread_mutex_unlock(&s->mu);
     forget_node(c);
     free(c->dir);
     free(c->data);
@@ -1189,6 +1203,7 @@ void zkr__contender_destroy(zkr__contender_t *c)
         close(c->fd[1]);
     }
     pthread_cond_destroy(&c->done_cv);
+    c->dispose(c->owner);
 }
 
 /* Begins a new attempt: a new UUID, a new generation (answers to any

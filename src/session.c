@@ -33,7 +33,8 @@
 
 #include "internal.h"
 
-static _Thread_local int tl_in_callback;
+/* The session whose event thread this thread is, or NULL. */
+static _Thread_local zkr_session_t *tl_event_session;
 
 /* Live sessions, so that a watcher left on an application's handle after
  * zkr_session_free() can tell its context is gone. Lock order: live_mu,
@@ -78,7 +79,12 @@ zkr_session_t *zkr__session_lock_live(void *ctx)
 
 int zkr__in_callback(void)
 {
-    return tl_in_callback;
+    return tl_event_session != NULL;
+}
+
+int zkr__on_event_thread(const zkr_session_t *s)
+{
+    return tl_event_session == s;
 }
 
 static int64_t margin_ms(const zkr_session_t *s)
@@ -162,7 +168,7 @@ static void *event_main(void *arg)
 {
     zkr_session_t *s = arg;
 
-    tl_in_callback = 1;
+    tl_event_session = s;
     pthread_mutex_lock(&s->mu);
     for (;;) {
         zkr__event_t *ev = s->ev_head;
@@ -182,16 +188,18 @@ static void *event_main(void *arg)
             ev->run(ev);
             pthread_mutex_lock(&s->mu);
         } else {
+            /* A handle freed on this thread (c->freeing) still gets its
+             * completions (each exactly once), not its state changes; the
+             * last of its events finishes the free. */
             zkr__contender_t *c = ev->c;
-            s->ev_current = c;
-            s->ev_current_freed = 0;
+            int run =
+                ev->fn != NULL && !(c->freeing && ev->kind == ZKR__EV_STATE);
             pthread_mutex_unlock(&s->mu);
-            if (ev->fn != NULL)
+            if (run)
                 c->recipe->deliver(c, ev);
             pthread_mutex_lock(&s->mu);
-            if (!s->ev_current_freed)
-                c->events--;
-            s->ev_current = NULL;
+            if (--c->events == 0 && c->freeing)
+                zkr__contender_dispose(c);
         }
         free(ev);
         pthread_cond_broadcast(&s->cv);
@@ -1277,6 +1285,4 @@ void zkr__session_detach(zkr_session_t *s, zkr__contender_t *c)
         c->next->prev = c->prev;
     c->prev = c->next = NULL;
     s->ncontenders--;
-    if (s->ev_current == c)
-        s->ev_current_freed = 1;
 }
