@@ -416,9 +416,12 @@ ZKR_EXTERN void zkr_lock_free(zkr_lock_t *l);
  *   this call could return: the process was paused past the session's safe
  *   deadline, say); ZKR_ECLOSED; ZKR_EDEADLK (from a
  *   callback); ZBADARGUMENTS (NULL, timeout below -1); ZooKeeper codes such
- *   as ZNOAUTH (the path's ACL refuses us). On every error, no node of this
- *   attempt is left behind (deleted before return when the server can be
- *   reached, else by the session as soon as it can).
+ *   as ZNOAUTH (the path's ACL refuses us); ZKR_ENOMEM or the client's
+ *   ZMARSHALLINGERROR (a request of the attempt could not be made: some
+ *   are instead sent again 20 ms later, until the deadline). On every
+ *   error, no node of this attempt is left behind (deleted before return
+ *   when the server can be reached, else by the session as soon as it
+ *   can).
  */
 ZKR_EXTERN int zkr_lock_acquire(zkr_lock_t *l, int timeout_ms);
 

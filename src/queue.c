@@ -419,13 +419,13 @@ static void create_done(int rc, const char *value, const struct Stat *stat,
         /* Nobody wants this node any more (timed out, canceled, lost):
          * delete it, or it would block the queue until our session ends. */
         if (rc == ZOK)
-            zkr__cleanup_add(s, value, NULL, NULL, op->sid, NULL, 0);
+            zkr__cleanup_add_surely(s, value, NULL, NULL, op->sid, 0);
     } else if (rc == ZOK) {
         c->node = zkr__strdup(value);
         c->czxid = stat->czxid;
         c->node_sid = op->sid;
         if (c->node == NULL) {
-            zkr__cleanup_add(s, value, NULL, NULL, op->sid, NULL, 0);
+            zkr__cleanup_add_surely(s, value, NULL, NULL, op->sid, 0);
             finish_acquire(c, ZKR_ENOMEM);
         } else if (c->abort_rc != 0) {
             c->phase = ZKR__P_LISTING;
@@ -478,7 +478,7 @@ static void recover_stat_done(int rc, const struct Stat *stat, const void *data)
     } else if (rc == ZOK) {
         /* Created by an older session of ours: never adopt it (that
          * session's ownership is gone); delete it and start over. */
-        zkr__cleanup_add(s, op->path, NULL, NULL, s->sid, NULL, 0);
+        zkr__cleanup_add_surely(s, op->path, NULL, NULL, s->sid, 0);
         c->phase = ZKR__P_CREATING;
         zkr__uuid(c->uuid);
         if (c->abort_rc != 0)
@@ -961,6 +961,42 @@ static void step(zkr__contender_t *c)
     }
 }
 
+/* Hands an aborting contender's node to the cleanup list: when connected
+ * the acquire ends once it is deleted (zkr__queue_cleanup_done), else at
+ * once. With no memory for the entry, the node stays ours and the acquire
+ * pending: zkr__queue_retry hands it over again (ending the acquire
+ * without would leave a node that blocks the queue). */
+static void abort_handover(zkr__contender_t *c)
+{
+    zkr_session_t *s = c->s;
+    int connected = s->connected;
+
+    if (zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid,
+                         connected ? c : NULL, 0) != 0) {
+        c->stalled = 1;
+        zkr__retry_later(s);
+    } else if (!connected) {
+        finish_acquire(c, c->abort_rc);
+    }
+}
+
+void zkr__queue_retry(zkr_session_t *s)
+{
+    for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
+        if (!c->stalled || c->busy)
+            continue;
+        c->stalled = 0;
+        if (c->phase == ZKR__P_ABORTING && !zkr__cleanup_owned(s, c))
+            abort_handover(c);
+        else if (c->phase == ZKR__P_WATCHING && c->watching == NULL)
+            c->phase = ZKR__P_LISTING; /* its watch was not set */
+        else if (c->phase == ZKR__P_HELD && c->pub == ZKR_LOCK_HELD &&
+                 !c->self_watch && c->watch_due < 0)
+            c->watch_due = zkr__now_ms(); /* set by zkr__queue_on_deadline */
+        step(c);
+    }
+}
+
 /* Ends an acquire early with rc once no node of it can be left behind:
  * a create in flight is waited for; a known node is handed to the cleanup
  * list (and, when connected, the acquire returns only once it is gone); a
@@ -981,7 +1017,7 @@ static void abort_acquire(zkr__contender_t *c, int rc)
         break;
     case ZKR__P_RECOVER:
         if (c->busy == 0) {
-            zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL, 0);
+            zkr__cleanup_add_surely(s, NULL, c->dir, c->uuid, c->node_sid, 0);
             finish_acquire(c, c->abort_rc);
         }
         break;
@@ -996,12 +1032,7 @@ static void abort_acquire(zkr__contender_t *c, int rc)
             free(w);
         }
         c->phase = ZKR__P_ABORTING;
-        if (s->connected) {
-            zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, c, 0);
-        } else {
-            zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL, 0);
-            finish_acquire(c, c->abort_rc);
-        }
+        abort_handover(c);
         break;
     default:
         break;
@@ -1151,16 +1182,18 @@ void zkr__contender_destroy(zkr__contender_t *c, void (*dispose)(void *))
         /* Do not wait for a delete, a create or a recovery in flight: the
          * session deletes what they leave (a create answered after this
          * is stale and deleted; a recovery's node is searched by UUID). */
+        if (c->phase == ZKR__P_ABORTING && !zkr__cleanup_owned(s, c))
+            zkr__cleanup_add_surely(s, c->node, NULL, NULL, c->node_sid, 0);
         zkr__cleanup_disown(s, c);
         if (is_acquiring(c)) {
             if (c->phase == ZKR__P_RECOVER)
-                zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL,
-                                 0);
+                zkr__cleanup_add_surely(s, NULL, c->dir, c->uuid, c->node_sid,
+                                        0);
             finish_acquire(c, c->abort_rc);
         }
     } else if (c->phase == ZKR__P_HELD) {
-        zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL,
-                         hands_off(c));
+        zkr__cleanup_add_surely(s, c->node, NULL, NULL, c->node_sid,
+                                hands_off(c));
         c->phase = ZKR__P_IDLE;
         forget_node(c);
     } else if (c->phase == ZKR__P_RELEASING) {
@@ -1279,12 +1312,13 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
         pthread_mutex_unlock(&s->mu);
         return rc;
     }
-    start_attempt(c, timeout_ms);
+    /* The completion is in place before the attempt starts: a request
+     * that cannot even be sent ends the acquire inside start_attempt. */
     c->acq_sync = sync;
     c->acq_done = 0;
     c->acq_fn = fn;
     c->acq_data = data;
-    step(c);
+    start_attempt(c, timeout_ms);
     if (sync) {
         c->sync_waiters++;
         while (!c->acq_done)

@@ -115,6 +115,12 @@ int zkr__post(zkr_session_t *s, int kind, int a, zkr__contender_t *c,
 {
     zkr__event_t *ev = calloc(1, sizeof(*ev));
 
+    /* A completion must not be lost to a failed allocation: take one of
+     * the session's reserve events. */
+    if (ev == NULL && (ev = s->ev_spare) != NULL) {
+        s->ev_spare = ev->next;
+        memset(ev, 0, sizeof(*ev));
+    }
     if (ev == NULL)
         return ZKR_ENOMEM;
     ev->kind = kind;
@@ -143,25 +149,39 @@ int zkr__post_call(zkr_session_t *s, void (*run)(const zkr__event_t *ev),
     return r;
 }
 
+static void ev_free(zkr_session_t *s, zkr__event_t *ev)
+{
+    if (ev >= s->ev_reserve && ev < s->ev_reserve + ZKR__EV_RESERVE) {
+        ev->next = s->ev_spare;
+        s->ev_spare = ev;
+    } else {
+        free(ev);
+    }
+}
+
 static void run_session_event(zkr_session_t *s, const zkr__event_t *ev)
 {
-    zkr__listener_t *snap = NULL, *l;
+    /* The listeners are called from a snapshot (one may remove itself).
+     * A few fit on the stack: no allocation can lose the event. */
+    zkr__listener_t few[8], *snap = few, *l;
     int n = 0, i = 0;
 
     for (l = s->listeners; l != NULL; l = l->next)
         n++;
-    if (n > 0)
-        snap = calloc((size_t)n, sizeof(*snap));
-    if (snap != NULL)
-        for (l = s->listeners; l != NULL; l = l->next)
-            snap[i++] = *l;
+    if (n > 8 && (snap = calloc((size_t)n, sizeof(*snap))) == NULL) {
+        snap = few; /* out of memory: the first few only, never none */
+        n = 8;
+    }
+    for (l = s->listeners; l != NULL && i < n; l = l->next)
+        snap[i++] = *l;
     s->ev_busy_session = 1;
     pthread_mutex_unlock(&s->mu);
-    for (i = 0; snap != NULL && i < n; i++)
+    for (i = 0; i < n; i++)
         snap[i].fn(s, (zkr_state_t)ev->a, snap[i].data);
     pthread_mutex_lock(&s->mu);
     s->ev_busy_session = 0;
-    free(snap);
+    if (snap != few)
+        free(snap);
 }
 
 static void *event_main(void *arg)
@@ -201,7 +221,7 @@ static void *event_main(void *arg)
             if (--c->events == 0 && c->freeing)
                 zkr__contender_dispose(c);
         }
-        free(ev);
+        ev_free(s, ev);
         pthread_cond_broadcast(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
@@ -219,12 +239,24 @@ static void set_state(zkr_session_t *s, zkr_state_t st)
 
 /* --------------------------------------------------------------- ops */
 
+void zkr__retry_later(zkr_session_t *s)
+{
+    if (s->retry_at < 0) {
+        s->retry_at = zkr__now_ms() + ZKR__RETRY_MS;
+        zkr__timer_kick(s);
+    }
+}
+
 zkr__op_t *zkr__op_new(zkr_session_t *s, zkr__contender_t *c)
 {
     zkr__op_t *op = calloc(1, sizeof(*op));
 
-    if (op == NULL)
+    if (op == NULL) {
+        if (c != NULL)
+            c->stalled = 1;
+        zkr__retry_later(s);
         return NULL;
+    }
     op->s = s;
     op->c = c;
     op->sent = zkr__now_ms();
@@ -239,6 +271,11 @@ zkr__op_t *zkr__op_new(zkr_session_t *s, zkr__contender_t *c)
 
 void zkr__op_cancel(zkr__op_t *op)
 {
+    /* The request was not sent: whatever waited for its answer (a
+     * contender's step, a cleanup) is taken again by the timer thread. */
+    if (op->c != NULL)
+        op->c->stalled = 1;
+    zkr__retry_later(op->s);
     if (op->c != NULL)
         op->c->busy--;
     op->s->ops--;
@@ -388,6 +425,23 @@ int zkr__cleanup_add_watch(zkr_session_t *s, const char *path, int wtype)
         zkr__cleanup_pump(s);
     }
     return rc;
+}
+
+void zkr__cleanup_add_surely(zkr_session_t *s, const char *path,
+                             const char *dir, const char *uuid, int64_t sid,
+                             int handoff)
+{
+    while (zkr__cleanup_add(s, path, dir, uuid, sid, NULL, handoff) != 0 &&
+           s->sid == sid && !s->stop)
+        zkr__wait(s, NULL, zkr__now_ms() + ZKR__RETRY_MS);
+}
+
+int zkr__cleanup_owned(zkr_session_t *s, const zkr__contender_t *c)
+{
+    for (zkr__cleanup_t *cl = s->cleanups; cl != NULL; cl = cl->next)
+        if (cl->owner == c && !cl->dead)
+            return 1;
+    return 0;
 }
 
 void zkr__cleanup_disown(zkr_session_t *s, zkr__contender_t *c)
@@ -560,7 +614,11 @@ void zkr__cleanup_pump(zkr_session_t *s)
         else
             rc = zoo_aget_children(s->zh, cl->dir, 0, cleanup_listed, op);
         if (rc != ZOK) {
-            zkr__op_cancel(op);
+            zkr__op_cancel(op); /* retried later */
+            /* The client knows of no such watch: nothing to remove (else
+             * the entry would be retried forever). */
+            if (cl->watch && rc == ZNOWATCHER)
+                cleanup_finish(s, cl, 0);
             continue;
         }
         cl->busy = 1;
@@ -837,7 +895,15 @@ static void *timer_main(void *arg)
             declare_lost(s);
         if (s->connected && !s->ping_busy && now >= s->next_ping && !s->replace)
             send_ping(s, now);
+        if (s->retry_at >= 0 && now >= s->retry_at) {
+            /* Requests that could not be sent: send them again. */
+            s->retry_at = -1;
+            zkr__cleanup_pump(s);
+            zkr__queue_retry(s);
+        }
         zkr__queue_on_deadline(s, now, &next);
+        if (s->retry_at >= 0)
+            next = min_time(next, s->retry_at);
         if (s->stop)
             break;
         if (s->replace)
@@ -885,7 +951,7 @@ static void session_destroy(zkr_session_t *s)
     while (s->ev_head != NULL) {
         zkr__event_t *ev = s->ev_head;
         s->ev_head = ev->next;
-        free(ev);
+        ev_free(s, ev);
     }
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -914,6 +980,11 @@ static int session_alloc(zkr_session_t **out)
     s->state = ZKR_STATE_CONNECTING;
     s->reconnect_at = -1;
     s->connect_deadline = -1;
+    s->retry_at = -1;
+    for (int i = 0; i < ZKR__EV_RESERVE; i++) {
+        s->ev_reserve[i].next = s->ev_spare;
+        s->ev_spare = &s->ev_reserve[i];
+    }
     live_add(s);
     *out = s;
     return 0;
