@@ -280,15 +280,16 @@ int zkr__path_watched(zkr_session_t *s, const char *path, int wtype);
 int zkr__observed(zkr_session_t *s, const char *path);
 /* Runs pending cleanups if connected; mutex held. */
 void zkr__cleanup_pump(zkr_session_t *s);
-/* zkr__cleanup_add with no owner that does not give up when short of
- * memory: it tries again every ZKR__RETRY_MS while the node's session
- * lives (the mutex is released meanwhile). For a node nobody else knows
- * of, which would block everyone after it for the session's lifetime. */
-void zkr__cleanup_add_surely(zkr_session_t *s, const char *path,
-                             const char *dir, const char *uuid, int64_t sid,
-                             int handoff);
-/* Does a pending cleanup report to c? */
-int zkr__cleanup_owned(zkr_session_t *s, const zkr__contender_t *c);
+/* A node's cleanup entry made before the node is created, so that the
+ * node can always be handed to the cleanup list (a node nobody deletes
+ * blocks everyone after it for the session's lifetime), even with no
+ * memory left: reserve (NULL on ENOMEM) with room for a path of pathlen
+ * bytes; commit (mutex held) links it for path as zkr__cleanup_add would;
+ * unreserve frees an entry that was not committed (NULL: no-op). */
+zkr__cleanup_t *zkr__cleanup_reserve(size_t pathlen);
+void zkr__cleanup_commit(zkr_session_t *s, zkr__cleanup_t *cl, const char *path,
+                         int64_t sid, zkr__contender_t *owner, int handoff);
+void zkr__cleanup_unreserve(zkr__cleanup_t *cl);
 /* Detaches a contender from pending cleanups (it is being freed). */
 void zkr__cleanup_disown(zkr_session_t *s, zkr__contender_t *c);
 
@@ -455,12 +456,14 @@ struct zkr__contender {
     int rejoin;              /* start over after a loss (elections) */
     void (*rejoin_fn)(void); /* ... with this completion */
     void *rejoin_data;
-    int events;       /* events queued or running for this contender */
-    int sync_waiters; /* threads blocked in acquire/release on it */
-    int stalled;      /* a request of its could not be sent: retried
-                         by zkr__queue_retry */
-    int freeing;      /* freed on the event thread: its last event
-                         finishes the free (zkr__contender_dispose) */
+    int events;              /* events queued or running for this contender */
+    int sync_waiters;        /* threads blocked in acquire/release on it */
+    int stalled;             /* a request of its could not be sent: retried
+                                by zkr__queue_retry */
+    zkr__cleanup_t *reserve; /* while we have a node: its cleanup entry,
+                                made before the create was sent */
+    int freeing;             /* freed on the event thread: its last event
+                                finishes the free (zkr__contender_dispose) */
     void (*dispose)(void *owner); /* frees the recipe's handle */
 };
 

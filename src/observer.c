@@ -99,25 +99,31 @@ static void report(zkr_observer_t *o, const char *name, const char *id,
                    int64_t epoch)
 {
     struct report *r;
+    char *last = NULL;
 
     if (o->started &&
         ((name == NULL && o->last == NULL) ||
          (name != NULL && o->last != NULL && strcmp(name, o->last) == 0)))
         return;
-    if ((r = calloc(1, sizeof(*r))) == NULL)
+    /* Short of memory, nothing changes: a later look (the timer's retry)
+     * finds the leader different from the last one reported again. */
+    if ((r = calloc(1, sizeof(*r))) == NULL ||
+        (id != NULL && (r->id = zkr__strdup(id)) == NULL) ||
+        (name != NULL && (last = zkr__strdup(name)) == NULL) ||
+        zkr__post_call(o->s, run_report, 0, NULL, r) != 0) {
+        if (r != NULL)
+            free(r->id);
+        free(r);
+        free(last);
+        zkr__retry_later(o->s);
         return;
+    }
     r->o = o;
-    r->id = zkr__strdup(id);
     r->epoch = epoch;
     free(o->last);
-    o->last = zkr__strdup(name);
+    o->last = last;
     o->started = 1;
     o->events++;
-    if (zkr__post_call(o->s, run_report, 0, NULL, r) != 0) {
-        o->events--;
-        free(r->id);
-        free(r);
-    }
 }
 
 static void finish(zkr_observer_t *o)
@@ -144,6 +150,8 @@ static void leader_read(int rc, const char *value, int len,
             id[len > 0 ? len : 0] = '\0';
             report(o, strrchr(op->path, '/') + 1, id, st->czxid);
             free(id);
+        } else {
+            zkr__retry_later(s); /* read again by a later look */
         }
     } else if (rc == ZNONODE) {
         o->again = 1; /* gone before we could read it: list again */
@@ -206,6 +214,8 @@ static void listed(int rc, const struct String_vector *v, const void *data)
             }
         }
         free(e);
+    } else if (rc == ZOK) {
+        zkr__retry_later(s); /* no memory to sort: look again later */
     }
     /* Otherwise (connection errors) the next reconnection refreshes. */
     if (!o->busy)

@@ -142,6 +142,8 @@ static void forget_node(zkr__contender_t *c)
 {
     free(c->node);
     c->node = NULL;
+    zkr__cleanup_unreserve(c->reserve);
+    c->reserve = NULL;
     free(c->watching);
     c->watching = NULL;
     free(c->confirm);
@@ -329,6 +331,12 @@ static void issue_create(zkr__contender_t *c)
              c->recipe->marker);
     path = zkr__join(c->dir, name);
     op = path != NULL ? zkr__op_new(s, c) : NULL;
+    /* The node's cleanup entry first, room for the sequence included. */
+    if (op != NULL &&
+        (op->ctx = zkr__cleanup_reserve(strlen(path) + 11)) == NULL) {
+        zkr__op_cancel(op);
+        op = NULL;
+    }
     if (op == NULL) {
         free(path);
         abort_acquire(c, ZKR_ENOMEM);
@@ -338,6 +346,7 @@ static void issue_create(zkr__contender_t *c)
                       ZOO_EPHEMERAL_SEQUENTIAL, create_done, op);
     free(path);
     if (rc != ZOK) {
+        zkr__cleanup_unreserve(op->ctx);
         zkr__op_cancel(op);
         if (rc != ZINVALIDSTATE && !zkr__is_connection_error(rc))
             abort_acquire(c, rc);
@@ -412,22 +421,30 @@ static void create_done(int rc, const char *value, const struct Stat *stat,
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
     zkr__contender_t *c = op->c;
+    zkr__cleanup_t *reserve = op->ctx; /* our node's cleanup entry */
 
+    op->ctx = NULL;
     if (rc == ZOK)
         s->counters[ZKR_COUNTER_CREATES]++;
+    else
+        zkr__cleanup_unreserve(reserve); /* no node */
     if (stale(op, ZKR__P_CREATING)) {
         /* Nobody wants this node any more (timed out, canceled, lost):
          * delete it, or it would block the queue until our session ends. */
         if (rc == ZOK)
-            zkr__cleanup_add_surely(s, value, NULL, NULL, op->sid, 0);
+            zkr__cleanup_commit(s, reserve, value, op->sid, NULL, 0);
     } else if (rc == ZOK) {
         c->node = zkr__strdup(value);
         c->czxid = stat->czxid;
         c->node_sid = op->sid;
         if (c->node == NULL) {
-            zkr__cleanup_add_surely(s, value, NULL, NULL, op->sid, 0);
+            zkr__cleanup_commit(s, reserve, value, op->sid, NULL, 0);
             finish_acquire(c, ZKR_ENOMEM);
-        } else if (c->abort_rc != 0) {
+            zkr__op_end(op);
+            return;
+        }
+        c->reserve = reserve;
+        if (c->abort_rc != 0) {
             c->phase = ZKR__P_LISTING;
             abort_acquire(c, c->abort_rc);
         } else {
@@ -478,7 +495,7 @@ static void recover_stat_done(int rc, const struct Stat *stat, const void *data)
     } else if (rc == ZOK) {
         /* Created by an older session of ours: never adopt it (that
          * session's ownership is gone); delete it and start over. */
-        zkr__cleanup_add_surely(s, op->path, NULL, NULL, s->sid, 0);
+        zkr__cleanup_add(s, op->path, NULL, NULL, s->sid, NULL, 0);
         c->phase = ZKR__P_CREATING;
         zkr__uuid(c->uuid);
         if (c->abort_rc != 0)
@@ -963,21 +980,26 @@ static void step(zkr__contender_t *c)
 
 /* Hands an aborting contender's node to the cleanup list: when connected
  * the acquire ends once it is deleted (zkr__queue_cleanup_done), else at
- * once. With no memory for the entry, the node stays ours and the acquire
- * pending: zkr__queue_retry hands it over again (ending the acquire
- * without would leave a node that blocks the queue). */
+ * once. Short of memory, the entry reserved before the create is used. */
 static void abort_handover(zkr__contender_t *c)
 {
     zkr_session_t *s = c->s;
-    int connected = s->connected;
+    zkr__contender_t *owner = s->connected ? c : NULL;
 
-    if (zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid,
-                         connected ? c : NULL, 0) != 0) {
-        c->stalled = 1;
-        zkr__retry_later(s);
-    } else if (!connected) {
-        finish_acquire(c, c->abort_rc);
+    c->stalled = 0;
+    if (zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, owner, 0) != 0) {
+        if (c->reserve == NULL) {
+            /* A node adopted by a recovery has no reserved entry: keep it
+             * and the acquire until one can be made (zkr__queue_retry). */
+            c->stalled = 1;
+            zkr__retry_later(s);
+            return;
+        }
+        zkr__cleanup_commit(s, c->reserve, c->node, c->node_sid, owner, 0);
+        c->reserve = NULL;
     }
+    if (owner == NULL)
+        finish_acquire(c, c->abort_rc);
 }
 
 void zkr__queue_retry(zkr_session_t *s)
@@ -986,8 +1008,8 @@ void zkr__queue_retry(zkr_session_t *s)
         if (!c->stalled || c->busy)
             continue;
         c->stalled = 0;
-        if (c->phase == ZKR__P_ABORTING && !zkr__cleanup_owned(s, c))
-            abort_handover(c);
+        if (c->phase == ZKR__P_ABORTING)
+            abort_handover(c); /* its entry could not be made */
         else if (c->phase == ZKR__P_WATCHING && c->watching == NULL)
             c->phase = ZKR__P_LISTING; /* its watch was not set */
         else if (c->phase == ZKR__P_HELD && c->pub == ZKR_LOCK_HELD &&
@@ -1017,7 +1039,7 @@ static void abort_acquire(zkr__contender_t *c, int rc)
         break;
     case ZKR__P_RECOVER:
         if (c->busy == 0) {
-            zkr__cleanup_add_surely(s, NULL, c->dir, c->uuid, c->node_sid, 0);
+            zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL, 0);
             finish_acquire(c, c->abort_rc);
         }
         break;
@@ -1182,18 +1204,22 @@ void zkr__contender_destroy(zkr__contender_t *c, void (*dispose)(void *))
         /* Do not wait for a delete, a create or a recovery in flight: the
          * session deletes what they leave (a create answered after this
          * is stale and deleted; a recovery's node is searched by UUID). */
-        if (c->phase == ZKR__P_ABORTING && !zkr__cleanup_owned(s, c))
-            zkr__cleanup_add_surely(s, c->node, NULL, NULL, c->node_sid, 0);
         zkr__cleanup_disown(s, c);
         if (is_acquiring(c)) {
             if (c->phase == ZKR__P_RECOVER)
-                zkr__cleanup_add_surely(s, NULL, c->dir, c->uuid, c->node_sid,
-                                        0);
+                zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL,
+                                 0);
             finish_acquire(c, c->abort_rc);
         }
     } else if (c->phase == ZKR__P_HELD) {
-        zkr__cleanup_add_surely(s, c->node, NULL, NULL, c->node_sid,
+        /* Short of memory, the entry reserved before the create. */
+        if (zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL,
+                             hands_off(c)) != 0 &&
+            c->reserve != NULL) {
+            zkr__cleanup_commit(s, c->reserve, c->node, c->node_sid, NULL,
                                 hands_off(c));
+            c->reserve = NULL;
+        }
         c->phase = ZKR__P_IDLE;
         forget_node(c);
     } else if (c->phase == ZKR__P_RELEASING) {
@@ -1384,6 +1410,12 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
     c->rel_fn = fn;
     c->rel_data = data;
     rc = zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, c, hands_off(c));
+    if (rc != 0 && c->reserve != NULL) { /* short of memory */
+        zkr__cleanup_commit(s, c->reserve, c->node, c->node_sid, c,
+                            hands_off(c));
+        c->reserve = NULL;
+        rc = 0;
+    }
     if (rc != 0) {
         c->phase = ZKR__P_HELD;
         c->pub = ZKR_LOCK_HELD;

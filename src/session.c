@@ -427,21 +427,35 @@ int zkr__cleanup_add_watch(zkr_session_t *s, const char *path, int wtype)
     return rc;
 }
 
-void zkr__cleanup_add_surely(zkr_session_t *s, const char *path,
-                             const char *dir, const char *uuid, int64_t sid,
-                             int handoff)
+zkr__cleanup_t *zkr__cleanup_reserve(size_t pathlen)
 {
-    while (zkr__cleanup_add(s, path, dir, uuid, sid, NULL, handoff) != 0 &&
-           s->sid == sid && !s->stop)
-        zkr__wait(s, NULL, zkr__now_ms() + ZKR__RETRY_MS);
+    zkr__cleanup_t *cl = calloc(1, sizeof(*cl));
+
+    if (cl != NULL && (cl->path = malloc(pathlen + 1)) == NULL) {
+        free(cl);
+        cl = NULL;
+    }
+    return cl;
 }
 
-int zkr__cleanup_owned(zkr_session_t *s, const zkr__contender_t *c)
+void zkr__cleanup_commit(zkr_session_t *s, zkr__cleanup_t *cl, const char *path,
+                         int64_t sid, zkr__contender_t *owner, int handoff)
 {
-    for (zkr__cleanup_t *cl = s->cleanups; cl != NULL; cl = cl->next)
-        if (cl->owner == c && !cl->dead)
-            return 1;
-    return 0;
+    strcpy(cl->path, path); /* fits: reserved for the longest name */
+    cl->sid = sid;
+    cl->owner = owner;
+    cl->handoff = handoff;
+    cl->next = s->cleanups;
+    s->cleanups = cl;
+    zkr__cleanup_pump(s);
+}
+
+void zkr__cleanup_unreserve(zkr__cleanup_t *cl)
+{
+    if (cl != NULL) {
+        free(cl->path);
+        free(cl);
+    }
 }
 
 void zkr__cleanup_disown(zkr_session_t *s, zkr__contender_t *c)
@@ -900,6 +914,7 @@ static void *timer_main(void *arg)
             s->retry_at = -1;
             zkr__cleanup_pump(s);
             zkr__queue_retry(s);
+            zkr__observers_refresh(s);
         }
         zkr__queue_on_deadline(s, now, &next);
         if (s->retry_at >= 0)

@@ -113,6 +113,7 @@ static void hold(const char *dir)
     char p[200];
     snprintf(p, sizeof(p), "%s/_c_00000000-0000-4000-8000-000000000000-lock-",
              dir);
+    zoo_create(raw, "/fi", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
     zoo_create(raw, dir, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
     assert_int_equal(zoo_create(raw, p, "other", 5, &ZOO_OPEN_ACL_UNSAFE,
                                 ZOO_EPHEMERAL_SEQUENTIAL, holder,
@@ -218,24 +219,42 @@ static void election_scenario(zkr_session_t *s, const char *dir, int tmo)
     zkr_election_free(e);
 }
 
+static int obs_leader = -1; /* last report: 1 "other" leads, 0 none */
+
 static void observer_cb(zkr_observer_t *o, const char *id, int64_t ep,
                         void *data)
 {
     (void)o;
-    (void)id;
     (void)ep;
     (void)data;
+    pthread_mutex_lock(&mu);
+    obs_leader = id != NULL && strcmp(id, "other") == 0;
+    pthread_mutex_unlock(&mu);
 }
 
-static void observer_scenario(zkr_session_t *s, const char *dir)
+static int leader_seen(void)
+{
+    pthread_mutex_lock(&mu);
+    int r = obs_leader;
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+/* The observer follows a leader that comes and goes: with one failure it
+ * still reports both (a look that failed is taken again). */
+static void observer_scenario(zkr_session_t *s, const char *dir, int check)
 {
     zkr_observer_t *o = NULL;
 
+    obs_leader = -1;
     if (zkr_observer_new(&o, s, dir, observer_cb, NULL) != 0)
         return;
     hold(dir);
-    zkt_sleep_ms(20);
+    if (!ZKT_WAIT_UNTIL(leader_seen() == 1, 5000) && check)
+        fail_msg("%s: the observer missed the new leader", wd_what);
     unhold();
+    if (!ZKT_WAIT_UNTIL(leader_seen() == 0, 5000) && check)
+        fail_msg("%s: the observer missed the leader's end", wd_what);
     zkr_observer_free(o);
 }
 
@@ -260,7 +279,7 @@ static long run(enum recipe r, int kinds, long n, int persist)
     if (r == R_ELECTION)
         election_scenario(s, dir, persist ? 500 : -1);
     else if (r == R_OBSERVER)
-        observer_scenario(s, dir);
+        observer_scenario(s, dir, !persist);
     else
         lock_scenario(r, s, dir, persist ? 500 : -1);
     points = zkr__fault_points();
@@ -301,7 +320,8 @@ static void sweep(enum recipe r, int kinds)
 
     assert_true(total > 0);
     if (getenv("ZKR_FAULTINJ_N") != NULL) { /* one point, to debug it */
-        run(r, kinds, atol(getenv("ZKR_FAULTINJ_N")), 0);
+        run(r, kinds, atol(getenv("ZKR_FAULTINJ_N")),
+            getenv("ZKR_FAULTINJ_PERSIST") != NULL);
         return;
     }
     if (!full && total * each > SWEEP_BUDGET_MS)
@@ -352,6 +372,9 @@ static int disarm(void **state)
     (void)state;
     zkr__fault_arm(0, 0, 0, 0);
     alarm(0);
+    if (holder[0] != '\0') /* the other client's contender, if left */
+        zoo_delete(raw, holder, -1);
+    holder[0] = '\0';
     return 0;
 }
 
