@@ -301,7 +301,7 @@ static long run(enum recipe r, int kinds, long n, int persist)
 /* What each sweep's runs of single failures may take in make check (12
  * sweeps: the program stays under a minute, under valgrind too);
  * ZKR_FAULTINJ_FULL lifts it. */
-enum { SWEEP_BUDGET_MS = 2500 };
+enum { SWEEP_BUDGET_MS = 2000 };
 
 /* Every point failing once, then failures that persist from the middle
  * on. Within the budget: a run's duration is measured (the counting run)
