@@ -410,6 +410,12 @@ ZKR_EXTERN int zkr_lock_new(zkr_lock_t **out, zkr_session_t *s,
  * returns), releases a held lock (the node is deleted by the session in the
  * background if the connection is down), and waits for a running callback
  * of this handle, unless called from that callback. NULL is a no-op.
+ *
+ * Callable from any callback of the session (this handle's or another's):
+ * it then returns without waiting, and the handle's pending completions
+ * (ZKR_ECANCELED, or a release's result) run, each exactly once, after the
+ * current callback returns; its state listener is not called again. The
+ * handle must not be used after this call either way.
  */
 ZKR_EXTERN void zkr_lock_free(zkr_lock_t *l);
 
@@ -431,9 +437,12 @@ ZKR_EXTERN void zkr_lock_free(zkr_lock_t *l);
  *   but lost before this call could return: the process was paused past
  *   the session's safe deadline, say); ZKR_ECLOSED; ZKR_EDEADLK (from a
  *   callback); ZBADARGUMENTS (NULL, timeout below -1); ZooKeeper codes such
- *   as ZNOAUTH (the path's ACL refuses us). On every error, no node of this
- *   attempt is left behind (deleted before return when the server can be
- *   reached, else by the session as soon as it can).
+ *   as ZNOAUTH (the path's ACL refuses us); ZKR_ENOMEM or the client's
+ *   ZMARSHALLINGERROR (a request of the attempt could not be made: some
+ *   are instead sent again 20 ms later, until the deadline). On every
+ *   error, no node of this attempt is left behind (deleted before return
+ *   when the server can be reached, else by the session as soon as it
+ *   can).
  */
 ZKR_EXTERN int zkr_lock_acquire(zkr_lock_t *l, int timeout_ms);
 
@@ -758,7 +767,8 @@ ZKR_EXTERN int zkr_election_new(zkr_election_t **out, zkr_session_t *s,
 /**
  * \brief Leaves the election (if joined) and frees the candidate. Waits for
  *   a running callback of it, unless called from that callback. NULL is a
- *   no-op.
+ *   no-op. Callable from any callback of the session: its listener is not
+ *   called again, and the rest of the free happens after that callback.
  */
 ZKR_EXTERN void zkr_election_free(zkr_election_t *e);
 
@@ -930,6 +940,8 @@ ZKR_EXTERN int zkr_observer_new(zkr_observer_t **out, zkr_session_t *s,
 /**
  * \brief Stops observing (removes its watches) and frees the observer;
  *   waits for a running callback unless called from it. NULL is a no-op.
+ *   Callable from any callback of the session: its callback is not called
+ *   again.
  */
 ZKR_EXTERN void zkr_observer_free(zkr_observer_t *o);
 

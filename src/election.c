@@ -91,6 +91,10 @@ static void election_deliver(zkr__contender_t *c, const zkr__event_t *ev)
     int lead, rc = 0, tell;
 
     pthread_mutex_lock(&c->s->mu);
+    if (c->freeing) { /* freed from a callback: no more news */
+        pthread_mutex_unlock(&c->s->mu);
+        return;
+    }
     if (ev->kind == ZKR__EV_ACQUIRED && ev->a != 0 && ev->a != ZKR_ECANCELED) {
         /* Not a loss (those rejoin inside the engine): an error such as
          * ZNOAUTH ended participation. */
@@ -160,8 +164,7 @@ void zkr_election_free(zkr_election_t *e)
     e->joined = 0;
     e->c.rejoin = 0;
     pthread_mutex_unlock(&e->c.s->mu);
-    zkr__contender_destroy(&e->c); /* cancels, or deletes our node */
-    free(e);
+    zkr__contender_destroy(&e->c, free); /* cancels, or deletes our node */
 }
 
 /* Marks the candidate joined and starts its acquire. fresh: a join (the

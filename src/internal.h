@@ -2,10 +2,75 @@
 #ifndef ZKR_INTERNAL_H
 #define ZKR_INTERNAL_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "zkr.h"
+
+/* ------------------------------------------------ fault injection seam */
+
+/* SQLite-style fault injection, for tests (tests/fault/test_faultinj.c):
+ * every allocation zkr makes and every ZooKeeper call it issues passes a
+ * numbered fault point; once armed, the nth point of the armed kinds fails
+ * (an allocation returns NULL, a ZooKeeper call returns the armed code
+ * without being sent). Unarmed, a point costs one relaxed atomic load.
+ * The macros below route the calls, so no call site names the seam. */
+enum { ZKR__FAULT_ALLOC = 1, ZKR__FAULT_ZK = 2 };
+/* Arms: the nth point (1-based) of kinds fails, and with persist every
+ * later one too; zkrc is what a failing ZooKeeper call returns. n = 0 (or
+ * kinds = 0) disarms. Resets the count of points passed. */
+void zkr__fault_arm(int kinds, long n, int persist, int zkrc);
+long zkr__fault_points(void); /* points of the armed kinds passed */
+long zkr__fault_fired(void);  /* of them, how many failed */
+int zkr__fault(int kind);     /* 1: this point fails */
+int zkr__fault_rc(void);      /* the armed ZooKeeper code */
+void *zkr__fault_malloc(size_t n);
+void *zkr__fault_calloc(size_t n, size_t size);
+void *zkr__fault_realloc(void *p, size_t n);
+
+#ifndef ZKR__FAULT_IMPL
+#define malloc(n) zkr__fault_malloc(n)
+#define calloc(n, size) zkr__fault_calloc(n, size)
+#define realloc(p, n) zkr__fault_realloc(p, n)
+#define strdup(s) zkr__strdup(s)
+/* A ZooKeeper call that fails before being sent. */
+#define ZKR__FAULT_CALL(fn, ...)                                               \
+    (zkr__fault(ZKR__FAULT_ZK) ? zkr__fault_rc() : (fn)(__VA_ARGS__))
+#define zoo_acreate(...) ZKR__FAULT_CALL(zoo_acreate, __VA_ARGS__)
+#define zoo_acreate2(...) ZKR__FAULT_CALL(zoo_acreate2, __VA_ARGS__)
+#define zoo_adelete(...) ZKR__FAULT_CALL(zoo_adelete, __VA_ARGS__)
+#define zoo_aexists(...) ZKR__FAULT_CALL(zoo_aexists, __VA_ARGS__)
+#define zoo_awexists(...) ZKR__FAULT_CALL(zoo_awexists, __VA_ARGS__)
+#define zoo_aget(...) ZKR__FAULT_CALL(zoo_aget, __VA_ARGS__)
+#define zoo_awget(...) ZKR__FAULT_CALL(zoo_awget, __VA_ARGS__)
+#define zoo_aset(...) ZKR__FAULT_CALL(zoo_aset, __VA_ARGS__)
+#define zoo_aget_children(...) ZKR__FAULT_CALL(zoo_aget_children, __VA_ARGS__)
+#define zoo_awget_children(...) ZKR__FAULT_CALL(zoo_awget_children, __VA_ARGS__)
+#define zoo_aget_children2(...) ZKR__FAULT_CALL(zoo_aget_children2, __VA_ARGS__)
+#define zoo_awget_children2(...)                                               \
+    ZKR__FAULT_CALL(zoo_awget_children2, __VA_ARGS__)
+#define zoo_amulti(...) ZKR__FAULT_CALL(zoo_amulti, __VA_ARGS__)
+#define zoo_async(...) ZKR__FAULT_CALL(zoo_async, __VA_ARGS__)
+#define zoo_aremove_all_watches(...)                                           \
+    ZKR__FAULT_CALL(zoo_aremove_all_watches, __VA_ARGS__)
+#define zoo_aremove_watches(...)                                               \
+    ZKR__FAULT_CALL(zoo_aremove_watches, __VA_ARGS__)
+#define zoo_create(...) ZKR__FAULT_CALL(zoo_create, __VA_ARGS__)
+#define zoo_create2(...) ZKR__FAULT_CALL(zoo_create2, __VA_ARGS__)
+#define zoo_delete(...) ZKR__FAULT_CALL(zoo_delete, __VA_ARGS__)
+#define zoo_exists(...) ZKR__FAULT_CALL(zoo_exists, __VA_ARGS__)
+#define zoo_get(...) ZKR__FAULT_CALL(zoo_get, __VA_ARGS__)
+#define zoo_get_children(...) ZKR__FAULT_CALL(zoo_get_children, __VA_ARGS__)
+#define zoo_multi(...) ZKR__FAULT_CALL(zoo_multi, __VA_ARGS__)
+#define zoo_add_auth(...) ZKR__FAULT_CALL(zoo_add_auth, __VA_ARGS__)
+/* zookeeper_init fails as it does when it cannot allocate. */
+#define zookeeper_init(...)                                                    \
+    (zkr__fault(ZKR__FAULT_ZK) ? (errno = ENOMEM, (zhandle_t *)NULL)           \
+                               : (zookeeper_init)(__VA_ARGS__))
+#endif
 
 /* ------------------------------------------------------------ util.c */
 
@@ -123,6 +188,15 @@ struct zkr__cleanup {
 
 #define ZKR__COUNTERS ZKR_COUNTER_COUNT_
 
+/* Events kept in the session for when an event cannot be allocated: a
+ * completion is never lost to a failed allocation unless this many are
+ * queued at once (they return to the reserve as they run). */
+#define ZKR__EV_RESERVE 16
+
+/* A request that could not be sent (no memory, or the client refused it
+ * at once) is sent again this much later, by the timer thread. */
+#define ZKR__RETRY_MS 20
+
 struct zkr_session {
     pthread_mutex_t mu; /* guards everything below and every contender */
     pthread_cond_t cv;  /* broadcast on any change a blocking call awaits */
@@ -161,8 +235,6 @@ struct zkr_session {
     int auth_failed;
     int ops;      /* zkr operations in flight (completions pending) */
     int zh_users; /* threads using zh outside the mutex (sync calls) */
-    zkr__contender_t *ev_current; /* contender whose callback runs */
-    int ev_current_freed;         /* ... and it was freed meanwhile */
     zkr__listener_t *listeners;
     int ev_busy_session; /* event thread is running session listeners */
     zkr__contender_t *contenders; /* doubly linked */
@@ -170,6 +242,9 @@ struct zkr_session {
     struct zkr_observer *observers;
     zkr__cleanup_t *cleanups;
     zkr__event_t *ev_head, *ev_tail;
+    zkr__event_t ev_reserve[ZKR__EV_RESERVE];
+    zkr__event_t *ev_spare; /* unused reserve events */
+    int64_t retry_at; /* a send failed: retry then (monotonic ms), or -1 */
     uint64_t counters[ZKR__COUNTERS];
     zkr_session_t *live_next; /* registry of live sessions */
 };
@@ -177,6 +252,9 @@ struct zkr_session {
 /* Is the current thread the event thread of some session (running a
  * callback)? Blocking calls return ZKR_EDEADLK then. */
 int zkr__in_callback(void);
+/* Is the current thread s's own event thread? A free there must not wait
+ * for events: they queue behind the callback that is running. */
+int zkr__on_event_thread(const zkr_session_t *s);
 
 /* Posts an event; the session mutex must be held. Returns 0/ZKR_ENOMEM. */
 int zkr__post(zkr_session_t *s, int kind, int a, zkr__contender_t *c,
@@ -207,8 +285,22 @@ int zkr__path_watched(zkr_session_t *s, const char *path, int wtype);
 int zkr__observed(zkr_session_t *s, const char *path);
 /* Runs pending cleanups if connected; mutex held. */
 void zkr__cleanup_pump(zkr_session_t *s);
+/* A node's cleanup entry made before the node is created, so that the
+ * node can always be handed to the cleanup list (a node nobody deletes
+ * blocks everyone after it for the session's lifetime), even with no
+ * memory left: reserve (NULL on ENOMEM) with room for a path of pathlen
+ * bytes; commit (mutex held) links it for path as zkr__cleanup_add would;
+ * unreserve frees an entry that was not committed (NULL: no-op). */
+zkr__cleanup_t *zkr__cleanup_reserve(size_t pathlen);
+void zkr__cleanup_commit(zkr_session_t *s, zkr__cleanup_t *cl, const char *path,
+                         int64_t sid, zkr__contender_t *owner);
+void zkr__cleanup_unreserve(zkr__cleanup_t *cl);
 /* Detaches a contender from pending cleanups (it is being freed). */
 void zkr__cleanup_disown(zkr_session_t *s, zkr__contender_t *c);
+
+/* A request could not be sent: the timer thread retries stalled
+ * contenders and cleanups ZKR__RETRY_MS later. Mutex held. */
+void zkr__retry_later(zkr_session_t *s);
 
 /* Wakes the timer thread (a deadline changed); mutex held. */
 void zkr__timer_kick(zkr_session_t *s);
@@ -250,13 +342,15 @@ typedef struct zkr__op {
     char *path;   /* op-specific path (watched node, adopted node) */
 } zkr__op_t;
 
-/* Allocates an op and counts it in flight (mutex held); NULL on ENOMEM. */
+/* Allocates an op and counts it in flight (mutex held); NULL on ENOMEM
+ * (the contender, if any, is then stalled: see zkr__retry_later). */
 zkr__op_t *zkr__op_new(zkr_session_t *s, zkr__contender_t *c);
 /* Completion prologue: locks, uncounts, records server contact. */
 zkr_session_t *zkr__op_begin(zkr__op_t *op, int rc);
 /* Completion epilogue: broadcasts, unlocks, frees op. */
 void zkr__op_end(zkr__op_t *op);
-/* Undo zkr__op_new when the call could not be issued (mutex held). */
+/* Undo zkr__op_new when the call could not be issued (mutex held); stalls
+ * the op's contender, or leaves its cleanup to the retry. */
 void zkr__op_cancel(zkr__op_t *op);
 
 /* If ctx is a live (not yet freed) session, locks and returns it; else
@@ -358,17 +452,28 @@ struct zkr__contender {
     int rejoin;              /* start over after a loss (elections) */
     void (*rejoin_fn)(void); /* ... with this completion */
     void *rejoin_data;
-    int events;       /* events queued or running for this contender */
-    int sync_waiters; /* threads blocked in acquire/release on it */
-    int freeing;      /* free requested from its own callback */
+    int events;              /* events queued or running for this contender */
+    int sync_waiters;        /* threads blocked in acquire/release on it */
+    int stalled;             /* a request of its could not be sent: retried
+                                by zkr__queue_retry */
+    zkr__cleanup_t *reserve; /* while we have a node: its cleanup entry,
+                                made before the create was sent */
+    int freeing;             /* freed on the event thread: its last event
+                                finishes the free (zkr__contender_dispose) */
+    void (*dispose)(void *owner); /* frees the recipe's handle */
 };
 
 int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
                         const zkr__recipe_t *recipe, void *owner,
                         const char *dir, const char *id,
                         const struct ACL_vector *acl);
-/* Frees what init allocated; cancels/cleans up; waits for callbacks. */
-void zkr__contender_destroy(zkr__contender_t *c);
+/* Frees what init allocated, then dispose(owner); cancels/cleans up;
+ * waits for callbacks. On the session's event thread it never waits for
+ * events (they queue behind the running callback): if any are queued or
+ * running, the event thread finishes the free after the last of them. */
+void zkr__contender_destroy(zkr__contender_t *c, void (*dispose)(void *));
+/* Finishes a free; mutex held (kept). */
+void zkr__contender_dispose(zkr__contender_t *c);
 
 int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
                  void *data);
@@ -398,6 +503,8 @@ void zkr__queue_on_suspended(zkr_session_t *s);
 void zkr__queue_on_lost(zkr_session_t *s);
 void zkr__queue_on_deadline(zkr_session_t *s, int64_t now, int64_t *next);
 void zkr__queue_cleanup_done(zkr__contender_t *c, int rc);
+/* Takes again the step of each stalled contender (timer thread). */
+void zkr__queue_retry(zkr_session_t *s);
 void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
                        void *ctx);
 

@@ -96,8 +96,7 @@ void zkr_lock_free(zkr_lock_t *l)
 {
     if (l == NULL)
         return;
-    zkr__contender_destroy(&l->c);
-    free(l);
+    zkr__contender_destroy(&l->c, free);
 }
 
 int zkr_lock_acquire(zkr_lock_t *l, int timeout_ms)

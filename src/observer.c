@@ -22,8 +22,8 @@ struct zkr_observer {
     int again;        /* a change arrived meanwhile: look again */
     int gone;         /* being freed */
     int events;       /* callbacks queued or running */
-    int running;      /* its callback is running now */
-    int free_pending; /* freed from its own callback: free after it */
+    int free_pending; /* freed on the event thread: its last queued
+                         callback frees it */
 };
 
 static void destroy(zkr_observer_t *o)
@@ -77,15 +77,14 @@ static void run_report(const zkr__event_t *ev)
     struct report *r = ev->data;
     zkr_observer_t *o = r->o;
     zkr_session_t *s = o->s;
-    int dispose;
+    int dispose, gone;
 
     pthread_mutex_lock(&s->mu);
-    o->running = 1;
+    gone = o->gone;
     pthread_mutex_unlock(&s->mu);
-    if (!o->gone)
+    if (!gone)
         o->fn(o, r->id, r->epoch, o->data);
     pthread_mutex_lock(&s->mu);
-    o->running = 0;
     o->events--;
     dispose = o->free_pending && o->events == 0;
     pthread_cond_broadcast(&s->cv);
@@ -104,26 +103,32 @@ static void report(zkr_observer_t *o, const char *name, const char *id,
 {
     int err = epoch < 0 ? (int)epoch : 0;
     struct report *r;
+    char *last = NULL;
 
     if (o->started && err == o->last_err &&
         ((name == NULL && o->last == NULL) ||
          (name != NULL && o->last != NULL && strcmp(name, o->last) == 0)))
         return;
-    if ((r = calloc(1, sizeof(*r))) == NULL)
+    /* Short of memory, nothing changes: a later look (the timer's retry)
+     * finds the leader different from the last one reported again. */
+    if ((r = calloc(1, sizeof(*r))) == NULL ||
+        (id != NULL && (r->id = zkr__strdup(id)) == NULL) ||
+        (name != NULL && (last = zkr__strdup(name)) == NULL) ||
+        zkr__post_call(o->s, run_report, 0, NULL, r) != 0) {
+        if (r != NULL)
+            free(r->id);
+        free(r);
+        free(last);
+        zkr__retry_later(o->s);
         return;
+    }
     r->o = o;
-    r->id = zkr__strdup(id);
     r->epoch = epoch;
     free(o->last);
-    o->last = zkr__strdup(name);
+    o->last = last;
     o->last_err = err;
     o->started = 1;
     o->events++;
-    if (zkr__post_call(o->s, run_report, 0, NULL, r) != 0) {
-        o->events--;
-        free(r->id);
-        free(r);
-    }
 }
 
 /* An answer that refuses the request itself (ZNOAUTH, say), as opposed to
@@ -158,6 +163,8 @@ static void leader_read(int rc, const char *value, int len,
             id[len > 0 ? len : 0] = '\0';
             report(o, strrchr(op->path, '/') + 1, id, st->czxid);
             free(id);
+        } else {
+            zkr__retry_later(s); /* read again by a later look */
         }
     } else if (rc == ZNONODE) {
         o->again = 1; /* gone before we could read it: list again */
@@ -229,6 +236,8 @@ static void listed(int rc, const struct String_vector *v, const void *data)
         /* A directory we may not list (ZNOAUTH): report the error. No
          * watch was set; a reconnection lists again. */
         report(o, NULL, NULL, rc);
+    } else if (rc == ZOK) {
+        zkr__retry_later(s); /* no memory to sort: look again later */
     }
     /* Otherwise (connection errors) the next reconnection refreshes. */
     if (!o->busy)
@@ -301,10 +310,14 @@ void zkr_observer_free(zkr_observer_t *o)
     s = o->s;
     pthread_mutex_lock(&s->mu);
     o->gone = 1;
-    /* Called from its own callback (the event thread runs one at a time):
-     * the callback's caller frees it once it returns. */
-    later = o->running && zkr__in_callback();
-    while (o->busy || (!later && o->events > 0))
+    /* On the event thread (from any callback, its own included) its
+     * queued callbacks cannot run before this returns: they are skipped
+     * (o->gone) and the last of them frees it. A request in flight is
+     * answered on ZooKeeper's thread: wait for it. */
+    while (o->busy)
+        pthread_cond_wait(&s->cv, &s->mu);
+    later = o->events > 0 && zkr__on_event_thread(s);
+    while (!later && o->events > 0)
         pthread_cond_wait(&s->cv, &s->mu);
     for (pp = &s->observers; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == o) {

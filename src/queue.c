@@ -164,6 +164,8 @@ static void forget_node(zkr__contender_t *c)
 {
     free(c->node);
     c->node = NULL;
+    zkr__cleanup_unreserve(c->reserve);
+    c->reserve = NULL;
     free(c->watching);
     c->watching = NULL;
     c->czxid = 0;
@@ -366,6 +368,12 @@ static void issue_create(zkr__contender_t *c)
              c->recipe->marker);
     path = zkr__join(c->dir, name);
     op = path != NULL ? zkr__op_new(s, c) : NULL;
+    /* The node's cleanup entry first, room for the sequence included. */
+    if (op != NULL &&
+        (op->ctx = zkr__cleanup_reserve(strlen(path) + 11)) == NULL) {
+        zkr__op_cancel(op);
+        op = NULL;
+    }
     if (op == NULL) {
         free(path);
         abort_acquire(c, ZKR_ENOMEM);
@@ -375,6 +383,7 @@ static void issue_create(zkr__contender_t *c)
                       ZOO_EPHEMERAL_SEQUENTIAL, create_done, op);
     free(path);
     if (rc != ZOK) {
+        zkr__cleanup_unreserve(op->ctx);
         zkr__op_cancel(op);
         if (rc != ZINVALIDSTATE && !zkr__is_connection_error(rc))
             abort_acquire(c, rc);
@@ -449,22 +458,30 @@ static void create_done(int rc, const char *value, const struct Stat *stat,
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
     zkr__contender_t *c = op->c;
+    zkr__cleanup_t *reserve = op->ctx; /* our node's cleanup entry */
 
+    op->ctx = NULL;
     if (rc == ZOK)
         s->counters[ZKR_COUNTER_CREATES]++;
+    else
+        zkr__cleanup_unreserve(reserve); /* no node */
     if (stale(op, ZKR__P_CREATING)) {
         /* Nobody wants this node any more (timed out, canceled, lost):
          * delete it, or it would block the queue until our session ends. */
         if (rc == ZOK)
-            zkr__cleanup_add(s, value, NULL, NULL, op->sid, NULL);
+            zkr__cleanup_commit(s, reserve, value, op->sid, NULL);
     } else if (rc == ZOK) {
         c->node = zkr__strdup(value);
         c->czxid = stat->czxid;
         c->node_sid = op->sid;
         if (c->node == NULL) {
-            zkr__cleanup_add(s, value, NULL, NULL, op->sid, NULL);
+            zkr__cleanup_commit(s, reserve, value, op->sid, NULL);
             finish_acquire(c, ZKR_ENOMEM);
-        } else if (c->abort_rc != 0) {
+            zkr__op_end(op);
+            return;
+        }
+        c->reserve = reserve;
+        if (c->abort_rc != 0) {
             c->phase = ZKR__P_LISTING;
             abort_acquire(c, c->abort_rc);
         } else {
@@ -1041,6 +1058,47 @@ static void step(zkr__contender_t *c)
     }
 }
 
+/* Hands an aborting contender's node to the cleanup list: when connected
+ * the acquire ends once it is deleted (zkr__queue_cleanup_done), else at
+ * once. Short of memory, the entry reserved before the create is used. */
+static void abort_handover(zkr__contender_t *c)
+{
+    zkr_session_t *s = c->s;
+    zkr__contender_t *owner = s->connected ? c : NULL;
+
+    c->stalled = 0;
+    if (zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, owner) != 0) {
+        if (c->reserve == NULL) {
+            /* A node adopted by a recovery has no reserved entry: keep it
+             * and the acquire until one can be made (zkr__queue_retry). */
+            c->stalled = 1;
+            zkr__retry_later(s);
+            return;
+        }
+        zkr__cleanup_commit(s, c->reserve, c->node, c->node_sid, owner);
+        c->reserve = NULL;
+    }
+    if (owner == NULL)
+        finish_acquire(c, c->abort_rc);
+}
+
+void zkr__queue_retry(zkr_session_t *s)
+{
+    for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
+        if (!c->stalled || c->busy)
+            continue;
+        c->stalled = 0;
+        if (c->phase == ZKR__P_ABORTING)
+            abort_handover(c); /* its entry could not be made */
+        else if (c->phase == ZKR__P_WATCHING && c->watching == NULL)
+            c->phase = ZKR__P_LISTING; /* its watch was not set */
+        else if (c->phase == ZKR__P_HELD && c->pub == ZKR_LOCK_HELD &&
+                 !c->self_watch && c->watch_due < 0)
+            c->watch_due = zkr__now_ms(); /* set by zkr__queue_on_deadline */
+        step(c);
+    }
+}
+
 /* Ends an acquire early with rc once no node of it can be left behind:
  * a create in flight is waited for; a known node is handed to the cleanup
  * list (and, when connected, the acquire returns only once it is gone); a
@@ -1076,12 +1134,7 @@ static void abort_acquire(zkr__contender_t *c, int rc)
             free(w);
         }
         c->phase = ZKR__P_ABORTING;
-        if (s->connected) {
-            zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, c);
-        } else {
-            zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL);
-            finish_acquire(c, c->abort_rc);
-        }
+        abort_handover(c);
         break;
     default:
         break;
@@ -1220,13 +1273,12 @@ fail:
     return rc;
 }
 
-void zkr__contender_destroy(zkr__contender_t *c)
+void zkr__contender_destroy(zkr__contender_t *c, void (*dispose)(void *))
 {
     zkr_session_t *s = c->s;
-    int self;
 
     pthread_mutex_lock(&s->mu);
-    self = zkr__in_callback() && s->ev_current == c;
+    c->dispose = dispose;
     if (is_acquiring(c)) {
         abort_acquire(c, ZKR_ECANCELED);
         /* Do not wait for a delete, a create or a recovery in flight: the
@@ -1239,7 +1291,12 @@ void zkr__contender_destroy(zkr__contender_t *c)
             finish_acquire(c, c->abort_rc);
         }
     } else if (c->phase == ZKR__P_HELD) {
-        zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL);
+        /* Short of memory, the entry reserved before the create. */
+        if (zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL) != 0 &&
+            c->reserve != NULL) {
+            zkr__cleanup_commit(s, c->reserve, c->node, c->node_sid, NULL);
+            c->reserve = NULL;
+        }
         c->phase = ZKR__P_IDLE;
         forget_node(c);
     } else if (c->phase == ZKR__P_RELEASING) {
@@ -1247,16 +1304,31 @@ void zkr__contender_destroy(zkr__contender_t *c)
         finish_release(c, 0);
     }
     /* A create still in flight ends in create_done, which sees a stale
-     * generation and deletes what it made. Wait for it and for queued
-     * callbacks (the canceled completion among them). */
+     * generation and deletes what it made: wait for it (its answer comes
+     * on ZooKeeper's thread). Queued callbacks (the canceled completion
+     * among them) run on the event thread: another thread waits for them;
+     * the event thread itself cannot, they queue behind the callback it is
+     * running (this one's, or another handle's), so it leaves the rest of
+     * the free to the last of them. */
     c->gen++;
-    while (c->busy > 0 || c->sync_waiters > 0 || c->events > (self ? 1 : 0))
+    while (c->busy > 0 || c->sync_waiters > 0 ||
+           (c->events > 0 && !zkr__on_event_thread(s)))
         pthread_cond_wait(&s->cv, &s->mu);
+    if (c->events > 0)
+        c->freeing = 1;
+    else
+        zkr__contender_dispose(c);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void zkr__contender_dispose(zkr__contender_t *c)
+{
+    zkr_session_t *s = c->s;
+
     if (c->watching != NULL)
         drop_watch(s, c->watching, c,
                    c->watch_dir ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA);
     zkr__session_detach(s, c);
-    pthread_mutex_unlock(&s->mu);
     forget_node(c);
     free(c->dir);
     free(c->data);
@@ -1267,6 +1339,7 @@ void zkr__contender_destroy(zkr__contender_t *c)
         close(c->fd[1]);
     }
     pthread_cond_destroy(&c->done_cv);
+    c->dispose(c->owner);
 }
 
 /* Begins a new attempt: a new UUID, a new generation (answers to any
@@ -1342,12 +1415,13 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
         return rc;
     }
     fd_observed(c); /* the application acquires again: it knows */
-    start_attempt(c, timeout_ms);
+    /* The completion is in place before the attempt starts: a request
+     * that cannot even be sent ends the acquire inside start_attempt. */
     c->acq_sync = sync;
     c->acq_done = 0;
     c->acq_fn = fn;
     c->acq_data = data;
-    step(c);
+    start_attempt(c, timeout_ms);
     if (sync) {
         c->sync_waiters++;
         while (!c->acq_done)
@@ -1413,6 +1487,11 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
     c->rel_fn = fn;
     c->rel_data = data;
     rc = zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, c);
+    if (rc != 0 && c->reserve != NULL) { /* short of memory */
+        zkr__cleanup_commit(s, c->reserve, c->node, c->node_sid, c);
+        c->reserve = NULL;
+        rc = 0;
+    }
     if (rc != 0) {
         c->phase = ZKR__P_HELD;
         c->pub = ZKR_LOCK_HELD;

@@ -87,7 +87,8 @@
 
 #include "internal.h"
 
-static _Thread_local int tl_in_callback;
+/* The session whose event thread this thread is, or NULL. */
+static _Thread_local zkr_session_t *tl_event_session;
 
 /* Live sessions, so that a watcher left on an application's handle after
  * zkr_session_free() can tell its context is gone. Lock order: live_mu,
@@ -132,7 +133,12 @@ zkr_session_t *zkr__session_lock_live(void *ctx)
 
 int zkr__in_callback(void)
 {
-    return tl_in_callback;
+    return tl_event_session != NULL;
+}
+
+int zkr__on_event_thread(const zkr_session_t *s)
+{
+    return tl_event_session == s;
 }
 
 /* The heartbeat interval H (see the top of the file). */
@@ -169,6 +175,12 @@ int zkr__post(zkr_session_t *s, int kind, int a, zkr__contender_t *c,
 {
     zkr__event_t *ev = calloc(1, sizeof(*ev));
 
+    /* A completion must not be lost to a failed allocation: take one of
+     * the session's reserve events. */
+    if (ev == NULL && (ev = s->ev_spare) != NULL) {
+        s->ev_spare = ev->next;
+        memset(ev, 0, sizeof(*ev));
+    }
     if (ev == NULL)
         return ZKR_ENOMEM;
     ev->kind = kind;
@@ -197,32 +209,46 @@ int zkr__post_call(zkr_session_t *s, void (*run)(const zkr__event_t *ev),
     return r;
 }
 
+static void ev_free(zkr_session_t *s, zkr__event_t *ev)
+{
+    if (ev >= s->ev_reserve && ev < s->ev_reserve + ZKR__EV_RESERVE) {
+        ev->next = s->ev_spare;
+        s->ev_spare = ev;
+    } else {
+        free(ev);
+    }
+}
+
 static void run_session_event(zkr_session_t *s, const zkr__event_t *ev)
 {
-    zkr__listener_t *snap = NULL, *l;
+    /* The listeners are called from a snapshot (one may remove itself).
+     * A few fit on the stack: no allocation can lose the event. */
+    zkr__listener_t few[8], *snap = few, *l;
     int n = 0, i = 0;
 
     for (l = s->listeners; l != NULL; l = l->next)
         n++;
-    if (n > 0)
-        snap = calloc((size_t)n, sizeof(*snap));
-    if (snap != NULL)
-        for (l = s->listeners; l != NULL; l = l->next)
-            snap[i++] = *l;
+    if (n > 8 && (snap = calloc((size_t)n, sizeof(*snap))) == NULL) {
+        snap = few; /* out of memory: the first few only, never none */
+        n = 8;
+    }
+    for (l = s->listeners; l != NULL && i < n; l = l->next)
+        snap[i++] = *l;
     s->ev_busy_session = 1;
     pthread_mutex_unlock(&s->mu);
-    for (i = 0; snap != NULL && i < n; i++)
+    for (i = 0; i < n; i++)
         snap[i].fn(s, (zkr_state_t)ev->a, snap[i].data);
     pthread_mutex_lock(&s->mu);
     s->ev_busy_session = 0;
-    free(snap);
+    if (snap != few)
+        free(snap);
 }
 
 static void *event_main(void *arg)
 {
     zkr_session_t *s = arg;
 
-    tl_in_callback = 1;
+    tl_event_session = s;
     pthread_mutex_lock(&s->mu);
     for (;;) {
         zkr__event_t *ev = s->ev_head;
@@ -242,18 +268,20 @@ static void *event_main(void *arg)
             ev->run(ev);
             pthread_mutex_lock(&s->mu);
         } else {
+            /* A handle freed on this thread (c->freeing) still gets its
+             * completions (each exactly once), not its state changes; the
+             * last of its events finishes the free. */
             zkr__contender_t *c = ev->c;
-            s->ev_current = c;
-            s->ev_current_freed = 0;
+            int run =
+                ev->fn != NULL && !(c->freeing && ev->kind == ZKR__EV_STATE);
             pthread_mutex_unlock(&s->mu);
-            if (ev->fn != NULL)
+            if (run)
                 c->recipe->deliver(c, ev);
             pthread_mutex_lock(&s->mu);
-            if (!s->ev_current_freed)
-                c->events--;
-            s->ev_current = NULL;
+            if (--c->events == 0 && c->freeing)
+                zkr__contender_dispose(c);
         }
-        free(ev);
+        ev_free(s, ev);
         pthread_cond_broadcast(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
@@ -271,12 +299,24 @@ static void set_state(zkr_session_t *s, zkr_state_t st)
 
 /* --------------------------------------------------------------- ops */
 
+void zkr__retry_later(zkr_session_t *s)
+{
+    if (s->retry_at < 0) {
+        s->retry_at = zkr__now_ms() + ZKR__RETRY_MS;
+        zkr__timer_kick(s);
+    }
+}
+
 zkr__op_t *zkr__op_new(zkr_session_t *s, zkr__contender_t *c)
 {
     zkr__op_t *op = calloc(1, sizeof(*op));
 
-    if (op == NULL)
+    if (op == NULL) {
+        if (c != NULL)
+            c->stalled = 1;
+        zkr__retry_later(s);
         return NULL;
+    }
     op->s = s;
     op->c = c;
     op->sent = zkr__now_ms();
@@ -291,6 +331,11 @@ zkr__op_t *zkr__op_new(zkr_session_t *s, zkr__contender_t *c)
 
 void zkr__op_cancel(zkr__op_t *op)
 {
+    /* The request was not sent: whatever waited for its answer (a
+     * contender's step, a cleanup) is taken again by the timer thread. */
+    if (op->c != NULL)
+        op->c->stalled = 1;
+    zkr__retry_later(op->s);
     if (op->c != NULL)
         op->c->busy--;
     op->s->ops--;
@@ -452,6 +497,36 @@ int zkr__cleanup_add_watch(zkr_session_t *s, const char *path, int wtype,
         zkr__cleanup_pump(s);
     }
     return rc;
+}
+
+zkr__cleanup_t *zkr__cleanup_reserve(size_t pathlen)
+{
+    zkr__cleanup_t *cl = calloc(1, sizeof(*cl));
+
+    if (cl != NULL && (cl->path = malloc(pathlen + 1)) == NULL) {
+        free(cl);
+        cl = NULL;
+    }
+    return cl;
+}
+
+void zkr__cleanup_commit(zkr_session_t *s, zkr__cleanup_t *cl, const char *path,
+                         int64_t sid, zkr__contender_t *owner)
+{
+    strcpy(cl->path, path); /* fits: reserved for the longest name */
+    cl->sid = sid;
+    cl->owner = owner;
+    cl->next = s->cleanups;
+    s->cleanups = cl;
+    zkr__cleanup_pump(s);
+}
+
+void zkr__cleanup_unreserve(zkr__cleanup_t *cl)
+{
+    if (cl != NULL) {
+        free(cl->path);
+        free(cl);
+    }
 }
 
 void zkr__cleanup_disown(zkr_session_t *s, zkr__contender_t *c)
@@ -988,7 +1063,16 @@ static void *timer_main(void *arg)
             declare_lost(s);
         if (s->connected && !s->ping_busy && now >= s->next_ping && !s->replace)
             send_ping(s, now);
+        if (s->retry_at >= 0 && now >= s->retry_at) {
+            /* Requests that could not be sent: send them again. */
+            s->retry_at = -1;
+            zkr__cleanup_pump(s);
+            zkr__queue_retry(s);
+            zkr__observers_refresh(s);
+        }
         zkr__queue_on_deadline(s, now, &next);
+        if (s->retry_at >= 0)
+            next = min_time(next, s->retry_at);
         if (s->stop)
             break;
         if (s->replace)
@@ -1036,7 +1120,7 @@ static void session_destroy(zkr_session_t *s)
     while (s->ev_head != NULL) {
         zkr__event_t *ev = s->ev_head;
         s->ev_head = ev->next;
-        free(ev);
+        ev_free(s, ev);
     }
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -1065,6 +1149,11 @@ static int session_alloc(zkr_session_t **out)
     s->state = ZKR_STATE_CONNECTING;
     s->reconnect_at = -1;
     s->connect_deadline = -1;
+    s->retry_at = -1;
+    for (int i = 0; i < ZKR__EV_RESERVE; i++) {
+        s->ev_reserve[i].next = s->ev_spare;
+        s->ev_spare = &s->ev_reserve[i];
+    }
     live_add(s);
     *out = s;
     return 0;
@@ -1437,6 +1526,4 @@ void zkr__session_detach(zkr_session_t *s, zkr__contender_t *c)
         c->next->prev = c->prev;
     c->prev = c->next = NULL;
     s->ncontenders--;
-    if (s->ev_current == c)
-        s->ev_current_freed = 1;
 }

@@ -1,5 +1,6 @@
 /* Small helpers: time, argument validation, UUIDs, strings, ACLs. */
 #define _DEFAULT_SOURCE /* gethostname, getrandom */
+#include <execinfo.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +9,76 @@
 #include <time.h>
 #include <unistd.h>
 
+#define ZKR__FAULT_IMPL /* the real allocator, below */
+#include <stdatomic.h>
+
 #include "internal.h"
+
+/* ------------------------------------------------ fault injection seam */
+
+static atomic_int fault_kinds; /* armed kinds, 0 = inert */
+static atomic_long fault_n, fault_points, fault_fired;
+static atomic_int fault_persist, fault_zkrc;
+
+void zkr__fault_arm(int kinds, long n, int persist, int zkrc)
+{
+    atomic_store(&fault_kinds, 0);
+    atomic_store(&fault_n, n);
+    atomic_store(&fault_points, 0);
+    atomic_store(&fault_fired, 0);
+    atomic_store(&fault_persist, persist);
+    atomic_store(&fault_zkrc, zkrc);
+    atomic_store(&fault_kinds, n > 0 ? kinds : 0);
+}
+
+long zkr__fault_points(void)
+{
+    return atomic_load(&fault_points);
+}
+
+long zkr__fault_fired(void)
+{
+    return atomic_load(&fault_fired);
+}
+
+int zkr__fault_rc(void)
+{
+    return atomic_load(&fault_zkrc);
+}
+
+int zkr__fault(int kind)
+{
+    long i, n;
+
+    if ((atomic_load_explicit(&fault_kinds, memory_order_relaxed) & kind) == 0)
+        return 0;
+    i = atomic_fetch_add(&fault_points, 1) + 1;
+    n = atomic_load(&fault_n);
+    if (i == n || (i > n && atomic_load(&fault_persist))) {
+        atomic_fetch_add(&fault_fired, 1);
+        if (getenv("ZKR_FAULT_TRACE") != NULL) { /* where it failed */
+            void *bt[16];
+            backtrace_symbols_fd(bt, backtrace(bt, 16), 2);
+        }
+        return 1;
+    }
+    return 0;
+}
+
+void *zkr__fault_malloc(size_t n)
+{
+    return zkr__fault(ZKR__FAULT_ALLOC) ? NULL : malloc(n);
+}
+
+void *zkr__fault_calloc(size_t n, size_t size)
+{
+    return zkr__fault(ZKR__FAULT_ALLOC) ? NULL : calloc(n, size);
+}
+
+void *zkr__fault_realloc(void *p, size_t n)
+{
+    return zkr__fault(ZKR__FAULT_ALLOC) ? NULL : realloc(p, n);
+}
 
 /* CLOCK_BOOTTIME: unlike CLOCK_MONOTONIC it keeps counting while the
  * machine is suspended, as the server's clock does; a lease measured on it
@@ -126,7 +196,7 @@ char *zkr__strdup(const char *s)
     if (s == NULL)
         return NULL;
     n = strlen(s) + 1;
-    d = malloc(n);
+    d = zkr__fault_malloc(n);
     if (d != NULL)
         memcpy(d, s, n);
     return d;
@@ -135,7 +205,7 @@ char *zkr__strdup(const char *s)
 char *zkr__join(const char *dir, const char *name)
 {
     size_t a = strlen(dir), b = strlen(name);
-    char *p = malloc(a + b + 2);
+    char *p = zkr__fault_malloc(a + b + 2);
 
     if (p == NULL)
         return NULL;
@@ -151,7 +221,7 @@ int zkr__acl_copy(struct ACL_vector *dst, const struct ACL_vector *src)
     dst->data = NULL;
     if (src->count <= 0)
         return ZBADARGUMENTS;
-    dst->data = calloc((size_t)src->count, sizeof(*dst->data));
+    dst->data = zkr__fault_calloc((size_t)src->count, sizeof(*dst->data));
     if (dst->data == NULL)
         return ZKR_ENOMEM;
     for (int i = 0; i < src->count; i++) {

@@ -1,0 +1,400 @@
+/* Fault injection, SQLite-style (issue 12.7): the nth allocation zkr makes,
+ * or the nth ZooKeeper call it issues, fails (the seam in src/internal.h);
+ * each recipe's acquire, release, cancel and free run against a real
+ * server for every n up to the number of fault points the run passes.
+ * Every run must end: each call returns 0 or an error (a watchdog turns a
+ * hang into a failure), an accepted asynchronous call gets its callback
+ * exactly once, no node is left behind once the handles are freed, the
+ * session closes, and (under valgrind or ASan, as CI runs it) nothing
+ * leaks.
+ *
+ * CI runs a sample of n (every point up to 24, then a stride); the full
+ * sweep runs with ZKR_FAULTINJ_FULL=1 (make check-faultinj). */
+#define _DEFAULT_SOURCE
+#include <limits.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../server_test.h"
+
+/* The seam's controls; its call-routing macros stay out of this file. */
+#define ZKR__FAULT_IMPL
+#include "../../src/internal.h"
+
+enum { T = 4000 };
+
+/* ------------------------------------------------------------ watchdog */
+
+static char wd_what[160];
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    (void)!write(2, "watchdog: hung: ", 16);
+    (void)!write(2, wd_what, strlen(wd_what));
+    (void)!write(2, "\n", 1);
+    _exit(1);
+}
+
+static void watchdog(int seconds, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(wd_what, sizeof(wd_what), fmt, ap);
+    va_end(ap);
+    signal(SIGALRM, on_alarm);
+    alarm(seconds > 0 ? (unsigned)zkt_scaled_ms(seconds * 1000) / 1000 + 1 : 0);
+}
+
+/* ----------------------------------------------------- callback ledger */
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static int accepted; /* async calls that returned 0 */
+static int calls;    /* their callbacks */
+
+static int get_calls(void)
+{
+    pthread_mutex_lock(&mu);
+    int r = calls;
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+static void accept_call(int rc)
+{
+    if (rc == 0) {
+        pthread_mutex_lock(&mu);
+        accepted++;
+        pthread_mutex_unlock(&mu);
+    }
+}
+
+static void lock_cb(int rc, zkr_lock_t *l, void *data)
+{
+    (void)rc;
+    (void)l;
+    (void)data;
+    pthread_mutex_lock(&mu);
+    calls++;
+    pthread_mutex_unlock(&mu);
+}
+
+/* Waits (bounded) until every accepted call has its callback. */
+static void settle(void)
+{
+    pthread_mutex_lock(&mu);
+    int want = accepted;
+    pthread_mutex_unlock(&mu);
+    if (!ZKT_WAIT_UNTIL(get_calls() >= want, 20000))
+        fail_msg("%s: %d callbacks for %d accepted calls", wd_what, get_calls(),
+                 want);
+}
+
+/* -------------------------------------------------------- other client */
+
+/* A contender of another client ahead of ours (Curator's name format),
+ * so that our acquire waits; deleted to let it through. */
+static char holder[256];
+
+static void hold(const char *dir)
+{
+    char p[200];
+    snprintf(p, sizeof(p), "%s/_c_00000000-0000-4000-8000-000000000000-lock-",
+             dir);
+    zoo_create(raw, "/fi", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    zoo_create(raw, dir, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(zoo_create(raw, p, "other", 5, &ZOO_OPEN_ACL_UNSAFE,
+                                ZOO_EPHEMERAL_SEQUENTIAL, holder,
+                                sizeof(holder)),
+                     ZOK);
+}
+
+static void unhold(void)
+{
+    if (holder[0] != '\0')
+        assert_int_equal(zoo_delete(raw, holder, -1), ZOK);
+    holder[0] = '\0';
+}
+
+/* ----------------------------------------------------------- scenarios */
+
+enum recipe { R_LOCK, R_SEMAPHORE, R_READ, R_WRITE, R_ELECTION, R_OBSERVER };
+static const char *const recipe_name[] = {"lock",  "semaphore", "read",
+                                          "write", "election",  "observer"};
+
+static int make(enum recipe r, zkr_session_t *s, const char *dir,
+                zkr_lock_t **l, zkr_lock_t **other)
+{
+    *other = NULL;
+    switch (r) {
+    case R_SEMAPHORE:
+        return zkr_semaphore_new(l, s, dir, 1, "me", NULL);
+    case R_READ:
+        return zkr_rwlock_new(l, other, s, dir, "me", NULL);
+    case R_WRITE:
+        return zkr_rwlock_new(other, l, s, dir, "me", NULL);
+    default:
+        return zkr_lock_new(l, s, dir, "me", NULL);
+    }
+}
+
+/* Acquire (blocking, no timeout unless the failures persist: a hang is
+ * the watchdog's), release;
+ * then an acquire behind another client's contender, granted when it
+ * goes; then one cancelled; then one pending at the free. */
+static void lock_scenario(enum recipe r, zkr_session_t *s, const char *dir,
+                          int tmo)
+{
+    zkr_lock_t *l = NULL, *other = NULL;
+    int rc;
+
+    if (make(r, s, dir, &l, &other) != 0)
+        return;
+    if (zkr_lock_acquire(l, tmo) == 0)
+        zkr_lock_release(l);
+    /* Granted when the other client's contender goes. */
+    hold(dir);
+    rc = zkr_lock_acquire_async(l, tmo, lock_cb, NULL);
+    accept_call(rc);
+    if (rc == 0)
+        ZKT_WAIT_UNTIL(children(dir) >= 2 || get_calls() == accepted, 2000);
+    unhold();
+    settle();
+    if (zkr_lock_state(l) == ZKR_LOCK_HELD) {
+        rc = zkr_lock_release_async(l, lock_cb, NULL);
+        accept_call(rc);
+        settle();
+        if (rc != 0)
+            zkr_lock_release(l);
+    }
+    /* Cancelled while it waits. */
+    hold(dir);
+    rc = zkr_lock_acquire_async(l, tmo, lock_cb, NULL);
+    accept_call(rc);
+    if (rc == 0)
+        ZKT_WAIT_UNTIL(children(dir) >= 2 || get_calls() == accepted, 2000);
+    zkr_lock_cancel(l);
+    settle();
+    /* Pending when freed. */
+    rc = zkr_lock_acquire_async(l, tmo, lock_cb, NULL);
+    accept_call(rc);
+    zkr_lock_free(l);
+    zkr_lock_free(other);
+    settle();
+    unhold();
+}
+
+static void election_scenario(zkr_session_t *s, const char *dir, int tmo)
+{
+    zkr_election_t *e = NULL;
+
+    if (zkr_election_new(&e, s, dir, "me", NULL, ZKR_POLICY_SUSPEND) != 0)
+        return;
+    /* Alone: leads (or reports an error), then leaves. */
+    if (zkr_election_join(e) == 0) {
+        int rc = zkr_election_await(e, tmo);
+        (void)rc;
+        zkr_election_leave(e);
+    }
+    /* Behind another client's candidate: leads once it goes. */
+    hold(dir);
+    if (zkr_election_join(e) == 0) {
+        ZKT_WAIT_UNTIL(children(dir) >= 2, 2000);
+        unhold();
+        (void)zkr_election_await(e, tmo);
+    }
+    unhold();
+    zkr_election_free(e);
+}
+
+static int obs_leader = -1; /* last report: 1 "other" leads, 0 none */
+
+static void observer_cb(zkr_observer_t *o, const char *id, int64_t ep,
+                        void *data)
+{
+    (void)o;
+    (void)ep;
+    (void)data;
+    pthread_mutex_lock(&mu);
+    obs_leader = id != NULL && strcmp(id, "other") == 0;
+    pthread_mutex_unlock(&mu);
+}
+
+static int leader_seen(void)
+{
+    pthread_mutex_lock(&mu);
+    int r = obs_leader;
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+/* The observer follows a leader that comes and goes: with one failure it
+ * still reports both (a look that failed is taken again). */
+static void observer_scenario(zkr_session_t *s, const char *dir, int check)
+{
+    zkr_observer_t *o = NULL;
+
+    obs_leader = -1;
+    if (zkr_observer_new(&o, s, dir, observer_cb, NULL) != 0)
+        return;
+    hold(dir);
+    if (!ZKT_WAIT_UNTIL(leader_seen() == 1, 5000) && check)
+        fail_msg("%s: the observer missed the new leader", wd_what);
+    unhold();
+    if (!ZKT_WAIT_UNTIL(leader_seen() == 0, 5000) && check)
+        fail_msg("%s: the observer missed the leader's end", wd_what);
+    zkr_observer_free(o);
+}
+
+/* One run: fault point n of kinds fails (n = 0: none). Returns how many
+ * points the run passed. */
+static long run(enum recipe r, int kinds, long n, int persist)
+{
+    char dir[64];
+    zkr_session_t *s = open_session(T);
+    long points;
+
+    snprintf(dir, sizeof(dir), "/fi/%s", recipe_name[r]);
+    pthread_mutex_lock(&mu);
+    accepted = calls = 0;
+    pthread_mutex_unlock(&mu);
+    watchdog(60, "%s, %s point %ld%s", recipe_name[r],
+             kinds == ZKR__FAULT_ALLOC ? "allocation" : "ZooKeeper call", n,
+             persist ? " and after" : "");
+    zkr__fault_arm(kinds, n > 0 ? n : LONG_MAX, persist, ZMARSHALLINGERROR);
+    /* One failure must not keep a call without a deadline from ending;
+     * under failures that persist, sends are retried until the deadline. */
+    if (r == R_ELECTION)
+        election_scenario(s, dir, persist ? 500 : -1);
+    else if (r == R_OBSERVER)
+        observer_scenario(s, dir, !persist);
+    else
+        lock_scenario(r, s, dir, persist ? 500 : -1);
+    points = zkr__fault_points();
+    zkr__fault_arm(0, 0, 0, 0);
+    /* Exactly once: every accepted call was called back, none twice. */
+    pthread_mutex_lock(&mu);
+    if (calls != accepted)
+        fail_msg("%s: %d callbacks for %d accepted calls", wd_what, calls,
+                 accepted);
+    pthread_mutex_unlock(&mu);
+    /* No node left behind while the session lives. */
+    if (!ZKT_WAIT_UNTIL(children(dir) == 0, 10000))
+        fail_msg("%s: %d nodes left in %s", wd_what, children(dir), dir);
+    assert_int_equal(zkr_session_free(s), 0);
+    watchdog(0, "");
+    return points;
+}
+
+/* What each sweep's runs of single failures may take in make check (12
+ * sweeps: the program stays under a minute, under valgrind too);
+ * ZKR_FAULTINJ_FULL lifts it. */
+enum { SWEEP_BUDGET_MS = 2000 };
+
+/* Every point failing once, then failures that persist from the middle
+ * on. Within the budget: a run's duration is measured (the counting run)
+ * and every kth point taken, starting at an offset that changes from one
+ * minute to the next, so that successive runs cover different points (a
+ * failure names its point: replay it with ZKR_FAULTINJ_N). With
+ * ZKR_FAULTINJ_FULL: every point, once and persistently. */
+static void sweep(enum recipe r, int kinds)
+{
+    int full = getenv("ZKR_FAULTINJ_FULL") != NULL;
+    int64_t t0 = zkt_now_ms();
+    long total = run(r, kinds, 0, 0), n, done = 0, stride = 1;
+    /* A run with a failure costs more than the counting run (retries,
+     * timeouts): about four times, measured. */
+    int64_t each = 4 * (zkt_now_ms() - t0 + 1);
+
+    assert_true(total > 0);
+    if (getenv("ZKR_FAULTINJ_N") != NULL) { /* one point, to debug it */
+        run(r, kinds, atol(getenv("ZKR_FAULTINJ_N")),
+            getenv("ZKR_FAULTINJ_PERSIST") != NULL);
+        return;
+    }
+    if (!full && total * each > SWEEP_BUDGET_MS)
+        stride = (total * each + SWEEP_BUDGET_MS - 1) / SWEEP_BUDGET_MS;
+    t0 = zkt_now_ms();
+    for (n = 1 + (long)(time(NULL) / 60) % stride; n <= total; n += stride) {
+        run(r, kinds, n, 0);
+        done++;
+        if (!full && zkt_now_ms() - t0 > SWEEP_BUDGET_MS)
+            break; /* a slow machine: the rest another time */
+    }
+    /* The semaphore and read/write lock share the lock's engine: their
+     * persistent failures run in the full sweep only. */
+    if (!full && r != R_LOCK && r != R_ELECTION && r != R_OBSERVER)
+        n = total + 1;
+    else
+        n = full ? 1 : total / 2 + 1;
+    for (; n <= total; n++, done++)
+        if (run(r, kinds, n, 1) >= 0 && !full)
+            break;
+    print_message("%s: %ld %s points, %ld runs (every %ld%s)\n", recipe_name[r],
+                  total, kinds == ZKR__FAULT_ALLOC ? "allocation" : "ZooKeeper",
+                  done + 1, stride, full ? ", full" : "");
+}
+
+#define RECIPE_TESTS(r, name)                                                  \
+    static void test_##name##_alloc(void **state)                              \
+    {                                                                          \
+        (void)state;                                                           \
+        sweep(r, ZKR__FAULT_ALLOC);                                            \
+    }                                                                          \
+    static void test_##name##_zk(void **state)                                 \
+    {                                                                          \
+        (void)state;                                                           \
+        sweep(r, ZKR__FAULT_ZK);                                               \
+    }
+
+RECIPE_TESTS(R_LOCK, lock)
+RECIPE_TESTS(R_SEMAPHORE, semaphore)
+RECIPE_TESTS(R_READ, read)
+RECIPE_TESTS(R_WRITE, write)
+RECIPE_TESTS(R_ELECTION, election)
+RECIPE_TESTS(R_OBSERVER, observer)
+
+/* A failed run leaves the seam armed: disarm before the next test. */
+static int disarm(void **state)
+{
+    (void)state;
+    zkr__fault_arm(0, 0, 0, 0);
+    alarm(0);
+    if (holder[0] != '\0') /* the other client's contender, if left */
+        zoo_delete(raw, holder, -1);
+    holder[0] = '\0';
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_lock_zk, disarm),
+        cmocka_unit_test_teardown(test_lock_alloc, disarm),
+        cmocka_unit_test_teardown(test_semaphore_zk, disarm),
+        cmocka_unit_test_teardown(test_semaphore_alloc, disarm),
+        cmocka_unit_test_teardown(test_read_zk, disarm),
+        cmocka_unit_test_teardown(test_read_alloc, disarm),
+        cmocka_unit_test_teardown(test_write_zk, disarm),
+        cmocka_unit_test_teardown(test_write_alloc, disarm),
+        cmocka_unit_test_teardown(test_election_zk, disarm),
+        cmocka_unit_test_teardown(test_election_alloc, disarm),
+        cmocka_unit_test_teardown(test_observer_zk, disarm),
+        cmocka_unit_test_teardown(test_observer_alloc, disarm),
+    };
+    if (getenv("ZKR_TEST_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
+    return cmocka_run_group_tests_name("faultinj", tests, setup, teardown);
+}
