@@ -763,10 +763,20 @@ static void declare_lost(zkr_session_t *s)
     zkr__queue_on_lost(s);
     if (s->owned) {
         /* Close the handle even if it might still reconnect: from now on
-         * nothing of this session may be trusted. Its nodes go with it. */
+         * nothing of this session may be trusted. Its nodes go with it.
+         * But not before the server could have expired the session by
+         * itself (last heard + T): closing a live connection ends the
+         * session at once, and the next contender would be granted one
+         * round trip after our LOST, while the application (or the zkr
+         * command's guard) is only just told to stop. The tenth of T
+         * between our LOST and that time is the application's. */
+        int64_t at = s->last_heard + s->timeout;
         for (zkr__cleanup_t *cl = s->cleanups; cl != NULL; cl = cl->next)
             cl->dead = 1;
-        s->replace = 1;
+        if (s->connected && s->timeout > 0 && zkr__now_ms() < at)
+            s->replace_at = at;
+        else
+            s->replace = 1;
         zkr__timer_kick(s);
     }
     zkr__cleanup_pump(s);
@@ -969,6 +979,7 @@ static void replace_handle(zkr_session_t *s)
     zhandle_t *old = s->zh;
 
     s->replace = 0;
+    s->replace_at = -1;
     s->zh = NULL;
     s->connected = 0;
     while (s->zh_users > 0)
@@ -1044,6 +1055,10 @@ static void *timer_main(void *arg)
     while (!s->stop) {
         int64_t now = zkr__now_ms(), next = -1;
 
+        if (s->replace_at >= 0 && now >= s->replace_at) {
+            s->replace_at = -1;
+            s->replace = 1;
+        }
         if (s->replace && s->owned)
             replace_handle(s);
         maybe_open(s, now);
@@ -1061,7 +1076,8 @@ static void *timer_main(void *arg)
          * a process resumed after a pause both fall due at once). */
         if (is_live(s->state) && s->timeout > 0 && now >= deadline_of(s))
             declare_lost(s);
-        if (s->connected && !s->ping_busy && now >= s->next_ping && !s->replace)
+        if (s->connected && !s->ping_busy && now >= s->next_ping &&
+            !s->replace && is_live(s->state))
             send_ping(s, now);
         if (s->retry_at >= 0 && now >= s->retry_at) {
             /* Requests that could not be sent: send them again. */
@@ -1083,6 +1099,8 @@ static void *timer_main(void *arg)
             next = min_time(next, deadline_of(s));
         if (s->zh == NULL && s->reconnect_at >= 0)
             next = min_time(next, s->reconnect_at);
+        if (s->replace_at >= 0)
+            next = min_time(next, s->replace_at);
         if (s->connect_deadline >= 0 && s->zh != NULL && !s->connected)
             next = min_time(next, s->connect_deadline);
         s->timer_next = next;
@@ -1148,6 +1166,7 @@ static int session_alloc(zkr_session_t **out)
     pthread_condattr_destroy(&ca);
     s->state = ZKR_STATE_CONNECTING;
     s->reconnect_at = -1;
+    s->replace_at = -1;
     s->connect_deadline = -1;
     s->retry_at = -1;
     for (int i = 0; i < ZKR__EV_RESERVE; i++) {

@@ -259,6 +259,32 @@ static void exec_command(int err, const char *file, char **argv, char **env,
     _exit(CLI_EXIT_NOTFOUND);
 }
 
+/* Closes every descriptor from 3 up but the three given (each >= 3). */
+static void close_except(int a, int b, int c)
+{
+    int keep[3] = {a, b, c}, lo = 3;
+
+    for (int i = 0; i < 3; i++) /* sort */
+        for (int j = i + 1; j < 3; j++)
+            if (keep[j] < keep[i]) {
+                int t = keep[i];
+                keep[i] = keep[j];
+                keep[j] = t;
+            }
+    for (int i = 0; i <= 3; i++) {
+        unsigned hi = i < 3 ? (unsigned)keep[i] - 1 : ~0U;
+        if (i < 3 && keep[i] < lo)
+            continue;
+        if ((unsigned)lo <= hi && close_range((unsigned)lo, hi, 0) != 0) {
+            long max = sysconf(_SC_OPEN_MAX); /* no close_range() */
+            for (long fd = lo; fd <= (long)hi && fd < max; fd++)
+                close((int)fd);
+        }
+        if (i < 3)
+            lo = keep[i] + 1;
+    }
+}
+
 static void guard_main(int ctl, int rep, int err, const char *file, char **argv,
                        char **env, int64_t deadline)
 {
@@ -274,10 +300,9 @@ static void guard_main(int ctl, int rep, int err, const char *file, char **argv,
     memset(&ign, 0, sizeof(ign));
     ign.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &ign, NULL);
-    /* Keep only our pipes: no copy of zkr's ZooKeeper socket. */
-    for (int fd = 3; fd < 1024; fd++)
-        if (fd != ctl && fd != rep && fd != err)
-            close(fd);
+    /* Keep only our pipes: no copy of zkr's ZooKeeper socket, nor any
+     * other descriptor (the command gets 0, 1 and 2 only). */
+    close_except(ctl, rep, err);
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
     sigprocmask(SIG_BLOCK, &chld, NULL);
@@ -323,9 +348,14 @@ static void guard_main(int ctl, int rep, int err, const char *file, char **argv,
         if (ctl >= 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
             struct ct_msg m;
             ssize_t n = read(ctl, &m, sizeof(m));
-            if (n == (ssize_t)sizeof(m) && m.kind == CT_HEARTBEAT)
-                deadline = m.at;
-            else if (n == (ssize_t)sizeof(m) && m.kind == CT_KILL)
+            if (n == (ssize_t)sizeof(m) && m.kind == CT_HEARTBEAT) {
+                /* A deadline that passed while we slept (a suspend, or
+                 * our own pause) is acted on, not extended. */
+                if (deadline >= 0 && ct_now_ms() >= deadline)
+                    killing = 1;
+                else
+                    deadline = m.at;
+            } else if (n == (ssize_t)sizeof(m) && m.kind == CT_KILL)
                 killing = 1;
             else if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
                 killing = 1; /* zkr is gone */
@@ -408,16 +438,22 @@ out:
     return rc;
 }
 
+/* The guard never stops by design (it enforces the deadline while zkr is
+ * stopped); one that someone stopped is continued with every message. */
 void ct_heartbeat(ct_t *g, int64_t deadline)
 {
     if (g->ctl >= 0)
         send_msg(g->ctl, CT_HEARTBEAT, 0, deadline);
+    if (g->guard > 0)
+        kill(g->guard, SIGCONT);
 }
 
 void ct_kill(ct_t *g)
 {
     if (g->ctl >= 0)
         send_msg(g->ctl, CT_KILL, 0, 0);
+    if (g->guard > 0)
+        kill(g->guard, SIGCONT);
 }
 
 int ct_read(ct_t *g, int *kind, int *value)

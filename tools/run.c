@@ -386,7 +386,9 @@ static int spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
     envp_t env;
     char *file;
     int why = 0, e, rc;
-    int64_t valid = zkr_session_valid_ms(p->s);
+    /* The guard's first deadline, read with the clock at the same moment
+     * (the PATH search below takes time). */
+    int64_t deadline = now_ms() + zkr_session_valid_ms(p->s);
 
     if ((file = resolve(p->o->cmd[0], &why)) == NULL) {
         cli_err("%s: %s", p->o->cmd[0],
@@ -399,7 +401,7 @@ static int spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
         free(file);
         return CLI_EXIT_ERROR;
     }
-    rc = ct_spawn(&p->g, file, p->o->cmd, env.env, now_ms() + valid, &e);
+    rc = ct_spawn(&p->g, file, p->o->cmd, env.env, deadline, &e);
     if (rc != 0) {
         cli_err("%s: %s", p->o->cmd[0], strerror(e));
         why = rc == -1      ? CLI_EXIT_ERROR
@@ -702,6 +704,8 @@ static int wait_event(sup_t *p, struct msg *m)
         if (p->kill_at >= 0 && p->kill_at - now < timeout)
             timeout = p->kill_at > now ? p->kill_at - now : 0;
     }
+    if (timeout > 1000000)
+        timeout = 1000000; /* poll() takes an int; we wake and look again */
     if (poll(fds, 3, (int)timeout) < 0 && errno != EINTR)
         return 0;
     if (p->running && p->kill_at >= 0 && now_ms() >= p->kill_at) {
@@ -930,6 +934,7 @@ static int run_lock(const cli_t *c, const opts_t *o)
 {
     sup_t p;
     zkr_sequencer_t q;
+    zkr_lock_state_t st;
     int rc, status;
 
     if ((status = setup(&p, c, o)) != 0 || (status = make_lock(&p)) != 0)
@@ -981,10 +986,19 @@ static int run_lock(const cli_t *c, const opts_t *o)
     /* The grant lasts until every process of the command is gone. */
     supervise(&p);
     status = exit_status_of(p.status);
-    if (zkr_lock_state(p.l) == ZKR_LOCK_HELD) {
+    /* SUSPENDED too: the release waits for the reconnection that confirms
+     * the delete, or for the session's end (which deletes the node). */
+    st = zkr_lock_state(p.l);
+    if (st == ZKR_LOCK_HELD || st == ZKR_LOCK_SUSPENDED) {
         rc = zkr_lock_release(p.l);
-        if (rc == ZKR_ELOST)
+        if (rc == ZKR_ELOST && st == ZKR_LOCK_HELD)
             p.lost = 1;
+        else if (rc == ZKR_ELOST)
+            cli_err("%s: the connection did not come back after the "
+                    "command ended: the node goes with the session",
+                    o->path);
+        else if (rc != 0)
+            cli_err("%s: cannot release: %s", o->path, zkr_strerror(rc));
     }
     if (p.lost) {
         cli_info(c, "%s: ownership was lost while the command ran", o->path);
