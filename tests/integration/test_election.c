@@ -1029,7 +1029,10 @@ static void on_lead_requeue(zkr_election_t *e, int leader, int rc, void *data)
 static void test_requeue_loop(void **state)
 {
     const char *v = getenv("ZKR_TEST_REQUEUE_RUNS");
-    int runs = v != NULL && atoi(v) > 0 ? atoi(v) : 200;
+    /* A few thousand runs (the old stall came after 47 to 1,338), bounded
+     * in time for slow builds (valgrind): at least 200 must fit. */
+    int runs = v != NULL && atoi(v) > 0 ? atoi(v) : 3000, done = 0;
+    const int64_t budget_ms = 12000;
     zkr_session_t *s = open_session(10000);
     zkr_election_t *e = NULL;
     int64_t t0 = zkt_now_ms();
@@ -1039,7 +1042,9 @@ static void test_requeue_loop(void **state)
         zkr_election_new(&e, s, "/e/rqloop", "a", NULL, ZKR_POLICY_SUSPEND), 0);
     zkr_election_set_listener(e, on_lead_requeue, NULL);
     assert_int_equal(zkr_election_join(e), 0);
-    for (int i = 0; i < runs; i++) {
+    for (int i = 0; i < runs && (i < 200 || zkt_now_ms() - t0 < budget_ms);
+         i++) {
+        done = i + 1;
         pthread_mutex_lock(&rq.mu);
         while (!zkr_election_is_leader(e)) {
             int seen = rq.n;
@@ -1060,7 +1065,7 @@ static void test_requeue_loop(void **state)
         assert_int_equal(zkr_election_join(e), 0);
     }
     zkr_election_free(e);
-    print_message("%d runs in %lld ms, %d reports\n", runs,
+    print_message("%d runs in %lld ms, %d reports\n", done,
                   (long long)(zkt_now_ms() - t0), rq.n);
     assert_true(rq.alternates);
     zkr_session_free(s);
