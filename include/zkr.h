@@ -452,6 +452,11 @@ typedef void (*zkr_lock_completion_t)(int rc, zkr_lock_t *l, void *data);
 /**
  * \brief Starts acquiring; `cb` gets the result zkr_lock_acquire() would
  *   return. Callable from callbacks.
+ *
+ * The result is the one when `cb` is called: a grant lost before that (the
+ * event thread ran late, behind another callback or a paused process, past
+ * the safe deadline) is reported as ZKR_ELOST, which counts as having
+ * observed the loss (see zkr_lock_fd()); the listener's LOST follows.
  * \return 0 (cb will be called exactly once); otherwise an error code as
  *   for zkr_lock_acquire() and cb is never called.
  */
@@ -525,7 +530,8 @@ ZKR_EXTERN int64_t zkr_lock_valid_ms(zkr_lock_t *l);
  * Level-triggered: readable from the moment ownership becomes uncertain
  * (SUSPENDED) until it is re-verified (HELD again); once ownership is lost
  * (LOST), readable until the application has observed the loss, i.e. has
- * called zkr_lock_release() (which reports ZKR_ELOST) or acquires again.
+ * called zkr_lock_release() (which reports ZKR_ELOST), was told ZKR_ELOST
+ * by an acquire or its completion, or acquires again.
  * Do not read from or close it. Made on the first call
  * (a handle never asked costs no descriptor), then the same until the
  * handle is freed. -1 for NULL, or when no descriptor can be made (the

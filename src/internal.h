@@ -161,6 +161,7 @@ struct zkr__event {
                             recipe's deliver function */
     void *data;
     void (*run)(const zkr__event_t *ev); /* ZKR__EV_CALL only */
+    uint64_t gen; /* ZKR__EV_ACQUIRED: c->gen right after the acquire ended */
 };
 
 struct zkr__listener {
@@ -479,6 +480,12 @@ void zkr__contender_dispose(zkr__contender_t *c);
 
 int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
                  void *data);
+/* On the event thread, mutex held, just before an acquire completion is
+ * delivered: the deadline is enforced now, and a grant lost since the
+ * completion was posted (the event thread ran late, the process was
+ * paused) is delivered as ZKR_ELOST (in ev->a), as zkr__acquire would
+ * return it. */
+void zkr__acquired_recheck(zkr__contender_t *c, zkr__event_t *ev);
 int zkr__cancel(zkr__contender_t *c);
 int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data);
 int64_t zkr__valid_ms(zkr__contender_t *c);

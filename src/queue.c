@@ -219,8 +219,9 @@ static void finish_acquire(zkr__contender_t *c, int rc)
         c->acq_rc = rc;
         c->acq_done = 1;
         pthread_cond_broadcast(&c->done_cv);
-    } else if (c->acq_fn != NULL) {
-        zkr__post(s, ZKR__EV_ACQUIRED, rc, c, c->acq_fn, c->acq_data);
+    } else if (c->acq_fn != NULL && zkr__post(s, ZKR__EV_ACQUIRED, rc, c,
+                                              c->acq_fn, c->acq_data) == 0) {
+        s->ev_tail->gen = c->gen; /* this grant (zkr__acquired_recheck) */
     }
     c->acq_fn = NULL;
 }
@@ -891,6 +892,18 @@ static void issue_list(zkr__contender_t *c)
 
 /* ----------------------------------------------------- own node */
 
+/* A held grant was lost (lose_held) and the application is now told so
+ * by a ZKR_ELOST return or completion: once, and the loss is observed. */
+static int take_lost(zkr__contender_t *c)
+{
+    if (!c->lost_unreported)
+        return 0;
+    c->lost_unreported = 0;
+    c->pub = ZKR_LOCK_IDLE;
+    fd_observed(c);
+    return 1;
+}
+
 /* Our node was deleted by someone else while we waited: it can never be
  * granted. The acquire ends with ZKR_ELOST (a rejoining recipe starts
  * over), and the watch on our predecessor is taken back. */
@@ -1430,18 +1443,28 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
         /* Granted, but this thread may run long after (the process was
          * paused, say): a lock lost meanwhile is not returned as held. */
         zkr__enforce_deadline(s);
-        if (rc == 0 && c->phase != ZKR__P_HELD && c->lost_unreported) {
-            c->lost_unreported = 0;
-            c->pub = ZKR_LOCK_IDLE;
-            fd_observed(c);
+        if (rc == 0 && c->phase != ZKR__P_HELD && take_lost(c))
             rc = ZKR_ELOST;
-        }
         c->acq_sync = 0;
         c->sync_waiters--;
         pthread_cond_broadcast(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
     return rc;
+}
+
+void zkr__acquired_recheck(zkr__contender_t *c, zkr__event_t *ev)
+{
+    if (ev->a != 0)
+        return;
+    /* Delivered now, posted maybe long ago: the synchronous acquire's
+     * check when it wakes (zkr__acquire), at the time the application
+     * learns of the grant. The grant is the current one while c->gen is
+     * unchanged (only a loss, a free or a new attempt changes it); a lost
+     * one is reported here, once, instead of by a later call. */
+    zkr__enforce_deadline(c->s);
+    if (ev->gen != c->gen && c->phase != ZKR__P_HELD && take_lost(c))
+        ev->a = ZKR_ELOST;
 }
 
 int zkr__cancel(zkr__contender_t *c)
@@ -1467,10 +1490,7 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
     zkr__lock_fresh(s);
     if (is_acquiring(c)) {
         rc = ZKR_ESTATE;
-    } else if (c->lost_unreported) {
-        c->lost_unreported = 0;
-        c->pub = ZKR_LOCK_IDLE;
-        fd_observed(c);
+    } else if (take_lost(c)) {
         rc = ZKR_ELOST;
     } else if (c->phase != ZKR__P_HELD) {
         rc = ZKR_ENOTHELD;

@@ -274,6 +274,8 @@ static void *event_main(void *arg)
             zkr__contender_t *c = ev->c;
             int run =
                 ev->fn != NULL && !(c->freeing && ev->kind == ZKR__EV_STATE);
+            if (ev->kind == ZKR__EV_ACQUIRED)
+                zkr__acquired_recheck(c, ev);
             pthread_mutex_unlock(&s->mu);
             if (run)
                 c->recipe->deliver(c, ev);
