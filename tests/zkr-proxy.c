@@ -19,7 +19,9 @@
  *   reset              close every current connection with RST, both
  *                      sides; the mode is unchanged.
  *   delay MS           hold every forwarded chunk MS ms, both ways, in
- *                      order.
+ *                      order. A side that closes has what it sent
+ *                      before delivered first (as TCP would), then the
+ *                      other side sees the close.
  *   drop-create-reply  forward the next create request (create, create2,
  *                      createContainer, createTTL or multi), drop its
  *                      reply and reset that connection: the create is
@@ -86,6 +88,8 @@ struct conn {
     int drop_armed; /* waiting for the reply with xid drop_xid */
     int32_t drop_xid;
     int reset_on_flush; /* reset once the S2C queue is written */
+    int close_after;    /* one side closed: close once d[close_after] is
+                           written (-1: no) */
     struct dir d[2];
 };
 
@@ -259,6 +263,15 @@ static int side_gone(int i, int side)
         }
         return 0;
     }
+    if (c->d[side == 0 ? C2S : S2C].head != NULL) {
+        /* What that side sent before it closed still goes through (after
+         * its delay), as over TCP: a client's close-session request, say;
+         * then the other side sees the close. */
+        close_fd(&c->fd[side], 0);
+        free_queue(&c->d[side == 0 ? S2C : C2S]);
+        c->close_after = side == 0 ? C2S : S2C;
+        return 0;
+    }
     conn_close(i, 1);
     return 1;
 }
@@ -346,6 +359,7 @@ static void accept_one(int lfd)
     }
     setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     setsockopt(sfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    c->close_after = -1;
     c->fd[0] = cfd;
     c->fd[1] = sfd;
     if (connect(sfd, (struct sockaddr *)&target, target_len) == 0)
@@ -594,6 +608,9 @@ int main(int argc, char **argv)
             if (conns[i] != NULL && conns[i]->reset_on_flush &&
                 conns[i]->d[S2C].head == NULL)
                 conn_close(i, 1);
+            else if (conns[i] != NULL && conns[i]->close_after >= 0 &&
+                     conns[i]->d[conns[i]->close_after].head == NULL)
+                conn_close(i, 0);
     }
     reset_all();
     close(lfd);

@@ -232,6 +232,38 @@ test_stop_mode_two_suspensions() {
     expect "A exit $st, not 0" [ "$st" -eq 0 ]
 }
 
+# The command ends while the connection is cut (--on-suspend ignore: it
+# runs on through SUSPENDED): zkr releases the grant once the connection
+# is back, so the node is gone when zkr exits and another client gets the
+# lock at once, not at the session's expiry (12 s after the cut).
+test_release_after_suspended_end() {
+    local a t_pass t_exit t_b
+    rm -f "$WORK/go" "$WORK/started"
+    expect "proxy did not start" proxy_start
+    bg "$ZKR" -s "$PROXY_HOSTS" --session-timeout 12000 lock \
+        --on-suspend ignore /cli/susp-end sh -c "touch '$WORK/started'; while [ ! -e '$WORK/go' ]; do sleep 0.05; done; exit 5"
+    a=$!
+    expect "A did not start" wait_for 10 [ -e "$WORK/started" ]
+    expect "no node for A" nodes_eq /cli/susp-end 1
+    expect "blackhole" proxy_cmd blackhole
+    expect "reset" proxy_cmd reset
+    sleep 0.3 # zkr sees the cut: SUSPENDED
+    touch "$WORK/go"
+    sleep 0.7 # the command is gone well before the connection is back
+    expect "pass" proxy_cmd pass
+    t_pass=$(now_ms)
+    expect "A did not end" wait_for 5 dead "$a"
+    t_exit=$(now_ms)
+    alive "$a" && kill -KILL "$a"
+    wait_status "$a"
+    expect "A exit $st, not the command's 5" [ "$st" -eq 5 ]
+    expect "A's node still there when A exited" nodes_eq /cli/susp-end 0
+    "$ZKR" lock -w 20 /cli/susp-end true
+    t_b=$(now_ms)
+    expect "B got the lock $((t_b - t_pass)) ms after the connection came back (A exited after $((t_exit - t_pass)) ms)" \
+        [ $((t_b - t_pass)) -lt 4000 ]
+}
+
 start_server
 run_test test_partitioned_holder
 run_test test_partitioned_escaped_worker
@@ -241,4 +273,5 @@ run_test test_stop_mode_blip
 run_test test_ignore_mode_grace
 run_test test_term_mode_two_suspensions
 run_test test_stop_mode_two_suspensions
+run_test test_release_after_suspended_end
 done_testing

@@ -240,6 +240,50 @@ test_guard_killed() {
     expect "lock not released" [ "$(zk_count /cli/guard)" -eq 0 ]
 }
 
+# A guard that someone stopped (SIGSTOP) while the command runs: the
+# command's end still ends zkr promptly with the command's status, and the
+# lock is free (zkr's heartbeats continue the guard).
+test_guard_stopped() {
+    local z cmd c t0 t1 guard=''
+    rm -f "$WORK/cmdpid" "$WORK/go"
+    bg "$ZKR" --session-timeout 30000 lock /cli/guardstop sh -c "echo \$\$ > '$WORK/cmdpid'; while [ ! -e '$WORK/go' ]; do sleep 0.05; done; exit 7"
+    z=$!
+    expect "command did not start" wait_for 10 [ -s "$WORK/cmdpid" ]
+    cmd=$(cat "$WORK/cmdpid")
+    for c in $(ps -o pid= --ppid "$z"); do
+        [ "$c" != "$cmd" ] && guard=$c
+    done
+    expect "no guard process" [ -n "$guard" ]
+    [ -n "$guard" ] && kill -STOP "$guard"
+    touch "$WORK/go"
+    t0=$(now_ms)
+    expect "zkr hangs with a stopped guard" wait_for 5 dead "$z"
+    t1=$(now_ms)
+    alive "$z" && kill -KILL "$z"
+    [ -n "$guard" ] && kill -CONT "$guard" 2>/dev/null
+    wait_status "$z"
+    expect "zkr exit $st, not the command's 7" [ "$st" -eq 7 ]
+    expect "zkr took $((t1 - t0)) ms after the command's end" \
+        [ $((t1 - t0)) -lt 5000 ]
+    expect "lock not released" wait_for 3 nodes_eq /cli/guardstop 0
+}
+
+# The command gets descriptors 0, 1 and 2 only, also when zkr inherited
+# one above 1023 (a shell's 1500>file): ls sees those three and the one
+# it opened itself to read /proc/self/fd.
+test_descriptors_0_to_2_only() {
+    local fds
+    fds=$( (
+        [ "$(ulimit -n)" = unlimited ] || [ "$(ulimit -n)" -gt 1500 ] ||
+            ulimit -n 1501 || exit 1
+        exec 1500>/dev/null 1023>/dev/null 3>/dev/null
+        "$ZKR" lock /cli/fds sh -c 'ls /proc/self/fd' 2>/dev/null | sort -n | tr '\n' ' '
+    ))
+    expect "the command saw descriptors '$fds', not '0 1 2 3 '" \
+        [ "$fds" = "0 1 2 3 " ]
+    expect "nodes left behind" [ "$(zk_count /cli/fds)" -eq 0 ]
+}
+
 # Processes zkr inherited as children (here the reader of a shell's
 # `2> >(...)`, a child of the shell that exec'ed zkr) are not the
 # command's: not signalled, not waited for.
@@ -382,6 +426,8 @@ run_test test_setsid_child_holds_grant
 run_test test_group_kill
 run_test test_timeout_kill
 run_test test_guard_killed
+run_test test_guard_stopped
+run_test test_descriptors_0_to_2_only
 run_test test_inherited_children_untouched
 run_test test_stopped_command_term
 run_test test_term_then_grace

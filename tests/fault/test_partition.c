@@ -632,6 +632,51 @@ static void test_short_blip(void **state)
     each_pair(short_blip, "/p/blip");
 }
 
+/* LOST declared at the safe deadline while the connection is still up
+ * (every packet delayed D each way: the client library hears traffic well
+ * within 2T/3, but no heartbeat is answered early enough to move
+ * last_heard, so the deadline last_heard + T - T/10 passes). zkr must not
+ * end the session before last_heard + T, i.e. LOST + T/10: the tenth is
+ * the application's, to stop using the resource before anyone else is
+ * granted. The close then takes D to reach the server, so the holder's
+ * node, watched by a client direct to the server, goes no earlier than
+ * LOST + T/10 + D; closing at once ended it at LOST + D. */
+static void test_lost_live_connection_keeps_tenth(void **state)
+{
+    enum { T = 10000, D = 2000 };
+    const char *path = "/p/lostlive";
+    zkr_session_t *a = open_proxied(T);
+    zkr_lock_t *la = new_lock(a, path, "a");
+    static struct rec rs;
+    int64_t t_lost, t_gone, t_end;
+
+    (void)state;
+    rec_init(&rs);
+    zkr_session_add_listener(a, on_session, &rs);
+    assert_int_equal(zkr_lock_acquire(la, -1), 0);
+    assert_int_equal(children(path), 1);
+    assert_int_equal(zkt_proxy_cmd(proxy, "delay 2000"), 0);
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&rs, ZKR_STATE_LOST) >= 0,
+                               zkt_scaled_ms(3 * T)));
+    t_lost = rec_find(&rs, ZKR_STATE_LOST);
+    /* The connection was up all along: never suspended. */
+    assert_int_equal(rec_find(&rs, ZKR_STATE_SUSPENDED), -1);
+    t_end = t_lost + D + T / 10 + zkt_scaled_ms(5000);
+    while (children(path) == 1 && zkt_now_ms() < t_end)
+        zkt_sleep_ms(10);
+    t_gone = zkt_now_ms();
+    print_message("# LOST; the node went %lld ms later (D = %d, T/10 = %d)\n",
+                  (long long)(t_gone - t_lost), D, T / 10);
+    assert_int_equal(children(path), 0);
+    /* Half the tenth of margin both ways: the close reaches the server
+     * about T/10 + D after LOST (T/10 earlier when closed at once). */
+    assert_true(t_gone - t_lost >= D + T / 20);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_int_equal(zkr_lock_release(la), ZKR_ELOST);
+    zkr_lock_free(la);
+    zkr_session_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -643,6 +688,7 @@ int main(void)
         cmocka_unit_test(test_churn_under_resets),
         cmocka_unit_test(test_holder_partitioned),
         cmocka_unit_test(test_short_blip),
+        cmocka_unit_test(test_lost_live_connection_keeps_tenth),
     };
     return cmocka_run_group_tests_name("partition", tests, proxy_setup,
                                        proxy_teardown);
