@@ -15,6 +15,12 @@ builddir=${ZKR_TEST_BUILDDIR:-$PWD}
 ZKR=$builddir/zkr
 ZKQ=$builddir/tests/zkq
 PROXY=$builddir/tests/zkr-proxy
+# zk_count hides zkq's errors (a missing path counts 0 nodes): a zkq that
+# is not built would make every node count pass.
+if [ ! -x "$ZKQ" ]; then
+    echo "Bail out! $ZKQ is not built (make check builds it)"
+    exit 1
+fi
 SCALE=${ZKR_TEST_SCALE:-1}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/zkr-cli.XXXXXX")
 zkr_on_exit "rm -rf '$WORK'"
