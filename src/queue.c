@@ -1048,7 +1048,11 @@ static void step(zkr__contender_t *c)
 {
     zkr_session_t *s = c->s;
 
-    if (c->busy || !s->connected || s->zh == NULL)
+    /* Nothing goes out on a session we declared LOST, even while its
+     * handle stays open until last heard + T (session.c, declare_lost): a
+     * node created there would die with it while we hold it. The new
+     * session steps us (zkr__queue_on_connected). */
+    if (c->busy || !s->connected || s->zh == NULL || s->state == ZKR_STATE_LOST)
         return;
     switch (c->phase) {
     case ZKR__P_CREATING:
@@ -1169,8 +1173,19 @@ void zkr__queue_cleanup_done(zkr__contender_t *c, int rc)
 
 void zkr__queue_on_connected(zkr_session_t *s, int new_session)
 {
-    (void)new_session;
     for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
+        /* A node of another session is not ours to hold or wait with
+         * (zkr__queue_on_lost ended those it saw; this catches any other). */
+        if (new_session && c->node != NULL && c->node_sid != s->sid) {
+            if (c->phase == ZKR__P_HELD) {
+                lose_held(c);
+                continue;
+            }
+            if (is_waiting(c)) {
+                lose_waiting(c);
+                continue;
+            }
+        }
         if (c->phase == ZKR__P_WATCHING) {
             /* The client re-registers watches on reconnect, but a release
              * may have happened while we were away: look again. */

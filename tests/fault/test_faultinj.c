@@ -378,6 +378,43 @@ static int disarm(void **state)
     return 0;
 }
 
+/* A LOST declared on a live connection keeps the handle open until last
+ * heard + T (session.c, declare_lost): an acquire accepted in that window
+ * must not be granted on the dying session (its node dies with the close,
+ * while the lock would stay HELD). The heartbeats are stopped with the
+ * seam (every ZooKeeper call zkr makes fails), so the client library
+ * itself stays connected. The rule: never two holders. (An adversarial
+ * review's reproduction: granted in 19 ms on the old session, still HELD
+ * after the session was replaced, and another session granted too.) */
+static void test_acquire_in_lost_window(void **state)
+{
+    zkr_session_t *s1 = open_session(10000), *s2 = open_session(10000);
+    zkr_lock_t *l1 = new_lock(s1, "/fi/lostwin", "one");
+    zkr_lock_t *l2 = new_lock(s2, "/fi/lostwin", "two");
+    int64_t t0 = zkt_now_ms();
+    int rc, rc2;
+
+    (void)state;
+    zkr__fault_arm(ZKR__FAULT_ZK, 1, 1, ZMARSHALLINGERROR);
+    while (zkr_session_state(s1) != ZKR_STATE_LOST && zkt_now_ms() - t0 < 20000)
+        usleep(2000);
+    zkr__fault_arm(0, 0, 0, 0);
+    assert_int_equal(zkr_session_state(s1), ZKR_STATE_LOST);
+    rc = zkr_lock_acquire(l1, 3000);
+    print_message("acquire in the LOST window: rc %d, l1 %s\n", rc,
+                  zkr_lock_state_name(zkr_lock_state(l1)));
+    /* Past last heard + T: the old handle is closed, a new session. */
+    sleep(4);
+    rc2 = zkr_lock_acquire(l2, 5000);
+    print_message("then another session's acquire: rc %d; l1 %s\n", rc2,
+                  zkr_lock_state_name(zkr_lock_state(l1)));
+    assert_false(rc2 == 0 && zkr_lock_state(l1) == ZKR_LOCK_HELD);
+    zkr_lock_free(l1);
+    zkr_lock_free(l2);
+    zkr_session_free(s1);
+    zkr_session_free(s2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -393,6 +430,7 @@ int main(void)
         cmocka_unit_test_teardown(test_election_alloc, disarm),
         cmocka_unit_test_teardown(test_observer_zk, disarm),
         cmocka_unit_test_teardown(test_observer_alloc, disarm),
+        cmocka_unit_test_teardown(test_acquire_in_lost_window, disarm),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
