@@ -29,6 +29,10 @@
 /* Session timeout of every contender: long enough that no session expires
  * during a failover even with -j2 make check loading both cores. */
 enum { T = 8000 };
+/* Sessions that must survive a leader's failover: zkr's deadline comes
+ * about 0.57 T after its last heartbeat (src/session.c), and an election
+ * takes 3 s here, over 7 s under ASan on a loaded machine. */
+enum { TF = 20000 };
 
 static zkt_ensemble_t *ens;
 static zhandle_t *raw;
@@ -66,15 +70,15 @@ struct pair {
 
 static void heal(void);
 
-static void pair_start(struct pair *p, const char *path)
+static void pair_start(struct pair *p, const char *path, int timeout)
 {
     heal(); /* a failed test before may have left a member down */
     rec_init(&p->ra);
     rec_init(&p->rb);
-    assert_int_equal(zkr_session_open(&p->a, zkt_ensemble_hosts(ens), T, NULL),
-                     0);
-    assert_int_equal(zkr_session_open(&p->b, zkt_ensemble_hosts(ens), T, NULL),
-                     0);
+    assert_int_equal(
+        zkr_session_open(&p->a, zkt_ensemble_hosts(ens), timeout, NULL), 0);
+    assert_int_equal(
+        zkr_session_open(&p->b, zkt_ensemble_hosts(ens), timeout, NULL), 0);
     assert_int_equal(zkr_session_add_listener(p->a, on_session, &p->ra), 0);
     assert_int_equal(zkr_lock_new(&p->la, p->a, path, "a", NULL), 0);
     assert_int_equal(zkr_lock_new(&p->lb, p->b, path, "b", NULL), 0);
@@ -162,7 +166,7 @@ static void test_leader_killed(void **state)
     int64_t t0, outage;
 
     (void)state;
-    pair_start(&p, "/e/killed");
+    pair_start(&p, "/e/killed", TF);
     old = wait_leader(-1, zkt_scaled_ms(10000));
     assert_true(old >= 0);
     t0 = zkt_now_ms();
@@ -188,7 +192,7 @@ static void test_leader_paused(void **state)
     zkt_server_t *m;
 
     (void)state;
-    pair_start(&p, "/e/paused");
+    pair_start(&p, "/e/paused", TF);
     old = wait_leader(-1, zkt_scaled_ms(10000));
     assert_true(old >= 0);
     m = zkt_ensemble_member(ens, old);
@@ -264,7 +268,7 @@ static void test_quorum_lost(void **state)
     int64_t tb = -1;
 
     (void)state;
-    pair_start(&p, "/e/quorum");
+    pair_start(&p, "/e/quorum", T);
     leader = wait_leader(-1, zkt_scaled_ms(10000));
     assert_true(leader >= 0);
     for (int i = 0; i < 3; i++)
