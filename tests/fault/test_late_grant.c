@@ -16,24 +16,10 @@
 
 #include <cmocka.h>
 
+#include "../proxy_test.h"
 #include "../server_test.h"
 
-static zkt_proxy_t *proxy;
-
 #include "../rec.h"
-
-static int proxy_setup(void **state)
-{
-    if (setup(state) != 0)
-        return -1;
-    return zkt_proxy_start(zkt_server_hosts(server), &proxy);
-}
-
-static int proxy_teardown(void **state)
-{
-    zkt_proxy_stop(proxy);
-    return teardown(state);
-}
 
 /* A callback that holds the event thread until the test lets it go: the
  * events posted meanwhile wait behind it. */

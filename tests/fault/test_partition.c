@@ -15,35 +15,10 @@
 
 #include <cmocka.h>
 
+#include "../proxy_test.h"
 #include "../server_test.h"
 
-static zkt_proxy_t *proxy;
-
 #include "../rec.h"
-
-static int proxy_setup(void **state)
-{
-    if (setup(state) != 0)
-        return -1;
-    return zkt_proxy_start(zkt_server_hosts(server), &proxy);
-}
-
-static int proxy_teardown(void **state)
-{
-    zkt_proxy_stop(proxy);
-    return teardown(state);
-}
-
-/* A session through the proxy (which is set to pass first). */
-static zkr_session_t *open_proxied(int timeout_ms)
-{
-    zkr_session_t *s = NULL;
-
-    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
-    assert_int_equal(
-        zkr_session_open(&s, zkt_proxy_hosts(proxy), timeout_ms, NULL), 0);
-    return s;
-}
 
 /* Every recipe shares the engine: 0 lock, 1 semaphore permit (of 2),
  * 2 write lock, 3 read lock. The unused rwlock side goes in *other. */

@@ -9,9 +9,8 @@
 
 #include <cmocka.h>
 
+#include "../proxy_test.h"
 #include "../server_test.h"
-
-static zkt_proxy_t *proxy;
 
 /* Connection states a handle's watcher saw, in order. */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -43,19 +42,6 @@ static int seen(int st, int from)
             at = i;
     pthread_mutex_unlock(&mu);
     return at;
-}
-
-static int proxy_setup(void **state)
-{
-    if (setup(state) != 0)
-        return -1;
-    return zkt_proxy_start(zkt_server_hosts(server), &proxy);
-}
-
-static int proxy_teardown(void **state)
-{
-    zkt_proxy_stop(proxy);
-    return teardown(state);
 }
 
 /* A handle through the proxy, connected, with the watcher above. */

@@ -16,22 +16,8 @@
 
 #include <cmocka.h>
 
+#include "../proxy_test.h"
 #include "../server_test.h"
-
-static zkt_proxy_t *proxy;
-
-static int proxy_setup(void **state)
-{
-    if (setup(state) != 0)
-        return -1;
-    return zkt_proxy_start(zkt_server_hosts(server), &proxy);
-}
-
-static int proxy_teardown(void **state)
-{
-    zkt_proxy_stop(proxy);
-    return teardown(state);
-}
 
 struct grant {
     atomic_int rc;
