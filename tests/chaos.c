@@ -7,6 +7,10 @@
  * reliability line is printed:
  *
  *   chaos: seconds=... <zkr-check's counters> orphans=N leaked_watches=N
+ *          stuck=N
+ *
+ * (stuck: processes still running 60 s after the end, when every one
+ * should have stopped within its 10 s acquire timeout; they are killed.)
  *
  *   chaos [-d SECONDS] [-l LOCKERS] [-e ELECTORS] [-f FOREIGN]
  *         [-t SESSION_MS] [-s SEED] [-E] [-b]
@@ -419,7 +423,7 @@ int main(int argc, char **argv)
         "member-restart",  "member-restart",
     };
     int seconds = 600, lockers = 6, electors = 3, opt, faults = 0, rc;
-    int ensemble = 0, broken = 0;
+    int ensemble = 0, broken = 0, stuck = 0;
     unsigned seed = (unsigned)time(NULL);
     char *dir, line[2048];
     zhandle_t *zh;
@@ -530,17 +534,22 @@ int main(int argc, char **argv)
     if (ens != NULL)
         heal_ensemble();
     /* Every process ends by itself soon after the end (an acquire waits
-     * 10 s at most); one still there 60 s after it is named, and killed
-     * with the driver. */
+     * 10 s at most); one still there 60 s after it is stuck: named,
+     * counted, and killed (so that its session ends before the check for
+     * leftover nodes). */
     for (int i = 0; i < nprocs + nforeign; i++) {
         pid_t pid = i < nprocs ? procs[i].pid : foreign[i - nprocs];
         int64_t left = end_ms + 60000 - zkt_now_ms();
 
-        if (zkt_wait_pid(pid, left > 0 ? (int)left : 0, NULL) != 0)
+        if (zkt_wait_pid(pid, left > 0 ? (int)left : 0, NULL) != 0) {
             fprintf(stderr,
                     "chaos: %s (pid %ld) still running 60 s after "
                     "the end\n",
                     i < nprocs ? procs[i].id : "foreign", (long)pid);
+            stuck++;
+            kill(pid, SIGKILL);
+            zkt_wait_pid(pid, -1, NULL);
+        }
     }
 
     /* Nothing may be left once every process has gone. */
@@ -570,15 +579,16 @@ int main(int argc, char **argv)
     ZKT_WAIT_UNTIL((watches = total_watches()) == 0, 5000);
 
     rc = check(line, sizeof(line));
-    printf("chaos: seconds=%lld %s orphans=%d leaked_watches=%d\n",
-           (long long)((zkt_now_ms() - t0) / 1000), line, orphans, watches);
+    printf("chaos: seconds=%lld %s orphans=%d leaked_watches=%d stuck=%d\n",
+           (long long)((zkt_now_ms() - t0) / 1000), line, orphans, watches,
+           stuck);
     fflush(stdout);
     zkt_proxy_stop(proxy);
     if (ens != NULL)
         zkt_ensemble_stop(ens);
     else
         zkt_server_stop(server);
-    if (rc != 0 || orphans != 0 || watches != 0) {
+    if (rc != 0 || orphans != 0 || watches != 0 || stuck != 0) {
         fprintf(stderr, "chaos: FAILED (checker exit %d); history kept in %s\n",
                 rc, dir);
         return 1;
