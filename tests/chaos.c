@@ -7,9 +7,13 @@
  * reliability line is printed:
  *
  *   chaos: seconds=... <zkr-check's counters> orphans=N leaked_watches=N
+ *          stuck=N
+ *
+ * (stuck: processes still running 60 s after the end, when every one
+ * should have stopped within its 10 s acquire timeout; they are killed.)
  *
  *   chaos [-d SECONDS] [-l LOCKERS] [-e ELECTORS] [-f FOREIGN]
- *         [-t SESSION_MS] [-s SEED]
+ *         [-t SESSION_MS] [-s SEED] [-E] [-b]
  *
  * Defaults: 600 s, 6 lockers (half through the proxy), 3 electors (one
  * through the proxy), 1 foreign actor, 3000 ms sessions, seed from the
@@ -33,7 +37,25 @@
  * timeout so that the handover is measured alone), server-pause (within
  * half the session timeout), server-restart (killed, back within half the
  * session timeout). Every fault is logged to the history (fault-start,
- * fault-stop, and pause/unpause/kill of a process). */
+ * fault-stop, and pause/unpause/kill of a process).
+ *
+ * -E (ensemble, `make chaos-ensemble`): a 3-node ensemble (tickTime
+ * 250 ms, syncLimit 5) whose quorum and election links run through fault
+ * proxies. Each contender talks to one member only: the proxied ones
+ * through the client proxy to member 0, the others directly to member
+ * index % 3 (so some to the leader, some to followers); the foreign actor
+ * and the driver's own client know every member. The server faults are
+ * replaced by faults between members: follower-cut (a follower's links to
+ * the leader blackholed for 0.3 s to 1.5 session timeouts), leader-isolated
+ * (every link of the leader, as long), follower-lag (a follower's link to
+ * the leader delayed 100-500 ms for 2-5 s) and member-restart (one member
+ * killed, back within a quarter of the session timeout). After each of
+ * these the next fault waits until every member serves again (60 s at
+ * most), so that one outage is judged at a time. Their fault-start event
+ * names the member (0-2) in its last field.
+ *
+ * -b: the first locker takes no lock at all (tests/contender -b), to show
+ * that the checker catches a broken lock; the line is then not clean. */
 #define _DEFAULT_SOURCE
 #include <fcntl.h>
 #include <signal.h>
@@ -55,11 +77,14 @@ struct proc {
     pid_t pid;
     int elector;
     int proxied;
+    int broken;
+    const char *hosts; /* where it connects */
     char id[16];
 };
 
 static zkt_server_t *server;
 static zkt_proxy_t *proxy;
+static zkt_ensemble_t *ens; /* -E: instead of server */
 static struct proc procs[MAX_PROCS];
 static int nprocs;
 static pid_t foreign[8];
@@ -70,7 +95,9 @@ static int64_t end_ms;
 static char *contender;
 static zhandle_t *raw; /* direct to the server, for finding the holder */
 
-static void event(const char *what, const char *arg)
+/* One driver event; b is the member a fault between members is aimed at
+ * (-E), else 0. */
+static void event_b(const char *what, const char *arg, int b)
 {
     struct timespec ts;
     FILE *f = fopen(hist, "a");
@@ -78,10 +105,15 @@ static void event(const char *what, const char *arg)
     if (f == NULL)
         exit(3);
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    fprintf(f, "%lld %ld 0 %s %s 0\n",
+    fprintf(f, "%lld %ld 0 %s %s %d\n",
             (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec, (long)getpid(),
-            what, arg);
+            what, arg, b);
     fclose(f);
+}
+
+static void event(const char *what, const char *arg)
+{
+    event_b(what, arg, 0);
 }
 
 static void event_pid(const char *what, pid_t pid)
@@ -106,8 +138,7 @@ static void spawn(struct proc *p)
     argv[k++] = "-d";
     argv[k++] = secs;
     argv[k++] = "-s";
-    argv[k++] = (char *)(p->proxied ? zkt_proxy_hosts(proxy)
-                                    : zkt_server_hosts(server));
+    argv[k++] = (char *)p->hosts;
     argv[k++] = "-p";
     argv[k++] = p->elector ? ELECT_PATH : LOCK_PATH;
     argv[k++] = "-H";
@@ -118,6 +149,8 @@ static void spawn(struct proc *p)
     argv[k++] = p->id;
     argv[k++] = "-h";
     argv[k++] = p->elector ? "50" : "20";
+    if (p->broken)
+        argv[k++] = "-b";
     if (p->elector) {
         argv[k++] = "-E";
     } else {
@@ -171,12 +204,90 @@ static struct proc *lock_holder(void)
     return p;
 }
 
+/* Every server: the ensemble's members, or the one server. */
+static const char *all_hosts(void)
+{
+    return ens != NULL ? zkt_ensemble_hosts(ens) : zkt_server_hosts(server);
+}
+
+/* A member other than `not`, at random. */
+static int other_member(int not )
+{
+    int m = rand() % (zkt_ensemble_size(ens) - 1);
+
+    return m >= not ? m + 1 : m;
+}
+
+/* Heals every link between members and waits (60 s) until every member
+ * serves again. */
+static void heal_ensemble(void)
+{
+    for (int i = 0; i < zkt_ensemble_size(ens); i++)
+        zkt_ensemble_isolate(ens, i, "pass");
+    if (!ZKT_WAIT_UNTIL(zkt_ensemble_serving(ens) == zkt_ensemble_size(ens) &&
+                            zkt_ensemble_leader(ens) >= 0,
+                        60000))
+        fprintf(stderr, "chaos: ensemble not whole again after 60 s\n");
+}
+
+/* A fault between members (-E). The leader is waited for (30 s) first;
+ * 0 if there was none (no fault then), else 1 with the fault over. */
+static int inject_quorum(const char *kind)
+{
+    int leader = -1, ms;
+    char buf[32];
+
+    ZKT_WAIT_UNTIL((leader = zkt_ensemble_leader(ens)) >= 0, 30000);
+    if (leader < 0)
+        return 0;
+    if (strcmp(kind, "follower-cut") == 0) {
+        int f = other_member(leader);
+
+        event_b("fault-start", kind, f);
+        zkt_ensemble_link(ens, f, leader, "blackhole");
+        zkt_sleep_ms(rnd(300, session_ms * 3 / 2));
+        zkt_ensemble_link(ens, f, leader, "pass");
+    } else if (strcmp(kind, "leader-isolated") == 0) {
+        event_b("fault-start", kind, leader);
+        zkt_ensemble_isolate(ens, leader, "blackhole");
+        zkt_sleep_ms(rnd(300, session_ms * 3 / 2));
+        zkt_ensemble_isolate(ens, leader, "pass");
+    } else if (strcmp(kind, "follower-lag") == 0) {
+        int f = other_member(leader);
+
+        event_b("fault-start", kind, f);
+        snprintf(buf, sizeof(buf), "delay %d", rnd(100, 500));
+        zkt_ensemble_link(ens, f, leader, buf);
+        zkt_sleep_ms(rnd(2000, 5000));
+        zkt_ensemble_link(ens, f, leader, "pass");
+    } else if (strcmp(kind, "member-restart") == 0) {
+        int m = rand() % zkt_ensemble_size(ens);
+        zkt_server_t *s = zkt_ensemble_member(ens, m);
+
+        event_b("fault-start", kind, m);
+        zkt_server_kill(s);
+        zkt_sleep_ms(rnd(0, session_ms / 4));
+        if (zkt_server_restart(s) != 0) {
+            fprintf(stderr, "chaos: member %d restart failed\n", m);
+            exit(3);
+        }
+    }
+    event("fault-stop", kind);
+    ms = (int)zkt_now_ms();
+    heal_ensemble();
+    ms = (int)zkt_now_ms() - ms;
+    if (ms > 5000)
+        fprintf(stderr, "chaos: %s: every member serves again after %d ms\n",
+                kind, ms);
+    return 1;
+}
+
 /* The foreign actor, direct to the server, until the end. */
 static pid_t spawn_foreign(void)
 {
     char secs[32];
     char *prog = zkt_build_path("tests/foreign");
-    char *argv[] = {prog,       "-s",      (char *)zkt_server_hosts(server),
+    char *argv[] = {prog,       "-s",      (char *)all_hosts(),
                     "-p",       LOCK_PATH, "-e",
                     ELECT_PATH, "-H",      hist,
                     "-d",       secs,      NULL};
@@ -200,6 +311,9 @@ static int inject(const char **kinds, int nkinds)
     struct proc *p = &procs[rand() % nprocs];
     int extra = 0;
 
+    if (strstr(kind, "follower-") == kind || strstr(kind, "leader-") == kind ||
+        strstr(kind, "member-") == kind)
+        return inject_quorum(kind) ? 0 : -1;
     event("fault-start", kind);
     if (strcmp(kind, "reset") == 0) {
         zkt_proxy_cmd(proxy, "reset");
@@ -250,6 +364,23 @@ static int inject(const char **kinds, int nkinds)
     return extra;
 }
 
+/* Watches left on every server (-1 if one does not answer). */
+static int total_watches(void)
+{
+    long n = 0;
+
+    if (ens == NULL)
+        return (int)zkt_total_watches(server);
+    for (int i = 0; i < zkt_ensemble_size(ens); i++) {
+        long w = zkt_total_watches(zkt_ensemble_member(ens, i));
+
+        if (w < 0)
+            return -1;
+        n += w;
+    }
+    return (int)n;
+}
+
 /* Runs zkr-check on the history; copies its line (without newline). */
 static int check(char *line, size_t cap)
 {
@@ -283,14 +414,23 @@ int main(int argc, char **argv)
         "reset", "blackhole", "delay",        "drop-create",
         "pause", "kill",      "server-pause", "server-restart",
     };
+    /* -E: the faults between members count twice as often. */
+    static const char *ens_kinds[] = {
+        "reset",           "blackhole",      "delay",
+        "drop-create",     "pause",          "kill",
+        "follower-cut",    "follower-cut",   "leader-isolated",
+        "leader-isolated", "follower-lag",   "follower-lag",
+        "member-restart",  "member-restart",
+    };
     int seconds = 600, lockers = 6, electors = 3, opt, faults = 0, rc;
+    int ensemble = 0, broken = 0, stuck = 0;
     unsigned seed = (unsigned)time(NULL);
     char *dir, line[2048];
     zhandle_t *zh;
     int orphans, watches;
     int64_t t0;
 
-    while ((opt = getopt(argc, argv, "d:l:e:f:t:s:")) != -1) {
+    while ((opt = getopt(argc, argv, "d:l:e:f:t:s:Eb")) != -1) {
         switch (opt) {
         case 'd':
             seconds = atoi(optarg);
@@ -310,10 +450,16 @@ int main(int argc, char **argv)
         case 's':
             seed = (unsigned)strtoul(optarg, NULL, 10);
             break;
+        case 'E':
+            ensemble = 1;
+            break;
+        case 'b':
+            broken = 1;
+            break;
         default:
             fprintf(stderr, "usage: chaos [-d SECONDS] [-l LOCKERS] "
                             "[-e ELECTORS] [-f FOREIGN] [-t SESSION_MS] "
-                            "[-s SEED]\n");
+                            "[-s SEED] [-E] [-b]\n");
             return 2;
         }
     }
@@ -323,8 +469,18 @@ int main(int argc, char **argv)
     srand(seed);
     contender = zkt_build_path("tests/contender");
     dir = zkt_mkdtemp("zkr-chaos-");
-    if (contender == NULL || dir == NULL || zkt_server_start(&server) != 0 ||
-        zkt_proxy_start(zkt_server_hosts(server), &proxy) != 0) {
+    if (ensemble) {
+        zkt_ensemble_options_t o = {
+            .tick_ms = 250, .sync_limit = 5, .quorum_proxies = 1};
+
+        if (zkt_ensemble_start_opts(3, &o, &ens) != 0)
+            ens = NULL;
+    }
+    if (contender == NULL || dir == NULL ||
+        (ensemble ? ens == NULL : zkt_server_start(&server) != 0) ||
+        zkt_proxy_start(ensemble ? zkt_server_hosts(zkt_ensemble_member(ens, 0))
+                                 : zkt_server_hosts(server),
+                        &proxy) != 0) {
         fprintf(stderr, "chaos: cannot start the server or proxy\n");
         return 3;
     }
@@ -332,11 +488,12 @@ int main(int argc, char **argv)
     snprintf(store, sizeof(store), "%s/store", dir);
     fprintf(stderr,
             "chaos: %d s, %d lockers, %d electors, %d foreign, session %d "
-            "ms, seed %u, history %s\n",
-            seconds, lockers, electors, nforeign, session_ms, seed, hist);
+            "ms, seed %u,%s history %s\n",
+            seconds, lockers, electors, nforeign, session_ms, seed,
+            ensemble ? " 3-node ensemble," : "", hist);
     t0 = zkt_now_ms();
     end_ms = t0 + 1000LL * seconds;
-    raw = zkt_connect(zkt_server_hosts(server), 30000);
+    raw = zkt_connect(all_hosts(), 30000);
     if (raw == NULL)
         return 3;
     for (int i = 0; i < lockers + electors; i++) {
@@ -344,6 +501,13 @@ int main(int argc, char **argv)
 
         p->elector = i >= lockers;
         p->proxied = p->elector ? i == lockers : i % 2 == 0;
+        p->broken = broken && i == 0 && !p->elector;
+        if (p->proxied)
+            p->hosts = zkt_proxy_hosts(proxy);
+        else if (ensemble)
+            p->hosts = zkt_server_hosts(zkt_ensemble_member(ens, i % 3));
+        else
+            p->hosts = zkt_server_hosts(server);
         snprintf(p->id, sizeof(p->id), "%s%d", p->elector ? "e" : "l", i);
         spawn(p);
     }
@@ -356,16 +520,37 @@ int main(int argc, char **argv)
         zkt_sleep_ms(rnd(500, 3000));
         if (zkt_now_ms() >= end_ms - 5000)
             break;
-        extra = inject(kinds, (int)(sizeof(kinds) / sizeof(kinds[0])));
+        extra = ensemble
+                    ? inject(ens_kinds,
+                             (int)(sizeof(ens_kinds) / sizeof(ens_kinds[0])))
+                    : inject(kinds, (int)(sizeof(kinds) / sizeof(kinds[0])));
+        if (extra < 0)
+            continue;
         faults++;
         if (extra > 0)
             zkt_sleep_ms(extra);
     }
     zkt_proxy_cmd(proxy, "pass");
-    for (int i = 0; i < nprocs; i++)
-        zkt_wait_pid(procs[i].pid, 120000, NULL);
-    for (int i = 0; i < nforeign; i++)
-        zkt_wait_pid(foreign[i], 120000, NULL);
+    if (ens != NULL)
+        heal_ensemble();
+    /* Every process ends by itself soon after the end (an acquire waits
+     * 10 s at most); one still there 60 s after it is stuck: named,
+     * counted, and killed (so that its session ends before the check for
+     * leftover nodes). */
+    for (int i = 0; i < nprocs + nforeign; i++) {
+        pid_t pid = i < nprocs ? procs[i].pid : foreign[i - nprocs];
+        int64_t left = end_ms + 60000 - zkt_now_ms();
+
+        if (zkt_wait_pid(pid, left > 0 ? (int)left : 0, NULL) != 0) {
+            fprintf(stderr,
+                    "chaos: %s (pid %ld) still running 60 s after "
+                    "the end\n",
+                    i < nprocs ? procs[i].id : "foreign", (long)pid);
+            stuck++;
+            kill(pid, SIGKILL);
+            zkt_wait_pid(pid, -1, NULL);
+        }
+    }
 
     /* Nothing may be left once every process has gone. */
     zh = raw;
@@ -377,7 +562,11 @@ int main(int argc, char **argv)
     zookeeper_close(zh);
     {
         /* The server's own view: ephemerals still listed by "dump". */
-        char *dump = zkt_4lw(server, "dump");
+        int leader = ens != NULL ? zkt_ensemble_leader(ens) : -1;
+        char *dump = zkt_4lw(
+            ens == NULL ? server
+                        : zkt_ensemble_member(ens, leader >= 0 ? leader : 0),
+            "dump");
         int in_dump = 0;
 
         for (char *q = dump; q != NULL && (q = strstr(q, "/chaos/")) != NULL;
@@ -387,16 +576,19 @@ int main(int argc, char **argv)
             orphans = dump == NULL ? -1 : in_dump;
         free(dump);
     }
-    ZKT_WAIT_UNTIL(zkt_total_watches(server) == 0, 5000);
-    watches = (int)zkt_total_watches(server);
+    ZKT_WAIT_UNTIL((watches = total_watches()) == 0, 5000);
 
     rc = check(line, sizeof(line));
-    printf("chaos: seconds=%lld %s orphans=%d leaked_watches=%d\n",
-           (long long)((zkt_now_ms() - t0) / 1000), line, orphans, watches);
+    printf("chaos: seconds=%lld %s orphans=%d leaked_watches=%d stuck=%d\n",
+           (long long)((zkt_now_ms() - t0) / 1000), line, orphans, watches,
+           stuck);
     fflush(stdout);
     zkt_proxy_stop(proxy);
-    zkt_server_stop(server);
-    if (rc != 0 || orphans != 0 || watches != 0) {
+    if (ens != NULL)
+        zkt_ensemble_stop(ens);
+    else
+        zkt_server_stop(server);
+    if (rc != 0 || orphans != 0 || watches != 0 || stuck != 0) {
         fprintf(stderr, "chaos: FAILED (checker exit %d); history kept in %s\n",
                 rc, dir);
         return 1;
