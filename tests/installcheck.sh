@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Checks an installed zkr the way a user of it would: every example is
+# compiled with exactly the command written on the "Build:" line of its
+# header comment (cc ... $(pkg-config --cflags --libs zkr)), outside the
+# source tree; then, against a throwaway ZooKeeper server, the compiled
+# lock example runs three fenced rounds, and the installed `zkr` prints
+# its version and runs one command under a lock.
+#
+#   tests/installcheck.sh [--root DIR] [--libdir DIR] [--bindir DIR]
+#                         [--version VERSION] EXAMPLES-DIR
+#
+#   --root DIR      the files were installed under DIR (make install
+#                   DESTDIR=DIR); pkg-config and the loader are pointed
+#                   there. Default: installed in the system itself.
+#   --libdir DIR    libdir zkr was configured with (where zkr.pc and the
+#                   library are). Default: the system's search paths.
+#   --bindir DIR    where `zkr` was installed (default /usr/bin).
+#   --version V     the version `zkr --version` must print.
+#
+# Used by `make installcheck` (a temporary DESTDIR) and by scripts/package
+# (the installed Debian packages). Prints one line per step; exits 0 only
+# if every step passed.
+set -euo pipefail
+# shellcheck source=../scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+
+root="" libdir="" bindir=/usr/bin version=""
+while [ $# -gt 1 ]; do
+    case $1 in
+    --root) root=$2 ;;
+    --libdir) libdir=$2 ;;
+    --bindir) bindir=$2 ;;
+    --version) version=$2 ;;
+    *) break ;;
+    esac
+    shift 2
+done
+if [ $# -ne 1 ] || [ ! -d "$1" ]; then
+    echo "usage: ${0##*/} [--root DIR] [--libdir DIR] [--bindir DIR]" \
+        "[--version V] EXAMPLES-DIR" >&2
+    exit 64
+fi
+examples=$(cd "$1" && pwd)
+
+failed=0
+ok() { echo "installcheck: ok   $*"; }
+not_ok() {
+    echo "installcheck: FAIL $*"
+    failed=1
+}
+
+if [ -n "$root" ]; then
+    root=$(cd "$root" && pwd)
+    # pkg-config prefixes the -I and -L it prints with the sysroot.
+    export PKG_CONFIG_SYSROOT_DIR=$root
+fi
+if [ -n "$libdir" ]; then
+    export PKG_CONFIG_PATH=$root$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+    export LD_LIBRARY_PATH=$root$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+zkr=$root$bindir/zkr
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/zkr-installcheck.XXXXXX")
+zkr_on_exit "rm -rf '$work'"
+
+# Prints the command on the "Build:" line of a C file's header comment.
+build_line() {
+    sed -n '/^ \* Build: /{s/^ \* Build: //;s/ *\*\/ *$//;p;q;}' "$1"
+}
+
+# --------------------------------------------------- compile the examples
+n=0
+for src in "$examples"/*.c; do
+    [ -e "$src" ] || continue
+    name=$(basename "$src" .c)
+    n=$((n + 1))
+    cmd=$(build_line "$src")
+    if [ -z "$cmd" ]; then
+        not_ok "$name.c: no \" * Build: \" line in its header"
+        continue
+    fi
+    cp "$src" "$work/"
+    rm -f "$work/a.out"
+    if (cd "$work" && sh -c "$cmd") >"$work/$name.cc.log" 2>&1 &&
+        [ -x "$work/a.out" ]; then
+        mv "$work/a.out" "$work/$name"
+        ok "$name.c builds with: $cmd"
+    else
+        not_ok "$name.c does not build with: $cmd"
+        sed 's/^/    /' "$work/$name.cc.log"
+    fi
+done
+if [ "$n" -eq 0 ]; then
+    not_ok "no example in $examples"
+fi
+
+# ------------------------------------------------------- the zkr command
+if out=$("$zkr" --version 2>&1) &&
+    { [ -z "$version" ] || [ "$out" = "zkr $version" ]; }; then
+    ok "$zkr --version: $out"
+else
+    not_ok "$zkr --version printed \"$out\" (expected \"zkr $version\")"
+fi
+
+# ------------------------------------------- against a throwaway server
+if ! zkr_server_start 2>"$work/server.log"; then
+    cat "$work/server.log"
+    not_ok "ZooKeeper did not start"
+    exit 1
+fi
+
+if [ -x "$work/lock" ]; then
+    store=$work/store
+    : >"$store"
+    if (cd "$work" && ./lock -s "$ZKR_SERVER" -p /installcheck/lock \
+        -f "$store" -n 3 -w 1) >"$work/lock.log" 2>&1 &&
+        [ "$(awk '{ print $2 }' "$store" | tr '\n' ' ')" = "1 2 3 " ]; then
+        ok "lock example: 3 fenced rounds against $ZKR_SERVER"
+    else
+        not_ok "lock example against $ZKR_SERVER; its output, then the store:"
+        sed 's/^/    /' "$work/lock.log" "$store"
+    fi
+else
+    not_ok "lock example not built: not run"
+fi
+
+# The command under the lock sees its fencing token.
+if out=$("$zkr" -s "$ZKR_SERVER" lock /installcheck/cmd -- \
+    sh -c 'echo "token=$ZKR_FENCE"' 2>&1) &&
+    [[ $out =~ ^token=[0-9]+$ ]]; then
+    ok "zkr lock ran a command holding token ${out#token=}"
+else
+    not_ok "zkr lock printed: $out"
+fi
+
+zkr_server_stop
+exit "$failed"
