@@ -2,7 +2,8 @@
 # Shared helpers for scripts/check, scripts/demo and .ci/run. Source it:
 #   . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 #
-#   zkr_install_deps        install missing Debian packages (apt-get)
+#   zkr_install_deps [PKG...] install missing Debian packages (apt-get;
+#                           default: ZKR_DEPS, what building and testing need)
 #   zkr_build [ARGS...]     autoreconf if needed, ./configure ARGS, make -j2
 #   zkr_server_start        start a throwaway ZooKeeper; exports ZKR_SERVER
 #   zkr_server_stop         stop it and remove its scratch dir
@@ -18,6 +19,10 @@ ZKR_DEPS=(build-essential autoconf automake libtool pkg-config
     libzookeeper-mt-dev zookeeper default-jre-headless default-jdk-headless
     libcmocka-dev libcurator-recipes-java
     libsqlite3-dev netcat-openbsd procps valgrind jq)
+# What scripts/package adds (the packages' Build-Depends come from
+# debian/control).
+# shellcheck disable=SC2034 # used by scripts/package
+ZKR_PACKAGE_DEPS=(debhelper dpkg-dev lintian git)
 
 # Prints the class path of Apache Curator and its dependencies as Debian
 # installs them (libcurator-recipes-java); nothing when it is missing.
@@ -49,8 +54,11 @@ zkr__as_root() {
 }
 
 zkr_install_deps() {
-    local missing=() pkg status
-    for pkg in "${ZKR_DEPS[@]}"; do
+    local missing=() pkg status pkgs=("$@")
+    if [ "$#" -eq 0 ]; then
+        pkgs=("${ZKR_DEPS[@]}")
+    fi
+    for pkg in "${pkgs[@]}"; do
         status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
         if [ "$status" != "install ok installed" ]; then
             missing+=("$pkg")
