@@ -21,7 +21,7 @@
 # (the installed Debian packages). Prints one line per step; exits 0 only
 # if every step passed.
 set -euo pipefail
-# shellcheck source=../scripts/lib.sh
+# shellcheck source=SCRIPTDIR/../scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 
 root="" libdir="" bindir=/usr/bin version=""
@@ -125,6 +125,7 @@ else
 fi
 
 # The command under the lock sees its fencing token.
+# shellcheck disable=SC2016 # expanded by the command's shell
 if out=$("$zkr" -s "$ZKR_SERVER" lock /installcheck/cmd -- \
     sh -c 'echo "token=$ZKR_FENCE"' 2>&1) &&
     [[ $out =~ ^token=[0-9]+$ ]]; then
