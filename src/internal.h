@@ -30,40 +30,73 @@ int zkr__fault_rc(void);      /* the armed ZooKeeper code */
 void *zkr__fault_malloc(size_t n);
 void *zkr__fault_calloc(size_t n, size_t size);
 void *zkr__fault_realloc(void *p, size_t n);
+/* The ZooKeeper call trace, for tests that check the order of requests
+ * (a rule such as "sync the path before searching it"): once started,
+ * every ZooKeeper call zkr issues appends "name path\n" (path "-" for the
+ * calls that take none), and zkr__trace_note adds events ("connected"
+ * when a connection is established), until the trace holds
+ * ZKR__TRACE_MAX bytes. zkr__trace_take copies it out, NUL-terminated,
+ * and stops it. Unstarted, a note costs one relaxed atomic load. */
+enum { ZKR__TRACE_MAX = 65536 };
+void zkr__trace_start(void);
+void zkr__trace_take(char *out, size_t size);
+void zkr__trace_note(const char *what, const char *path);
+int zkr__fault_zk(const char *fn, const char *path); /* 1: fails */
 
 #ifndef ZKR__FAULT_IMPL
 #define malloc(n) zkr__fault_malloc(n)
 #define calloc(n, size) zkr__fault_calloc(n, size)
 #define realloc(p, n) zkr__fault_realloc(p, n)
 #define strdup(s) zkr__strdup(s)
-/* A ZooKeeper call that fails before being sent. */
+/* A ZooKeeper call that fails before being sent, and is traced: with its
+ * path (ZKR__FAULT_PCALL, for calls whose second argument is one) or
+ * without. */
 #define ZKR__FAULT_CALL(fn, ...)                                               \
-    (zkr__fault(ZKR__FAULT_ZK) ? zkr__fault_rc() : (fn)(__VA_ARGS__))
-#define zoo_acreate(...) ZKR__FAULT_CALL(zoo_acreate, __VA_ARGS__)
-#define zoo_acreate2(...) ZKR__FAULT_CALL(zoo_acreate2, __VA_ARGS__)
-#define zoo_adelete(...) ZKR__FAULT_CALL(zoo_adelete, __VA_ARGS__)
-#define zoo_aexists(...) ZKR__FAULT_CALL(zoo_aexists, __VA_ARGS__)
-#define zoo_awexists(...) ZKR__FAULT_CALL(zoo_awexists, __VA_ARGS__)
-#define zoo_aget(...) ZKR__FAULT_CALL(zoo_aget, __VA_ARGS__)
-#define zoo_awget(...) ZKR__FAULT_CALL(zoo_awget, __VA_ARGS__)
-#define zoo_aset(...) ZKR__FAULT_CALL(zoo_aset, __VA_ARGS__)
-#define zoo_aget_children(...) ZKR__FAULT_CALL(zoo_aget_children, __VA_ARGS__)
-#define zoo_awget_children(...) ZKR__FAULT_CALL(zoo_awget_children, __VA_ARGS__)
-#define zoo_aget_children2(...) ZKR__FAULT_CALL(zoo_aget_children2, __VA_ARGS__)
-#define zoo_awget_children2(...)                                               \
-    ZKR__FAULT_CALL(zoo_awget_children2, __VA_ARGS__)
+    (zkr__fault_zk(#fn, NULL) ? zkr__fault_rc() : (fn)(__VA_ARGS__))
+#define ZKR__FAULT_PCALL(fn, zh, path, ...)                                    \
+    (zkr__fault_zk(#fn, path) ? zkr__fault_rc() : (fn)(zh, path, __VA_ARGS__))
+#define zoo_acreate(zh, path, ...)                                             \
+    ZKR__FAULT_PCALL(zoo_acreate, zh, path, __VA_ARGS__)
+#define zoo_acreate2(zh, path, ...)                                            \
+    ZKR__FAULT_PCALL(zoo_acreate2, zh, path, __VA_ARGS__)
+#define zoo_adelete(zh, path, ...)                                             \
+    ZKR__FAULT_PCALL(zoo_adelete, zh, path, __VA_ARGS__)
+#define zoo_aexists(zh, path, ...)                                             \
+    ZKR__FAULT_PCALL(zoo_aexists, zh, path, __VA_ARGS__)
+#define zoo_awexists(zh, path, ...)                                            \
+    ZKR__FAULT_PCALL(zoo_awexists, zh, path, __VA_ARGS__)
+#define zoo_aget(zh, path, ...)                                                \
+    ZKR__FAULT_PCALL(zoo_aget, zh, path, __VA_ARGS__)
+#define zoo_awget(zh, path, ...)                                               \
+    ZKR__FAULT_PCALL(zoo_awget, zh, path, __VA_ARGS__)
+#define zoo_aset(zh, path, ...)                                                \
+    ZKR__FAULT_PCALL(zoo_aset, zh, path, __VA_ARGS__)
+#define zoo_aget_children(zh, path, ...)                                       \
+    ZKR__FAULT_PCALL(zoo_aget_children, zh, path, __VA_ARGS__)
+#define zoo_awget_children(zh, path, ...)                                      \
+    ZKR__FAULT_PCALL(zoo_awget_children, zh, path, __VA_ARGS__)
+#define zoo_aget_children2(zh, path, ...)                                      \
+    ZKR__FAULT_PCALL(zoo_aget_children2, zh, path, __VA_ARGS__)
+#define zoo_awget_children2(zh, path, ...)                                     \
+    ZKR__FAULT_PCALL(zoo_awget_children2, zh, path, __VA_ARGS__)
 #define zoo_amulti(...) ZKR__FAULT_CALL(zoo_amulti, __VA_ARGS__)
-#define zoo_async(...) ZKR__FAULT_CALL(zoo_async, __VA_ARGS__)
-#define zoo_aremove_all_watches(...)                                           \
-    ZKR__FAULT_CALL(zoo_aremove_all_watches, __VA_ARGS__)
-#define zoo_aremove_watches(...)                                               \
-    ZKR__FAULT_CALL(zoo_aremove_watches, __VA_ARGS__)
-#define zoo_create(...) ZKR__FAULT_CALL(zoo_create, __VA_ARGS__)
-#define zoo_create2(...) ZKR__FAULT_CALL(zoo_create2, __VA_ARGS__)
-#define zoo_delete(...) ZKR__FAULT_CALL(zoo_delete, __VA_ARGS__)
-#define zoo_exists(...) ZKR__FAULT_CALL(zoo_exists, __VA_ARGS__)
-#define zoo_get(...) ZKR__FAULT_CALL(zoo_get, __VA_ARGS__)
-#define zoo_get_children(...) ZKR__FAULT_CALL(zoo_get_children, __VA_ARGS__)
+#define zoo_async(zh, path, ...)                                               \
+    ZKR__FAULT_PCALL(zoo_async, zh, path, __VA_ARGS__)
+#define zoo_aremove_all_watches(zh, path, ...)                                 \
+    ZKR__FAULT_PCALL(zoo_aremove_all_watches, zh, path, __VA_ARGS__)
+#define zoo_aremove_watches(zh, path, ...)                                     \
+    ZKR__FAULT_PCALL(zoo_aremove_watches, zh, path, __VA_ARGS__)
+#define zoo_create(zh, path, ...)                                              \
+    ZKR__FAULT_PCALL(zoo_create, zh, path, __VA_ARGS__)
+#define zoo_create2(zh, path, ...)                                             \
+    ZKR__FAULT_PCALL(zoo_create2, zh, path, __VA_ARGS__)
+#define zoo_delete(zh, path, ...)                                              \
+    ZKR__FAULT_PCALL(zoo_delete, zh, path, __VA_ARGS__)
+#define zoo_exists(zh, path, ...)                                              \
+    ZKR__FAULT_PCALL(zoo_exists, zh, path, __VA_ARGS__)
+#define zoo_get(zh, path, ...) ZKR__FAULT_PCALL(zoo_get, zh, path, __VA_ARGS__)
+#define zoo_get_children(zh, path, ...)                                        \
+    ZKR__FAULT_PCALL(zoo_get_children, zh, path, __VA_ARGS__)
 #define zoo_multi(...) ZKR__FAULT_CALL(zoo_multi, __VA_ARGS__)
 #define zoo_add_auth(...) ZKR__FAULT_CALL(zoo_add_auth, __VA_ARGS__)
 /* zookeeper_init fails as it does when it cannot allocate. */

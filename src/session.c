@@ -810,6 +810,7 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
             goto out; /* told twice (an adopted handle's application
                          forwards what zkr_session_adopt() saw already) */
         s->connected = 1;
+        zkr__trace_note("connected", NULL);
         s->timeout = zoo_recv_timeout(zh);
         /* A new connection: heartbeat at once, and the proofs of the old
          * one's follower do not carry over (see the top of the file). */
