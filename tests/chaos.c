@@ -149,7 +149,7 @@ static void spawn(struct proc *p)
     argv[k++] = "-i";
     argv[k++] = p->id;
     argv[k++] = "-h";
-    argv[k++] = p->runner ? "400" : p->elector ? "50" : "20";
+    argv[k++] = p->runner ? "4000" : p->elector ? "50" : "20";
     if (p->broken)
         argv[k++] = "-b";
     if (p->runner) {

@@ -477,7 +477,7 @@ int main(int argc, char **argv)
                    strcmp(e->what, "effect-reject") == 0) {
             attempts++;
             if (arg < highest_effect &&
-                !excused(p, arg, e->t, (session_ms + margin_ms) * 1000000LL)) {
+                !excused(p, arg, e->t, session_ms * 1000000LL)) {
                 interleaved++;
                 violation(e, "leader functions interleave", highest_effect_pid);
             }

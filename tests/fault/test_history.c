@@ -531,7 +531,8 @@ static void test_checker_functions(void **state)
     c = check_text(dir, text);
     assert_int_equal(field_of(&c, "effects_refused"), 1);
     assert_int_equal(c.status, 0);
-    /* ... but not 6 s after the deletion: the stop never came. */
+    /* ... but not a session timeout (1 s) after the deletion: the stop
+     * never came. */
     snprintf(text, sizeof(text),
              "%s7000000007 10 a check 5 500\n7000000008 10 a effect-reject "
              "5 0\n",
