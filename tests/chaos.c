@@ -1,4 +1,5 @@
-/* The soak behind `make chaos`: lock contenders and electors in separate
+/* The soak behind `make chaos`: lock contenders, electors and runners of
+ * leader functions (zkr_election_run(), tests/contender -R) in separate
  * processes (tests/contender -r -d) against one real server, some through
  * the fault proxy, while a fault is injected every 0.5-3 s at random. At
  * the end the history checker (tests/zkr-check) judges every process's
@@ -12,11 +13,14 @@
  * (stuck: processes still running 60 s after the end, when every one
  * should have stopped within its 10 s acquire timeout; they are killed.)
  *
- *   chaos [-d SECONDS] [-l LOCKERS] [-e ELECTORS] [-f FOREIGN]
- *         [-t SESSION_MS] [-s SEED] [-E] [-b]
+ *   chaos [-d SECONDS] [-l LOCKERS] [-e ELECTORS] [-R RUNNERS]
+ *         [-f FOREIGN] [-t SESSION_MS] [-s SEED] [-E] [-b]
  *
  * Defaults: 600 s, 6 lockers (half through the proxy), 3 electors (one
- * through the proxy), 1 foreign actor, 3000 ms sessions, seed from the
+ * through the proxy), 2 runners (one through the proxy; each leader
+ * function steps for 4 s, writing its epoch to a fenced store, unless its
+ * stop descriptor says stop; they share the election with the electors),
+ * 1 foreign actor, 3000 ms sessions, seed from the
  * clock. A foreign actor (tests/foreign) is a raw client that joins both
  * queues as Curator- and kazoo-named contenders that wait and leave, and
  * writes ("__REVOKE__") and deletes other contenders' waiting nodes
@@ -30,9 +34,12 @@
  * drops everything for 0.3 s to 1.5 session timeouts: short blips and
  * partitions with expiry), delay (200 ms each way for 1-3 s),
  * drop-create (the next create's reply is lost), pause (SIGSTOP of one
- * process for 0.2 s to 1.5 session timeouts; half the time the lock's
- * holder, past its session timeout: a zombie whose late fenced write must
- * be rejected), kill (SIGKILL of
+ * process for 0.2 s to 1.5 session timeouts; a third of the time the
+ * lock's holder and a third the election's leader, past its session
+ * timeout: a zombie whose late fenced write, or leader step, must be
+ * rejected), delete-leader (the election leader's node deleted by the
+ * driver's own client, as an operator's `zkr release --force` would;
+ * logged as op-delete with the epoch it ends), kill (SIGKILL of
  * one process, restarted at once; the next fault waits for the session
  * timeout so that the handover is measured alone), server-pause (within
  * half the session timeout), server-restart (killed, back within half the
@@ -54,8 +61,9 @@
  * most), so that one outage is judged at a time. Their fault-start event
  * names the member (0-2) in its last field.
  *
- * -b: the first locker takes no lock at all (tests/contender -b), to show
- * that the checker catches a broken lock; the line is then not clean. */
+ * -b: the first locker takes no lock at all, and the first runner's
+ * leader function ignores its stop descriptor (tests/contender -b), to
+ * show that the checker catches both; the line is then not clean. */
 #define _DEFAULT_SOURCE
 #include <fcntl.h>
 #include <signal.h>

@@ -26,6 +26,24 @@
  *                           lock, 1 the election
  *   foreign-write / foreign-delete CZXID KIND   it wrote / deleted another
  *                           contender's waiting node (never the first's)
+ *   op-delete EPOCH         the driver deleted the election leader's node
+ *                           (an operator's forced release), logged before
+ *                           the delete; a foreign-delete of an election
+ *                           node counts the same (it may have become the
+ *                           leader's meanwhile)
+ *   fn-start EPOCH / fn-return EPOCH   a leader function of
+ *                           zkr_election_run() (contender -R) starts /
+ *                           returns; the same epoch again by the same
+ *                           process is the same leadership re-verified
+ *   check EPOCH VALID_MS    the function's checks before a step passed:
+ *                           stop descriptor quiet, session valid_ms; time
+ *                           read before the descriptor was polled
+ *   effect / effect-reject EPOCH   the step: one write of the epoch to a
+ *                           fenced store, admitted or refused (logged
+ *                           under the store's lock, in its order)
+ *   fd-on / fd-off EPOCH    a witness thread beside the function saw the
+ *                           stop descriptor readable (time after its poll)
+ *                           / quiet again (time before its poll)
  *
  * Properties, each a counter in the one output line; the exit status is 1
  * if any violation counter is non-zero:
@@ -50,16 +68,50 @@
  *                      within SESSION_MS + MARGIN_MS (only counted when a
  *                      waiter that was neither paused nor killed was
  *                      queued at the kill).
- *   double_leaders     a leader-on while another elector was leader and not
- *                      paused or killed, or while a foreign candidate
- *                      created before it was still there.
- *   epoch_regressions  a leader-on whose epoch is not above the last one.
+ *   double_leaders     a leader-on or fn-start while another elector was
+ *                      leader and not paused or killed, its node not
+ *                      deleted by someone else, and not running a leader
+ *                      function that was paused since it started (that
+ *                      one's effects are judged instead); or while a
+ *                      foreign candidate created before it was still
+ *                      there. For functions: one starts only after the
+ *                      previous one returned or could not act.
+ *   epoch_regressions  a leader-on (fn-start, unless the same leadership
+ *                      again) whose epoch is not above the last one.
+ *   fn_interleavings   leader functions' effects interleave: an effect
+ *                      attempt (admitted or refused: what the function
+ *                      did) with an epoch below that of an effect already
+ *                      admitted, i.e. an older leader acted after a newer
+ *                      one had. Judged at the time of the attempt, never
+ *                      over intervals that include a freeze; excused only
+ *                      when the function could not have known, which the
+ *                      store's fence then covers: (a) its process was
+ *                      paused between the check and the attempt (a frozen
+ *                      process executes nothing; it may wake between the
+ *                      two); (b) the attempt came after check time +
+ *                      VALID_MS (the guarantee it checked had run out:
+ *                      the process was stalled in between); (c) its node
+ *                      was deleted by someone else before the attempt, no
+ *                      fd-on was seen before the check, and the check was
+ *                      less than SESSION_MS after the delete (a deletion
+ *                      reaches the old and the new leader at about the
+ *                      same time; over a healthy link the old one learns
+ *                      in milliseconds, over a dead one SUSPENDED or its
+ *                      valid_ms stop it well within a session timeout).
+ *                      Rule (c) takes a fd-on as knowledge until a fd-off:
+ *                      a correct function polls after reading its check
+ *                      time, so a descriptor readable before that time is
+ *                      seen, unless re-verification cleared it between the
+ *                      witness's samples (2 ms) — which matters only if a
+ *                      newer leader acted in that instant.
  *
  * Also reported: acquisitions, leaderships, stale_rejected (fence-reject
  * count), faults and their kinds, foreign (the foreign actor's contenders,
- * writes and deletes), and handover_p99_ms (release or kill of a
- * holder with a waiter queued, to the next grant). -v prints each violation to
- * stderr.
+ * writes and deletes), handover_p99_ms (release or kill of a
+ * holder with a waiter queued, to the next grant), fn_runs (leader
+ * functions), effects (attempts) and effects_refused (by the fence). An
+ * effect the fence admitted below one it admitted before counts as a
+ * fencing violation. -v prints each violation to stderr.
  */
 #define _DEFAULT_SOURCE
 #include <inttypes.h>
