@@ -73,8 +73,8 @@ static long field_of(const struct check *c, const char *key)
     return p != NULL ? atol(p + strlen(pat)) : -1;
 }
 
-/* Contenders that logged "ready" in the history. */
-static int count_ready(const char *hist)
+/* Lines of the history that contain word (" fn-start ", say). */
+static int count_word(const char *hist, const char *word)
 {
     char line[256];
     int n = 0;
@@ -83,7 +83,7 @@ static int count_ready(const char *hist)
     if (f == NULL)
         return 0;
     while (fgets(line, sizeof(line), f) != NULL)
-        n += strstr(line, " ready ") != NULL;
+        n += strstr(line, word) != NULL;
     fclose(f);
     return n;
 }
@@ -112,7 +112,7 @@ static void run_history(const char *dir, const char *path, int n, int iters,
         assert_true(pids[i] > 0);
     }
     /* Start every loop at once: the broken ones must overlap. */
-    assert_true(ZKT_WAIT_UNTIL(count_ready(hist) == n, 30000));
+    assert_true(ZKT_WAIT_UNTIL(count_word(hist, " ready ") == n, 30000));
     fclose(fopen(go, "w"));
     for (int i = 0; i < n; i++) {
         int st = -1;
@@ -274,21 +274,6 @@ static void test_election_churn(void **state)
     free(dir);
 }
 
-/* Lines of the history that contain word (" fn-start ", say). */
-static int count_word(const char *hist, const char *word)
-{
-    char line[256];
-    int n = 0;
-    FILE *f = fopen(hist, "r");
-
-    if (f == NULL)
-        return 0;
-    while (fgets(line, sizeof(line), f) != NULL)
-        n += strstr(line, word) != NULL;
-    fclose(f);
-    return n;
-}
-
 /* Spawns a runner (contender -R -r) on path for secs seconds; its leader
  * functions hold 4 s each. */
 static pid_t spawn_runner(const char *hist, const char *store, const char *path,
@@ -328,31 +313,15 @@ static pid_t spawn_runner(const char *hist, const char *store, const char *path,
 static int first_node(const char *dir, char *node, size_t len, int64_t *czxid,
                       char *id, int idlen)
 {
-    struct String_vector v = {0, NULL};
-    const char *first = NULL;
     struct Stat st;
-    int rc = -1;
+    int n = idlen - 1;
 
-    if (zoo_get_children(raw, dir, 0, &v) != ZOK)
+    if (first_latch(dir, node, len) != 0 ||
+        zoo_get(raw, node, 0, id, &n, &st) != ZOK || n < 0)
         return -1;
-    for (int i = 0; i < v.count; i++) {
-        const char *m = strstr(v.data[i], "-latch-");
-        if (m != NULL &&
-            (first == NULL || strcmp(m, strstr(first, "-latch-")) < 0))
-            first = v.data[i];
-    }
-    if (first != NULL) {
-        int n = idlen - 1;
-
-        snprintf(node, len, "%s/%s", dir, first);
-        if (zoo_get(raw, node, 0, id, &n, &st) == ZOK && n >= 0) {
-            id[n] = '\0';
-            *czxid = st.czxid;
-            rc = 0;
-        }
-    }
-    deallocate_String_vector(&v);
-    return rc;
+    id[n] = '\0';
+    *czxid = st.czxid;
+    return 0;
 }
 
 /* Two runners, a (broken: ignores the stop descriptor, if asked) and b,
@@ -498,6 +467,20 @@ static void test_checker_properties(void **state)
     free(dir);
 }
 
+/* a leads with epoch 5; an operator deletes its node; b leads with 6 and
+ * acts; then what a did (tail), checked. */
+static struct check check_ousted(const char *dir, const char *tail)
+{
+    char text[1024];
+
+    snprintf(text, sizeof(text),
+             "1 10 a fn-start 5 0\n2 1 d op-delete 5 0\n"
+             "3 11 b fn-start 6 0\n4 11 b check 6 500\n"
+             "5 11 b effect 6 0\n%s",
+             tail);
+    return check_text(dir, text);
+}
+
 /* The leader-function rule in hand-written histories (session 1 s,
  * margin 5 s): an older leader's effect after a newer leader's is counted
  * unless the function could not have known (paused between its check and
@@ -506,45 +489,28 @@ static void test_checker_properties(void **state)
 static void test_checker_functions(void **state)
 {
     char *dir = zkt_mkdtemp("zkr-history-");
-    /* a leads with epoch 5; an operator deletes its node; b leads with 6
-     * and acts. */
-    const char *ousted = "1 10 a fn-start 5 0\n2 1 d op-delete 5 0\n"
-                         "3 11 b fn-start 6 0\n4 11 b check 6 500\n"
-                         "5 11 b effect 6 0\n";
-    char text[1024];
     struct check c;
 
     (void)state;
     /* a saw its descriptor readable, then still acted. */
-    snprintf(text, sizeof(text),
-             "%s6 10 a fd-on 5 0\n7 10 a check 5 500\n"
-             "8 10 a effect-reject 5 0\n",
-             ousted);
-    c = check_text(dir, text);
+    c = check_ousted(dir, "6 10 a fd-on 5 0\n7 10 a check 5 500\n"
+                          "8 10 a effect-reject 5 0\n");
     assert_int_equal(field_of(&c, "fn_interleavings"), 1);
     assert_int_equal(field_of(&c, "double_leaders"), 0);
     assert_int_equal(c.status, 1);
     /* Not yet readable: the deletion reached both at about the same time,
      * which the fence covers. */
-    snprintf(text, sizeof(text),
-             "%s7 10 a check 5 500\n8 10 a effect-reject 5 0\n", ousted);
-    c = check_text(dir, text);
+    c = check_ousted(dir, "7 10 a check 5 500\n8 10 a effect-reject 5 0\n");
     assert_int_equal(field_of(&c, "effects_refused"), 1);
     assert_int_equal(c.status, 0);
     /* ... but not a session timeout (1 s) after the deletion: the stop
      * never came. */
-    snprintf(text, sizeof(text),
-             "%s7000000007 10 a check 5 500\n7000000008 10 a effect-reject "
-             "5 0\n",
-             ousted);
-    c = check_text(dir, text);
+    c = check_ousted(dir, "7000000007 10 a check 5 500\n"
+                          "7000000008 10 a effect-reject 5 0\n");
     assert_int_equal(field_of(&c, "fn_interleavings"), 1);
     /* It knew, but its valid_ms (1 ms) ran out before the effect. */
-    snprintf(text, sizeof(text),
-             "%s6 10 a fd-on 5 0\n7 10 a check 5 1\n"
-             "3000000 10 a effect-reject 5 0\n",
-             ousted);
-    c = check_text(dir, text);
+    c = check_ousted(dir, "6 10 a fd-on 5 0\n7 10 a check 5 1\n"
+                          "3000000 10 a effect-reject 5 0\n");
     assert_int_equal(c.status, 0);
     /* Paused between its check and its effect (a zombie): the new leader
      * starts beside its function, and its late effect is refused. */
