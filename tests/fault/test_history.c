@@ -274,7 +274,7 @@ static void test_election_churn(void **state)
     free(dir);
 }
 
-/* Spawns a runner (contender -R -r) on path for secs seconds; its leader
+/* Spawns a runner (contender -R -r) on path for 7 s; its leader
  * functions hold 4 s each. */
 static pid_t spawn_runner(const char *hist, const char *store, const char *path,
                           const char *id, int broken)
@@ -284,7 +284,7 @@ static pid_t spawn_runner(const char *hist, const char *store, const char *path,
                     "-R",
                     "-r",
                     "-d",
-                    "10",
+                    "7",
                     "-s",
                     (char *)zkt_server_hosts(server),
                     "-p",
