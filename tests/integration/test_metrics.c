@@ -279,6 +279,35 @@ static void test_election_counts(void **state)
     zkr_session_free(m);
 }
 
+/* Each recipe has its kind: the two sides of a read/write lock on one
+ * path are two series, a semaphore a third. */
+static void test_kinds(void **state)
+{
+    zkr_session_t *m = open_session(10000);
+    zkr_lock_t *r = NULL, *w = NULL, *p = NULL;
+
+    (void)state;
+    assert_int_equal(zkr_rwlock_new(&r, &w, m, "/m/rw", "m", NULL), 0);
+    assert_int_equal(zkr_semaphore_new(&p, m, "/m/sem", 2, "m", NULL), 0);
+    assert_int_equal(zkr_lock_acquire(r, -1), 0);
+    assert_int_equal(zkr_lock_release(r), 0);
+    assert_int_equal(zkr_lock_acquire(r, -1), 0);
+    assert_int_equal(zkr_lock_acquire(w, 0), ZKR_EBUSY);
+    assert_int_equal(zkr_lock_acquire(p, -1), 0);
+    assert_true(rv(m, "zkr_acquisitions_total", "read", "/m/rw") == 2);
+    assert_true(rv(m, "zkr_acquire_busy_total", "write", "/m/rw") == 1);
+    assert_true(rv(m, "zkr_acquisitions_total", "write", "/m/rw") == 0);
+    assert_true(rv(m, "zkr_holding", "semaphore", "/m/sem") == 1);
+    has_line(m, "zkr_acquisitions_total{path=\"/m/rw\",kind=\"read\"} 2");
+    has_line(m, "zkr_acquisitions_total{path=\"/m/sem\",kind=\"semaphore\"} 1");
+    /* Freed while held: the hold ends with the handle. */
+    zkr_lock_free(r);
+    assert_true(rv(m, "zkr_hold_seconds_count", "read", "/m/rw") == 2);
+    zkr_lock_free(w);
+    zkr_lock_free(p);
+    zkr_session_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -287,6 +316,7 @@ int main(void)
         cmocka_unit_test(test_reconnect_counts),
         cmocka_unit_test(test_session_gauges),
         cmocka_unit_test(test_election_counts),
+        cmocka_unit_test(test_kinds),
     };
     return cmocka_run_group_tests_name("metrics", tests, setup, teardown);
 }
