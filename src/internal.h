@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -169,6 +170,50 @@ int zkr__pred_read(const zkr__entry_t *v, int n, int self, int permits);
  * the rule of its own marker (mixed queues included). */
 int zkr__holding(const zkr__entry_t *v, int n);
 
+/* --------------------------------------------------------- metrics.c */
+
+/* Fixed histogram buckets (docs/OBSERVABILITY.md lists them): times in
+ * microseconds, listings as counts. counts[i] holds the observations in
+ * (bound[i-1], bound[i]]; counts[nbounds] those above the last bound. */
+#define ZKR__HIST_MAX 16
+typedef struct zkr__hist {
+    uint64_t counts[ZKR__HIST_MAX + 1];
+    uint64_t n;
+    uint64_t sum; /* microseconds, or listings */
+} zkr__hist_t;
+
+/* The metrics of one (kind, path) of a session: every handle of the
+ * session on that path and kind adds to it. Made when the first such
+ * handle is created, kept until the session is freed, so the counts of a
+ * freed handle are still written (the zkr command writes them at exit).
+ * Changed only with the session mutex held, where the engine holds it. */
+typedef struct zkr__mset {
+    struct zkr__mset *next;
+    const char *kind; /* "lock", "read", "write", "semaphore", "election" */
+    char *path;       /* never changes: read without the mutex */
+    uint64_t acquired, timeouts, cancels, busy, lost_waiting, errors;
+    uint64_t handoffs, suspended, lost, leader_changes;
+    uint64_t held_us; /* ended grants, in microseconds */
+    zkr__hist_t wait, hold, lists;
+} zkr__mset_t;
+
+/* A contender's part: its entry and the times of its attempt and grant. */
+typedef struct zkr__cmetrics {
+    zkr__mset_t *set;
+    int64_t start_us; /* the attempt began (CLOCK_BOOTTIME us) */
+    int64_t grant_us; /* granted at, or -1 when not holding */
+    int lists;        /* listings issued in this attempt */
+} zkr__cmetrics_t;
+
+/* A session's part. */
+typedef struct zkr__smetrics {
+    zkr__mset_t *sets;
+    uint64_t suspensions, reconnects, losses;
+    int64_t reconnect_margin_ms; /* at the last RECONNECTED, or -1 */
+    int64_t hb_last_ms;          /* the last heartbeat's round trip, or -1 */
+    zkr__hist_t hb;
+} zkr__smetrics_t;
+
 /* --------------------------------------------------------- session.c */
 
 typedef struct zkr__contender zkr__contender_t;
@@ -282,6 +327,7 @@ struct zkr_session {
     zkr__event_t *ev_spare; /* unused reserve events */
     int64_t retry_at; /* a send failed: retry then (monotonic ms), or -1 */
     uint64_t counters[ZKR__COUNTERS];
+    zkr__smetrics_t metrics;
     zkr_session_t *live_next; /* registry of live sessions */
 };
 
@@ -497,6 +543,7 @@ struct zkr__contender {
     int freeing;             /* freed on the event thread: its last event
                                 finishes the free (zkr__contender_dispose) */
     void (*dispose)(void *owner); /* frees the recipe's handle */
+    zkr__cmetrics_t metrics;
 };
 
 int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
@@ -549,5 +596,46 @@ void zkr__queue_cleanup_done(zkr__contender_t *c, int rc);
 void zkr__queue_retry(zkr_session_t *s);
 void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
                        void *ctx);
+
+/* --------------------------------------------------- metrics.c hooks */
+
+/* Hooks, all with the session mutex held. */
+/* Joins c to its (kind, path) entry, made if new: 0 or ZKR_ENOMEM. */
+int zkr__metrics_attach(struct zkr__contender *c);
+void zkr__metrics_attempt(struct zkr__contender *c); /* an attempt begins */
+/* The acquire ends with rc (0 granted). */
+void zkr__metrics_acquired(struct zkr__contender *c, int rc);
+/* The grant ends (release asked, node gone); no-op when not holding. */
+void zkr__metrics_hold_end(struct zkr__contender *c);
+/* A grant's state changed (SUSPENDED, LOST are counted). */
+void zkr__metrics_lock_state(struct zkr__contender *c, zkr_lock_state_t st);
+/* The session's state changed; margin_ms: what was left of the safe
+ * deadline at that moment. */
+void zkr__metrics_session_state(zkr_session_t *s, zkr_state_t st,
+                                int64_t margin_ms);
+void zkr__metrics_heartbeat(zkr_session_t *s, int64_t rtt_ms);
+void zkr__metrics_init(zkr_session_t *s);
+void zkr__metrics_free(zkr_session_t *s); /* session_destroy */
+
+/* What zkr_metrics_write() writes, copied under the mutex and written
+ * without it: one row per (kind, path) entry, with its gauges. */
+typedef struct zkr__mrow {
+    zkr__mset_t m;     /* m.next unused; m.path is the entry's own */
+    int64_t handles;   /* handles of the session on it now */
+    int64_t holding;   /* ... of them holding a grant */
+    int64_t waiting;   /* ... acquiring */
+    int64_t leader_us; /* held_us plus the grants still running */
+} zkr__mrow_t;
+typedef struct zkr__msnap {
+    zkr__smetrics_t m; /* m.sets unused */
+    uint64_t counters[ZKR__COUNTERS];
+    zkr_state_t state;
+    int64_t valid_ms, timeout_ms;
+    zkr__mrow_t *rows;
+    int nrows;
+} zkr__msnap_t;
+/* Writes snap in the Prometheus text format; 0, or ZKR_ESYS (a write
+ * failed, errno set). */
+int zkr__metrics_format(FILE *f, const zkr__msnap_t *snap);
 
 #endif /* ZKR_INTERNAL_H */

@@ -294,6 +294,7 @@ static void set_state(zkr_session_t *s, zkr_state_t st)
 {
     if (s->state == st)
         return;
+    zkr__metrics_session_state(s, st, deadline_of(s) - zkr__now_ms());
     s->state = st;
     zkr__post(s, ZKR__EV_SESSION, (int)st, NULL, NULL, NULL);
     pthread_cond_broadcast(&s->cv);
@@ -911,6 +912,7 @@ static void heartbeat_answered(zkr_session_t *s, int64_t sent, int64_t now)
         s->hb_n++;
     s->hb[s->hb_n - 1].sent = sent;
     s->hb[s->hb_n - 1].answered = now;
+    zkr__metrics_heartbeat(s, now - sent);
 }
 
 /* The heartbeat's answer. Only ZOK proves that the leader answered the
@@ -1127,6 +1129,7 @@ static void session_destroy(zkr_session_t *s)
     zkr__listener_t *l;
 
     live_remove(s);
+    zkr__metrics_free(s);
     while ((l = s->listeners) != NULL) {
         s->listeners = l->next;
         free(l);
@@ -1172,6 +1175,7 @@ static int session_alloc(zkr_session_t **out)
     s->replace_at = -1;
     s->connect_deadline = -1;
     s->retry_at = -1;
+    zkr__metrics_init(s);
     for (int i = 0; i < ZKR__EV_RESERVE; i++) {
         s->ev_reserve[i].next = s->ev_spare;
         s->ev_spare = &s->ev_reserve[i];

@@ -65,6 +65,7 @@ typedef struct opts {
     int64_t grace_ms;
     int requeue;
     const char *path;
+    const char *metrics_file; /* --metrics-file, or NULL */
     char **cmd;
 } opts_t;
 
@@ -152,7 +153,9 @@ static void help(kind_t kind)
           "      --grace SECONDS       SIGTERM to SIGKILL delay (ignore; "
           "default 5)\n"
           "      --lost-exit-code CODE exit status when ownership is lost "
-          "(default 4)\n",
+          "(default 4)\n"
+          "      --metrics-file FILE   write the session's metrics there at "
+          "exit\n",
           stdout);
     if (kind == KIND_ELECT)
         fputs("      --requeue             run again each time leadership "
@@ -182,7 +185,8 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
         O_LOST,
         O_WRITE,
         O_PERMITS,
-        O_COMMAND
+        O_COMMAND,
+        O_METRICS
     };
     static const struct option lopts[] = {
         {"wait", required_argument, NULL, 'w'},
@@ -200,6 +204,7 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
         {"grace", required_argument, NULL, O_GRACE},
         {"requeue", no_argument, NULL, O_REQUEUE},
         {"lost-exit-code", required_argument, NULL, O_LOST},
+        {"metrics-file", required_argument, NULL, O_METRICS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -292,6 +297,11 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
             if (kind != KIND_ELECT)
                 return cli_usage_error(sub, "--requeue is an option of elect");
             o->requeue = 1;
+            break;
+        case O_METRICS:
+            if (*optarg == '\0')
+                return cli_usage_error(sub, "--metrics-file wants a file");
+            o->metrics_file = optarg;
             break;
         case 'h':
             help(kind);
@@ -941,10 +951,46 @@ static int setup(sup_t *p, const cli_t *c, const opts_t *o)
     return open_session(p, c);
 }
 
+/* --metrics-file: the session's metrics, written to a temporary file in
+ * the same directory and renamed over FILE, so that a reader (such as
+ * node_exporter's textfile collector) never sees half a file. A failure
+ * is reported but does not change the exit status: the command's result
+ * is what the status tells. */
+static void write_metrics(const sup_t *p)
+{
+    const char *file = p->o->metrics_file;
+    char tmp[4096];
+    FILE *f;
+    int rc = ZKR_ESYS;
+
+    if (file == NULL || p->s == NULL)
+        return;
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", file, (int)getpid()) >=
+        (int)sizeof(tmp)) {
+        errno = ENAMETOOLONG;
+    } else if ((f = fopen(tmp, "w")) != NULL) {
+        rc = zkr_metrics_write(p->s, f);
+        if (fclose(f) != 0 && rc == 0)
+            rc = ZKR_ESYS;
+        if (rc == 0 && rename(tmp, file) != 0)
+            rc = ZKR_ESYS;
+        if (rc != 0) {
+            int err = errno;
+            unlink(tmp);
+            errno = err;
+        }
+    }
+    if (rc == ZKR_ESYS)
+        cli_err("cannot write --metrics-file %s: %s", file, strerror(errno));
+    else if (rc != 0)
+        cli_err("cannot write --metrics-file %s: %s", file, zkr_strerror(rc));
+}
+
 static void teardown(sup_t *p)
 {
     zkr_lock_free(p->l);
     zkr_election_free(p->e);
+    write_metrics(p);
     if (p->s != NULL) {
         zkr_session_remove_listener(p->s, on_session, p);
         zkr_session_free(p->s);

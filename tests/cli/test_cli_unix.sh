@@ -275,9 +275,9 @@ test_long_options() {
 test_help_lists_every_option() {
     local sub opt out rc
     declare -A opts=(
-        [lock]="--wait --timeout --nonblock --conflict-exit-code --command --read --shared --write --id --acl --on-suspend --grace --lost-exit-code --help"
-        [sem]="--permits --wait --timeout --nonblock --conflict-exit-code --command --id --acl --on-suspend --grace --lost-exit-code --help"
-        [elect]="--command --id --acl --on-suspend --grace --lost-exit-code --requeue --help"
+        [lock]="--wait --timeout --nonblock --conflict-exit-code --command --read --shared --write --id --acl --on-suspend --grace --lost-exit-code --metrics-file --help"
+        [sem]="--permits --wait --timeout --nonblock --conflict-exit-code --command --id --acl --on-suspend --grace --lost-exit-code --metrics-file --help"
+        [elect]="--command --id --acl --on-suspend --grace --lost-exit-code --metrics-file --requeue --help"
         [inspect]="--json --help"
         [release]="--force --reason --node --help"
     )
