@@ -2,10 +2,10 @@
  * proxy (tests/zkr-proxy): create applied but its reply lost (with and
  * without a session expiry after it), connection dropped while waiting,
  * release during a disconnect, churn under random resets, holder
- * partitioned, a short blip, and handles closed with requests in
- * flight. The contender under test connects through the proxy; the others
- * and the checks connect to the server directly. Waits are scaled by
- * ZKR_TEST_TIME_SCALE. */
+ * partitioned, a short blip, handles closed with requests in flight, and
+ * an acquire whose create is never answered. The contender under test
+ * connects through the proxy; the others and the checks connect to the
+ * server directly. Waits are scaled by ZKR_TEST_TIME_SCALE. */
 #define _DEFAULT_SOURCE
 #include <pthread.h>
 #include <setjmp.h>
@@ -744,6 +744,41 @@ static void test_free_with_requests_in_flight(void **state)
     assert_true(ZKT_WAIT_UNTIL(inflight_nodes() == 0, T + zkt_scaled_ms(5000)));
 }
 
+/* An acquire whose create gets no answer (the connection silent:
+ * blackhole) waits for that answer past its timeout: the engine must learn
+ * whether the create was applied. The wait is bounded: a session's
+ * requests are answered in order, pings included, so the client's own
+ * timeout (2T/3 without a byte) ends the connection and fails the create
+ * with ZCONNECTIONLOSS; the acquire then hands the search for its node to
+ * the session's cleanup list and returns ZKR_ETIMEDOUT: the slack is about
+ * 2T/3 (it was 0.9T, the LOST, while the answer of the pipelined listing,
+ * the last of the attempt, did not end it); nothing is left. */
+static void test_acquire_timeout_with_create_unanswered(void **state)
+{
+    enum { T = 9000, TO = 500 };
+    const char *path = "/p/unanswered";
+    zkr_session_t *a = open_proxied(T);
+    zkr_lock_t *l = new_lock(a, path, "a");
+    int64_t t0, took;
+    int rc;
+
+    (void)state;
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    t0 = zkt_now_ms();
+    rc = zkr_lock_acquire(l, TO);
+    took = zkt_now_ms() - t0;
+    print_message("# acquire(%d ms) with its create unanswered: %s after "
+                  "%lld ms (T %d)\n",
+                  TO, zkr_strerror(rc), (long long)took, T);
+    assert_int_equal(rc, ZKR_ETIMEDOUT);
+    /* The answer (a connection loss) comes at 2T/3; LOST would be 0.9T. */
+    assert_true(took <= 2 * T / 3 + zkt_scaled_ms(1000));
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    zkr_lock_free(l);
+    assert_int_equal(zkr_session_free(a), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(path) == 0, T + zkt_scaled_ms(5000)));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -757,6 +792,7 @@ int main(void)
         cmocka_unit_test(test_short_blip),
         cmocka_unit_test(test_lost_live_connection_keeps_tenth),
         cmocka_unit_test(test_free_with_requests_in_flight),
+        cmocka_unit_test(test_acquire_timeout_with_create_unanswered),
     };
     /* ZKT_TEST_FILTER=test_free_with_requests_in_flight runs only it. */
     if (getenv("ZKT_TEST_FILTER") != NULL)
