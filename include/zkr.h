@@ -487,7 +487,11 @@ ZKR_EXTERN void zkr_lock_free(zkr_lock_t *l);
  * fencing token is available as soon as this returns 0.
  *
  * \param timeout_ms -1 waits forever; 0 tries once (it still needs a few
- *   round trips to the server); N waits at most N ms.
+ *   round trips to the server); N waits at most N ms, unless a request of
+ *   the attempt is still unanswered then: the acquire must learn whether
+ *   its create was applied, and returns with that answer, which comes
+ *   within about 2/3 of the session timeout (the client ends a connection
+ *   silent that long) or when zkr closes the handle.
  * \return 0 (held); ZKR_EBUSY (timeout 0 and another contender holds or
  *   waits before us); ZKR_ETIMEDOUT; ZKR_ECANCELED (zkr_lock_cancel());
  *   ZKR_ELIMIT (semaphore: the path is in use with another permit count);

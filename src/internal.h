@@ -56,37 +56,47 @@ int zkr__fault_zk(const char *fn, const char *path); /* 1: fails */
     (zkr__fault_zk(#fn, NULL) ? zkr__fault_rc() : (fn)(__VA_ARGS__))
 #define ZKR__FAULT_PCALL(fn, zh, path, ...)                                    \
     (zkr__fault_zk(#fn, path) ? zkr__fault_rc() : (fn)(zh, path, __VA_ARGS__))
-#define zoo_acreate(zh, path, ...)                                             \
-    ZKR__FAULT_PCALL(zoo_acreate, zh, path, __VA_ARGS__)
-#define zoo_acreate2(zh, path, ...)                                            \
-    ZKR__FAULT_PCALL(zoo_acreate2, zh, path, __VA_ARGS__)
-#define zoo_adelete(zh, path, ...)                                             \
-    ZKR__FAULT_PCALL(zoo_adelete, zh, path, __VA_ARGS__)
-#define zoo_aexists(zh, path, ...)                                             \
-    ZKR__FAULT_PCALL(zoo_aexists, zh, path, __VA_ARGS__)
-#define zoo_awexists(zh, path, ...)                                            \
-    ZKR__FAULT_PCALL(zoo_awexists, zh, path, __VA_ARGS__)
-#define zoo_aget(zh, path, ...)                                                \
-    ZKR__FAULT_PCALL(zoo_aget, zh, path, __VA_ARGS__)
-#define zoo_awget(zh, path, ...)                                               \
-    ZKR__FAULT_PCALL(zoo_awget, zh, path, __VA_ARGS__)
-#define zoo_aset(zh, path, ...)                                                \
-    ZKR__FAULT_PCALL(zoo_aset, zh, path, __VA_ARGS__)
-#define zoo_aget_children(zh, path, ...)                                       \
-    ZKR__FAULT_PCALL(zoo_aget_children, zh, path, __VA_ARGS__)
-#define zoo_awget_children(zh, path, ...)                                      \
-    ZKR__FAULT_PCALL(zoo_awget_children, zh, path, __VA_ARGS__)
-#define zoo_aget_children2(zh, path, ...)                                      \
-    ZKR__FAULT_PCALL(zoo_aget_children2, zh, path, __VA_ARGS__)
-#define zoo_awget_children2(zh, path, ...)                                     \
-    ZKR__FAULT_PCALL(zoo_awget_children2, zh, path, __VA_ARGS__)
-#define zoo_amulti(...) ZKR__FAULT_CALL(zoo_amulti, __VA_ARGS__)
-#define zoo_async(zh, path, ...)                                               \
-    ZKR__FAULT_PCALL(zoo_async, zh, path, __VA_ARGS__)
-#define zoo_aremove_all_watches(zh, path, ...)                                 \
-    ZKR__FAULT_PCALL(zoo_aremove_all_watches, zh, path, __VA_ARGS__)
-#define zoo_aremove_watches(zh, path, ...)                                     \
-    ZKR__FAULT_PCALL(zoo_aremove_watches, zh, path, __VA_ARGS__)
+/* An asynchronous call: its op (the completion's data, always a zkr__op_t)
+ * is also registered as in flight on zh once the call is accepted (see
+ * zkr__op_sent), with its completion cb of the given kind. */
+#define ZKR__ASYNC(kind, fn, zh, cb, op, ...)                                  \
+    zkr__op_sent(ZKR__FAULT_PCALL(fn, zh, __VA_ARGS__, cb, op), (op), (zh),    \
+                 (kind), (void (*)(void))(cb))
+#define zoo_acreate(zh, p, v, n, acl, m, cb, op)                               \
+    ZKR__ASYNC(ZKR__CB_STRING, zoo_acreate, zh, cb, op, p, v, n, acl, m)
+#define zoo_acreate2(zh, p, v, n, acl, m, cb, op)                              \
+    ZKR__ASYNC(ZKR__CB_STRING_STAT, zoo_acreate2, zh, cb, op, p, v, n, acl, m)
+#define zoo_adelete(zh, p, ver, cb, op)                                        \
+    ZKR__ASYNC(ZKR__CB_VOID, zoo_adelete, zh, cb, op, p, ver)
+#define zoo_aexists(zh, p, w, cb, op)                                          \
+    ZKR__ASYNC(ZKR__CB_STAT, zoo_aexists, zh, cb, op, p, w)
+#define zoo_awexists(zh, p, w, wctx, cb, op)                                   \
+    ZKR__ASYNC(ZKR__CB_STAT, zoo_awexists, zh, cb, op, p, w, wctx)
+#define zoo_aget(zh, p, w, cb, op)                                             \
+    ZKR__ASYNC(ZKR__CB_DATA, zoo_aget, zh, cb, op, p, w)
+#define zoo_awget(zh, p, w, wctx, cb, op)                                      \
+    ZKR__ASYNC(ZKR__CB_DATA, zoo_awget, zh, cb, op, p, w, wctx)
+#define zoo_aset(zh, p, b, n, ver, cb, op)                                     \
+    ZKR__ASYNC(ZKR__CB_STAT, zoo_aset, zh, cb, op, p, b, n, ver)
+#define zoo_aget_children(zh, p, w, cb, op)                                    \
+    ZKR__ASYNC(ZKR__CB_STRINGS, zoo_aget_children, zh, cb, op, p, w)
+#define zoo_awget_children(zh, p, w, wctx, cb, op)                             \
+    ZKR__ASYNC(ZKR__CB_STRINGS, zoo_awget_children, zh, cb, op, p, w, wctx)
+#define zoo_aget_children2(zh, p, w, cb, op)                                   \
+    ZKR__ASYNC(ZKR__CB_STRINGS_STAT, zoo_aget_children2, zh, cb, op, p, w)
+#define zoo_awget_children2(zh, p, w, wctx, cb, op)                            \
+    ZKR__ASYNC(ZKR__CB_STRINGS_STAT, zoo_awget_children2, zh, cb, op, p, w,    \
+               wctx)
+#define zoo_amulti(zh, n, ops, res, cb, op)                                    \
+    zkr__op_sent(ZKR__FAULT_CALL(zoo_amulti, zh, n, ops, res, cb, op), (op),   \
+                 (zh), ZKR__CB_VOID, (void (*)(void))(cb))
+#define zoo_async(zh, p, cb, op)                                               \
+    ZKR__ASYNC(ZKR__CB_STRING, zoo_async, zh, cb, op, p)
+#define zoo_aremove_all_watches(zh, p, t, local, cb, op)                       \
+    ZKR__ASYNC(ZKR__CB_VOID, zoo_aremove_all_watches, zh, cb, op, p, t, local)
+#define zoo_aremove_watches(zh, p, t, w, wctx, local, cb, op)                  \
+    ZKR__ASYNC(ZKR__CB_VOID, zoo_aremove_watches, zh, cb, op, p, t, w, wctx,   \
+               local)
 #define zoo_create(zh, path, ...)                                              \
     ZKR__FAULT_PCALL(zoo_create, zh, path, __VA_ARGS__)
 #define zoo_create2(zh, path, ...)                                             \
@@ -314,8 +324,9 @@ struct zkr_session {
     int closing;              /* zkr_session_free() running */
     int stop;                 /* threads must exit */
     int auth_failed;
-    int ops;      /* zkr operations in flight (completions pending) */
-    int zh_users; /* threads using zh outside the mutex (sync calls) */
+    int ops;              /* zkr operations in flight (completions pending) */
+    struct zkr__op *sent; /* of them, those accepted by the client */
+    int zh_users;         /* threads using zh outside the mutex (sync calls) */
     zkr__listener_t *listeners;
     int ev_busy_session; /* event thread is running session listeners */
     zkr__contender_t *contenders; /* doubly linked */
@@ -410,6 +421,17 @@ int zkr__is_connection_error(int rc);
 int zkr__zh_get(zkr_session_t *s, zhandle_t **zh);
 void zkr__zh_put(zkr_session_t *s);
 
+/* The type of an asynchronous call's completion (zookeeper.h). */
+enum {
+    ZKR__CB_VOID = 1,     /* void_completion_t */
+    ZKR__CB_STAT,         /* stat_completion_t */
+    ZKR__CB_DATA,         /* data_completion_t */
+    ZKR__CB_STRINGS,      /* strings_completion_t */
+    ZKR__CB_STRINGS_STAT, /* strings_stat_completion_t */
+    ZKR__CB_STRING,       /* string_completion_t */
+    ZKR__CB_STRING_STAT   /* string_stat_completion_t */
+};
+
 /* An asynchronous ZooKeeper call in flight: its completion context. */
 typedef struct zkr__op {
     zkr_session_t *s;
@@ -422,6 +444,12 @@ typedef struct zkr__op {
     int watched;  /* a listing that also set a child watch */
     void *ctx;    /* one-shot calls: their pending state */
     char *path;   /* op-specific path (watched node, adopted node) */
+    /* Accepted by the client (zkr__op_sent), answer pending: */
+    zhandle_t *zh;                         /* the handle it was sent on */
+    int kind;                              /* ZKR__CB_*, the type of cb */
+    void (*cb)(void);                      /* its completion */
+    struct zkr__op *sent_prev, *sent_next; /* s->sent, doubly linked */
+    int on_sent;                           /* linked in s->sent */
 } zkr__op_t;
 
 /* Allocates an op and counts it in flight (mutex held); NULL on ENOMEM
@@ -431,6 +459,12 @@ zkr__op_t *zkr__op_new(zkr_session_t *s, zkr__contender_t *c);
 zkr_session_t *zkr__op_begin(zkr__op_t *op, int rc);
 /* Completion epilogue: broadcasts, unlocks, frees op. */
 void zkr__op_end(zkr__op_t *op);
+/* After an asynchronous call on zh (mutex held): if the client accepted
+ * it (rc ZOK), records op as in flight on zh until its completion begins,
+ * so that closing zh can complete it if the client does not (session.c,
+ * close_handle). Returns rc. */
+int zkr__op_sent(int rc, zkr__op_t *op, zhandle_t *zh, int kind,
+                 void (*cb)(void));
 /* Undo zkr__op_new when the call could not be issued (mutex held); stalls
  * the op's contender, or leaves its cleanup to the retry. */
 void zkr__op_cancel(zkr__op_t *op);

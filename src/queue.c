@@ -1053,6 +1053,15 @@ static void step(zkr__contender_t *c)
 {
     zkr_session_t *s = c->s;
 
+    /* An acquire ended (timeout, cancel) while requests of its attempt
+     * were in flight: abort_acquire waited for their answers. The last
+     * has come: end it now (a create of unknown outcome becomes a search
+     * by UUID), not when the connection or a new session comes back. */
+    if (!c->busy && c->abort_rc != 0 &&
+        (c->phase == ZKR__P_CREATING || c->phase == ZKR__P_RECOVER)) {
+        abort_acquire(c, c->abort_rc);
+        return;
+    }
     /* Nothing goes out on a session we declared LOST, even while its
      * handle stays open until last heard + T (session.c, declare_lost): a
      * node created there would die with it while we hold it. The new

@@ -332,6 +332,107 @@ zkr__op_t *zkr__op_new(zkr_session_t *s, zkr__contender_t *c)
     return op;
 }
 
+static void sent_unlink(zkr_session_t *s, zkr__op_t *op)
+{
+    if (!op->on_sent)
+        return;
+    if (op->sent_prev != NULL)
+        op->sent_prev->sent_next = op->sent_next;
+    else
+        s->sent = op->sent_next;
+    if (op->sent_next != NULL)
+        op->sent_next->sent_prev = op->sent_prev;
+    op->sent_prev = op->sent_next = NULL;
+    op->on_sent = 0;
+}
+
+int zkr__op_sent(int rc, zkr__op_t *op, zhandle_t *zh, int kind,
+                 void (*cb)(void))
+{
+    zkr_session_t *s = op->s;
+
+    if (rc != ZOK)
+        return rc;
+    op->zh = zh;
+    op->kind = kind;
+    op->cb = cb;
+    op->sent_prev = NULL;
+    op->sent_next = s->sent;
+    if (s->sent != NULL)
+        s->sent->sent_prev = op;
+    s->sent = op;
+    op->on_sent = 1;
+    return rc;
+}
+
+/* Calls op's completion as the client would for a request that failed
+ * with rc: no result. */
+static void op_fail(zkr__op_t *op, int rc)
+{
+    switch (op->kind) {
+    case ZKR__CB_VOID:
+        ((void_completion_t)op->cb)(rc, op);
+        break;
+    case ZKR__CB_STAT:
+        ((stat_completion_t)op->cb)(rc, NULL, op);
+        break;
+    case ZKR__CB_DATA:
+        ((data_completion_t)op->cb)(rc, NULL, -1, NULL, op);
+        break;
+    case ZKR__CB_STRINGS:
+        ((strings_completion_t)op->cb)(rc, NULL, op);
+        break;
+    case ZKR__CB_STRINGS_STAT:
+        ((strings_stat_completion_t)op->cb)(rc, NULL, NULL, op);
+        break;
+    case ZKR__CB_STRING:
+        ((string_completion_t)op->cb)(rc, NULL, op);
+        break;
+    default: /* ZKR__CB_STRING_STAT */
+        ((string_stat_completion_t)op->cb)(rc, NULL, NULL, op);
+        break;
+    }
+}
+
+/* Closes zh, which zkr opened and nobody can use any more (mutex held,
+ * released meanwhile: closing runs completions that take it).
+ *
+ * zookeeper_close() of the multithreaded client 3.8.0 does not reliably
+ * call the completions of the requests still in flight: it sets
+ * close_requested, then queues a ZCLOSING answer for each request; but its
+ * completion thread ends at the first moment it finds its queue empty
+ * once close_requested is set, which can be before, or in the middle of,
+ * that queueing; and destroy() queues the rest again where no thread will
+ * ever take them (process_async() is 0 in that library). A request left
+ * without an answer leaves its contender (or a free, or the session's
+ * close) waiting for it forever. Once zookeeper_close() has returned, the
+ * client's threads are joined and the handle freed: no completion can come
+ * any more. So every request still recorded as sent on zh is completed
+ * here, with ZCLOSING, exactly once. */
+static void close_handle(zkr_session_t *s, zhandle_t *zh)
+{
+    zkr__op_t *left = NULL, *op, *next;
+
+    pthread_mutex_unlock(&s->mu);
+    zookeeper_close(zh);
+    pthread_mutex_lock(&s->mu);
+    for (op = s->sent; op != NULL; op = next) {
+        next = op->sent_next;
+        if (op->zh == zh) {
+            sent_unlink(s, op);
+            op->sent_next = left;
+            left = op;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    while ((op = left) != NULL) {
+        left = op->sent_next;
+        op->sent_next = NULL;
+        op_fail(op, ZCLOSING);
+    }
+    pthread_mutex_lock(&s->mu);
+}
+
 void zkr__op_cancel(zkr__op_t *op)
 {
     /* The request was not sent: whatever waited for its answer (a
@@ -341,6 +442,7 @@ void zkr__op_cancel(zkr__op_t *op)
     zkr__retry_later(op->s);
     if (op->c != NULL)
         op->c->busy--;
+    sent_unlink(op->s, op);
     op->s->ops--;
     free(op->path);
     free(op);
@@ -351,6 +453,7 @@ zkr_session_t *zkr__op_begin(zkr__op_t *op, int rc)
     zkr_session_t *s = op->s;
 
     pthread_mutex_lock(&s->mu);
+    sent_unlink(s, op);
     s->ops--;
     if (op->c != NULL)
         op->c->busy--;
@@ -991,9 +1094,7 @@ static void replace_handle(zkr_session_t *s)
         pthread_cond_wait(&s->cv, &s->mu);
     if (old != NULL) {
         s->swapping = 1;
-        pthread_mutex_unlock(&s->mu);
-        zookeeper_close(old);
-        pthread_mutex_lock(&s->mu);
+        close_handle(s, old);
         s->swapping = 0;
         pthread_cond_broadcast(&s->cv);
     }
@@ -1356,10 +1457,8 @@ int zkr_session_free(zkr_session_t *s)
         zh = s->zh;
         s->zh = NULL;
         s->connected = 0;
-        pthread_mutex_unlock(&s->mu);
         if (zh != NULL)
-            zookeeper_close(zh);
-        pthread_mutex_lock(&s->mu);
+            close_handle(s, zh);
     }
     while (s->ops > 0)
         zkr__wait(s, NULL, zkr__now_ms() + 50);

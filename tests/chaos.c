@@ -11,7 +11,8 @@
  *          stuck=N
  *
  * (stuck: processes still running 60 s after the end, when every one
- * should have stopped within its 10 s acquire timeout; they are killed.)
+ * should have stopped within its 10 s acquire timeout; they are killed,
+ * after gdb prints every thread's stack when ZKR_CHAOS_GDB is set.)
  *
  *   chaos [-d SECONDS] [-l LOCKERS] [-e ELECTORS] [-R RUNNERS]
  *         [-f FOREIGN] [-t SESSION_MS] [-s SEED] [-E] [-b]
@@ -610,6 +611,18 @@ int main(int argc, char **argv)
                     "the end\n",
                     i < nprocs ? procs[i].id : "foreign", (long)pid);
             stuck++;
+            if (getenv("ZKR_CHAOS_GDB") != NULL) {
+                /* Where it waits, before it is killed. */
+                char cmd[160];
+
+                snprintf(cmd, sizeof(cmd),
+                         "gdb -p %ld -batch -ex 'thread apply all bt' "
+                         "1>&2 2>/dev/null",
+                         (long)pid);
+                if (system(cmd) != 0)
+                    fprintf(stderr, "chaos: gdb failed on pid %ld\n",
+                            (long)pid);
+            }
             kill(pid, SIGKILL);
             zkt_wait_pid(pid, -1, NULL);
         }
