@@ -25,7 +25,7 @@ enum {
     PERM_ALL = 31
 };
 
-static int64_t wall_ms(void)
+int64_t cli_wall_ms(void)
 {
     struct timespec ts;
 
@@ -62,7 +62,7 @@ static const char *mode_of(const zkr_contender_t *e)
 }
 
 /* The recipe a queue belongs to, from its entries' modes. */
-static const char *kind_of(const zkr_contender_t *v, int n)
+const char *cli_queue_kind(const zkr_contender_t *v, int n)
 {
     const char *m;
 
@@ -128,11 +128,11 @@ static void print_json(const char *path, const zkr_contender_t *v, int n,
                        int holding)
 {
     strbuf_t b = {0};
-    int64_t now = wall_ms();
+    int64_t now = cli_wall_ms();
 
     sb_printf(&b, "{\"path\":");
     sb_json_str(&b, path);
-    sb_printf(&b, ",\"kind\":\"%s\",\"holders\":[", kind_of(v, n));
+    sb_printf(&b, ",\"kind\":\"%s\",\"holders\":[", cli_queue_kind(v, n));
     for (int i = 0; i < holding; i++) {
         sb_printf(&b, i > 0 ? "," : "");
         json_entry(&b, &v[i], now);
@@ -151,10 +151,10 @@ static void print_json(const char *path, const zkr_contender_t *v, int n,
 static void print_text(const char *path, const zkr_contender_t *v, int n,
                        int holding)
 {
-    int64_t now = wall_ms();
+    int64_t now = cli_wall_ms();
 
-    printf("%s: %s, %d holding, %d waiting\n", path, kind_of(v, n), holding,
-           n - holding);
+    printf("%s: %s, %d holding, %d waiting\n", path, cli_queue_kind(v, n),
+           holding, n - holding);
     if (n == 0)
         return;
     printf("%-7s %-9s %-56s %-16s %-12s %s\n", "ROLE", "MODE", "NODE", "ID",

@@ -207,6 +207,7 @@ static void usage(FILE *f)
           "           [--requeue] PATH [--] COMMAND [ARG...]\n"
           "  zkr inspect [--json] PATH\n"
           "  zkr release --force --reason TEXT [--node NODE] PATH\n"
+          "  zkr exporter [--listen HOST:PORT] [--refresh SECONDS] PATH...\n"
           "\n"
           "HOSTS defaults to $ZKR_SERVER, else " DEFAULT_HOSTS
           "; the session timeout to\n"
@@ -238,7 +239,7 @@ int main(int argc, char **argv)
     } subs[] = {
         {"lock", cli_lock},       {"sem", cli_sem},
         {"elect", cli_elect},     {"inspect", cli_inspect},
-        {"release", cli_release},
+        {"release", cli_release}, {"exporter", cli_exporter},
     };
     cli_t c = {0};
     const char *env = getenv("ZKR_SERVER");
