@@ -571,14 +571,14 @@ static int parse_args(int argc, char **argv, struct sockaddr_in *sa,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *listen = DEFAULT_LISTEN;
+    const char *addr = DEFAULT_LISTEN;
     int opt;
 
     optind = 0;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "+l:r:h", lopts, NULL)) != -1) {
         if (opt == 'l') {
-            listen = optarg;
+            addr = optarg;
         } else if (opt == 'r') {
             if (cli_parse_seconds(optarg, refresh_ms) != 0 ||
                 *refresh_ms < 10 || *refresh_ms > 3600000)
@@ -596,9 +596,9 @@ static int parse_args(int argc, char **argv, struct sockaddr_in *sa,
     }
     if (optind >= argc)
         return cli_usage_error("exporter", "wants at least one PATH");
-    if (parse_listen(listen, sa) != 0)
+    if (parse_listen(addr, sa) != 0)
         return cli_usage_error(
-            "exporter", "invalid --listen '%s' (IPv4-ADDRESS:PORT)", listen);
+            "exporter", "invalid --listen '%s' (IPv4-ADDRESS:PORT)", addr);
     for (int i = optind; i < argc; i++)
         if (argv[i][0] != '/' || strlen(argv[i]) > ZKR_PATH_MAX)
             return cli_usage_error("exporter", "invalid PATH '%s'", argv[i]);
