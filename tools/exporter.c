@@ -61,7 +61,8 @@ typedef struct xpath {
     char kind[16];   /* cli_queue_kind() */
     char *holder_id; /* oldest holder's identifier, or NULL */
     int64_t holder_ctime_ms;
-    int64_t token; /* oldest holder's czxid */
+    int64_t token;         /* oldest holder's czxid */
+    int64_t held_since_ms; /* when we first saw that node hold (wall) */
     int64_t last_list_ms;
     uint64_t listings, errors;
 } xpath_t;
@@ -178,6 +179,9 @@ static void publish_listing(exporter_t *x, xpath_t *p, const zkr_contender_t *v,
     free(p->holder_id);
     p->holder_id = id;
     p->holder_ctime_ms = n > 0 ? v[0].ctime_ms : 0;
+    /* A node's czxid names it for good: another token, another holder. */
+    if (holders > 0 && (p->holders == 0 || p->token != v[0].czxid))
+        p->held_since_ms = cli_wall_ms();
     p->token = n > 0 ? v[0].czxid : 0;
     snprintf(p->kind, sizeof(p->kind), "%s", cli_queue_kind(v, n));
     p->contenders = n;
@@ -392,6 +396,8 @@ PATH_VALUE(v_epoch,
 PATH_VALUE(v_since, p->listed && p->holders > 0, p->holder_ctime_ms)
 PATH_VALUE(v_age, p->listed && p->holders > 0,
            now > p->holder_ctime_ms ? now - p->holder_ctime_ms : 0)
+PATH_VALUE(v_held, p->listed && p->holders > 0,
+           now > p->held_since_ms ? now - p->held_since_ms : 0)
 PATH_VALUE(v_listings, 1, p->listings)
 PATH_VALUE(v_errors, 1, p->errors)
 
@@ -475,7 +481,12 @@ static void render(strbuf_t *b, exporter_t *x)
            "seconds since the epoch)",
            v_since, 1);
     family(b, x, "zkr_path_holder_age_seconds", "gauge",
-           "Age of the oldest holder's node at the scrape", v_age, 1);
+           "Age of the oldest holder's node: its wait plus its hold so far",
+           v_age, 1);
+    family(b, x, "zkr_path_holder_held_seconds", "gauge",
+           "How long the exporter has seen the oldest holder hold (a lower "
+           "bound)",
+           v_held, 1);
     family(b, x, "zkr_path_fencing_token", "gauge",
            "Fencing token (czxid) of the oldest holder", v_token, 0);
     head(b, "zkr_path_leader_info", "gauge",

@@ -186,6 +186,11 @@ test_thousands_of_waiters() {
         'zkr_path_holder_info{path="/exp/big",kind="lock",id="filler"}' 1
     expect "waiters after the release" metric_eq \
         'zkr_path_waiters{path="/exp/big"}' 2999
+    # The new holder's node is older than its hold: it waited first.
+    expect "held longer than its node exists" awk -v h="$(metric \
+        'zkr_path_holder_held_seconds{path="/exp/big"}')" -v a="$(metric \
+        'zkr_path_holder_age_seconds{path="/exp/big"}')" \
+        'BEGIN { exit !(h != "" && a != "" && h + 0 < a + 0) }'
     l1=$(metric 'zkr_path_listings_total{path="/exp/big"}')
     echo "# listings for 3000 arrivals, 50 scrapes and a release: $((l1 - l0))"
     expect "listed $((l1 - l0)) times for one release" [ "$((l1 - l0))" -le 2 ]
