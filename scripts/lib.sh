@@ -8,6 +8,7 @@
 #   zkr_server_start        start a throwaway ZooKeeper; exports ZKR_SERVER
 #   zkr_server_restart      kill it and start it again (same port and data)
 #   zkr_server_stop         stop it and remove its scratch dir
+#   zkr_prometheus_start TARGET DIR  a Prometheus scraping TARGET every 1 s
 #   zkr_on_exit CMD         run CMD (eval'd) when the script exits
 #   zkr_curator_cp          class path of Debian's Apache Curator, or ""
 #
@@ -255,6 +256,34 @@ zkr_server_stop() {
         ZKR_SERVER_DIR=""
     fi
     unset ZKR_SERVER
+}
+
+# Starts Prometheus (Debian's prometheus) on a free loopback port, scraping
+# TARGET (HOST:PORT, /metrics) every second, with its config, storage and
+# log in DIR; waits until it is ready. ZKR_PROM is its address,
+# ZKR_PROM_PID its PID (set even when it fails to become ready: the caller
+# kills it).
+zkr_prometheus_start() {
+    local target=$1 dir=$2 deadline
+    ZKR_PROM=127.0.0.1:$(zkr__free_port)
+    mkdir -p "$dir"
+    printf '%s\n' "global:" "  scrape_interval: 1s" "  scrape_timeout: 1s" \
+        "scrape_configs:" "  - job_name: zkr" "    static_configs:" \
+        "      - targets: ['$target']" > "$dir/prometheus.yml"
+    "${ZKR_PDEATH[@]}" prometheus --config.file="$dir/prometheus.yml" \
+        --storage.tsdb.path="$dir/data" --web.listen-address="$ZKR_PROM" \
+        --log.level=warn 2>>"$dir/prometheus.log" &
+    ZKR_PROM_PID=$!
+    deadline=$((SECONDS + 30))
+    until curl -sf "http://$ZKR_PROM/-/ready" -o /dev/null; do
+        if ! kill -0 "$ZKR_PROM_PID" 2>/dev/null ||
+            [ "$SECONDS" -ge "$deadline" ]; then
+            zkr_log "Prometheus did not start; end of its log:"
+            tail -n 20 "$dir/prometheus.log" >&2 || true
+            return 1
+        fi
+        sleep 0.2
+    done
 }
 
 # Prints the logs of the tests that failed in the last make check.

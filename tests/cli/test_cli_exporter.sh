@@ -50,21 +50,12 @@ metric_eq() { [ "$(metric "$1")" = "$2" ]; }
 
 # Prometheus scraping $EXP every second; PROM is its HTTP address.
 prom_start() {
-    PROM=127.0.0.1:$(zkr__free_port)
-    cat > "$WORK/prometheus.yml" <<EOF
-global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-scrape_configs:
-  - job_name: zkr
-    static_configs:
-      - targets: ['$EXP']
-EOF
+    local rc=0
     rm -rf "$WORK/prom"
-    bg prometheus --config.file="$WORK/prometheus.yml" \
-        --storage.tsdb.path="$WORK/prom" --web.listen-address="$PROM" \
-        --log.level=warn 2>>"$WORK/prometheus.log"
-    wait_for 30 curl -sf "http://$PROM/-/ready" -o /dev/null
+    zkr_prometheus_start "$EXP" "$WORK/prom" || rc=$?
+    t_pids+=("$ZKR_PROM_PID")
+    PROM=$ZKR_PROM
+    return "$rc"
 }
 # prom QUERY: the value of an instant query's first series, or nothing.
 prom() {
