@@ -6,6 +6,7 @@
 # identifiers; a path with thousands of waiters is not listed per scrape
 # (nor per arrival); the exporter reports and survives a lost session and a
 # ZooKeeper restart. Skipped only when prometheus is not installed.
+# shellcheck disable=SC2317 # the tests run through run_test
 . "${srcdir:-.}/tests/cli/lib.sh"
 
 if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
@@ -111,6 +112,7 @@ test_prometheus_sees_queue() {
 # or 1.
 dropping() {
     local prev=4 v mid=0
+    # shellcheck disable=SC2086 # one word a value
     set -- $1
     [ "$1" = 3 ] && [ "${!#}" = 0 ] || return 1
     for v in "$@"; do
