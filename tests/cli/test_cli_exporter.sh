@@ -65,10 +65,12 @@ prom() {
 }
 prom_eq() { [ "$(prom "$1")" = "$2" ]; }
 
-# A contender that holds until $WORK/go exists, then HOLD seconds more.
+# A contender that holds until $WORK/go exists, then HOLD seconds more
+# (CONTENDER_OPTS: global options of its zkr).
 HOLD=$(scaled 1.5)
+CONTENDER_OPTS=()
 contender() {
-    bg "$ZKR" lock --id "$1" "$2" sh -c \
+    bg "$ZKR" "${CONTENDER_OPTS[@]}" lock --id "$1" "$2" sh -c \
         "while [ ! -e '$WORK/go' ]; do sleep 0.05; done; sleep $HOLD"
 }
 
@@ -221,11 +223,13 @@ test_session_loss() {
 }
 
 # ZooKeeper killed and started again (same data, within the session
-# timeout): the session resumes, the watches set before still work.
+# timeout): the session resumes, the watches set before still work. The
+# sessions' timeouts (30 s: safe for about 17 s) outlast a slow restart.
 test_zookeeper_restart() {
     local h
     rm -f "$WORK/go"
-    exporter_start --session-timeout 10000 -- /exp/rst
+    CONTENDER_OPTS=(--session-timeout 30000)
+    exporter_start --session-timeout 30000 -- /exp/rst
     contender one /exp/rst
     h=$!
     expect "holder not reported" wait_for 10 metric_eq \
@@ -244,6 +248,7 @@ test_zookeeper_restart() {
     expect "waiters after the release" metric_eq 'zkr_path_waiters{path="/exp/rst"}' 0
     expect "session lost by a restart" metric_eq 'zkr_exporter_session_losses_total' 0
     expect "exporter died" alive "$EXP_PID"
+    CONTENDER_OPTS=()
 }
 
 start_server
