@@ -266,10 +266,17 @@ static void *worker(void *arg)
     while (!x->stop) {
         int64_t now = mono_ms(), wake = next_depth;
         int depth_due = now >= next_depth;
+        zkr_state_t st = zkr_session_state(x->s);
+        /* While the session is down, nothing is read (a read would only
+         * fail): the handle may be replaced meanwhile, and the listener
+         * wakes us when the session is back. */
+        int npaths = st == ZKR_STATE_CONNECTED || st == ZKR_STATE_RECONNECTED
+                         ? x->npaths
+                         : 0;
 
         if (depth_due)
             next_depth = now + x->refresh_ms;
-        for (int i = 0; i < x->npaths && !x->stop; i++) {
+        for (int i = 0; i < npaths && !x->stop; i++) {
             xpath_t *p = &x->paths[i];
             int rc = ZOK, list;
 
