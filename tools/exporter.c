@@ -148,20 +148,25 @@ static int read_depth(exporter_t *x, xpath_t *p, int *exists, int *depth)
     return rc == ZNONODE ? ZOK : rc;
 }
 
-/* Watches the holders' nodes and the first waiter's: their deletion is
- * what changes the holders. The client keeps one registration per node
- * for this watcher and context, however often it is set. */
+/* Watches the holders' nodes and the first waiter's: their deletion (or,
+ * for a semaphore, the touch of a permit holder's node) is what changes
+ * the holders. A get, not an exists: on a node already gone it leaves no
+ * watch behind (sequential names never come back to fire it). The client
+ * keeps one registration per node for this watcher and context, however
+ * often it is set. */
 static int watch_front(exporter_t *x, xpath_t *p, const zkr_contender_t *v,
                        int n, int holders)
 {
     zhandle_t *zh = zkr_session_handle(x->s);
     struct Stat st;
-    int rc;
+    char byte;
+    int rc, len;
 
     for (int i = 0; i < n && i <= holders; i++) {
         if (zh == NULL)
             return ZCONNECTIONLOSS;
-        rc = zoo_wexists(zh, v[i].node, watcher, p, &st);
+        len = (int)sizeof(byte);
+        rc = zoo_wget(zh, v[i].node, watcher, p, &byte, &len, &st);
         if (rc == ZNONODE)
             return ZNONODE; /* already gone: list again */
         if (rc != ZOK)
@@ -170,8 +175,12 @@ static int watch_front(exporter_t *x, xpath_t *p, const zkr_contender_t *v,
     return ZOK;
 }
 
+/* moved: the queue changed during the listing; it is shown (a busy queue
+ * may never stand still for a listing) and listed again, and the count of
+ * children that are not contenders is kept from before. */
 static void publish_listing(exporter_t *x, xpath_t *p, const zkr_contender_t *v,
-                            int n, int holders, int exists, int depth)
+                            int n, int holders, int exists, int depth,
+                            int moved)
 {
     char *id = n > 0 && v[0].id != NULL ? strdup(v[0].id) : NULL;
 
@@ -188,7 +197,9 @@ static void publish_listing(exporter_t *x, xpath_t *p, const zkr_contender_t *v,
     p->holders = holders;
     p->exists = exists;
     p->depth = depth;
-    p->foreign = depth > n ? depth - n : 0;
+    if (!moved)
+        p->foreign = depth > n ? depth - n : 0;
+    p->dirty |= moved;
     p->listed = 1;
     p->up = 1;
     pthread_mutex_unlock(&x->mu);
@@ -200,7 +211,7 @@ static void publish_listing(exporter_t *x, xpath_t *p, const zkr_contender_t *v,
 static int refresh_listing(exporter_t *x, xpath_t *p)
 {
     zkr_contender_t *v = NULL;
-    int n = 0, holders, ex0, d0, ex1, d1, rc;
+    int n = 0, holders, ex0, d0, ex1, d1, rc, moved = 0;
 
     if ((rc = read_depth(x, p, &ex0, &d0)) != ZOK)
         return rc;
@@ -214,12 +225,12 @@ static int refresh_listing(exporter_t *x, xpath_t *p)
     holders = zkr_contenders_holding(v, n);
     if (holders < 0)
         rc = ZKR_ENOMEM;
-    else if ((rc = watch_front(x, p, v, n, holders)) == ZOK &&
-             (rc = read_depth(x, p, &ex1, &d1)) == ZOK &&
-             (ex0 != ex1 || d0 != d1))
-        rc = ZNONODE; /* moved meanwhile: another listing */
-    if (rc == ZOK)
-        publish_listing(x, p, v, n, holders, ex1, d1);
+    else if ((rc = watch_front(x, p, v, n, holders)) == ZNONODE)
+        moved = 1;
+    if ((rc == ZOK || moved) && (rc = read_depth(x, p, &ex1, &d1)) == ZOK) {
+        moved |= ex0 != ex1 || d0 != d1;
+        publish_listing(x, p, v, n, holders, ex1, d1, moved);
+    }
     zkr_contenders_free(v, n);
     return rc;
 }
@@ -243,17 +254,13 @@ static int refresh_depth(exporter_t *x, xpath_t *p)
     return rc;
 }
 
-/* ZNONODE is no error: the queue moved during the listing, which is
- * simply taken again. */
 static void record_error(exporter_t *x, xpath_t *p, int rc)
 {
     pthread_mutex_lock(&x->mu);
+    cli_info(x->c, "%s: %s", p->path, zkr_strerror(rc));
     p->dirty = 1;
-    if (rc != ZNONODE) {
-        cli_info(x->c, "%s: %s", p->path, zkr_strerror(rc));
-        p->errors++;
-        p->up = 0;
-    }
+    p->errors++;
+    p->up = 0;
     pthread_mutex_unlock(&x->mu);
 }
 
@@ -505,8 +512,8 @@ static void render(strbuf_t *b, exporter_t *x)
            "Listings of the path's children by the exporter", v_listings, 0);
     family(b, x, "zkr_path_errors_total", "counter",
            "Failed reads of the path (retried)", v_errors, 0);
+    render_session(b, x); /* its counters are under the lock too */
     pthread_mutex_unlock(&x->mu);
-    render_session(b, x);
 }
 
 /* ---------------------------------------------------------------- HTTP */
