@@ -176,7 +176,7 @@ zkr__4lw() { # PORT WORD
 # Runs the server of config $1 (client port $2) in the background and
 # waits until it answers ruok; ZKR_SERVER_PID is its PID.
 zkr__server_launch() {
-    local cfg=$1 port=$2 cp java deadline
+    local cfg=$1 port=$2 cp java
     cp=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
     if [ -r /usr/share/java/slf4j-log4j12.jar ] &&
         [ -r /usr/share/java/log4j-1.2.jar ]; then
@@ -190,12 +190,21 @@ zkr__server_launch() {
         org.apache.zookeeper.server.ZooKeeperServerMain "$cfg" \
         </dev/null >>"$ZKR_SERVER_DIR/server.log" 2>&1 &
     ZKR_SERVER_PID=$!
-    deadline=$((SECONDS + 60))
-    until [ "$(zkr__4lw "$port" ruok)" = imok ]; do
-        if ! kill -0 "$ZKR_SERVER_PID" 2>/dev/null ||
-            [ "$SECONDS" -ge "$deadline" ]; then
-            zkr_log "ZooKeeper did not start; end of its log:"
-            tail -n 30 "$ZKR_SERVER_DIR/server.log" >&2 || true
+    zkr__await "$ZKR_SERVER_PID" "$ZKR_SERVER_DIR/server.log" ZooKeeper \
+        zkr__ruok "$port"
+}
+
+zkr__ruok() { [ "$(zkr__4lw "$1" ruok)" = imok ]; }
+
+# zkr__await PID LOG NAME CMD...: polls CMD every 0.1 s until it succeeds;
+# fails, showing the end of LOG, if PID dies or 60 s pass.
+zkr__await() {
+    local pid=$1 log=$2 name=$3 deadline=$((SECONDS + 60))
+    shift 3
+    until "$@"; do
+        if ! kill -0 "$pid" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; then
+            zkr_log "$name did not start; end of its log:"
+            tail -n 30 "$log" >&2 || true
             return 1
         fi
         sleep 0.1
@@ -264,7 +273,7 @@ zkr_server_stop() {
 # ZKR_PROM_PID its PID (set even when it fails to become ready: the caller
 # kills it).
 zkr_prometheus_start() {
-    local target=$1 dir=$2 deadline
+    local target=$1 dir=$2
     ZKR_PROM=127.0.0.1:$(zkr__free_port)
     mkdir -p "$dir"
     printf '%s\n' "global:" "  scrape_interval: 1s" "  scrape_timeout: 1s" \
@@ -274,16 +283,8 @@ zkr_prometheus_start() {
         --storage.tsdb.path="$dir/data" --web.listen-address="$ZKR_PROM" \
         --log.level=warn 2>>"$dir/prometheus.log" &
     ZKR_PROM_PID=$!
-    deadline=$((SECONDS + 30))
-    until curl -sf "http://$ZKR_PROM/-/ready" -o /dev/null; do
-        if ! kill -0 "$ZKR_PROM_PID" 2>/dev/null ||
-            [ "$SECONDS" -ge "$deadline" ]; then
-            zkr_log "Prometheus did not start; end of its log:"
-            tail -n 20 "$dir/prometheus.log" >&2 || true
-            return 1
-        fi
-        sleep 0.2
-    done
+    zkr__await "$ZKR_PROM_PID" "$dir/prometheus.log" Prometheus \
+        curl -sf "http://$ZKR_PROM/-/ready" -o /dev/null
 }
 
 # Prints the logs of the tests that failed in the last make check.
