@@ -20,8 +20,9 @@ export ZKR_ROOT
 ZKR_DEPS=(build-essential autoconf automake libtool pkg-config
     libzookeeper-mt-dev zookeeper default-jre-headless default-jdk-headless
     libcmocka-dev libcurator-recipes-java
-    libsqlite3-dev netcat-openbsd procps valgrind jq
-    libmicrohttpd-dev prometheus)
+    libsqlite3-dev libjansson-dev netcat-openbsd procps valgrind jq
+    libmicrohttpd-dev
+    prometheus) # prometheus, promtool: tests/cli/test_cli_{metrics,exporter}.sh
 # What scripts/package adds (the packages' Build-Depends come from
 # debian/control).
 # shellcheck disable=SC2034 # used by scripts/package

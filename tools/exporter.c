@@ -326,39 +326,29 @@ static void *worker(void *arg)
 /* A label value: backslash, quote and newline escaped as the format asks;
  * bytes that are not well-formed UTF-8 become U+FFFD (Prometheus rejects
  * the whole scrape otherwise). */
-static void sb_label(strbuf_t *b, const char *s)
+static void label(FILE *f, const char *s)
 {
-    const unsigned char *p = (const unsigned char *)s;
+    while (*s != '\0') {
+        int len = cli_utf8_len(s);
 
-    while (*p != '\0') {
-        int len = *p < 0x80                           ? 1
-                  : (*p & 0xe0) == 0xc0 && *p >= 0xc2 ? 2
-                  : (*p & 0xf0) == 0xe0               ? 3
-                  : (*p & 0xf8) == 0xf0 && *p <= 0xf4 ? 4
-                                                      : 0;
-        int ok = len > 0;
-
-        for (int i = 1; ok && i < len; i++)
-            ok = (p[i] & 0xc0) == 0x80;
-        if (!ok) {
-            sb_printf(b, "\xef\xbf\xbd");
-            p++;
-        } else if (*p == '\\' || *p == '"') {
-            sb_printf(b, "\\%c", *p++);
-        } else if (*p == '\n') {
-            sb_printf(b, "\\n");
-            p++;
+        if (len == 0) {
+            fputs("\xef\xbf\xbd", f);
+            s++;
+        } else if (*s == '\\' || *s == '"') {
+            fprintf(f, "\\%c", *s++);
+        } else if (*s == '\n') {
+            fputs("\\n", f);
+            s++;
         } else {
-            sb_printf(b, "%.*s", len, (const char *)p);
-            p += len;
+            fwrite(s, 1, (size_t)len, f);
+            s += len;
         }
     }
 }
 
-static void head(strbuf_t *b, const char *name, const char *type,
-                 const char *help)
+static void head(FILE *f, const char *name, const char *type, const char *help)
 {
-    sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 /* One sample per path of a family; a function returning 0 skips the path.
@@ -366,22 +356,22 @@ static void head(strbuf_t *b, const char *name, const char *type,
  * milliseconds for the families in seconds (ms set). */
 typedef int (*path_value_fn)(const xpath_t *p, int64_t now, int64_t *v);
 
-static void family(strbuf_t *b, const exporter_t *x, const char *name,
+static void family(FILE *f, const exporter_t *x, const char *name,
                    const char *type, const char *help, path_value_fn fn, int ms)
 {
     int64_t now = cli_wall_ms(), v;
 
-    head(b, name, type, help);
+    head(f, name, type, help);
     for (int i = 0; i < x->npaths; i++) {
         if (!fn(&x->paths[i], now, &v))
             continue;
-        sb_printf(b, "%s{path=\"", name);
-        sb_label(b, x->paths[i].path);
+        fprintf(f, "%s{path=\"", name);
+        label(f, x->paths[i].path);
         if (ms)
-            sb_printf(b, "\"} %s%" PRId64 ".%03d\n", v < 0 ? "-" : "",
-                      (v < 0 ? -v : v) / 1000, (int)((v < 0 ? -v : v) % 1000));
+            fprintf(f, "\"} %s%" PRId64 ".%03d\n", v < 0 ? "-" : "",
+                    (v < 0 ? -v : v) / 1000, (int)((v < 0 ? -v : v) % 1000));
         else
-            sb_printf(b, "\"} %" PRId64 "\n", v);
+            fprintf(f, "\"} %" PRId64 "\n", v);
     }
 }
 
@@ -416,7 +406,7 @@ PATH_VALUE(v_listings, 1, p->listings)
 PATH_VALUE(v_errors, 1, p->errors)
 
 /* The oldest holder's identifier (or leader's), as an info metric. */
-static void holder_info(strbuf_t *b, const exporter_t *x, const char *name,
+static void holder_info(FILE *f, const exporter_t *x, const char *name,
                         int leaders)
 {
     for (int i = 0; i < x->npaths; i++) {
@@ -424,95 +414,95 @@ static void holder_info(strbuf_t *b, const exporter_t *x, const char *name,
         if (!p->listed || p->holders == 0 || p->holder_id == NULL ||
             (strcmp(p->kind, "election") == 0) != leaders)
             continue;
-        sb_printf(b, "%s{path=\"", name);
-        sb_label(b, p->path);
-        sb_printf(b, "\",kind=\"%s\",id=\"", p->kind);
-        sb_label(b, p->holder_id);
-        sb_printf(b, "\"} 1\n");
+        fprintf(f, "%s{path=\"", name);
+        label(f, p->path);
+        fprintf(f, "\",kind=\"%s\",id=\"", p->kind);
+        label(f, p->holder_id);
+        fprintf(f, "\"} 1\n");
     }
 }
 
-static void render_session(strbuf_t *b, exporter_t *x)
+static void render_session(FILE *f, exporter_t *x)
 {
     zkr_state_t st = zkr_session_state(x->s);
 
-    head(b, "zkr_exporter_session_state", "gauge",
+    head(f, "zkr_exporter_session_state", "gauge",
          "1 for the current state of the exporter's own session");
     for (int i = ZKR_STATE_CONNECTING; i <= ZKR_STATE_CLOSED; i++)
-        sb_printf(b, "zkr_exporter_session_state{state=\"%s\"} %d\n",
-                  zkr_state_name((zkr_state_t)i), (int)st == i);
-    head(b, "zkr_exporter_session_connected", "gauge",
+        fprintf(f, "zkr_exporter_session_state{state=\"%s\"} %d\n",
+                zkr_state_name((zkr_state_t)i), (int)st == i);
+    head(f, "zkr_exporter_session_connected", "gauge",
          "1 while the session is CONNECTED or RECONNECTED");
-    sb_printf(b, "zkr_exporter_session_connected %d\n",
-              st == ZKR_STATE_CONNECTED || st == ZKR_STATE_RECONNECTED);
-    head(b, "zkr_exporter_session_valid_seconds", "gauge",
+    fprintf(f, "zkr_exporter_session_connected %d\n",
+            st == ZKR_STATE_CONNECTED || st == ZKR_STATE_RECONNECTED);
+    head(f, "zkr_exporter_session_valid_seconds", "gauge",
          "How long the session's claims stay safe (zkr_session_valid_ms)");
-    sb_printf(b, "zkr_exporter_session_valid_seconds %.3f\n",
-              (double)zkr_session_valid_ms(x->s) / 1000.0);
-    head(b, "zkr_exporter_session_timeout_seconds", "gauge",
+    fprintf(f, "zkr_exporter_session_valid_seconds %.3f\n",
+            (double)zkr_session_valid_ms(x->s) / 1000.0);
+    head(f, "zkr_exporter_session_timeout_seconds", "gauge",
          "The negotiated session timeout");
-    sb_printf(b, "zkr_exporter_session_timeout_seconds %.3f\n",
-              (double)zkr_session_timeout_ms(x->s) / 1000.0);
-    head(b, "zkr_exporter_sessions_total", "counter",
+    fprintf(f, "zkr_exporter_session_timeout_seconds %.3f\n",
+            (double)zkr_session_timeout_ms(x->s) / 1000.0);
+    head(f, "zkr_exporter_sessions_total", "counter",
          "ZooKeeper sessions established, the first one included");
-    sb_printf(b, "zkr_exporter_sessions_total %" PRIu64 "\n",
-              zkr_session_counter(x->s, ZKR_COUNTER_SESSIONS));
-    head(b, "zkr_exporter_session_losses_total", "counter",
+    fprintf(f, "zkr_exporter_sessions_total %" PRIu64 "\n",
+            zkr_session_counter(x->s, ZKR_COUNTER_SESSIONS));
+    head(f, "zkr_exporter_session_losses_total", "counter",
          "Times the session was LOST (expired or past its safe deadline)");
-    sb_printf(b, "zkr_exporter_session_losses_total %" PRIu64 "\n", x->losses);
-    head(b, "zkr_exporter_session_suspensions_total", "counter",
+    fprintf(f, "zkr_exporter_session_losses_total %" PRIu64 "\n", x->losses);
+    head(f, "zkr_exporter_session_suspensions_total", "counter",
          "Times the connection was lost (SUSPENDED)");
-    sb_printf(b, "zkr_exporter_session_suspensions_total %" PRIu64 "\n",
-              x->suspensions);
-    head(b, "zkr_exporter_scrapes_total", "counter",
+    fprintf(f, "zkr_exporter_session_suspensions_total %" PRIu64 "\n",
+            x->suspensions);
+    head(f, "zkr_exporter_scrapes_total", "counter",
          "Scrapes of /metrics served");
-    sb_printf(b, "zkr_exporter_scrapes_total %" PRIu64 "\n", x->scrapes);
+    fprintf(f, "zkr_exporter_scrapes_total %" PRIu64 "\n", x->scrapes);
 }
 
-static void render(strbuf_t *b, exporter_t *x)
+static void render(FILE *f, exporter_t *x)
 {
     pthread_mutex_lock(&x->mu);
     x->scrapes++;
-    family(b, x, "zkr_path_up", "gauge",
+    family(f, x, "zkr_path_up", "gauge",
            "1 when the path's values are current (0: session down, or the "
            "last read failed)",
            v_up, 0);
-    family(b, x, "zkr_path_exists", "gauge", "1 when the path's node exists",
+    family(f, x, "zkr_path_exists", "gauge", "1 when the path's node exists",
            v_exists, 0);
-    family(b, x, "zkr_path_queue_depth", "gauge",
+    family(f, x, "zkr_path_queue_depth", "gauge",
            "Children of the path (numChildren): contenders and any other",
            v_depth, 0);
-    family(b, x, "zkr_path_holders", "gauge",
+    family(f, x, "zkr_path_holders", "gauge",
            "Contenders that hold (lock holder, readers, permits, leader)",
            v_holders, 0);
-    family(b, x, "zkr_path_waiters", "gauge", "Contenders that wait", v_waiters,
+    family(f, x, "zkr_path_waiters", "gauge", "Contenders that wait", v_waiters,
            0);
-    head(b, "zkr_path_holder_info", "gauge",
+    head(f, "zkr_path_holder_info", "gauge",
          "The oldest holder's identifier (1 while it holds)");
-    holder_info(b, x, "zkr_path_holder_info", 0);
-    family(b, x, "zkr_path_holder_since_seconds", "gauge",
+    holder_info(f, x, "zkr_path_holder_info", 0);
+    family(f, x, "zkr_path_holder_since_seconds", "gauge",
            "Creation time of the oldest holder's node (server clock, "
            "seconds since the epoch)",
            v_since, 1);
-    family(b, x, "zkr_path_holder_age_seconds", "gauge",
+    family(f, x, "zkr_path_holder_age_seconds", "gauge",
            "Age of the oldest holder's node: its wait plus its hold so far",
            v_age, 1);
-    family(b, x, "zkr_path_holder_held_seconds", "gauge",
+    family(f, x, "zkr_path_holder_held_seconds", "gauge",
            "How long the exporter has seen the oldest holder hold (a lower "
            "bound)",
            v_held, 1);
-    family(b, x, "zkr_path_fencing_token", "gauge",
+    family(f, x, "zkr_path_fencing_token", "gauge",
            "Fencing token (czxid) of the oldest holder", v_token, 0);
-    head(b, "zkr_path_leader_info", "gauge",
+    head(f, "zkr_path_leader_info", "gauge",
          "An election's leader identifier (1 while it leads)");
-    holder_info(b, x, "zkr_path_leader_info", 1);
-    family(b, x, "zkr_path_leader_epoch", "gauge",
+    holder_info(f, x, "zkr_path_leader_info", 1);
+    family(f, x, "zkr_path_leader_epoch", "gauge",
            "An election's leader epoch (czxid of its node)", v_epoch, 0);
-    family(b, x, "zkr_path_listings_total", "counter",
+    family(f, x, "zkr_path_listings_total", "counter",
            "Listings of the path's children by the exporter", v_listings, 0);
-    family(b, x, "zkr_path_errors_total", "counter",
+    family(f, x, "zkr_path_errors_total", "counter",
            "Failed reads of the path (retried)", v_errors, 0);
-    render_session(b, x); /* its counters are under the lock too */
+    render_session(f, x); /* its counters are under the lock too */
     pthread_mutex_unlock(&x->mu);
 }
 
@@ -540,31 +530,37 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
                               const char *version, const char *upload,
                               size_t *upload_size, void **con_cls)
 {
-    strbuf_t b = {0};
+    int metrics = strcmp(url, "/metrics") == 0;
+    unsigned code =
+        metrics || strcmp(url, "/") == 0 ? MHD_HTTP_OK : MHD_HTTP_NOT_FOUND;
+    char *body = NULL;
+    size_t len = 0;
+    FILE *f;
 
     (void)version;
     (void)upload;
     (void)upload_size;
     (void)con_cls;
+    if ((f = open_memstream(&body, &len)) == NULL)
+        return MHD_NO;
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
-        sb_printf(&b, "only GET\n");
-        return b.oom ? MHD_NO
-                     : reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, b.p, b.len,
-                             "text/plain");
+        code = MHD_HTTP_METHOD_NOT_ALLOWED;
+        fputs("only GET\n", f);
+    } else if (metrics) {
+        render(f, cls);
+    } else {
+        fputs("zkr exporter: see /metrics\n", f);
     }
-    if (strcmp(url, "/metrics") == 0)
-        render(&b, cls);
-    else
-        sb_printf(&b, "zkr exporter: see /metrics\n");
-    if (b.oom) {
-        sb_free(&b);
+    if (ferror(f) != 0) {
+        fclose(f);
+        free(body);
         return MHD_NO;
     }
-    return reply(conn,
-                 strcmp(url, "/metrics") == 0 || strcmp(url, "/") == 0
-                     ? MHD_HTTP_OK
-                     : MHD_HTTP_NOT_FOUND,
-                 b.p, b.len, CONTENT_TYPE);
+    if (fclose(f) != 0) {
+        free(body);
+        return MHD_NO;
+    }
+    return reply(conn, code, body, len, CONTENT_TYPE);
 }
 
 /* "HOST:PORT" with an IPv4 HOST. 0 or -1. */
@@ -611,7 +607,14 @@ static int parse_args(int argc, char **argv, struct sockaddr_in *sa,
                                        "--refresh wants 0.01 to 3600 seconds");
         } else if (opt == 'h') {
             printf("usage: zkr exporter [--listen HOST:PORT] [--refresh "
-                   "SECONDS] PATH...\n");
+                   "SECONDS] PATH...\n"
+                   "Serves /metrics (Prometheus text format) for each recipe "
+                   "PATH.\n"
+                   "  -l, --listen HOST:PORT  IPv4 address and port "
+                   "(default " DEFAULT_LISTEN ")\n"
+                   "  -r, --refresh SECONDS   stat interval and least time "
+                   "between listings\n"
+                   "                          of a path (default 1)\n");
             return -1;
         } else {
             return cli_usage_error("exporter",
@@ -625,8 +628,8 @@ static int parse_args(int argc, char **argv, struct sockaddr_in *sa,
         return cli_usage_error(
             "exporter", "invalid --listen '%s' (IPv4-ADDRESS:PORT)", addr);
     for (int i = optind; i < argc; i++)
-        if (argv[i][0] != '/' || strlen(argv[i]) > ZKR_PATH_MAX)
-            return cli_usage_error("exporter", "invalid PATH '%s'", argv[i]);
+        if (cli_check_args("exporter", argv[i], NULL) != 0)
+            return CLI_EXIT_USAGE;
     return 0;
 }
 
@@ -640,7 +643,7 @@ static int serve(exporter_t *x, struct sockaddr_in *sa)
 
     if (pthread_create(&th, NULL, worker, x) != 0) {
         cli_err("cannot start a thread");
-        return CLI_EXIT_ERROR;
+        return CLI_EXIT_OSERR;
     }
     d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
                          ntohs(sa->sin_port), NULL, NULL, handle, x,
@@ -663,7 +666,7 @@ static int serve(exporter_t *x, struct sockaddr_in *sa)
     pthread_cond_signal(&x->cv);
     pthread_mutex_unlock(&x->mu);
     pthread_join(th, NULL);
-    return d != NULL ? 0 : CLI_EXIT_ERROR;
+    return d != NULL ? 0 : CLI_EXIT_OSERR;
 }
 
 int cli_exporter(const cli_t *c, int argc, char **argv)
@@ -687,7 +690,7 @@ int cli_exporter(const cli_t *c, int argc, char **argv)
     x.npaths = argc - optind;
     x.paths = calloc((size_t)x.npaths, sizeof(xpath_t));
     if (x.paths == NULL)
-        return CLI_EXIT_ERROR;
+        return CLI_EXIT_OSERR;
     pthread_mutex_init(&x.mu, NULL);
     pthread_cond_init(&x.cv, NULL);
     status = cli_open_session(c, &x.s);
@@ -697,7 +700,7 @@ int cli_exporter(const cli_t *c, int argc, char **argv)
         x.paths[i].dirty = 1;
     }
     if (status == 0 && zkr_session_add_listener(x.s, on_state, &x) != 0)
-        status = CLI_EXIT_ERROR;
+        status = CLI_EXIT_OSERR;
     if (status == 0)
         status = serve(&x, &sa);
     if (x.s != NULL) {
