@@ -610,7 +610,10 @@ ZKR_EXTERN int zkr_lock_release(zkr_lock_t *l);
 ZKR_EXTERN int zkr_lock_release_async(zkr_lock_t *l, zkr_lock_completion_t cb,
                                       void *data);
 
-/** \brief Current state; ZKR_LOCK_IDLE for NULL. */
+/**
+ * \brief Current state; ZKR_LOCK_IDLE for NULL. Reading it ends the
+ *   signal of earlier changes on zkr_lock_fd() (not of a loss).
+ */
 ZKR_EXTERN zkr_lock_state_t zkr_lock_state(zkr_lock_t *l);
 
 /**
@@ -634,14 +637,22 @@ ZKR_EXTERN int zkr_lock_node(zkr_lock_t *l, char *buf, size_t len);
 ZKR_EXTERN int64_t zkr_lock_valid_ms(zkr_lock_t *l);
 
 /**
- * \brief A file descriptor that is readable while the lock is SUSPENDED or
- *   LOST, for poll()-based programs.
+ * \brief A file descriptor that is readable when the lock's state has
+ *   changed since the application last read it, for poll()-based programs.
  *
- * Level-triggered: readable from the moment ownership becomes uncertain
- * (SUSPENDED) until it is re-verified (HELD again); once ownership is lost
- * (LOST), readable until the application has observed the loss, i.e. has
- * called zkr_lock_release() (which reports ZKR_ELOST), was told ZKR_ELOST
- * by an acquire or its completion, or acquires again.
+ * Readable from each change the state listener hears of (SUSPENDED, HELD
+ * again after re-verification, LOST) until the application next calls
+ * zkr_lock_state(), which reads the state. So a poll() loop that reads the
+ * state when woken wakes once per change: it is quiet while the lock stays
+ * SUSPENDED, and wakes again when it is re-verified or lost. Once
+ * ownership is lost (LOST), it stays readable, reading or not, until the
+ * application has observed the loss, i.e. has called zkr_lock_release()
+ * (which reports ZKR_ELOST), was told ZKR_ELOST by an acquire or its
+ * completion, or acquires again. A release or a new acquire also clears
+ * the changes before it. (Changed in this version: it used to stay
+ * readable for as long as the lock was SUSPENDED, so that a loop polling
+ * it woke without end; zkr_election_fd() keeps that rule, as a stop
+ * signal.)
  * Do not read from or close it. Made on the first call
  * (a handle never asked costs no descriptor), then the same until the
  * handle is freed. -1 for NULL, or when no descriptor can be made (the

@@ -541,6 +541,11 @@ struct zkr__contender {
     int fd_written;       /* the pipe holds a byte */
     int fd_quiet_suspend; /* SUSPENDED leaves the descriptor alone (an
                              election under ZKR_POLICY_SESSION) */
+    int fd_level;         /* an election's stop signal: readable while
+                             uncertain (fd_uncertain); else (a lock) while
+                             a change is unread (fd_changed) */
+    int fd_changed;       /* lock: SUSPENDED, HELD again or LOST since the
+                             application last called zkr_lock_state() */
     int lost_unreported;
     int rejoin;              /* start over after a loss (elections) */
     void (*rejoin_fn)(void); /* ... with this completion */
@@ -588,6 +593,9 @@ void zkr__contender_signal(zkr__contender_t *c);
 /* The application has observed the loss (a recipe's observation point):
  * the descriptor is no longer readable. Mutex held. */
 void zkr__contender_observed(zkr__contender_t *c);
+/* The application read the state (zkr_lock_state()): a lock's
+ * descriptor no longer signals the changes before. Mutex held. */
+void zkr__contender_read(zkr__contender_t *c);
 /* The loss descriptor, made on first use; -1 if it cannot be made. */
 int zkr__contender_fd(zkr__contender_t *c);
 /* Fills a sequencer of the current grant; mutex held. 0 or ZKR_ENOTHELD. */

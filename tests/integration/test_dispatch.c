@@ -3,7 +3,8 @@
  * zkr_session_dispatch() on the caller's thread and nowhere else, under
  * the callback rules of zkr.h; zkr_session_fd() is readable exactly while
  * callbacks are due, so a poll() loop does not spin while the connection
- * is suspended; the example daemon examples/evloop runs on it. */
+ * is suspended, and neither is a lock's own descriptor; the example
+ * daemon examples/evloop runs on it. */
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -284,6 +285,49 @@ static void test_no_spin_while_suspended(void **state)
     assert_int_equal(rec.foreign, 0);
 }
 
+/* The same window for a lock's own descriptor, with an event thread: a
+ * loop that reads the state when woken wakes once per change (SUSPENDED,
+ * LOST), not without end while SUSPENDED (issue 14 measured ~500,000
+ * wake-ups), and is quiet once it has observed the loss. */
+static void test_lock_fd_no_spin_while_suspended(void **state)
+{
+    const int T = 4000;
+    zkr_session_t *s = open_proxied(T);
+    zkr_lock_t *l = new_lock(s, "/disp/l", "l");
+    int seen[ZKR_LOCK_LOST + 1] = {0};
+    long wakeups = 0;
+    int64_t until;
+    int fd = zkr_lock_fd(l);
+
+    (void)state;
+    assert_true(fd >= 0);
+    assert_int_equal(zkr_lock_acquire(l, 10000), 0);
+    assert_false(readable(fd));
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    until = zkt_now_ms() + zkt_scaled_ms(4 * T);
+    while (zkt_now_ms() < until && !seen[ZKR_LOCK_LOST]) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 100) == 1) {
+            wakeups++;
+            seen[zkr_lock_state(l)]++;
+        }
+    }
+    print_message("# lock descriptor wake-ups from blackhole to LOST: %ld\n",
+                  wakeups);
+    assert_true(seen[ZKR_LOCK_SUSPENDED] >= 1);
+    assert_int_equal(seen[ZKR_LOCK_LOST], 1);
+    assert_true(wakeups <= 4);
+    /* A loss stays signalled, read or not, until observed. */
+    assert_true(readable(fd));
+    assert_int_equal(zkr_lock_state(l), ZKR_LOCK_LOST);
+    assert_true(readable(fd));
+    assert_int_equal(zkr_lock_release(l), ZKR_ELOST);
+    assert_false(readable(fd));
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    zkr_lock_free(l);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
 /* examples/evloop against the server: it takes the lock, leads, loses
  * the lock to an operator's delete and takes it again, then exits on
  * SIGTERM, all on its one thread. */
@@ -364,6 +408,7 @@ int main(void)
         cmocka_unit_test(test_callbacks_on_caller),
         cmocka_unit_test(test_free_in_dispatch_mode),
         cmocka_unit_test(test_no_spin_while_suspended),
+        cmocka_unit_test(test_lock_fd_no_spin_while_suspended),
         cmocka_unit_test(test_example_daemon),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
