@@ -221,6 +221,32 @@ static void test_free_in_dispatch_mode(void **state)
     assert_int_equal(rec.acquired, 2);
     assert_int_equal(zkr_session_dispatch(s), 0);
 
+    /* Election candidates freed with their news due, one leading and
+     * one waiting: neither free waits for a dispatch, and a freed
+     * handle's state changes are not delivered. */
+    {
+        zkr_election_t *e1 = NULL, *e2 = NULL;
+        assert_int_equal(zkr_election_new(&e1, s, "/disp/fe", "e1", NULL,
+                                          ZKR_POLICY_SUSPEND),
+                         0);
+        assert_int_equal(zkr_election_new(&e2, s, "/disp/fe", "e2", NULL,
+                                          ZKR_POLICY_SUSPEND),
+                         0);
+        assert_int_equal(zkr_election_set_listener(e1, on_leader, NULL), 0);
+        assert_int_equal(zkr_election_set_listener(e2, on_leader, NULL), 0);
+        assert_int_equal(zkr_election_join(e1), 0);
+        assert_true(ZKT_WAIT_UNTIL(zkr_election_is_leader(e1), 10000));
+        assert_int_equal(zkr_election_join(e2), 0);
+        assert_true(
+            ZKT_WAIT_UNTIL(zkt_count_children(raw, "/disp/fe") == 2, 10000));
+        zkr_election_free(e2);
+        zkr_election_free(e1);
+        assert_true(
+            ZKT_WAIT_UNTIL(zkt_count_children(raw, "/disp/fe") == 0, 10000));
+        zkr_session_dispatch(s);
+        assert_int_equal(rec.leader_on + rec.leader_off, 0);
+    }
+
     /* Again, but the session's free finishes it. */
     assert_int_equal(zkr_lock_new(&b, s, "/disp/f", "b", NULL), 0);
     assert_int_equal(zkr_lock_acquire_async(b, 10000, on_acquired, NULL), 0);
