@@ -265,9 +265,11 @@ ZKR_EXTERN int zkr_session_fd(zkr_session_t *s);
  * dispatch), but what only a callback reports stays unreported until one:
  * zkr_election_await() on the dispatching thread sees participation end
  * on an error (ZNOAUTH) only after the dispatch that delivers it.
- * \return the number of application callbacks run (0 if none was due);
- *   ZKR_ESTATE (the session has an event thread); ZKR_EDEADLK (called
- *   from a callback); ZBADARGUMENTS (NULL).
+ * \return how many events it delivered (0 if none was due): each is one
+ *   completion, one state change for a recipe's listener, or one round of
+ *   the session listeners (a freed handle's state changes are dropped,
+ *   not counted); ZKR_ESTATE (the session has an event thread);
+ *   ZKR_EDEADLK (called from a callback); ZBADARGUMENTS (NULL).
  */
 ZKR_EXTERN int zkr_session_dispatch(zkr_session_t *s);
 

@@ -226,7 +226,7 @@ static void ev_free(zkr_session_t *s, zkr__event_t *ev)
     }
 }
 
-static int run_session_event(zkr_session_t *s, const zkr__event_t *ev)
+static void run_session_event(zkr_session_t *s, const zkr__event_t *ev)
 {
     /* The listeners are called from a snapshot (one may remove itself).
      * A few fit on the stack: no allocation can lose the event. */
@@ -249,22 +249,21 @@ static int run_session_event(zkr_session_t *s, const zkr__event_t *ev)
     s->ev_busy_session = 0;
     if (snap != few)
         free(snap);
-    return n;
 }
 
 /* Runs one event taken off the queue, mutex held (released around the
- * callbacks); frees it. Returns how many application callbacks ran. */
+ * callbacks); frees it. Returns 1, or 0 when it was dropped (a state
+ * change of a freed handle). */
 static int run_event(zkr_session_t *s, zkr__event_t *ev)
 {
-    int n = 0;
+    int n = 1;
 
     if (ev->kind == ZKR__EV_SESSION) {
-        n = run_session_event(s, ev);
+        run_session_event(s, ev);
     } else if (ev->kind == ZKR__EV_CALL) {
         pthread_mutex_unlock(&s->mu);
         ev->run(ev);
         pthread_mutex_lock(&s->mu);
-        n = 1;
     } else {
         /* A handle freed on this thread (c->freeing) still gets its
          * completions (each exactly once), not its state changes; the
@@ -321,7 +320,7 @@ static void *event_main(void *arg)
 
 /* A session without an event thread: runs the events posted up to limit
  * on this thread, as its event thread would (a blocking call from one of
- * them returns ZKR_EDEADLK). Mutex held. Returns the callbacks run. */
+ * them returns ZKR_EDEADLK). Mutex held. Returns the events run. */
 static int dispatch_locked(zkr_session_t *s, uint64_t limit)
 {
     zkr_session_t *outer = tl_event_session;
