@@ -26,7 +26,10 @@
  * zkr lock held, in the order the events happened. A callback must not block
  * for long, and must not call a blocking zkr function: those return
  * ZKR_EDEADLK when called from a callback; use the `_async` variants.**
- * ZooKeeper's own completion thread never runs application code.
+ * ZooKeeper's own completion thread never runs application code. A session
+ * opened with `no_event_thread` has no event thread: its callbacks run in
+ * zkr_session_dispatch(), on the thread that calls it, under the same rules
+ * (see there).
  *
  * \section fencing Fencing tokens
  *
@@ -149,6 +152,10 @@ typedef struct zkr_session_options {
     int connect_timeout_ms;
     /** Nonzero: after LOST, do not create a new session automatically. */
     int no_reconnect;
+    /** Nonzero: no zkr event thread. Callbacks wait until the application
+     *  calls zkr_session_dispatch(), for instance from an event loop when
+     *  zkr_session_fd() is readable. */
+    int no_event_thread;
 } zkr_session_options_t;
 
 /**
@@ -221,6 +228,50 @@ ZKR_EXTERN int zkr_session_free(zkr_session_t *s);
 
 /** \brief Current state. CLOSED for NULL. */
 ZKR_EXTERN zkr_state_t zkr_session_state(zkr_session_t *s);
+
+/**
+ * \brief The descriptor of a session opened with `no_event_thread`:
+ *   readable (poll() POLLIN) while callbacks are waiting for
+ *   zkr_session_dispatch(), and only then.
+ *
+ * Level-triggered, and quiet once a dispatch has run every callback that
+ * was due: a loop that polls it wakes once per batch of events, never
+ * more often (a connection that stays suspended makes no events of its
+ * own). Do not read from or close it; it is the same for the life of the
+ * session, and closed by zkr_session_free(). Close-on-exec.
+ * \return the descriptor; -1 for NULL or a session with an event thread.
+ */
+ZKR_EXTERN int zkr_session_fd(zkr_session_t *s);
+
+/**
+ * \brief Runs, on the calling thread, the callbacks of a session opened
+ *   with `no_event_thread` that were due when it was called.
+ *
+ * Every callback of the session (session listeners, recipe state
+ * listeners, election listeners, observers, completions) runs here and
+ * nowhere else, in the order the events happened, with no zkr lock held;
+ * nothing is called between dispatches. While they run the thread is in a
+ * callback, with every rule of one: blocking zkr calls return ZKR_EDEADLK,
+ * a handle may be freed (its pending completions still come, each once,
+ * its state changes no longer), and so on. Callbacks posted while it runs
+ * wait for the next call (the descriptor stays readable), so it returns
+ * in bounded time. One thread dispatches at a time: a call while another
+ * thread dispatches returns 0 at once. A handle freed outside a callback
+ * with callbacks still due is finished by a later dispatch, or by
+ * zkr_session_free(), which first runs the callbacks still due (and then
+ * the listeners' CLOSED) on its caller's thread.
+ *
+ * Blocking calls remain usable outside callbacks (they do not need a
+ * dispatch), but what only a callback reports stays unreported until one:
+ * zkr_election_await() on the dispatching thread sees participation end
+ * on an error (ZNOAUTH) only after the dispatch that delivers it.
+ * \return how many events it delivered (0 if none was due): each is one
+ *   completion, one state change for a recipe's listener, or one round of
+ *   the session listeners (a freed handle's state changes are dropped,
+ *   not counted); ZKR_ESTATE (the session has an event thread);
+ *   ZKR_EDEADLK (called from a callback); ZBADARGUMENTS (NULL).
+ */
+ZKR_EXTERN int zkr_session_dispatch(zkr_session_t *s);
 
 /**
  * \brief How long the session's ownership claims stay safe, in ms.
@@ -565,7 +616,10 @@ ZKR_EXTERN int zkr_lock_release(zkr_lock_t *l);
 ZKR_EXTERN int zkr_lock_release_async(zkr_lock_t *l, zkr_lock_completion_t cb,
                                       void *data);
 
-/** \brief Current state; ZKR_LOCK_IDLE for NULL. */
+/**
+ * \brief Current state; ZKR_LOCK_IDLE for NULL. Reading it ends the
+ *   signal of earlier changes on zkr_lock_fd() (not of a loss).
+ */
 ZKR_EXTERN zkr_lock_state_t zkr_lock_state(zkr_lock_t *l);
 
 /**
@@ -589,14 +643,22 @@ ZKR_EXTERN int zkr_lock_node(zkr_lock_t *l, char *buf, size_t len);
 ZKR_EXTERN int64_t zkr_lock_valid_ms(zkr_lock_t *l);
 
 /**
- * \brief A file descriptor that is readable while the lock is SUSPENDED or
- *   LOST, for poll()-based programs.
+ * \brief A file descriptor that is readable when the lock's state has
+ *   changed since the application last read it, for poll()-based programs.
  *
- * Level-triggered: readable from the moment ownership becomes uncertain
- * (SUSPENDED) until it is re-verified (HELD again); once ownership is lost
- * (LOST), readable until the application has observed the loss, i.e. has
- * called zkr_lock_release() (which reports ZKR_ELOST), was told ZKR_ELOST
- * by an acquire or its completion, or acquires again.
+ * Readable from each change the state listener hears of (SUSPENDED, HELD
+ * again after re-verification, LOST) until the application next calls
+ * zkr_lock_state(), which reads the state. So a poll() loop that reads the
+ * state when woken wakes once per change: it is quiet while the lock stays
+ * SUSPENDED, and wakes again when it is re-verified or lost. Once
+ * ownership is lost (LOST), it stays readable, reading or not, until the
+ * application has observed the loss, i.e. has called zkr_lock_release()
+ * (which reports ZKR_ELOST), was told ZKR_ELOST by an acquire or its
+ * completion, or acquires again. A release or a new acquire also clears
+ * the changes before it. (Changed in this version: it used to stay
+ * readable for as long as the lock was SUSPENDED, so that a loop polling
+ * it woke without end; zkr_election_fd() keeps that rule, as a stop
+ * signal.)
  * Do not read from or close it. Made on the first call
  * (a handle never asked costs no descriptor), then the same until the
  * handle is freed. -1 for NULL, or when no descriptor can be made (the

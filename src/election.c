@@ -149,6 +149,7 @@ int zkr_election_new(zkr_election_t **out, zkr_session_t *s, const char *path,
      * SUSPENDED: its descriptor must not say "stop" (a poll loop on it
      * would spin for the whole disconnection). */
     e->c.fd_quiet_suspend = policy == ZKR_POLICY_SESSION;
+    e->c.fd_level = 1;
     e->c.lis_fn = marker;
     e->c.rejoin_fn = marker;
     pthread_mutex_unlock(&s->mu);

@@ -250,6 +250,7 @@ struct zkr__event {
     void *data;
     void (*run)(const zkr__event_t *ev); /* ZKR__EV_CALL only */
     uint64_t gen; /* ZKR__EV_ACQUIRED: c->gen right after the acquire ended */
+    uint64_t seq; /* the session's count of posts when this was posted */
 };
 
 struct zkr__listener {
@@ -336,6 +337,14 @@ struct zkr_session {
     zkr__event_t *ev_head, *ev_tail;
     zkr__event_t ev_reserve[ZKR__EV_RESERVE];
     zkr__event_t *ev_spare; /* unused reserve events */
+    uint64_t ev_seq;        /* events posted so far (zkr__event_t.seq) */
+    /* No event thread (zkr_session_options_t.no_event_thread): callbacks
+     * run in zkr_session_dispatch(), on the caller's thread. ev_fd is a
+     * pipe holding one byte while events are queued (ev_signalled). */
+    int dispatch;
+    int ev_fd[2];
+    int ev_signalled;
+    int dispatching;  /* a thread is in zkr_session_dispatch() */
     int64_t retry_at; /* a send failed: retry then (monotonic ms), or -1 */
     uint64_t counters[ZKR__COUNTERS];
     zkr__smetrics_t metrics;
@@ -346,7 +355,9 @@ struct zkr_session {
  * callback)? Blocking calls return ZKR_EDEADLK then. */
 int zkr__in_callback(void);
 /* Is the current thread s's own event thread? A free there must not wait
- * for events: they queue behind the callback that is running. */
+ * for events: they queue behind the callback that is running. Always 1
+ * for a session without an event thread: any thread may be the one that
+ * dispatches, so a free never waits for a dispatch. */
 int zkr__on_event_thread(const zkr_session_t *s);
 
 /* Posts an event; the session mutex must be held. Returns 0/ZKR_ENOMEM. */
@@ -564,6 +575,11 @@ struct zkr__contender {
     int fd_written;       /* the pipe holds a byte */
     int fd_quiet_suspend; /* SUSPENDED leaves the descriptor alone (an
                              election under ZKR_POLICY_SESSION) */
+    int fd_level;         /* an election's stop signal: readable while
+                             uncertain (fd_uncertain); else (a lock) while
+                             a change is unread (fd_changed) */
+    int fd_changed;       /* lock: SUSPENDED, HELD again or LOST since the
+                             application last called zkr_lock_state() */
     int lost_unreported;
     int rejoin;              /* start over after a loss (elections) */
     void (*rejoin_fn)(void); /* ... with this completion */
@@ -611,6 +627,9 @@ void zkr__contender_signal(zkr__contender_t *c);
 /* The application has observed the loss (a recipe's observation point):
  * the descriptor is no longer readable. Mutex held. */
 void zkr__contender_observed(zkr__contender_t *c);
+/* The application read the state (zkr_lock_state()): a lock's
+ * descriptor no longer signals the changes before. Mutex held. */
+void zkr__contender_read(zkr__contender_t *c);
 /* The loss descriptor, made on first use; -1 if it cannot be made. */
 int zkr__contender_fd(zkr__contender_t *c);
 /* Fills a sequencer of the current grant; mutex held. 0 or ZKR_ENOTHELD. */

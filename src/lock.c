@@ -143,6 +143,7 @@ zkr_lock_state_t zkr_lock_state(zkr_lock_t *l)
         return ZKR_LOCK_IDLE;
     zkr__lock_fresh(l->c.s);
     st = l->c.pub;
+    zkr__contender_read(&l->c);
     pthread_mutex_unlock(&l->c.s->mu);
     return st;
 }

@@ -74,10 +74,14 @@ static int is_waiting(const zkr__contender_t *c)
 /* The loss descriptor is a pipe made on the first zkr_lock_fd() call: a
  * process holding many locks and never polling them would otherwise spend
  * two descriptors per handle (10,000 locks = 20,000 descriptors, more
- * than a common limit). It should be readable while ownership is
- * uncertain (fd_uncertain: SUSPENDED, until re-verified) or once it was
- * lost (fd_lost: sticky until the application has observed the loss,
- * fd_observed()). fd_written says whether the pipe holds a byte.
+ * than a common limit). It should be readable once ownership was lost
+ * (fd_lost: sticky until the application has observed the loss,
+ * fd_observed()), and besides: for an election's stop signal (fd_level),
+ * while ownership is uncertain (fd_uncertain: SUSPENDED, until
+ * re-verified); for a lock, while a state change is unread (fd_changed:
+ * SUSPENDED, HELD again, LOST, until zkr_lock_state()), so that a poll()
+ * loop wakes once per change, not without end while SUSPENDED.
+ * fd_written says whether the pipe holds a byte.
  *
  * fd_lost is sticky because a loss may be followed at once by a new
  * grant: an election candidate rejoins inside the same critical section
@@ -87,7 +91,7 @@ static int is_waiting(const zkr__contender_t *c)
 static void fd_update(zkr__contender_t *c)
 {
     char buf[16];
-    int want = c->fd_uncertain || c->fd_lost;
+    int want = c->fd_lost || (c->fd_level ? c->fd_uncertain : c->fd_changed);
 
     if (c->fd[1] < 0 || want == c->fd_written)
         return;
@@ -109,6 +113,13 @@ static void fd_observed(zkr__contender_t *c)
 {
     c->fd_uncertain = 0;
     c->fd_lost = 0;
+    c->fd_changed = 0;
+    fd_update(c);
+}
+
+void zkr__contender_read(zkr__contender_t *c)
+{
+    c->fd_changed = 0;
     fd_update(c);
 }
 
@@ -156,6 +167,7 @@ static void notify_state(zkr__contender_t *c, zkr_lock_state_t st)
     } else if (st == ZKR_LOCK_HELD) {
         c->fd_uncertain = 0; /* the same grant, re-verified */
     }
+    c->fd_changed = 1;
     fd_update(c);
     if (c->lis_fn != NULL)
         zkr__post(c->s, ZKR__EV_STATE, (int)st, c, c->lis_fn, c->lis_data);

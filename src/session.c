@@ -78,8 +78,9 @@
  * only after they commit, so a slow commit delays it; a false LOST needs
  * about 0.57 T without a sync answer. The client gives up on a silent
  * connection 2T/3 after its last receipt. */
-#define _DEFAULT_SOURCE
+#define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -138,7 +139,7 @@ int zkr__in_callback(void)
 
 int zkr__on_event_thread(const zkr_session_t *s)
 {
-    return tl_event_session == s;
+    return tl_event_session == s || s->dispatch;
 }
 
 /* The heartbeat interval H (see the top of the file). */
@@ -188,6 +189,7 @@ int zkr__post(zkr_session_t *s, int kind, int a, zkr__contender_t *c,
     ev->c = c;
     ev->fn = fn;
     ev->data = data;
+    ev->seq = ++s->ev_seq;
     if (c != NULL)
         c->events++;
     if (s->ev_tail != NULL)
@@ -196,6 +198,11 @@ int zkr__post(zkr_session_t *s, int kind, int a, zkr__contender_t *c,
         s->ev_head = ev;
     s->ev_tail = ev;
     pthread_cond_signal(&s->ecv);
+    if (s->dispatch && !s->ev_signalled) {
+        /* Cannot fail: the pipe is empty (ev_signalled is 0). */
+        ssize_t w = write(s->ev_fd[1], "e", 1);
+        s->ev_signalled = w == 1;
+    }
     return 0;
 }
 
@@ -244,6 +251,53 @@ static void run_session_event(zkr_session_t *s, const zkr__event_t *ev)
         free(snap);
 }
 
+/* Runs one event taken off the queue, mutex held (released around the
+ * callbacks); frees it. Returns 1, or 0 when it was dropped (a state
+ * change of a freed handle). */
+static int run_event(zkr_session_t *s, zkr__event_t *ev)
+{
+    int n = 1;
+
+    if (ev->kind == ZKR__EV_SESSION) {
+        run_session_event(s, ev);
+    } else if (ev->kind == ZKR__EV_CALL) {
+        pthread_mutex_unlock(&s->mu);
+        ev->run(ev);
+        pthread_mutex_lock(&s->mu);
+    } else {
+        /* A handle freed on this thread (c->freeing) still gets its
+         * completions (each exactly once), not its state changes; the
+         * last of its events finishes the free. */
+        zkr__contender_t *c = ev->c;
+        int run = ev->fn != NULL && !(c->freeing && ev->kind == ZKR__EV_STATE);
+        if (ev->kind == ZKR__EV_ACQUIRED)
+            zkr__acquired_recheck(c, ev);
+        pthread_mutex_unlock(&s->mu);
+        if (run)
+            c->recipe->deliver(c, ev);
+        pthread_mutex_lock(&s->mu);
+        n = run;
+        if (--c->events == 0 && c->freeing)
+            zkr__contender_dispose(c);
+    }
+    ev_free(s, ev);
+    pthread_cond_broadcast(&s->cv);
+    return n;
+}
+
+/* Takes the next event, if it was posted no later than the limit. */
+static zkr__event_t *ev_take(zkr_session_t *s, uint64_t limit)
+{
+    zkr__event_t *ev = s->ev_head;
+
+    if (ev == NULL || ev->seq > limit)
+        return NULL;
+    s->ev_head = ev->next;
+    if (s->ev_head == NULL)
+        s->ev_tail = NULL;
+    return ev;
+}
+
 static void *event_main(void *arg)
 {
     zkr_session_t *s = arg;
@@ -251,43 +305,41 @@ static void *event_main(void *arg)
     tl_event_session = s;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        zkr__event_t *ev = s->ev_head;
+        zkr__event_t *ev = ev_take(s, UINT64_MAX);
         if (ev == NULL) {
             if (s->stop)
                 break;
             pthread_cond_wait(&s->ecv, &s->mu);
             continue;
         }
-        s->ev_head = ev->next;
-        if (s->ev_head == NULL)
-            s->ev_tail = NULL;
-        if (ev->kind == ZKR__EV_SESSION) {
-            run_session_event(s, ev);
-        } else if (ev->kind == ZKR__EV_CALL) {
-            pthread_mutex_unlock(&s->mu);
-            ev->run(ev);
-            pthread_mutex_lock(&s->mu);
-        } else {
-            /* A handle freed on this thread (c->freeing) still gets its
-             * completions (each exactly once), not its state changes; the
-             * last of its events finishes the free. */
-            zkr__contender_t *c = ev->c;
-            int run =
-                ev->fn != NULL && !(c->freeing && ev->kind == ZKR__EV_STATE);
-            if (ev->kind == ZKR__EV_ACQUIRED)
-                zkr__acquired_recheck(c, ev);
-            pthread_mutex_unlock(&s->mu);
-            if (run)
-                c->recipe->deliver(c, ev);
-            pthread_mutex_lock(&s->mu);
-            if (--c->events == 0 && c->freeing)
-                zkr__contender_dispose(c);
-        }
-        ev_free(s, ev);
-        pthread_cond_broadcast(&s->cv);
+        run_event(s, ev);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
+}
+
+/* A session without an event thread: runs the events posted up to limit
+ * on this thread, as its event thread would (a blocking call from one of
+ * them returns ZKR_EDEADLK). Mutex held. Returns the events run. */
+static int dispatch_locked(zkr_session_t *s, uint64_t limit)
+{
+    zkr_session_t *outer = tl_event_session;
+    zkr__event_t *ev;
+    int n = 0;
+
+    s->dispatching = 1;
+    tl_event_session = s;
+    while ((ev = ev_take(s, limit)) != NULL)
+        n += run_event(s, ev);
+    tl_event_session = outer;
+    s->dispatching = 0;
+    if (s->ev_head == NULL && s->ev_signalled) {
+        char buf[16];
+        while (read(s->ev_fd[0], buf, sizeof(buf)) > 0)
+            ;
+        s->ev_signalled = 0;
+    }
+    return n;
 }
 
 static void set_state(zkr_session_t *s, zkr_state_t st)
@@ -1251,6 +1303,10 @@ static void session_destroy(zkr_session_t *s)
     pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->tcv);
     pthread_cond_destroy(&s->ecv);
+    if (s->ev_fd[0] >= 0) {
+        close(s->ev_fd[0]);
+        close(s->ev_fd[1]);
+    }
     free(s->hosts);
     free(s->digest);
     free(s);
@@ -1276,6 +1332,7 @@ static int session_alloc(zkr_session_t **out)
     s->replace_at = -1;
     s->connect_deadline = -1;
     s->retry_at = -1;
+    s->ev_fd[0] = s->ev_fd[1] = -1;
     zkr__metrics_init(s);
     for (int i = 0; i < ZKR__EV_RESERVE; i++) {
         s->ev_reserve[i].next = s->ev_spare;
@@ -1288,14 +1345,16 @@ static int session_alloc(zkr_session_t **out)
 
 static int start_threads(zkr_session_t *s)
 {
-    if (pthread_create(&s->event_thread, NULL, event_main, s) != 0)
+    if (!s->dispatch &&
+        pthread_create(&s->event_thread, NULL, event_main, s) != 0)
         return ZKR_ESYS;
     if (pthread_create(&s->timer_thread, NULL, timer_main, s) != 0) {
         pthread_mutex_lock(&s->mu);
         s->stop = 1;
         pthread_cond_signal(&s->ecv);
         pthread_mutex_unlock(&s->mu);
-        pthread_join(s->event_thread, NULL);
+        if (!s->dispatch)
+            pthread_join(s->event_thread, NULL);
         return ZKR_ESYS;
     }
     return 0;
@@ -1309,7 +1368,8 @@ static void stop_threads(zkr_session_t *s)
     pthread_cond_signal(&s->tcv);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->timer_thread, NULL);
-    pthread_join(s->event_thread, NULL);
+    if (!s->dispatch)
+        pthread_join(s->event_thread, NULL);
 }
 
 static char *build_hosts(const char *hosts, const char *chroot)
@@ -1352,6 +1412,12 @@ int zkr_session_open(zkr_session_t **out, const char *hosts,
     s->owned = 1;
     s->req_timeout = session_timeout_ms;
     s->no_reconnect = o.no_reconnect;
+    s->dispatch = o.no_event_thread != 0;
+    if (s->dispatch && pipe2(s->ev_fd, O_CLOEXEC | O_NONBLOCK) != 0) {
+        s->ev_fd[0] = s->ev_fd[1] = -1;
+        session_destroy(s);
+        return ZKR_ESYS;
+    }
     s->hosts = build_hosts(hosts, o.chroot);
     s->digest = zkr__strdup(o.digest);
     if (s->hosts == NULL || (o.digest != NULL && s->digest == NULL)) {
@@ -1428,6 +1494,10 @@ int zkr_session_free(zkr_session_t *s)
     if (zkr__in_callback())
         return ZKR_EDEADLK;
     pthread_mutex_lock(&s->mu);
+    /* Without an event thread, callbacks still queued run here: among
+     * them the completions that finish the free of a handle. */
+    if (s->dispatch)
+        dispatch_locked(s, UINT64_MAX);
     if (s->ncontenders > 0) {
         pthread_mutex_unlock(&s->mu);
         return ZKR_EINUSE;
@@ -1463,6 +1533,8 @@ int zkr_session_free(zkr_session_t *s)
     while (s->ops > 0)
         zkr__wait(s, NULL, zkr__now_ms() + 50);
     set_state(s, ZKR_STATE_CLOSED);
+    if (s->dispatch)
+        dispatch_locked(s, UINT64_MAX);
     pthread_mutex_unlock(&s->mu);
     stop_threads(s);
     session_destroy(s);
@@ -1470,6 +1542,29 @@ int zkr_session_free(zkr_session_t *s)
 }
 
 /* ------------------------------------------------------------ queries */
+
+int zkr_session_fd(zkr_session_t *s)
+{
+    return s != NULL && s->dispatch ? s->ev_fd[0] : -1;
+}
+
+int zkr_session_dispatch(zkr_session_t *s)
+{
+    int n;
+
+    if (s == NULL)
+        return ZBADARGUMENTS;
+    if (!s->dispatch)
+        return ZKR_ESTATE;
+    if (zkr__in_callback())
+        return ZKR_EDEADLK;
+    pthread_mutex_lock(&s->mu);
+    /* One dispatcher at a time, so callbacks run one by one, in order;
+     * the events posted while they run wait for the next call. */
+    n = s->dispatching ? 0 : dispatch_locked(s, s->ev_seq);
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
 
 zkr_state_t zkr_session_state(zkr_session_t *s)
 {

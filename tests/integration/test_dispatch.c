@@ -1,0 +1,444 @@
+/* Sessions without an event thread (zkr_session_options_t.no_event_thread)
+ * against a real server, through the fault proxy: callbacks run in
+ * zkr_session_dispatch() on the caller's thread and nowhere else, under
+ * the callback rules of zkr.h; zkr_session_fd() is readable exactly while
+ * callbacks are due, so a poll() loop does not spin while the connection
+ * is suspended, and neither is a lock's own descriptor; the example
+ * daemon examples/evloop runs on it. */
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../proxy_test.h"
+
+/* What the callbacks saw. Only the test's thread dispatches, so a
+ * callback that ran anywhere else shows in `foreign`. */
+struct rec {
+    pthread_t main;
+    int foreign; /* callbacks run on another thread */
+    int acquired, acq_rc, acq_deadlk, acq_dispatch;
+    int held, suspended, lost;     /* lock listener */
+    int leader_on, leader_off;     /* election listener */
+    int connected, susp_s, lost_s; /* session listener */
+    int closed;
+    zkr_lock_t *free_me; /* freed by the acquire completion */
+    zkr_session_t *s;    /* the session being dispatched */
+};
+
+static struct rec rec;
+
+static void note_thread(void)
+{
+    if (!pthread_equal(pthread_self(), rec.main))
+        rec.foreign++;
+}
+
+static void on_session(zkr_session_t *s, zkr_state_t st, void *data)
+{
+    (void)s;
+    (void)data;
+    note_thread();
+    rec.connected += st == ZKR_STATE_CONNECTED;
+    rec.susp_s += st == ZKR_STATE_SUSPENDED;
+    rec.lost_s += st == ZKR_STATE_LOST;
+    rec.closed += st == ZKR_STATE_CLOSED;
+}
+
+static void on_acquired(int rc, zkr_lock_t *l, void *data)
+{
+    (void)data;
+    note_thread();
+    rec.acquired++;
+    rec.acq_rc = rc;
+    /* The rules of a callback hold on the dispatching thread. */
+    rec.acq_deadlk = zkr_lock_release(l) == ZKR_EDEADLK;
+    rec.acq_dispatch = zkr_session_dispatch(rec.s);
+    if (rec.free_me == l)
+        zkr_lock_free(l);
+}
+
+static void on_lock(zkr_lock_t *l, zkr_lock_state_t st, void *data)
+{
+    (void)l;
+    (void)data;
+    note_thread();
+    rec.held += st == ZKR_LOCK_HELD;
+    rec.suspended += st == ZKR_LOCK_SUSPENDED;
+    rec.lost += st == ZKR_LOCK_LOST;
+}
+
+static void on_leader(zkr_election_t *e, int leader, int rc, void *data)
+{
+    (void)e;
+    (void)rc;
+    (void)data;
+    note_thread();
+    rec.leader_on += leader == 1;
+    rec.leader_off += leader == 0;
+}
+
+static int readable(int fd)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+static zkr_session_t *open_dispatched(const char *hosts, int timeout_ms)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+
+    o.no_event_thread = 1;
+    assert_int_equal(zkr_session_open(&s, hosts, timeout_ms, &o), 0);
+    return s;
+}
+
+/* Runs what is due if the descriptor says something is. */
+static void pump(zkr_session_t *s)
+{
+    if (readable(zkr_session_fd(s)))
+        assert_true(zkr_session_dispatch(s) >= 0);
+}
+
+/* Dispatches until cond holds (polling the descriptor), at most ms. */
+#define DISPATCH_UNTIL(s, cond, ms) ZKT_WAIT_UNTIL((pump(s), (cond)), ms)
+
+static void test_arguments(void **state)
+{
+    zkr_session_t *s = open_session(6000);
+
+    (void)state;
+    assert_int_equal(zkr_session_fd(NULL), -1);
+    assert_int_equal(zkr_session_dispatch(NULL), ZBADARGUMENTS);
+    /* A session with an event thread has neither. */
+    assert_int_equal(zkr_session_fd(s), -1);
+    assert_int_equal(zkr_session_dispatch(s), ZKR_ESTATE);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+static void test_callbacks_on_caller(void **state)
+{
+    zkr_session_t *s = open_dispatched(zkt_server_hosts(server), 6000);
+    zkr_lock_t *l = NULL;
+    zkr_election_t *e = NULL;
+    int fd = zkr_session_fd(s), n;
+
+    (void)state;
+    memset(&rec, 0, sizeof(rec));
+    rec.main = pthread_self();
+    rec.s = s;
+    assert_true(fd >= 0);
+    assert_int_equal(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+    assert_int_equal(zkr_session_add_listener(s, on_session, NULL), 0);
+    /* CONNECTED was posted by the open: due, not yet run. */
+    assert_true(readable(fd));
+    assert_int_equal(rec.connected, 0);
+    assert_int_equal(zkr_session_dispatch(s), 1);
+    assert_int_equal(rec.connected, 1);
+    assert_false(readable(fd));
+    assert_int_equal(zkr_session_dispatch(s), 0);
+
+    assert_int_equal(zkr_lock_new(&l, s, "/disp/a", "a", NULL), 0);
+    assert_int_equal(zkr_lock_set_listener(l, on_lock, NULL), 0);
+    assert_int_equal(zkr_lock_acquire_async(l, 10000, on_acquired, NULL), 0);
+    /* Granted (the state says so) but nothing runs until a dispatch. */
+    assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(l) == ZKR_LOCK_HELD, 10000));
+    assert_true(ZKT_WAIT_UNTIL(readable(fd), 10000));
+    zkt_sleep_ms(100);
+    assert_int_equal(rec.acquired, 0);
+    n = zkr_session_dispatch(s);
+    assert_int_equal(n, 1);
+    assert_int_equal(rec.acquired, 1);
+    assert_int_equal(rec.acq_rc, 0);
+    assert_true(rec.acq_deadlk);
+    assert_int_equal(rec.acq_dispatch, ZKR_EDEADLK);
+    assert_false(readable(fd));
+
+    /* An election listener, and a lock listener (a forced release by
+     * someone else: LOST). */
+    assert_int_equal(
+        zkr_election_new(&e, s, "/disp/e", "e", NULL, ZKR_POLICY_SUSPEND), 0);
+    assert_int_equal(zkr_election_set_listener(e, on_leader, NULL), 0);
+    assert_int_equal(zkr_election_join(e), 0);
+    assert_true(DISPATCH_UNTIL(s, rec.leader_on == 1, 10000));
+    {
+        char node[ZKR_NODE_MAX];
+        assert_int_equal(zkr_lock_node(l, node, sizeof(node)), 0);
+        assert_int_equal(zoo_delete(raw, node, -1), ZOK);
+    }
+    assert_true(DISPATCH_UNTIL(s, rec.lost == 1, 10000));
+    assert_int_equal(zkr_lock_release(l), ZKR_ELOST);
+    assert_int_equal(zkr_election_leave(e), 0);
+    assert_true(DISPATCH_UNTIL(s, rec.leader_off == 1, 10000));
+    zkr_election_free(e);
+    zkr_lock_free(l);
+    assert_int_equal(zkr_session_free(s), 0);
+    /* CLOSED is delivered by the free, on its caller's thread. */
+    assert_int_equal(rec.closed, 1);
+    assert_int_equal(rec.foreign, 0);
+}
+
+/* Frees with callbacks still due: from a callback (the acquire
+ * completion frees its own lock), and from outside one, by a thread that
+ * will dispatch later: neither waits for a dispatch, the completion of
+ * the handle freed outside comes once at the next dispatch, and the
+ * session's free finishes what is left. */
+static void test_free_in_dispatch_mode(void **state)
+{
+    zkr_session_t *s = open_dispatched(zkt_server_hosts(server), 6000);
+    zkr_lock_t *a = NULL, *b = NULL;
+
+    (void)state;
+    memset(&rec, 0, sizeof(rec));
+    rec.main = pthread_self();
+    rec.s = s;
+    alarm(60); /* a free that waits for a dispatch would hang here */
+    zkr_session_dispatch(s);
+    assert_int_equal(zkr_lock_new(&a, s, "/disp/f", "a", NULL), 0);
+    rec.free_me = a;
+    assert_int_equal(zkr_lock_acquire_async(a, 10000, on_acquired, NULL), 0);
+    assert_true(DISPATCH_UNTIL(s, rec.acquired == 1, 10000));
+    assert_int_equal(rec.acq_rc, 0);
+    /* a is gone: its node too, so b is granted. */
+    assert_int_equal(zkr_lock_new(&b, s, "/disp/f", "b", NULL), 0);
+    assert_int_equal(zkr_lock_acquire_async(b, 10000, on_acquired, NULL), 0);
+    assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(b) == ZKR_LOCK_HELD, 10000));
+    zkr_lock_free(b); /* completion due, not run: must not wait */
+    assert_int_equal(rec.acquired, 1);
+    assert_true(ZKT_WAIT_UNTIL(zkt_count_children(raw, "/disp/f") == 0, 10000));
+    assert_int_equal(zkr_session_dispatch(s), 1);
+    assert_int_equal(rec.acquired, 2);
+    assert_int_equal(zkr_session_dispatch(s), 0);
+
+    /* Election candidates freed with their news due, one leading and
+     * one waiting: neither free waits for a dispatch, and a freed
+     * handle's state changes are not delivered. */
+    {
+        zkr_election_t *e1 = NULL, *e2 = NULL;
+        assert_int_equal(zkr_election_new(&e1, s, "/disp/fe", "e1", NULL,
+                                          ZKR_POLICY_SUSPEND),
+                         0);
+        assert_int_equal(zkr_election_new(&e2, s, "/disp/fe", "e2", NULL,
+                                          ZKR_POLICY_SUSPEND),
+                         0);
+        assert_int_equal(zkr_election_set_listener(e1, on_leader, NULL), 0);
+        assert_int_equal(zkr_election_set_listener(e2, on_leader, NULL), 0);
+        assert_int_equal(zkr_election_join(e1), 0);
+        assert_true(ZKT_WAIT_UNTIL(zkr_election_is_leader(e1), 10000));
+        assert_int_equal(zkr_election_join(e2), 0);
+        assert_true(
+            ZKT_WAIT_UNTIL(zkt_count_children(raw, "/disp/fe") == 2, 10000));
+        zkr_election_free(e2);
+        zkr_election_free(e1);
+        assert_true(
+            ZKT_WAIT_UNTIL(zkt_count_children(raw, "/disp/fe") == 0, 10000));
+        zkr_session_dispatch(s);
+        assert_int_equal(rec.leader_on + rec.leader_off, 0);
+    }
+
+    /* Again, but the session's free finishes it. */
+    assert_int_equal(zkr_lock_new(&b, s, "/disp/f", "b", NULL), 0);
+    assert_int_equal(zkr_lock_acquire_async(b, 10000, on_acquired, NULL), 0);
+    assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(b) == ZKR_LOCK_HELD, 10000));
+    zkr_lock_free(b);
+    assert_int_equal(zkr_session_free(s), 0);
+    assert_int_equal(rec.acquired, 3);
+    assert_int_equal(rec.foreign, 0);
+    alarm(0);
+}
+
+/* A poll() loop on the descriptor while the connection is blackholed:
+ * from SUSPENDED to LOST it wakes only for the callbacks that are due
+ * (a handful), where a level-triggered "suspended" descriptor would wake
+ * it without end. */
+static void test_no_spin_while_suspended(void **state)
+{
+    const int T = 4000;
+    zkr_session_t *s;
+    zkr_lock_t *l = NULL;
+    long wakeups = 0, empty = 0;
+    int64_t until;
+
+    (void)state;
+    memset(&rec, 0, sizeof(rec));
+    rec.main = pthread_self();
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    s = open_dispatched(zkt_proxy_hosts(proxy), T);
+    rec.s = s;
+    assert_int_equal(zkr_session_add_listener(s, on_session, NULL), 0);
+    assert_int_equal(zkr_lock_new(&l, s, "/disp/s", "s", NULL), 0);
+    assert_int_equal(zkr_lock_set_listener(l, on_lock, NULL), 0);
+    assert_int_equal(zkr_lock_acquire_async(l, 10000, on_acquired, NULL), 0);
+    assert_true(DISPATCH_UNTIL(s, rec.acquired == 1, 10000));
+    assert_int_equal(rec.acq_rc, 0);
+
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    /* The window: until LOST has been delivered, plus a second. */
+    until = zkt_now_ms() + zkt_scaled_ms(4 * T);
+    while (zkt_now_ms() < until) {
+        struct pollfd p = {zkr_session_fd(s), POLLIN, 0};
+        if (poll(&p, 1, 100) == 1) {
+            wakeups++;
+            empty += zkr_session_dispatch(s) == 0;
+        }
+        if (rec.lost == 1 && rec.lost_s == 1 && until > zkt_now_ms() + 1000)
+            until = zkt_now_ms() + 1000;
+    }
+    print_message("# wakeups from blackhole to LOST (+1 s): %ld\n", wakeups);
+    assert_int_equal(rec.susp_s, 1);
+    assert_int_equal(rec.suspended, 1);
+    assert_int_equal(rec.lost_s, 1);
+    assert_int_equal(rec.lost, 1);
+    /* Each wake-up had callbacks to run. */
+    assert_int_equal(empty, 0);
+    assert_true(wakeups >= 1 && wakeups <= 8);
+
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_int_equal(zkr_lock_release(l), ZKR_ELOST);
+    zkr_lock_free(l);
+    assert_int_equal(zkr_session_free(s), 0);
+    assert_int_equal(rec.foreign, 0);
+}
+
+/* The same window for a lock's own descriptor, with an event thread: a
+ * loop that reads the state when woken wakes once per change (SUSPENDED,
+ * LOST), not without end while SUSPENDED (issue 14 measured ~500,000
+ * wake-ups), and is quiet once it has observed the loss. */
+static void test_lock_fd_no_spin_while_suspended(void **state)
+{
+    const int T = 4000;
+    zkr_session_t *s = open_proxied(T);
+    zkr_lock_t *l = new_lock(s, "/disp/l", "l");
+    int seen[ZKR_LOCK_LOST + 1] = {0};
+    long wakeups = 0;
+    int64_t until;
+    int fd = zkr_lock_fd(l);
+
+    (void)state;
+    assert_true(fd >= 0);
+    assert_int_equal(zkr_lock_acquire(l, 10000), 0);
+    assert_false(readable(fd));
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    until = zkt_now_ms() + zkt_scaled_ms(4 * T);
+    while (zkt_now_ms() < until && !seen[ZKR_LOCK_LOST]) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 100) == 1) {
+            wakeups++;
+            seen[zkr_lock_state(l)]++;
+        }
+    }
+    print_message("# lock descriptor wake-ups from blackhole to LOST: %ld\n",
+                  wakeups);
+    assert_true(seen[ZKR_LOCK_SUSPENDED] >= 1);
+    assert_int_equal(seen[ZKR_LOCK_LOST], 1);
+    assert_true(wakeups <= 4);
+    /* A loss stays signalled, read or not, until observed. */
+    assert_true(readable(fd));
+    assert_int_equal(zkr_lock_state(l), ZKR_LOCK_LOST);
+    assert_true(readable(fd));
+    assert_int_equal(zkr_lock_release(l), ZKR_ELOST);
+    assert_false(readable(fd));
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    zkr_lock_free(l);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* examples/evloop against the server: it takes the lock, leads, loses
+ * the lock to an operator's delete and takes it again, then exits on
+ * SIGTERM, all on its one thread. */
+static void test_example_daemon(void **state)
+{
+    char *prog = zkt_build_path("examples/evloop");
+    char *dir = zkt_mkdtemp("zkr-evloop-"), out[512], buf[8192];
+    char *argv[] = {prog, "-s",       (char *)zkt_server_hosts(server),
+                    "-p", "/disp/ex", "-i",
+                    "d1", "-T",       "6000",
+                    NULL};
+    int fd, st;
+    pid_t pid;
+    FILE *f;
+    size_t n;
+    struct String_vector v = {0, NULL};
+
+    (void)state;
+    snprintf(out, sizeof(out), "%s/out", dir);
+    fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    pid = zkt_spawn(argv, fd);
+    close(fd);
+    assert_true(pid > 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(zkt_count_children(raw, "/disp/ex/lock") == 1 &&
+                           zkt_count_children(raw, "/disp/ex/election") == 1,
+                       20000));
+    zkt_sleep_ms(500);
+    /* An operator deletes the holder's node: the daemon hears LOST and
+     * asks again. */
+    assert_int_equal(zoo_get_children(raw, "/disp/ex/lock", 0, &v), ZOK);
+    assert_int_equal(v.count, 1);
+    {
+        char path[600];
+        snprintf(path, sizeof(path), "/disp/ex/lock/%s", v.data[0]);
+        assert_int_equal(zoo_delete(raw, path, -1), ZOK);
+    }
+    deallocate_String_vector(&v);
+    assert_true(
+        ZKT_WAIT_UNTIL(zkt_count_children(raw, "/disp/ex/lock") == 1, 20000));
+    zkt_sleep_ms(1000);
+    kill(pid, SIGTERM);
+    assert_int_equal(zkt_wait_pid(pid, 20000, &st), 0);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    f = fopen(out, "r");
+    assert_non_null(f);
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    print_message("# evloop output:\n%s", buf);
+    assert_non_null(strstr(buf, "SESSION CONNECTED\n"));
+    assert_non_null(strstr(buf, "LEADER ON "));
+    /* held, lost, held again */
+    {
+        char *h1 = strstr(buf, "LOCK HELD "), *lo, *h2;
+        assert_non_null(h1);
+        lo = strstr(h1, "LOCK LOST\n");
+        assert_non_null(lo);
+        h2 = strstr(lo, "LOCK HELD ");
+        assert_non_null(h2);
+    }
+    assert_null(strstr(buf, "ERROR"));
+    assert_non_null(strstr(buf, "WAKEUPS "));
+    assert_non_null(strstr(buf, "SESSION CLOSED\n"));
+    /* Its nodes are gone with it. */
+    assert_int_equal(zkt_count_children(raw, "/disp/ex/lock"), 0);
+    assert_int_equal(zkt_count_children(raw, "/disp/ex/election"), 0);
+    zkt_rm_rf(dir);
+    free(dir);
+    free(prog);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_arguments),
+        cmocka_unit_test(test_callbacks_on_caller),
+        cmocka_unit_test(test_free_in_dispatch_mode),
+        cmocka_unit_test(test_no_spin_while_suspended),
+        cmocka_unit_test(test_lock_fd_no_spin_while_suspended),
+        cmocka_unit_test(test_example_daemon),
+    };
+    if (getenv("ZKR_TEST_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
+    return cmocka_run_group_tests_name("dispatch", tests, proxy_setup,
+                                       proxy_teardown);
+}
