@@ -1180,6 +1180,129 @@ static void test_run_functions_never_overlap(void **state)
     }
 }
 
+/* ---------------------------------------------------------- review20 */
+
+/* review20 A: README, stop contract 2: "After a re-verified suspension,
+ * run() calls fn again with the same epoch." A leader function that obeys
+ * the contract returns when the descriptor becomes readable on SUSPENDED
+ * (default policy); then run() resigns (zkr__release waits across the
+ * reconnection and deletes the node), so the re-verified leadership is
+ * given away and b leads. Records what happens. */
+static struct {
+    volatile int calls;
+    int64_t epochs[8];
+} r20a;
+
+static int fn_r20_poll(zkr_election_t *e, void *data)
+{
+    struct pollfd p = {zkr_election_fd(e), POLLIN, 0};
+    int k = __atomic_load_n(&r20a.calls, __ATOMIC_SEQ_CST);
+
+    (void)data;
+    if (k < 8)
+        r20a.epochs[k] = epoch_of(e);
+    __atomic_store_n(&r20a.calls, k + 1, __ATOMIC_SEQ_CST);
+    while (poll(&p, 1, 20) == 0)
+        ; /* leader work */
+    return 0;
+}
+
+static void test_r20_run_after_reverified_suspension(void **state)
+{
+    zkr_session_t *a = open_session(10000), *b = open_session(10000);
+    static struct runner ra;
+    zkr_election_t *ea = NULL, *eb;
+
+    (void)state;
+    memset(&r20a, 0, sizeof(r20a));
+    assert_int_equal(
+        zkr_election_new(&ea, a, "/e/r20a", "a", NULL, ZKR_POLICY_SUSPEND), 0);
+    start_runner(&ra, ea, fn_r20_poll, NULL, 1);
+    assert_true(ZKT_WAIT_UNTIL(r20a.calls == 1, 10000));
+    eb = cand(b, "/e/r20a", "b", ZKR_POLICY_SUSPEND, NULL);
+    assert_true(ZKT_WAIT_UNTIL(children("/e/r20a") == 2, 5000));
+    zookeeper_close(raw);
+    raw = NULL;
+    assert_int_equal(zkt_server_kill(server), 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(zkr_session_state(a) == ZKR_STATE_SUSPENDED, 8000));
+    zkt_sleep_ms(300);
+    assert_int_equal(zkt_server_restart(server), 0);
+    raw = zkt_connect(zkt_server_hosts(server), 10000);
+    assert_non_null(raw);
+    zkt_sleep_ms(3000);
+    print_message("r20a: fn calls %d, epochs %lld then %lld; b leads %d\n",
+                  r20a.calls, (long long)r20a.epochs[0],
+                  (long long)r20a.epochs[1], zkr_election_is_leader(eb));
+    /* What the README promises: */
+    assert_true(r20a.calls >= 2);
+    assert_int_equal(r20a.epochs[1], r20a.epochs[0]);
+    assert_false(zkr_election_is_leader(eb));
+    assert_int_equal(zkr_election_leave(ea), 0);
+    assert_true(ZKT_WAIT_UNTIL(runner_done(&ra), 10000));
+    pthread_join(ra.th, NULL);
+    zkr_election_free(eb);
+    zkr_election_free(ea);
+    zkr_session_free(a);
+    zkr_session_free(b);
+}
+
+/* review20 B: the leader function steps down (leave() from inside fn,
+ * documented), and before it returns another thread of the application
+ * joins again, after the node was deleted by an operator (or the session
+ * was lost: any loss with rejoin off). join() returns 0 and starts a new
+ * acquire; run() then resigns what that join won, and the candidate stays
+ * "joined" (join -> EALREADY) in no queue: await() never returns. */
+static volatile int r20b_left, r20b_go;
+
+static int fn_r20_selfleave(zkr_election_t *e, void *data)
+{
+    (void)data;
+    assert_int_equal(zkr_election_leave(e), 0);
+    __atomic_store_n(&r20b_left, 1, __ATOMIC_SEQ_CST);
+    ZKT_WAIT_UNTIL(__atomic_load_n(&r20b_go, __ATOMIC_SEQ_CST), 20000);
+    return 0;
+}
+
+static void test_r20_join_after_selfleave(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    static struct runner ra;
+    zkr_election_t *e = NULL;
+    zkr_sequencer_t q;
+    int rc;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&e, s, "/e/r20b", "a", NULL, ZKR_POLICY_SUSPEND), 0);
+    assert_int_equal(zkr_election_join(e), 0);
+    assert_int_equal(zkr_election_await(e, 10000), 0);
+    assert_int_equal(zkr_election_sequencer(e, &q), 0);
+    zkt_sleep_ms(300); /* own-node watch set */
+    start_runner(&ra, e, fn_r20_selfleave, NULL, 0);
+    assert_true(ZKT_WAIT_UNTIL(r20b_left, 10000));
+    assert_int_equal(zoo_delete(raw, q.node, -1), ZOK); /* operator */
+    zkt_sleep_ms(300);
+    rc = zkr_election_join(e); /* the application joins again */
+    print_message("r20b: join after self-leave + delete: %d\n", rc);
+    zkt_sleep_ms(500); /* granted (alone), hidden by `stopping` */
+    __atomic_store_n(&r20b_go, 1, __ATOMIC_SEQ_CST);
+    assert_true(ZKT_WAIT_UNTIL(runner_done(&ra), 10000));
+    pthread_join(ra.th, NULL);
+    zkt_sleep_ms(300);
+    print_message("r20b: children %d, is_leader %d, join again -> %d\n",
+                  children("/e/r20b"), zkr_election_is_leader(e),
+                  zkr_election_join(e));
+    if (rc == 0) {
+        /* join() said 0: the candidate must lead (alone) or fail. */
+        rc = zkr_election_await(e, 3000);
+        print_message("r20b: await -> %d (%s)\n", rc, zkr_strerror(rc));
+        assert_int_equal(rc, 0);
+    }
+    zkr_election_free(e);
+    zkr_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1199,6 +1322,8 @@ int main(void)
         cmocka_unit_test(test_requeue_loop),
         cmocka_unit_test(test_observer_unreadable_leader),
         cmocka_unit_test(test_run_functions_never_overlap),
+        cmocka_unit_test(test_r20_run_after_reverified_suspension),
+        cmocka_unit_test(test_r20_join_after_selfleave),
     };
     /* ZKR_TEST_ONLY=pattern runs only the matching tests (debugging). */
     if (getenv("ZKR_TEST_ONLY") != NULL)
