@@ -1303,6 +1303,60 @@ static void test_r20_join_after_selfleave(void **state)
     zkr_session_free(s);
 }
 
+/* review20 C: zkr_election_free() on another thread (a shutdown path)
+ * while zkr_election_run() is inside the leader function. Unlike leave(),
+ * free does not tell the function (the descriptor is closed, never made
+ * readable: poll() reports POLLNVAL, not POLLIN) nor wait for it; it
+ * deletes the node, so the next candidate's function starts while this
+ * one still runs, and run() then uses the freed handle when fn returns
+ * (here fn is left blocked so that the test process survives). */
+static volatile int r20c_started, r20c_pollin, r20c_running = 1;
+
+static int fn_r20_until_pollin(zkr_election_t *e, void *data)
+{
+    struct pollfd p = {zkr_election_fd(e), POLLIN, 0};
+
+    (void)data;
+    r20c_started = 1;
+    for (;;) {
+        p.revents = 0;
+        if (poll(&p, 1, 20) > 0 && (p.revents & POLLIN)) {
+            r20c_pollin = 1;
+            break;
+        }
+    }
+    r20c_running = 0;
+    for (;;)
+        pause(); /* returning would make run() touch the freed handle */
+    return 0;
+}
+
+static void test_r20_free_while_running(void **state)
+{
+    zkr_session_t *a = open_session(10000), *b = open_session(10000);
+    static struct runner ra;
+    zkr_election_t *ea = NULL, *eb;
+    int b_led;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&ea, a, "/e/r20c", "a", NULL, ZKR_POLICY_SUSPEND), 0);
+    start_runner(&ra, ea, fn_r20_until_pollin, NULL, 0);
+    assert_true(ZKT_WAIT_UNTIL(r20c_started, 10000));
+    eb = cand(b, "/e/r20c", "b", ZKR_POLICY_SUSPEND, NULL);
+    assert_true(ZKT_WAIT_UNTIL(children("/e/r20c") == 2, 5000));
+    zkr_election_free(ea); /* shutdown thread */
+    b_led = ZKT_WAIT_UNTIL(zkr_election_is_leader(eb), 5000);
+    zkt_sleep_ms(200);
+    print_message("r20c: b leads %d while a's fn still running %d "
+                  "(saw POLLIN %d)\n",
+                  b_led, r20c_running, r20c_pollin);
+    pthread_detach(ra.th);
+    assert_false(b_led && r20c_running);
+    zkr_election_free(eb);
+    zkr_session_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1324,6 +1378,7 @@ int main(void)
         cmocka_unit_test(test_run_functions_never_overlap),
         cmocka_unit_test(test_r20_run_after_reverified_suspension),
         cmocka_unit_test(test_r20_join_after_selfleave),
+        cmocka_unit_test(test_r20_free_while_running),
     };
     /* ZKR_TEST_ONLY=pattern runs only the matching tests (debugging). */
     if (getenv("ZKR_TEST_ONLY") != NULL)
