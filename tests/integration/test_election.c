@@ -1357,6 +1357,76 @@ static void test_r20_free_while_running(void **state)
     zkr_session_free(b);
 }
 
+/* review20 D: leave() on another thread waits for the leader function;
+ * meanwhile the node is deleted (operator, or the session lost) and a
+ * third thread join()s (0). leave() then resigns what that join won and
+ * returns 0, but leaves the candidate marked joined with no node: join()
+ * says ZKR_EALREADY and await() never returns. The header: once leave
+ * returns 0 the candidate "will not lead until joined again" — it cannot
+ * be joined again. */
+static volatile int r20d_stop, r20d_go;
+
+static int fn_r20_slow_stop(zkr_election_t *e, void *data)
+{
+    struct pollfd p = {zkr_election_fd(e), POLLIN, 0};
+
+    (void)data;
+    while (!(poll(&p, 1, 20) > 0 && (p.revents & POLLIN)))
+        ;
+    r20d_stop = 1;
+    ZKT_WAIT_UNTIL(r20d_go, 20000); /* finishing its step */
+    return 0;
+}
+
+static void *leave_thread(void *arg)
+{
+    return (void *)(intptr_t)zkr_election_leave(arg);
+}
+
+static void test_r20_leave_delete_join(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    static struct runner ra;
+    zkr_election_t *e = NULL;
+    zkr_sequencer_t q;
+    pthread_t lt;
+    void *lrc;
+    int jrc, rc;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&e, s, "/e/r20d", "a", NULL, ZKR_POLICY_SUSPEND), 0);
+    start_runner(&ra, e, fn_r20_slow_stop, NULL, 1);
+    assert_true(ZKT_WAIT_UNTIL(zkr_election_sequencer(e, &q) == 0, 10000));
+    zkt_sleep_ms(300);
+    assert_int_equal(pthread_create(&lt, NULL, leave_thread, e), 0);
+    assert_true(ZKT_WAIT_UNTIL(r20d_stop, 10000));
+    assert_int_equal(zoo_delete(raw, q.node, -1), ZOK); /* operator */
+    zkt_sleep_ms(300);
+    jrc = zkr_election_join(e);
+    zkt_sleep_ms(500);
+    r20d_go = 1;
+    pthread_join(lt, &lrc);
+    zkt_sleep_ms(2000);
+    rc = zkr_election_join(e);
+    print_message("r20d: join during leave -> %d, leave -> %d; 2 s later: "
+                  "run() returned %d, children %d, is_leader %d, state %d, "
+                  "join -> %d\n",
+                  jrc, (int)(intptr_t)lrc, runner_done(&ra),
+                  children("/e/r20d"), zkr_election_is_leader(e),
+                  (int)zkr_election_state(e), rc);
+    if (rc == ZKR_EALREADY) {
+        rc = zkr_election_await(e, 3000);
+        print_message("r20d: await -> %d (%s)\n", rc, zkr_strerror(rc));
+    }
+    assert_int_equal(rc, 0);
+    zkr_election_leave(e);
+    if (ZKT_WAIT_UNTIL(runner_done(&ra), 10000))
+        pthread_join(ra.th, NULL);
+    zkr_election_free(e);
+    zkr_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1379,6 +1449,7 @@ int main(void)
         cmocka_unit_test(test_r20_run_after_reverified_suspension),
         cmocka_unit_test(test_r20_join_after_selfleave),
         cmocka_unit_test(test_r20_free_while_running),
+        cmocka_unit_test(test_r20_leave_delete_join),
     };
     /* ZKR_TEST_ONLY=pattern runs only the matching tests (debugging). */
     if (getenv("ZKR_TEST_ONLY") != NULL)
