@@ -981,7 +981,9 @@ typedef int (*zkr_leader_fn)(zkr_election_t *e, void *data);
  * it to stop, ZKR_POLICY_SUSPEND), run() does not resign: it waits for the
  * suspension to end and, if the node is re-verified, calls fn again with
  * the same epoch (with or without `requeue`); if it is lost, it goes on as
- * after a loss (without `requeue`, returns fn's value).
+ * after a loss (without `requeue`, returns fn's value). A function that
+ * means to give the leadership up whatever the connection does calls
+ * zkr_election_leave() before returning.
  * fn never runs on two candidates at once while they respect the stop
  * signal: a loss makes the descriptor readable before the next candidate
  * can be granted wherever the loss is seen first by this process (an
