@@ -7,6 +7,8 @@
  * leadership is lost (the election's descriptor becomes readable) or it is
  * asked to resign, and returns. With -r it then rejoins at the back of the
  * queue (and after a lost session it is back in the election by itself).
+ * A SUSPENDED that ends in re-verification of the node does not cost the
+ * leadership: run() calls the function again, with the same epoch.
  * -P session keeps leadership through short disconnections (SUSPENDED).
  *
  * Signals: SIGUSR1 resigns (the next candidate takes over), SIGTERM or

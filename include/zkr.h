@@ -902,6 +902,15 @@ ZKR_EXTERN int zkr_election_new(zkr_election_t **out, zkr_session_t *s,
  *   a running callback of it, unless called from that callback. NULL is a
  *   no-op. Callable from any callback of the session: its listener is not
  *   called again, and the rest of the free happens after that callback.
+ *
+ * A zkr_election_run() on another thread is stopped as by a leave: its
+ * leader function is told to stop (the descriptor becomes readable, the
+ * candidate is no longer leader), and the free waits until run() has
+ * returned (fn's value without requeue, else 0) before our node is
+ * deleted, so the next leader never starts beside that function. Called
+ * from the leader function itself, or from a callback while run() is
+ * active, it returns at once and the rest of the free happens when run()
+ * returns. Either way the handle must not be used once free was called.
  */
 ZKR_EXTERN void zkr_election_free(zkr_election_t *e);
 
@@ -910,6 +919,9 @@ ZKR_EXTERN void zkr_election_free(zkr_election_t *e);
  *
  * The candidate stays in the election until it leaves: after its session
  * is lost it joins again, at the back of the queue, on the new session.
+ * A leave is not over until it resigned: while a leave() waits for a
+ * leader function to stop, or one made from inside the function waits for
+ * it to return and for run() to resign, join() is ZKR_ESTATE.
  * \return 0; ZKR_EALREADY (joined); ZKR_ESTATE (still leaving); ZKR_ELOST
  *   (an adopted session is LOST for good); ZKR_ECLOSED; ZBADARGUMENTS.
  */
@@ -1027,6 +1039,13 @@ typedef int (*zkr_leader_fn)(zkr_election_t *e, void *data);
  * `requeue`, it resigns when fn returns and joins again at the back, and
  * after a loss waits to be leader again; it returns 0 once
  * zkr_election_leave() is called (from another thread, or from fn).
+ * When fn returns while its leadership is SUSPENDED (the descriptor asked
+ * it to stop, ZKR_POLICY_SUSPEND), run() does not resign: it waits for the
+ * suspension to end and, if the node is re-verified, calls fn again with
+ * the same epoch (with or without `requeue`); if it is lost, it goes on as
+ * after a loss (without `requeue`, returns fn's value). A function that
+ * means to give the leadership up whatever the connection does calls
+ * zkr_election_leave() before returning.
  * fn never runs on two candidates at once while they respect the stop
  * signal: a loss makes the descriptor readable before the next candidate
  * can be granted wherever the loss is seen first by this process (an

@@ -29,7 +29,12 @@ struct zkr_election {
     pthread_t runner; /* ... on this thread */
     int self_left;    /* the leader function called leave(): run()
                          resigns once it returns */
-    int stopping;     /* leave asked it to stop: not leader meanwhile */
+    int stopping;     /* leave asked it to stop: not leader meanwhile,
+                         and join() says ZKR_ESTATE until it resigned */
+    int in_run;       /* threads inside zkr_election_run() */
+    int closing;      /* zkr_election_free() waits for them (or left the
+                         free to the last of them: free_deferred) */
+    int free_deferred;
     zkr_election_listener_t fn;
     void *data;
 };
@@ -159,12 +164,34 @@ int zkr_election_new(zkr_election_t **out, zkr_session_t *s, const char *path,
 
 void zkr_election_free(zkr_election_t *e)
 {
+    zkr_session_t *s;
+
     if (e == NULL)
         return;
-    pthread_mutex_lock(&e->c.s->mu);
+    s = e->c.s;
+    pthread_mutex_lock(&s->mu);
     e->joined = 0;
     e->c.rejoin = 0;
-    pthread_mutex_unlock(&e->c.s->mu);
+    e->fn = NULL; /* the listener is not called after free returns */
+    if (e->in_run > 0) {
+        /* A run() is active: its leader function stops before our node
+         * goes (as for a leave), and run() returns without touching the
+         * handle again. From the function itself, or from a callback
+         * (which must not wait for it), the last run() to return frees. */
+        e->closing = 1;
+        e->stopping = 1;
+        zkr__contender_signal(&e->c);
+        pthread_cond_broadcast(&s->cv);
+        if ((e->running && pthread_equal(e->runner, pthread_self())) ||
+            zkr__in_callback()) {
+            e->free_deferred = 1;
+            pthread_mutex_unlock(&s->mu);
+            return;
+        }
+        while (e->in_run > 0)
+            pthread_cond_wait(&s->cv, &s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
     zkr__contender_destroy(&e->c, free); /* cancels, or deletes our node */
 }
 
@@ -174,14 +201,19 @@ void zkr_election_free(zkr_election_t *e)
  * and the start cannot be one critical section (the engine's acquire takes
  * the mutex itself), so `joining` covers the gap: a leave() waits until
  * the acquire has started, then cancels it. Without that, a leave() in
- * the gap returned 0 and the acquire then made a phantom leader. */
+ * the gap returned 0 and the acquire then made a phantom leader. A join
+ * while a leave waits for the leader function to stop (or, left from
+ * inside it, for run() to resign) is refused: that resignation would
+ * give away what the join won and leave it joined with no node. */
 static int enter(zkr_election_t *e, int fresh)
 {
     zkr_session_t *s = e->c.s;
     int rc = 0;
 
     pthread_mutex_lock(&s->mu);
-    if (fresh && e->joined)
+    if (fresh && e->stopping)
+        rc = ZKR_ESTATE; /* a leave is still waiting for the function */
+    else if (fresh && e->joined)
         rc = ZKR_EALREADY;
     else if (!fresh && !e->joined)
         rc = ZKR_ESTATE;
@@ -411,42 +443,65 @@ int zkr_election_participants(zkr_election_t *e, zkr_contender_t **out,
     return zkr_contenders_list(e->c.s, e->c.dir, out, count);
 }
 
-int zkr_election_run(zkr_election_t *e, zkr_leader_fn fn, void *data,
-                     int requeue)
+/* The leader function returned while its leadership was suspended (the
+ * descriptor told it to stop, under the default policy): that is the stop
+ * the contract asks for, not a resignation. Waits, mutex held, for the
+ * suspension to end: 1 if the same grant was re-verified (same node, same
+ * epoch: nobody else can have led meanwhile), and run() calls the function
+ * again; 0 if it was lost, or the candidate left or is being freed. */
+static int resumes(zkr_election_t *e, int64_t epoch)
 {
-    zkr_session_t *s;
-    int rc;
+    zkr__contender_t *c = &e->c;
 
-    if (e == NULL || fn == NULL)
-        return ZBADARGUMENTS;
-    if (zkr__in_callback())
-        return ZKR_EDEADLK;
-    s = e->c.s;
+    if (c->fd_quiet_suspend || c->pub != ZKR_LOCK_SUSPENDED)
+        return 0;
+    for (;;) {
+        zkr__enforce_deadline(c->s); /* past the safe deadline: LOST */
+        if (!e->joined || e->stopping || c->czxid != epoch)
+            return 0;
+        if (c->pub != ZKR_LOCK_SUSPENDED)
+            return c->pub == ZKR_LOCK_HELD;
+        zkr__wait(c->s, NULL, -1);
+    }
+}
+
+/* zkr_election_run() without its bookkeeping of active runs. */
+static int run(zkr_election_t *e, zkr_leader_fn fn, void *data, int requeue)
+{
+    zkr_session_t *s = e->c.s;
+    int rc, again = 0;
+
     rc = zkr_election_join(e);
     if (rc != 0 && rc != ZKR_EALREADY)
         return rc;
-    for (;;) {
-        int ret, joined, self;
+    pthread_mutex_lock(&s->mu);
+    for (;;) { /* the mutex is held here */
+        int ret, joined, self, closing;
+        int64_t epoch;
 
-        rc = zkr_election_await(e, -1);
-        if (rc == ZKR_ESTATE)
-            return 0; /* left from another thread */
-        if (rc != 0)
-            return rc;
-        /* Check and mark under one lock: a concurrent leave either sees
-         * the function running (and waits for it) or makes us see that
-         * we left (and the function never starts). The descriptor is
-         * cleared here, for this function: any loss from now on shows. */
-        pthread_mutex_lock(&s->mu);
-        if (!e->joined || !leading(e)) {
-            joined = e->joined;
+        if (!again) {
             pthread_mutex_unlock(&s->mu);
-            if (!joined)
+            rc = zkr_election_await(e, -1);
+            if (rc == ZKR_ESTATE)
+                return 0; /* left from another thread */
+            if (rc != 0)
+                return rc;
+            /* Check and mark under one lock: a concurrent leave either
+             * sees the function running (and waits for it) or makes us
+             * see that we left (and the function never starts). */
+            pthread_mutex_lock(&s->mu);
+            if (!e->joined) {
+                pthread_mutex_unlock(&s->mu);
                 return 0;
-            continue;
+            }
+            if (!leading(e))
+                continue;
         }
+        /* The descriptor is cleared here, for this function: any loss
+         * from now on shows. */
         e->running = 1;
         e->runner = pthread_self();
+        epoch = e->c.czxid;
         zkr__contender_observed(&e->c);
         pthread_mutex_unlock(&s->mu);
         ret = fn(e, data);
@@ -454,11 +509,17 @@ int zkr_election_run(zkr_election_t *e, zkr_leader_fn fn, void *data,
         e->running = 0;
         self = e->self_left;
         e->self_left = 0;
-        joined = e->joined;
         pthread_cond_broadcast(&s->cv);
+        /* Back in the same leadership: run fn again, the mutex still held
+         * from the check, so nothing can come between. */
+        again = !self && resumes(e, epoch);
+        if (again)
+            continue;
+        joined = e->joined;
+        closing = e->closing;
         pthread_mutex_unlock(&s->mu);
-        if (!joined && !self)
-            return requeue ? 0 : ret; /* the leave() resigns for us */
+        if (closing || (!joined && !self))
+            return requeue ? 0 : ret; /* the free or leave() resigns */
         /* Hand leadership on (the next candidate takes over). */
         rc = resign(e);
         if (self) {
@@ -480,5 +541,32 @@ int zkr_election_run(zkr_election_t *e, zkr_leader_fn fn, void *data,
             return 0;
         if (rc != 0)
             return rc;
+        pthread_mutex_lock(&s->mu);
     }
+}
+
+int zkr_election_run(zkr_election_t *e, zkr_leader_fn fn, void *data,
+                     int requeue)
+{
+    zkr_session_t *s;
+    int rc, last;
+
+    if (e == NULL || fn == NULL)
+        return ZBADARGUMENTS;
+    if (zkr__in_callback())
+        return ZKR_EDEADLK;
+    s = e->c.s;
+    pthread_mutex_lock(&s->mu);
+    e->in_run++;
+    pthread_mutex_unlock(&s->mu);
+    rc = run(e, fn, data, requeue);
+    /* A free waits for this (or left itself to the last run to return):
+     * nothing of e may be touched once the mutex is released. */
+    pthread_mutex_lock(&s->mu);
+    last = --e->in_run == 0 && e->free_deferred;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (last)
+        zkr__contender_destroy(&e->c, free);
+    return rc;
 }

@@ -69,6 +69,25 @@ static int count_on(const char *log, const char *id)
     return count_ev(log, "LEADER_ON", id);
 }
 
+/* How many leaderships began: LEADER_ONs, but not the same leadership's
+ * function called again after a re-verified suspension (the same
+ * candidate and epoch as the LEADER_ON before it). */
+static int count_terms(const char *log)
+{
+    struct ev v[256];
+    int n = load(log, v, 256), k = 0;
+    const struct ev *last = NULL;
+
+    for (int i = 0; i < n; i++) {
+        if (strcmp(v[i].what, "LEADER_ON") != 0)
+            continue;
+        k += last == NULL || strcmp(last->id, v[i].id) != 0 ||
+             atoll(last->rest) != atoll(v[i].rest);
+        last = &v[i];
+    }
+    return k;
+}
+
 static long long last_on_at(const char *log, const char *id)
 {
     struct ev v[256];
@@ -81,7 +100,9 @@ static long long last_on_at(const char *log, const char *id)
 }
 
 /* The checker: leadership intervals of connected candidates never
- * overlap, and every new leader's epoch is higher than all before. A
+ * overlap, and every new leader's epoch is higher than all before (the
+ * same leader may start again with its epoch: zkr_election_run() calls
+ * its function again after a re-verified suspension). A
  * candidate cut off from outside stops counting as connected when that
  * happened: `cut_id` was killed (crash) or had its session taken over and
  * closed (expiry from outside) at `cut_at`. */
@@ -95,7 +116,7 @@ static int check_history(const char *log, const struct cut *cuts, int ncut)
     struct ev v[256];
     int n = load(log, v, 256), leaders = 0, bad = 0;
     long long last_epoch = -1;
-    char cur[16] = "";
+    char cur[16] = "", last[16] = "";
 
     for (int i = 0; i < n; i++) {
         for (int k = 0; k < ncut; k++) {
@@ -112,11 +133,13 @@ static int check_history(const char *log, const struct cut *cuts, int ncut)
                               cur);
                 bad++;
             }
-            if (epoch <= last_epoch) {
+            if (epoch < last_epoch ||
+                (epoch == last_epoch && strcmp(v[i].id, last) != 0)) {
                 print_message("epoch %lld after %lld\n", epoch, last_epoch);
                 bad++;
             }
             last_epoch = epoch;
+            snprintf(last, sizeof(last), "%s", v[i].id);
             leaders++;
             snprintf(cur, sizeof(cur), "%s", v[i].id);
         } else if (strcmp(v[i].what, "LEADER_OFF") == 0) {
@@ -157,6 +180,14 @@ static void test_checker_catches_two_leaders(void **state)
     fputs("LEADER_ON 100 c0 5\nLEADER_OFF 140 c0 5\nLEADER_ON 150 c1 7\n", f);
     fclose(f);
     assert_int_equal(check_history(log, NULL, 0), 0); /* and a good one */
+    f = fopen(log, "w");
+    fputs("LEADER_ON 100 c0 5\nLEADER_OFF 140 c0 5\nLEADER_ON 150 c0 5\n", f);
+    fclose(f);
+    assert_int_equal(check_history(log, NULL, 0), 0); /* the same again */
+    f = fopen(log, "w");
+    fputs("LEADER_ON 100 c0 5\nLEADER_OFF 140 c0 5\nLEADER_ON 150 c1 5\n", f);
+    fclose(f);
+    assert_true(check_history(log, NULL, 0) > 0); /* another, same epoch */
     f = fopen(log, "w");
     fputs("LEADER_ON 100 c0 5\nLEADER_ON 150 c1 7\nLEADER_OFF 160 c0 5\n", f);
     fclose(f);
@@ -257,14 +288,19 @@ static void test_five_candidates(void **state)
                      0);
     assert_true(ZKT_WAIT_UNTIL(count_on(log, "c3") == 1, 3000));
     failover[2] = last_on_at(log, "c3") - t0;
-    /* The expired leader's function was told to stop, and stopped. */
-    assert_true(ZKT_WAIT_UNTIL(count_ev(log, "LEADER_OFF", "c2") == 1, 3000));
+    /* The expired leader's function was told to stop, and stopped (the
+     * takeover of its session may first cost it a blip, re-verified: its
+     * function then ran again, same epoch). */
+    assert_true(ZKT_WAIT_UNTIL(count_ev(log, "LEADER_OFF", "c2") >= 1 &&
+                                   count_ev(log, "LEADER_OFF", "c2") ==
+                                       count_on(log, "c2"),
+                               3000));
 
     /* A candidate in the middle of the queue leaves: nobody is promoted. */
     kill(pid[4], SIGTERM);
     assert_int_equal(zkt_wait_pid(pid[4], 10000, &st), 0);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    assert_int_equal(count_on(log, NULL), 4); /* c0, c1, c2, c3 */
+    assert_int_equal(count_terms(log), 4); /* c0, c1, c2, c3 */
 
     /* c3 resigns: the queue is now c0 (requeued), c2 (rejoined). */
     kill(pid[3], SIGUSR1);
@@ -333,6 +369,18 @@ static zkr_election_t *cand(zkr_session_t *s, const char *path, const char *id,
     if (v != NULL)
         zkr_election_set_listener(e, on_lead, v);
     assert_int_equal(zkr_election_join(e), 0);
+    return e;
+}
+
+/* "a" on sa leads at path, and "b" on sb waits behind it. */
+static zkr_election_t *leader_and_next(zkr_session_t *sa, zkr_session_t *sb,
+                                       const char *path, zkr_election_t **next)
+{
+    zkr_election_t *e = cand(sa, path, "a", ZKR_POLICY_SUSPEND, NULL);
+
+    assert_int_equal(zkr_election_await(e, 10000), 0);
+    *next = cand(sb, path, "b", ZKR_POLICY_SUSPEND, NULL);
+    assert_true(ZKT_WAIT_UNTIL(children(path) == 2, 10000));
     return e;
 }
 
@@ -905,17 +953,11 @@ static void test_leave_from_leader_fn(void **state)
 {
     zkr_session_t *s = open_session(10000);
     static struct runner r;
-    zkr_election_t *ea = NULL, *eb;
+    zkr_election_t *ea, *eb;
 
     (void)state;
-    assert_int_equal(
-        zkr_election_new(&ea, s, "/e/selfleave", "a", NULL, ZKR_POLICY_SUSPEND),
-        0);
-    assert_int_equal(zkr_election_join(ea), 0);
-    assert_int_equal(zkr_election_await(ea, 10000), 0);
-    eb = cand(s, "/e/selfleave", "b", ZKR_POLICY_SUSPEND, NULL);
+    ea = leader_and_next(s, s, "/e/selfleave", &eb);
     self_next = eb;
-    assert_true(ZKT_WAIT_UNTIL(children("/e/selfleave") == 2, 10000));
     start_runner(&r, ea, fn_self_leave, NULL, 0);
     assert_true(ZKT_WAIT_UNTIL(runner_done(&r), 10000));
     pthread_join(r.th, NULL);
@@ -1180,6 +1222,298 @@ static void test_run_functions_never_overlap(void **state)
     }
 }
 
+/* ------------------------------------------- review20: run(), free, join */
+
+/* README, stop contract 2: "After a re-verified suspension, run() calls fn
+ * again with the same epoch." A leader function that obeys the descriptor
+ * returns when it becomes readable on SUSPENDED (default policy); that
+ * return is the stop the contract asked for, not a resignation: once the
+ * node is re-verified, run() calls it again, same epoch, and the other
+ * candidate never leads. With and without requeue (review20, 4: run()
+ * resigned, so every blip cost the leadership). */
+static struct {
+    volatile int calls;
+    int64_t epochs[8];
+} resus;
+
+static int fn_until_fd(zkr_election_t *e, void *data)
+{
+    struct pollfd p = {zkr_election_fd(e), POLLIN, 0};
+    int k = __atomic_load_n(&resus.calls, __ATOMIC_SEQ_CST);
+
+    (void)data;
+    if (k < 8)
+        resus.epochs[k] = epoch_of(e);
+    __atomic_store_n(&resus.calls, k + 1, __ATOMIC_SEQ_CST);
+    while (poll(&p, 1, 20) == 0)
+        ; /* leader work */
+    return 7;
+}
+
+static void run_across_reverified_suspension(int requeue)
+{
+    zkr_session_t *a = open_session(10000), *b = open_session(10000);
+    static struct runner ra;
+    zkr_election_t *ea = NULL, *eb;
+    char dir[32];
+
+    snprintf(dir, sizeof(dir), "/e/resus%d", requeue);
+    memset(&resus, 0, sizeof(resus));
+    assert_int_equal(
+        zkr_election_new(&ea, a, dir, "a", NULL, ZKR_POLICY_SUSPEND), 0);
+    start_runner(&ra, ea, fn_until_fd, NULL, requeue);
+    assert_true(ZKT_WAIT_UNTIL(resus.calls == 1, 10000));
+    eb = cand(b, dir, "b", ZKR_POLICY_SUSPEND, NULL);
+    assert_true(ZKT_WAIT_UNTIL(children(dir) == 2, 5000));
+    zookeeper_close(raw);
+    raw = NULL;
+    assert_int_equal(zkt_server_kill(server), 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(zkr_session_state(a) == ZKR_STATE_SUSPENDED, 8000));
+    zkt_sleep_ms(300);
+    assert_int_equal(zkt_server_restart(server), 0);
+    raw = zkt_connect(zkt_server_hosts(server), 10000);
+    assert_non_null(raw);
+    assert_true(ZKT_WAIT_UNTIL(resus.calls >= 2, 10000));
+    zkt_sleep_ms(500);
+    print_message("requeue %d: fn calls %d, epochs %lld then %lld; b leads "
+                  "%d\n",
+                  requeue, resus.calls, (long long)resus.epochs[0],
+                  (long long)resus.epochs[1], zkr_election_is_leader(eb));
+    assert_int_equal(resus.epochs[1], resus.epochs[0]);
+    assert_int_equal(epoch_of(ea), resus.epochs[0]);
+    assert_false(zkr_election_is_leader(eb));
+    assert_false(runner_done(&ra));
+    assert_int_equal(zkr_election_leave(ea), 0);
+    assert_true(ZKT_WAIT_UNTIL(runner_done(&ra), 10000));
+    pthread_join(ra.th, NULL);
+    assert_int_equal(ra.rc, requeue ? 0 : 7);
+    assert_true(ZKT_WAIT_UNTIL(zkr_election_is_leader(eb), 5000));
+    zkr_election_free(eb);
+    zkr_election_free(ea);
+    zkr_session_free(a);
+    zkr_session_free(b);
+}
+
+static void test_run_resumes_after_reverified_suspension(void **state)
+{
+    (void)state;
+    run_across_reverified_suspension(0);
+}
+
+static void test_run_requeue_resumes_after_reverified_suspension(void **state)
+{
+    (void)state;
+    run_across_reverified_suspension(1);
+}
+
+/* The leader function steps down (leave() from inside it) and, before it
+ * returns, the node is lost (an operator's delete; an expiry is the same:
+ * no rejoin) and another thread joins again. The leave is not over until
+ * run() has resigned, so that join is ZKR_ESTATE (still leaving); once
+ * run() returned, a join works and the candidate leads (alone). Before the
+ * fix (review20, 5) the join said 0, run() resigned what it won, and the
+ * candidate stayed "joined" with no node: join EALREADY, await never 0. */
+static volatile int sl_left, sl_go;
+
+static int fn_selfleave(zkr_election_t *e, void *data)
+{
+    (void)data;
+    assert_int_equal(zkr_election_leave(e), 0);
+    __atomic_store_n(&sl_left, 1, __ATOMIC_SEQ_CST);
+    ZKT_WAIT_UNTIL(__atomic_load_n(&sl_go, __ATOMIC_SEQ_CST), 20000);
+    return 0;
+}
+
+/* run() returns 0 and leaves no node; joined again, the candidate leads
+ * (alone), then leaves. */
+static void rejoins_after_run(struct runner *r, zkr_election_t *e,
+                              const char *dir)
+{
+    assert_true(ZKT_WAIT_UNTIL(runner_done(r), 10000));
+    pthread_join(r->th, NULL);
+    assert_int_equal(r->rc, 0);
+    assert_int_equal(children(dir), 0);
+    assert_int_equal(zkr_election_join(e), 0);
+    assert_int_equal(zkr_election_await(e, 5000), 0);
+    assert_int_equal(children(dir), 1);
+    assert_int_equal(zkr_election_leave(e), 0);
+}
+
+static void test_join_while_self_leave_pending(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    static struct runner ra;
+    zkr_election_t *e = NULL;
+    zkr_sequencer_t q;
+
+    (void)state;
+    assert_int_equal(zkr_election_new(&e, s, "/e/leavepending", "a", NULL,
+                                      ZKR_POLICY_SUSPEND),
+                     0);
+    assert_int_equal(zkr_election_join(e), 0);
+    assert_int_equal(zkr_election_await(e, 10000), 0);
+    assert_int_equal(zkr_election_sequencer(e, &q), 0);
+    zkt_sleep_ms(300); /* own-node watch set */
+    start_runner(&ra, e, fn_selfleave, NULL, 0);
+    assert_true(ZKT_WAIT_UNTIL(sl_left, 10000));
+    assert_int_equal(zoo_delete(raw, q.node, -1), ZOK); /* operator */
+    zkt_sleep_ms(300);
+    assert_int_equal(zkr_election_join(e), ZKR_ESTATE); /* still leaving */
+    assert_false(zkr_election_is_leader(e));
+    __atomic_store_n(&sl_go, 1, __ATOMIC_SEQ_CST);
+    rejoins_after_run(&ra, e, "/e/leavepending");
+    zkr_election_free(e);
+    zkr_session_free(s);
+}
+
+/* zkr_election_free() on another thread (a shutdown path) while run() is
+ * inside the leader function: as a leave, it makes the descriptor readable
+ * (POLLIN, not a closed descriptor), waits until the function has returned
+ * and run() with it, and only then deletes the node: the next candidate
+ * never leads beside it, and run() never touches the freed handle (ASan,
+ * valgrind). Before the fix (review20, 2) b led while a's function ran. */
+static struct {
+    volatile int started, pollin;
+    volatile int64_t ended, b_led;
+} fw;
+
+static int fn_stop_slowly(zkr_election_t *e, void *data)
+{
+    struct pollfd p = {zkr_election_fd(e), POLLIN, 0};
+
+    (void)data;
+    fw.started = 1;
+    for (;;) {
+        p.revents = 0;
+        if (poll(&p, 1, 20) > 0) {
+            fw.pollin = (p.revents & POLLIN) != 0;
+            break;
+        }
+    }
+    zkt_sleep_ms(300); /* finishing its step */
+    fw.ended = zkt_now_ms();
+    return 7;
+}
+
+static void *free_thread(void *arg)
+{
+    zkr_election_free(arg);
+    return NULL;
+}
+
+static void test_free_while_leader_fn_runs(void **state)
+{
+    zkr_session_t *a = open_session(10000), *b = open_session(10000);
+    static struct runner ra;
+    zkr_election_t *ea = NULL, *eb;
+    pthread_t ft;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&ea, a, "/e/freerun", "a", NULL, ZKR_POLICY_SUSPEND),
+        0);
+    start_runner(&ra, ea, fn_stop_slowly, NULL, 0);
+    assert_true(ZKT_WAIT_UNTIL(fw.started, 10000));
+    eb = cand(b, "/e/freerun", "b", ZKR_POLICY_SUSPEND, NULL);
+    assert_true(ZKT_WAIT_UNTIL(children("/e/freerun") == 2, 5000));
+    assert_int_equal(pthread_create(&ft, NULL, free_thread, ea), 0);
+    assert_true(ZKT_WAIT_UNTIL(zkr_election_is_leader(eb), 10000));
+    fw.b_led = zkt_now_ms();
+    pthread_join(ft, NULL);
+    assert_true(ZKT_WAIT_UNTIL(runner_done(&ra), 5000)); /* run() is over */
+    pthread_join(ra.th, NULL);
+    print_message("a's fn saw POLLIN %d, ended %lld ms before b led; run() "
+                  "-> %d\n",
+                  fw.pollin, (long long)(fw.b_led - fw.ended), ra.rc);
+    assert_true(fw.pollin);
+    assert_true(fw.ended > 0 && fw.ended <= fw.b_led);
+    assert_int_equal(ra.rc, 7);
+    zkr_election_free(eb);
+    zkr_session_free(a);
+    zkr_session_free(b);
+}
+
+/* The leader function frees its own candidate (allowed as from any
+ * callback): the free finishes when run() returns, which it does with the
+ * function's value and without touching the freed handle; the node goes
+ * then, and the next candidate leads. */
+static int fn_free_self(zkr_election_t *e, void *data)
+{
+    zkr_election_free(e);
+    __atomic_store_n((volatile int *)data, 1, __ATOMIC_SEQ_CST);
+    return 5;
+}
+
+static void test_free_from_leader_fn(void **state)
+{
+    zkr_session_t *a = open_session(10000), *b = open_session(10000);
+    zkr_election_t *ea, *eb;
+    volatile int freed = 0;
+
+    (void)state;
+    ea = leader_and_next(a, b, "/e/freeself", &eb);
+    assert_int_equal(zkr_election_run(ea, fn_free_self, (void *)&freed, 0), 5);
+    assert_true(freed);
+    assert_true(ZKT_WAIT_UNTIL(zkr_election_is_leader(eb), 10000));
+    assert_int_equal(children("/e/freeself"), 1);
+    zkr_election_free(eb);
+    zkr_session_free(a);
+    zkr_session_free(b);
+}
+
+/* leave() on another thread waits for the leader function; meanwhile the
+ * node is deleted (operator, or the session lost) and a third thread
+ * join()s: refused (ZKR_ESTATE, still leaving). Once leave returned 0 the
+ * candidate holds no node and can be joined again, and then leads. */
+static volatile int lj_stop, lj_go;
+
+static int fn_slow_stop(zkr_election_t *e, void *data)
+{
+    struct pollfd p = {zkr_election_fd(e), POLLIN, 0};
+
+    (void)data;
+    while (!(poll(&p, 1, 20) > 0 && (p.revents & POLLIN)))
+        ;
+    lj_stop = 1;
+    ZKT_WAIT_UNTIL(lj_go, 20000); /* finishing its step */
+    return 0;
+}
+
+static void *leave_thread(void *arg)
+{
+    return (void *)(intptr_t)zkr_election_leave(arg);
+}
+
+static void test_join_while_leave_waits(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    static struct runner ra;
+    zkr_election_t *e = NULL;
+    zkr_sequencer_t q;
+    pthread_t lt;
+    void *lrc;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&e, s, "/e/leavejoin", "a", NULL, ZKR_POLICY_SUSPEND),
+        0);
+    start_runner(&ra, e, fn_slow_stop, NULL, 1);
+    assert_true(ZKT_WAIT_UNTIL(zkr_election_sequencer(e, &q) == 0, 10000));
+    zkt_sleep_ms(300);
+    assert_int_equal(pthread_create(&lt, NULL, leave_thread, e), 0);
+    assert_true(ZKT_WAIT_UNTIL(lj_stop, 10000));
+    assert_int_equal(zoo_delete(raw, q.node, -1), ZOK); /* operator */
+    zkt_sleep_ms(300);
+    assert_int_equal(zkr_election_join(e), ZKR_ESTATE);
+    lj_go = 1;
+    pthread_join(lt, &lrc);
+    assert_int_equal((int)(intptr_t)lrc, 0);
+    rejoins_after_run(&ra, e, "/e/leavejoin");
+    zkr_election_free(e);
+    zkr_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1199,6 +1533,12 @@ int main(void)
         cmocka_unit_test(test_requeue_loop),
         cmocka_unit_test(test_observer_unreadable_leader),
         cmocka_unit_test(test_run_functions_never_overlap),
+        cmocka_unit_test(test_run_resumes_after_reverified_suspension),
+        cmocka_unit_test(test_run_requeue_resumes_after_reverified_suspension),
+        cmocka_unit_test(test_join_while_self_leave_pending),
+        cmocka_unit_test(test_free_while_leader_fn_runs),
+        cmocka_unit_test(test_free_from_leader_fn),
+        cmocka_unit_test(test_join_while_leave_waits),
     };
     /* ZKR_TEST_ONLY=pattern runs only the matching tests (debugging). */
     if (getenv("ZKR_TEST_ONLY") != NULL)
