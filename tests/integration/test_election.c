@@ -1180,6 +1180,253 @@ static void test_run_functions_never_overlap(void **state)
     }
 }
 
+/* ---------------------------------------------------------- review20 */
+
+/* review20 A: README, stop contract 2: "After a re-verified suspension,
+ * run() calls fn again with the same epoch." A leader function that obeys
+ * the contract returns when the descriptor becomes readable on SUSPENDED
+ * (default policy); then run() resigns (zkr__release waits across the
+ * reconnection and deletes the node), so the re-verified leadership is
+ * given away and b leads. Records what happens. */
+static struct {
+    volatile int calls;
+    int64_t epochs[8];
+} r20a;
+
+static int fn_r20_poll(zkr_election_t *e, void *data)
+{
+    struct pollfd p = {zkr_election_fd(e), POLLIN, 0};
+    int k = __atomic_load_n(&r20a.calls, __ATOMIC_SEQ_CST);
+
+    (void)data;
+    if (k < 8)
+        r20a.epochs[k] = epoch_of(e);
+    __atomic_store_n(&r20a.calls, k + 1, __ATOMIC_SEQ_CST);
+    while (poll(&p, 1, 20) == 0)
+        ; /* leader work */
+    return 0;
+}
+
+static void test_r20_run_after_reverified_suspension(void **state)
+{
+    zkr_session_t *a = open_session(10000), *b = open_session(10000);
+    static struct runner ra;
+    zkr_election_t *ea = NULL, *eb;
+
+    (void)state;
+    memset(&r20a, 0, sizeof(r20a));
+    assert_int_equal(
+        zkr_election_new(&ea, a, "/e/r20a", "a", NULL, ZKR_POLICY_SUSPEND), 0);
+    start_runner(&ra, ea, fn_r20_poll, NULL, 1);
+    assert_true(ZKT_WAIT_UNTIL(r20a.calls == 1, 10000));
+    eb = cand(b, "/e/r20a", "b", ZKR_POLICY_SUSPEND, NULL);
+    assert_true(ZKT_WAIT_UNTIL(children("/e/r20a") == 2, 5000));
+    zookeeper_close(raw);
+    raw = NULL;
+    assert_int_equal(zkt_server_kill(server), 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(zkr_session_state(a) == ZKR_STATE_SUSPENDED, 8000));
+    zkt_sleep_ms(300);
+    assert_int_equal(zkt_server_restart(server), 0);
+    raw = zkt_connect(zkt_server_hosts(server), 10000);
+    assert_non_null(raw);
+    zkt_sleep_ms(3000);
+    print_message("r20a: fn calls %d, epochs %lld then %lld; b leads %d\n",
+                  r20a.calls, (long long)r20a.epochs[0],
+                  (long long)r20a.epochs[1], zkr_election_is_leader(eb));
+    /* What the README promises: */
+    assert_true(r20a.calls >= 2);
+    assert_int_equal(r20a.epochs[1], r20a.epochs[0]);
+    assert_false(zkr_election_is_leader(eb));
+    assert_int_equal(zkr_election_leave(ea), 0);
+    assert_true(ZKT_WAIT_UNTIL(runner_done(&ra), 10000));
+    pthread_join(ra.th, NULL);
+    zkr_election_free(eb);
+    zkr_election_free(ea);
+    zkr_session_free(a);
+    zkr_session_free(b);
+}
+
+/* review20 B: the leader function steps down (leave() from inside fn,
+ * documented), and before it returns another thread of the application
+ * joins again, after the node was deleted by an operator (or the session
+ * was lost: any loss with rejoin off). join() returns 0 and starts a new
+ * acquire; run() then resigns what that join won, and the candidate stays
+ * "joined" (join -> EALREADY) in no queue: await() never returns. */
+static volatile int r20b_left, r20b_go;
+
+static int fn_r20_selfleave(zkr_election_t *e, void *data)
+{
+    (void)data;
+    assert_int_equal(zkr_election_leave(e), 0);
+    __atomic_store_n(&r20b_left, 1, __ATOMIC_SEQ_CST);
+    ZKT_WAIT_UNTIL(__atomic_load_n(&r20b_go, __ATOMIC_SEQ_CST), 20000);
+    return 0;
+}
+
+static void test_r20_join_after_selfleave(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    static struct runner ra;
+    zkr_election_t *e = NULL;
+    zkr_sequencer_t q;
+    int rc;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&e, s, "/e/r20b", "a", NULL, ZKR_POLICY_SUSPEND), 0);
+    assert_int_equal(zkr_election_join(e), 0);
+    assert_int_equal(zkr_election_await(e, 10000), 0);
+    assert_int_equal(zkr_election_sequencer(e, &q), 0);
+    zkt_sleep_ms(300); /* own-node watch set */
+    start_runner(&ra, e, fn_r20_selfleave, NULL, 0);
+    assert_true(ZKT_WAIT_UNTIL(r20b_left, 10000));
+    assert_int_equal(zoo_delete(raw, q.node, -1), ZOK); /* operator */
+    zkt_sleep_ms(300);
+    rc = zkr_election_join(e); /* the application joins again */
+    print_message("r20b: join after self-leave + delete: %d\n", rc);
+    zkt_sleep_ms(500); /* granted (alone), hidden by `stopping` */
+    __atomic_store_n(&r20b_go, 1, __ATOMIC_SEQ_CST);
+    assert_true(ZKT_WAIT_UNTIL(runner_done(&ra), 10000));
+    pthread_join(ra.th, NULL);
+    zkt_sleep_ms(300);
+    print_message("r20b: children %d, is_leader %d, join again -> %d\n",
+                  children("/e/r20b"), zkr_election_is_leader(e),
+                  zkr_election_join(e));
+    if (rc == 0) {
+        /* join() said 0: the candidate must lead (alone) or fail. */
+        rc = zkr_election_await(e, 3000);
+        print_message("r20b: await -> %d (%s)\n", rc, zkr_strerror(rc));
+        assert_int_equal(rc, 0);
+    }
+    zkr_election_free(e);
+    zkr_session_free(s);
+}
+
+/* review20 C: zkr_election_free() on another thread (a shutdown path)
+ * while zkr_election_run() is inside the leader function. Unlike leave(),
+ * free does not tell the function (the descriptor is closed, never made
+ * readable: poll() reports POLLNVAL, not POLLIN) nor wait for it; it
+ * deletes the node, so the next candidate's function starts while this
+ * one still runs, and run() then uses the freed handle when fn returns
+ * (here fn is left blocked so that the test process survives). */
+static volatile int r20c_started, r20c_pollin, r20c_running = 1;
+
+static int fn_r20_until_pollin(zkr_election_t *e, void *data)
+{
+    struct pollfd p = {zkr_election_fd(e), POLLIN, 0};
+
+    (void)data;
+    r20c_started = 1;
+    for (;;) {
+        p.revents = 0;
+        if (poll(&p, 1, 20) > 0 && (p.revents & POLLIN)) {
+            r20c_pollin = 1;
+            break;
+        }
+    }
+    r20c_running = 0;
+    for (;;)
+        pause(); /* returning would make run() touch the freed handle */
+    return 0;
+}
+
+static void test_r20_free_while_running(void **state)
+{
+    zkr_session_t *a = open_session(10000), *b = open_session(10000);
+    static struct runner ra;
+    zkr_election_t *ea = NULL, *eb;
+    int b_led;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&ea, a, "/e/r20c", "a", NULL, ZKR_POLICY_SUSPEND), 0);
+    start_runner(&ra, ea, fn_r20_until_pollin, NULL, 0);
+    assert_true(ZKT_WAIT_UNTIL(r20c_started, 10000));
+    eb = cand(b, "/e/r20c", "b", ZKR_POLICY_SUSPEND, NULL);
+    assert_true(ZKT_WAIT_UNTIL(children("/e/r20c") == 2, 5000));
+    zkr_election_free(ea); /* shutdown thread */
+    b_led = ZKT_WAIT_UNTIL(zkr_election_is_leader(eb), 5000);
+    zkt_sleep_ms(200);
+    print_message("r20c: b leads %d while a's fn still running %d "
+                  "(saw POLLIN %d)\n",
+                  b_led, r20c_running, r20c_pollin);
+    pthread_detach(ra.th);
+    assert_false(b_led && r20c_running);
+    zkr_election_free(eb);
+    zkr_session_free(b);
+}
+
+/* review20 D: leave() on another thread waits for the leader function;
+ * meanwhile the node is deleted (operator, or the session lost) and a
+ * third thread join()s (0). leave() then resigns what that join won and
+ * returns 0, but leaves the candidate marked joined with no node: join()
+ * says ZKR_EALREADY and await() never returns. The header: once leave
+ * returns 0 the candidate "will not lead until joined again" — it cannot
+ * be joined again. */
+static volatile int r20d_stop, r20d_go;
+
+static int fn_r20_slow_stop(zkr_election_t *e, void *data)
+{
+    struct pollfd p = {zkr_election_fd(e), POLLIN, 0};
+
+    (void)data;
+    while (!(poll(&p, 1, 20) > 0 && (p.revents & POLLIN)))
+        ;
+    r20d_stop = 1;
+    ZKT_WAIT_UNTIL(r20d_go, 20000); /* finishing its step */
+    return 0;
+}
+
+static void *leave_thread(void *arg)
+{
+    return (void *)(intptr_t)zkr_election_leave(arg);
+}
+
+static void test_r20_leave_delete_join(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    static struct runner ra;
+    zkr_election_t *e = NULL;
+    zkr_sequencer_t q;
+    pthread_t lt;
+    void *lrc;
+    int jrc, rc;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&e, s, "/e/r20d", "a", NULL, ZKR_POLICY_SUSPEND), 0);
+    start_runner(&ra, e, fn_r20_slow_stop, NULL, 1);
+    assert_true(ZKT_WAIT_UNTIL(zkr_election_sequencer(e, &q) == 0, 10000));
+    zkt_sleep_ms(300);
+    assert_int_equal(pthread_create(&lt, NULL, leave_thread, e), 0);
+    assert_true(ZKT_WAIT_UNTIL(r20d_stop, 10000));
+    assert_int_equal(zoo_delete(raw, q.node, -1), ZOK); /* operator */
+    zkt_sleep_ms(300);
+    jrc = zkr_election_join(e);
+    zkt_sleep_ms(500);
+    r20d_go = 1;
+    pthread_join(lt, &lrc);
+    zkt_sleep_ms(2000);
+    rc = zkr_election_join(e);
+    print_message("r20d: join during leave -> %d, leave -> %d; 2 s later: "
+                  "run() returned %d, children %d, is_leader %d, state %d, "
+                  "join -> %d\n",
+                  jrc, (int)(intptr_t)lrc, runner_done(&ra),
+                  children("/e/r20d"), zkr_election_is_leader(e),
+                  (int)zkr_election_state(e), rc);
+    if (rc == ZKR_EALREADY) {
+        rc = zkr_election_await(e, 3000);
+        print_message("r20d: await -> %d (%s)\n", rc, zkr_strerror(rc));
+    }
+    assert_int_equal(rc, 0);
+    zkr_election_leave(e);
+    if (ZKT_WAIT_UNTIL(runner_done(&ra), 10000))
+        pthread_join(ra.th, NULL);
+    zkr_election_free(e);
+    zkr_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1199,6 +1446,10 @@ int main(void)
         cmocka_unit_test(test_requeue_loop),
         cmocka_unit_test(test_observer_unreadable_leader),
         cmocka_unit_test(test_run_functions_never_overlap),
+        cmocka_unit_test(test_r20_run_after_reverified_suspension),
+        cmocka_unit_test(test_r20_join_after_selfleave),
+        cmocka_unit_test(test_r20_free_while_running),
+        cmocka_unit_test(test_r20_leave_delete_join),
     };
     /* ZKR_TEST_ONLY=pattern runs only the matching tests (debugging). */
     if (getenv("ZKR_TEST_ONLY") != NULL)

@@ -548,6 +548,53 @@ static void test_semaphore_conflict_newcomer_only(void **state)
     assert_int_equal(children("/s/newcomer"), 0);
 }
 
+/* review20: issue 20.5 across handles with different ACLs. The fix
+ * decides from the WAITER's own ACL whether its predecessor can touch its
+ * node ("the predecessor (same ACL) cannot either"); another process may
+ * use the same semaphore path with an ACL without WRITE. 2 permits: H1,
+ * H2 hold (open ACL), W1 waits (ACL without WRITE), W2 waits (open ACL,
+ * watches W1's node). H1 leaves: W1 granted, its touch fails (ZNOAUTH).
+ * H2 leaves: a permit is free, W2 is first in line, but it still watches
+ * W1's node, which nothing changes until W1 releases. */
+static void test_r20_semaphore_mixed_acl(void **state)
+{
+    struct ACL rcd[] = {{ZOO_PERM_READ | ZOO_PERM_CREATE | ZOO_PERM_DELETE,
+                         {"world", "anyone"}}};
+    struct ACL_vector acl = {1, rcd};
+    zkr_session_t *s[4];
+    zkr_lock_t *l[4];
+    struct grant g[4];
+
+    (void)state;
+    for (int i = 0; i < 4; i++) {
+        s[i] = open_session(10000);
+        assert_int_equal(zkr_semaphore_new(&l[i], s[i], "/s/mixacl/sem", 2,
+                                           NULL, i == 2 ? &acl : NULL),
+                         0);
+        g[i].rc = 1;
+        assert_int_equal(zkr_lock_acquire_async(l[i], -1, on_grant, &g[i]), 0);
+        assert_true(ZKT_WAIT_UNTIL(children("/s/mixacl/sem") == i + 1, 5000));
+    }
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&g[0]) == 0 && rc_of(&g[1]) == 0, 5000));
+    usleep(200000);
+    assert_int_equal(zkr_lock_release(l[0]), 0);
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&g[2]) == 0, 5000));
+    usleep(200000);
+    assert_int_equal(rc_of(&g[3]), 1);
+    assert_int_equal(zkr_lock_release(l[1]), 0);
+    /* One permit free (only W1 holds), W2 first in line: */
+    if (!ZKT_WAIT_UNTIL(rc_of(&g[3]) == 0, 3000))
+        print_message("r20: W2 stranded 3 s with a free permit\n");
+    assert_int_equal(rc_of(&g[3]), 0);
+    assert_int_equal(zkr_lock_release(l[2]), 0);
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&g[3]) == 0, 3000));
+    assert_int_equal(zkr_lock_release(l[3]), 0);
+    for (int i = 0; i < 4; i++) {
+        zkr_lock_free(l[i]);
+        zkr_session_free(s[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -562,6 +609,9 @@ int main(void)
         cmocka_unit_test(test_semaphore_foreign_write),
         cmocka_unit_test(test_semaphore_without_write_right),
         cmocka_unit_test(test_semaphore_conflict_newcomer_only),
+        cmocka_unit_test(test_r20_semaphore_mixed_acl),
     };
+    if (getenv("ZKR_TEST_ONLY") != NULL)
+        cmocka_set_test_filter(getenv("ZKR_TEST_ONLY"));
     return cmocka_run_group_tests_name("semaphore", tests, setup, teardown);
 }
