@@ -481,6 +481,10 @@ static struct check check_ousted(const char *dir, const char *tail)
     return check_text(dir, text);
 }
 
+/* a's step 700 ms after its node's deletion (check_ousted()). */
+#define LATE_STEP                                                              \
+    "700000007 10 a check 5 500\n700000008 10 a effect-reject 5 0\n"
+
 /* The leader-function rule in hand-written histories (session 1 s,
  * margin 5 s, grace 500 ms): an older leader's effect after a newer
  * leader's is counted unless the function could not have known (paused
@@ -513,24 +517,18 @@ static void test_checker_functions(void **state)
     /* Over a healthy link the deletion reaches the old leader within the
      * grace (500 ms): a step 700 ms after it, still unaware, means the
      * library never told it (review20: an own-node watch set late). */
-    c = check_ousted(dir, "700000007 10 a check 5 500\n"
-                          "700000008 10 a effect-reject 5 0\n");
+    c = check_ousted(dir, LATE_STEP);
     assert_int_equal(field_of(&c, "fn_interleavings"), 1);
     assert_int_equal(c.status, 1);
     /* ... unless its link was impaired: a link fault, or a suspension
      * since a session timeout before the deletion (the stop may then take
      * until SUSPENDED or valid_ms), but not the deletion itself. */
-    c = check_ousted(dir, "6 1 d fault-start blackhole 0\n"
-                          "700000007 10 a check 5 500\n"
-                          "700000008 10 a effect-reject 5 0\n");
+    c = check_ousted(dir, "6 1 d fault-start blackhole 0\n" LATE_STEP);
     assert_int_equal(c.status, 0);
-    c = check_ousted(dir, "6 10 a s-suspend 0 0\n7 10 a s-reconnect 0 0\n"
-                          "700000007 10 a check 5 500\n"
-                          "700000008 10 a effect-reject 5 0\n");
+    c = check_ousted(
+        dir, "6 10 a s-suspend 0 0\n7 10 a s-reconnect 0 0\n" LATE_STEP);
     assert_int_equal(c.status, 0);
-    c = check_ousted(dir, "6 1 d fault-start delete-leader 0\n"
-                          "700000007 10 a check 5 500\n"
-                          "700000008 10 a effect-reject 5 0\n");
+    c = check_ousted(dir, "6 1 d fault-start delete-leader 0\n" LATE_STEP);
     assert_int_equal(field_of(&c, "fn_interleavings"), 1);
     /* The deposed function keeps acting after the grace while the new
      * one runs but has not acted yet: two functions overlap (counted once
