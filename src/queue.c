@@ -863,7 +863,10 @@ static void pred_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat,
         c->touchable = zkr__strdup(name);
         rc = c->touchable != NULL ? 0 : ZKR_ENOMEM;
         if (rc == 0) {
-            watch_node(c, name);
+            char *asked = c->watching; /* name points into it */
+
+            watch_node(c, name); /* sets c->watching again */
+            free(asked);
             zkr__op_end(op);
             return;
         }
