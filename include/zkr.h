@@ -1119,7 +1119,9 @@ ZKR_EXTERN void zkr_observer_free(zkr_observer_t *o);
  * wake the waiter behind it, so the ACL should let the creator write
  * (world:anyone or "auth" with WRITE). With an ACL that does not say so,
  * waiters watch the directory instead (a release then wakes every waiter).
- * Contenders of one path should share the ACL.
+ * Contenders of one path should share the ACL: a waiter watches the node
+ * ahead only if that node's ACL lets everyone write or is the same as its
+ * own node's (one getACL per node ahead), else the directory.
  *
  * \return as zkr_lock_new(); ZBADARGUMENTS also for permits < 1.
  */

@@ -82,6 +82,8 @@ int zkr__fault_zk(const char *fn, const char *path); /* 1: fails */
     ZKR__ASYNC(ZKR__CB_STRINGS, zoo_aget_children, zh, cb, op, p, w)
 #define zoo_awget_children(zh, p, w, wctx, cb, op)                             \
     ZKR__ASYNC(ZKR__CB_STRINGS, zoo_awget_children, zh, cb, op, p, w, wctx)
+#define zoo_aget_acl(zh, p, cb, op)                                            \
+    ZKR__ASYNC(ZKR__CB_ACL, zoo_aget_acl, zh, cb, op, p)
 #define zoo_aget_children2(zh, p, w, cb, op)                                   \
     ZKR__ASYNC(ZKR__CB_STRINGS_STAT, zoo_aget_children2, zh, cb, op, p, w)
 #define zoo_awget_children2(zh, p, w, wctx, cb, op)                            \
@@ -440,7 +442,8 @@ enum {
     ZKR__CB_STRINGS,      /* strings_completion_t */
     ZKR__CB_STRINGS_STAT, /* strings_stat_completion_t */
     ZKR__CB_STRING,       /* string_completion_t */
-    ZKR__CB_STRING_STAT   /* string_stat_completion_t */
+    ZKR__CB_STRING_STAT,  /* string_stat_completion_t */
+    ZKR__CB_ACL           /* acl_completion_t */
 };
 
 /* An asynchronous ZooKeeper call in flight: its completion context. */
@@ -531,12 +534,19 @@ struct zkr__contender {
     char uuid[37];
     char *node; /* full path of our node, or NULL */
     int64_t czxid;
-    int64_t node_sid;   /* session that created node */
-    char *watching;     /* full path of the watched node, or NULL */
-    int watch_dir;      /* ... and it is a child watch on our directory */
-    char *unreadable;   /* name of a node before us we may not read: the
-                           server does not send us its events, so we
-                           watch the directory instead (watch_done()) */
+    int64_t node_sid; /* session that created node */
+    char *watching;   /* full path of the watched node, or NULL */
+    int watch_dir;    /* ... and it is a child watch on our directory */
+    char *unreadable; /* name of a node before us whose watch cannot
+                         wake us: we may not read it (the server does
+                         not send us its events, watch_done()), or
+                         (semaphore) its granter may not touch it
+                         (pred_acl_done()); we watch the directory
+                         instead while it blocks us */
+    char *touchable;  /* semaphore: the predecessor whose ACL showed
+                         that its granter can touch it */
+    /* semaphore: our node's ACL as stored (count 0: not read yet) */
+    struct ACL_vector own_acl;
     int64_t seen_czxid; /* semaphore: the node we wait on, and its */
     int64_t seen_mzxid; /* last write we listed after (unseen_write()) */
     int64_t watch_due;  /* held: when to set that watch (monotonic ms), or

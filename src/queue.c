@@ -189,6 +189,11 @@ static void forget_node(zkr__contender_t *c)
     c->seen_czxid = c->seen_mzxid = 0;
     free(c->unreadable);
     c->unreadable = NULL;
+    free(c->touchable);
+    c->touchable = NULL;
+    zkr__acl_free(&c->own_acl);
+    c->own_acl.count = 0;
+    c->own_acl.data = NULL;
     c->watch_due = -1;
 }
 
@@ -802,6 +807,120 @@ static int acl_lets_creator_write(const struct ACL_vector *acl)
     return 0;
 }
 
+/* Whether acl (as stored) lets world:anyone write. */
+static int acl_lets_all_write(const struct ACL_vector *acl)
+{
+    for (int i = 0; i < acl->count; i++)
+        if ((acl->data[i].perms & ZOO_PERM_WRITE) &&
+            strcmp(acl->data[i].id.scheme, "world") == 0 &&
+            strcmp(acl->data[i].id.id, "anyone") == 0)
+            return 1;
+    return 0;
+}
+
+/* Whether two stored ACLs hold the same entries. */
+static int acl_same(const struct ACL_vector *a, const struct ACL_vector *b)
+{
+    if (a->count != b->count)
+        return 0;
+    for (int i = 0; i < a->count; i++) {
+        int found = 0;
+
+        for (int j = 0; j < b->count && !found; j++)
+            found = a->data[i].perms == b->data[j].perms &&
+                    strcmp(a->data[i].id.scheme, b->data[j].id.scheme) == 0 &&
+                    strcmp(a->data[i].id.id, b->data[j].id.id) == 0;
+        if (!found)
+            return 0;
+    }
+    return 1;
+}
+
+static void check_pred(zkr__contender_t *c);
+
+/* The answer about our predecessor's ACL (c->watching), or about our own
+ * node's (op->path NULL), which we compare it with. A semaphore waiter
+ * watches its predecessor only if the predecessor's granter can touch it
+ * (poke()): its ACL lets world:anyone write, or it is the same as our
+ * node's and our handle's ACL lets the creator write
+ * (acl_lets_creator_write()), so that a contender of the same ACL and
+ * auth created it. Another process's handle may use another ACL (issue
+ * 20.5): behind a node its granter may not touch, we watch the directory
+ * (c->unreadable). Any other answer: list again. */
+static void pred_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat,
+                          const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr__contender_t *c = op->c;
+    const char *name;
+
+    (void)stat;
+    zkr__op_begin(op, rc);
+    if (stale(op, ZKR__P_WATCHING) || c->watching == NULL || c->watch_dir ||
+        (op->path != NULL && strcmp(c->watching, op->path) != 0)) {
+        zkr__op_end(op);
+        return;
+    }
+    name = strrchr(c->watching, '/') + 1;
+    if (rc == ZOK && op->path == NULL) {
+        rc = zkr__acl_copy(&c->own_acl, acl);
+        if (rc == 0) {
+            check_pred(c); /* now the predecessor's */
+            zkr__op_end(op);
+            return;
+        }
+    } else if (rc == ZOK &&
+               (acl_lets_all_write(acl) || acl_same(acl, &c->own_acl))) {
+        free(c->touchable);
+        c->touchable = zkr__strdup(name);
+        rc = c->touchable != NULL ? 0 : ZKR_ENOMEM;
+        if (rc == 0) {
+            char *asked = c->watching; /* name points into it */
+
+            watch_node(c, name); /* sets c->watching again */
+            free(asked);
+            zkr__op_end(op);
+            return;
+        }
+    } else if (rc == ZOK || rc == ZNOAUTH) {
+        /* Its granter may not touch it (or we may not read it). */
+        free(c->unreadable);
+        c->unreadable = zkr__strdup(name);
+        rc = c->unreadable != NULL ? 0 : ZKR_ENOMEM;
+    }
+    free(c->watching);
+    c->watching = NULL;
+    c->phase = ZKR__P_LISTING;
+    if (rc == ZKR_ENOMEM)
+        abort_acquire(c, ZKR_ENOMEM);
+    else if (rc == ZOK || rc == ZNONODE)
+        step(c); /* NONODE: it (or our node) went: list again */
+    else if (!zkr__is_connection_error(rc))
+        abort_acquire(c,
+                      rc == ZSESSIONEXPIRED || rc == ZCLOSING ? ZKR_ELOST : rc);
+    zkr__op_end(op); /* a connection error: listed again after reconnecting */
+}
+
+/* Asks for the ACL of the predecessor c->watching, after our own node's
+ * if that is needed and not known yet (see pred_acl_done()). */
+static void check_pred(zkr__contender_t *c)
+{
+    zkr__op_t *op = zkr__op_new(c->s, c);
+    int own = c->own_acl.count == 0 && !acl_lets_all_write(&c->acl);
+
+    if (op != NULL && !own)
+        op->path = zkr__strdup(c->watching);
+    if (op == NULL || (!own && op->path == NULL) ||
+        zoo_aget_acl(c->s->zh, own ? c->node : c->watching, pred_acl_done,
+                     op) != ZOK) {
+        if (op != NULL)
+            zkr__op_cancel(op);
+        free(c->watching);
+        c->watching = NULL;
+        c->phase = ZKR__P_LISTING; /* retried on reconnect */
+    }
+}
+
 static void list_done(int rc, const struct String_vector *v, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
@@ -862,7 +981,8 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
             issue_self_watch(c);
         /* A semaphore waiter learns its predecessor's grant from the
          * predecessor's touch; if our ACL lets no creator touch its node,
-         * the predecessor (same ACL) cannot either: watch the directory. */
+         * a predecessor of the same ACL cannot either: watch the
+         * directory (of another ACL: pred_acl_done() decides). */
         if (w >= 0 && c->recipe->poke && !acl_lets_creator_write(&c->acl))
             w = ZKR__WATCH_DIR;
         /* ... and only a zkr permit of our count touches its node when
@@ -884,6 +1004,16 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
             c->phase = ZKR__P_WATCHING;
             if (c->watching == NULL)
                 abort_acquire(c, ZKR_ENOMEM);
+        } else if (c->recipe->poke && (c->touchable == NULL ||
+                                       strcmp(e[w].name, c->touchable) != 0)) {
+            /* A predecessor not yet known to be touchable: ask. */
+            c->watching = zkr__join(c->dir, e[w].name);
+            c->watch_dir = 0;
+            c->phase = ZKR__P_WATCHING;
+            if (c->watching == NULL)
+                abort_acquire(c, ZKR_ENOMEM);
+            else
+                check_pred(c);
         } else {
             watch_node(c, e[w].name);
         }

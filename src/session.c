@@ -440,6 +440,9 @@ static void op_fail(zkr__op_t *op, int rc)
     case ZKR__CB_STRING:
         ((string_completion_t)op->cb)(rc, NULL, op);
         break;
+    case ZKR__CB_ACL:
+        ((acl_completion_t)op->cb)(rc, NULL, NULL, op);
+        break;
     default: /* ZKR__CB_STRING_STAT */
         ((string_stat_completion_t)op->cb)(rc, NULL, NULL, op);
         break;

@@ -17,7 +17,8 @@
  * line each, "<monotonic ns> <pid> <session id, hex> <event> <a> <b>":
  * enqueue, grant <token> <seq>, release <token>, suspend, held (verified
  * again after a suspension), lost (lock listener states), session-level
- * s-suspend/s-reconnect/s-lost, fence-ok/fence-reject <token>, exit <rc>.
+ * s-suspend/s-reconnect/s-lost (for electors and runners too),
+ * fence-ok/fence-reject <token>, exit <rc>.
  * -F STORE makes every grant write once to a fenced store: a file holding
  * the highest token admitted, updated with zkr_fence_admit() under a file
  * lock (the fence event is logged under the same lock, so the history
@@ -504,6 +505,10 @@ int main(int argc, char **argv)
     if (zkr_session_open(&s, hosts, timeout, NULL) != 0)
         return 3;
     hist_session = s;
+    /* The session's states, for every kind: the checker judges a leader
+     * function's late steps by whether its link was impaired. */
+    if (history != NULL && zkr_session_add_listener(s, on_session, NULL) != 0)
+        return 3;
     if (go != NULL) {
         hist("ready", 0, 0);
         while (access(go, F_OK) != 0)
@@ -521,9 +526,7 @@ int main(int argc, char **argv)
     if ((permits > 0 ? zkr_semaphore_new(&l, s, path, permits, id, NULL)
                      : zkr_lock_new(&l, s, path, id, NULL)) != 0)
         return 3;
-    if (history != NULL &&
-        (zkr_session_add_listener(s, on_session, NULL) != 0 ||
-         zkr_lock_set_listener(l, on_lock, NULL) != 0))
+    if (history != NULL && zkr_lock_set_listener(l, on_lock, NULL) != 0)
         return 3;
     for (int i = 0; more(i, iters) && (rc == 0 || resilient); i++) {
         char node[ZKR_NODE_MAX];

@@ -3,7 +3,7 @@
  * them by time, and checks the safety and liveness properties of one
  * lock and one election.
  *
- *   zkr-check [-t SESSION_MS] [-m MARGIN_MS] [-v] HISTORY...
+ *   zkr-check [-t SESSION_MS] [-m MARGIN_MS] [-g GRACE_MS] [-v] HISTORY...
  *
  * A line is "<monotonic ns> <pid> <session hex> <event> <a> <b>"; all
  * processes run on one machine, so CLOCK_MONOTONIC orders them. Events:
@@ -19,6 +19,7 @@
  *   leader-on EPOCH / leader-off    an elector's leadership
  *   pause PID / unpause PID / kill PID   the driver froze, thawed, killed
  *   fault-start KIND / fault-stop        the driver injected a fault
+ *   s-suspend / s-reconnect / s-lost     the process's session listener
  *   foreign-on CZXID KIND / foreign-off CZXID KIND   a foreign actor's
  *                           contender (tests/foreign) exists from the
  *                           first (logged after its create) to the second
@@ -75,7 +76,13 @@
  *                      one's effects are judged instead); or while a
  *                      foreign candidate created before it was still
  *                      there. For functions: one starts only after the
- *                      previous one returned or could not act.
+ *                      previous one returned or could not act. Also (once
+ *                      per function) a function whose node was deleted by
+ *                      someone else that still tries a step after a newer
+ *                      leadership began, not excused as below ((a), (b) or
+ *                      (c)) and not already an interleaving: it acts beside
+ *                      the newer function even if that one has not acted
+ *                      yet.
  *   epoch_regressions  a leader-on (fn-start, unless the same leadership
  *                      again) whose epoch is not above the last one.
  *   fn_interleavings   leader functions' effects interleave: an effect
@@ -93,11 +100,18 @@
  *                      the process was stalled in between); (c) its node
  *                      was deleted by someone else before the attempt, no
  *                      fd-on was seen before the check, and the check was
- *                      less than SESSION_MS after the delete (a deletion
- *                      reaches the old and the new leader at about the
- *                      same time; over a healthy link the old one learns
- *                      in milliseconds, over a dead one SUSPENDED or its
- *                      valid_ms stop it well within a session timeout).
+ *                      less than GRACE_MS (default 500) after the delete,
+ *                      or less than SESSION_MS if its link was impaired:
+ *                      a fault other than delete-leader, pause or kill
+ *                      was on, or it was suspended (s-suspend) or paused,
+ *                      at some time from SESSION_MS before the delete to
+ *                      the check. A deletion reaches the old and the new
+ *                      leader at about the same time: over a healthy link
+ *                      the old one's own-node watch (set 50 ms after its
+ *                      grant at most) tells it within milliseconds, which
+ *                      GRACE_MS leaves room for on a loaded machine; over
+ *                      a bad one SUSPENDED or its valid_ms stop it within
+ *                      a session timeout.
  *                      Rule (c) takes a fd-on as knowledge until a fd-off:
  *                      a correct function polls after reading its check
  *                      time, so a descriptor readable before that time is
@@ -115,6 +129,7 @@
  */
 #define _DEFAULT_SOURCE
 #include <inttypes.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +157,9 @@ struct proc {
     long long check_v; /* valid_ms then, */
     int check_knew;    /* whether the descriptor was seen readable, */
     int check_paused;  /* and whether it was paused since */
+    int beside;        /* counted as acting beside a newer leader */
+    int susp;          /* its session is suspended (s-suspend) */
+    long long bad_t;   /* last time its link was impaired (ns) */
     int holding;       /* granted, not released, lost or killed */
     int impaired;      /* suspended, paused or killed since the grant */
     int paused;        /* frozen by the driver right now */
@@ -156,6 +174,9 @@ static size_t nev, capev;
 static struct proc *procs;
 static size_t nproc, capproc;
 static int verbose;
+static long long session_ns, grace_ns;
+static int link_faults;      /* link faults going on now */
+static long long link_bad_t; /* last start or stop of one (ns) */
 
 static struct proc *proc_of(long pid)
 {
@@ -170,6 +191,7 @@ static struct proc *proc_of(long pid)
     }
     memset(&procs[nproc], 0, sizeof(procs[0]));
     procs[nproc].pid = pid;
+    procs[nproc].bad_t = LLONG_MIN;
     return &procs[nproc++];
 }
 
@@ -258,20 +280,40 @@ static long long ousted_at(long long epoch)
     return -1;
 }
 
+/* Whether p's link may have been impaired at some time from a session
+ * timeout before td until now: a link fault, a suspension or a pause. */
+static int link_impaired(const struct proc *p, long long td)
+{
+    long long since = td - session_ns;
+
+    return link_faults > 0 || p->susp || p->paused || link_bad_t >= since ||
+           p->bad_t >= since;
+}
+
 /* Whether an effect attempt by p with epoch x at time t, after a newer
  * leader's effect, is excused (see fn_interleavings at the top): p was
  * paused between its check and the attempt; the valid_ms it saw at the
  * check had run out by the attempt; or x's node was deleted by someone
  * else before the attempt, and at the check p's descriptor had not been
- * seen readable and the deletion was at most bound_ns old. */
-static int excused(const struct proc *p, long long x, long long t,
-                   long long bound_ns)
+ * seen readable and the deletion was at most GRACE_MS old (SESSION_MS if
+ * p's link was impaired). */
+static int excused(const struct proc *p, long long x, long long t)
 {
     long long td = ousted_at(x);
 
     if (p->check_paused || t - p->check_t > p->check_v * 1000000LL)
         return 1;
-    return td >= 0 && td <= t && !p->check_knew && p->check_t < td + bound_ns;
+    if (td < 0 || td > t || p->check_knew)
+        return 0;
+    return p->check_t < td + (link_impaired(p, td) ? session_ns : grace_ns);
+}
+
+/* Whether a fault kind may impair the links of all processes (pause and
+ * kill are judged per process; delete-leader is no link fault). */
+static int link_fault(const char *kind)
+{
+    return strcmp(kind, "delete-leader") != 0 && strcmp(kind, "pause") != 0 &&
+           strcmp(kind, "kill") != 0;
 }
 
 /* The foreign actor's contenders alive now, and the waiting nodes it
@@ -365,7 +407,7 @@ static long other_leaders(const struct proc *p, const struct ev *e)
 
 int main(int argc, char **argv)
 {
-    long long session_ms = 10000, margin_ms = 5000;
+    long long session_ms = 10000, margin_ms = 5000, grace_ms = 500;
     long mutex = 0, fencing = 0, fifo = 0, late = 0, leaders = 0, epochs = 0;
     long grants = 0, stale = 0, faults = 0, terms = 0, tokens = 0;
     long deleted = 0, fn_runs = 0, attempts = 0, refused = 0, interleaved = 0;
@@ -380,7 +422,7 @@ int main(int argc, char **argv)
     char kinds[512] = "";
     int opt;
 
-    while ((opt = getopt(argc, argv, "t:m:v")) != -1) {
+    while ((opt = getopt(argc, argv, "t:m:g:v")) != -1) {
         switch (opt) {
         case 't':
             session_ms = atoll(optarg);
@@ -388,17 +430,23 @@ int main(int argc, char **argv)
         case 'm':
             margin_ms = atoll(optarg);
             break;
+        case 'g':
+            grace_ms = atoll(optarg);
+            break;
         case 'v':
             verbose = 1;
             break;
         default:
             fprintf(stderr, "usage: zkr-check [-t SESSION_MS] [-m MARGIN_MS] "
-                            "[-v] HISTORY...\n");
+                            "[-g GRACE_MS] [-v] HISTORY...\n");
             return 2;
         }
     }
     if (optind == argc)
         return 2;
+    session_ns = session_ms * 1000000LL;
+    grace_ns = grace_ms * 1000000LL;
+    link_bad_t = LLONG_MIN;
     for (int i = optind; i < argc; i++)
         if (read_file(argv[i]) != 0)
             return 2;
@@ -466,6 +514,9 @@ int main(int argc, char **argv)
             p->holding = 0;
         } else if (strcmp(e->what, "suspend") == 0) {
             p->impaired = 1;
+        } else if (strncmp(e->what, "s-", 2) == 0) {
+            p->susp = strcmp(e->what, "s-suspend") == 0;
+            p->bad_t = e->t;
         } else if (strcmp(e->what, "held") == 0) {
             /* Verified again after a suspension: in use again, unless it
              * was paused meanwhile (a zombie does not count as in use). */
@@ -509,6 +560,7 @@ int main(int argc, char **argv)
                 p->fn = 1;
                 p->fn_impaired = p->paused;
                 p->fd_on = 0;
+                p->beside = 0;
                 fn_runs++;
             }
             terms += !again;
@@ -527,11 +579,18 @@ int main(int argc, char **argv)
             p->check_paused = p->paused;
         } else if (strcmp(e->what, "effect") == 0 ||
                    strcmp(e->what, "effect-reject") == 0) {
+            long long td = ousted_at(arg);
+
             attempts++;
-            if (arg < highest_effect &&
-                !excused(p, arg, e->t, session_ms * 1000000LL)) {
+            if (arg < highest_effect && !excused(p, arg, e->t)) {
                 interleaved++;
                 violation(e, "leader functions interleave", highest_effect_pid);
+            } else if (td >= 0 && td <= e->t && last_epoch > arg && p->fn &&
+                       !p->beside && !excused(p, arg, e->t)) {
+                p->beside = 1;
+                leaders++;
+                violation(e, "deposed function acts beside a newer leader",
+                          last_epoch_pid);
             }
             if (strcmp(e->what, "effect-reject") == 0) {
                 refused++;
@@ -552,9 +611,11 @@ int main(int argc, char **argv)
 
             p = NULL; /* proc_of may have moved the array */
             if (strcmp(e->what, "unpause") == 0) {
+                q->bad_t = e->t;
                 q->paused = 0;
                 continue;
             }
+            q->bad_t = e->t;
             q->paused = 1;
             q->impaired |= q->holding;
             q->fn_impaired |= q->fn;
@@ -572,7 +633,16 @@ int main(int argc, char **argv)
             q->dead = 1;
         } else if (strncmp(e->what, "foreign-", 8) == 0) {
             foreign_event(e, arg);
+        } else if (strcmp(e->what, "fault-stop") == 0) {
+            if (link_fault(e->a) && link_faults > 0) {
+                link_faults--;
+                link_bad_t = e->t;
+            }
         } else if (strcmp(e->what, "fault-start") == 0) {
+            if (link_fault(e->a)) {
+                link_faults++;
+                link_bad_t = e->t;
+            }
             faults++;
             if (strstr(kinds, e->a) == NULL &&
                 strlen(kinds) + strlen(e->a) + 2 < sizeof(kinds)) {

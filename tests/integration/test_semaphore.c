@@ -548,15 +548,15 @@ static void test_semaphore_conflict_newcomer_only(void **state)
     assert_int_equal(children("/s/newcomer"), 0);
 }
 
-/* review20: issue 20.5 across handles with different ACLs. The fix
- * decides from the WAITER's own ACL whether its predecessor can touch its
- * node ("the predecessor (same ACL) cannot either"); another process may
- * use the same semaphore path with an ACL without WRITE. 2 permits: H1,
- * H2 hold (open ACL), W1 waits (ACL without WRITE), W2 waits (open ACL,
- * watches W1's node). H1 leaves: W1 granted, its touch fails (ZNOAUTH).
- * H2 leaves: a permit is free, W2 is first in line, but it still watches
- * W1's node, which nothing changes until W1 releases. */
-static void test_r20_semaphore_mixed_acl(void **state)
+/* Issue 20.5 across handles with different ACLs (review20): a waiter must
+ * not rely on a touch its predecessor's granter cannot make. Another
+ * process may use the same semaphore path with an ACL without WRITE.
+ * 2 permits: H1, H2 hold (open ACL), W1 waits (ACL without WRITE), W2
+ * waits (open ACL) behind W1. H1 leaves: W1 is granted, but it may not
+ * touch its node. H2 leaves: a permit is free and W2 first in line; it
+ * must be granted although W1 still holds (before the fix W2 watched W1's
+ * node, which nothing changed until W1 released). */
+static void test_semaphore_mixed_acl_untouchable_predecessor(void **state)
 {
     struct ACL rcd[] = {{ZOO_PERM_READ | ZOO_PERM_CREATE | ZOO_PERM_DELETE,
                          {"world", "anyone"}}};
@@ -584,7 +584,7 @@ static void test_r20_semaphore_mixed_acl(void **state)
     assert_int_equal(zkr_lock_release(l[1]), 0);
     /* One permit free (only W1 holds), W2 first in line: */
     if (!ZKT_WAIT_UNTIL(rc_of(&g[3]) == 0, 3000))
-        print_message("r20: W2 stranded 3 s with a free permit\n");
+        print_message("# W2 stranded 3 s with a free permit\n");
     assert_int_equal(rc_of(&g[3]), 0);
     assert_int_equal(zkr_lock_release(l[2]), 0);
     assert_true(ZKT_WAIT_UNTIL(rc_of(&g[3]) == 0, 3000));
@@ -593,6 +593,57 @@ static void test_r20_semaphore_mixed_acl(void **state)
         zkr_lock_free(l[i]);
         zkr_session_free(s[i]);
     }
+}
+
+/* The common single-ACL case behind pred_acl_done()'s check: with a
+ * creator-only ACL (digest credentials, the same for every handle) every
+ * node's stored ACL is the same, so each waiter still watches its
+ * predecessor (no directory watch, no herd), and the touches chain the
+ * grants. */
+static void test_semaphore_creator_acl_watches_predecessor(void **state)
+{
+    enum { W = 6 };
+    zkr_session_options_t o = {0};
+    zkr_session_t *s[2];
+    zkr_lock_t *h, *w[W];
+    struct grant g[W];
+    char node[ZKR_NODE_MAX];
+
+    (void)state;
+    o.digest = "alice:secret";
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(
+            zkr_session_open(&s[i], zkt_server_hosts(server), 10000, &o), 0);
+    assert_int_equal(zkr_semaphore_new(&h, s[0], "/s/creator", 1, "holder",
+                                       &ZOO_CREATOR_ALL_ACL),
+                     0);
+    assert_int_equal(zkr_lock_acquire(h, 0), 0);
+    for (int i = 0; i < W; i++) {
+        assert_int_equal(zkr_semaphore_new(&w[i], s[i % 2], "/s/creator", 1,
+                                           NULL, &ZOO_CREATOR_ALL_ACL),
+                         0);
+        g[i].rc = 1;
+        assert_int_equal(zkr_lock_acquire_async(w[i], -1, on_grant, &g[i]), 0);
+        /* In line before the next one is created. */
+        assert_true(
+            ZKT_WAIT_UNTIL(zkr_lock_node(w[i], node, sizeof(node)) == 0, 5000));
+    }
+    /* W - 1 data watches (each waiter but the first on its predecessor)
+     * and every contender's watch on its own node (W + 1); the first
+     * waiter's child watch is not counted by this server's wchs. */
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == 2 * W, 5000));
+    assert_int_equal(zkr_lock_release(h), 0);
+    for (int i = 0; i < W; i++) {
+        assert_true(ZKT_WAIT_UNTIL(rc_of(&g[i]) == 0, 5000));
+        for (int j = i + 1; j < W; j++)
+            assert_int_equal(rc_of(&g[j]), 1);
+        assert_int_equal(zkr_lock_release(w[i]), 0);
+    }
+    for (int i = 0; i < W; i++)
+        zkr_lock_free(w[i]);
+    zkr_lock_free(h);
+    for (int i = 0; i < 2; i++)
+        zkr_session_free(s[i]);
 }
 
 int main(void)
@@ -609,7 +660,8 @@ int main(void)
         cmocka_unit_test(test_semaphore_foreign_write),
         cmocka_unit_test(test_semaphore_without_write_right),
         cmocka_unit_test(test_semaphore_conflict_newcomer_only),
-        cmocka_unit_test(test_r20_semaphore_mixed_acl),
+        cmocka_unit_test(test_semaphore_mixed_acl_untouchable_predecessor),
+        cmocka_unit_test(test_semaphore_creator_acl_watches_predecessor),
     };
     if (getenv("ZKR_TEST_ONLY") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_ONLY"));
