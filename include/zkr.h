@@ -134,9 +134,33 @@ typedef enum {
 /** \brief Name of a state ("CONNECTED"...); never NULL. */
 ZKR_EXTERN const char *zkr_state_name(zkr_state_t state);
 
+/** Log levels, most severe first (zkr_session_options_t::log_level). */
+typedef enum {
+    ZKR_LOG_NONE = -1,   /**< nothing at all */
+    ZKR_LOG_DEFAULT = 0, /**< the default: ZKR_LOG_WARN */
+    ZKR_LOG_ERROR = 1,
+    ZKR_LOG_WARN = 2,
+    ZKR_LOG_INFO = 3,
+    ZKR_LOG_DEBUG = 4
+} zkr_log_level_t;
+
+/**
+ * \brief A log sink: receives one message of a session, without a newline.
+ *
+ * Called on whichever thread logs (the ZooKeeper client's threads, zkr's
+ * timer thread, or an application thread inside a zkr call), possibly on
+ * several at once, with zkr locks held: it must be quick, thread-safe and
+ * must not call zkr. `s` is the session the message is about.
+ */
+typedef void (*zkr_log_fn)(zkr_session_t *s, zkr_log_level_t level,
+                           const char *message, void *data);
+
 /**
  * Options for zkr_session_open(). Zero-initialise, then set what you need:
- * `zkr_session_options_t o = {0};`.
+ * `zkr_session_options_t o = {0};`. Every field's zero value is the
+ * default, and stays so: the structure keeps its size across versions
+ * (options added later take space from `reserved_`), so a program built
+ * against an older zkr.h works with a newer library unchanged.
  */
 typedef struct zkr_session_options {
     /** "user:password" for ZooKeeper's digest scheme, or NULL. */
@@ -148,6 +172,20 @@ typedef struct zkr_session_options {
     int connect_timeout_ms;
     /** Nonzero: after LOST, do not create a new session automatically. */
     int no_reconnect;
+    /** Where this session's messages go, zkr's own and those of its
+     *  ZooKeeper handle (passed to zookeeper_init2(), so nothing is set
+     *  process-wide). NULL: standard error, as "zkr: LEVEL: message". */
+    zkr_log_fn log_fn;
+    /** Passed to log_fn. */
+    void *log_data;
+    /** The most verbose level delivered (a zkr_log_level_t); 0 = warnings
+     *  and errors only, so a healthy session logs nothing. The client's
+     *  messages arrive only as far as the process-wide
+     *  zoo_set_debug_level() lets them (its default: INFO); zkr never
+     *  changes that level. */
+    int log_level;
+    /** Must be zero: room for options of later versions. */
+    void *reserved_[8];
 } zkr_session_options_t;
 
 /**
@@ -163,7 +201,8 @@ typedef struct zkr_session_options {
  *   negotiate another; zkr uses the negotiated one). 0 means 10000.
  * \param opts options, or NULL for defaults.
  * \return 0; ZBADARGUMENTS (NULL out or hosts, empty hosts, negative
- *   timeout, invalid chroot or digest); ZKR_ETIMEDOUT (no connection within
+ *   timeout, invalid chroot or digest, log_level out of range, a nonzero
+ *   `reserved_`); ZKR_ETIMEDOUT (no connection within
  *   the connect timeout); ZAUTHFAILED (digest credentials refused);
  *   ZKR_ENOMEM; ZKR_ESYS (thread or pipe creation failed);
  *   ZSYSTEMERROR (zookeeper_init failed).
@@ -333,9 +372,10 @@ typedef struct zkr_contender {
  *
  * Queue order is creation order, read from the sequence numbers as serial
  * numbers: a node numbered -2147483648 after the counter wrapped comes
- * after 2147483647 (docs/RELIABILITY.md says what this assumes). Recognises the node names of zkr, Curator, kazoo, go-zookeeper and
- * ZooKeeper's contrib recipes; other children are skipped. The first entry
- * holds the lock. Does not create anything.
+ * after 2147483647 (docs/RELIABILITY.md says what this assumes). Recognises the
+ * node names of zkr, Curator, kazoo, go-zookeeper and ZooKeeper's contrib
+ * recipes; other children are skipped. The first entry holds the lock. Does not
+ * create anything.
  *
  * \param out OUT: array of `*count` entries; free with zkr_contenders_free().
  *   NULL with count 0 when the path has no contender or does not exist.

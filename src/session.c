@@ -80,6 +80,7 @@
  * connection 2T/3 after its last receipt. */
 #define _DEFAULT_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -545,6 +546,12 @@ static void cleanup_finish(zkr_session_t *s, zkr__cleanup_t *cl, int rc)
     zkr__contender_t *owner = cl->owner;
     zkr__cleanup_t **pp;
 
+    if (rc != 0 && !cl->dead)
+        zkr__log(s, ZKR_LOG_WARN,
+                 "giving up deleting %s: %s (the server deletes it when "
+                 "session 0x%llx ends)",
+                 cl->path != NULL ? cl->path : cl->dir, zkr_strerror(rc),
+                 (unsigned long long)cl->sid);
     cl->owner = NULL;
     cl->dead = 1;
     if (owner != NULL)
@@ -755,10 +762,12 @@ static void adopted_lost_nodes(zkr_session_t *s)
     }
 }
 
-static void declare_lost(zkr_session_t *s)
+static void declare_lost(zkr_session_t *s, const char *why)
 {
     if (s->state == ZKR_STATE_LOST || s->state == ZKR_STATE_CLOSED)
         return;
+    zkr__log(s, ZKR_LOG_WARN, "session 0x%llx LOST: %s",
+             (unsigned long long)s->sid, why);
     set_state(s, ZKR_STATE_LOST);
     if (!s->owned)
         adopted_lost_nodes(s);
@@ -788,7 +797,7 @@ void zkr__enforce_deadline(zkr_session_t *s)
 {
     if (is_live(s->state) && s->timeout > 0 && !s->closing &&
         zkr__now_ms() >= deadline_of(s))
-        declare_lost(s);
+        declare_lost(s, "no heartbeat answered within the safe deadline");
 }
 
 void zkr__lock_fresh(zkr_session_t *s)
@@ -833,6 +842,9 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
             s->sid = sid;
             s->counters[ZKR_COUNTER_SESSIONS]++;
             s->reconnect_attempt = 0;
+            zkr__log(s, ZKR_LOG_INFO,
+                     "connected: session 0x%llx, timeout %d ms",
+                     (unsigned long long)sid, s->timeout);
             set_state(s, ZKR_STATE_CONNECTED);
             zkr__queue_on_connected(s, 1);
         } else {
@@ -851,7 +863,9 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
                 cl->dead = 1;
         if (s->state == ZKR_STATE_CONNECTING && s->owned)
             s->replace = 1; /* never connected: try a fresh handle */
-        declare_lost(s);
+        declare_lost(s, state == ZOO_AUTH_FAILED_STATE
+                            ? "the server refused the credentials"
+                            : "the server expired the session");
     } else {
         /* CONNECTING, ASSOCIATING, NOTCONNECTED, READONLY: zkr never uses
          * read-only mode, so a read-only connection counts as none. */
@@ -859,6 +873,9 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
             s->connected = 0;
             if (s->state == ZKR_STATE_CONNECTED ||
                 s->state == ZKR_STATE_RECONNECTED) {
+                zkr__log(s, ZKR_LOG_INFO,
+                         "connection lost: session 0x%llx SUSPENDED",
+                         (unsigned long long)s->sid);
                 set_state(s, ZKR_STATE_SUSPENDED);
                 zkr__queue_on_suspended(s);
             }
@@ -949,9 +966,13 @@ static void auth_done(int rc, const void *data)
 
 static zhandle_t *open_handle(zkr_session_t *s)
 {
-    zhandle_t *zh =
-        zookeeper_init(s->hosts, global_watcher, s->req_timeout, NULL, s, 0);
+    zhandle_t *zh = zookeeper_init2(s->hosts, global_watcher, s->req_timeout,
+                                    NULL, s, 0, zkr__log_callback(s));
 
+    if (zh == NULL)
+        zkr__log(s, ZKR_LOG_ERROR,
+                 "cannot create a ZooKeeper handle for %s: %s", s->hosts,
+                 strerror(errno));
     if (zh != NULL && s->digest != NULL)
         zoo_add_auth(zh, "digest", s->digest, (int)strlen(s->digest), auth_done,
                      NULL);
@@ -1011,6 +1032,8 @@ static void maybe_open(zkr_session_t *s, int64_t now)
     if (s->zh != NULL || s->reconnect_at < 0 || now < s->reconnect_at)
         return;
     s->reconnect_at = -1;
+    zkr__log(s, ZKR_LOG_INFO, "opening a new session with %s (attempt %d)",
+             s->hosts, s->reconnect_attempt);
     s->swapping = 1;
     pthread_mutex_unlock(&s->mu);
     zh = open_handle(s);
@@ -1069,6 +1092,8 @@ static void *timer_main(void *arg)
             now >= s->connect_deadline) {
             /* A re-created handle that could not connect: try another. */
             s->connect_deadline = -1;
+            zkr__log(s, ZKR_LOG_WARN, "no connection to %s within %d ms",
+                     s->hosts, s->req_timeout > 0 ? s->req_timeout : 10000);
             if (s->owned && s->state == ZKR_STATE_LOST) {
                 s->replace = 1;
                 continue;
@@ -1077,7 +1102,7 @@ static void *timer_main(void *arg)
         /* Deadline first: a session past it gets no more heartbeats (in
          * a process resumed after a pause both fall due at once). */
         if (is_live(s->state) && s->timeout > 0 && now >= deadline_of(s))
-            declare_lost(s);
+            declare_lost(s, "no heartbeat answered within the safe deadline");
         if (s->connected && !s->ping_busy && now >= s->next_ping &&
             !s->replace && is_live(s->state))
             send_ping(s, now);
@@ -1126,6 +1151,7 @@ static void session_destroy(zkr_session_t *s)
     zkr__listener_t *l;
 
     live_remove(s);
+    zkr__log_detach(s);
     while ((l = s->listeners) != NULL) {
         s->listeners = l->next;
         free(l);
@@ -1159,6 +1185,7 @@ static int session_alloc(zkr_session_t **out)
     if (s == NULL)
         return ZKR_ENOMEM;
     s->timer_next = -1;
+    s->log_slot = -1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1239,11 +1266,20 @@ int zkr_session_open(zkr_session_t **out, const char *hosts,
     if (o.digest != NULL &&
         (strchr(o.digest, ':') == NULL || o.digest[0] == ':'))
         return ZBADARGUMENTS;
+    if (o.log_level < ZKR_LOG_NONE || o.log_level > ZKR_LOG_DEBUG)
+        return ZBADARGUMENTS;
+    for (size_t i = 0; i < sizeof(o.reserved_) / sizeof(o.reserved_[0]); i++)
+        if (o.reserved_[i] != NULL)
+            return ZBADARGUMENTS; /* an option this version does not know */
     if (session_timeout_ms == 0)
         session_timeout_ms = 10000;
     if ((rc = session_alloc(&s)) != 0)
         return rc;
     s->owned = 1;
+    s->log_fn = o.log_fn;
+    s->log_data = o.log_data;
+    s->log_level = o.log_level;
+    zkr__log_attach(s);
     s->req_timeout = session_timeout_ms;
     s->no_reconnect = o.no_reconnect;
     s->hosts = build_hosts(hosts, o.chroot);
@@ -1341,6 +1377,15 @@ int zkr_session_free(zkr_session_t *s)
            zkr__now_ms() < until) {
         zkr__wait(s, NULL, zkr__now_ms() + 50);
         zkr__cleanup_pump(s);
+    }
+    for (zkr__cleanup_t *cl = s->cleanups; cl != NULL; cl = cl->next) {
+        if (!cl->dead) {
+            zkr__log(s, ZKR_LOG_WARN,
+                     "closing with deletions unfinished (%s): the server "
+                     "deletes the nodes when the session ends",
+                     s->connected ? "no answer in time" : "not connected");
+            break;
+        }
     }
     if (s->owned) {
         zhandle_t *zh;
