@@ -28,6 +28,26 @@
  * ZKR_EDEADLK when called from a callback; use the `_async` variants.**
  * ZooKeeper's own completion thread never runs application code.
  *
+ * \section fork fork() and exec
+ *
+ * In the child of a fork(), every inherited session is closed: zkr's and
+ * the ZooKeeper client's threads do not exist there, and the connection
+ * belongs to the parent. The child may only free what it inherited
+ * (zkr_lock_free(), zkr_election_free(), zkr_observer_free(), then
+ * zkr_session_free()); these return at once, send nothing and delete no
+ * node, so the parent's grants are untouched. zkr_lock_release() returns
+ * ZKR_ECLOSED there (the parent still holds); other calls return
+ * ZKR_ECLOSED or a connection error; no callback runs in the child. Do not
+ * fork from a log callback (zkr_log_fn): fork() takes every session's
+ * lock.
+ *
+ * Descriptors zkr creates (zkr_lock_fd()'s pipe) are close-on-exec. The
+ * ZooKeeper C client 3.8.0 (as Debian builds it) opens its server socket
+ * and its wake-up pipe without close-on-exec, and zkr cannot reach them:
+ * a program that forks and execs while a session is open should close
+ * descriptors above 2 in the child before exec (on Linux,
+ * `close_range(3, ~0U, 0)`).
+ *
  * \section fencing Fencing tokens
  *
  * The fencing token of a grant is the `czxid` of the holder's node: a 64-bit
@@ -526,6 +546,7 @@ ZKR_EXTERN int zkr_lock_cancel(zkr_lock_t *l);
  * \return 0 (released); ZKR_ENOTHELD (nothing held); ZKR_ELOST (ownership
  *   had been lost; reported once, the handle is then idle); ZKR_ESTATE (an
  *   acquire is in progress: cancel it instead); ZKR_EDEADLK; ZBADARGUMENTS;
+ *   ZKR_ECLOSED (in a forked child: the parent still holds, see \ref fork);
  *   ZooKeeper codes such as ZNOAUTH when the server refuses the delete (no
  *   DELETE right on the path): the node stays, so the lock stays HELD.
  */

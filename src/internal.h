@@ -254,6 +254,7 @@ struct zkr_session {
     void *log_data;
     int log_level; /* zkr_log_level_t; 0 = warnings and errors */
     int log_slot;  /* log.c's trampoline for the client, -1 none */
+    int forked;    /* this is a forked child's copy: closed, no threads */
 };
 
 /* ------------------------------------------------------------ logging */
@@ -299,6 +300,9 @@ int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
  * the session as context; mutex held. */
 int zkr__cleanup_add_watch(zkr_session_t *s, const char *path, int wtype,
                            watcher_fn watcher);
+/* In a forked child: no observer request is in flight, and no callback
+ * queued (session.c, fork_child). */
+void zkr__observers_forked(zkr_session_t *s);
 /* Observers list again after (re)connecting; mutex held. */
 void zkr__observers_refresh(zkr_session_t *s);
 /* Does something of s still need its watches of this type on path? */

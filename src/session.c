@@ -132,6 +132,83 @@ zkr_session_t *zkr__session_lock_live(void *ctx)
     return s;
 }
 
+/* ----------------------------------------------------------------- fork
+ *
+ * After fork() the child has one thread: zkr's timer and event threads and
+ * the ZooKeeper client's threads are gone, a mutex they held stays held,
+ * and the handle's connection belongs to the parent. So around fork() we
+ * hold every session's mutex (the state is consistent), and in the child
+ * each session becomes closed and disconnected for good: its handle is
+ * forgotten (never used nor closed: that would talk to the parent's
+ * server connection), requests in flight are forgotten (their answers go
+ * to the parent), no callback is queued any more, and the condition
+ * variables, which may count waiters that no longer exist, are made new.
+ * The child can then free every handle without the network and without
+ * waiting. Lock order as always: live_mu, then each session's mu. */
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&live_mu);
+    for (zkr_session_t *s = live_head; s != NULL; s = s->live_next)
+        pthread_mutex_lock(&s->mu);
+}
+
+static void fork_parent(void)
+{
+    for (zkr_session_t *s = live_head; s != NULL; s = s->live_next)
+        pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&live_mu);
+}
+
+static void cond_renew(pthread_cond_t *cv, int monotonic)
+{
+    pthread_condattr_t ca;
+
+    pthread_condattr_init(&ca);
+    if (monotonic)
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    memset(cv, 0, sizeof(*cv));
+    pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+static void fork_child(void)
+{
+    for (zkr_session_t *s = live_head; s != NULL; s = s->live_next) {
+        s->forked = 1;
+        s->closing = 1;
+        s->zh = NULL; /* the parent's: neither used nor closed here */
+        s->connected = 0;
+        s->ops = 0;
+        s->zh_users = 0;
+        s->swapping = 0;
+        s->ping_busy = 0;
+        s->ev_busy_session = 0;
+        s->replace = 0;
+        s->replace_at = -1;
+        s->reconnect_at = -1;
+        cond_renew(&s->cv, 1);
+        cond_renew(&s->tcv, 1);
+        cond_renew(&s->ecv, 1);
+        for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
+            c->busy = 0;
+            c->events = 0;
+            c->sync_waiters = 0;
+            cond_renew(&c->done_cv, 0);
+        }
+        zkr__observers_forked(s);
+        pthread_mutex_unlock(&s->mu);
+    }
+    pthread_mutex_unlock(&live_mu);
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void atfork_register(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
 int zkr__in_callback(void)
 {
     return tl_event_session != NULL;
@@ -174,8 +251,11 @@ int zkr__is_connection_error(int rc)
 int zkr__post(zkr_session_t *s, int kind, int a, zkr__contender_t *c,
               void (*fn)(void), void *data)
 {
-    zkr__event_t *ev = calloc(1, sizeof(*ev));
+    zkr__event_t *ev;
 
+    if (s->forked)
+        return 0; /* no event thread in a forked child: nothing runs */
+    ev = calloc(1, sizeof(*ev));
     /* A completion must not be lost to a failed allocation: take one of
      * the session's reserve events. */
     if (ev == NULL && (ev = s->ev_spare) != NULL) {
@@ -1184,6 +1264,7 @@ static int session_alloc(zkr_session_t **out)
 
     if (s == NULL)
         return ZKR_ENOMEM;
+    pthread_once(&atfork_once, atfork_register);
     s->timer_next = -1;
     s->log_slot = -1;
     pthread_mutex_init(&s->mu, NULL);
@@ -1378,7 +1459,8 @@ int zkr_session_free(zkr_session_t *s)
         zkr__wait(s, NULL, zkr__now_ms() + 50);
         zkr__cleanup_pump(s);
     }
-    for (zkr__cleanup_t *cl = s->cleanups; cl != NULL; cl = cl->next) {
+    for (zkr__cleanup_t *cl = s->cleanups; cl != NULL && !s->forked;
+         cl = cl->next) {
         if (!cl->dead) {
             zkr__log(s, ZKR_LOG_WARN,
                      "closing with deletions unfinished (%s): the server "
@@ -1405,7 +1487,8 @@ int zkr_session_free(zkr_session_t *s)
         zkr__wait(s, NULL, zkr__now_ms() + 50);
     set_state(s, ZKR_STATE_CLOSED);
     pthread_mutex_unlock(&s->mu);
-    stop_threads(s);
+    if (!s->forked) /* a forked child has none of the threads */
+        stop_threads(s);
     session_destroy(s);
     return 0;
 }
