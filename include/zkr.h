@@ -75,6 +75,27 @@ extern "C" {
 #define ZKR_EXTERN
 #endif
 
+/**
+ * \name Versions
+ * The version of this header (configure.ac's AC_INIT; a test checks they
+ * agree). zkr_version() gives the library's, which may be newer: the ABI
+ * only grows within a major version (symbols are versioned ZKR_<major>.<minor>
+ * and CI compares the ABI with the baseline in abi/).
+ * @{
+ */
+#define ZKR_VERSION_MAJOR 0
+#define ZKR_VERSION_MINOR 1
+#define ZKR_VERSION_PATCH 0
+/** The version as one number: major * 10000 + minor * 100 + patch. */
+#define ZKR_VERSION_NUMBER                                                     \
+    (ZKR_VERSION_MAJOR * 10000 + ZKR_VERSION_MINOR * 100 + ZKR_VERSION_PATCH)
+/** @} */
+
+/** \brief The library's version, as ZKR_VERSION_NUMBER (run time). */
+ZKR_EXTERN unsigned zkr_version(void);
+/** \brief The library's version as text ("0.1.0"); a static string. */
+ZKR_EXTERN const char *zkr_version_string(void);
+
 /** Longest accepted recipe path, in bytes, not counting the final NUL. */
 #define ZKR_PATH_MAX 1024
 /** Buffer size that always fits a contender node's full path and a NUL. */

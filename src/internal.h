@@ -255,6 +255,7 @@ struct zkr_session {
     int log_level; /* zkr_log_level_t; 0 = warnings and errors */
     int log_slot;  /* log.c's trampoline for the client, -1 none */
     int forked;    /* this is a forked child's copy: closed, no threads */
+    zhandle_t *zh_forked; /* ... and the parent's handle it must not touch */
 };
 
 /* ------------------------------------------------------------ logging */

@@ -177,6 +177,7 @@ static void fork_child(void)
     for (zkr_session_t *s = live_head; s != NULL; s = s->live_next) {
         s->forked = 1;
         s->closing = 1;
+        s->zh_forked = s->zh;
         s->zh = NULL; /* the parent's: neither used nor closed here */
         s->connected = 0;
         s->ops = 0;
@@ -200,6 +201,22 @@ static void fork_child(void)
         pthread_mutex_unlock(&s->mu);
     }
     pthread_mutex_unlock(&live_mu);
+}
+
+/* A forked child's handles stay reachable from here until it exits: they
+ * are the parent's, so never closed, but not leaked either (a leak checker
+ * in the child would count them lost). */
+static zhandle_t **forked_handles;
+static size_t forked_n;
+
+static void keep_forked_handle(zhandle_t *zh)
+{
+    zhandle_t **v = realloc(forked_handles, (forked_n + 1) * sizeof(*v));
+
+    if (v != NULL) {
+        forked_handles = v;
+        forked_handles[forked_n++] = zh;
+    }
 }
 
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
@@ -1232,6 +1249,8 @@ static void session_destroy(zkr_session_t *s)
 
     live_remove(s);
     zkr__log_detach(s);
+    if (s->zh_forked != NULL)
+        keep_forked_handle(s->zh_forked);
     while ((l = s->listeners) != NULL) {
         s->listeners = l->next;
         free(l);

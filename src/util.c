@@ -263,3 +263,17 @@ int zkr__default_id(char *buf, size_t len)
     snprintf(buf, len, "%s:%ld", host, (long)getpid());
     return 0;
 }
+
+#define ZKR__STR2(x) #x
+#define ZKR__STR(x) ZKR__STR2(x)
+
+unsigned zkr_version(void)
+{
+    return ZKR_VERSION_NUMBER;
+}
+
+const char *zkr_version_string(void)
+{
+    return ZKR__STR(ZKR_VERSION_MAJOR) "." ZKR__STR(
+        ZKR_VERSION_MINOR) "." ZKR__STR(ZKR_VERSION_PATCH);
+}
