@@ -329,13 +329,39 @@ ZKR_EXTERN int zkr_session_timeout_ms(zkr_session_t *s);
 /**
  * \brief The current ZooKeeper handle, for the application's own calls.
  *
- * It changes after LOST when the session is re-created; do not cache it, and
- * never close it. NULL when there is none. Watches the application sets on
- * it are its own: zkr then removes only its own watches (on such a handle,
- * and on an adopted one, a watch zkr takes back stays on the server until
- * the node changes, and the client drops that one notification).
+ * Unsafe with a session that reconnects: after LOST zkr closes this handle
+ * (and frees it) and creates a new one, at a moment the application cannot
+ * see, so a pointer obtained here may be freed while a call on it runs.
+ * Prefer zkr_session_with_handle(). This call is safe only on a session
+ * opened with `no_reconnect` or adopted (zkr_session_adopt()), until
+ * zkr_session_free(). Never close the handle. NULL when there is none.
+ * Watches the application sets on it are its own: zkr then removes only
+ * its own watches (on such a handle, and on an adopted one, a watch zkr
+ * takes back stays on the server until the node changes, and the client
+ * drops that one notification).
  */
 ZKR_EXTERN zhandle_t *zkr_session_handle(zkr_session_t *s);
+
+/** A function run with the session's handle (zkr_session_with_handle()). */
+typedef int (*zkr_handle_fn)(zhandle_t *zh, void *arg);
+
+/**
+ * \brief Runs `fn(zh, arg)` with the current ZooKeeper handle, which stays
+ * open until fn returns.
+ *
+ * fn runs on the calling thread, with no zkr lock held; it may make any
+ * ZooKeeper call on zh (synchronous ones too) but must not close it, keep
+ * it after returning, or call zkr_session_free(). While fn runs, a LOST
+ * session's handle is not replaced (the replacement waits for fn): keep
+ * fn short. The session's own state is unaffected, and zkr's deadline
+ * rules still hold: zh may be expired by the time fn uses it. Watches set
+ * on zh are the application's (see zkr_session_handle()).
+ * \return fn's return value; without calling fn: ZBADARGUMENTS (NULL s or
+ *   fn), ZKR_ECLOSED (zkr_session_free() has begun, or a forked child),
+ *   ZCONNECTIONLOSS (no connected handle now).
+ */
+ZKR_EXTERN int zkr_session_with_handle(zkr_session_t *s, zkr_handle_fn fn,
+                                       void *arg);
 
 /**
  * \brief Waits until the session is CONNECTED or RECONNECTED.

@@ -1586,6 +1586,24 @@ zhandle_t *zkr_session_handle(zkr_session_t *s)
     return zh;
 }
 
+int zkr_session_with_handle(zkr_session_t *s, zkr_handle_fn fn, void *arg)
+{
+    zhandle_t *zh = NULL;
+    int rc;
+
+    if (s == NULL || fn == NULL)
+        return ZBADARGUMENTS;
+    /* A user of zh: replace_handle() and zkr_session_free() wait for it. */
+    if ((rc = zkr__zh_get(s, &zh)) != 0)
+        return rc;
+    pthread_mutex_lock(&s->mu);
+    s->zh_shared = 1; /* the application may watch on it from now on */
+    pthread_mutex_unlock(&s->mu);
+    rc = fn(zh, arg);
+    zkr__zh_put(s);
+    return rc;
+}
+
 int zkr_session_wait_connected(zkr_session_t *s, int timeout_ms)
 {
     int64_t deadline;

@@ -357,6 +357,67 @@ static void test_descriptors_are_cloexec(void **state)
     assert_int_equal(zkr_session_free(s), 0);
 }
 
+/* ------------------------------------------------------ versions, handle */
+
+/* The header's version, the library's and configure.ac's agree. */
+static void test_version(void **state)
+{
+    char v[32];
+
+    (void)state;
+    snprintf(v, sizeof(v), "%d.%d.%d", ZKR_VERSION_MAJOR, ZKR_VERSION_MINOR,
+             ZKR_VERSION_PATCH);
+    assert_string_equal(v, PACKAGE_VERSION);
+    assert_string_equal(zkr_version_string(), PACKAGE_VERSION);
+    assert_int_equal(zkr_version(), ZKR_VERSION_NUMBER);
+}
+
+struct borrow {
+    zkr_session_t *s;
+    int lost_seen; /* the session was LOST while we held the handle */
+    int state;     /* zoo_state(zh) after that */
+    int rc;        /* an exists on zh after that */
+};
+
+static int borrow_across_lost(zhandle_t *zh, void *arg)
+{
+    struct borrow *b = arg;
+    clientid_t cid = *zoo_client_id(zh);
+
+    assert_int_equal(zoo_create(zh, "/embed-borrowed", "x", 1,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    assert_int_equal(zkt_expire_session(zkt_server_hosts(server), &cid, 10000),
+                     0);
+    b->lost_seen =
+        ZKT_WAIT_UNTIL(zkr_session_state(b->s) == ZKR_STATE_LOST, 20000);
+    zkt_sleep_ms(300); /* time for a replacement, were it not held off */
+    /* Still the same, open handle: the calls below are valid uses. */
+    b->state = zoo_state(zh);
+    b->rc = zoo_exists(zh, "/embed-borrowed", 0, NULL);
+    return 42;
+}
+
+/* zkr_session_with_handle(): fn's handle stays open across a LOST (the
+ * re-creation waits for fn); the session then reconnects with a new one. */
+static void test_with_handle_survives_lost(void **state)
+{
+    zkr_session_t *s = open_session(T);
+    struct borrow b = {s, 0, 0, 0};
+
+    (void)state;
+    assert_int_equal(zkr_session_with_handle(s, borrow_across_lost, &b), 42);
+    assert_true(b.lost_seen);
+    assert_int_equal(b.state, ZOO_EXPIRED_SESSION_STATE);
+    assert_true(b.rc != ZOK);
+    assert_int_equal(zkr_session_wait_connected(s, 20000), 0);
+    assert_int_equal(zkr_session_with_handle(s, NULL, NULL), ZBADARGUMENTS);
+    assert_int_equal(zkr_session_with_handle(NULL, borrow_across_lost, &b),
+                     ZBADARGUMENTS);
+    assert_int_equal(zkr_session_free(s), 0);
+    assert_int_equal(zoo_delete(raw, "/embed-borrowed", -1), ZOK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -367,6 +428,8 @@ int main(void)
         cmocka_unit_test(test_bad_log_options),
         cmocka_unit_test(test_fork_child_frees_inherited_handles),
         cmocka_unit_test(test_descriptors_are_cloexec),
+        cmocka_unit_test(test_version),
+        cmocka_unit_test(test_with_handle_survives_lost),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
