@@ -113,7 +113,7 @@ ZKR_EXTERN const char *zkr_version_string(void);
     X(ECANCELED, -1003, "operation canceled")                                  \
     X(ENOTHELD, -1004, "not held")                                             \
     X(EALREADY, -1005, "already held or being acquired")                       \
-    X(ELOST, -1006, "session lost: ownership is gone")                         \
+    X(ELOST, -1006, "ownership lost: session expired or node deleted")         \
     X(ECLOSED, -1007, "session closed")                                        \
     X(EDEADLK, -1008, "blocking call from a zkr callback")                     \
     X(ENOMEM, -1009, "out of memory")                                          \
@@ -499,7 +499,8 @@ ZKR_EXTERN const char *zkr_lock_state_name(zkr_lock_state_t state);
  * \param out OUT: the new handle.
  * \param s the session.
  * \param path absolute, no trailing slash, no empty, "." or ".."
- *   component, at most ZKR_PATH_MAX bytes, not "/".
+ *   component, valid UTF-8, at most ZKR_PATH_MAX bytes, not "/" nor
+ *   under "/zookeeper" (the server's own tree).
  * \param id identifier stored in the node (UTF-8, 1..ZKR_ID_MAX bytes), or
  *   NULL for "hostname:pid".
  * \param acl ACL of the nodes zkr creates, or NULL for ZOO_OPEN_ACL_UNSAFE.
