@@ -152,7 +152,7 @@ ZKR_EXTERN const char *zkr_errname(int rc);
 typedef struct zkr_session zkr_session_t;
 
 /**
- * Connection states (SPEC section 1).
+ * Connection states (README.md, "Sessions and the safe deadline").
  *
  * | state       | meaning                                                  |
  * |-------------|----------------------------------------------------------|
@@ -215,7 +215,11 @@ typedef struct zkr_session_options {
     int no_reconnect;
     /** Where this session's messages go, zkr's own and those of its
      *  ZooKeeper handle (passed to zookeeper_init2(), so nothing is set
-     *  process-wide). NULL: standard error, as "zkr: LEVEL: message". */
+     *  process-wide). NULL: standard error, as "zkr: LEVEL: message".
+     *  The client's callback carries no context, so zkr routes it through
+     *  one of 64 slots: beyond 64 sessions open at once, the client's
+     *  messages of the extra sessions go to standard error (warnings and
+     *  errors); zkr's own still go to log_fn. */
     zkr_log_fn log_fn;
     /** Passed to log_fn. */
     void *log_data;
@@ -460,7 +464,8 @@ ZKR_EXTERN int zkr_contenders_list(zkr_session_t *s, const char *path,
  *   Entries that share one sequence number (ZooKeeper 3.8 numbers every
  *   child 2147483647 once a directory's counter got there) cannot be told
  *   apart by name: none of them is counted past another.
- * \param v, count a listing from zkr_contenders_list() (in queue order).
+ * \param v a listing from zkr_contenders_list() (in queue order).
+ * \param count its number of entries.
  * \return 0..count (0 for NULL or count <= 0); ZKR_ENOMEM.
  */
 ZKR_EXTERN int zkr_contenders_holding(const zkr_contender_t *v, int count);
@@ -869,7 +874,9 @@ typedef enum {
  * leader's epoch is the czxid of its node: strictly higher for every new
  * leader, usable as a fencing token.
  *
- * \param path, id, acl as for zkr_lock_new().
+ * \param path as for zkr_lock_new().
+ * \param id as for zkr_lock_new().
+ * \param acl as for zkr_lock_new().
  * \param policy what SUSPENDED means for leadership.
  * \return 0; ZBADARGUMENTS (as zkr_lock_new(), or an unknown policy);
  *   ZKR_ECLOSED; ZKR_ENOMEM; ZKR_ESYS.
