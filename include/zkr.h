@@ -79,8 +79,8 @@ extern "C" {
  * \name Versions
  * The version of this header (configure.ac's AC_INIT; a test checks they
  * agree). zkr_version() gives the library's, which may be newer: the ABI
- * only grows within a major version (symbols are versioned ZKR_<major>.<minor>
- * and CI compares the ABI with the baseline in abi/).
+ * only grows within a major version (symbols are versioned
+ * `ZKR_<major>.<minor>` and CI compares the ABI with the baseline in abi/).
  * @{
  */
 #define ZKR_VERSION_MAJOR 0

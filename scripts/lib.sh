@@ -18,7 +18,7 @@ export ZKR_ROOT
 ZKR_DEPS=(build-essential autoconf automake libtool pkg-config
     libzookeeper-mt-dev zookeeper default-jre-headless default-jdk-headless
     libcmocka-dev libcurator-recipes-java
-    libsqlite3-dev netcat-openbsd procps valgrind jq abigail-tools)
+    libsqlite3-dev netcat-openbsd procps valgrind jq abigail-tools doxygen)
 # What scripts/package adds (the packages' Build-Depends come from
 # debian/control).
 # shellcheck disable=SC2034 # used by scripts/package
