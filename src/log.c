@@ -67,7 +67,14 @@ static void from_client(zkr_session_t *s, const char *msg)
     for (size_t i = 0; i < sizeof(tags) / sizeof(tags[0]); i++) {
         const char *at = strstr(msg, tags[i].tag);
         if (at != NULL) {
-            emit(s, tags[i].level, at + strlen(tags[i].tag));
+            /* Some of the client's messages end in a newline: drop it. */
+            char buf[1024];
+            size_t n;
+            snprintf(buf, sizeof(buf), "%s", at + strlen(tags[i].tag));
+            n = strlen(buf);
+            while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+                buf[--n] = '\0';
+            emit(s, tags[i].level, buf);
             return;
         }
     }

@@ -180,6 +180,8 @@ static void test_log_callback_per_session(void **state)
     assert_true(sink_find(&a, ZKR_LOG_INFO, "sessionId=") >= 0);
     assert_true(sink_find(&b, ZKR_LOG_INFO, "sessionId=") >= 0);
     for (int i = 0; i < a.n; i++) {
+        size_t n = strlen(a.text[i]);
+        assert_true(n > 0 && a.text[i][n - 1] != '\n'); /* one line each */
         assert_ptr_equal(a.session[i], sa);
         assert_null(strstr(a.text[i], idb));
     }
