@@ -62,6 +62,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <zookeeper/zookeeper.h>
 
@@ -425,6 +426,65 @@ typedef enum {
 ZKR_EXTERN uint64_t zkr_session_counter(zkr_session_t *s, zkr_counter_t c);
 
 /* ------------------------------------------------------------------------ */
+/* Metrics (docs/OBSERVABILITY.md)                                           */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * \brief Writes the metrics of a session and of its recipes in the
+ *   Prometheus text exposition format (version 0.0.4).
+ *
+ * Session metrics carry no label; recipe metrics carry `path` (the recipe
+ * path) and `kind` (`lock`, `read`, `write`, `semaphore`, `election`), one
+ * series per path and kind that a handle of this session has used since
+ * the session was opened, freed handles included (their counts stay until
+ * zkr_session_free()). Counters and histograms (fixed buckets) are kept
+ * by the engine under the lock it already holds, without allocating;
+ * writing copies them under that lock and formats them without it, so a
+ * slow `f` never delays the session. docs/OBSERVABILITY.md lists every
+ * metric and the buckets. Every name starts with `zkr_`. A daemon can
+ * serve the text from its own HTTP endpoint, or write it to a file for
+ * node_exporter's textfile collector (write a temporary file in the same
+ * directory, then rename it: the zkr command's `--metrics-file` does).
+ *
+ * \param f an open stream; zkr writes to it and neither flushes nor closes
+ *   it.
+ * \return 0; ZBADARGUMENTS (NULL s or f); ZKR_ENOMEM; ZKR_ESYS (writing to
+ *   f failed; errno tells why).
+ */
+ZKR_EXTERN int zkr_metrics_write(zkr_session_t *s, FILE *f);
+
+/**
+ * \brief zkr_metrics_write() into a new NUL-terminated buffer.
+ * \param out OUT: the text; release it with zkr_metrics_text_free().
+ * \param len OUT (may be NULL): its length, without the NUL.
+ * \return 0; ZBADARGUMENTS (NULL s or out); ZKR_ENOMEM.
+ */
+ZKR_EXTERN int zkr_metrics_text(zkr_session_t *s, char **out, size_t *len);
+
+/** \brief Frees a text of zkr_metrics_text(). NULL is a no-op. */
+ZKR_EXTERN void zkr_metrics_text_free(char *text);
+
+/**
+ * \brief Reads one value that zkr_metrics_write() would write.
+ *
+ * `name` is a metric's name as written: a counter or gauge
+ * ("zkr_acquisitions_total"), or a histogram's "_count" or "_sum"
+ * ("zkr_wait_seconds_count"); times are in seconds. For a recipe metric
+ * give its `kind` and `path`; for a session metric both must be NULL.
+ * `zkr_session_state` and single buckets are not readable here (see
+ * zkr_session_state() and the text).
+ * \param out OUT: the value.
+ * \return 0; ZBADARGUMENTS (NULL s, name or out, an unknown name, kind
+ *   and path missing for a recipe metric or given for a session metric);
+ *   ZNONODE (no handle of this session has used that kind and path, the
+ *   metric is not one of that kind's, or a gauge not measured yet, such as
+ *   the reconnect margin before any reconnection); ZKR_ENOMEM.
+ */
+ZKR_EXTERN int zkr_metrics_value(zkr_session_t *s, const char *name,
+                                 const char *kind, const char *path,
+                                 double *out);
+
+/* ------------------------------------------------------------------------ */
 /* Contenders (observability)                                                */
 /* ------------------------------------------------------------------------ */
 
@@ -539,7 +599,11 @@ ZKR_EXTERN void zkr_lock_free(zkr_lock_t *l);
  * fencing token is available as soon as this returns 0.
  *
  * \param timeout_ms -1 waits forever; 0 tries once (it still needs a few
- *   round trips to the server); N waits at most N ms.
+ *   round trips to the server); N waits at most N ms, unless a request of
+ *   the attempt is still unanswered then: the acquire must learn whether
+ *   its create was applied, and returns with that answer, which comes
+ *   within about 2/3 of the session timeout (the client ends a connection
+ *   silent that long) or when zkr closes the handle.
  * \return 0 (held); ZKR_EBUSY (timeout 0 and another contender holds or
  *   waits before us); ZKR_ETIMEDOUT; ZKR_ECANCELED (zkr_lock_cancel());
  *   ZKR_ELIMIT (semaphore: the path is in use with another permit count);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,40 +31,83 @@ int zkr__fault_rc(void);      /* the armed ZooKeeper code */
 void *zkr__fault_malloc(size_t n);
 void *zkr__fault_calloc(size_t n, size_t size);
 void *zkr__fault_realloc(void *p, size_t n);
+/* The ZooKeeper call trace, for tests that check the order of requests
+ * (a rule such as "sync the path before searching it"): once started,
+ * every ZooKeeper call zkr issues appends "name path\n" (path "-" for the
+ * calls that take none), and zkr__trace_note adds events ("connected"
+ * when a connection is established), until the trace holds
+ * ZKR__TRACE_MAX bytes. zkr__trace_take copies it out, NUL-terminated,
+ * and stops it. Unstarted, a note costs one relaxed atomic load. */
+enum { ZKR__TRACE_MAX = 65536 };
+void zkr__trace_start(void);
+void zkr__trace_take(char *out, size_t size);
+void zkr__trace_note(const char *what, const char *path);
+int zkr__fault_zk(const char *fn, const char *path); /* 1: fails */
 
 #ifndef ZKR__FAULT_IMPL
 #define malloc(n) zkr__fault_malloc(n)
 #define calloc(n, size) zkr__fault_calloc(n, size)
 #define realloc(p, n) zkr__fault_realloc(p, n)
 #define strdup(s) zkr__strdup(s)
-/* A ZooKeeper call that fails before being sent. */
+/* A ZooKeeper call that fails before being sent, and is traced: with its
+ * path (ZKR__FAULT_PCALL, for calls whose second argument is one) or
+ * without. */
 #define ZKR__FAULT_CALL(fn, ...)                                               \
-    (zkr__fault(ZKR__FAULT_ZK) ? zkr__fault_rc() : (fn)(__VA_ARGS__))
-#define zoo_acreate(...) ZKR__FAULT_CALL(zoo_acreate, __VA_ARGS__)
-#define zoo_acreate2(...) ZKR__FAULT_CALL(zoo_acreate2, __VA_ARGS__)
-#define zoo_adelete(...) ZKR__FAULT_CALL(zoo_adelete, __VA_ARGS__)
-#define zoo_aexists(...) ZKR__FAULT_CALL(zoo_aexists, __VA_ARGS__)
-#define zoo_awexists(...) ZKR__FAULT_CALL(zoo_awexists, __VA_ARGS__)
-#define zoo_aget(...) ZKR__FAULT_CALL(zoo_aget, __VA_ARGS__)
-#define zoo_awget(...) ZKR__FAULT_CALL(zoo_awget, __VA_ARGS__)
-#define zoo_aset(...) ZKR__FAULT_CALL(zoo_aset, __VA_ARGS__)
-#define zoo_aget_children(...) ZKR__FAULT_CALL(zoo_aget_children, __VA_ARGS__)
-#define zoo_awget_children(...) ZKR__FAULT_CALL(zoo_awget_children, __VA_ARGS__)
-#define zoo_aget_children2(...) ZKR__FAULT_CALL(zoo_aget_children2, __VA_ARGS__)
-#define zoo_awget_children2(...)                                               \
-    ZKR__FAULT_CALL(zoo_awget_children2, __VA_ARGS__)
-#define zoo_amulti(...) ZKR__FAULT_CALL(zoo_amulti, __VA_ARGS__)
-#define zoo_async(...) ZKR__FAULT_CALL(zoo_async, __VA_ARGS__)
-#define zoo_aremove_all_watches(...)                                           \
-    ZKR__FAULT_CALL(zoo_aremove_all_watches, __VA_ARGS__)
-#define zoo_aremove_watches(...)                                               \
-    ZKR__FAULT_CALL(zoo_aremove_watches, __VA_ARGS__)
-#define zoo_create(...) ZKR__FAULT_CALL(zoo_create, __VA_ARGS__)
-#define zoo_create2(...) ZKR__FAULT_CALL(zoo_create2, __VA_ARGS__)
-#define zoo_delete(...) ZKR__FAULT_CALL(zoo_delete, __VA_ARGS__)
-#define zoo_exists(...) ZKR__FAULT_CALL(zoo_exists, __VA_ARGS__)
-#define zoo_get(...) ZKR__FAULT_CALL(zoo_get, __VA_ARGS__)
-#define zoo_get_children(...) ZKR__FAULT_CALL(zoo_get_children, __VA_ARGS__)
+    (zkr__fault_zk(#fn, NULL) ? zkr__fault_rc() : (fn)(__VA_ARGS__))
+#define ZKR__FAULT_PCALL(fn, zh, path, ...)                                    \
+    (zkr__fault_zk(#fn, path) ? zkr__fault_rc() : (fn)(zh, path, __VA_ARGS__))
+/* An asynchronous call: its op (the completion's data, always a zkr__op_t)
+ * is also registered as in flight on zh once the call is accepted (see
+ * zkr__op_sent), with its completion cb of the given kind. */
+#define ZKR__ASYNC(kind, fn, zh, cb, op, ...)                                  \
+    zkr__op_sent(ZKR__FAULT_PCALL(fn, zh, __VA_ARGS__, cb, op), (op), (zh),    \
+                 (kind), (void (*)(void))(cb))
+#define zoo_acreate(zh, p, v, n, acl, m, cb, op)                               \
+    ZKR__ASYNC(ZKR__CB_STRING, zoo_acreate, zh, cb, op, p, v, n, acl, m)
+#define zoo_acreate2(zh, p, v, n, acl, m, cb, op)                              \
+    ZKR__ASYNC(ZKR__CB_STRING_STAT, zoo_acreate2, zh, cb, op, p, v, n, acl, m)
+#define zoo_adelete(zh, p, ver, cb, op)                                        \
+    ZKR__ASYNC(ZKR__CB_VOID, zoo_adelete, zh, cb, op, p, ver)
+#define zoo_aexists(zh, p, w, cb, op)                                          \
+    ZKR__ASYNC(ZKR__CB_STAT, zoo_aexists, zh, cb, op, p, w)
+#define zoo_awexists(zh, p, w, wctx, cb, op)                                   \
+    ZKR__ASYNC(ZKR__CB_STAT, zoo_awexists, zh, cb, op, p, w, wctx)
+#define zoo_aget(zh, p, w, cb, op)                                             \
+    ZKR__ASYNC(ZKR__CB_DATA, zoo_aget, zh, cb, op, p, w)
+#define zoo_awget(zh, p, w, wctx, cb, op)                                      \
+    ZKR__ASYNC(ZKR__CB_DATA, zoo_awget, zh, cb, op, p, w, wctx)
+#define zoo_aset(zh, p, b, n, ver, cb, op)                                     \
+    ZKR__ASYNC(ZKR__CB_STAT, zoo_aset, zh, cb, op, p, b, n, ver)
+#define zoo_aget_children(zh, p, w, cb, op)                                    \
+    ZKR__ASYNC(ZKR__CB_STRINGS, zoo_aget_children, zh, cb, op, p, w)
+#define zoo_awget_children(zh, p, w, wctx, cb, op)                             \
+    ZKR__ASYNC(ZKR__CB_STRINGS, zoo_awget_children, zh, cb, op, p, w, wctx)
+#define zoo_aget_children2(zh, p, w, cb, op)                                   \
+    ZKR__ASYNC(ZKR__CB_STRINGS_STAT, zoo_aget_children2, zh, cb, op, p, w)
+#define zoo_awget_children2(zh, p, w, wctx, cb, op)                            \
+    ZKR__ASYNC(ZKR__CB_STRINGS_STAT, zoo_awget_children2, zh, cb, op, p, w,    \
+               wctx)
+#define zoo_amulti(zh, n, ops, res, cb, op)                                    \
+    zkr__op_sent(ZKR__FAULT_CALL(zoo_amulti, zh, n, ops, res, cb, op), (op),   \
+                 (zh), ZKR__CB_VOID, (void (*)(void))(cb))
+#define zoo_async(zh, p, cb, op)                                               \
+    ZKR__ASYNC(ZKR__CB_STRING, zoo_async, zh, cb, op, p)
+#define zoo_aremove_all_watches(zh, p, t, local, cb, op)                       \
+    ZKR__ASYNC(ZKR__CB_VOID, zoo_aremove_all_watches, zh, cb, op, p, t, local)
+#define zoo_aremove_watches(zh, p, t, w, wctx, local, cb, op)                  \
+    ZKR__ASYNC(ZKR__CB_VOID, zoo_aremove_watches, zh, cb, op, p, t, w, wctx,   \
+               local)
+#define zoo_create(zh, path, ...)                                              \
+    ZKR__FAULT_PCALL(zoo_create, zh, path, __VA_ARGS__)
+#define zoo_create2(zh, path, ...)                                             \
+    ZKR__FAULT_PCALL(zoo_create2, zh, path, __VA_ARGS__)
+#define zoo_delete(zh, path, ...)                                              \
+    ZKR__FAULT_PCALL(zoo_delete, zh, path, __VA_ARGS__)
+#define zoo_exists(zh, path, ...)                                              \
+    ZKR__FAULT_PCALL(zoo_exists, zh, path, __VA_ARGS__)
+#define zoo_get(zh, path, ...) ZKR__FAULT_PCALL(zoo_get, zh, path, __VA_ARGS__)
+#define zoo_get_children(zh, path, ...)                                        \
+    ZKR__FAULT_PCALL(zoo_get_children, zh, path, __VA_ARGS__)
 #define zoo_multi(...) ZKR__FAULT_CALL(zoo_multi, __VA_ARGS__)
 #define zoo_add_auth(...) ZKR__FAULT_CALL(zoo_add_auth, __VA_ARGS__)
 /* zookeeper_init fails as it does when it cannot allocate. */
@@ -135,6 +179,50 @@ int zkr__pred_read(const zkr__entry_t *v, int n, int self, int permits);
 /* How many leading entries of a sorted queue are granted, each judged by
  * the rule of its own marker (mixed queues included). */
 int zkr__holding(const zkr__entry_t *v, int n);
+
+/* --------------------------------------------------------- metrics.c */
+
+/* Fixed histogram buckets (docs/OBSERVABILITY.md lists them): times in
+ * microseconds, listings as counts. counts[i] holds the observations in
+ * (bound[i-1], bound[i]]; counts[nbounds] those above the last bound. */
+#define ZKR__HIST_MAX 16
+typedef struct zkr__hist {
+    uint64_t counts[ZKR__HIST_MAX + 1];
+    uint64_t n;
+    uint64_t sum; /* microseconds, or listings */
+} zkr__hist_t;
+
+/* The metrics of one (kind, path) of a session: every handle of the
+ * session on that path and kind adds to it. Made when the first such
+ * handle is created, kept until the session is freed, so the counts of a
+ * freed handle are still written (the zkr command writes them at exit).
+ * Changed only with the session mutex held, where the engine holds it. */
+typedef struct zkr__mset {
+    struct zkr__mset *next;
+    const char *kind; /* "lock", "read", "write", "semaphore", "election" */
+    char *path;       /* never changes: read without the mutex */
+    uint64_t acquired, timeouts, cancels, busy, lost_waiting, errors;
+    uint64_t handoffs, suspended, lost, leader_changes;
+    uint64_t held_us; /* ended grants, in microseconds */
+    zkr__hist_t wait, hold, lists;
+} zkr__mset_t;
+
+/* A contender's part: its entry and the times of its attempt and grant. */
+typedef struct zkr__cmetrics {
+    zkr__mset_t *set;
+    int64_t start_us; /* the attempt began (CLOCK_BOOTTIME us) */
+    int64_t grant_us; /* granted at, or -1 when not holding */
+    int lists;        /* listings issued in this attempt */
+} zkr__cmetrics_t;
+
+/* A session's part. */
+typedef struct zkr__smetrics {
+    zkr__mset_t *sets;
+    uint64_t suspensions, reconnects, losses;
+    int64_t reconnect_margin_ms; /* at the last RECONNECTED, or -1 */
+    int64_t hb_last_ms;          /* the last heartbeat's round trip, or -1 */
+    zkr__hist_t hb;
+} zkr__smetrics_t;
 
 /* --------------------------------------------------------- session.c */
 
@@ -236,8 +324,9 @@ struct zkr_session {
     int closing;              /* zkr_session_free() running */
     int stop;                 /* threads must exit */
     int auth_failed;
-    int ops;      /* zkr operations in flight (completions pending) */
-    int zh_users; /* threads using zh outside the mutex (sync calls) */
+    int ops;              /* zkr operations in flight (completions pending) */
+    struct zkr__op *sent; /* of them, those accepted by the client */
+    int zh_users;         /* threads using zh outside the mutex (sync calls) */
     zkr__listener_t *listeners;
     int ev_busy_session; /* event thread is running session listeners */
     zkr__contender_t *contenders; /* doubly linked */
@@ -249,6 +338,7 @@ struct zkr_session {
     zkr__event_t *ev_spare; /* unused reserve events */
     int64_t retry_at; /* a send failed: retry then (monotonic ms), or -1 */
     uint64_t counters[ZKR__COUNTERS];
+    zkr__smetrics_t metrics;
     zkr_session_t *live_next; /* registry of live sessions */
     zkr_log_fn log_fn;        /* NULL: standard error */
     void *log_data;
@@ -355,6 +445,17 @@ int zkr__is_connection_error(int rc);
 int zkr__zh_get(zkr_session_t *s, zhandle_t **zh);
 void zkr__zh_put(zkr_session_t *s);
 
+/* The type of an asynchronous call's completion (zookeeper.h). */
+enum {
+    ZKR__CB_VOID = 1,     /* void_completion_t */
+    ZKR__CB_STAT,         /* stat_completion_t */
+    ZKR__CB_DATA,         /* data_completion_t */
+    ZKR__CB_STRINGS,      /* strings_completion_t */
+    ZKR__CB_STRINGS_STAT, /* strings_stat_completion_t */
+    ZKR__CB_STRING,       /* string_completion_t */
+    ZKR__CB_STRING_STAT   /* string_stat_completion_t */
+};
+
 /* An asynchronous ZooKeeper call in flight: its completion context. */
 typedef struct zkr__op {
     zkr_session_t *s;
@@ -367,6 +468,12 @@ typedef struct zkr__op {
     int watched;  /* a listing that also set a child watch */
     void *ctx;    /* one-shot calls: their pending state */
     char *path;   /* op-specific path (watched node, adopted node) */
+    /* Accepted by the client (zkr__op_sent), answer pending: */
+    zhandle_t *zh;                         /* the handle it was sent on */
+    int kind;                              /* ZKR__CB_*, the type of cb */
+    void (*cb)(void);                      /* its completion */
+    struct zkr__op *sent_prev, *sent_next; /* s->sent, doubly linked */
+    int on_sent;                           /* linked in s->sent */
 } zkr__op_t;
 
 /* Allocates an op and counts it in flight (mutex held); NULL on ENOMEM
@@ -376,6 +483,12 @@ zkr__op_t *zkr__op_new(zkr_session_t *s, zkr__contender_t *c);
 zkr_session_t *zkr__op_begin(zkr__op_t *op, int rc);
 /* Completion epilogue: broadcasts, unlocks, frees op. */
 void zkr__op_end(zkr__op_t *op);
+/* After an asynchronous call on zh (mutex held): if the client accepted
+ * it (rc ZOK), records op as in flight on zh until its completion begins,
+ * so that closing zh can complete it if the client does not (session.c,
+ * close_handle). Returns rc. */
+int zkr__op_sent(int rc, zkr__op_t *op, zhandle_t *zh, int kind,
+                 void (*cb)(void));
 /* Undo zkr__op_new when the call could not be issued (mutex held); stalls
  * the op's contender, or leaves its cleanup to the retry. */
 void zkr__op_cancel(zkr__op_t *op);
@@ -488,6 +601,7 @@ struct zkr__contender {
     int freeing;             /* freed on the event thread: its last event
                                 finishes the free (zkr__contender_dispose) */
     void (*dispose)(void *owner); /* frees the recipe's handle */
+    zkr__cmetrics_t metrics;
 };
 
 int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
@@ -540,5 +654,46 @@ void zkr__queue_cleanup_done(zkr__contender_t *c, int rc);
 void zkr__queue_retry(zkr_session_t *s);
 void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
                        void *ctx);
+
+/* --------------------------------------------------- metrics.c hooks */
+
+/* Hooks, all with the session mutex held. */
+/* Joins c to its (kind, path) entry, made if new: 0 or ZKR_ENOMEM. */
+int zkr__metrics_attach(struct zkr__contender *c);
+void zkr__metrics_attempt(struct zkr__contender *c); /* an attempt begins */
+/* The acquire ends with rc (0 granted). */
+void zkr__metrics_acquired(struct zkr__contender *c, int rc);
+/* The grant ends (release asked, node gone); no-op when not holding. */
+void zkr__metrics_hold_end(struct zkr__contender *c);
+/* A grant's state changed (SUSPENDED, LOST are counted). */
+void zkr__metrics_lock_state(struct zkr__contender *c, zkr_lock_state_t st);
+/* The session's state changed; margin_ms: what was left of the safe
+ * deadline at that moment. */
+void zkr__metrics_session_state(zkr_session_t *s, zkr_state_t st,
+                                int64_t margin_ms);
+void zkr__metrics_heartbeat(zkr_session_t *s, int64_t rtt_ms);
+void zkr__metrics_init(zkr_session_t *s);
+void zkr__metrics_free(zkr_session_t *s); /* session_destroy */
+
+/* What zkr_metrics_write() writes, copied under the mutex and written
+ * without it: one row per (kind, path) entry, with its gauges. */
+typedef struct zkr__mrow {
+    zkr__mset_t m;     /* m.next unused; m.path is the entry's own */
+    int64_t handles;   /* handles of the session on it now */
+    int64_t holding;   /* ... of them holding a grant */
+    int64_t waiting;   /* ... acquiring */
+    int64_t leader_us; /* held_us plus the grants still running */
+} zkr__mrow_t;
+typedef struct zkr__msnap {
+    zkr__smetrics_t m; /* m.sets unused */
+    uint64_t counters[ZKR__COUNTERS];
+    zkr_state_t state;
+    int64_t valid_ms, timeout_ms;
+    zkr__mrow_t *rows;
+    int nrows;
+} zkr__msnap_t;
+/* Writes snap in the Prometheus text format; 0, or ZKR_ESYS (a write
+ * failed, errno set). */
+int zkr__metrics_format(FILE *f, const zkr__msnap_t *snap);
 
 #endif /* ZKR_INTERNAL_H */

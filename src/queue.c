@@ -146,6 +146,7 @@ void zkr__contender_observed(zkr__contender_t *c)
 static void notify_state(zkr__contender_t *c, zkr_lock_state_t st)
 {
     c->pub = st;
+    zkr__metrics_lock_state(c, st);
     pthread_cond_broadcast(&c->s->cv);
     if (st == ZKR_LOCK_SUSPENDED) {
         c->fd_uncertain = !c->fd_quiet_suspend;
@@ -162,6 +163,7 @@ static void notify_state(zkr__contender_t *c, zkr_lock_state_t st)
 
 static void forget_node(zkr__contender_t *c)
 {
+    zkr__metrics_hold_end(c); /* a grant ends with its node */
     free(c->node);
     c->node = NULL;
     zkr__cleanup_unreserve(c->reserve);
@@ -185,6 +187,7 @@ static void finish_acquire(zkr__contender_t *c, int rc)
 
     if (!is_acquiring(c))
         return;
+    zkr__metrics_acquired(c, rc);
     pthread_cond_broadcast(&s->cv);
     if (rc == ZKR_ELOST && rejoin(c))
         return;
@@ -736,6 +739,7 @@ static void issue_list_watched(zkr__contender_t *c)
         return;
     op->watched = 1;
     c->s->counters[ZKR_COUNTER_LISTS]++;
+    c->metrics.lists++;
     if (zoo_awget_children(c->s->zh, c->dir, zkr__node_watcher, c->s, list_done,
                            op) != ZOK)
         zkr__op_cancel(op);
@@ -886,6 +890,7 @@ static void issue_list(zkr__contender_t *c)
     if (op == NULL)
         return;
     c->s->counters[ZKR_COUNTER_LISTS]++;
+    c->metrics.lists++;
     if (zoo_aget_children(c->s->zh, c->dir, 0, list_done, op) != ZOK)
         zkr__op_cancel(op);
 }
@@ -1048,6 +1053,15 @@ static void step(zkr__contender_t *c)
 {
     zkr_session_t *s = c->s;
 
+    /* An acquire ended (timeout, cancel) while requests of its attempt
+     * were in flight: abort_acquire waited for their answers. The last
+     * has come: end it now (a create of unknown outcome becomes a search
+     * by UUID), not when the connection or a new session comes back. */
+    if (!c->busy && c->abort_rc != 0 &&
+        (c->phase == ZKR__P_CREATING || c->phase == ZKR__P_RECOVER)) {
+        abort_acquire(c, c->abort_rc);
+        return;
+    }
     /* Nothing goes out on a session we declared LOST, even while its
      * handle stays open until last heard + T (session.c, declare_lost): a
      * node created there would die with it while we hold it. The new
@@ -1283,10 +1297,10 @@ int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
         goto fail;
     }
     pthread_mutex_lock(&s->mu);
-    if (s->closing) {
+    rc = s->closing ? ZKR_ECLOSED : zkr__metrics_attach(c);
+    if (rc != 0) {
         pthread_mutex_unlock(&s->mu);
         pthread_cond_destroy(&c->done_cv);
-        rc = ZKR_ECLOSED;
         goto fail;
     }
     zkr__session_attach(s, c);
@@ -1378,6 +1392,7 @@ static void start_attempt(zkr__contender_t *c, int timeout_ms)
 
     c->lost_unreported = 0;
     forget_node(c);
+    zkr__metrics_attempt(c);
     c->gen++;
     zkr__uuid(c->uuid);
     c->phase = ZKR__P_CREATING;
@@ -1518,6 +1533,7 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
     }
     c->phase = ZKR__P_RELEASING;
     c->pub = ZKR_LOCK_RELEASING;
+    zkr__metrics_hold_end(c); /* the application let go */
     c->rel_pending = 1;
     c->rel_sync = sync;
     c->rel_done = 0;

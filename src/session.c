@@ -392,6 +392,7 @@ static void set_state(zkr_session_t *s, zkr_state_t st)
 {
     if (s->state == st)
         return;
+    zkr__metrics_session_state(s, st, deadline_of(s) - zkr__now_ms());
     s->state = st;
     zkr__post(s, ZKR__EV_SESSION, (int)st, NULL, NULL, NULL);
     pthread_cond_broadcast(&s->cv);
@@ -429,6 +430,107 @@ zkr__op_t *zkr__op_new(zkr_session_t *s, zkr__contender_t *c)
     return op;
 }
 
+static void sent_unlink(zkr_session_t *s, zkr__op_t *op)
+{
+    if (!op->on_sent)
+        return;
+    if (op->sent_prev != NULL)
+        op->sent_prev->sent_next = op->sent_next;
+    else
+        s->sent = op->sent_next;
+    if (op->sent_next != NULL)
+        op->sent_next->sent_prev = op->sent_prev;
+    op->sent_prev = op->sent_next = NULL;
+    op->on_sent = 0;
+}
+
+int zkr__op_sent(int rc, zkr__op_t *op, zhandle_t *zh, int kind,
+                 void (*cb)(void))
+{
+    zkr_session_t *s = op->s;
+
+    if (rc != ZOK)
+        return rc;
+    op->zh = zh;
+    op->kind = kind;
+    op->cb = cb;
+    op->sent_prev = NULL;
+    op->sent_next = s->sent;
+    if (s->sent != NULL)
+        s->sent->sent_prev = op;
+    s->sent = op;
+    op->on_sent = 1;
+    return rc;
+}
+
+/* Calls op's completion as the client would for a request that failed
+ * with rc: no result. */
+static void op_fail(zkr__op_t *op, int rc)
+{
+    switch (op->kind) {
+    case ZKR__CB_VOID:
+        ((void_completion_t)op->cb)(rc, op);
+        break;
+    case ZKR__CB_STAT:
+        ((stat_completion_t)op->cb)(rc, NULL, op);
+        break;
+    case ZKR__CB_DATA:
+        ((data_completion_t)op->cb)(rc, NULL, -1, NULL, op);
+        break;
+    case ZKR__CB_STRINGS:
+        ((strings_completion_t)op->cb)(rc, NULL, op);
+        break;
+    case ZKR__CB_STRINGS_STAT:
+        ((strings_stat_completion_t)op->cb)(rc, NULL, NULL, op);
+        break;
+    case ZKR__CB_STRING:
+        ((string_completion_t)op->cb)(rc, NULL, op);
+        break;
+    default: /* ZKR__CB_STRING_STAT */
+        ((string_stat_completion_t)op->cb)(rc, NULL, NULL, op);
+        break;
+    }
+}
+
+/* Closes zh, which zkr opened and nobody can use any more (mutex held,
+ * released meanwhile: closing runs completions that take it).
+ *
+ * zookeeper_close() of the multithreaded client 3.8.0 does not reliably
+ * call the completions of the requests still in flight: it sets
+ * close_requested, then queues a ZCLOSING answer for each request; but its
+ * completion thread ends at the first moment it finds its queue empty
+ * once close_requested is set, which can be before, or in the middle of,
+ * that queueing; and destroy() queues the rest again where no thread will
+ * ever take them (process_async() is 0 in that library). A request left
+ * without an answer leaves its contender (or a free, or the session's
+ * close) waiting for it forever. Once zookeeper_close() has returned, the
+ * client's threads are joined and the handle freed: no completion can come
+ * any more. So every request still recorded as sent on zh is completed
+ * here, with ZCLOSING, exactly once. */
+static void close_handle(zkr_session_t *s, zhandle_t *zh)
+{
+    zkr__op_t *left = NULL, *op, *next;
+
+    pthread_mutex_unlock(&s->mu);
+    zookeeper_close(zh);
+    pthread_mutex_lock(&s->mu);
+    for (op = s->sent; op != NULL; op = next) {
+        next = op->sent_next;
+        if (op->zh == zh) {
+            sent_unlink(s, op);
+            op->sent_next = left;
+            left = op;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    while ((op = left) != NULL) {
+        left = op->sent_next;
+        op->sent_next = NULL;
+        op_fail(op, ZCLOSING);
+    }
+    pthread_mutex_lock(&s->mu);
+}
+
 void zkr__op_cancel(zkr__op_t *op)
 {
     /* The request was not sent: whatever waited for its answer (a
@@ -438,6 +540,7 @@ void zkr__op_cancel(zkr__op_t *op)
     zkr__retry_later(op->s);
     if (op->c != NULL)
         op->c->busy--;
+    sent_unlink(op->s, op);
     op->s->ops--;
     free(op->path);
     free(op);
@@ -448,6 +551,7 @@ zkr_session_t *zkr__op_begin(zkr__op_t *op, int rc)
     zkr_session_t *s = op->s;
 
     pthread_mutex_lock(&s->mu);
+    sent_unlink(s, op);
     s->ops--;
     if (op->c != NULL)
         op->c->busy--;
@@ -916,6 +1020,7 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
             goto out; /* told twice (an adopted handle's application
                          forwards what zkr_session_adopt() saw already) */
         s->connected = 1;
+        zkr__trace_note("connected", NULL);
         s->timeout = zoo_recv_timeout(zh);
         /* A new connection: heartbeat at once, and the proofs of the old
          * one's follower do not carry over (see the top of the file). */
@@ -1024,6 +1129,7 @@ static void heartbeat_answered(zkr_session_t *s, int64_t sent, int64_t now)
         s->hb_n++;
     s->hb[s->hb_n - 1].sent = sent;
     s->hb[s->hb_n - 1].answered = now;
+    zkr__metrics_heartbeat(s, now - sent);
 }
 
 /* The heartbeat's answer. Only ZOK proves that the leader answered the
@@ -1106,9 +1212,7 @@ static void replace_handle(zkr_session_t *s)
         pthread_cond_wait(&s->cv, &s->mu);
     if (old != NULL) {
         s->swapping = 1;
-        pthread_mutex_unlock(&s->mu);
-        zookeeper_close(old);
-        pthread_mutex_lock(&s->mu);
+        close_handle(s, old);
         s->swapping = 0;
         pthread_cond_broadcast(&s->cv);
     }
@@ -1251,6 +1355,7 @@ static void session_destroy(zkr_session_t *s)
     zkr__log_detach(s);
     if (s->zh_forked != NULL)
         keep_forked_handle(s->zh_forked);
+    zkr__metrics_free(s);
     while ((l = s->listeners) != NULL) {
         s->listeners = l->next;
         free(l);
@@ -1298,6 +1403,7 @@ static int session_alloc(zkr_session_t **out)
     s->replace_at = -1;
     s->connect_deadline = -1;
     s->retry_at = -1;
+    zkr__metrics_init(s);
     for (int i = 0; i < ZKR__EV_RESERVE; i++) {
         s->ev_reserve[i].next = s->ev_spare;
         s->ev_spare = &s->ev_reserve[i];
@@ -1497,10 +1603,8 @@ int zkr_session_free(zkr_session_t *s)
         zh = s->zh;
         s->zh = NULL;
         s->connected = 0;
-        pthread_mutex_unlock(&s->mu);
         if (zh != NULL)
-            zookeeper_close(zh);
-        pthread_mutex_lock(&s->mu);
+            close_handle(s, zh);
     }
     while (s->ops > 0)
         zkr__wait(s, NULL, zkr__now_ms() + 50);

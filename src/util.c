@@ -65,6 +65,55 @@ int zkr__fault(int kind)
     return 0;
 }
 
+static atomic_int trace_on;
+static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
+static char trace_buf[ZKR__TRACE_MAX];
+static size_t trace_len;
+
+void zkr__trace_start(void)
+{
+    pthread_mutex_lock(&trace_mu);
+    trace_len = 0;
+    trace_buf[0] = '\0';
+    atomic_store(&trace_on, 1);
+    pthread_mutex_unlock(&trace_mu);
+}
+
+void zkr__trace_take(char *out, size_t size)
+{
+    pthread_mutex_lock(&trace_mu);
+    atomic_store(&trace_on, 0);
+    if (size > 0) {
+        size_t n = trace_len < size - 1 ? trace_len : size - 1;
+        memcpy(out, trace_buf, n);
+        out[n] = '\0';
+    }
+    pthread_mutex_unlock(&trace_mu);
+}
+
+void zkr__trace_note(const char *what, const char *path)
+{
+    if (!atomic_load_explicit(&trace_on, memory_order_relaxed))
+        return;
+    pthread_mutex_lock(&trace_mu);
+    if (atomic_load(&trace_on)) {
+        size_t room = sizeof(trace_buf) - trace_len;
+        int n = snprintf(trace_buf + trace_len, room, "%s %s\n", what,
+                         path != NULL ? path : "-");
+        if (n > 0 && (size_t)n < room)
+            trace_len += (size_t)n;
+        else
+            trace_buf[trace_len] = '\0'; /* full: keep what fits */
+    }
+    pthread_mutex_unlock(&trace_mu);
+}
+
+int zkr__fault_zk(const char *fn, const char *path)
+{
+    zkr__trace_note(fn, path);
+    return zkr__fault(ZKR__FAULT_ZK);
+}
+
 void *zkr__fault_malloc(size_t n)
 {
     return zkr__fault(ZKR__FAULT_ALLOC) ? NULL : malloc(n);

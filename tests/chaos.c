@@ -1,4 +1,5 @@
-/* The soak behind `make chaos`: lock contenders and electors in separate
+/* The soak behind `make chaos`: lock contenders, electors and runners of
+ * leader functions (zkr_election_run(), tests/contender -R) in separate
  * processes (tests/contender -r -d) against one real server, some through
  * the fault proxy, while a fault is injected every 0.5-3 s at random. At
  * the end the history checker (tests/zkr-check) judges every process's
@@ -10,13 +11,17 @@
  *          stuck=N
  *
  * (stuck: processes still running 60 s after the end, when every one
- * should have stopped within its 10 s acquire timeout; they are killed.)
+ * should have stopped within its 10 s acquire timeout; they are killed,
+ * after gdb prints every thread's stack when ZKR_CHAOS_GDB is set.)
  *
- *   chaos [-d SECONDS] [-l LOCKERS] [-e ELECTORS] [-f FOREIGN]
- *         [-t SESSION_MS] [-s SEED] [-E] [-b]
+ *   chaos [-d SECONDS] [-l LOCKERS] [-e ELECTORS] [-R RUNNERS]
+ *         [-f FOREIGN] [-t SESSION_MS] [-s SEED] [-E] [-b]
  *
  * Defaults: 600 s, 6 lockers (half through the proxy), 3 electors (one
- * through the proxy), 1 foreign actor, 3000 ms sessions, seed from the
+ * through the proxy), 2 runners (one through the proxy; each leader
+ * function steps for 4 s, writing its epoch to a fenced store, unless its
+ * stop descriptor says stop; they share the election with the electors),
+ * 1 foreign actor, 3000 ms sessions, seed from the
  * clock. A foreign actor (tests/foreign) is a raw client that joins both
  * queues as Curator- and kazoo-named contenders that wait and leave, and
  * writes ("__REVOKE__") and deletes other contenders' waiting nodes
@@ -30,9 +35,12 @@
  * drops everything for 0.3 s to 1.5 session timeouts: short blips and
  * partitions with expiry), delay (200 ms each way for 1-3 s),
  * drop-create (the next create's reply is lost), pause (SIGSTOP of one
- * process for 0.2 s to 1.5 session timeouts; half the time the lock's
- * holder, past its session timeout: a zombie whose late fenced write must
- * be rejected), kill (SIGKILL of
+ * process for 0.2 s to 1.5 session timeouts; a third of the time the
+ * lock's holder and a third the election's leader, past its session
+ * timeout: a zombie whose late fenced write, or leader step, must be
+ * rejected), delete-leader (the election leader's node deleted by the
+ * driver's own client, as an operator's `zkr release --force` would;
+ * logged as op-delete with the epoch it ends), kill (SIGKILL of
  * one process, restarted at once; the next fault waits for the session
  * timeout so that the handover is measured alone), server-pause (within
  * half the session timeout), server-restart (killed, back within half the
@@ -54,8 +62,9 @@
  * most), so that one outage is judged at a time. Their fault-start event
  * names the member (0-2) in its last field.
  *
- * -b: the first locker takes no lock at all (tests/contender -b), to show
- * that the checker catches a broken lock; the line is then not clean. */
+ * -b: the first locker takes no lock at all, and the first runner's
+ * leader function ignores its stop descriptor (tests/contender -b), to
+ * show that the checker catches both; the line is then not clean. */
 #define _DEFAULT_SOURCE
 #include <fcntl.h>
 #include <signal.h>
@@ -76,6 +85,7 @@
 struct proc {
     pid_t pid;
     int elector;
+    int runner; /* runs leader functions (contender -R) */
     int proxied;
     int broken;
     const char *hosts; /* where it connects */
@@ -89,7 +99,7 @@ static struct proc procs[MAX_PROCS];
 static int nprocs;
 static pid_t foreign[8];
 static int nforeign = 1;
-static char hist[512], store[512];
+static char hist[512], store[512], estore[512];
 static int session_ms = 3000;
 static int64_t end_ms;
 static char *contender;
@@ -140,7 +150,7 @@ static void spawn(struct proc *p)
     argv[k++] = "-s";
     argv[k++] = (char *)p->hosts;
     argv[k++] = "-p";
-    argv[k++] = p->elector ? ELECT_PATH : LOCK_PATH;
+    argv[k++] = p->elector || p->runner ? ELECT_PATH : LOCK_PATH;
     argv[k++] = "-H";
     argv[k++] = hist;
     argv[k++] = "-t";
@@ -148,10 +158,14 @@ static void spawn(struct proc *p)
     argv[k++] = "-i";
     argv[k++] = p->id;
     argv[k++] = "-h";
-    argv[k++] = p->elector ? "50" : "20";
+    argv[k++] = p->runner ? "4000" : p->elector ? "50" : "20";
     if (p->broken)
         argv[k++] = "-b";
-    if (p->elector) {
+    if (p->runner) {
+        argv[k++] = "-R";
+        argv[k++] = "-F";
+        argv[k++] = estore;
+    } else if (p->elector) {
         argv[k++] = "-E";
     } else {
         argv[k++] = "-F";
@@ -170,18 +184,22 @@ static int rnd(int lo, int hi)
     return lo + rand() % (hi - lo + 1);
 }
 
-/* The process whose node is first in the lock's queue right now (node
- * data is the contender's id), or NULL. */
-static struct proc *lock_holder(void)
+/* The process whose node is first in the queue at dir right now (node
+ * data is the contender's id), or NULL; its node's path and czxid go to
+ * node and czxid when given. */
+static struct proc *first_of(const char *dir, char *node, size_t len,
+                             int64_t *czxid)
 {
     struct String_vector v = {0, NULL};
     const char *first = NULL;
     int32_t best = 0, seq;
     char path[256], id[32];
-    int len = (int)sizeof(id) - 1;
+    int idlen = (int)sizeof(id) - 1;
     struct proc *p = NULL;
+    struct Stat st;
 
-    if (zoo_get_children(raw, LOCK_PATH, 0, &v) != ZOK)
+    memset(&st, 0, sizeof(st));
+    if (zoo_get_children(raw, dir, 0, &v) != ZOK)
         return NULL;
     for (int i = 0; i < v.count; i++) {
         if (zkt_name_seq(v.data[i], &seq) != 0)
@@ -192,16 +210,41 @@ static struct proc *lock_holder(void)
         }
     }
     if (first != NULL) {
-        snprintf(path, sizeof(path), LOCK_PATH "/%s", first);
-        if (zoo_get(raw, path, 0, id, &len, NULL) == ZOK && len >= 0) {
-            id[len] = '\0';
+        snprintf(path, sizeof(path), "%s/%s", dir, first);
+        if (zoo_get(raw, path, 0, id, &idlen, &st) == ZOK && idlen >= 0) {
+            id[idlen] = '\0';
             for (int i = 0; i < nprocs && p == NULL; i++)
                 if (strcmp(procs[i].id, id) == 0)
                     p = &procs[i];
         }
+        if (node != NULL)
+            snprintf(node, len, "%s", path);
+        if (czxid != NULL)
+            *czxid = st.czxid;
     }
     deallocate_String_vector(&v);
     return p;
+}
+
+static struct proc *lock_holder(void)
+{
+    return first_of(LOCK_PATH, NULL, 0, NULL);
+}
+
+/* The operator's forced release of the election's leader (as `zkr
+ * release --force` does): its node deleted by another client. Only a
+ * node of ours (the foreign actor keeps its own books). Logged before the
+ * delete as op-delete <czxid>, the epoch it ends. */
+static void delete_leader(void)
+{
+    char node[256], buf[32];
+    int64_t czxid = 0;
+
+    if (first_of(ELECT_PATH, node, sizeof(node), &czxid) == NULL)
+        return;
+    snprintf(buf, sizeof(buf), "%lld", (long long)czxid);
+    event("op-delete", buf);
+    zoo_delete(raw, node, -1);
 }
 
 /* Every server: the ensemble's members, or the one server. */
@@ -329,9 +372,13 @@ static int inject(const char **kinds, int nkinds)
         zkt_proxy_cmd(proxy, "drop-create-reply");
         zkt_sleep_ms(500);
     } else if (strcmp(kind, "pause") == 0) {
-        /* Half the time, freeze the holder past its session timeout: a
-         * zombie that will try a late fenced write when it runs again. */
-        struct proc *h = rand() % 2 ? lock_holder() : NULL;
+        /* Two times in three, freeze the lock's holder or the
+         * election's leader past its session timeout: a zombie that will
+         * try a late fenced write (or leader step) when it runs again. */
+        int r = rand() % 3;
+        struct proc *h = r == 0   ? lock_holder()
+                         : r == 1 ? first_of(ELECT_PATH, NULL, 0, NULL)
+                                  : NULL;
         int ms = h != NULL ? rnd(session_ms * 5 / 4, session_ms * 3 / 2)
                            : rnd(200, session_ms * 3 / 2);
 
@@ -342,6 +389,8 @@ static int inject(const char **kinds, int nkinds)
         zkt_sleep_ms(ms);
         kill(p->pid, SIGCONT);
         event_pid("unpause", p->pid);
+    } else if (strcmp(kind, "delete-leader") == 0) {
+        delete_leader();
     } else if (strcmp(kind, "kill") == 0) {
         event_pid("kill", p->pid);
         kill(p->pid, SIGKILL);
@@ -411,18 +460,19 @@ static int check(char *line, size_t cap)
 int main(int argc, char **argv)
 {
     static const char *kinds[] = {
-        "reset", "blackhole", "delay",        "drop-create",
-        "pause", "kill",      "server-pause", "server-restart",
+        "reset", "blackhole",     "delay",        "drop-create",    "pause",
+        "kill",  "delete-leader", "server-pause", "server-restart",
     };
     /* -E: the faults between members count twice as often. */
     static const char *ens_kinds[] = {
-        "reset",           "blackhole",      "delay",
-        "drop-create",     "pause",          "kill",
-        "follower-cut",    "follower-cut",   "leader-isolated",
-        "leader-isolated", "follower-lag",   "follower-lag",
-        "member-restart",  "member-restart",
+        "reset",           "blackhole",       "delay",
+        "drop-create",     "pause",           "kill",
+        "delete-leader",   "follower-cut",    "follower-cut",
+        "leader-isolated", "leader-isolated", "follower-lag",
+        "follower-lag",    "member-restart",  "member-restart",
     };
-    int seconds = 600, lockers = 6, electors = 3, opt, faults = 0, rc;
+    int seconds = 600, lockers = 6, electors = 3, runners = 2, opt;
+    int faults = 0, rc;
     int ensemble = 0, broken = 0, stuck = 0;
     unsigned seed = (unsigned)time(NULL);
     char *dir, line[2048];
@@ -430,7 +480,7 @@ int main(int argc, char **argv)
     int orphans, watches;
     int64_t t0;
 
-    while ((opt = getopt(argc, argv, "d:l:e:f:t:s:Eb")) != -1) {
+    while ((opt = getopt(argc, argv, "d:l:e:R:f:t:s:Eb")) != -1) {
         switch (opt) {
         case 'd':
             seconds = atoi(optarg);
@@ -440,6 +490,9 @@ int main(int argc, char **argv)
             break;
         case 'e':
             electors = atoi(optarg);
+            break;
+        case 'R':
+            runners = atoi(optarg);
             break;
         case 'f':
             nforeign = atoi(optarg);
@@ -458,13 +511,14 @@ int main(int argc, char **argv)
             break;
         default:
             fprintf(stderr, "usage: chaos [-d SECONDS] [-l LOCKERS] "
-                            "[-e ELECTORS] [-f FOREIGN] [-t SESSION_MS] "
+                            "[-e ELECTORS] [-R RUNNERS] [-f FOREIGN] "
+                            "[-t SESSION_MS] "
                             "[-s SEED] [-E] [-b]\n");
             return 2;
         }
     }
-    if (lockers + electors > MAX_PROCS || lockers + electors < 1 ||
-        nforeign < 0 || nforeign > 8)
+    if (lockers + electors + runners > MAX_PROCS || runners < 0 ||
+        lockers + electors + runners < 1 || nforeign < 0 || nforeign > 8)
         return 2;
     srand(seed);
     contender = zkt_build_path("tests/contender");
@@ -486,29 +540,39 @@ int main(int argc, char **argv)
     }
     snprintf(hist, sizeof(hist), "%s/history", dir);
     snprintf(store, sizeof(store), "%s/store", dir);
+    snprintf(estore, sizeof(estore), "%s/store-elect", dir);
     fprintf(stderr,
-            "chaos: %d s, %d lockers, %d electors, %d foreign, session %d "
-            "ms, seed %u,%s history %s\n",
-            seconds, lockers, electors, nforeign, session_ms, seed,
+            "chaos: %d s, %d lockers, %d electors, %d runners, %d foreign, "
+            "session %d ms, seed %u,%s history %s\n",
+            seconds, lockers, electors, runners, nforeign, session_ms, seed,
             ensemble ? " 3-node ensemble," : "", hist);
     t0 = zkt_now_ms();
     end_ms = t0 + 1000LL * seconds;
     raw = zkt_connect(all_hosts(), 30000);
     if (raw == NULL)
         return 3;
-    for (int i = 0; i < lockers + electors; i++) {
+    for (int i = 0; i < lockers + electors + runners; i++) {
         struct proc *p = &procs[nprocs++];
 
-        p->elector = i >= lockers;
-        p->proxied = p->elector ? i == lockers : i % 2 == 0;
-        p->broken = broken && i == 0 && !p->elector;
+        p->runner = i >= lockers + electors;
+        p->elector = i >= lockers && !p->runner;
+        p->proxied = p->runner    ? i == lockers + electors
+                     : p->elector ? i == lockers
+                                  : i % 2 == 0;
+        /* -b: the first locker, and the first runner, break the rules. */
+        p->broken = broken && ((i == 0 && !p->elector && !p->runner) ||
+                               (p->runner && i == lockers + electors));
         if (p->proxied)
             p->hosts = zkt_proxy_hosts(proxy);
         else if (ensemble)
             p->hosts = zkt_server_hosts(zkt_ensemble_member(ens, i % 3));
         else
             p->hosts = zkt_server_hosts(server);
-        snprintf(p->id, sizeof(p->id), "%s%d", p->elector ? "e" : "l", i);
+        snprintf(p->id, sizeof(p->id), "%s%d",
+                 p->runner    ? "r"
+                 : p->elector ? "e"
+                              : "l",
+                 i);
         spawn(p);
     }
     for (int i = 0; i < nforeign; i++)
@@ -547,6 +611,18 @@ int main(int argc, char **argv)
                     "the end\n",
                     i < nprocs ? procs[i].id : "foreign", (long)pid);
             stuck++;
+            if (getenv("ZKR_CHAOS_GDB") != NULL) {
+                /* Where it waits, before it is killed. */
+                char cmd[160];
+
+                snprintf(cmd, sizeof(cmd),
+                         "gdb -p %ld -batch -ex 'thread apply all bt' "
+                         "1>&2 2>/dev/null",
+                         (long)pid);
+                if (system(cmd) != 0)
+                    fprintf(stderr, "chaos: gdb failed on pid %ld\n",
+                            (long)pid);
+            }
             kill(pid, SIGKILL);
             zkt_wait_pid(pid, -1, NULL);
         }

@@ -2,7 +2,7 @@
  * and processes (mutual exclusion, pausing and killing one contender).
  *
  *   contender -s HOSTS -p PATH [-n ITERS] [-c COUNTER] [-l LOG] [-i ID]
- *             [-t SESSION_MS] [-h HOLD_MS] [-b]
+ *             [-t SESSION_MS] [-h HOLD_MS] [-b] [-E | -R]
  *
  * Each iteration acquires the lock, does a deliberately non-atomic
  * read-modify-write of the integer in COUNTER (read, sleep HOLD_MS, write
@@ -35,11 +35,33 @@
  * holder also writes once more just before releasing, so a holder that was
  * paused or cut off meanwhile tries a late write the store must reject.
  *
+ * -R makes it a runner: zkr_election_run() with requeue at PATH, whose
+ * leader function follows the stop contract as an application would (see
+ * lead_fn): until HOLD_MS have passed it takes a step every STEP_MS, and
+ * before each step it looks at its clock, then at zkr_election_fd() (stop
+ * and return when readable) and zkr_session_valid_ms() (no step unless
+ * at least STEP_BOUND_MS remain). It logs
+ *   fn-start <epoch>        the function starts (epoch it leads with)
+ *   check <epoch> <valid>   a step's check passed (time: before the poll)
+ *   effect / effect-reject <epoch>   the step: one write of the epoch to
+ *                           the fenced store -F (admitted or refused)
+ *   fn-return <epoch>       the function returns
+ * and a witness thread, which polls the descriptor while the function
+ * runs (whatever the function does), logs fd-on <epoch> when it sees it
+ * readable (time: after the poll) and fd-off <epoch> when quiet again
+ * (time: before the poll). With -b the function ignores the descriptor
+ * and valid_ms (a function that breaks the contract, for the checker's
+ * self-test); the witness still logs. -n counts functions run; at the end
+ * (-n or -d) another thread calls zkr_election_leave().
+ *
  * -w GOFILE: once its session is open, log "ready" and wait until GOFILE
  * exists, so that a test can start all contenders' loops at once. */
 #define _DEFAULT_SOURCE
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,23 +85,35 @@ static int more(int i, int iters)
 static int hist_fd = -1;
 static zkr_session_t *hist_session;
 
-/* One history event, one write (O_APPEND keeps lines whole). */
-static void hist(const char *event, long long a, long long b)
+static long long now_ns(void)
 {
     struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* One history event at time t (ns), one write (O_APPEND keeps lines
+ * whole). */
+static void hist_at(long long t, const char *event, long long a, long long b)
+{
     char buf[160];
     int n;
 
     if (hist_fd < 0)
         return;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    n = snprintf(
-        buf, sizeof(buf), "%lld %ld %" PRIx64 " %s %lld %lld\n",
-        (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec, (long)getpid(),
-        hist_session != NULL ? (uint64_t)zkr_session_id(hist_session) : 0,
-        event, a, b);
+    n = snprintf(buf, sizeof(buf), "%lld %ld %" PRIx64 " %s %lld %lld\n", t,
+                 (long)getpid(),
+                 hist_session != NULL ? (uint64_t)zkr_session_id(hist_session)
+                                      : 0,
+                 event, a, b);
     if (write(hist_fd, buf, (size_t)n) != n)
         _exit(5);
+}
+
+static void hist(const char *event, long long a, long long b)
+{
+    hist_at(now_ns(), event, a, b);
 }
 
 static void on_session(zkr_session_t *s, zkr_state_t st, void *data)
@@ -106,8 +140,11 @@ static void on_lock(zkr_lock_t *l, zkr_lock_state_t st, void *data)
         hist("lost", 0, 0);
 }
 
-/* One write to the fenced store with token; logs whether it was admitted. */
-static void fenced_write(const char *store, int64_t token)
+/* One write to the fenced store with token; logs ok or reject (with the
+ * token) under the store's lock, so the history orders the writes as the
+ * store saw them. */
+static void fenced_write_as(const char *store, int64_t token, const char *ok,
+                            const char *reject)
 {
     int fd = open(store, O_RDWR | O_CREAT, 0644);
     char buf[64] = "";
@@ -128,9 +165,14 @@ static void fenced_write(const char *store, int64_t token)
         if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n)
             exit(8);
     }
-    hist(rc == 0 ? "fence-ok" : "fence-reject", token, 0);
+    hist(rc == 0 ? ok : reject, token, 0);
     flock(fd, LOCK_UN);
     close(fd);
+}
+
+static void fenced_write(const char *store, int64_t token)
+{
+    fenced_write_as(store, token, "fence-ok", "fence-reject");
 }
 
 static void on_leader(zkr_election_t *e, int leader, int rc, void *data)
@@ -178,6 +220,141 @@ static int run_elector(zkr_session_t *s, const char *path, const char *id,
         rc = 0;
     zkr_election_free(e);
     return rc;
+}
+
+/* -R: a leader function's steps and what the witness needs. */
+enum { STEP_MS = 20, STEP_BOUND_MS = 100 };
+
+struct runner {
+    zkr_election_t *e;
+    zkr_session_t *s;
+    const char *store;
+    int hold;
+    int broken;
+    int iters;        /* functions to run (without -d) */
+    int64_t epoch;    /* of the running function */
+    atomic_int wstop; /* tells the witness to end */
+    atomic_int terms; /* functions that returned */
+    atomic_int done;  /* the run loop is over */
+};
+
+/* Logs when the stop descriptor becomes readable (fd-on, time after the
+ * poll that saw it) and quiet again (fd-off, time before the poll that
+ * saw it), while the leader function runs. Independent of what the
+ * function does, so that the checker knows from when the function could
+ * have known. */
+static void *witness(void *arg)
+{
+    struct runner *r = arg;
+    struct pollfd p = {zkr_election_fd(r->e), POLLIN, 0};
+    int on = 0;
+
+    while (!r->wstop) {
+        if (!on) {
+            if (poll(&p, 1, 20) > 0) {
+                hist("fd-on", r->epoch, 0);
+                on = 1;
+            }
+        } else {
+            long long t;
+
+            usleep(2000);
+            t = now_ns();
+            if (poll(&p, 1, 0) == 0) {
+                hist_at(t, "fd-off", r->epoch, 0);
+                on = 0;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* The leader function: HOLD_MS of steps, each after the checks the
+ * documentation asks for (see the top). The check's time is read before
+ * the descriptor is polled, so a loss written before that time is seen. */
+static int lead_fn(zkr_election_t *e, void *data)
+{
+    struct runner *r = data;
+    struct pollfd p = {zkr_election_fd(e), POLLIN, 0};
+    int64_t until = zkt_now_ms() + r->hold;
+    pthread_t w;
+
+    if (zkr_election_epoch(e, &r->epoch) != 0)
+        return 0; /* already lost: the descriptor says so too */
+    hist("fn-start", r->epoch, 0);
+    r->wstop = 0;
+    if (pthread_create(&w, NULL, witness, r) != 0)
+        _exit(4);
+    while (zkt_now_ms() < until) {
+        long long tc = now_ns();
+        int64_t valid;
+
+        if (!r->broken && poll(&p, 1, 0) > 0)
+            break; /* stop: leadership ended or is in doubt */
+        valid = zkr_session_valid_ms(r->s);
+        if (!r->broken && valid < STEP_BOUND_MS) {
+            poll(&p, 1, 10); /* no step now; stop if told meanwhile */
+            continue;
+        }
+        hist_at(tc, "check", r->epoch, valid);
+        fenced_write_as(r->store, r->epoch, "effect", "effect-reject");
+        if (r->broken)
+            usleep(STEP_MS * 1000);
+        else
+            poll(&p, 1, STEP_MS);
+    }
+    r->wstop = 1;
+    pthread_join(w, NULL);
+    hist("fn-return", r->epoch, 0);
+    r->terms++;
+    return 0;
+}
+
+/* Ends the run loop once no more terms are due: leaves until it is over
+ * (a leave between two run() calls finds nothing to leave). */
+static void *stopper(void *arg)
+{
+    struct runner *r = arg;
+
+    while (!atomic_load(&r->done)) {
+        usleep(10000);
+        if (!more(atomic_load(&r->terms), r->iters))
+            zkr_election_leave(r->e);
+    }
+    return NULL;
+}
+
+/* The -R loop: zkr_election_run() with requeue until no more terms are
+ * due; under -r an error is logged ("giveup") and run() called again. */
+static int run_runner(zkr_session_t *s, const char *path, const char *id,
+                      int iters, int hold, int broken, const char *store)
+{
+    struct runner r;
+    pthread_t st;
+    int rc = 0;
+
+    memset(&r, 0, sizeof(r));
+    r.s = s;
+    r.store = store;
+    r.hold = hold;
+    r.broken = broken;
+    r.iters = iters;
+    if (store == NULL ||
+        zkr_election_new(&r.e, s, path, id, NULL, ZKR_POLICY_SUSPEND) != 0)
+        return 3;
+    if (pthread_create(&st, NULL, stopper, &r) != 0)
+        return 4;
+    while (more(atomic_load(&r.terms), iters)) {
+        rc = zkr_election_run(r.e, lead_fn, &r, 1);
+        if (rc == 0 || !resilient)
+            break; /* 0: left (the stopper) */
+        hist("giveup", rc, 0);
+        usleep(50000);
+    }
+    atomic_store(&r.done, 1);
+    pthread_join(st, NULL);
+    zkr_election_free(r.e);
+    return resilient ? 0 : rc;
 }
 
 static void log_line(int fd, const char *what, const char *id, long seq,
@@ -244,6 +421,7 @@ int main(int argc, char **argv)
     int iters = 1, timeout = 10000, hold = 2, opt, logfd = -1, rc = 0;
     int broken = 0;  /* -b: skip the lock, to show the checks catch it */
     int elector = 0; /* -E: take part in an election instead */
+    int runner = 0;  /* -R: run leader functions instead */
     int permits = 0; /* -P N: a permit of a semaphore of N instead */
     const char *holders = NULL; /* -k FILE: "<now> <max>" holders count */
     const char *history = NULL; /* -H FILE: events for tests/zkr-check */
@@ -252,7 +430,7 @@ int main(int argc, char **argv)
     zkr_session_t *s;
     zkr_lock_t *l;
 
-    while ((opt = getopt(argc, argv, "s:p:n:c:l:i:t:h:bP:k:H:F:Ed:rw:")) !=
+    while ((opt = getopt(argc, argv, "s:p:n:c:l:i:t:h:bP:k:H:F:ERd:rw:")) !=
            -1) {
         switch (opt) {
         case 's':
@@ -297,6 +475,9 @@ int main(int argc, char **argv)
         case 'E':
             elector = 1;
             break;
+        case 'R':
+            runner = 1;
+            break;
         case 'd':
             run_until_ms = zkt_now_ms() + 1000LL * atoi(optarg);
             break;
@@ -328,8 +509,9 @@ int main(int argc, char **argv)
         while (access(go, F_OK) != 0)
             usleep(5000);
     }
-    if (elector) {
-        rc = run_elector(s, path, id, iters, hold, broken);
+    if (elector || runner) {
+        rc = runner ? run_runner(s, path, id, iters, hold, broken, store)
+                    : run_elector(s, path, id, iters, hold, broken);
         hist("exit", rc, 0);
         zkr_session_free(s);
         if (rc != 0)

@@ -71,6 +71,27 @@ static inline int children(const char *path)
     return zkt_count_children(raw, path);
 }
 
+/* The path of the oldest election candidate (the leader's "-latch-" node)
+ * below dir into node; 0, or -1 if there is none. */
+static inline int first_latch(const char *dir, char *node, size_t len)
+{
+    struct String_vector v = {0, NULL};
+    const char *first = NULL;
+
+    if (zoo_get_children(raw, dir, 0, &v) != ZOK)
+        return -1;
+    for (int i = 0; i < v.count; i++) {
+        const char *m = strstr(v.data[i], "-latch-");
+        if (m != NULL &&
+            (first == NULL || strcmp(m, strstr(first, "-latch-")) < 0))
+            first = v.data[i];
+    }
+    if (first != NULL)
+        snprintf(node, len, "%s/%s", dir, first);
+    deallocate_String_vector(&v);
+    return first != NULL ? 0 : -1;
+}
+
 /* What a run of contender processes (tests/contender) left behind. */
 struct verdict {
     long long counter;   /* final shared counter (locks only), else -1 */

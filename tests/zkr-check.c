@@ -26,6 +26,24 @@
  *                           lock, 1 the election
  *   foreign-write / foreign-delete CZXID KIND   it wrote / deleted another
  *                           contender's waiting node (never the first's)
+ *   op-delete EPOCH         the driver deleted the election leader's node
+ *                           (an operator's forced release), logged before
+ *                           the delete; a foreign-delete of an election
+ *                           node counts the same (it may have become the
+ *                           leader's meanwhile)
+ *   fn-start EPOCH / fn-return EPOCH   a leader function of
+ *                           zkr_election_run() (contender -R) starts /
+ *                           returns; the same epoch again by the same
+ *                           process is the same leadership re-verified
+ *   check EPOCH VALID_MS    the function's checks before a step passed:
+ *                           stop descriptor quiet, session valid_ms; time
+ *                           read before the descriptor was polled
+ *   effect / effect-reject EPOCH   the step: one write of the epoch to a
+ *                           fenced store, admitted or refused (logged
+ *                           under the store's lock, in its order)
+ *   fd-on / fd-off EPOCH    a witness thread beside the function saw the
+ *                           stop descriptor readable (time after its poll)
+ *                           / quiet again (time before its poll)
  *
  * Properties, each a counter in the one output line; the exit status is 1
  * if any violation counter is non-zero:
@@ -50,16 +68,50 @@
  *                      within SESSION_MS + MARGIN_MS (only counted when a
  *                      waiter that was neither paused nor killed was
  *                      queued at the kill).
- *   double_leaders     a leader-on while another elector was leader and not
- *                      paused or killed, or while a foreign candidate
- *                      created before it was still there.
- *   epoch_regressions  a leader-on whose epoch is not above the last one.
+ *   double_leaders     a leader-on or fn-start while another elector was
+ *                      leader and not paused or killed, its node not
+ *                      deleted by someone else, and not running a leader
+ *                      function that was paused since it started (that
+ *                      one's effects are judged instead); or while a
+ *                      foreign candidate created before it was still
+ *                      there. For functions: one starts only after the
+ *                      previous one returned or could not act.
+ *   epoch_regressions  a leader-on (fn-start, unless the same leadership
+ *                      again) whose epoch is not above the last one.
+ *   fn_interleavings   leader functions' effects interleave: an effect
+ *                      attempt (admitted or refused: what the function
+ *                      did) with an epoch below that of an effect already
+ *                      admitted, i.e. an older leader acted after a newer
+ *                      one had. Judged at the time of the attempt, never
+ *                      over intervals that include a freeze; excused only
+ *                      when the function could not have known, which the
+ *                      store's fence then covers: (a) its process was
+ *                      paused between the check and the attempt (a frozen
+ *                      process executes nothing; it may wake between the
+ *                      two); (b) the attempt came after check time +
+ *                      VALID_MS (the guarantee it checked had run out:
+ *                      the process was stalled in between); (c) its node
+ *                      was deleted by someone else before the attempt, no
+ *                      fd-on was seen before the check, and the check was
+ *                      less than SESSION_MS after the delete (a deletion
+ *                      reaches the old and the new leader at about the
+ *                      same time; over a healthy link the old one learns
+ *                      in milliseconds, over a dead one SUSPENDED or its
+ *                      valid_ms stop it well within a session timeout).
+ *                      Rule (c) takes a fd-on as knowledge until a fd-off:
+ *                      a correct function polls after reading its check
+ *                      time, so a descriptor readable before that time is
+ *                      seen, unless re-verification cleared it between the
+ *                      witness's samples (2 ms) — which matters only if a
+ *                      newer leader acted in that instant.
  *
  * Also reported: acquisitions, leaderships, stale_rejected (fence-reject
  * count), faults and their kinds, foreign (the foreign actor's contenders,
- * writes and deletes), and handover_p99_ms (release or kill of a
- * holder with a waiter queued, to the next grant). -v prints each violation to
- * stderr.
+ * writes and deletes), handover_p99_ms (release or kill of a
+ * holder with a waiter queued, to the next grant), fn_runs (leader
+ * functions), effects (attempts) and effects_refused (by the fence). An
+ * effect the fence admitted below one it admitted before counts as a
+ * fencing violation. -v prints each violation to stderr.
  */
 #define _DEFAULT_SOURCE
 #include <inttypes.h>
@@ -81,13 +133,22 @@ struct ev {
 
 struct proc {
     long pid;
-    int holding;   /* granted, not released, lost or killed */
-    int impaired;  /* suspended, paused or killed since the grant */
-    int paused;    /* frozen by the driver right now */
-    int waiting;   /* enqueued, not yet granted */
-    int leader;    /* leader-on, no leader-off yet */
-    int dead;      /* killed or exited */
-    long long seq; /* sequence of the current grant */
+    long long epoch;   /* of its current leadership */
+    int deposed;       /* its leader node was deleted by someone else */
+    int fn;            /* a leader function (fn-start) is running */
+    int fn_impaired;   /* ... and was paused since it started */
+    int fd_on;         /* its witness saw the stop descriptor readable */
+    long long check_t; /* its last check: time (ns), */
+    long long check_v; /* valid_ms then, */
+    int check_knew;    /* whether the descriptor was seen readable, */
+    int check_paused;  /* and whether it was paused since */
+    int holding;       /* granted, not released, lost or killed */
+    int impaired;      /* suspended, paused or killed since the grant */
+    int paused;        /* frozen by the driver right now */
+    int waiting;       /* enqueued, not yet granted */
+    int leader;        /* leader-on, no leader-off yet */
+    int dead;          /* killed or exited */
+    long long seq;     /* sequence of the current grant */
 };
 
 static struct ev *evs;
@@ -164,6 +225,55 @@ static void violation(const struct ev *e, const char *what, long other)
                 what, e->t, e->pid, e->what, e->a, other);
 }
 
+/* Leader nodes deleted by someone else than their owner (the driver's
+ * op-delete, or a foreign-delete of an election node): epoch and time. */
+struct ousting {
+    long long epoch;
+    long long t;
+};
+static struct ousting *ousted;
+static size_t nousted, capousted;
+
+static void oust(long long epoch, long long t)
+{
+    if (nousted == capousted) {
+        capousted = capousted ? capousted * 2 : 64;
+        ousted = realloc(ousted, capousted * sizeof(*ousted));
+        if (ousted == NULL)
+            exit(3);
+    }
+    ousted[nousted].epoch = epoch;
+    ousted[nousted++].t = t;
+    for (size_t i = 0; i < nproc; i++)
+        if (procs[i].leader && procs[i].epoch == epoch)
+            procs[i].deposed = 1;
+}
+
+/* Time of the first ousting of epoch, or -1. */
+static long long ousted_at(long long epoch)
+{
+    for (size_t i = 0; i < nousted; i++)
+        if (ousted[i].epoch == epoch)
+            return ousted[i].t;
+    return -1;
+}
+
+/* Whether an effect attempt by p with epoch x at time t, after a newer
+ * leader's effect, is excused (see fn_interleavings at the top): p was
+ * paused between its check and the attempt; the valid_ms it saw at the
+ * check had run out by the attempt; or x's node was deleted by someone
+ * else before the attempt, and at the check p's descriptor had not been
+ * seen readable and the deletion was at most bound_ns old. */
+static int excused(const struct proc *p, long long x, long long t,
+                   long long bound_ns)
+{
+    long long td = ousted_at(x);
+
+    if (p->check_paused || t - p->check_t > p->check_v * 1000000LL)
+        return 1;
+    return td >= 0 && td <= t && !p->check_knew && p->check_t < td + bound_ns;
+}
+
 /* The foreign actor's contenders alive now, and the waiting nodes it
  * deleted: czxid and kind (0 lock, 1 election). */
 struct fnode {
@@ -203,6 +313,8 @@ static void foreign_event(const struct ev *e, long long czxid)
     } else if (strcmp(e->what, "foreign-delete") == 0) {
         fpush(&gone, &ngone, &capgone, czxid, e->b);
         foreign_deletes++;
+        if (e->b == 1)
+            oust(czxid, e->t);
         for (size_t i = 0; i < nalive; i++) /* another actor's: gone */
             if (alive[i].czxid == czxid && alive[i].kind == e->b)
                 alive[i--] = alive[--nalive];
@@ -231,13 +343,35 @@ static void foreign_check(const struct ev *e, long long token, int kind,
     }
 }
 
+/* A new leadership of p: the other leaders that are not excused (paused
+ * now, killed, their node deleted by someone else, or running a leader
+ * function that was paused since it started: its effects are judged
+ * instead). */
+static long other_leaders(const struct proc *p, const struct ev *e)
+{
+    long n = 0;
+
+    for (size_t k = 0; k < nproc; k++) {
+        const struct proc *q = &procs[k];
+
+        if (q != p && q->leader && !q->paused && !q->dead && !q->deposed &&
+            !(q->fn && q->fn_impaired)) {
+            n++;
+            violation(e, "double leader", q->pid);
+        }
+    }
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     long long session_ms = 10000, margin_ms = 5000;
     long mutex = 0, fencing = 0, fifo = 0, late = 0, leaders = 0, epochs = 0;
     long grants = 0, stale = 0, faults = 0, terms = 0, tokens = 0;
-    long deleted = 0;
+    long deleted = 0, fn_runs = 0, attempts = 0, refused = 0, interleaved = 0;
     long long highest_fence = 0, last_seq = 0, last_epoch = 0, last_token = 0;
+    long long highest_effect = 0;
+    long last_epoch_pid = 0, highest_effect_pid = 0;
     int have_seq = 0;
     long long handover_from = -1; /* ns of a release/kill with a waiter */
     int handover_kill = 0;
@@ -353,25 +487,63 @@ int main(int argc, char **argv)
             }
         } else if (strcmp(e->what, "fence-reject") == 0) {
             stale++;
-        } else if (strcmp(e->what, "leader-on") == 0) {
-            for (size_t k = 0; k < nproc; k++) {
-                struct proc *q = &procs[k];
+        } else if (strcmp(e->what, "leader-on") == 0 ||
+                   strcmp(e->what, "fn-start") == 0) {
+            int fn = e->what[0] == 'f';
+            /* The same leadership's function again (re-verified after a
+             * suspension), with no other leader between. */
+            int again = fn && arg == last_epoch && p->pid == last_epoch_pid;
 
-                if (q != p && q->leader && !q->paused && !q->dead) {
-                    leaders++;
-                    violation(e, "double leader", q->pid);
-                }
-            }
-            if (arg <= last_epoch) {
+            leaders += other_leaders(p, e);
+            if (arg <= last_epoch && !again) {
                 epochs++;
                 violation(e, "epoch regression", -1);
             }
             foreign_check(e, arg, 1, &leaders, &deleted);
             last_epoch = arg;
+            last_epoch_pid = p->pid;
             p->leader = 1;
-            terms++;
-        } else if (strcmp(e->what, "leader-off") == 0) {
+            p->epoch = arg;
+            p->deposed = ousted_at(arg) >= 0;
+            if (fn) {
+                p->fn = 1;
+                p->fn_impaired = p->paused;
+                p->fd_on = 0;
+                fn_runs++;
+            }
+            terms += !again;
+        } else if (strcmp(e->what, "leader-off") == 0 ||
+                   strcmp(e->what, "fn-return") == 0) {
             p->leader = 0;
+            p->fn = 0;
+        } else if (strcmp(e->what, "fd-on") == 0) {
+            p->fd_on = 1;
+        } else if (strcmp(e->what, "fd-off") == 0) {
+            p->fd_on = 0;
+        } else if (strcmp(e->what, "check") == 0) {
+            p->check_t = e->t;
+            p->check_v = e->b;
+            p->check_knew = p->fd_on;
+            p->check_paused = p->paused;
+        } else if (strcmp(e->what, "effect") == 0 ||
+                   strcmp(e->what, "effect-reject") == 0) {
+            attempts++;
+            if (arg < highest_effect &&
+                !excused(p, arg, e->t, session_ms * 1000000LL)) {
+                interleaved++;
+                violation(e, "leader functions interleave", highest_effect_pid);
+            }
+            if (strcmp(e->what, "effect-reject") == 0) {
+                refused++;
+            } else if (arg < highest_effect) {
+                fencing++;
+                violation(e, "fencing (effects)", -1);
+            } else {
+                highest_effect = arg;
+                highest_effect_pid = p->pid;
+            }
+        } else if (strcmp(e->what, "op-delete") == 0) {
+            oust(arg, e->t);
         } else if (strcmp(e->what, "pause") == 0 ||
                    strcmp(e->what, "unpause") == 0 ||
                    strcmp(e->what, "kill") == 0) {
@@ -385,6 +557,8 @@ int main(int argc, char **argv)
             }
             q->paused = 1;
             q->impaired |= q->holding;
+            q->fn_impaired |= q->fn;
+            q->check_paused = 1;
             if (strcmp(e->what, "kill") != 0)
                 continue;
             for (size_t k = 0; k < nproc; k++)
@@ -418,18 +592,21 @@ int main(int argc, char **argv)
            "mutex_violations=%ld fencing_violations=%ld stale_rejected=%ld "
            "fifo_inversions=%ld late_handovers=%ld double_leaders=%ld "
            "epoch_regressions=%ld deleted_grants=%ld token_regressions=%ld "
-           "foreign=%ld/%ld/%ld handover_p99_ms=%lld\n",
+           "foreign=%ld/%ld/%ld handover_p99_ms=%lld fn_runs=%ld "
+           "effects=%ld effects_refused=%ld fn_interleavings=%ld\n",
            nev, grants, terms, faults, kinds[0] ? kinds : "none", mutex,
            fencing, stale, fifo, late, leaders, epochs, deleted, tokens,
            foreign_joins, foreign_writes, foreign_deletes,
-           nho ? handovers[(nho - 1) * 99 / 100] / 1000000 : 0);
+           nho ? handovers[(nho - 1) * 99 / 100] / 1000000 : 0, fn_runs,
+           attempts, refused, interleaved);
     free(handovers);
     free(evs);
     free(procs);
     free(alive);
     free(gone);
+    free(ousted);
     return mutex || fencing || fifo || late || leaders || epochs || deleted ||
-                   tokens
+                   tokens || interleaved
                ? 1
                : 0;
 }

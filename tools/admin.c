@@ -25,7 +25,7 @@ enum {
     PERM_ALL = 31
 };
 
-static int64_t wall_ms(void)
+int64_t cli_wall_ms(void)
 {
     struct timespec ts;
 
@@ -62,7 +62,7 @@ static const char *mode_of(const zkr_contender_t *e)
 }
 
 /* The recipe a queue belongs to, from its entries' modes. */
-static const char *kind_of(const zkr_contender_t *v, int n)
+const char *cli_queue_kind(const zkr_contender_t *v, int n)
 {
     const char *m;
 
@@ -81,94 +81,143 @@ static const char *kind_of(const zkr_contender_t *v, int n)
     return "lock";
 }
 
+/* A semaphore's permit count, from its first entry's name
+ * ("-permits-N-"), or 0. */
+static long permits_of(const zkr_contender_t *v, int n)
+{
+    const char *m = n > 0 ? strstr(basename_of(v[0].node), "-permits-") : NULL;
+
+    return m != NULL ? strtol(m + strlen("-permits-"), NULL, 10) : 0;
+}
+
 static int list(const cli_t *c, zkr_session_t *s, const char *path,
                 zkr_contender_t **v, int *n, int *holding)
 {
     int rc = zkr_contenders_list(s, path, v, n);
 
-    if (rc == ZBADARGUMENTS) {
-        cli_err("invalid PATH '%s'", path);
-        return CLI_EXIT_ERROR;
-    }
+    if (rc == ZBADARGUMENTS)
+        return cli_usage_error(NULL, "invalid PATH '%s'", path);
     if (rc == ZNOAUTH) {
-        cli_err("%s: permission denied: its ACL does not let %s read it", path,
-                c->auth != NULL ? "these credentials" : "anonymous");
-        return CLI_EXIT_ERROR;
+        cli_err("%s: permission denied: its ACL does not let %s read it "
+                "(ZooKeeper at %s)",
+                path, c->auth != NULL ? "these credentials" : "anonymous",
+                c->hosts);
+        return CLI_EXIT_NOPERM;
     }
-    if (rc != 0) {
-        cli_err("%s: cannot list: %s", path, zkr_strerror(rc));
-        return CLI_EXIT_ERROR;
-    }
+    if (rc != 0)
+        return cli_zk_error(c, rc, "%s: cannot list", path);
     *holding = zkr_contenders_holding(*v, *n);
     if (*holding < 0) {
         zkr_contenders_free(*v, *n);
         cli_err("out of memory");
-        return CLI_EXIT_ERROR;
+        return CLI_EXIT_OSERR;
     }
     return 0;
 }
 
-static void json_entry(strbuf_t *b, const zkr_contender_t *e, int64_t now)
+/* Session ids look the same everywhere: ZKR_SESSION_ID, --json and the
+ * sequencer (zkr_sequencer_format()) spell them as 16 hex digits. */
+static void session_hex(int64_t id, char out[17])
+{
+    snprintf(out, 17, "%016" PRIx64, (uint64_t)id);
+}
+
+static json_t *json_entry(const zkr_contender_t *e, int64_t now)
 {
     int64_t age = now - e->ctime_ms;
+    char sid[17];
+    json_t *o = json_object();
 
-    sb_printf(b, "{\"node\":");
-    sb_json_str(b, e->node);
-    sb_printf(b, ",\"id\":");
-    sb_json_str(b, e->id != NULL ? e->id : "");
-    sb_printf(b, ",\"mode\":\"%s\"", mode_of(e));
-    sb_printf(b,
-              ",\"token\":%" PRId64 ",\"session\":\"0x%" PRIx64
-              "\",\"seq\":%d,\"age_ms\":%" PRId64 "}",
-              e->czxid, (uint64_t)e->session_id, (int)e->seq,
-              age > 0 ? age : 0);
+    session_hex(e->session_id, sid);
+    if (o == NULL || cli_json_set_text(o, "node", e->node) != 0 ||
+        cli_json_set_text(o, "id", e->id != NULL ? e->id : "") != 0 ||
+        json_object_set_new(o, "mode", json_string(mode_of(e))) != 0 ||
+        json_object_set_new(o, "token", json_integer(e->czxid)) != 0 ||
+        json_object_set_new(o, "session", json_string(sid)) != 0 ||
+        json_object_set_new(o, "seq", json_integer(e->seq)) != 0 ||
+        json_object_set_new(o, "age_ms", json_integer(age > 0 ? age : 0)) !=
+            0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
-static void print_json(const char *path, const zkr_contender_t *v, int n,
-                       int holding)
+static int print_json(const char *path, const zkr_contender_t *v, int n,
+                      int holding)
 {
-    strbuf_t b = {0};
-    int64_t now = wall_ms();
+    int64_t now = cli_wall_ms();
+    json_t *top = json_object(), *holders = json_array(),
+           *waiters = json_array();
+    int bad = top == NULL || holders == NULL || waiters == NULL;
 
-    sb_printf(&b, "{\"path\":");
-    sb_json_str(&b, path);
-    sb_printf(&b, ",\"kind\":\"%s\",\"holders\":[", kind_of(v, n));
-    for (int i = 0; i < holding; i++) {
-        sb_printf(&b, i > 0 ? "," : "");
-        json_entry(&b, &v[i], now);
+    bad = bad || cli_json_set_text(top, "path", path) != 0 ||
+          json_object_set_new(top, "kind", json_string(cli_queue_kind(v, n))) !=
+              0;
+    if (!bad && strcmp(cli_queue_kind(v, n), "semaphore") == 0)
+        bad = json_object_set_new(top, "permits",
+                                  json_integer(permits_of(v, n))) != 0;
+    for (int i = 0; !bad && i < n; i++)
+        bad = json_array_append_new(i < holding ? holders : waiters,
+                                    json_entry(&v[i], now)) != 0;
+    if (!bad) {
+        bad = json_object_set(top, "holders", holders) != 0 ||
+              json_object_set(top, "waiters", waiters) != 0 ||
+              json_dumpf(top, stdout, JSON_COMPACT) != 0 ||
+              fputc('\n', stdout) == EOF;
     }
-    sb_printf(&b, "],\"waiters\":[");
-    for (int i = holding; i < n; i++) {
-        sb_printf(&b, i > holding ? "," : "");
-        json_entry(&b, &v[i], now);
-    }
-    sb_printf(&b, "]}\n");
-    if (!b.oom)
-        fputs(b.p, stdout);
-    sb_free(&b);
+    json_decref(holders);
+    json_decref(waiters);
+    json_decref(top);
+    if (bad)
+        cli_err("cannot write the JSON output: out of memory or stdout "
+                "failed");
+    return bad ? CLI_EXIT_OSERR : 0;
 }
 
-static void print_text(const char *path, const zkr_contender_t *v, int n,
-                       int holding)
+/* The table escapes what it prints (cli_escape()): a node name or an
+ * identifier with a newline or an escape sequence cannot split a row or
+ * reach the terminal. */
+static int print_text(const char *path, const zkr_contender_t *v, int n,
+                      int holding)
 {
-    int64_t now = wall_ms();
+    int64_t now = cli_wall_ms();
+    char *p = cli_escaped(path);
+    const char *kind = cli_queue_kind(v, n);
 
-    printf("%s: %s, %d holding, %d waiting\n", path, kind_of(v, n), holding,
-           n - holding);
-    if (n == 0)
-        return;
-    printf("%-7s %-9s %-56s %-16s %-12s %s\n", "ROLE", "MODE", "NODE", "ID",
-           "TOKEN", "AGE");
+    if (p == NULL)
+        return CLI_EXIT_OSERR;
+    if (strcmp(kind, "semaphore") == 0)
+        printf("%s: semaphore of %ld permits, %d holding, %d waiting\n", p,
+               permits_of(v, n), holding, n - holding);
+    else
+        printf("%s: %s, %d holding, %d waiting\n", p, kind, holding,
+               n - holding);
+    free(p);
+    if (n > 0)
+        printf("%-7s %-9s %-56s %-16s %-12s %-16s %s\n", "ROLE", "MODE", "NODE",
+               "ID", "TOKEN", "SESSION", "AGE");
     for (int i = 0; i < n; i++) {
         int64_t age = now - v[i].ctime_ms;
+        char *node = cli_escaped(basename_of(v[i].node));
+        char *id = cli_escaped(v[i].id != NULL ? v[i].id : "");
+        char sid[17];
+        if (node == NULL || id == NULL) {
+            free(node);
+            free(id);
+            return CLI_EXIT_OSERR;
+        }
+        session_hex(v[i].session_id, sid);
         if (age < 0)
             age = 0;
-        printf("%-7s %-9s %-56s %-16s %-12" PRId64 " %" PRId64 ".%01" PRId64
-               "s\n",
-               i < holding ? "holder" : "waiter", mode_of(&v[i]),
-               basename_of(v[i].node), v[i].id != NULL ? v[i].id : "",
-               v[i].czxid, age / 1000, (age % 1000) / 100);
+        printf("%-7s %-9s %-56s %-16s %-12" PRId64 " %-16s %" PRId64
+               ".%01" PRId64 "s\n",
+               i < holding ? "holder" : "waiter", mode_of(&v[i]), node, id,
+               v[i].czxid, sid, age / 1000, (age % 1000) / 100);
+        free(node);
+        free(id);
     }
+    return 0;
 }
 
 int cli_inspect(const cli_t *c, int argc, char **argv)
@@ -188,7 +237,15 @@ int cli_inspect(const cli_t *c, int argc, char **argv)
         if (opt == 'j') {
             json = 1;
         } else if (opt == 'h') {
-            printf("usage: zkr inspect [--json] PATH\n");
+            printf("usage: zkr inspect [--json] PATH\n\n"
+                   "Shows the holders and waiters of PATH's queue.\n\n"
+                   "  -j, --json   one JSON object on one line (bytes that "
+                   "are not UTF-8:\n"
+                   "               U+FFFD, exact bytes in KEY_hex)\n"
+                   "  -h, --help   this help\n\n"
+                   "Exit status: 0; 64 usage; 69 no server or session; 71 "
+                   "other error;\n"
+                   "77 permission denied. See zkr(1).\n");
             return 0;
         } else {
             return cli_usage_error("inspect", "unknown option '%s'",
@@ -197,14 +254,15 @@ int cli_inspect(const cli_t *c, int argc, char **argv)
     }
     if (optind != argc - 1)
         return cli_usage_error("inspect", "wants exactly one PATH");
-    if ((status = cli_open_session(c, &s)) != 0)
+    if ((status = cli_check_args("inspect", argv[optind], NULL)) != 0 ||
+        (status = cli_open_session(c, &s)) != 0)
         return status;
     status = list(c, s, argv[optind], &v, &n, &holding);
     if (status == 0) {
         if (json)
-            print_json(argv[optind], v, n, holding);
+            status = print_json(argv[optind], v, n, holding);
         else
-            print_text(argv[optind], v, n, holding);
+            status = print_text(argv[optind], v, n, holding);
         zkr_contenders_free(v, n);
     }
     zkr_session_free(s);
@@ -383,10 +441,8 @@ int cli_check_path_acl(const cli_t *c, zkr_session_t *s, const char *path,
     if (want == NULL || want == &ZOO_OPEN_ACL_UNSAFE)
         return 0;
     rc = zoo_get_acl(zkr_session_handle(s), path, &have, NULL);
-    if (rc != ZOK) {
-        cli_err("%s: cannot read its ACL: %s", path, zerror(rc));
-        return CLI_EXIT_ERROR;
-    }
+    if (rc != ZOK)
+        return cli_zk_error(c, rc, "%s: cannot read its ACL", path);
     auth_id(c, self, sizeof(self));
     weaker = acl_weaker(&have, want, self, 0, what, sizeof(what));
     deallocate_ACL_vector(&have);
@@ -395,7 +451,7 @@ int cli_check_path_acl(const cli_t *c, zkr_session_t *s, const char *path,
                 "others could delete a holder's node or queue before it; "
                 "change the ACL of %s (setAcl) or use another PATH",
                 path, acl_name, what, path);
-        return CLI_EXIT_ERROR;
+        return CLI_EXIT_NOPERM;
     }
     return 0;
 }
@@ -434,7 +490,7 @@ static struct ACL audit_record_entry[] = {{PERM_READ, {"world", "anyone"}}};
 static struct ACL_vector audit_record_acl = {1, audit_record_entry};
 
 /* Makes sure AUDIT_DIR exists and that its ACL is append-only for
- * world:anyone. 0 or CLI_EXIT_ERROR (said why). */
+ * world:anyone. 0 or an exit status (said why). */
 static int audit_dir_check(const cli_t *c, zhandle_t *zh)
 {
     struct ACL_vector have = {0, NULL};
@@ -444,11 +500,11 @@ static int audit_dir_check(const cli_t *c, zhandle_t *zh)
     rc = zoo_get_acl(zh, AUDIT_DIR, &have, NULL);
     if (rc == ZNONODE && (rc = make_audit_dir(c, zh)) == ZOK)
         rc = zoo_get_acl(zh, AUDIT_DIR, &have, NULL);
-    if (rc != ZOK) {
-        cli_err("cannot prepare the audit trail %s: %s; nothing was changed",
-                AUDIT_DIR, zerror(rc));
-        return CLI_EXIT_ERROR;
-    }
+    if (rc != ZOK)
+        return cli_zk_error(c, rc,
+                            "cannot prepare the audit trail %s (nothing was "
+                            "changed)",
+                            AUDIT_DIR);
     /* Identities other than world:anyone are administrators. */
     weaker = acl_weaker(&have, &audit_dir_acl_anon, "", PERM_ALL, what,
                         sizeof(what));
@@ -459,35 +515,32 @@ static int audit_dir_check(const cli_t *c, zhandle_t *zh)
                 "setAcl %s world:anyone:cr,digest:ADMIN:HASH:cdrwa); nothing "
                 "was changed",
                 AUDIT_DIR, what, AUDIT_DIR);
-        return CLI_EXIT_ERROR;
+        return CLI_EXIT_NOPERM;
     }
     return 0;
 }
 
 /* Which identities of PATH's ACL allowed this session to delete a child
- * of it (DELETE on the parent), as a JSON array: "world:anyone" means the
- * operator's identity was not needed at all. */
-static void delete_allowed_by(zhandle_t *zh, const char *path, const char *self,
-                              strbuf_t *b)
+ * of it (DELETE on the parent): "world:anyone" means the operator's
+ * identity was not needed at all. A new JSON array, or NULL. */
+static json_t *delete_allowed_by(zhandle_t *zh, const char *path,
+                                 const char *self)
 {
     struct ACL_vector have = {0, NULL};
-    int n = 0;
+    json_t *a = json_array();
 
-    sb_printf(b, "[");
-    if (zoo_get_acl(zh, path, &have, NULL) == ZOK) {
+    if (a != NULL && zoo_get_acl(zh, path, &have, NULL) == ZOK) {
         for (int i = 0; i < have.count; i++) {
             char full[512];
             const struct ACL *e = &have.data[i];
             snprintf(full, sizeof(full), "%s:%s", e->id.scheme, e->id.id);
-            if (!(e->perms & PERM_DELETE) ||
-                !(is_world(&e->id) || strcmp(full, self) == 0))
-                continue;
-            sb_printf(b, n++ > 0 ? "," : "");
-            sb_json_str(b, full);
+            if ((e->perms & PERM_DELETE) &&
+                (is_world(&e->id) || strcmp(full, self) == 0))
+                json_array_append_new(a, cli_json_text(full));
         }
         deallocate_ACL_vector(&have);
     }
-    sb_printf(b, "]");
+    return a;
 }
 
 /* A fresh random id for a record, so that its name is known before the
@@ -516,52 +569,49 @@ static void new_uuid(char out[37])
  * identity, the ACL entries that allowed the delete, the holder's node as
  * listed) at the top level, what only the operator's machine says under
  * "claimed". `action` is "release --force", or the marker that blocks a
- * release whose outcome was unknown. */
+ * release whose outcome was unknown. Valid JSON whatever the bytes of the
+ * holder's identifier or the reason (see cli_json_set_text()). */
 static char *audit_record(const cli_t *c, zhandle_t *zh, const char *path,
                           const zkr_contender_t *h, const char *reason,
                           const char *uuid, const char *action)
 {
-    char self[512], host[256] = "?", when[64];
+    char self[512], host[256] = "?", when[64], sid[17];
     struct passwd *pw = getpwuid(getuid());
     time_t t = time(NULL);
     struct tm tm;
-    strbuf_t b = {0};
+    json_t *rec = json_object(), *claimed = json_object();
+    char *out = NULL;
 
     auth_id(c, self, sizeof(self));
     gethostname(host, sizeof(host) - 1);
     host[sizeof(host) - 1] = '\0';
     gmtime_r(&t, &tm);
     strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    sb_printf(&b, "{\"id\":\"%s\",\"action\":", uuid);
-    sb_json_str(&b, action);
-    sb_printf(&b, ",\"path\":");
-    sb_json_str(&b, path);
-    sb_printf(&b, ",\"node\":");
-    sb_json_str(&b, h->node);
-    sb_printf(&b, ",\"holder_id\":");
-    sb_json_str(&b, h->id != NULL ? h->id : "");
-    sb_printf(&b,
-              ",\"token\":%" PRId64 ",\"holder_session\":\"0x%" PRIx64
-              "\",\"reason\":",
-              h->czxid, (uint64_t)h->session_id);
-    sb_json_str(&b, reason);
-    sb_printf(&b, ",\"operator\":");
-    if (self[0] != '\0')
-        sb_json_str(&b, self);
-    else
-        sb_printf(&b, "null");
-    sb_printf(&b, ",\"delete_allowed_by\":");
-    delete_allowed_by(zh, path, self, &b);
-    sb_printf(&b, ",\"claimed\":{\"time\":\"%s\",\"os_user\":", when);
-    sb_json_str(&b, pw != NULL ? pw->pw_name : "?");
-    sb_printf(&b, ",\"host\":");
-    sb_json_str(&b, host);
-    sb_printf(&b, ",\"pid\":%ld}}", (long)getpid());
-    if (b.oom) {
-        sb_free(&b);
-        return NULL;
-    }
-    return b.p;
+    session_hex(h->session_id, sid);
+    if (rec != NULL && claimed != NULL &&
+        json_object_set_new(rec, "id", json_string(uuid)) == 0 &&
+        cli_json_set_text(rec, "action", action) == 0 &&
+        cli_json_set_text(rec, "path", path) == 0 &&
+        cli_json_set_text(rec, "node", h->node) == 0 &&
+        cli_json_set_text(rec, "holder_id", h->id != NULL ? h->id : "") == 0 &&
+        json_object_set_new(rec, "token", json_integer(h->czxid)) == 0 &&
+        json_object_set_new(rec, "holder_session", json_string(sid)) == 0 &&
+        cli_json_set_text(rec, "reason", reason) == 0 &&
+        json_object_set_new(rec, "operator",
+                            self[0] != '\0' ? cli_json_text(self)
+                                            : json_null()) == 0 &&
+        json_object_set_new(rec, "delete_allowed_by",
+                            delete_allowed_by(zh, path, self)) == 0 &&
+        json_object_set_new(claimed, "time", json_string(when)) == 0 &&
+        cli_json_set_text(claimed, "os_user", pw != NULL ? pw->pw_name : "?") ==
+            0 &&
+        cli_json_set_text(claimed, "host", host) == 0 &&
+        json_object_set_new(claimed, "pid", json_integer(getpid())) == 0 &&
+        json_object_set(rec, "claimed", claimed) == 0)
+        out = json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(claimed);
+    json_decref(rec);
+    return out;
 }
 static int64_t mono_ms(void)
 {
@@ -645,10 +695,10 @@ static int evict(const cli_t *c, zkr_session_t **s, const char *path,
     zoo_op_result_t res[2];
     time_t t = time(NULL);
     struct tm tm;
-    int rc, status = CLI_EXIT_ERROR, answered, outcome;
+    int rc, status = CLI_EXIT_OSERR, answered, outcome;
 
-    if (audit_dir_check(c, zh) != 0)
-        return CLI_EXIT_ERROR;
+    if ((rc = audit_dir_check(c, zh)) != 0)
+        return rc;
     auth_id(c, self, sizeof(self));
     new_uuid(uuid);
     gmtime_r(&t, &tm);
@@ -689,7 +739,10 @@ static int evict(const cli_t *c, zkr_session_t **s, const char *path,
         else
             cli_err("cannot release %s: %s; nothing was changed", h->node,
                     zerror(rc));
-        status = res[0].err == ZNONODE ? CLI_EXIT_NOT_ACQUIRED : CLI_EXIT_ERROR;
+        status = res[0].err == ZNONODE ? CLI_EXIT_NOT_ACQUIRED
+                 : res[0].err == ZNOAUTH || res[1].err == ZNOAUTH
+                     ? CLI_EXIT_NOPERM
+                     : cli_exit_of(rc);
         goto out;
     } else {
         cli_err("release of %s: outcome unknown (%s): the holder may or may "
@@ -750,7 +803,22 @@ int cli_release(const cli_t *c, int argc, char **argv)
             break;
         case 'h':
             printf("usage: zkr release --force --reason TEXT [--node NODE] "
-                   "PATH\n");
+                   "PATH\n\n"
+                   "Deletes a holder's node and writes an audit record "
+                   "under " AUDIT_DIR ", in one\n"
+                   "transaction.\n\n"
+                   "  -f, --force         required: this ends another "
+                   "process's grant\n"
+                   "  -r, --reason TEXT   why (stored in the audit record), "
+                   "required\n"
+                   "      --node NODE     which holder (name or full path), "
+                   "when several hold\n"
+                   "  -h, --help          this help\n\n"
+                   "Exit status: 0 released; 1 nothing to release; 64 usage; "
+                   "69 no server or\n"
+                   "session; 71 other error or outcome unknown; 77 permission "
+                   "denied.\n"
+                   "See zkr(1).\n");
             return 0;
         default:
             return cli_usage_error("release",
@@ -768,7 +836,8 @@ int cli_release(const cli_t *c, int argc, char **argv)
     if (optind != argc - 1)
         return cli_usage_error("release", "wants exactly one PATH");
     path = argv[optind];
-    if ((status = cli_open_session(c, &s)) != 0)
+    if ((status = cli_check_args("release", path, NULL)) != 0 ||
+        (status = cli_open_session(c, &s)) != 0)
         return status;
     if ((status = list(c, s, path, &v, &n, &holding)) != 0)
         goto out;
@@ -784,9 +853,10 @@ int cli_release(const cli_t *c, int argc, char **argv)
                 node);
         status = CLI_EXIT_NOT_ACQUIRED;
     } else if (node == NULL && holding > 1) {
-        cli_err("%s: %d holders; choose one with --node (see zkr inspect)",
-                path, holding);
-        status = CLI_EXIT_ERROR;
+        status = cli_usage_error("release",
+                                 "%s: %d holders; choose one with --node "
+                                 "(see zkr inspect)",
+                                 path, holding);
     } else {
         status = evict(c, &s, path, &v[pick >= 0 ? pick : 0], reason);
     }

@@ -48,20 +48,70 @@ int cli_timeout_arg(int64_t wait_ms)
     return wait_ms < 0 || wait_ms > INT32_MAX ? -1 : (int)wait_ms;
 }
 
+int cli_utf8_len(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    int n;
+    uint32_t cp, min;
+
+    if (p[0] < 0x80)
+        return 1;
+    if (p[0] >= 0xc2 && p[0] <= 0xdf)
+        n = 2, cp = p[0] & 0x1fU, min = 0x80;
+    else if (p[0] >= 0xe0 && p[0] <= 0xef)
+        n = 3, cp = p[0] & 0x0fU, min = 0x800;
+    else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+        n = 4, cp = p[0] & 0x07U, min = 0x10000;
+    else
+        return 0;
+    for (int i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80) /* also the terminating NUL */
+            return 0;
+        cp = cp << 6 | (p[i] & 0x3fU);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
 void cli_escape(FILE *f, const char *s)
 {
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '\\')
+    while (*s != '\0') {
+        unsigned char c = (unsigned char)*s;
+        int n = cli_utf8_len(s);
+        /* C1 controls (U+0080..U+009F) act on terminals as ESC does. */
+        int c1 = n == 2 && c == 0xc2 && (unsigned char)s[1] < 0xa0;
+
+        if (c == '\\')
             fputs("\\\\", f);
-        else if (*p == '\n')
+        else if (c == '\n')
             fputs("\\n", f);
-        else if (*p == '\r')
+        else if (c == '\r')
             fputs("\\r", f);
-        else if (*p == '\t')
+        else if (c == '\t')
             fputs("\\t", f);
-        else if (*p < 0x20 || *p == 0x7f)
-            fprintf(f, "\\x%02x", *p);
+        else if (n == 0 || c < 0x20 || c == 0x7f)
+            fprintf(f, "\\x%02x", c);
+        else if (c1)
+            fprintf(f, "\\u%04x", (unsigned char)s[1]);
         else
-            fputc(*p, f);
+            fwrite(s, 1, (size_t)n, f);
+        s += n > 0 ? n : 1;
     }
+}
+
+char *cli_escaped(const char *s)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+
+    if (f == NULL)
+        return NULL;
+    cli_escape(f, s);
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
 }

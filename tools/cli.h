@@ -8,13 +8,21 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include <jansson.h>
+
 #include "zkr.h"
 
-/* Exit statuses (documented in zkr(1)). */
+/* Exit statuses (documented in zkr(1)): flock(1)'s, from sysexits.h for
+ * zkr's own errors. */
 enum {
     CLI_EXIT_NOT_ACQUIRED = 1, /* default of -E; also "nothing to release" */
-    CLI_EXIT_ERROR = 2,        /* usage, connection, permission, ... */
     CLI_EXIT_LOST = 4,         /* ownership lost while the command ran */
+    CLI_EXIT_USAGE = 64,       /* EX_USAGE: bad arguments, nothing tried */
+    CLI_EXIT_UNAVAILABLE = 69, /* EX_UNAVAILABLE: no server or no session
+                                  (retryable) */
+    CLI_EXIT_OSERR = 71,       /* EX_OSERR: any other error */
+    CLI_EXIT_NOPERM = 77,      /* EX_NOPERM: ZNOAUTH, ZAUTHFAILED, or a
+                                  PATH's ACL weaker than --acl asks */
     CLI_EXIT_NOEXEC = 126,     /* COMMAND found but not executable */
     CLI_EXIT_NOTFOUND = 127    /* COMMAND not found */
 };
@@ -23,7 +31,8 @@ enum {
 typedef struct cli {
     const char *hosts;      /* -s, $ZKR_SERVER, 127.0.0.1:2181 */
     int session_timeout_ms; /* --session-timeout */
-    const char *auth;       /* --auth USER:PASSWORD, or NULL */
+    const char *auth;       /* USER:PASSWORD (--auth, --auth-file,
+                               $ZKR_AUTH), or NULL */
     int verbose;            /* -v */
 } cli_t;
 
@@ -33,7 +42,7 @@ void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_info(const cli_t *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Prints "zkr <sub>: <message>" and a hint at --help; returns
- * CLI_EXIT_ERROR. */
+ * CLI_EXIT_USAGE. */
 int cli_usage_error(const char *sub, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
@@ -49,21 +58,48 @@ int cli_parse_int(const char *s, long lo, long hi, long *out);
  * itself when it fits, else -1 (forever), zkr then enforcing the deadline
  * itself. */
 int cli_timeout_arg(int64_t wait_ms);
-/* Writes s with control characters and backslashes escaped (\n, \xNN):
- * a value never starts a line of its own. */
+/* The length (1..4) of the valid UTF-8 character s starts with, or 0
+ * (overlong forms, surrogates, beyond U+10FFFF, truncated: invalid). */
+int cli_utf8_len(const char *s);
+/* Writes s with backslashes, control characters (C0, DEL, and C1 as
+ * \u00NN) and bytes that are not valid UTF-8 (\xNN) escaped: a value
+ * never starts a line of its own nor reaches a terminal as a control
+ * sequence. */
 void cli_escape(FILE *f, const char *s);
+/* cli_escape() into a new string (free() it), or NULL. */
+char *cli_escaped(const char *s);
+
+/* The exit status for a failure with code rc (a ZooKeeper or zkr code):
+ * CLI_EXIT_NOPERM, CLI_EXIT_UNAVAILABLE (connection, session), or
+ * CLI_EXIT_OSERR. */
+int cli_exit_of(int rc);
+/* Prints "zkr: <message>: <what rc means> (ZooKeeper at HOSTS)" and
+ * returns cli_exit_of(rc). */
+int cli_zk_error(const cli_t *c, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Checks PATH (and ID, unless NULL) as the library would, before any
+ * connection: 0, or CLI_EXIT_USAGE after saying why (args.c). */
+int cli_check_args(const char *sub, const char *path, const char *id);
 
 /* Opens the session of the global options; prints why on failure.
- * Returns 0 or CLI_EXIT_ERROR. */
+ * Returns 0 or an exit status. */
 int cli_open_session(const cli_t *c, zkr_session_t **out);
 /* The ACL for --acl NAME ("open" or "private"), or NULL for an unknown
  * name. "private" needs --auth: checked by the caller. */
 const struct ACL_vector *cli_acl(const char *name);
 /* For an ACL other than "open": checks that PATH's existing ACL grants no
  * one more than acl_name asks (an open PATH lets anyone delete a holder's
- * node). 0, or CLI_EXIT_ERROR after saying why (admin.c). */
+ * node). 0, or an exit status after saying why (admin.c). */
 int cli_check_path_acl(const cli_t *c, zkr_session_t *s, const char *path,
                        const char *acl_name);
+
+/* Wall-clock time in ms since the epoch (ages of nodes: the server's
+ * ctime is on the same clock, give or take the skew between hosts). */
+int64_t cli_wall_ms(void);
+/* The recipe of a queue listed by zkr_contenders_list(), from its entries'
+ * node names: "none" (empty), "election", "semaphore", "rwlock", "lock"
+ * (admin.c). */
+const char *cli_queue_kind(const zkr_contender_t *v, int n);
 
 /* Containment of the command (contain.c). */
 enum { CT_STARTED, CT_FAILED, CT_EXITED, CT_DEADLINE, CT_HEARTBEAT, CT_KILL };
@@ -99,17 +135,13 @@ int ct_signal_tree(pid_t guard, int sig);
 /* How many children zkr has besides the guard and the foreign ones. */
 int ct_orphans(pid_t guard);
 
-/* A growable string for JSON output. */
-typedef struct strbuf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} strbuf_t;
-void sb_printf(strbuf_t *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-/* Appends s as a JSON string literal, quotes included. */
-void sb_json_str(strbuf_t *b, const char *s);
-void sb_free(strbuf_t *b);
+/* JSON output (jansson). Strings that are not valid UTF-8 (node data any
+ * client may write) are still valid JSON: each byte that is not part of
+ * valid UTF-8 becomes U+FFFD. A new string, or NULL (out of memory). */
+json_t *cli_json_text(const char *s);
+/* Sets obj[key] to cli_json_text(s) and, when s is not valid UTF-8, also
+ * obj[key + "_hex"] to its exact bytes in lowercase hex. 0 or -1. */
+int cli_json_set_text(json_t *obj, const char *key, const char *s);
 
 /* Subcommands: argv[0] is the subcommand's name. Each returns zkr's exit
  * status. */
@@ -118,5 +150,6 @@ int cli_sem(const cli_t *c, int argc, char **argv);
 int cli_elect(const cli_t *c, int argc, char **argv);
 int cli_inspect(const cli_t *c, int argc, char **argv);
 int cli_release(const cli_t *c, int argc, char **argv);
+int cli_exporter(const cli_t *c, int argc, char **argv);
 
 #endif /* ZKR_TOOLS_CLI_H */

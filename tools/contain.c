@@ -246,7 +246,7 @@ static void exec_command(int err, const char *file, char **argv, char **env,
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != guard)
-        _exit(CLI_EXIT_ERROR);
+        _exit(CLI_EXIT_OSERR);
     memset(&dfl, 0, sizeof(dfl));
     dfl.sa_handler = SIG_DFL;
     sigaction(SIGPIPE, &dfl, NULL);

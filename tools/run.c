@@ -65,6 +65,7 @@ typedef struct opts {
     int64_t grace_ms;
     int requeue;
     const char *path;
+    const char *metrics_file; /* --metrics-file, or NULL */
     char **cmd;
 } opts_t;
 
@@ -108,6 +109,70 @@ static int64_t now_ms(void)
 
 /* ------------------------------------------------------------- options */
 
+/* zkr SUBCOMMAND --help: every option of lock, sem and elect. */
+static void help(kind_t kind)
+{
+    static const char *const names[] = {"lock", "sem", "elect"};
+
+    printf("usage: zkr %s%s [options] PATH [--] COMMAND [ARG...]\n"
+           "       zkr %s%s [options] PATH %s STRING\n\n",
+           names[kind], kind == KIND_SEM ? " --permits N" : "", names[kind],
+           kind == KIND_SEM ? " --permits N" : "",
+           kind == KIND_SEM ? "--command" : "-c");
+    if (kind == KIND_SEM)
+        fputs("  -c, --permits N           N permits (1..100000), required; "
+              "in sem, -c is\n"
+              "                            the permit count, not a command\n"
+              "      --command STRING      run STRING with sh -c\n",
+              stdout);
+    else
+        fputs("  -c, --command STRING      run STRING with sh -c instead of "
+              "COMMAND\n",
+              stdout);
+    if (kind != KIND_ELECT)
+        fputs("  -w, --wait, --timeout SECONDS\n"
+              "                            give up after SECONDS (fractions "
+              "allowed)\n"
+              "  -n, --nonblock            give up at once if not granted\n"
+              "  -E, --conflict-exit-code CODE\n"
+              "                            exit CODE when not acquired "
+              "(default 1)\n",
+              stdout);
+    if (kind == KIND_LOCK)
+        fputs("      --read, --shared      the read side of a read/write lock\n"
+              "      --write               the write side of a read/write "
+              "lock\n",
+              stdout);
+    fputs("      --id ID               identifier stored in the node "
+          "(default host:pid)\n"
+          "      --acl open|private    ACL of the nodes (private needs "
+          "credentials)\n"
+          "      --on-suspend term|stop|ignore\n"
+          "                            what a connection loss does to the "
+          "command\n"
+          "      --grace SECONDS       SIGTERM to SIGKILL delay (ignore; "
+          "default 5)\n"
+          "      --lost-exit-code CODE exit status when ownership is lost "
+          "(default 4)\n"
+          "      --metrics-file FILE   write the session's metrics there at "
+          "exit\n",
+          stdout);
+    if (kind == KIND_ELECT)
+        fputs("      --requeue             run again each time leadership "
+              "comes back\n",
+              stdout);
+    fputs("  -h, --help                this help\n\n"
+          "Global options (before the subcommand): see zkr --help. Exit "
+          "status: the\n"
+          "command's; 1 (-E) not acquired; 4 ownership lost; 64 usage; 69 "
+          "no server or\n"
+          "session; 71 other error; 77 permission denied. See zkr(1).\n",
+          stdout);
+}
+
+/* The argv of `sh -c STRING`. */
+static char *sh_argv[4] = {"sh", "-c", NULL, NULL};
+
 static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
 {
     enum {
@@ -118,14 +183,20 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
         O_GRACE,
         O_REQUEUE,
         O_LOST,
-        O_WRITE
+        O_WRITE,
+        O_PERMITS,
+        O_COMMAND,
+        O_METRICS
     };
     static const struct option lopts[] = {
         {"wait", required_argument, NULL, 'w'},
+        {"timeout", required_argument, NULL, 'w'},
         {"nonblock", no_argument, NULL, 'n'},
         {"conflict-exit-code", required_argument, NULL, 'E'},
-        {"permits", required_argument, NULL, 'c'},
+        {"permits", required_argument, NULL, O_PERMITS},
+        {"command", required_argument, NULL, O_COMMAND},
         {"read", no_argument, NULL, O_READ},
+        {"shared", no_argument, NULL, O_READ},
         {"write", no_argument, NULL, O_WRITE},
         {"id", required_argument, NULL, O_ID},
         {"acl", required_argument, NULL, O_ACL},
@@ -133,10 +204,11 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
         {"grace", required_argument, NULL, O_GRACE},
         {"requeue", no_argument, NULL, O_REQUEUE},
         {"lost-exit-code", required_argument, NULL, O_LOST},
+        {"metrics-file", required_argument, NULL, O_METRICS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *sub = argv[0];
+    const char *sub = argv[0], *command = NULL;
     int opt;
     long v;
 
@@ -152,27 +224,35 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "+w:nE:c:h", lopts, NULL)) != -1) {
         if (kind == KIND_ELECT && (opt == 'w' || opt == 'n' || opt == 'E'))
-            return cli_usage_error(sub, "-%c is not an option of elect", opt);
+            return cli_usage_error(sub, "%s is not an option of elect",
+                                   argv[optind - 1]);
+        /* -c: the permit count in sem (as it always was), the command
+         * string in lock and elect (as in flock(1)). */
+        if (opt == 'c')
+            opt = kind == KIND_SEM ? O_PERMITS : O_COMMAND;
         switch (opt) {
         case 'w':
             if (cli_parse_seconds(optarg, &o->wait_ms) != 0)
-                return cli_usage_error(sub, "invalid -w '%s'", optarg);
+                return cli_usage_error(sub, "invalid -w/--wait '%s'", optarg);
             break;
         case 'n':
             o->wait_ms = 0;
             break;
         case 'E':
             if (cli_parse_int(optarg, 0, 255, &v) != 0)
-                return cli_usage_error(sub, "-E wants 0..255, not '%s'",
-                                       optarg);
+                return cli_usage_error(
+                    sub, "--conflict-exit-code wants 0..255, not '%s'", optarg);
             o->fail_code = (int)v;
             break;
-        case 'c':
+        case O_PERMITS:
             if (kind != KIND_SEM)
-                return cli_usage_error(sub, "-c is an option of sem");
+                return cli_usage_error(sub, "--permits is an option of sem");
             if (cli_parse_int(optarg, 1, 100000, &o->permits) != 0)
-                return cli_usage_error(sub, "-c wants 1..100000, not '%s'",
-                                       optarg);
+                return cli_usage_error(
+                    sub, "--permits wants 1..100000, not '%s'", optarg);
+            break;
+        case O_COMMAND:
+            command = optarg;
             break;
         case O_READ:
             if (kind != KIND_LOCK)
@@ -218,10 +298,13 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
                 return cli_usage_error(sub, "--requeue is an option of elect");
             o->requeue = 1;
             break;
+        case O_METRICS:
+            if (*optarg == '\0')
+                return cli_usage_error(sub, "--metrics-file wants a file");
+            o->metrics_file = optarg;
+            break;
         case 'h':
-            printf("usage: zkr %s%s [options] PATH [--] COMMAND [ARG...]\n"
-                   "(see zkr --help and zkr(1))\n",
-                   sub, kind == KIND_SEM ? " -c PERMITS" : "");
+            help(kind);
             return -1;
         default:
             return cli_usage_error(sub, "unknown or incomplete option '%s'",
@@ -229,18 +312,38 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
         }
     }
     if (kind == KIND_SEM && o->permits == 0)
-        return cli_usage_error(sub, "-c PERMITS is required");
+        return cli_usage_error(sub, "--permits N is required");
     if (o->read && o->write)
         return cli_usage_error(sub, "--read and --write exclude each other");
     if (optind >= argc)
         return cli_usage_error(sub, "missing PATH");
     o->path = argv[optind++];
+    /* flock's order, PATH -c STRING, too. */
+    if (command == NULL && optind + 1 == argc &&
+        ((kind != KIND_SEM && strcmp(argv[optind], "-c") == 0) ||
+         strcmp(argv[optind], "--command") == 0))
+        return cli_usage_error(sub, "%s wants a STRING", argv[optind]);
+    if (command == NULL && optind + 1 < argc &&
+        ((kind != KIND_SEM && strcmp(argv[optind], "-c") == 0) ||
+         strcmp(argv[optind], "--command") == 0)) {
+        command = argv[optind + 1];
+        optind += 2;
+    }
+    if (command != NULL) {
+        if (optind < argc)
+            return cli_usage_error(
+                sub, "a command string and a COMMAND ('%s') both given",
+                argv[optind]);
+        sh_argv[2] = (char *)command;
+        o->cmd = sh_argv;
+        return cli_check_args(sub, o->path, o->id);
+    }
     if (optind < argc && strcmp(argv[optind], "--") == 0)
         optind++;
     if (optind >= argc)
         return cli_usage_error(sub, "missing COMMAND");
     o->cmd = argv + optind;
-    return 0;
+    return cli_check_args(sub, o->path, o->id);
 }
 
 /* ----------------------------------------------------------- callbacks */
@@ -363,7 +466,7 @@ static int build_env(envp_t *e, const zkr_sequencer_t *q, const char *leader_id)
     if (asprintf(&e->ours[e->n_ours++], "ZKR_FENCE=%" PRId64, q->token) < 0 ||
         asprintf(&e->ours[e->n_ours++], "ZKR_LOCK_PATH=%s", q->path) < 0 ||
         asprintf(&e->ours[e->n_ours++], "ZKR_LOCK_NODE=%s", q->node) < 0 ||
-        asprintf(&e->ours[e->n_ours++], "ZKR_SESSION_ID=0x%" PRIx64,
+        asprintf(&e->ours[e->n_ours++], "ZKR_SESSION_ID=%016" PRIx64,
                  (uint64_t)q->session_id) < 0 ||
         asprintf(&e->ours[e->n_ours++], "ZKR_SEQUENCER=%s", seq) < 0 ||
         (leader_id != NULL &&
@@ -399,12 +502,12 @@ static int spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
     if (build_env(&env, q, leader_id) != 0) {
         cli_err("cannot start %s: %s", p->o->cmd[0], strerror(errno));
         free(file);
-        return CLI_EXIT_ERROR;
+        return CLI_EXIT_OSERR;
     }
     rc = ct_spawn(&p->g, file, p->o->cmd, env.env, deadline, &e);
     if (rc != 0) {
         cli_err("%s: %s", p->o->cmd[0], strerror(e));
-        why = rc == -1      ? CLI_EXIT_ERROR
+        why = rc == -1      ? CLI_EXIT_OSERR
               : e == ENOENT ? CLI_EXIT_NOTFOUND
                             : CLI_EXIT_NOEXEC;
     } else {
@@ -508,7 +611,7 @@ static int exit_status_of(int st)
         return WEXITSTATUS(st);
     if (WIFSIGNALED(st))
         return 128 + WTERMSIG(st);
-    return CLI_EXIT_ERROR;
+    return CLI_EXIT_OSERR;
 }
 
 /* ---------------------------------------------------------- ownership */
@@ -773,7 +876,7 @@ static void *open_thread(void *arg)
 
 static int open_session(sup_t *p, const cli_t *c)
 {
-    opener_t op = {c, NULL, CLI_EXIT_ERROR, -1};
+    opener_t op = {c, NULL, CLI_EXIT_OSERR, -1};
     int done[2];
     pthread_t t;
 
@@ -823,7 +926,8 @@ static int setup(sup_t *p, const cli_t *c, const opts_t *o)
     p->kill_at = p->wake_at = -1;
     p->ev[0] = p->ev[1] = p->sfd = -1;
     if (strcmp(o->acl, "private") == 0 && c->auth == NULL)
-        return cli_usage_error(o->sub, "--acl private needs --auth");
+        return cli_usage_error(o->sub, "--acl private needs credentials "
+                                       "(--auth-file, $ZKR_AUTH or --auth)");
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
@@ -842,15 +946,51 @@ static int setup(sup_t *p, const cli_t *c, const opts_t *o)
         (p->sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0 ||
         pipe2(p->ev, O_CLOEXEC) != 0 || prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
         cli_err("setup: %s", strerror(errno));
-        return CLI_EXIT_ERROR;
+        return CLI_EXIT_OSERR;
     }
     return open_session(p, c);
+}
+
+/* --metrics-file: the session's metrics, written to a temporary file in
+ * the same directory and renamed over FILE, so that a reader (such as
+ * node_exporter's textfile collector) never sees half a file. A failure
+ * is reported but does not change the exit status: the command's result
+ * is what the status tells. */
+static void write_metrics(const sup_t *p)
+{
+    const char *file = p->o->metrics_file;
+    char tmp[4096];
+    FILE *f;
+    int rc = ZKR_ESYS;
+
+    if (file == NULL || p->s == NULL)
+        return;
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", file, (int)getpid()) >=
+        (int)sizeof(tmp)) {
+        errno = ENAMETOOLONG;
+    } else if ((f = fopen(tmp, "w")) != NULL) {
+        rc = zkr_metrics_write(p->s, f);
+        if (fclose(f) != 0 && rc == 0)
+            rc = ZKR_ESYS;
+        if (rc == 0 && rename(tmp, file) != 0)
+            rc = ZKR_ESYS;
+        if (rc != 0) {
+            int err = errno;
+            unlink(tmp);
+            errno = err;
+        }
+    }
+    if (rc == ZKR_ESYS)
+        cli_err("cannot write --metrics-file %s: %s", file, strerror(errno));
+    else if (rc != 0)
+        cli_err("cannot write --metrics-file %s: %s", file, zkr_strerror(rc));
 }
 
 static void teardown(sup_t *p)
 {
     zkr_lock_free(p->l);
     zkr_election_free(p->e);
+    write_metrics(p);
     if (p->s != NULL) {
         zkr_session_remove_listener(p->s, on_session, p);
         zkr_session_free(p->s);
@@ -882,29 +1022,13 @@ static int make_lock(sup_t *p)
     else
         rc = zkr_lock_new(&p->l, p->s, o->path, o->id, acl);
     zkr_lock_free(w);
-    if (rc == ZBADARGUMENTS) {
-        cli_usage_error(o->sub, "invalid PATH '%s' or --id", o->path);
-        return CLI_EXIT_ERROR;
-    }
-    if (rc != 0) {
-        cli_err("%s: %s", o->path, zkr_strerror(rc));
-        return CLI_EXIT_ERROR;
-    }
+    if (rc == ZBADARGUMENTS)
+        return cli_usage_error(o->sub, "invalid PATH '%s' or --id", o->path);
+    if (rc != 0)
+        return cli_zk_error(p->cli, rc, "%s", o->path);
     zkr_lock_set_listener(p->l, on_lock_state, p);
     zkr_session_add_listener(p->s, on_session, p);
     return 0;
-}
-
-static const char *acquire_error(int rc)
-{
-    switch (rc) {
-    case ZNOAUTH:
-        return "permission denied by the path's ACL (see --auth)";
-    case ZKR_ELIMIT:
-        return "the path is in use with another permit count";
-    default:
-        return zkr_strerror(rc);
-    }
 }
 
 /* Waits for the acquire's completion, canceling it on a signal. */
@@ -958,8 +1082,7 @@ static int run_lock(const cli_t *c, const opts_t *o)
         goto out;
     }
     if (rc != 0) {
-        cli_err("%s: cannot acquire: %s", o->path, acquire_error(rc));
-        status = CLI_EXIT_ERROR;
+        status = cli_zk_error(c, rc, "%s: cannot acquire", o->path);
         goto out;
     }
     if (p.signo != 0) { /* granted just as we were told to stop */
@@ -1033,8 +1156,7 @@ static int await_leadership(sup_t *p)
             zkr_election_epoch(p->e, &p->epoch) == 0)
             return 0;
         if (wait_event(p, &m) && m.kind == M_LEADER && m.b != 0) {
-            cli_err("%s: election ended: %s", p->o->path, acquire_error(m.b));
-            return CLI_EXIT_ERROR;
+            return cli_zk_error(p->cli, m.b, "%s: election ended", p->o->path);
         }
     }
 }
@@ -1061,17 +1183,16 @@ static int run_elect(const cli_t *c, const opts_t *o)
                           ZKR_POLICY_SESSION);
     if (rc != 0) {
         if (rc == ZBADARGUMENTS)
-            cli_usage_error(o->sub, "invalid PATH '%s' or --id", o->path);
+            status =
+                cli_usage_error(o->sub, "invalid PATH '%s' or --id", o->path);
         else
-            cli_err("%s: %s", o->path, zkr_strerror(rc));
-        status = CLI_EXIT_ERROR;
+            status = cli_zk_error(c, rc, "%s", o->path);
         goto out;
     }
     zkr_election_set_listener(p.e, on_leader, &p);
     zkr_session_add_listener(p.s, on_session, &p);
     if ((rc = zkr_election_join(p.e)) != 0) {
-        cli_err("%s: cannot join: %s", o->path, zkr_strerror(rc));
-        status = CLI_EXIT_ERROR;
+        status = cli_zk_error(c, rc, "%s: cannot join", o->path);
         goto out;
     }
     for (;;) {
@@ -1096,8 +1217,7 @@ static int run_elect(const cli_t *c, const opts_t *o)
                  status);
         zkr_election_leave(p.e);
         if ((rc = zkr_election_join(p.e)) != 0) {
-            cli_err("%s: cannot join again: %s", o->path, zkr_strerror(rc));
-            status = CLI_EXIT_ERROR;
+            status = cli_zk_error(c, rc, "%s: cannot join again", o->path);
             break;
         }
     }

@@ -6,11 +6,14 @@
  * admin.c. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -74,7 +77,42 @@ int cli_usage_error(const char *sub, const char *fmt, ...)
     cli_escape(stderr, m);
     fprintf(stderr, " (see 'zkr %s%s--help')\n", sub != NULL ? sub : "",
             sub != NULL ? " " : "");
-    return CLI_EXIT_ERROR;
+    return CLI_EXIT_USAGE;
+}
+
+int cli_exit_of(int rc)
+{
+    switch (rc) {
+    case ZNOAUTH:
+    case ZAUTHFAILED:
+        return CLI_EXIT_NOPERM;
+    case ZKR_ETIMEDOUT:
+    case ZKR_ELOST:
+    case ZKR_ECLOSED:
+    case ZCONNECTIONLOSS:
+    case ZOPERATIONTIMEOUT:
+    case ZSESSIONEXPIRED:
+    case ZSESSIONMOVED:
+    case ZCLOSING:
+        return CLI_EXIT_UNAVAILABLE;
+    default:
+        return CLI_EXIT_OSERR;
+    }
+}
+
+int cli_zk_error(const cli_t *c, int rc, const char *fmt, ...)
+{
+    char m[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof(m), fmt, ap);
+    va_end(ap);
+    cli_err("%s: %s (ZooKeeper at %s)", m,
+            rc == ZNOAUTH ? "permission denied by the path's ACL"
+                          : zkr_strerror(rc),
+            c->hosts);
+    return cli_exit_of(rc);
 }
 
 /* ------------------------------------------------------------- session */
@@ -89,22 +127,25 @@ int cli_open_session(const cli_t *c, zkr_session_t **out)
         c->verbose ? ZKR_LOG_WARN : ZKR_LOG_NONE; /* quiet unless -v */
     rc = zkr_session_open(out, c->hosts, c->session_timeout_ms, &o);
     if (rc == 0) {
-        cli_info(c, "connected to %s, session 0x%llx, timeout %d ms", c->hosts,
+        cli_info(c, "connected to %s, session %016llx, timeout %d ms", c->hosts,
                  (unsigned long long)zkr_session_id(*out),
                  zkr_session_timeout_ms(*out));
         return 0;
     }
-    if (rc == ZKR_ETIMEDOUT)
-        cli_err("cannot reach ZooKeeper at %s (no connection within %d ms)",
+    if (rc == ZKR_ETIMEDOUT) {
+        cli_err("cannot reach ZooKeeper at %s (no session within %d ms)",
                 c->hosts, c->session_timeout_ms);
-    else if (rc == ZAUTHFAILED)
-        cli_err("ZooKeeper at %s refused the credentials of --auth", c->hosts);
-    else if (rc == ZBADARGUMENTS)
-        cli_err("invalid server list '%s' or --auth value", c->hosts);
-    else
-        cli_err("cannot open a session with %s: %s", c->hosts,
-                zkr_strerror(rc));
-    return CLI_EXIT_ERROR;
+        return CLI_EXIT_UNAVAILABLE;
+    }
+    if (rc == ZAUTHFAILED) {
+        cli_err("ZooKeeper at %s refused the credentials", c->hosts);
+        return CLI_EXIT_NOPERM;
+    }
+    if (rc == ZBADARGUMENTS) {
+        cli_err("invalid server list '%s' or credentials", c->hosts);
+        return CLI_EXIT_USAGE;
+    }
+    return cli_zk_error(c, rc, "cannot open a session");
 }
 
 /* The authenticated identity (auth:) gets every right; anyone may read, so
@@ -124,102 +165,177 @@ const struct ACL_vector *cli_acl(const char *name)
     return NULL;
 }
 
-/* ---------------------------------------------------------------- JSON */
+/* ------------------------------------------------------ arguments, JSON */
 
-static void sb_reserve(strbuf_t *b, size_t extra)
+int cli_check_args(const char *sub, const char *path, const char *id)
 {
-    size_t cap;
-    char *p;
-
-    if (b->oom || b->len + extra + 1 <= b->cap)
-        return;
-    cap = b->cap != 0 ? b->cap : 256;
-    while (cap < b->len + extra + 1)
-        cap *= 2;
-    if ((p = realloc(b->p, cap)) == NULL) {
-        b->oom = 1;
-        return;
-    }
-    b->p = p;
-    b->cap = cap;
-}
-
-void sb_printf(strbuf_t *b, const char *fmt, ...)
-{
-    va_list ap;
+    zkr_sequencer_t q;
+    char line[ZKR_SEQUENCER_MAX];
+    size_t i = 0, len = id != NULL ? strlen(id) : 0;
     int n;
 
-    va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
+    /* A node under PATH formats as a sequencer only if PATH is a valid
+     * recipe path: the library's own rule, checked without a server. */
+    memset(&q, 0, sizeof(q));
+    q.mode = 'x';
+    q.token = 1;
+    n = snprintf(q.node, sizeof(q.node), "%s/%s", path != NULL ? path : "",
+                 "_c_00000000-0000-0000-0000-000000000000-lock-0000000001");
+    if (path == NULL || n < 0 || (size_t)n >= sizeof(q.node) ||
+        zkr_sequencer_format(&q, line, sizeof(line)) != 0)
+        return cli_usage_error(sub,
+                               "invalid PATH '%s': it must be absolute, not "
+                               "/, without a trailing /, empty, . or .. "
+                               "component, control characters, at most %d "
+                               "bytes",
+                               path != NULL ? path : "", ZKR_PATH_MAX);
+    /* Identifiers: 1..ZKR_ID_MAX bytes of UTF-8 (zkr_lock_new()). */
+    if (id == NULL)
+        return 0;
+    while (i < len && (n = cli_utf8_len(id + i)) > 0)
+        i += (size_t)n;
+    if (len == 0 || len > ZKR_ID_MAX || i < len)
+        return cli_usage_error(sub,
+                               "invalid --id: it must be 1..%d bytes of "
+                               "UTF-8",
+                               ZKR_ID_MAX);
+    return 0;
+}
+
+json_t *cli_json_text(const char *s)
+{
+    json_t *j = json_string(s);
+    char *fixed;
+    size_t o = 0;
+
+    if (j != NULL)
+        return j;
+    /* Not UTF-8: each stray byte becomes U+FFFD (3 bytes). */
+    if ((fixed = malloc(strlen(s) * 3 + 1)) == NULL)
+        return NULL;
+    while (*s != '\0') {
+        int n = cli_utf8_len(s);
+        if (n > 0) {
+            memcpy(fixed + o, s, (size_t)n);
+            o += (size_t)n;
+            s += n;
+        } else {
+            memcpy(fixed + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            s++;
+        }
+    }
+    j = json_stringn(fixed, o);
+    free(fixed);
+    return j;
+}
+
+int cli_json_set_text(json_t *obj, const char *key, const char *s)
+{
+    char hexkey[64], *hex;
+    size_t len = strlen(s);
+    json_t *probe = json_string(s);
+    int rc = json_object_set_new(obj, key, cli_json_text(s));
+
+    if (probe != NULL || rc != 0) {
+        json_decref(probe);
+        return rc;
+    }
+    /* Not UTF-8: the exact bytes too, in hex, under KEY_hex. */
+    if ((hex = malloc(len * 2 + 1)) == NULL)
+        return -1;
+    for (size_t i = 0; i < len; i++)
+        snprintf(hex + 2 * i, 3, "%02x", (unsigned char)s[i]);
+    snprintf(hexkey, sizeof(hexkey), "%s_hex", key);
+    rc = json_object_set_new(obj, hexkey, json_string(hex));
+    free(hex);
+    return rc;
+}
+
+/* --------------------------------------------------------- credentials */
+
+/* Reads USER:PASSWORD from the first line of file into buf, refusing, as
+ * ssh does with a private key, a file that others may read or write.
+ * 0, or CLI_EXIT_USAGE / CLI_EXIT_NOPERM after saying why. */
+static int read_auth_file(const char *file, char *buf, size_t len)
+{
+    struct stat st;
+    ssize_t n;
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+    if (fd < 0) {
+        cli_err("--auth-file %s: %s", file, strerror(errno));
+        return errno == EACCES ? CLI_EXIT_NOPERM : CLI_EXIT_USAGE;
+    }
+    if (fstat(fd, &st) != 0 || (st.st_mode & 077) != 0) {
+        cli_err("--auth-file %s: permissions %04o are too open: others may "
+                "read or change it (chmod 600 %s)",
+                file, (unsigned)(st.st_mode & 07777), file);
+        close(fd);
+        return CLI_EXIT_NOPERM;
+    }
+    n = read(fd, buf, len - 1);
+    close(fd);
     if (n < 0) {
-        b->oom = 1;
-        return;
+        cli_err("--auth-file %s: %s", file, strerror(errno));
+        return CLI_EXIT_OSERR;
     }
-    sb_reserve(b, (size_t)n);
-    if (b->oom)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
+    buf[n] = '\0';
+    buf[strcspn(buf, "\r\n")] = '\0'; /* the first line */
+    return 0;
 }
 
-void sb_json_str(strbuf_t *b, const char *s)
+/* An identity as the digest scheme wants it: USER:PASSWORD, USER not
+ * empty. */
+static int auth_valid(const char *a)
 {
-    sb_printf(b, "\"");
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            sb_printf(b, "\\%c", *p);
-        else if (*p == '\n')
-            sb_printf(b, "\\n");
-        else if (*p == '\t')
-            sb_printf(b, "\\t");
-        else if (*p < 0x20 || *p == 0x7f)
-            sb_printf(b, "\\u%04x", *p);
-        else
-            sb_printf(b, "%c", *p);
-    }
-    sb_printf(b, "\"");
-}
-
-void sb_free(strbuf_t *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof(*b));
+    return a != NULL && a[0] != ':' && strchr(a, ':') != NULL;
 }
 
 /* ---------------------------------------------------------------- main */
 
 static void usage(FILE *f)
 {
-    fputs("usage: zkr [-s HOSTS] [--session-timeout MS] [--auth USER:PASSWORD] "
-          "[-v]\n"
-          "           SUBCOMMAND ...\n"
+    fputs("usage: zkr [GLOBAL OPTIONS] SUBCOMMAND [OPTIONS] ...\n"
           "\n"
-          "  zkr lock [-w SECONDS] [-n] [-E CODE] [--read|--write] [--id ID] "
-          "[--acl "
-          "open|private]\n"
-          "           [--on-suspend term|stop|ignore] [--grace SECONDS]\n"
-          "           [--lost-exit-code CODE]\n"
-          "           PATH [--] COMMAND [ARG...]\n"
-          "  zkr sem -c PERMITS [lock options] PATH [--] COMMAND [ARG...]\n"
-          "  zkr elect [--id ID] [--acl ...] [--on-suspend ...] [--grace "
-          "SECONDS]\n"
-          "           [--requeue] PATH [--] COMMAND [ARG...]\n"
+          "  zkr lock [options] PATH [--] COMMAND [ARG...]   (or PATH -c "
+          "STRING)\n"
+          "  zkr sem --permits N [options] PATH [--] COMMAND [ARG...]\n"
+          "  zkr elect [options] PATH [--] COMMAND [ARG...]  (or PATH -c "
+          "STRING)\n"
           "  zkr inspect [--json] PATH\n"
           "  zkr release --force --reason TEXT [--node NODE] PATH\n"
+          "  zkr exporter [--listen HOST:PORT] [--refresh SECONDS] PATH...\n"
           "\n"
-          "HOSTS defaults to $ZKR_SERVER, else " DEFAULT_HOSTS
-          "; the session timeout to\n"
-          "10000 ms. The command gets ZKR_FENCE (its fencing token), "
-          "ZKR_LOCK_PATH,\n"
-          "ZKR_LOCK_NODE, ZKR_SESSION_ID and ZKR_SEQUENCER in its environment "
-          "(elect:\n"
-          "also ZKR_LEADER_ID); its exit status is zkr's. Exit 1 (or -E): not\n"
-          "acquired; 2: usage or ZooKeeper error; 4: ownership lost while it "
-          "ran.\n"
-          "See zkr(1).\n",
+          "'zkr SUBCOMMAND --help' lists the options of each.\n"
+          "\n"
+          "Global options:\n"
+          "  -s, --server HOSTS        ZooKeeper servers (default "
+          "$ZKR_SERVER, else\n"
+          "                            " DEFAULT_HOSTS ")\n"
+          "      --session-timeout MS  session timeout (default 10000)\n"
+          "      --auth-file FILE      digest credentials USER:PASSWORD from "
+          "the first\n"
+          "                            line of FILE (mode 0600 or "
+          "stricter)\n"
+          "  -a, --auth USER:PASSWORD  the same on the command line (visible "
+          "in ps;\n"
+          "                            prefer --auth-file or $ZKR_AUTH)\n"
+          "  -v, --verbose             say what zkr does, on stderr\n"
+          "  -h, --help                this help\n"
+          "  -V, --version             zkr's version\n"
+          "\n"
+          "The command gets ZKR_FENCE (its fencing token), ZKR_LOCK_PATH, "
+          "ZKR_LOCK_NODE,\n"
+          "ZKR_SESSION_ID and ZKR_SEQUENCER in its environment (elect: also "
+          "ZKR_LEADER_ID),\n"
+          "and descriptors 0, 1 and 2 only. Exit status: the command's; 1 "
+          "(or -E) not\n"
+          "acquired; 4 ownership lost while it ran; 64 usage error; 69 "
+          "ZooKeeper\n"
+          "unreachable or no session (retryable); 71 other error; 77 "
+          "permission denied;\n"
+          "126/127 COMMAND not executable/not found. See zkr(1).\n",
           f);
 }
 
@@ -229,6 +345,7 @@ int main(int argc, char **argv)
         {"server", required_argument, NULL, 's'},
         {"session-timeout", required_argument, NULL, 'T'},
         {"auth", required_argument, NULL, 'a'},
+        {"auth-file", required_argument, NULL, 'A'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -240,11 +357,13 @@ int main(int argc, char **argv)
     } subs[] = {
         {"lock", cli_lock},       {"sem", cli_sem},
         {"elect", cli_elect},     {"inspect", cli_inspect},
-        {"release", cli_release},
+        {"release", cli_release}, {"exporter", cli_exporter},
     };
+    static char auth_buf[1024];
     cli_t c = {0};
     const char *env = getenv("ZKR_SERVER");
-    int opt;
+    const char *auth_from = "ZKR_AUTH";
+    int opt, rc;
     long v;
 
     c.hosts = env != NULL && *env != '\0' ? env : DEFAULT_HOSTS;
@@ -262,9 +381,14 @@ int main(int argc, char **argv)
             c.session_timeout_ms = (int)v;
             break;
         case 'a':
-            if (strchr(optarg, ':') == NULL || optarg[0] == ':')
-                return cli_usage_error(NULL, "--auth wants USER:PASSWORD");
             c.auth = optarg;
+            auth_from = "--auth";
+            break;
+        case 'A':
+            if ((rc = read_auth_file(optarg, auth_buf, sizeof(auth_buf))) != 0)
+                return rc;
+            c.auth = auth_buf;
+            auth_from = "--auth-file";
             break;
         case 'v':
             c.verbose = 1;
@@ -280,9 +404,13 @@ int main(int argc, char **argv)
                                    argv[optind - 1]);
         }
     }
+    if (c.auth == NULL && (env = getenv("ZKR_AUTH")) != NULL && *env != '\0')
+        c.auth = env;
+    if (c.auth != NULL && !auth_valid(c.auth))
+        return cli_usage_error(NULL, "%s wants USER:PASSWORD", auth_from);
     if (optind >= argc) {
         usage(stderr);
-        return CLI_EXIT_ERROR;
+        return CLI_EXIT_USAGE;
     }
     /* The client's own log would drown our messages; -v shows its errors. */
     zoo_set_debug_level(c.verbose ? ZOO_LOG_LEVEL_ERROR : 0);

@@ -65,7 +65,7 @@ test_forced_release() {
     # Without rights: refused, nothing changed.
     rc=0
     out=$("$ZKR" release --force --reason "test" /cli/force 2>&1) || rc=$?
-    expect "no-rights release exit $rc" [ "$rc" -eq 2 ]
+    expect "no-rights release exit $rc" [ "$rc" -eq 77 ]
     expect "no-rights message: $out" grep -q "permission denied" <<< "$out"
     expect "holder's node deleted without rights" "$ZKQ" "$ZKR_SERVER" exists "$hn"
     expect "audit written without rights" \
@@ -201,7 +201,7 @@ test_weaker_acl_refused() {
     hn=$("$ZKR" inspect --json /cli/w | json '.holders[0].node')
     rc=0
     out=$("$ZKR" --auth "$AUTH" release --force --reason x /cli/w 2>&1) || rc=$?
-    expect "release with an open audit dir: exit $rc" [ "$rc" -eq 2 ]
+    expect "release with an open audit dir: exit $rc" [ "$rc" -eq 77 ]
     expect "no clear message: $out" grep -q "/zkr/audit: its ACL grants world:anyone:cdrwa" <<< "$out"
     expect "holder evicted" "$ZKQ" "$ZKR_SERVER" exists "$hn"
     expect "record written" [ "$(zk_count /zkr/audit)" -eq 0 ]
@@ -212,13 +212,13 @@ test_weaker_acl_refused() {
     "$ZKQ" "$ZKR_SERVER" create /cli/open-path
     rc=0
     out=$("$ZKR" --auth "$AUTH" lock --acl private /cli/open-path sh -c "echo ran >> '$WORK/log'" 2>&1) || rc=$?
-    expect "lock --acl private on an open PATH: exit $rc" [ "$rc" -eq 2 ]
+    expect "lock --acl private on an open PATH: exit $rc" [ "$rc" -eq 77 ]
     expect "no clear message: $out" grep -q "weaker than --acl private: it grants world:anyone:cdrwa" <<< "$out"
     expect "command ran" sh -c "! grep -q '^ran' '$WORK/log'"
     expect "node left behind" nodes_eq /cli/open-path 0
     rc=0
     out=$("$ZKR" --auth "$AUTH" elect --acl private /cli/open-path sh -c "echo ran >> '$WORK/log'" 2>&1) || rc=$?
-    expect "elect --acl private on an open PATH: exit $rc" [ "$rc" -eq 2 ]
+    expect "elect --acl private on an open PATH: exit $rc" [ "$rc" -eq 77 ]
     expect "no clear message: $out" grep -q "weaker than --acl private" <<< "$out"
     expect "command ran" sh -c "! grep -q '^ran' '$WORK/log'"
     expect "node left behind" nodes_eq /cli/open-path 0

@@ -86,8 +86,9 @@ test_nonblocking_and_wait() {
     expect "-n on a free lock" "$ZKR" lock -n /cli/busy true
 }
 
-# Exit statuses: the command's own, 128+signal, 127, 126, 2 for usage
-# errors and an unreachable server (one line on stderr).
+# Exit statuses: the command's own, 128+signal, 127, 126, 64 for usage
+# errors, 69 for an unreachable server (one line on stderr; more in
+# test_cli_unix.sh).
 test_exit_statuses() {
     local rc err
     rc=0
@@ -110,12 +111,12 @@ test_exit_statuses() {
         rc=0
         # shellcheck disable=SC2086
         err=$("$ZKR" $args 2>&1 >/dev/null) || rc=$?
-        expect "'zkr $args' exit $rc, not 2" [ "$rc" -eq 2 ]
+        expect "'zkr $args' exit $rc, not 64" [ "$rc" -eq 64 ]
         expect "'zkr $args' printed '$err'" [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ]
     done
     rc=0
     err=$("$ZKR" -s 127.0.0.1:1 --session-timeout 1000 lock /cli/x true 2>&1) || rc=$?
-    expect "unreachable: exit $rc" [ "$rc" -eq 2 ]
+    expect "unreachable: exit $rc" [ "$rc" -eq 69 ]
     expect "unreachable: '$err'" [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ]
     expect "nodes left behind" [ "$(zk_count /cli/x)" -eq 0 ]
 }
@@ -369,7 +370,7 @@ test_long_values() {
         rc=0
         # shellcheck disable=SC2086
         "$ZKR" lock $args /cli/long true 2>/dev/null || rc=$?
-        expect "'$args' exit $rc, not 2" [ "$rc" -eq 2 ]
+        expect "'$args' exit $rc, not 64" [ "$rc" -eq 64 ]
     done
     rc=0
     "$ZKR" lock --lost-exit-code 99 /cli/long sh -c 'exit 4' || rc=$?

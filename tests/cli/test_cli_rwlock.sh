@@ -106,10 +106,10 @@ test_mutex_among_rw() {
 test_bad_options() {
     local rc=0
     "$ZKR" lock --read --write /cli/rw-x true 2>/dev/null || rc=$?
-    expect "--read --write: exit $rc" [ "$rc" -eq 2 ]
+    expect "--read --write: exit $rc" [ "$rc" -eq 64 ]
     rc=0
     "$ZKR" sem -c 2 --write /cli/rw-x true 2>/dev/null || rc=$?
-    expect "sem --write: exit $rc" [ "$rc" -eq 2 ]
+    expect "sem --write: exit $rc" [ "$rc" -eq 64 ]
 }
 
 start_server

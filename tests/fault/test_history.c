@@ -73,8 +73,8 @@ static long field_of(const struct check *c, const char *key)
     return p != NULL ? atol(p + strlen(pat)) : -1;
 }
 
-/* Contenders that logged "ready" in the history. */
-static int count_ready(const char *hist)
+/* Lines of the history that contain word (" fn-start ", say). */
+static int count_word(const char *hist, const char *word)
 {
     char line[256];
     int n = 0;
@@ -83,7 +83,7 @@ static int count_ready(const char *hist)
     if (f == NULL)
         return 0;
     while (fgets(line, sizeof(line), f) != NULL)
-        n += strstr(line, " ready ") != NULL;
+        n += strstr(line, word) != NULL;
     fclose(f);
     return n;
 }
@@ -112,7 +112,7 @@ static void run_history(const char *dir, const char *path, int n, int iters,
         assert_true(pids[i] > 0);
     }
     /* Start every loop at once: the broken ones must overlap. */
-    assert_true(ZKT_WAIT_UNTIL(count_ready(hist) == n, 30000));
+    assert_true(ZKT_WAIT_UNTIL(count_word(hist, " ready ") == n, 30000));
     fclose(fopen(go, "w"));
     for (int i = 0; i < n; i++) {
         int st = -1;
@@ -166,18 +166,28 @@ static void test_checker_fails_broken_lock(void **state)
     free(dir);
 }
 
-/* The test driver's own history event about process pid. */
-static void driver_event(const char *hist, const char *what, pid_t pid)
+/* The test driver's own history event, with argument arg. */
+static void driver_event_arg(const char *hist, const char *what,
+                             const char *arg)
 {
     struct timespec ts;
     FILE *f = fopen(hist, "a");
 
     assert_non_null(f);
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    fprintf(f, "%lld %ld 0 %s %ld 0\n",
+    fprintf(f, "%lld %ld 0 %s %s 0\n",
             (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec, (long)getpid(),
-            what, (long)pid);
+            what, arg);
     fclose(f);
+}
+
+/* The test driver's own history event about process pid. */
+static void driver_event(const char *hist, const char *what, pid_t pid)
+{
+    char buf[32];
+
+    snprintf(buf, sizeof(buf), "%ld", (long)pid);
+    driver_event_arg(hist, what, buf);
 }
 
 /* Spawns n electors (contender -E) on path; returns their pids. */
@@ -264,6 +274,127 @@ static void test_election_churn(void **state)
     free(dir);
 }
 
+/* Spawns a runner (contender -R -r) on path for 7 s; its leader
+ * functions hold 4 s each. */
+static pid_t spawn_runner(const char *hist, const char *store, const char *path,
+                          const char *id, int broken)
+{
+    char *prog = zkt_build_path("tests/contender");
+    char *argv[] = {prog,
+                    "-R",
+                    "-r",
+                    "-d",
+                    "7",
+                    "-s",
+                    (char *)zkt_server_hosts(server),
+                    "-p",
+                    (char *)path,
+                    "-H",
+                    (char *)hist,
+                    "-F",
+                    (char *)store,
+                    "-t",
+                    "2000",
+                    "-h",
+                    "4000",
+                    "-i",
+                    (char *)id,
+                    broken ? "-b" : NULL,
+                    NULL};
+    pid_t pid = zkt_spawn(argv, -1);
+
+    assert_true(pid > 0);
+    free(prog);
+    return pid;
+}
+
+/* The first node at dir (the leader's): its path, czxid and owner's id
+ * (node data); 0, or -1 if there is none. */
+static int first_node(const char *dir, char *node, size_t len, int64_t *czxid,
+                      char *id, int idlen)
+{
+    struct Stat st;
+    int n = idlen - 1;
+
+    if (first_latch(dir, node, len) != 0 ||
+        zoo_get(raw, node, 0, id, &n, &st) != ZOK || n < 0)
+        return -1;
+    id[n] = '\0';
+    *czxid = st.czxid;
+    return 0;
+}
+
+/* Two runners, a (broken: ignores the stop descriptor, if asked) and b,
+ * each leader function holding 4 s unless told to stop. Once a leads and
+ * b waits: an operator deletes the leader's node (b takes over at once),
+ * and a second later the leader then is frozen for 1.5 session timeouts
+ * (the other takes over after the expiry). The checker's verdict. */
+static struct check run_two_runners(const char *dir, const char *path,
+                                    int broken)
+{
+    char hist[512], store[512], node[256], id[32], ev[64];
+    const char *files[] = {hist};
+    pid_t a, b, paused;
+    int64_t czxid = 0;
+
+    snprintf(hist, sizeof(hist), "%s/history-%s", dir, broken ? "b" : "ok");
+    snprintf(store, sizeof(store), "%s/store-%s", dir, broken ? "b" : "ok");
+    a = spawn_runner(hist, store, path, "a", broken);
+    assert_true(ZKT_WAIT_UNTIL(count_word(hist, " fn-start ") == 1, 30000));
+    b = spawn_runner(hist, store, path, "b", 0);
+    assert_true(ZKT_WAIT_UNTIL(children(path) == 2, 30000));
+
+    assert_int_equal(
+        first_node(path, node, sizeof(node), &czxid, id, (int)sizeof(id)), 0);
+    assert_string_equal(id, "a");
+    snprintf(ev, sizeof(ev), "%lld", (long long)czxid);
+    driver_event_arg(hist, "op-delete", ev);
+    assert_int_equal(zoo_delete(raw, node, -1), ZOK);
+    zkt_sleep_ms(1000);
+
+    assert_int_equal(
+        first_node(path, node, sizeof(node), &czxid, id, (int)sizeof(id)), 0);
+    paused = strcmp(id, "a") == 0 ? a : b;
+    driver_event(hist, "pause", paused);
+    assert_int_equal(kill(paused, SIGSTOP), 0);
+    zkt_sleep_ms(3000);
+    assert_int_equal(kill(paused, SIGCONT), 0);
+    driver_event(hist, "unpause", paused);
+
+    for (int i = 0; i < 2; i++) {
+        int st = -1;
+        assert_int_equal(zkt_wait_pid(i ? b : a, 60000, &st), 0);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    assert_true(ZKT_WAIT_UNTIL(children(path) == 0, 10000));
+    return run_checker(dir, 2000, files, 1);
+}
+
+/* Issue 20, "done when": leader functions of zkr_election_run() that
+ * follow the stop contract never interleave their effects, through an
+ * operator's delete of the leader's node and a pause past the session
+ * timeout; a function that ignores the descriptor is caught. */
+static void test_run_functions(void **state)
+{
+    char *dir = zkt_mkdtemp("zkr-history-");
+    struct check c;
+
+    (void)state;
+    c = run_two_runners(dir, "/h/run", 0);
+    assert_int_equal(field_of(&c, "fn_interleavings"), 0);
+    assert_int_equal(field_of(&c, "double_leaders"), 0);
+    assert_int_equal(field_of(&c, "fencing_violations"), 0);
+    assert_true(field_of(&c, "fn_runs") >= 3);
+    assert_true(field_of(&c, "effects") > 0);
+    assert_int_equal(c.status, 0);
+
+    c = run_two_runners(dir, "/h/run-broken", 1);
+    assert_true(field_of(&c, "fn_interleavings") > 0);
+    assert_int_equal(c.status, 1);
+    zkt_rm_rf(dir);
+    free(dir);
+}
+
 /* Writes lines to dir/name and checks it; the file name goes in files. */
 static struct check check_text(const char *dir, const char *text)
 {
@@ -332,6 +463,79 @@ static void test_checker_properties(void **state)
                         "3 1 d kill 10 0\n1500000003 11 b grant 6 2\n");
     assert_int_equal(c.status, 0);
     assert_int_equal(field_of(&c, "handover_p99_ms"), 1500);
+    zkt_rm_rf(dir);
+    free(dir);
+}
+
+/* a leads with epoch 5; an operator deletes its node; b leads with 6 and
+ * acts; then what a did (tail), checked. */
+static struct check check_ousted(const char *dir, const char *tail)
+{
+    char text[1024];
+
+    snprintf(text, sizeof(text),
+             "1 10 a fn-start 5 0\n2 1 d op-delete 5 0\n"
+             "3 11 b fn-start 6 0\n4 11 b check 6 500\n"
+             "5 11 b effect 6 0\n%s",
+             tail);
+    return check_text(dir, text);
+}
+
+/* The leader-function rule in hand-written histories (session 1 s,
+ * margin 5 s): an older leader's effect after a newer leader's is counted
+ * unless the function could not have known (paused between its check and
+ * the effect, its valid_ms ran out meanwhile, or its node was deleted by
+ * someone else and its descriptor was not yet readable at the check). */
+static void test_checker_functions(void **state)
+{
+    char *dir = zkt_mkdtemp("zkr-history-");
+    struct check c;
+
+    (void)state;
+    /* a saw its descriptor readable, then still acted. */
+    c = check_ousted(dir, "6 10 a fd-on 5 0\n7 10 a check 5 500\n"
+                          "8 10 a effect-reject 5 0\n");
+    assert_int_equal(field_of(&c, "fn_interleavings"), 1);
+    assert_int_equal(field_of(&c, "double_leaders"), 0);
+    assert_int_equal(c.status, 1);
+    /* Not yet readable: the deletion reached both at about the same time,
+     * which the fence covers. */
+    c = check_ousted(dir, "7 10 a check 5 500\n8 10 a effect-reject 5 0\n");
+    assert_int_equal(field_of(&c, "effects_refused"), 1);
+    assert_int_equal(c.status, 0);
+    /* ... but not a session timeout (1 s) after the deletion: the stop
+     * never came. */
+    c = check_ousted(dir, "7000000007 10 a check 5 500\n"
+                          "7000000008 10 a effect-reject 5 0\n");
+    assert_int_equal(field_of(&c, "fn_interleavings"), 1);
+    /* It knew, but its valid_ms (1 ms) ran out before the effect. */
+    c = check_ousted(dir, "6 10 a fd-on 5 0\n7 10 a check 5 1\n"
+                          "3000000 10 a effect-reject 5 0\n");
+    assert_int_equal(c.status, 0);
+    /* Paused between its check and its effect (a zombie): the new leader
+     * starts beside its function, and its late effect is refused. */
+    c = check_text(dir, "1 10 a fn-start 5 0\n2 10 a check 5 500\n"
+                        "3 1 d pause 10 0\n4 11 b fn-start 6 0\n"
+                        "5 11 b check 6 500\n6 11 b effect 6 0\n"
+                        "7 1 d unpause 10 0\n8 10 a effect-reject 5 0\n");
+    assert_int_equal(c.status, 0);
+    assert_int_equal(field_of(&c, "double_leaders"), 0);
+    /* A function that starts beside another one that nothing stopped. */
+    c = check_text(dir, "1 10 a fn-start 5 0\n2 11 b fn-start 6 0\n");
+    assert_int_equal(field_of(&c, "double_leaders"), 1);
+    /* The same leadership's function again (after a re-verified
+     * suspension) is no epoch regression; another's would be. */
+    c = check_text(dir, "1 10 a fn-start 5 0\n2 10 a fn-return 5 0\n"
+                        "3 10 a fn-start 5 0\n4 10 a fn-return 5 0\n");
+    assert_int_equal(c.status, 0);
+    assert_int_equal(field_of(&c, "fn_runs"), 2);
+    assert_int_equal(field_of(&c, "leaderships"), 1);
+    c = check_text(dir, "1 10 a fn-start 5 0\n2 10 a fn-return 5 0\n"
+                        "3 11 b fn-start 5 0\n");
+    assert_int_equal(field_of(&c, "epoch_regressions"), 1);
+    /* An effect the store admitted below one admitted before. */
+    c = check_text(dir, "1 11 b effect 6 0\n2 10 a effect 5 0\n");
+    assert_int_equal(field_of(&c, "fencing_violations"), 1);
     zkt_rm_rf(dir);
     free(dir);
 }
@@ -509,7 +713,9 @@ int main(void)
         cmocka_unit_test(test_clean_contention),
         cmocka_unit_test(test_checker_fails_broken_lock),
         cmocka_unit_test(test_election_churn),
+        cmocka_unit_test(test_run_functions),
         cmocka_unit_test(test_checker_foreign),
+        cmocka_unit_test(test_checker_functions),
         cmocka_unit_test(test_foreign_actor),
     };
     return cmocka_run_group_tests_name("history", tests, setup, teardown);

@@ -1113,23 +1113,10 @@ static int fn_hold_until_stop(zkr_election_t *e, void *data)
 
 static void delete_first(const char *dir)
 {
-    struct String_vector v = {0, NULL};
-    const char *first = NULL;
     char path[256];
 
-    if (zoo_get_children(raw, dir, 0, &v) != ZOK)
-        return;
-    for (int i = 0; i < v.count; i++) {
-        const char *m = strstr(v.data[i], "-latch-");
-        if (m != NULL &&
-            (first == NULL || strcmp(m, strstr(first, "-latch-")) < 0))
-            first = v.data[i];
-    }
-    if (first != NULL) {
-        snprintf(path, sizeof(path), "%s/%s", dir, first);
+    if (first_latch(dir, path, sizeof(path)) == 0)
         zoo_delete(raw, path, -1);
-    }
-    deallocate_String_vector(&v);
 }
 
 static void test_run_functions_never_overlap(void **state)

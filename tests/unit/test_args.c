@@ -962,6 +962,27 @@ static void test_cli_escape(void **state)
     assert_string_equal(buf, "a\\nzkr: forged\\r\\t\\x1b[1m\\\\ end");
 }
 
+/* Valid UTF-8 passes; C1 controls (a CSI, U+009B) and bytes that are not
+ * UTF-8 (a lone continuation, an overlong '/', a surrogate, a truncated
+ * sequence) are escaped byte by byte. */
+static void test_cli_escape_utf8(void **state)
+{
+    char *e;
+
+    (void)state;
+    e = cli_escaped("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x94\x92");
+    assert_string_equal(e, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x94\x92");
+    free(e);
+    e = cli_escaped("\xc2\x9b"
+                    "1m \x80 \xc0\xaf \xed\xa0\x80 \xe2\x82");
+    assert_string_equal(e, "\\u009b1m \\x80 \\xc0\\xaf \\xed\\xa0\\x80 "
+                           "\\xe2\\x82");
+    free(e);
+    assert_int_equal(cli_utf8_len("\xf4\x8f\xbf\xbf"), 4);
+    assert_int_equal(cli_utf8_len("\xf4\x90\x80\x80"), 0); /* > U+10FFFF */
+    assert_int_equal(cli_utf8_len("\xe0\x80\x80"), 0);     /* overlong */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -969,6 +990,7 @@ int main(void)
         cmocka_unit_test(test_cli_timeout_arg),
         cmocka_unit_test(test_cli_parse_int),
         cmocka_unit_test(test_cli_escape),
+        cmocka_unit_test(test_cli_escape_utf8),
         cmocka_unit_test(test_null_session),
         cmocka_unit_test(test_null_lock),
         cmocka_unit_test(test_null_contenders),

@@ -1,0 +1,600 @@
+/* Metrics of a session and of its recipe handles, and their Prometheus
+ * text exposition (docs/OBSERVABILITY.md, "Library metrics").
+ *
+ * Every count lives in the session: one zkr__mset_t per (kind, path) that
+ * a handle of the session has used, made when that handle is created (the
+ * only allocation), and one zkr__smetrics_t for the session itself. The
+ * engine calls the hooks below where it already holds the session mutex,
+ * so counting takes no lock of its own and allocates nothing; a hook costs
+ * a clock read at most. Writing copies the numbers under the mutex and
+ * formats them without it: a slow FILE never stalls the engine. */
+#include <inttypes.h>
+#include <stddef.h>
+#include <time.h>
+
+#include "internal.h"
+
+/* ----------------------------------------------------------- buckets */
+
+/* Upper bounds of the time histograms, in microseconds: 1 ms to 5 min. */
+static const uint64_t time_bounds[] = {
+    1000,   2500,    5000,    10000,   25000,    50000,    100000,   250000,
+    500000, 1000000, 2500000, 5000000, 10000000, 30000000, 60000000, 300000000,
+};
+#define N_TIME ((int)(sizeof(time_bounds) / sizeof(time_bounds[0])))
+
+/* Upper bounds of the listings-per-grant histogram. */
+static const uint64_t list_bounds[] = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64};
+#define N_LIST ((int)(sizeof(list_bounds) / sizeof(list_bounds[0])))
+
+static void hist_add(zkr__hist_t *h, const uint64_t *bounds, int nb, uint64_t v)
+{
+    int i = 0;
+
+    while (i < nb && v > bounds[i])
+        i++;
+    h->counts[i]++;
+    h->n++;
+    h->sum += v;
+}
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ------------------------------------------------------------- hooks */
+
+static const char *kind_of(char mode)
+{
+    switch (mode) {
+    case 'r':
+        return "read";
+    case 'w':
+        return "write";
+    case 'p':
+        return "semaphore";
+    case 'l':
+        return "election";
+    default:
+        return "lock";
+    }
+}
+
+int zkr__metrics_attach(zkr__contender_t *c)
+{
+    zkr__smetrics_t *sm = &c->s->metrics;
+    const char *kind = kind_of(c->recipe->mode);
+    zkr__mset_t *m;
+
+    c->metrics.grant_us = -1;
+    for (m = sm->sets; m != NULL; m = m->next)
+        if (m->kind == kind && strcmp(m->path, c->dir) == 0)
+            break;
+    if (m == NULL) {
+        if ((m = calloc(1, sizeof(*m))) == NULL)
+            return ZKR_ENOMEM;
+        if ((m->path = strdup(c->dir)) == NULL) {
+            free(m);
+            return ZKR_ENOMEM;
+        }
+        m->kind = kind;
+        m->next = sm->sets;
+        sm->sets = m;
+    }
+    c->metrics.set = m;
+    return 0;
+}
+
+void zkr__metrics_attempt(zkr__contender_t *c)
+{
+    c->metrics.start_us = now_us();
+    c->metrics.lists = 0;
+}
+
+void zkr__metrics_acquired(zkr__contender_t *c, int rc)
+{
+    zkr__mset_t *m = c->metrics.set;
+    int64_t now = now_us();
+
+    switch (rc) {
+    case 0:
+        m->acquired++;
+        hist_add(&m->wait, time_bounds, N_TIME,
+                 (uint64_t)(now - c->metrics.start_us));
+        hist_add(&m->lists, list_bounds, N_LIST, (uint64_t)c->metrics.lists);
+        m->handoffs += c->metrics.lists > 1;
+        m->leader_changes++;
+        c->metrics.grant_us = now;
+        break;
+    case ZKR_ETIMEDOUT:
+        m->timeouts++;
+        break;
+    case ZKR_ECANCELED:
+        m->cancels++;
+        break;
+    case ZKR_EBUSY:
+        m->busy++;
+        break;
+    case ZKR_ELOST:
+        m->lost_waiting++;
+        break;
+    default:
+        m->errors++;
+        break;
+    }
+}
+
+void zkr__metrics_hold_end(zkr__contender_t *c)
+{
+    zkr__mset_t *m = c->metrics.set;
+    uint64_t d;
+
+    if (m == NULL || c->metrics.grant_us < 0)
+        return;
+    d = (uint64_t)(now_us() - c->metrics.grant_us);
+    hist_add(&m->hold, time_bounds, N_TIME, d);
+    m->held_us += d;
+    m->leader_changes++;
+    c->metrics.grant_us = -1;
+}
+
+void zkr__metrics_lock_state(zkr__contender_t *c, zkr_lock_state_t st)
+{
+    if (st == ZKR_LOCK_SUSPENDED)
+        c->metrics.set->suspended++;
+    else if (st == ZKR_LOCK_LOST)
+        c->metrics.set->lost++;
+}
+
+void zkr__metrics_session_state(zkr_session_t *s, zkr_state_t st,
+                                int64_t margin_ms)
+{
+    zkr__smetrics_t *sm = &s->metrics;
+
+    if (st == s->state)
+        return;
+    if (st == ZKR_STATE_SUSPENDED) {
+        sm->suspensions++;
+    } else if (st == ZKR_STATE_RECONNECTED) {
+        sm->reconnects++;
+        sm->reconnect_margin_ms = margin_ms > 0 ? margin_ms : 0;
+    } else if (st == ZKR_STATE_LOST) {
+        sm->losses++;
+    }
+}
+
+void zkr__metrics_heartbeat(zkr_session_t *s, int64_t rtt_ms)
+{
+    if (rtt_ms < 0)
+        rtt_ms = 0;
+    s->metrics.hb_last_ms = rtt_ms;
+    hist_add(&s->metrics.hb, time_bounds, N_TIME, (uint64_t)rtt_ms * 1000);
+}
+
+void zkr__metrics_init(zkr_session_t *s)
+{
+    s->metrics.reconnect_margin_ms = -1;
+    s->metrics.hb_last_ms = -1;
+}
+
+void zkr__metrics_free(zkr_session_t *s)
+{
+    while (s->metrics.sets != NULL) {
+        zkr__mset_t *m = s->metrics.sets;
+        s->metrics.sets = m->next;
+        free(m->path);
+        free(m);
+    }
+}
+
+/* ------------------------------------------------------ the families */
+
+/* One metric family: where its value is, in a row (recipe families) or
+ * in the snapshot (session families). Every value is 64 bits. */
+typedef struct family {
+    const char *name, *help;
+    char type;  /* 'c' counter, 'g' gauge, 'h' histogram */
+    char scope; /* 's' session, 'r' every recipe row, 'e' election rows */
+    char unit;  /* 'n' a number, 'u' microseconds, 'm' milliseconds */
+    size_t off;
+    const uint64_t *bounds; /* histograms */
+    int nb;
+} family_t;
+
+#define ROW(f) offsetof(zkr__mrow_t, f)
+#define SNAP(f) offsetof(zkr__msnap_t, f)
+#define CNT(i) (offsetof(zkr__msnap_t, counters) + (i) * sizeof(uint64_t))
+#define TIMEB time_bounds, N_TIME
+
+static const family_t families[] = {
+    {"zkr_acquisitions_total", "Acquires that were granted.", 'c', 'r', 'n',
+     ROW(m.acquired), NULL, 0},
+    {"zkr_acquire_timeouts_total",
+     "Acquires that ended with ZKR_ETIMEDOUT (the timeout passed).", 'c', 'r',
+     'n', ROW(m.timeouts), NULL, 0},
+    {"zkr_acquire_cancels_total",
+     "Acquires that ended with ZKR_ECANCELED (canceled, or the handle freed).",
+     'c', 'r', 'n', ROW(m.cancels), NULL, 0},
+    {"zkr_acquire_busy_total",
+     "Tries (timeout 0) that ended with ZKR_EBUSY: held by another.", 'c', 'r',
+     'n', ROW(m.busy), NULL, 0},
+    {"zkr_acquire_lost_total",
+     "Acquires that ended with ZKR_ELOST: session lost or node deleted while "
+     "waiting.",
+     'c', 'r', 'n', ROW(m.lost_waiting), NULL, 0},
+    {"zkr_acquire_errors_total",
+     "Acquires that ended with any other error (ZNOAUTH, ZKR_ELIMIT, ...).",
+     'c', 'r', 'n', ROW(m.errors), NULL, 0},
+    {"zkr_wait_seconds",
+     "Time from the start of an acquire attempt to its grant, granted "
+     "acquires only.",
+     'h', 'r', 'u', ROW(m.wait), TIMEB},
+    {"zkr_hold_seconds",
+     "Time from a grant to its release call or its loss, ended grants only.",
+     'h', 'r', 'u', ROW(m.hold), TIMEB},
+    {"zkr_grant_listings",
+     "Queue listings (getChildren) an attempt issued before its grant.", 'h',
+     'r', 'n', ROW(m.lists), list_bounds, N_LIST},
+    {"zkr_handoffs_total",
+     "Grants that took more than one listing: the contender waited for a "
+     "predecessor and was handed the grant.",
+     'c', 'r', 'n', ROW(m.handoffs), NULL, 0},
+    {"zkr_suspended_total",
+     "Grants that became SUSPENDED (the connection was lost while held).", 'c',
+     'r', 'n', ROW(m.suspended), NULL, 0},
+    {"zkr_lost_total",
+     "Grants that were LOST (session lost, or node deleted by another).", 'c',
+     'r', 'n', ROW(m.lost), NULL, 0},
+    {"zkr_handles", "Handles of this session on the path now.", 'g', 'r', 'n',
+     ROW(handles), NULL, 0},
+    {"zkr_holding", "Of them, holding a grant now (HELD or SUSPENDED).", 'g',
+     'r', 'n', ROW(holding), NULL, 0},
+    {"zkr_waiting", "Of them, acquiring now.", 'g', 'r', 'n', ROW(waiting),
+     NULL, 0},
+    {"zkr_leader_changes_total",
+     "Times this session's candidates became leader or stopped leading.", 'c',
+     'e', 'n', ROW(m.leader_changes), NULL, 0},
+    {"zkr_leader_seconds_total",
+     "Time this session's candidates led, the current leadership included.",
+     'c', 'e', 'u', ROW(leader_us), NULL, 0},
+    {"zkr_sessions_total",
+     "ZooKeeper sessions established (the first one included).", 'c', 's', 'n',
+     CNT(ZKR_COUNTER_SESSIONS), NULL, 0},
+    {"zkr_session_suspensions_total",
+     "Times the session became SUSPENDED (connection lost).", 'c', 's', 'n',
+     SNAP(m.suspensions), NULL, 0},
+    {"zkr_session_reconnects_total",
+     "Times the session became RECONNECTED (same session, connection back).",
+     'c', 's', 'n', SNAP(m.reconnects), NULL, 0},
+    {"zkr_session_losses_total",
+     "Times the session became LOST (expired, or past the safe deadline).", 'c',
+     's', 'n', SNAP(m.losses), NULL, 0},
+    {"zkr_session_valid_seconds",
+     "What is left of the safe deadline now (zkr_session_valid_ms()).", 'g',
+     's', 'm', SNAP(valid_ms), NULL, 0},
+    {"zkr_session_reconnect_margin_seconds",
+     "What was left of the safe deadline at the last RECONNECTED.", 'g', 's',
+     'm', SNAP(m.reconnect_margin_ms), NULL, 0},
+    {"zkr_session_timeout_seconds", "The negotiated session timeout.", 'g', 's',
+     'm', SNAP(timeout_ms), NULL, 0},
+    {"zkr_session_heartbeat_last_seconds",
+     "Round trip of the last answered heartbeat (a sync through the leader).",
+     'g', 's', 'm', SNAP(m.hb_last_ms), NULL, 0},
+    {"zkr_session_heartbeat_seconds",
+     "Round trips of answered heartbeats (millisecond resolution).", 'h', 's',
+     'u', SNAP(m.hb), TIMEB},
+    {"zkr_session_watch_events_total",
+     "Node watch notifications that woke a waiter or an observer.", 'c', 's',
+     'n', CNT(ZKR_COUNTER_WATCH_EVENTS), NULL, 0},
+    {"zkr_session_holder_events_total",
+     "Notifications about a contender's own node.", 'c', 's', 'n',
+     CNT(ZKR_COUNTER_HOLDER_EVENTS), NULL, 0},
+    {"zkr_session_creates_total", "Contender nodes created.", 'c', 's', 'n',
+     CNT(ZKR_COUNTER_CREATES), NULL, 0},
+    {"zkr_session_deletes_total", "Contender nodes deleted by zkr.", 'c', 's',
+     'n', CNT(ZKR_COUNTER_DELETES), NULL, 0},
+    {"zkr_session_lists_total", "Queue listings (getChildren) issued.", 'c',
+     's', 'n', CNT(ZKR_COUNTER_LISTS), NULL, 0},
+    {"zkr_session_recoveries_total",
+     "Creates whose outcome was unknown and had to be recovered.", 'c', 's',
+     'n', CNT(ZKR_COUNTER_RECOVERIES), NULL, 0},
+};
+#define N_FAMILIES ((int)(sizeof(families) / sizeof(families[0])))
+
+static int64_t value_at(const void *base, size_t off)
+{
+    int64_t v;
+
+    memcpy(&v, (const char *)base + off, sizeof(v));
+    return v;
+}
+
+/* A value in the family's unit, as Prometheus reads it. */
+static double scaled(const family_t *fam, uint64_t v)
+{
+    return fam->unit == 'u'   ? (double)v / 1e6
+           : fam->unit == 'm' ? (double)v / 1e3
+                              : (double)v;
+}
+
+/* ----------------------------------------------------------- writing */
+
+/* A label value: backslash, double quote and line feed escaped, as the
+ * text format requires. */
+static void put_label(FILE *f, const char *s)
+{
+    for (; *s != '\0'; s++) {
+        if (*s == '\\')
+            fputs("\\\\", f);
+        else if (*s == '"')
+            fputs("\\\"", f);
+        else if (*s == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+/* "{path=\"...\",kind=\"...\"" (no closing brace) or "" for a session. */
+static void put_labels(FILE *f, const zkr__mrow_t *row, const char *le)
+{
+    if (row == NULL && le == NULL)
+        return;
+    fputc('{', f);
+    if (row != NULL) {
+        fputs("path=\"", f);
+        put_label(f, row->m.path);
+        fprintf(f, "\",kind=\"%s\"", row->m.kind);
+    }
+    if (le != NULL)
+        fprintf(f, "%sle=\"%s\"", row != NULL ? "," : "", le);
+    fputc('}', f);
+}
+
+static void put_number(FILE *f, const family_t *fam, uint64_t v)
+{
+    if (fam->unit == 'n')
+        fprintf(f, " %" PRIu64 "\n", v);
+    else
+        fprintf(f, " %.6f\n", scaled(fam, v));
+}
+
+static void put_hist(FILE *f, const family_t *fam, const zkr__mrow_t *row,
+                     const zkr__hist_t *h)
+{
+    uint64_t cum = 0;
+    char le[32];
+
+    for (int i = 0; i <= fam->nb; i++) {
+        cum += h->counts[i];
+        if (i < fam->nb)
+            snprintf(le, sizeof(le), "%g", scaled(fam, fam->bounds[i]));
+        else
+            strcpy(le, "+Inf");
+        fprintf(f, "%s_bucket", fam->name);
+        put_labels(f, row, le);
+        fprintf(f, " %" PRIu64 "\n", cum);
+    }
+    fprintf(f, "%s_sum", fam->name);
+    put_labels(f, row, NULL);
+    put_number(f, fam, h->sum);
+    fprintf(f, "%s_count", fam->name);
+    put_labels(f, row, NULL);
+    fprintf(f, " %" PRIu64 "\n", h->n);
+}
+
+static void put_sample(FILE *f, const family_t *fam, const zkr__mrow_t *row,
+                       const void *base)
+{
+    int64_t v;
+
+    if (fam->type == 'h') {
+        put_hist(f, fam, row,
+                 (const zkr__hist_t *)((const char *)base + fam->off));
+        return;
+    }
+    if ((v = value_at(base, fam->off)) < 0)
+        return; /* not measured yet */
+    fputs(fam->name, f);
+    put_labels(f, row, NULL);
+    put_number(f, fam, (uint64_t)v);
+}
+
+static void put_family(FILE *f, const family_t *fam, const zkr__msnap_t *snap)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", fam->name, fam->help, fam->name,
+            fam->type == 'c'   ? "counter"
+            : fam->type == 'g' ? "gauge"
+                               : "histogram");
+    if (fam->scope == 's') {
+        put_sample(f, fam, NULL, snap);
+        return;
+    }
+    for (int i = 0; i < snap->nrows; i++) {
+        const zkr__mrow_t *row = &snap->rows[i];
+        if (fam->scope == 'r' || strcmp(row->m.kind, "election") == 0)
+            put_sample(f, fam, row, row);
+    }
+}
+
+int zkr__metrics_format(FILE *f, const zkr__msnap_t *snap)
+{
+    fputs("# HELP zkr_session_state The session's state: 1 for the current "
+          "one.\n# TYPE zkr_session_state gauge\n",
+          f);
+    for (int st = ZKR_STATE_CONNECTING; st <= ZKR_STATE_CLOSED; st++)
+        fprintf(f, "zkr_session_state{state=\"%s\"} %d\n",
+                zkr_state_name((zkr_state_t)st), st == (int)snap->state);
+    for (int i = 0; i < N_FAMILIES; i++)
+        put_family(f, &families[i], snap);
+    return ferror(f) ? ZKR_ESYS : 0;
+}
+
+/* --------------------------------------------------------- snapshots */
+
+static int snapshot(zkr_session_t *s, zkr__msnap_t *out)
+{
+    zkr__mset_t *m;
+    int n = 0;
+    int64_t now;
+
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&s->mu);
+    out->valid_ms = zkr__session_valid_locked(s);
+    now = now_us();
+    for (m = s->metrics.sets; m != NULL; m = m->next)
+        n++;
+    if (n > 0 && (out->rows = calloc((size_t)n, sizeof(*out->rows))) == NULL) {
+        pthread_mutex_unlock(&s->mu);
+        return ZKR_ENOMEM;
+    }
+    /* Oldest first: the list is newest first. */
+    out->nrows = n;
+    for (m = s->metrics.sets; m != NULL; m = m->next) {
+        zkr__mrow_t *row = &out->rows[--n];
+        row->m = *m;
+        row->m.next = NULL;
+        row->leader_us = (int64_t)m->held_us;
+    }
+    for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
+        zkr__mrow_t *row = NULL;
+        for (int i = 0; i < out->nrows && row == NULL; i++)
+            if (out->rows[i].m.path == c->metrics.set->path &&
+                out->rows[i].m.kind == c->metrics.set->kind)
+                row = &out->rows[i];
+        row->handles++;
+        row->holding += c->pub == ZKR_LOCK_HELD || c->pub == ZKR_LOCK_SUSPENDED;
+        row->waiting += c->pub == ZKR_LOCK_ACQUIRING;
+        if (c->metrics.grant_us >= 0)
+            row->leader_us += now - c->metrics.grant_us;
+    }
+    out->m = s->metrics;
+    out->m.sets = NULL;
+    memcpy(out->counters, s->counters, sizeof(out->counters));
+    out->state = s->state;
+    out->timeout_ms = s->timeout;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+/* ------------------------------------------------------------ public */
+
+int zkr_metrics_write(zkr_session_t *s, FILE *f)
+{
+    zkr__msnap_t snap;
+    int rc;
+
+    if (s == NULL || f == NULL)
+        return ZBADARGUMENTS;
+    if ((rc = snapshot(s, &snap)) != 0)
+        return rc;
+    rc = zkr__metrics_format(f, &snap);
+    free(snap.rows);
+    return rc;
+}
+
+int zkr_metrics_text(zkr_session_t *s, char **out, size_t *len)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f;
+    int rc;
+
+    if (s == NULL || out == NULL)
+        return ZBADARGUMENTS;
+    if ((f = open_memstream(&buf, &n)) == NULL)
+        return ZKR_ENOMEM;
+    rc = zkr_metrics_write(s, f);
+    if (fclose(f) != 0 && rc == 0)
+        rc = ZKR_ENOMEM;
+    if (rc != 0) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    if (len != NULL)
+        *len = n;
+    return 0;
+}
+
+void zkr_metrics_text_free(char *text)
+{
+    free(text);
+}
+
+/* The family of name, and which part of a histogram ("_count", "_sum")
+ * it names: 1, 2; 0 for a counter or gauge. NULL when unknown. */
+static const family_t *find_family(const char *name, int *part)
+{
+    size_t len = strlen(name);
+
+    for (int i = 0; i < N_FAMILIES; i++) {
+        const family_t *fam = &families[i];
+        size_t fl = strlen(fam->name);
+        if (fam->type != 'h' && strcmp(name, fam->name) == 0) {
+            *part = 0;
+            return fam;
+        }
+        if (fam->type == 'h' && len > fl && strncmp(name, fam->name, fl) == 0) {
+            *part = strcmp(name + fl, "_count") == 0 ? 1
+                    : strcmp(name + fl, "_sum") == 0 ? 2
+                                                     : -1;
+            if (*part > 0)
+                return fam;
+        }
+    }
+    return NULL;
+}
+
+/* 0, or ZNONODE for a gauge not measured yet. */
+static int read_family(const family_t *fam, int part, const void *base,
+                       double *out)
+{
+    const zkr__hist_t *h;
+
+    if (part == 0) {
+        int64_t v = value_at(base, fam->off);
+        if (v < 0)
+            return ZNONODE;
+        *out = scaled(fam, (uint64_t)v);
+        return 0;
+    }
+    h = (const zkr__hist_t *)((const char *)base + fam->off);
+    *out = part == 1 ? (double)h->n : scaled(fam, h->sum);
+    return 0;
+}
+
+int zkr_metrics_value(zkr_session_t *s, const char *name, const char *kind,
+                      const char *path, double *out)
+{
+    const family_t *fam;
+    zkr__msnap_t snap;
+    int part, rc;
+
+    if (s == NULL || name == NULL || out == NULL ||
+        (fam = find_family(name, &part)) == NULL ||
+        (fam->scope == 's') != (kind == NULL && path == NULL) ||
+        (fam->scope != 's' && (kind == NULL || path == NULL)))
+        return ZBADARGUMENTS;
+    if ((rc = snapshot(s, &snap)) != 0)
+        return rc;
+    if (fam->scope == 's') {
+        rc = read_family(fam, part, &snap, out);
+    } else {
+        rc = ZNONODE;
+        for (int i = 0; i < snap.nrows; i++) {
+            const zkr__mrow_t *row = &snap.rows[i];
+            if (strcmp(row->m.kind, kind) == 0 &&
+                strcmp(row->m.path, path) == 0 &&
+                (fam->scope == 'r' || strcmp(kind, "election") == 0)) {
+                rc = read_family(fam, part, row, out);
+            }
+        }
+    }
+    free(snap.rows);
+    return rc;
+}

@@ -1,0 +1,322 @@
+/* Integration tests of the library metrics (zkr_metrics_value(),
+ * zkr_metrics_text()) against a real ZooKeeper server: in scenarios whose
+ * outcome the rules fix (a free lock is granted, a held one makes a try
+ * fail with ZKR_EBUSY and a bounded wait with ZKR_ETIMEDOUT, a cancel
+ * ends an acquire with ZKR_ECANCELED, an expiry loses a grant), every
+ * count must be exactly what happened. Times are checked only against
+ * lower bounds that a sleep guarantees. */
+#define _DEFAULT_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../server_test.h"
+
+/* A recipe metric of session s (kind, path). */
+static double rv(zkr_session_t *s, const char *name, const char *kind,
+                 const char *path)
+{
+    double v = -1;
+    assert_int_equal(zkr_metrics_value(s, name, kind, path, &v), 0);
+    return v;
+}
+
+/* A session metric. */
+static double sv(zkr_session_t *s, const char *name)
+{
+    return rv(s, name, NULL, NULL);
+}
+
+#define LOCKV(s, name) rv(s, name, "lock", "/m/x")
+
+static void done(int rc, zkr_lock_t *l, void *data)
+{
+    (void)l;
+    *(volatile int *)data = rc;
+}
+
+/* Checks the text has this exact line. */
+static void has_line(zkr_session_t *s, const char *line)
+{
+    char *text = NULL, want[512];
+    size_t len = 0;
+
+    assert_int_equal(zkr_metrics_text(s, &text, &len), 0);
+    assert_int_equal(strlen(text), len);
+    snprintf(want, sizeof(want), "\n%s\n", line);
+    if (strstr(text, want) == NULL)
+        fail_msg("missing line '%s' in:\n%s", line, text);
+    zkr_metrics_text_free(text);
+}
+
+/* Reads the read API refuses, and why. */
+static const struct {
+    const char *name, *kind, *path;
+    int rc;
+} bad[] = {
+    {"zkr_nothing", "lock", "/m/x", ZBADARGUMENTS},
+    {"zkr_acquisitions_total", NULL, NULL, ZBADARGUMENTS}, /* no labels */
+    {"zkr_acquisitions_total", "lock", NULL, ZBADARGUMENTS},
+    {"zkr_sessions_total", "lock", "/m/x", ZBADARGUMENTS}, /* labels */
+    {"zkr_wait_seconds", "lock", "/m/x", ZBADARGUMENTS},   /* no part */
+    {"zkr_wait_seconds_bucket", "lock", "/m/x", ZBADARGUMENTS},
+    {"zkr_acquisitions_total", "lock", "/m/other", ZNONODE},
+    {"zkr_acquisitions_total", "read", "/m/x", ZNONODE},
+    {"zkr_leader_seconds_total", "lock", "/m/x", ZNONODE}, /* elections */
+};
+
+/* Every way an acquire ends is counted once, on the right counter, and
+ * the gauges follow the handle's state. */
+static void test_acquire_outcomes(void **state)
+{
+    zkr_session_t *m = open_session(10000), *h = open_session(10000);
+    zkr_lock_t *l = new_lock(m, "/m/x", "m"), *hl = new_lock(h, "/m/x", "h");
+    volatile int got = 1;
+    double v;
+
+    (void)state;
+    /* The path exists: an acquire where it does not would count the
+     * listing pipelined behind its failed create too. */
+    zoo_create(raw, "/m", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(
+        zoo_create(raw, "/m/x", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0), ZOK);
+    /* Nothing happened yet: every counter is 0, the handle is counted. */
+    assert_true(LOCKV(m, "zkr_acquisitions_total") == 0);
+    assert_true(LOCKV(m, "zkr_handles") == 1);
+    assert_true(LOCKV(m, "zkr_wait_seconds_count") == 0);
+
+    /* A free lock: granted on the first listing. */
+    assert_int_equal(zkr_lock_acquire(l, -1), 0);
+    assert_true(LOCKV(m, "zkr_acquisitions_total") == 1);
+    assert_true(LOCKV(m, "zkr_holding") == 1);
+    assert_true(LOCKV(m, "zkr_wait_seconds_count") == 1);
+    assert_true(LOCKV(m, "zkr_grant_listings_count") == 1);
+    assert_true(LOCKV(m, "zkr_grant_listings_sum") == 1);
+    assert_true(LOCKV(m, "zkr_handoffs_total") == 0);
+    zkt_sleep_ms(100);
+    assert_int_equal(zkr_lock_release(l), 0);
+    assert_true(LOCKV(m, "zkr_holding") == 0);
+    assert_true(LOCKV(m, "zkr_hold_seconds_count") == 1);
+    assert_true(LOCKV(m, "zkr_hold_seconds_sum") >= 0.1);
+
+    /* Held by the other session: a try is busy, a bounded wait times
+     * out, an unbounded one is canceled. */
+    assert_int_equal(zkr_lock_acquire(hl, -1), 0);
+    assert_int_equal(zkr_lock_acquire(l, 0), ZKR_EBUSY);
+    assert_true(LOCKV(m, "zkr_acquire_busy_total") == 1);
+    assert_int_equal(zkr_lock_acquire(l, 200), ZKR_ETIMEDOUT);
+    assert_true(LOCKV(m, "zkr_acquire_timeouts_total") == 1);
+    assert_int_equal(zkr_lock_acquire_async(l, -1, done, (void *)&got), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/m/x") == 2, 5000));
+    assert_true(LOCKV(m, "zkr_waiting") == 1);
+    assert_int_equal(zkr_lock_cancel(l), 0);
+    assert_true(ZKT_WAIT_UNTIL(got == ZKR_ECANCELED, 5000));
+    assert_true(LOCKV(m, "zkr_acquire_cancels_total") == 1);
+    assert_true(LOCKV(m, "zkr_waiting") == 0);
+
+    /* A wait ended by the holder's release: a handoff, after at least a
+     * second listing; it waited at least as long as the holder held. */
+    got = 1;
+    assert_int_equal(zkr_lock_acquire_async(l, -1, done, (void *)&got), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/m/x") == 2, 5000));
+    zkt_sleep_ms(100);
+    assert_int_equal(zkr_lock_release(hl), 0);
+    assert_true(ZKT_WAIT_UNTIL(got == 0, 5000));
+    assert_true(LOCKV(m, "zkr_acquisitions_total") == 2);
+    assert_true(LOCKV(m, "zkr_handoffs_total") == 1);
+    assert_true(LOCKV(m, "zkr_grant_listings_sum") >= 3);
+    assert_true(LOCKV(m, "zkr_wait_seconds_sum") >= 0.1);
+    assert_int_equal(zkr_lock_release(l), 0);
+
+    /* Nothing else was counted; the other session counted its own. */
+    assert_true(LOCKV(m, "zkr_acquire_lost_total") == 0);
+    assert_true(LOCKV(m, "zkr_acquire_errors_total") == 0);
+    assert_true(LOCKV(m, "zkr_lost_total") == 0);
+    assert_true(LOCKV(m, "zkr_suspended_total") == 0);
+    assert_true(LOCKV(m, "zkr_hold_seconds_count") == 2);
+    assert_true(LOCKV(h, "zkr_acquisitions_total") == 1);
+    has_line(m, "zkr_acquisitions_total{path=\"/m/x\",kind=\"lock\"} 2");
+    has_line(m, "zkr_acquire_busy_total{path=\"/m/x\",kind=\"lock\"} 1");
+    has_line(m, "zkr_hold_seconds_count{path=\"/m/x\",kind=\"lock\"} 2");
+    has_line(m, "zkr_grant_listings_bucket{path=\"/m/x\",kind=\"lock\","
+                "le=\"1\"} 1");
+    has_line(m, "zkr_session_state{state=\"CONNECTED\"} 1");
+
+    /* A freed handle's counts stay; the handle is no longer counted. */
+    zkr_lock_free(l);
+    assert_true(LOCKV(m, "zkr_acquisitions_total") == 2);
+    assert_true(LOCKV(m, "zkr_handles") == 0);
+    /* The read API's errors. */
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(
+            zkr_metrics_value(m, bad[i].name, bad[i].kind, bad[i].path, &v),
+            bad[i].rc);
+    assert_int_equal(
+        zkr_metrics_value(NULL, "zkr_sessions_total", NULL, NULL, &v),
+        ZBADARGUMENTS);
+    assert_int_equal(zkr_metrics_write(m, NULL), ZBADARGUMENTS);
+    zkr_lock_free(hl);
+    zkr_session_free(m);
+    zkr_session_free(h);
+}
+
+/* An expiry loses the grant (LOST once), the waiter's acquire (ZKR_ELOST
+ * once), and the session (one loss, then a second session). */
+static void test_expiry_counts(void **state)
+{
+    zkr_session_t *m = open_session(10000), *h = open_session(10000);
+    zkr_lock_t *l = new_lock(m, "/m/exp", "m"),
+               *w = new_lock(m, "/m/wait", "w");
+    zkr_lock_t *hl = new_lock(h, "/m/wait", "h");
+    volatile int got = 1;
+
+    (void)state;
+    assert_true(sv(m, "zkr_sessions_total") == 1);
+    assert_int_equal(zkr_lock_acquire(l, -1), 0);
+    assert_int_equal(zkr_lock_acquire(hl, -1), 0);
+    assert_int_equal(zkr_lock_acquire_async(w, -1, done, (void *)&got), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/m/wait") == 2, 5000));
+    expire(m);
+    assert_true(ZKT_WAIT_UNTIL(got == ZKR_ELOST, 10000));
+    assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(l) == ZKR_LOCK_LOST, 10000));
+    assert_int_equal(zkr_lock_release(l), ZKR_ELOST);
+    assert_true(rv(m, "zkr_lost_total", "lock", "/m/exp") == 1);
+    assert_true(rv(m, "zkr_hold_seconds_count", "lock", "/m/exp") == 1);
+    assert_true(rv(m, "zkr_acquire_lost_total", "lock", "/m/wait") == 1);
+    assert_true(rv(m, "zkr_lost_total", "lock", "/m/wait") == 0);
+    assert_true(sv(m, "zkr_session_losses_total") == 1);
+    assert_int_equal(zkr_session_wait_connected(m, 10000), 0);
+    assert_true(sv(m, "zkr_sessions_total") == 2);
+    assert_true(rv(h, "zkr_lost_total", "lock", "/m/wait") == 0);
+    zkr_lock_free(l);
+    zkr_lock_free(w);
+    zkr_lock_free(hl);
+    zkr_session_free(m);
+    zkr_session_free(h);
+}
+
+/* A server restart within the session timeout: the grant is SUSPENDED
+ * once, the session reconnects once, with a positive margin left. */
+static void test_reconnect_counts(void **state)
+{
+    zkr_session_t *m = open_session(20000);
+    zkr_lock_t *l = new_lock(m, "/m/rc", "m");
+    double v;
+
+    (void)state;
+    assert_int_equal(zkr_metrics_value(m,
+                                       "zkr_session_reconnect_margin_seconds",
+                                       NULL, NULL, &v),
+                     ZNONODE);
+    assert_int_equal(zkr_lock_acquire(l, -1), 0);
+    assert_int_equal(zkt_server_restart(server), 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(zkr_session_state(m) == ZKR_STATE_RECONNECTED, 20000));
+    assert_true(sv(m, "zkr_session_suspensions_total") == 1);
+    assert_true(sv(m, "zkr_session_reconnects_total") == 1);
+    assert_true(sv(m, "zkr_session_losses_total") == 0);
+    assert_true(sv(m, "zkr_session_reconnect_margin_seconds") > 0);
+    assert_true(rv(m, "zkr_suspended_total", "lock", "/m/rc") == 1);
+    assert_true(rv(m, "zkr_lost_total", "lock", "/m/rc") == 0);
+    assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(l) == ZKR_LOCK_HELD, 20000));
+    assert_int_equal(zkr_lock_release(l), 0);
+    zkr_lock_free(l);
+    zkr_session_free(m);
+}
+
+/* Heartbeats are timed; the safe deadline's margin and the timeout are
+ * reported. */
+static void test_session_gauges(void **state)
+{
+    zkr_session_t *m = open_session(4000);
+    double v = 0;
+
+    (void)state;
+    assert_true(ZKT_WAIT_UNTIL(
+        zkr_metrics_value(m, "zkr_session_heartbeat_seconds_count", NULL, NULL,
+                          &v) == 0 &&
+            v >= 2,
+        10000));
+    assert_int_equal(zkr_metrics_value(m, "zkr_session_heartbeat_last_seconds",
+                                       NULL, NULL, &v),
+                     0);
+    assert_true(v >= 0);
+    assert_true(sv(m, "zkr_session_timeout_seconds") ==
+                zkr_session_timeout_ms(m) / 1000.0);
+    v = sv(m, "zkr_session_valid_seconds");
+    assert_true(v > 0 && v <= zkr_session_timeout_ms(m) / 1000.0);
+    zkr_session_free(m);
+}
+
+/* An election: becoming leader and leaving are two changes; the time as
+ * leader covers the leadership (running, then ended). */
+static void test_election_counts(void **state)
+{
+    zkr_session_t *m = open_session(10000);
+    zkr_election_t *e = NULL;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&e, m, "/m/el", "c1", NULL, ZKR_POLICY_SUSPEND), 0);
+    assert_int_equal(zkr_election_join(e), 0);
+    assert_int_equal(zkr_election_await(e, 10000), 0);
+    assert_true(rv(m, "zkr_leader_changes_total", "election", "/m/el") == 1);
+    zkt_sleep_ms(100);
+    assert_true(rv(m, "zkr_leader_seconds_total", "election", "/m/el") >= 0.1);
+    assert_int_equal(zkr_election_leave(e), 0);
+    assert_true(rv(m, "zkr_leader_changes_total", "election", "/m/el") == 2);
+    assert_true(rv(m, "zkr_leader_seconds_total", "election", "/m/el") >= 0.1);
+    assert_true(rv(m, "zkr_acquisitions_total", "election", "/m/el") == 1);
+    zkr_election_free(e);
+    zkr_session_free(m);
+}
+
+/* Each recipe has its kind: the two sides of a read/write lock on one
+ * path are two series, a semaphore a third. */
+static void test_kinds(void **state)
+{
+    zkr_session_t *m = open_session(10000);
+    zkr_lock_t *r = NULL, *w = NULL, *p = NULL;
+
+    (void)state;
+    assert_int_equal(zkr_rwlock_new(&r, &w, m, "/m/rw", "m", NULL), 0);
+    assert_int_equal(zkr_semaphore_new(&p, m, "/m/sem", 2, "m", NULL), 0);
+    assert_int_equal(zkr_lock_acquire(r, -1), 0);
+    assert_int_equal(zkr_lock_release(r), 0);
+    assert_int_equal(zkr_lock_acquire(r, -1), 0);
+    assert_int_equal(zkr_lock_acquire(w, 0), ZKR_EBUSY);
+    assert_int_equal(zkr_lock_acquire(p, -1), 0);
+    assert_true(rv(m, "zkr_acquisitions_total", "read", "/m/rw") == 2);
+    assert_true(rv(m, "zkr_acquire_busy_total", "write", "/m/rw") == 1);
+    assert_true(rv(m, "zkr_acquisitions_total", "write", "/m/rw") == 0);
+    assert_true(rv(m, "zkr_holding", "semaphore", "/m/sem") == 1);
+    has_line(m, "zkr_acquisitions_total{path=\"/m/rw\",kind=\"read\"} 2");
+    has_line(m, "zkr_acquisitions_total{path=\"/m/sem\",kind=\"semaphore\"} 1");
+    /* Freed while held: the hold ends with the handle. */
+    zkr_lock_free(r);
+    assert_true(rv(m, "zkr_hold_seconds_count", "read", "/m/rw") == 2);
+    zkr_lock_free(w);
+    zkr_lock_free(p);
+    zkr_session_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_acquire_outcomes),
+        cmocka_unit_test(test_expiry_counts),
+        cmocka_unit_test(test_reconnect_counts),
+        cmocka_unit_test(test_session_gauges),
+        cmocka_unit_test(test_election_counts),
+        cmocka_unit_test(test_kinds),
+    };
+    return cmocka_run_group_tests_name("metrics", tests, setup, teardown);
+}
