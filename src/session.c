@@ -181,6 +181,7 @@ static void fork_child(void)
         s->zh = NULL; /* the parent's: neither used nor closed here */
         s->connected = 0;
         s->ops = 0;
+        s->sent = NULL; /* the parent's requests, kept by its handle */
         s->zh_users = 0;
         s->swapping = 0;
         s->ping_busy = 0;
