@@ -31,6 +31,26 @@
  * zkr_session_dispatch(), on the thread that calls it, under the same rules
  * (see there).
  *
+ * \section fork fork() and exec
+ *
+ * In the child of a fork(), every inherited session is closed: zkr's and
+ * the ZooKeeper client's threads do not exist there, and the connection
+ * belongs to the parent. The child may only free what it inherited
+ * (zkr_lock_free(), zkr_election_free(), zkr_observer_free(), then
+ * zkr_session_free()); these return at once, send nothing and delete no
+ * node, so the parent's grants are untouched. zkr_lock_release() returns
+ * ZKR_ECLOSED there (the parent still holds); other calls return
+ * ZKR_ECLOSED or a connection error; no callback runs in the child. Do not
+ * fork from a log callback (zkr_log_fn): fork() takes every session's
+ * lock.
+ *
+ * Descriptors zkr creates (zkr_lock_fd()'s pipe) are close-on-exec. The
+ * ZooKeeper C client 3.8.0 (as Debian builds it) opens its server socket
+ * and its wake-up pipe without close-on-exec, and zkr cannot reach them:
+ * a program that forks and execs while a session is open should close
+ * descriptors above 2 in the child before exec (on Linux,
+ * `close_range(3, ~0U, 0)`).
+ *
  * \section fencing Fencing tokens
  *
  * The fencing token of a grant is the `czxid` of the holder's node: a 64-bit
@@ -59,6 +79,27 @@ extern "C" {
 #define ZKR_EXTERN
 #endif
 
+/**
+ * \name Versions
+ * The version of this header (configure.ac's AC_INIT; a test checks they
+ * agree). zkr_version() gives the library's, which may be newer: the ABI
+ * only grows within a major version (symbols are versioned
+ * `ZKR_<major>.<minor>` and CI compares the ABI with the baseline in abi/).
+ * @{
+ */
+#define ZKR_VERSION_MAJOR 0
+#define ZKR_VERSION_MINOR 1
+#define ZKR_VERSION_PATCH 0
+/** The version as one number: major * 10000 + minor * 100 + patch. */
+#define ZKR_VERSION_NUMBER                                                     \
+    (ZKR_VERSION_MAJOR * 10000 + ZKR_VERSION_MINOR * 100 + ZKR_VERSION_PATCH)
+/** @} */
+
+/** \brief The library's version, as ZKR_VERSION_NUMBER (run time). */
+ZKR_EXTERN unsigned zkr_version(void);
+/** \brief The library's version as text ("0.1.0"); a static string. */
+ZKR_EXTERN const char *zkr_version_string(void);
+
 /** Longest accepted recipe path, in bytes, not counting the final NUL. */
 #define ZKR_PATH_MAX 1024
 /** Buffer size that always fits a contender node's full path and a NUL. */
@@ -76,7 +117,7 @@ extern "C" {
     X(ECANCELED, -1003, "operation canceled")                                  \
     X(ENOTHELD, -1004, "not held")                                             \
     X(EALREADY, -1005, "already held or being acquired")                       \
-    X(ELOST, -1006, "session lost: ownership is gone")                         \
+    X(ELOST, -1006, "ownership lost: session expired or node deleted")         \
     X(ECLOSED, -1007, "session closed")                                        \
     X(EDEADLK, -1008, "blocking call from a zkr callback")                     \
     X(ENOMEM, -1009, "out of memory")                                          \
@@ -115,7 +156,7 @@ ZKR_EXTERN const char *zkr_errname(int rc);
 typedef struct zkr_session zkr_session_t;
 
 /**
- * Connection states (SPEC section 1).
+ * Connection states (README.md, "Sessions and the safe deadline").
  *
  * | state       | meaning                                                  |
  * |-------------|----------------------------------------------------------|
@@ -138,9 +179,33 @@ typedef enum {
 /** \brief Name of a state ("CONNECTED"...); never NULL. */
 ZKR_EXTERN const char *zkr_state_name(zkr_state_t state);
 
+/** Log levels, most severe first (zkr_session_options_t::log_level). */
+typedef enum {
+    ZKR_LOG_NONE = -1,   /**< nothing at all */
+    ZKR_LOG_DEFAULT = 0, /**< the default: ZKR_LOG_WARN */
+    ZKR_LOG_ERROR = 1,
+    ZKR_LOG_WARN = 2,
+    ZKR_LOG_INFO = 3,
+    ZKR_LOG_DEBUG = 4
+} zkr_log_level_t;
+
+/**
+ * \brief A log sink: receives one message of a session, without a newline.
+ *
+ * Called on whichever thread logs (the ZooKeeper client's threads, zkr's
+ * timer thread, or an application thread inside a zkr call), possibly on
+ * several at once, with zkr locks held: it must be quick, thread-safe and
+ * must not call zkr. `s` is the session the message is about.
+ */
+typedef void (*zkr_log_fn)(zkr_session_t *s, zkr_log_level_t level,
+                           const char *message, void *data);
+
 /**
  * Options for zkr_session_open(). Zero-initialise, then set what you need:
- * `zkr_session_options_t o = {0};`.
+ * `zkr_session_options_t o = {0};`. Every field's zero value is the
+ * default, and stays so: the structure keeps its size across versions
+ * (options added later take space from `reserved_`), so a program built
+ * against an older zkr.h works with a newer library unchanged.
  */
 typedef struct zkr_session_options {
     /** "user:password" for ZooKeeper's digest scheme, or NULL. */
@@ -152,10 +217,28 @@ typedef struct zkr_session_options {
     int connect_timeout_ms;
     /** Nonzero: after LOST, do not create a new session automatically. */
     int no_reconnect;
+    /** Where this session's messages go, zkr's own and those of its
+     *  ZooKeeper handle (passed to zookeeper_init2(), so nothing is set
+     *  process-wide). NULL: standard error, as "zkr: LEVEL: message".
+     *  The client's callback carries no context, so zkr routes it through
+     *  one of 64 slots: beyond 64 sessions open at once, the client's
+     *  messages of the extra sessions go to standard error (warnings and
+     *  errors); zkr's own still go to log_fn. */
+    zkr_log_fn log_fn;
+    /** Passed to log_fn. */
+    void *log_data;
+    /** The most verbose level delivered (a zkr_log_level_t); 0 = warnings
+     *  and errors only, so a healthy session logs nothing. The client's
+     *  messages arrive only as far as the process-wide
+     *  zoo_set_debug_level() lets them (its default: INFO); zkr never
+     *  changes that level. */
+    int log_level;
     /** Nonzero: no zkr event thread. Callbacks wait until the application
      *  calls zkr_session_dispatch(), for instance from an event loop when
      *  zkr_session_fd() is readable. */
     int no_event_thread;
+    /** Must be zero: room for options of later versions. */
+    void *reserved_[8];
 } zkr_session_options_t;
 
 /**
@@ -171,7 +254,8 @@ typedef struct zkr_session_options {
  *   negotiate another; zkr uses the negotiated one). 0 means 10000.
  * \param opts options, or NULL for defaults.
  * \return 0; ZBADARGUMENTS (NULL out or hosts, empty hosts, negative
- *   timeout, invalid chroot or digest); ZKR_ETIMEDOUT (no connection within
+ *   timeout, invalid chroot or digest, log_level out of range, a nonzero
+ *   `reserved_`); ZKR_ETIMEDOUT (no connection within
  *   the connect timeout); ZAUTHFAILED (digest credentials refused);
  *   ZKR_ENOMEM; ZKR_ESYS (thread or pipe creation failed);
  *   ZSYSTEMERROR (zookeeper_init failed).
@@ -301,13 +385,39 @@ ZKR_EXTERN int zkr_session_timeout_ms(zkr_session_t *s);
 /**
  * \brief The current ZooKeeper handle, for the application's own calls.
  *
- * It changes after LOST when the session is re-created; do not cache it, and
- * never close it. NULL when there is none. Watches the application sets on
- * it are its own: zkr then removes only its own watches (on such a handle,
- * and on an adopted one, a watch zkr takes back stays on the server until
- * the node changes, and the client drops that one notification).
+ * Unsafe with a session that reconnects: after LOST zkr closes this handle
+ * (and frees it) and creates a new one, at a moment the application cannot
+ * see, so a pointer obtained here may be freed while a call on it runs.
+ * Prefer zkr_session_with_handle(). This call is safe only on a session
+ * opened with `no_reconnect` or adopted (zkr_session_adopt()), until
+ * zkr_session_free(). Never close the handle. NULL when there is none.
+ * Watches the application sets on it are its own: zkr then removes only
+ * its own watches (on such a handle, and on an adopted one, a watch zkr
+ * takes back stays on the server until the node changes, and the client
+ * drops that one notification).
  */
 ZKR_EXTERN zhandle_t *zkr_session_handle(zkr_session_t *s);
+
+/** A function run with the session's handle (zkr_session_with_handle()). */
+typedef int (*zkr_handle_fn)(zhandle_t *zh, void *arg);
+
+/**
+ * \brief Runs `fn(zh, arg)` with the current ZooKeeper handle, which stays
+ * open until fn returns.
+ *
+ * fn runs on the calling thread, with no zkr lock held; it may make any
+ * ZooKeeper call on zh (synchronous ones too) but must not close it, keep
+ * it after returning, or call zkr_session_free(). While fn runs, a LOST
+ * session's handle is not replaced (the replacement waits for fn): keep
+ * fn short. The session's own state is unaffected, and zkr's deadline
+ * rules still hold: zh may be expired by the time fn uses it. Watches set
+ * on zh are the application's (see zkr_session_handle()).
+ * \return fn's return value; without calling fn: ZBADARGUMENTS (NULL s or
+ *   fn), ZKR_ECLOSED (zkr_session_free() has begun, or a forked child),
+ *   ZCONNECTIONLOSS (no connected handle now).
+ */
+ZKR_EXTERN int zkr_session_with_handle(zkr_session_t *s, zkr_handle_fn fn,
+                                       void *arg);
 
 /**
  * \brief Waits until the session is CONNECTED or RECONNECTED.
@@ -465,7 +575,8 @@ ZKR_EXTERN int zkr_contenders_list(zkr_session_t *s, const char *path,
  *   Entries that share one sequence number (ZooKeeper 3.8 numbers every
  *   child 2147483647 once a directory's counter got there) cannot be told
  *   apart by name: none of them is counted past another.
- * \param v, count a listing from zkr_contenders_list() (in queue order).
+ * \param v a listing from zkr_contenders_list() (in queue order).
+ * \param count its number of entries.
  * \return 0..count (0 for NULL or count <= 0); ZKR_ENOMEM.
  */
 ZKR_EXTERN int zkr_contenders_holding(const zkr_contender_t *v, int count);
@@ -504,7 +615,8 @@ ZKR_EXTERN const char *zkr_lock_state_name(zkr_lock_state_t state);
  * \param out OUT: the new handle.
  * \param s the session.
  * \param path absolute, no trailing slash, no empty, "." or ".."
- *   component, at most ZKR_PATH_MAX bytes, not "/".
+ *   component, valid UTF-8, at most ZKR_PATH_MAX bytes, not "/" nor
+ *   under "/zookeeper" (the server's own tree).
  * \param id identifier stored in the node (UTF-8, 1..ZKR_ID_MAX bytes), or
  *   NULL for "hostname:pid".
  * \param acl ACL of the nodes zkr creates, or NULL for ZOO_OPEN_ACL_UNSAFE.
@@ -602,6 +714,7 @@ ZKR_EXTERN int zkr_lock_cancel(zkr_lock_t *l);
  * \return 0 (released); ZKR_ENOTHELD (nothing held); ZKR_ELOST (ownership
  *   had been lost; reported once, the handle is then idle); ZKR_ESTATE (an
  *   acquire is in progress: cancel it instead); ZKR_EDEADLK; ZBADARGUMENTS;
+ *   ZKR_ECLOSED (in a forked child: the parent still holds, see \ref fork);
  *   ZooKeeper codes such as ZNOAUTH when the server refuses the delete (no
  *   DELETE right on the path): the node stays, so the lock stays HELD.
  */
@@ -887,7 +1000,9 @@ typedef enum {
  * leader's epoch is the czxid of its node: strictly higher for every new
  * leader, usable as a fencing token.
  *
- * \param path, id, acl as for zkr_lock_new().
+ * \param path as for zkr_lock_new().
+ * \param id as for zkr_lock_new().
+ * \param acl as for zkr_lock_new().
  * \param policy what SUSPENDED means for leadership.
  * \return 0; ZBADARGUMENTS (as zkr_lock_new(), or an unknown policy);
  *   ZKR_ECLOSED; ZKR_ENOMEM; ZKR_ESYS.

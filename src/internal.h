@@ -351,7 +351,28 @@ struct zkr_session {
     uint64_t counters[ZKR__COUNTERS];
     zkr__smetrics_t metrics;
     zkr_session_t *live_next; /* registry of live sessions */
+    zkr_log_fn log_fn;        /* NULL: standard error */
+    void *log_data;
+    int log_level; /* zkr_log_level_t; 0 = warnings and errors */
+    int log_slot;  /* log.c's trampoline for the client, -1 none */
+    int forked;    /* this is a forked child's copy: closed, no threads */
+    zhandle_t *zh_forked; /* ... and the parent's handle it must not touch */
 };
+
+/* ------------------------------------------------------------ logging */
+
+/* How many sessions at once get their client's messages (log.c). */
+#define ZKR__LOG_SLOTS 64
+
+/* Logs one message of s (NULL: the default sink). Any thread, any lock. */
+void zkr__log(zkr_session_t *s, zkr_log_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Takes / gives back s's slot; log_detach only once no handle of s is
+ * open. */
+void zkr__log_attach(zkr_session_t *s);
+void zkr__log_detach(zkr_session_t *s);
+/* The callback for zookeeper_init2() for s's handles. */
+log_callback_fn zkr__log_callback(const zkr_session_t *s);
 
 /* Is the current thread the event thread of some session (running a
  * callback)? Blocking calls return ZKR_EDEADLK then. */
@@ -383,6 +404,9 @@ int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
  * the session as context; mutex held. */
 int zkr__cleanup_add_watch(zkr_session_t *s, const char *path, int wtype,
                            watcher_fn watcher);
+/* In a forked child: no observer request is in flight, and no callback
+ * queued (session.c, fork_child). */
+void zkr__observers_forked(zkr_session_t *s);
 /* Observers list again after (re)connecting; mutex held. */
 void zkr__observers_refresh(zkr_session_t *s);
 /* Does something of s still need its watches of this type on path? */

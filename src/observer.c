@@ -59,6 +59,14 @@ int zkr__observed(zkr_session_t *s, const char *path)
     return 0;
 }
 
+void zkr__observers_forked(zkr_session_t *s)
+{
+    for (zkr_observer_t *o = s->observers; o != NULL; o = o->next) {
+        o->busy = 0;
+        o->events = 0;
+    }
+}
+
 void zkr__observers_refresh(zkr_session_t *s)
 {
     for (zkr_observer_t *o = s->observers; o != NULL; o = o->next)

@@ -1660,7 +1660,9 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
     if (sync && zkr__in_callback())
         return ZKR_EDEADLK;
     zkr__lock_fresh(s);
-    if (is_acquiring(c)) {
+    if (s->closing) {
+        rc = ZKR_ECLOSED; /* in a forked child: the parent still holds */
+    } else if (is_acquiring(c)) {
         rc = ZKR_ESTATE;
     } else if (take_lost(c)) {
         rc = ZKR_ELOST;

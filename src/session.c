@@ -81,6 +81,7 @@
 #define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -132,6 +133,101 @@ zkr_session_t *zkr__session_lock_live(void *ctx)
     return s;
 }
 
+/* ----------------------------------------------------------------- fork
+ *
+ * After fork() the child has one thread: zkr's timer and event threads and
+ * the ZooKeeper client's threads are gone, a mutex they held stays held,
+ * and the handle's connection belongs to the parent. So around fork() we
+ * hold every session's mutex (the state is consistent), and in the child
+ * each session becomes closed and disconnected for good: its handle is
+ * forgotten (never used nor closed: that would talk to the parent's
+ * server connection), requests in flight are forgotten (their answers go
+ * to the parent), no callback is queued any more, and the condition
+ * variables, which may count waiters that no longer exist, are made new.
+ * The child can then free every handle without the network and without
+ * waiting. Lock order as always: live_mu, then each session's mu. */
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&live_mu);
+    for (zkr_session_t *s = live_head; s != NULL; s = s->live_next)
+        pthread_mutex_lock(&s->mu);
+}
+
+static void fork_parent(void)
+{
+    for (zkr_session_t *s = live_head; s != NULL; s = s->live_next)
+        pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&live_mu);
+}
+
+static void cond_renew(pthread_cond_t *cv, int monotonic)
+{
+    pthread_condattr_t ca;
+
+    pthread_condattr_init(&ca);
+    if (monotonic)
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    memset(cv, 0, sizeof(*cv));
+    pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+static void fork_child(void)
+{
+    for (zkr_session_t *s = live_head; s != NULL; s = s->live_next) {
+        s->forked = 1;
+        s->closing = 1;
+        s->zh_forked = s->zh;
+        s->zh = NULL; /* the parent's: neither used nor closed here */
+        s->connected = 0;
+        s->ops = 0;
+        s->sent = NULL; /* the parent's requests, kept by its handle */
+        s->zh_users = 0;
+        s->swapping = 0;
+        s->ping_busy = 0;
+        s->ev_busy_session = 0;
+        s->replace = 0;
+        s->replace_at = -1;
+        s->reconnect_at = -1;
+        cond_renew(&s->cv, 1);
+        cond_renew(&s->tcv, 1);
+        cond_renew(&s->ecv, 1);
+        for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
+            c->busy = 0;
+            c->events = 0;
+            c->sync_waiters = 0;
+            cond_renew(&c->done_cv, 0);
+        }
+        zkr__observers_forked(s);
+        pthread_mutex_unlock(&s->mu);
+    }
+    pthread_mutex_unlock(&live_mu);
+}
+
+/* A forked child's handles stay reachable from here until it exits: they
+ * are the parent's, so never closed, but not leaked either (a leak checker
+ * in the child would count them lost). */
+static zhandle_t **forked_handles;
+static size_t forked_n;
+
+static void keep_forked_handle(zhandle_t *zh)
+{
+    zhandle_t **v = realloc(forked_handles, (forked_n + 1) * sizeof(*v));
+
+    if (v != NULL) {
+        forked_handles = v;
+        forked_handles[forked_n++] = zh;
+    }
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void atfork_register(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
 int zkr__in_callback(void)
 {
     return tl_event_session != NULL;
@@ -174,8 +270,11 @@ int zkr__is_connection_error(int rc)
 int zkr__post(zkr_session_t *s, int kind, int a, zkr__contender_t *c,
               void (*fn)(void), void *data)
 {
-    zkr__event_t *ev = calloc(1, sizeof(*ev));
+    zkr__event_t *ev;
 
+    if (s->forked)
+        return 0; /* no event thread in a forked child: nothing runs */
+    ev = calloc(1, sizeof(*ev));
     /* A completion must not be lost to a failed allocation: take one of
      * the session's reserve events. */
     if (ev == NULL && (ev = s->ev_spare) != NULL) {
@@ -704,6 +803,12 @@ static void cleanup_finish(zkr_session_t *s, zkr__cleanup_t *cl, int rc)
     zkr__contender_t *owner = cl->owner;
     zkr__cleanup_t **pp;
 
+    if (rc != 0 && !cl->dead)
+        zkr__log(s, ZKR_LOG_WARN,
+                 "giving up deleting %s: %s (the server deletes it when "
+                 "session 0x%llx ends)",
+                 cl->path != NULL ? cl->path : cl->dir, zkr_strerror(rc),
+                 (unsigned long long)cl->sid);
     cl->owner = NULL;
     cl->dead = 1;
     if (owner != NULL)
@@ -914,10 +1019,12 @@ static void adopted_lost_nodes(zkr_session_t *s)
     }
 }
 
-static void declare_lost(zkr_session_t *s)
+static void declare_lost(zkr_session_t *s, const char *why)
 {
     if (s->state == ZKR_STATE_LOST || s->state == ZKR_STATE_CLOSED)
         return;
+    zkr__log(s, ZKR_LOG_WARN, "session 0x%llx LOST: %s",
+             (unsigned long long)s->sid, why);
     set_state(s, ZKR_STATE_LOST);
     if (!s->owned)
         adopted_lost_nodes(s);
@@ -947,7 +1054,7 @@ void zkr__enforce_deadline(zkr_session_t *s)
 {
     if (is_live(s->state) && s->timeout > 0 && !s->closing &&
         zkr__now_ms() >= deadline_of(s))
-        declare_lost(s);
+        declare_lost(s, "no heartbeat answered within the safe deadline");
 }
 
 void zkr__lock_fresh(zkr_session_t *s)
@@ -993,6 +1100,9 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
             s->sid = sid;
             s->counters[ZKR_COUNTER_SESSIONS]++;
             s->reconnect_attempt = 0;
+            zkr__log(s, ZKR_LOG_INFO,
+                     "connected: session 0x%llx, timeout %d ms",
+                     (unsigned long long)sid, s->timeout);
             set_state(s, ZKR_STATE_CONNECTED);
             zkr__queue_on_connected(s, 1);
         } else {
@@ -1011,7 +1121,9 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
                 cl->dead = 1;
         if (s->state == ZKR_STATE_CONNECTING && s->owned)
             s->replace = 1; /* never connected: try a fresh handle */
-        declare_lost(s);
+        declare_lost(s, state == ZOO_AUTH_FAILED_STATE
+                            ? "the server refused the credentials"
+                            : "the server expired the session");
     } else {
         /* CONNECTING, ASSOCIATING, NOTCONNECTED, READONLY: zkr never uses
          * read-only mode, so a read-only connection counts as none. */
@@ -1019,6 +1131,9 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
             s->connected = 0;
             if (s->state == ZKR_STATE_CONNECTED ||
                 s->state == ZKR_STATE_RECONNECTED) {
+                zkr__log(s, ZKR_LOG_INFO,
+                         "connection lost: session 0x%llx SUSPENDED",
+                         (unsigned long long)s->sid);
                 set_state(s, ZKR_STATE_SUSPENDED);
                 zkr__queue_on_suspended(s);
             }
@@ -1110,9 +1225,13 @@ static void auth_done(int rc, const void *data)
 
 static zhandle_t *open_handle(zkr_session_t *s)
 {
-    zhandle_t *zh =
-        zookeeper_init(s->hosts, global_watcher, s->req_timeout, NULL, s, 0);
+    zhandle_t *zh = zookeeper_init2(s->hosts, global_watcher, s->req_timeout,
+                                    NULL, s, 0, zkr__log_callback(s));
 
+    if (zh == NULL)
+        zkr__log(s, ZKR_LOG_ERROR,
+                 "cannot create a ZooKeeper handle for %s: %s", s->hosts,
+                 strerror(errno));
     if (zh != NULL && s->digest != NULL)
         zoo_add_auth(zh, "digest", s->digest, (int)strlen(s->digest), auth_done,
                      NULL);
@@ -1170,6 +1289,8 @@ static void maybe_open(zkr_session_t *s, int64_t now)
     if (s->zh != NULL || s->reconnect_at < 0 || now < s->reconnect_at)
         return;
     s->reconnect_at = -1;
+    zkr__log(s, ZKR_LOG_INFO, "opening a new session with %s (attempt %d)",
+             s->hosts, s->reconnect_attempt);
     s->swapping = 1;
     pthread_mutex_unlock(&s->mu);
     zh = open_handle(s);
@@ -1228,6 +1349,8 @@ static void *timer_main(void *arg)
             now >= s->connect_deadline) {
             /* A re-created handle that could not connect: try another. */
             s->connect_deadline = -1;
+            zkr__log(s, ZKR_LOG_WARN, "no connection to %s within %d ms",
+                     s->hosts, s->req_timeout > 0 ? s->req_timeout : 10000);
             if (s->owned && s->state == ZKR_STATE_LOST) {
                 s->replace = 1;
                 continue;
@@ -1236,7 +1359,7 @@ static void *timer_main(void *arg)
         /* Deadline first: a session past it gets no more heartbeats (in
          * a process resumed after a pause both fall due at once). */
         if (is_live(s->state) && s->timeout > 0 && now >= deadline_of(s))
-            declare_lost(s);
+            declare_lost(s, "no heartbeat answered within the safe deadline");
         if (s->connected && !s->ping_busy && now >= s->next_ping &&
             !s->replace && is_live(s->state))
             send_ping(s, now);
@@ -1285,6 +1408,9 @@ static void session_destroy(zkr_session_t *s)
     zkr__listener_t *l;
 
     live_remove(s);
+    zkr__log_detach(s);
+    if (s->zh_forked != NULL)
+        keep_forked_handle(s->zh_forked);
     zkr__metrics_free(s);
     while ((l = s->listeners) != NULL) {
         s->listeners = l->next;
@@ -1322,7 +1448,9 @@ static int session_alloc(zkr_session_t **out)
 
     if (s == NULL)
         return ZKR_ENOMEM;
+    pthread_once(&atfork_once, atfork_register);
     s->timer_next = -1;
+    s->log_slot = -1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1408,11 +1536,20 @@ int zkr_session_open(zkr_session_t **out, const char *hosts,
     if (o.digest != NULL &&
         (strchr(o.digest, ':') == NULL || o.digest[0] == ':'))
         return ZBADARGUMENTS;
+    if (o.log_level < ZKR_LOG_NONE || o.log_level > ZKR_LOG_DEBUG)
+        return ZBADARGUMENTS;
+    for (size_t i = 0; i < sizeof(o.reserved_) / sizeof(o.reserved_[0]); i++)
+        if (o.reserved_[i] != NULL)
+            return ZBADARGUMENTS; /* an option this version does not know */
     if (session_timeout_ms == 0)
         session_timeout_ms = 10000;
     if ((rc = session_alloc(&s)) != 0)
         return rc;
     s->owned = 1;
+    s->log_fn = o.log_fn;
+    s->log_data = o.log_data;
+    s->log_level = o.log_level;
+    zkr__log_attach(s);
     s->req_timeout = session_timeout_ms;
     s->no_reconnect = o.no_reconnect;
     s->dispatch = o.no_event_thread != 0;
@@ -1521,6 +1658,16 @@ int zkr_session_free(zkr_session_t *s)
         zkr__wait(s, NULL, zkr__now_ms() + 50);
         zkr__cleanup_pump(s);
     }
+    for (zkr__cleanup_t *cl = s->cleanups; cl != NULL && !s->forked;
+         cl = cl->next) {
+        if (!cl->dead) {
+            zkr__log(s, ZKR_LOG_WARN,
+                     "closing with deletions unfinished (%s): the server "
+                     "deletes the nodes when the session ends",
+                     s->connected ? "no answer in time" : "not connected");
+            break;
+        }
+    }
     if (s->owned) {
         zhandle_t *zh;
         /* The timer thread may be closing or opening a handle right now,
@@ -1539,7 +1686,8 @@ int zkr_session_free(zkr_session_t *s)
     if (s->dispatch)
         dispatch_locked(s, UINT64_MAX);
     pthread_mutex_unlock(&s->mu);
-    stop_threads(s);
+    if (!s->forked) /* a forked child has none of the threads */
+        stop_threads(s);
     session_destroy(s);
     return 0;
 }
@@ -1639,6 +1787,24 @@ zhandle_t *zkr_session_handle(zkr_session_t *s)
     s->zh_shared = 1; /* the application may watch on it from now on */
     pthread_mutex_unlock(&s->mu);
     return zh;
+}
+
+int zkr_session_with_handle(zkr_session_t *s, zkr_handle_fn fn, void *arg)
+{
+    zhandle_t *zh = NULL;
+    int rc;
+
+    if (s == NULL || fn == NULL)
+        return ZBADARGUMENTS;
+    /* A user of zh: replace_handle() and zkr_session_free() wait for it. */
+    if ((rc = zkr__zh_get(s, &zh)) != 0)
+        return rc;
+    pthread_mutex_lock(&s->mu);
+    s->zh_shared = 1; /* the application may watch on it from now on */
+    pthread_mutex_unlock(&s->mu);
+    rc = fn(zh, arg);
+    zkr__zh_put(s);
+    return rc;
 }
 
 int zkr_session_wait_connected(zkr_session_t *s, int timeout_ms)

@@ -139,10 +139,15 @@ int64_t zkr__now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static int valid_utf8(const char *s);
+
 /* A recipe path is absolute, is not the root, has no trailing slash, no
- * empty, "." or ".." component, no control character, and fits in
- * ZKR_PATH_MAX bytes. ZooKeeper would reject most of these itself; checking
- * first gives one documented code and no round trip. */
+ * empty, "." or ".." component, no control character, is valid UTF-8
+ * (ZooKeeper's paths are Java strings: other bytes would be replaced, and
+ * two paths could name one node), is not under /zookeeper (the server's
+ * own tree), and fits in ZKR_PATH_MAX bytes. ZooKeeper would reject most
+ * of these itself; checking first gives one documented code and no round
+ * trip. */
 int zkr__check_path(const char *path)
 {
     size_t len, i, comp = 0;
@@ -166,20 +171,18 @@ int zkr__check_path(const char *path)
             comp++;
         }
     }
+    if (!valid_utf8(path) || (strncmp(path, "/zookeeper", 10) == 0 &&
+                              (path[10] == '\0' || path[10] == '/')))
+        return ZBADARGUMENTS;
     return 0;
 }
 
-/* Identifiers are node data: 1..ZKR_ID_MAX bytes of valid UTF-8. */
-int zkr__check_id(const char *id)
+/* Is the string valid UTF-8 (shortest forms, no surrogates, at most
+ * U+10FFFF)? */
+static int valid_utf8(const char *s)
 {
-    const unsigned char *p = (const unsigned char *)id;
-    size_t len;
+    const unsigned char *p = (const unsigned char *)s;
 
-    if (id == NULL)
-        return ZBADARGUMENTS;
-    len = strlen(id);
-    if (len == 0 || len > ZKR_ID_MAX)
-        return ZBADARGUMENTS;
     while (*p) {
         int extra;
         uint32_t cp;
@@ -196,19 +199,32 @@ int zkr__check_id(const char *id)
             extra = 3;
             cp = *p & 0x07;
         } else {
-            return ZBADARGUMENTS;
+            return 0;
         }
         p++;
         for (int k = 0; k < extra; k++, p++) {
             if ((*p & 0xc0) != 0x80)
-                return ZBADARGUMENTS;
+                return 0;
             cp = (cp << 6) | (*p & 0x3f);
         }
         if ((extra == 1 && cp < 0x80) || (extra == 2 && cp < 0x800) ||
             (extra == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
             (cp >= 0xd800 && cp <= 0xdfff))
-            return ZBADARGUMENTS;
+            return 0;
     }
+    return 1;
+}
+
+/* Identifiers are node data: 1..ZKR_ID_MAX bytes of valid UTF-8. */
+int zkr__check_id(const char *id)
+{
+    size_t len;
+
+    if (id == NULL)
+        return ZBADARGUMENTS;
+    len = strlen(id);
+    if (len == 0 || len > ZKR_ID_MAX || !valid_utf8(id))
+        return ZBADARGUMENTS;
     return 0;
 }
 
@@ -311,4 +327,18 @@ int zkr__default_id(char *buf, size_t len)
     host[sizeof(host) - 1] = '\0';
     snprintf(buf, len, "%s:%ld", host, (long)getpid());
     return 0;
+}
+
+#define ZKR__STR2(x) #x
+#define ZKR__STR(x) ZKR__STR2(x)
+
+unsigned zkr_version(void)
+{
+    return ZKR_VERSION_NUMBER;
+}
+
+const char *zkr_version_string(void)
+{
+    return ZKR__STR(ZKR_VERSION_MAJOR) "." ZKR__STR(
+        ZKR_VERSION_MINOR) "." ZKR__STR(ZKR_VERSION_PATCH);
 }

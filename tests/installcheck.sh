@@ -79,6 +79,14 @@ for src in "$examples"/*.c; do
         not_ok "$name.c: no \" * Build: \" line in its header"
         continue
     fi
+    case $cmd in
+    *-lsqlite3*)
+        if ! pkg-config --exists sqlite3; then
+            ok "$name.c skipped: no sqlite3 (libsqlite3-dev missing)"
+            continue
+        fi
+        ;;
+    esac
     cp "$src" "$work/"
     rm -f "$work/a.out"
     if (cd "$work" && sh -c "$cmd") >"$work/$name.cc.log" 2>&1 &&

@@ -123,6 +123,8 @@ int cli_open_session(const cli_t *c, zkr_session_t **out)
     int rc;
 
     o.digest = c->auth;
+    o.log_level =
+        c->verbose ? ZKR_LOG_WARN : ZKR_LOG_NONE; /* quiet unless -v */
     rc = zkr_session_open(out, c->hosts, c->session_timeout_ms, &o);
     if (rc == 0) {
         cli_info(c, "connected to %s, session %016llx, timeout %d ms", c->hosts,

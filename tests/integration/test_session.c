@@ -320,24 +320,26 @@ static void test_heartbeat_behind_writes(void **state)
     }
 }
 
-/* A link seam on zookeeper_init(): libzkr's call resolves to this
- * definition in the test executable, which calls the real one. When asked
+/* A link seam on zookeeper_init2() (zkr opens its handles with it, to pass
+ * the session's log callback): libzkr's call resolves to this definition
+ * in the test executable, which calls the real one. When asked
  * (delay_ctx == the context zkr passes, its session), it returns only once
  * the new handle is connected and its CONNECTED event has been delivered,
  * which happens while zkr's timer thread, opening the handle without its
  * mutex, has not yet published it. */
 static void *delay_ctx;
 
-zhandle_t *zookeeper_init(const char *host, watcher_fn fn, int recv_timeout,
-                          const clientid_t *clientid, void *context, int flags)
+zhandle_t *zookeeper_init2(const char *host, watcher_fn fn, int recv_timeout,
+                           const clientid_t *clientid, void *context, int flags,
+                           log_callback_fn log_callback)
 {
     static zhandle_t *(*real)(const char *, watcher_fn, int, const clientid_t *,
-                              void *, int);
+                              void *, int, log_callback_fn);
     zhandle_t *zh;
 
     if (real == NULL)
-        *(void **)&real = dlsym(RTLD_NEXT, "zookeeper_init");
-    zh = real(host, fn, recv_timeout, clientid, context, flags);
+        *(void **)&real = dlsym(RTLD_NEXT, "zookeeper_init2");
+    zh = real(host, fn, recv_timeout, clientid, context, flags, log_callback);
     if (zh != NULL && context != NULL &&
         __atomic_load_n(&delay_ctx, __ATOMIC_SEQ_CST) == context) {
         __atomic_store_n(&delay_ctx, NULL, __ATOMIC_SEQ_CST);

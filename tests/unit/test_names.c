@@ -663,11 +663,38 @@ static void test_check_path(void **state)
         "/a/...",
         "/a/b.",
         "/\xeb\x85\xb8\xeb\x93\x9c",
+        "/zookeeperx",
+        "/zoo",
+        "/a/zookeeper",
     };
     static const char *const bad[] = {
-        "",     "a",     "/",      "/a/",   "//a",    "/a//b",
-        "/./a", "/a/..", "/a/.",   "/../a", "/a/./b", "/a/../b",
-        "a/b",  "/a\nb", "/a\x7f", "/\tb",  "/a/b/",  "///",
+        "",
+        "a",
+        "/",
+        "/a/",
+        "//a",
+        "/a//b",
+        "/./a",
+        "/a/..",
+        "/a/.",
+        "/../a",
+        "/a/./b",
+        "/a/../b",
+        "a/b",
+        "/a\nb",
+        "/a\x7f",
+        "/\tb",
+        "/a/b/",
+        "///",
+        /* Not UTF-8: a stray byte, an overlong '/', a surrogate, a
+         * truncated sequence; the server's own tree (issue 14). */
+        "/a\xff",
+        "/\xc0\xaf",
+        "/\xed\xa0\x80",
+        "/a\xe2\x82",
+        "/zookeeper",
+        "/zookeeper/quota",
+        "/zookeeper/config",
     };
     char *path;
 

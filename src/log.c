@@ -1,0 +1,146 @@
+/* Per-session logging (issue 14): zkr's own messages and those of the
+ * session's ZooKeeper handle go to the session's sink, filtered by its
+ * level. Nothing process-wide is set.
+ *
+ * The client's per-handle callback (zookeeper_init2) receives only the
+ * formatted message, no context. So each owned session takes one of a
+ * fixed set of trampolines, each a distinct function that knows its slot;
+ * the slot names the session. A session keeps its slot from open to free
+ * (its handles are all closed, and their threads joined, before the slot
+ * is given back), so a trampoline never sees a freed session. When every
+ * slot is taken, the extra sessions' handles get a shared callback that
+ * applies the default (standard error, warnings and errors). */
+#define _DEFAULT_SOURCE
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+static pthread_mutex_t slots_mu = PTHREAD_MUTEX_INITIALIZER;
+static zkr_session_t *slots[ZKR__LOG_SLOTS];
+
+static const char *const level_names[] = {"", "ERROR", "WARN", "INFO", "DEBUG"};
+
+static void emit(zkr_session_t *s, zkr_log_level_t level, const char *msg)
+{
+    zkr_log_fn fn = s != NULL ? s->log_fn : NULL;
+    int max = s != NULL ? s->log_level : ZKR_LOG_DEFAULT;
+
+    if (max == ZKR_LOG_DEFAULT)
+        max = ZKR_LOG_WARN;
+    if ((int)level > max || level < ZKR_LOG_ERROR)
+        return;
+    if (fn != NULL)
+        fn(s, level, msg, s->log_data);
+    else
+        fprintf(stderr, "zkr: %s: %s\n", level_names[level], msg);
+}
+
+void zkr__log(zkr_session_t *s, zkr_log_level_t level, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+
+    if (s != NULL && s->log_level == ZKR_LOG_NONE)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    emit(s, level, buf);
+}
+
+/* The client formats "time:pid(0xthread):ZOO_LEVEL@function@line: text"
+ * (zookeeper 3.8, log.c). We keep "function@line: text". */
+static void from_client(zkr_session_t *s, const char *msg)
+{
+    static const struct {
+        const char *tag;
+        zkr_log_level_t level;
+    } tags[] = {{":ZOO_ERROR@", ZKR_LOG_ERROR},
+                {":ZOO_WARN@", ZKR_LOG_WARN},
+                {":ZOO_INFO@", ZKR_LOG_INFO},
+                {":ZOO_DEBUG@", ZKR_LOG_DEBUG}};
+
+    if (s != NULL && s->log_level == ZKR_LOG_NONE)
+        return;
+    for (size_t i = 0; i < sizeof(tags) / sizeof(tags[0]); i++) {
+        const char *at = strstr(msg, tags[i].tag);
+        if (at != NULL) {
+            /* Some of the client's messages end in a newline: drop it. */
+            char buf[1024];
+            size_t n;
+            snprintf(buf, sizeof(buf), "%s", at + strlen(tags[i].tag));
+            n = strlen(buf);
+            while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+                buf[--n] = '\0';
+            emit(s, tags[i].level, buf);
+            return;
+        }
+    }
+    emit(s, ZKR_LOG_WARN, msg); /* a format we do not know: keep it */
+}
+
+static void from_client_unslotted(const char *msg)
+{
+    from_client(NULL, msg);
+}
+
+/* Trampoline j of row i serves slot 8i + j. */
+#define TRAMPOLINE(i, j)                                                       \
+    static void tramp_##i##_##j(const char *msg)                               \
+    {                                                                          \
+        from_client(__atomic_load_n(&slots[(i)*8 + (j)], __ATOMIC_ACQUIRE),    \
+                    msg);                                                      \
+    }
+#define TRAMPOLINE_ROW(i)                                                      \
+    TRAMPOLINE(i, 0)                                                           \
+    TRAMPOLINE(i, 1)                                                           \
+    TRAMPOLINE(i, 2)                                                           \
+    TRAMPOLINE(i, 3)                                                           \
+    TRAMPOLINE(i, 4)                                                           \
+    TRAMPOLINE(i, 5)                                                           \
+    TRAMPOLINE(i, 6)                                                           \
+    TRAMPOLINE(i, 7)
+TRAMPOLINE_ROW(0)
+TRAMPOLINE_ROW(1)
+TRAMPOLINE_ROW(2)
+TRAMPOLINE_ROW(3)
+TRAMPOLINE_ROW(4)
+TRAMPOLINE_ROW(5)
+TRAMPOLINE_ROW(6)
+TRAMPOLINE_ROW(7)
+#define ROW(i)                                                                 \
+    tramp_##i##_0, tramp_##i##_1, tramp_##i##_2, tramp_##i##_3, tramp_##i##_4, \
+        tramp_##i##_5, tramp_##i##_6, tramp_##i##_7
+static const log_callback_fn tramps[ZKR__LOG_SLOTS] = {
+    ROW(0), ROW(1), ROW(2), ROW(3), ROW(4), ROW(5), ROW(6), ROW(7)};
+
+void zkr__log_attach(zkr_session_t *s)
+{
+    s->log_slot = -1;
+    pthread_mutex_lock(&slots_mu);
+    for (int i = 0; i < ZKR__LOG_SLOTS; i++) {
+        if (slots[i] == NULL) {
+            __atomic_store_n(&slots[i], s, __ATOMIC_RELEASE);
+            s->log_slot = i;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&slots_mu);
+}
+
+void zkr__log_detach(zkr_session_t *s)
+{
+    if (s->log_slot < 0)
+        return;
+    pthread_mutex_lock(&slots_mu);
+    __atomic_store_n(&slots[s->log_slot], NULL, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&slots_mu);
+    s->log_slot = -1;
+}
+
+log_callback_fn zkr__log_callback(const zkr_session_t *s)
+{
+    return s->log_slot >= 0 ? tramps[s->log_slot] : from_client_unslotted;
+}

@@ -1,0 +1,439 @@
+/* zkr as a dependency (issue 14): what a program that links zkr relies on.
+ * Logging: a session with default options prints nothing on a healthy
+ * connection, even with the client's process-wide level at INFO (its
+ * default); a session's messages, its client's included, go to its own
+ * callback only; a LOST and a refused connection are reported.
+ * fork(): the child frees inherited handles without the network and
+ * without hanging, and the parent's lock is untouched; descriptors zkr
+ * creates are close-on-exec. */
+#define _DEFAULT_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../server_test.h"
+
+enum { T = 4000 };
+
+/* ------------------------------------------------ standard error capture */
+
+static int saved_stderr = -1;
+static char capture_path[] = "/tmp/zkr-embed-XXXXXX";
+
+static void capture_begin(void)
+{
+    int fd = mkstemp(capture_path);
+
+    assert_true(fd >= 0);
+    fflush(stderr);
+    saved_stderr = dup(2);
+    assert_true(saved_stderr >= 0);
+    assert_int_equal(dup2(fd, 2), 2);
+    close(fd);
+}
+
+/* Restores standard error; returns what was written meanwhile (free it). */
+static char *capture_end(void)
+{
+    FILE *f;
+    char *text = calloc(1, 65536);
+    size_t n;
+
+    fflush(stderr);
+    assert_int_equal(dup2(saved_stderr, 2), 2);
+    close(saved_stderr);
+    f = fopen(capture_path, "r");
+    assert_non_null(f);
+    n = fread(text, 1, 65535, f);
+    text[n] = '\0';
+    fclose(f);
+    unlink(capture_path);
+    strcpy(capture_path, "/tmp/zkr-embed-XXXXXX");
+    return text;
+}
+
+/* ---------------------------------------------------------- a log sink */
+
+struct sink {
+    pthread_mutex_t mu;
+    int n;
+    char text[64][512];
+    zkr_log_level_t level[64];
+    zkr_session_t *session[64];
+};
+
+static void sink_fn(zkr_session_t *s, zkr_log_level_t level,
+                    const char *message, void *data)
+{
+    struct sink *k = data;
+
+    pthread_mutex_lock(&k->mu);
+    if (k->n < 64) {
+        snprintf(k->text[k->n], sizeof(k->text[0]), "%s", message);
+        k->level[k->n] = level;
+        k->session[k->n] = s;
+        k->n++;
+    }
+    pthread_mutex_unlock(&k->mu);
+}
+
+static void sink_init(struct sink *k)
+{
+    memset(k, 0, sizeof(*k));
+    pthread_mutex_init(&k->mu, NULL);
+}
+
+/* Index of the first message containing `what` at `level`, or -1. */
+static int sink_find(struct sink *k, zkr_log_level_t level, const char *what)
+{
+    int found = -1;
+
+    pthread_mutex_lock(&k->mu);
+    for (int i = 0; i < k->n && found < 0; i++)
+        if (k->level[i] == level && strstr(k->text[i], what) != NULL)
+            found = i;
+    pthread_mutex_unlock(&k->mu);
+    return found;
+}
+
+static zkr_session_t *open_logged(const char *hosts, struct sink *k, int level)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+
+    o.log_fn = sink_fn;
+    o.log_data = k;
+    o.log_level = level;
+    assert_int_equal(zkr_session_open(&s, hosts, T, &o), 0);
+    return s;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+/* Default options: a full lock cycle prints nothing, although the client
+ * (process-wide level INFO, its default) has plenty to say. */
+static void test_default_session_is_quiet(void **state)
+{
+    zkr_session_t *s;
+    zkr_lock_t *l;
+    char *err;
+
+    (void)state;
+    zoo_set_debug_level(ZOO_LOG_LEVEL_INFO);
+    capture_begin();
+    s = open_session(T);
+    l = new_lock(s, "/embed/quiet", "q");
+    assert_int_equal(zkr_lock_acquire(l, 10000), 0);
+    assert_int_equal(zkr_lock_release(l), 0);
+    zkr_lock_free(l);
+    assert_int_equal(zkr_session_free(s), 0);
+    err = capture_end();
+    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    if (err[0] != '\0')
+        fprintf(stderr, "# printed:\n%s", err);
+    assert_string_equal(err, "");
+    free(err);
+}
+
+/* Each session's messages go to its own callback: the client's (INFO at
+ * level INFO) and zkr's own; the session id in them is that session's. */
+static void test_log_callback_per_session(void **state)
+{
+    static struct sink a, b;
+    zkr_session_t *sa, *sb;
+    char ida[32], idb[32], *err;
+
+    (void)state;
+    sink_init(&a);
+    sink_init(&b);
+    zoo_set_debug_level(ZOO_LOG_LEVEL_INFO);
+    capture_begin();
+    sa = open_logged(zkt_server_hosts(server), &a, ZKR_LOG_INFO);
+    sb = open_logged(zkt_server_hosts(server), &b, ZKR_LOG_INFO);
+    snprintf(ida, sizeof(ida), "0x%llx",
+             (unsigned long long)zkr_session_id(sa));
+    snprintf(idb, sizeof(idb), "0x%llx",
+             (unsigned long long)zkr_session_id(sb));
+    assert_int_equal(zkr_session_free(sa), 0);
+    assert_int_equal(zkr_session_free(sb), 0);
+    err = capture_end();
+    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    assert_string_equal(err, "");
+    free(err);
+    /* zkr's own, and the client's (its session establishment line). */
+    assert_true(sink_find(&a, ZKR_LOG_INFO, "connected: session") >= 0);
+    assert_true(sink_find(&a, ZKR_LOG_INFO, "sessionId=") >= 0);
+    assert_true(sink_find(&b, ZKR_LOG_INFO, "sessionId=") >= 0);
+    for (int i = 0; i < a.n; i++) {
+        size_t n = strlen(a.text[i]);
+        assert_true(n > 0 && a.text[i][n - 1] != '\n'); /* one line each */
+        assert_ptr_equal(a.session[i], sa);
+        assert_null(strstr(a.text[i], idb));
+    }
+    for (int i = 0; i < b.n; i++) {
+        assert_ptr_equal(b.session[i], sb);
+        assert_null(strstr(b.text[i], ida));
+    }
+    /* Not the client's raw prefix ("time:pid(0xthread):ZOO_INFO@"). */
+    assert_null(strstr(a.text[0], "ZOO_INFO@"));
+}
+
+/* At the default level: a LOST is a warning; INFO is not delivered. */
+static void test_lost_is_logged(void **state)
+{
+    static struct sink k;
+    zkr_session_t *s;
+
+    (void)state;
+    sink_init(&k);
+    zoo_set_debug_level(ZOO_LOG_LEVEL_INFO);
+    s = open_logged(zkt_server_hosts(server), &k, ZKR_LOG_DEFAULT);
+    expire(s);
+    assert_true(
+        ZKT_WAIT_UNTIL(sink_find(&k, ZKR_LOG_WARN, "LOST") >= 0, 20000));
+    assert_true(sink_find(&k, ZKR_LOG_WARN, "expired") >= 0);
+    assert_int_equal(zkr_session_free(s), 0);
+    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    for (int i = 0; i < k.n; i++)
+        assert_true(k.level[i] <= ZKR_LOG_WARN);
+}
+
+/* A refused connection names the host and the errno, as an error. */
+static void test_connection_failure_names_host_and_errno(void **state)
+{
+    static struct sink k;
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+    struct sockaddr_in sa = {0};
+    socklen_t len = sizeof(sa);
+    char hosts[64];
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    (void)state;
+    /* A port nobody listens on: bind one, note it, close it. */
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    close(fd);
+    snprintf(hosts, sizeof(hosts), "127.0.0.1:%d", ntohs(sa.sin_port));
+    sink_init(&k);
+    o.log_fn = sink_fn;
+    o.log_data = &k;
+    o.connect_timeout_ms = 1500;
+    assert_int_equal(zkr_session_open(&s, hosts, T, &o), ZKR_ETIMEDOUT);
+    assert_true(sink_find(&k, ZKR_LOG_ERROR, hosts) >= 0);
+    assert_true(sink_find(&k, ZKR_LOG_ERROR, "errno=111") >= 0);
+}
+
+/* Bad options are refused with ZBADARGUMENTS. */
+static void test_bad_log_options(void **state)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+
+    (void)state;
+    o.log_level = 5;
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), T, &o),
+                     ZBADARGUMENTS);
+    o.log_level = -2;
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), T, &o),
+                     ZBADARGUMENTS);
+    o.log_level = 0;
+    o.reserved_[3] = &o;
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), T, &o),
+                     ZBADARGUMENTS);
+    assert_null(s);
+}
+
+/* ----------------------------------------------------------------- fork */
+
+/* The child of a fork frees what it inherited, a held lock and its
+ * session, at once: no hang (a watchdog kills it), no node deleted (the
+ * parent still holds, and its session still lives). */
+static void test_fork_child_frees_inherited_handles(void **state)
+{
+    zkr_session_t *s = open_session(T);
+    zkr_lock_t *l = new_lock(s, "/embed/fork", "parent");
+    int64_t token;
+    pid_t pid;
+    int st = -1;
+
+    (void)state;
+    assert_int_equal(zkr_lock_acquire(l, 10000), 0);
+    token = token_of(l);
+    assert_true(zkr_lock_fd(l) >= 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int ok;
+        signal(SIGALRM, SIG_DFL); /* a hang ends the child by SIGALRM */
+        alarm(10);
+        ok = zkr_lock_release(l) == ZKR_ECLOSED &&
+             zkr_lock_state(l) == ZKR_LOCK_HELD;
+        zkr_lock_free(l);
+        ok = ok && zkr_session_free(s) == 0;
+        _exit(ok ? 0 : 3);
+    }
+    assert_int_equal(zkt_wait_pid(pid, zkt_scaled_ms(20000), &st), 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    /* The parent still holds, with the same node, on a live session. */
+    zkt_sleep_ms(500);
+    assert_int_equal(zkr_lock_state(l), ZKR_LOCK_HELD);
+    assert_int_equal(token_of(l), token);
+    assert_int_equal(children("/embed/fork"), 1);
+    assert_true(zkr_session_valid_ms(s) > 0);
+    assert_int_equal(zkr_lock_release(l), 0);
+    assert_int_equal(children("/embed/fork"), 0);
+    zkr_lock_free(l);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* Every descriptor zkr creates is close-on-exec (the lock's descriptor:
+ * both ends of its pipe). The ZooKeeper client's own are not (Debian's
+ * 3.8.0: its server socket and its wake-up pipe); zkr.h documents that
+ * exception, and this test fails if anything else appears without the
+ * flag. */
+static void test_descriptors_are_cloexec(void **state)
+{
+    char before[1024] = {0};
+    zkr_session_t *s;
+    zkr_lock_t *l;
+    struct stat lst;
+    int lfd, lock_ends = 0;
+    DIR *d;
+    struct dirent *e;
+
+    (void)state;
+    d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL) {
+        int fd = atoi(e->d_name);
+        if (e->d_name[0] != '.' && fd < 1024)
+            before[fd] = 1;
+    }
+    closedir(d);
+    s = open_session(T);
+    l = new_lock(s, "/embed/cloexec", "c");
+    assert_int_equal(zkr_lock_acquire(l, 10000), 0);
+    lfd = zkr_lock_fd(l);
+    assert_true(lfd >= 0);
+    assert_int_equal(fstat(lfd, &lst), 0);
+    d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL) {
+        int fd = atoi(e->d_name), cloexec;
+        struct stat fst;
+        if (e->d_name[0] == '.' || fd >= 1024 || before[fd] || fd == dirfd(d) ||
+            fstat(fd, &fst) != 0)
+            continue;
+        cloexec = (fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
+        if (S_ISFIFO(fst.st_mode) && fst.st_ino == lst.st_ino) {
+            lock_ends++;
+            assert_true(cloexec);
+        } else if (!cloexec) {
+            /* The client's: its socket or its pipe, nothing else. */
+            assert_true(S_ISSOCK(fst.st_mode) || S_ISFIFO(fst.st_mode));
+        }
+    }
+    closedir(d);
+    assert_int_equal(lock_ends, 2);
+    assert_int_equal(zkr_lock_release(l), 0);
+    zkr_lock_free(l);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* ------------------------------------------------------ versions, handle */
+
+/* The header's version, the library's and configure.ac's agree. */
+static void test_version(void **state)
+{
+    char v[32];
+
+    (void)state;
+    snprintf(v, sizeof(v), "%d.%d.%d", ZKR_VERSION_MAJOR, ZKR_VERSION_MINOR,
+             ZKR_VERSION_PATCH);
+    assert_string_equal(v, PACKAGE_VERSION);
+    assert_string_equal(zkr_version_string(), PACKAGE_VERSION);
+    assert_int_equal(zkr_version(), ZKR_VERSION_NUMBER);
+}
+
+struct borrow {
+    zkr_session_t *s;
+    int lost_seen; /* the session was LOST while we held the handle */
+    int state;     /* zoo_state(zh) after that */
+    int rc;        /* an exists on zh after that */
+};
+
+static int borrow_across_lost(zhandle_t *zh, void *arg)
+{
+    struct borrow *b = arg;
+    clientid_t cid = *zoo_client_id(zh);
+
+    assert_int_equal(zoo_create(zh, "/embed-borrowed", "x", 1,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    assert_int_equal(zkt_expire_session(zkt_server_hosts(server), &cid, 10000),
+                     0);
+    b->lost_seen =
+        ZKT_WAIT_UNTIL(zkr_session_state(b->s) == ZKR_STATE_LOST, 20000);
+    zkt_sleep_ms(300); /* time for a replacement, were it not held off */
+    /* Still the same, open handle: the calls below are valid uses. */
+    b->state = zoo_state(zh);
+    b->rc = zoo_exists(zh, "/embed-borrowed", 0, NULL);
+    return 42;
+}
+
+/* zkr_session_with_handle(): fn's handle stays open across a LOST (the
+ * re-creation waits for fn); the session then reconnects with a new one. */
+static void test_with_handle_survives_lost(void **state)
+{
+    zkr_session_t *s = open_session(T);
+    struct borrow b = {s, 0, 0, 0};
+
+    (void)state;
+    assert_int_equal(zkr_session_with_handle(s, borrow_across_lost, &b), 42);
+    assert_true(b.lost_seen);
+    assert_int_equal(b.state, ZOO_EXPIRED_SESSION_STATE);
+    assert_true(b.rc != ZOK);
+    assert_int_equal(zkr_session_wait_connected(s, 20000), 0);
+    assert_int_equal(zkr_session_with_handle(s, NULL, NULL), ZBADARGUMENTS);
+    assert_int_equal(zkr_session_with_handle(NULL, borrow_across_lost, &b),
+                     ZBADARGUMENTS);
+    assert_int_equal(zkr_session_free(s), 0);
+    assert_int_equal(zoo_delete(raw, "/embed-borrowed", -1), ZOK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_default_session_is_quiet),
+        cmocka_unit_test(test_log_callback_per_session),
+        cmocka_unit_test(test_lost_is_logged),
+        cmocka_unit_test(test_connection_failure_names_host_and_errno),
+        cmocka_unit_test(test_bad_log_options),
+        cmocka_unit_test(test_fork_child_frees_inherited_handles),
+        cmocka_unit_test(test_descriptors_are_cloexec),
+        cmocka_unit_test(test_version),
+        cmocka_unit_test(test_with_handle_survives_lost),
+    };
+    if (getenv("ZKR_TEST_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
+    return cmocka_run_group_tests_name("embed", tests, setup, teardown);
+}
