@@ -1,7 +1,8 @@
 /* bench/zkr-bench.c: zkr's side of the benchmarks in docs/BENCHMARKS.md,
  * and the floor: the plain C client doing what a lock cannot avoid.
  *
- *   zkr-bench [-s HOSTS] [-i zkr|raw] [-t SESSION_TIMEOUT_MS] MODE ARGS...
+ *   zkr-bench [-s HOSTS] [-i zkr|raw] [-t SESSION_TIMEOUT_MS] [-m DIR]
+ *             MODE ARGS...
  *
  *   uncontended CYCLES      one session, acquire+release on one lock
  *   contended K SECONDS     K sessions loop acquire+release on one lock
@@ -18,6 +19,11 @@
  * (`-i raw`) is the cost floor: zoo_create(ephemeral sequential) +
  * zoo_delete per cycle, and for scale one ephemeral node per "lock"; it
  * has no contended, herd, semaphore or election mode (it is not a lock).
+ *
+ * -m DIR (contended and semaphore): every second, and once at the end,
+ * each contender's session writes its library metrics (zkr_metrics_write)
+ * to DIR/zkr-bench-<i>.prom, through a temporary file and a rename, so
+ * that `zkr exporter --textfile-dir DIR` never serves half a file.
  *
  * Each contender of the contended, herd, semaphore and election modes has
  * its own session (its own ZooKeeper connection); they run as threads of
@@ -41,6 +47,7 @@ static int session_timeout_ms = 10000; /* -t */
 static const char *hosts = "127.0.0.1:2181";
 static const char *impl = "zkr";
 static char root[64]; /* per-run directory: runs never see each other */
+static const char *metrics_dir; /* -m */
 
 /* ------------------------------------------------------------ helpers */
 
@@ -239,6 +246,42 @@ static void *contender_main(void *arg)
     return NULL;
 }
 
+/* The library metrics of session i into metrics_dir, atomically. */
+static void write_metrics(zkr_session_t *s, int i)
+{
+    char tmp[4096], dst[4096];
+    FILE *f;
+    int rc;
+
+    snprintf(tmp, sizeof(tmp), "%s/.zkr-bench-%d.prom.tmp", metrics_dir, i);
+    snprintf(dst, sizeof(dst), "%s/zkr-bench-%d.prom", metrics_dir, i);
+    if ((f = fopen(tmp, "w")) == NULL) {
+        perror(tmp);
+        exit(1);
+    }
+    rc = zkr_metrics_write(s, f);
+    if (fclose(f) != 0 && rc == 0)
+        rc = ZKR_ENOMEM;
+    if (rc != 0)
+        die("zkr_metrics_write", rc);
+    if (rename(tmp, dst) != 0) {
+        perror(dst);
+        exit(1);
+    }
+}
+
+/* Until the run's end: the contenders' metrics every second. */
+static void write_metrics_loop(contender_t *cs, int k)
+{
+    struct timespec ts = {1, 0};
+
+    while (metrics_dir != NULL && now_ns() < run.until) {
+        nanosleep(&ts, NULL);
+        for (int i = 0; i < k; i++)
+            write_metrics(cs[i].s, i);
+    }
+}
+
 static void run_contenders(const char *mode, int permits, int k, int seconds)
 {
     contender_t *cs = calloc((size_t)k, sizeof(*cs));
@@ -269,8 +312,11 @@ static void run_contenders(const char *mode, int permits, int k, int seconds)
     for (int i = 0; i < k; i++)
         pthread_create(&th[i], NULL, contender_main, &cs[i]);
     pthread_barrier_wait(&run.ready);
+    write_metrics_loop(cs, k);
     for (int i = 0; i < k; i++) {
         pthread_join(th[i], NULL);
+        if (metrics_dir != NULL)
+            write_metrics(cs[i].s, i);
         total += cs[i].grants;
         lo = lo < 0 || cs[i].grants < lo ? cs[i].grants : lo;
         hi = cs[i].grants > hi ? cs[i].grants : hi;
@@ -561,7 +607,8 @@ static void run_election(int k, int rounds)
 static int usage(void)
 {
     fprintf(stderr,
-            "usage: zkr-bench [-s HOSTS] [-i zkr|raw] [-t MS] MODE ARGS\n"
+            "usage: zkr-bench [-s HOSTS] [-i zkr|raw] [-t MS] [-m DIR] MODE "
+            "ARGS\n"
             "  uncontended CYCLES | contended K SECONDS | herd W ROUNDS |\n"
             "  scale N | semaphore PERMITS K SECONDS | election K ROUNDS\n");
     return 2;
@@ -584,8 +631,10 @@ int main(int argc, char **argv)
     const char *mode;
     int opt;
 
-    while ((opt = getopt(argc, argv, "s:i:t:")) != -1) {
-        if (opt == 's')
+    while ((opt = getopt(argc, argv, "s:i:t:m:")) != -1) {
+        if (opt == 'm')
+            metrics_dir = optarg;
+        else if (opt == 's')
             hosts = optarg;
         else if (opt == 't')
             session_timeout_ms = atoi(optarg);

@@ -30,6 +30,7 @@
  * mutex guards the state; no ZooKeeper call is made while it is held. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -64,6 +65,7 @@ typedef struct xpath {
     int64_t token;         /* oldest holder's czxid */
     int64_t held_since_ms; /* when we first saw that node hold (wall) */
     int64_t last_list_ms;
+    uint64_t session_listed; /* sessions counter when last listed */
     uint64_t listings, errors;
 } xpath_t;
 
@@ -76,7 +78,8 @@ typedef struct exporter {
     xpath_t *paths;
     int npaths;
     int64_t refresh_ms;
-    uint64_t losses, suspensions, scrapes;
+    const char *textfile_dir; /* --textfile-dir, or NULL */
+    uint64_t losses, suspensions, scrapes, textfile_errors;
 } exporter_t;
 
 static int64_t mono_ms(void)
@@ -114,8 +117,8 @@ static void watcher(zhandle_t *zh, int type, int state, const char *path,
 static void on_state(zkr_session_t *s, zkr_state_t st, void *data)
 {
     exporter_t *x = data;
+    uint64_t sessions = zkr_session_counter(s, ZKR_COUNTER_SESSIONS);
 
-    (void)s;
     pthread_mutex_lock(&x->mu);
     if (st == ZKR_STATE_LOST)
         x->losses++;
@@ -124,8 +127,10 @@ static void on_state(zkr_session_t *s, zkr_state_t st, void *data)
     for (int i = 0; i < x->npaths; i++) {
         if (st == ZKR_STATE_SUSPENDED || st == ZKR_STATE_LOST)
             x->paths[i].up = 0;
-        else if (st == ZKR_STATE_CONNECTED || st == ZKR_STATE_RECONNECTED)
-            x->paths[i].dirty = 1;
+        else if (st == ZKR_STATE_RECONNECTED ||
+                 (st == ZKR_STATE_CONNECTED &&
+                  x->paths[i].session_listed != sessions))
+            x->paths[i].dirty = 1; /* a listing in this session stands */
     }
     pthread_cond_signal(&x->cv);
     pthread_mutex_unlock(&x->mu);
@@ -175,12 +180,16 @@ static int watch_front(exporter_t *x, xpath_t *p, const zkr_contender_t *v,
     return ZOK;
 }
 
-/* moved: the queue changed during the listing; it is shown (a busy queue
- * may never stand still for a listing) and listed again, and the count of
- * children that are not contenders is kept from before. */
+/* moved: the queue's depth changed during the listing; it is shown (a busy
+ * queue may never stand still for a listing) and the count of children
+ * that are not contenders is kept from before. It is listed again only
+ * when the holders may differ from the listing's: every contender held (a
+ * newcomer may hold at once), or the path's node came or went. With a
+ * waiter listed, an arrival queues behind it, and a departure from the
+ * front fires a watch that watch_front() has set (or it failed: relist). */
 static void publish_listing(exporter_t *x, xpath_t *p, const zkr_contender_t *v,
                             int n, int holders, int exists, int depth,
-                            int moved)
+                            int moved, int relist)
 {
     char *id = n > 0 && v[0].id != NULL ? strdup(v[0].id) : NULL;
 
@@ -199,7 +208,7 @@ static void publish_listing(exporter_t *x, xpath_t *p, const zkr_contender_t *v,
     p->depth = depth;
     if (!moved)
         p->foreign = depth > n ? depth - n : 0;
-    p->dirty |= moved;
+    p->dirty |= relist;
     p->listed = 1;
     p->up = 1;
     pthread_mutex_unlock(&x->mu);
@@ -211,7 +220,8 @@ static void publish_listing(exporter_t *x, xpath_t *p, const zkr_contender_t *v,
 static int refresh_listing(exporter_t *x, xpath_t *p)
 {
     zkr_contender_t *v = NULL;
-    int n = 0, holders, ex0, d0, ex1, d1, rc, moved = 0;
+    int n = 0, holders, ex0, d0, ex1, d1, rc, relist = 0, moved;
+    uint64_t sessions = zkr_session_counter(x->s, ZKR_COUNTER_SESSIONS);
 
     if ((rc = read_depth(x, p, &ex0, &d0)) != ZOK)
         return rc;
@@ -219,6 +229,7 @@ static int refresh_listing(exporter_t *x, xpath_t *p)
     pthread_mutex_lock(&x->mu);
     p->listings++;
     p->last_list_ms = mono_ms();
+    p->session_listed = sessions;
     pthread_mutex_unlock(&x->mu);
     if (rc != 0)
         return rc;
@@ -226,10 +237,11 @@ static int refresh_listing(exporter_t *x, xpath_t *p)
     if (holders < 0)
         rc = ZKR_ENOMEM;
     else if ((rc = watch_front(x, p, v, n, holders)) == ZNONODE)
-        moved = 1;
-    if ((rc == ZOK || moved) && (rc = read_depth(x, p, &ex1, &d1)) == ZOK) {
-        moved |= ex0 != ex1 || d0 != d1;
-        publish_listing(x, p, v, n, holders, ex1, d1, moved);
+        relist = 1;
+    if ((rc == ZOK || relist) && (rc = read_depth(x, p, &ex1, &d1)) == ZOK) {
+        moved = ex0 != ex1 || d0 != d1;
+        relist |= ex0 != ex1 || (moved && holders >= n);
+        publish_listing(x, p, v, n, holders, ex1, d1, moved, relist);
     }
     zkr_contenders_free(v, n);
     return rc;
@@ -506,6 +518,339 @@ static void render(FILE *f, exporter_t *x)
     pthread_mutex_unlock(&x->mu);
 }
 
+/* ------------------------------------------------------------- merging */
+
+/* A scrape is the exporter's own families, its session's library metrics
+ * (zkr_metrics_write()) and the *.prom files of --textfile-dir, merged by
+ * family as node_exporter's textfile collector does: one HELP and TYPE per
+ * family, its samples together. A file's samples get the label
+ * source="FILE" (its name without .prom), so that files written by
+ * several processes (each its own zkr_metrics_write()) give distinct
+ * series. A file that is not in the text format, or gives a family a type
+ * the scrape has already given it another, is left out whole. */
+typedef struct fam {
+    char *name, *help, *type;
+    char *buf; /* its samples */
+    size_t len;
+    FILE *f;
+} fam_t;
+
+typedef struct merge {
+    fam_t *v;
+    int n, cap;
+} merge_t;
+
+static fam_t *fam_get(merge_t *m, const char *name, size_t nlen, int add)
+{
+    fam_t *e;
+
+    for (int i = 0; i < m->n; i++)
+        if (strlen(m->v[i].name) == nlen &&
+            memcmp(m->v[i].name, name, nlen) == 0)
+            return &m->v[i];
+    if (!add)
+        return NULL;
+    if (m->n == m->cap) {
+        int cap = m->cap > 0 ? 2 * m->cap : 64;
+        fam_t *v = realloc(m->v, (size_t)cap * sizeof(*v));
+        if (v == NULL)
+            return NULL;
+        m->v = v;
+        m->cap = cap;
+    }
+    e = &m->v[m->n];
+    memset(e, 0, sizeof(*e));
+    if ((e->name = strndup(name, nlen)) == NULL ||
+        (e->f = open_memstream(&e->buf, &e->len)) == NULL) {
+        free(e->name);
+        return NULL;
+    }
+    m->n++;
+    return e;
+}
+
+static void merge_free(merge_t *m)
+{
+    for (int i = 0; i < m->n; i++) {
+        if (m->v[i].f != NULL)
+            fclose(m->v[i].f);
+        free(m->v[i].buf);
+        free(m->v[i].name);
+        free(m->v[i].help);
+        free(m->v[i].type);
+    }
+    free(m->v);
+}
+
+static size_t name_len(const char *s)
+{
+    size_t n = 0;
+
+    while (s[n] == '_' || s[n] == ':' || (s[n] >= 'a' && s[n] <= 'z') ||
+           (s[n] >= 'A' && s[n] <= 'Z') ||
+           (n > 0 && s[n] >= '0' && s[n] <= '9'))
+        n++;
+    return n;
+}
+
+/* The family a sample named s (length n) belongs to: the family of the
+ * last TYPE when the name is it or, for a histogram or summary, one of its
+ * series; else the family of its own name. */
+static fam_t *sample_fam(merge_t *m, const fam_t *cur, const char *s, size_t n)
+{
+    static const char *const sfx[] = {"_bucket", "_sum", "_count"};
+
+    if (cur != NULL) {
+        size_t cl = strlen(cur->name);
+        if (n == cl && memcmp(s, cur->name, n) == 0)
+            return fam_get(m, s, n, 0);
+        for (int i = 0; i < 3 && cur->type != NULL &&
+                        (strcmp(cur->type, "histogram") == 0 ||
+                         strcmp(cur->type, "summary") == 0);
+             i++)
+            if (n == cl + strlen(sfx[i]) && memcmp(s, cur->name, cl) == 0 &&
+                memcmp(s + cl, sfx[i], strlen(sfx[i])) == 0)
+                return fam_get(m, cur->name, cl, 0);
+    }
+    return fam_get(m, s, n, 1);
+}
+
+/* 1 when the line l (len bytes) is a sample: NAME[{LABELS}] VALUE
+ * [TIMESTAMP]. */
+static int sample_ok(const char *l, size_t len)
+{
+    char buf[128], *end;
+    size_t i = name_len(l), j;
+
+    if (i == 0)
+        return 0;
+    if (i < len && l[i] == '{') {
+        int q = 0;
+        for (i++; i < len && (q || l[i] != '}'); i++) {
+            if (q && l[i] == '\\')
+                i++;
+            else if (l[i] == '"')
+                q = !q;
+        }
+        if (i++ >= len)
+            return 0;
+    }
+    if (i >= len || l[i] != ' ')
+        return 0;
+    for (j = ++i; j < len && l[j] != ' '; j++)
+        ;
+    if (j == i || j - i >= sizeof(buf))
+        return 0;
+    memcpy(buf, l + i, j - i);
+    buf[j - i] = '\0';
+    strtod(buf, &end);
+    if (*end != '\0')
+        return 0;
+    for (i = j + (j < len); i < len; i++)
+        if ((l[i] < '0' || l[i] > '9') && !(l[i] == '-' && i == j + 1))
+            return 0;
+    return j == len || j + 1 < len;
+}
+
+/* Checks text (NUL-terminated): 0 when every line is a comment, blank or
+ * a sample, and no TYPE contradicts one the merge has. */
+static int merge_check(merge_t *m, const char *text)
+{
+    for (const char *l = text; *l != '\0';) {
+        const char *e = strchr(l, '\n');
+        size_t len = e != NULL ? (size_t)(e - l) : strlen(l);
+
+        if (strncmp(l, "# TYPE ", 7) == 0) {
+            size_t n = name_len(l + 7);
+            fam_t *f = fam_get(m, l + 7, n, 0);
+            const char *t = l + 7 + n + 1;
+            if (n == 0 || l[7 + n] != ' ' ||
+                (f != NULL && f->type != NULL &&
+                 (strlen(f->type) != len - 8 - n ||
+                  strncmp(f->type, t, len - 8 - n) != 0)))
+                return -1;
+        } else if (len > 0 && l[0] != '#' && !sample_ok(l, len)) {
+            return -1;
+        }
+        l += e != NULL ? len + 1 : len;
+    }
+    return 0;
+}
+
+/* Adds text (NUL-terminated, checked) to the merge; source: the label to
+ * add to each sample, or NULL. */
+static int merge_add(merge_t *m, const char *text, const char *source)
+{
+    fam_t *cur = NULL;
+
+    for (const char *l = text; *l != '\0';) {
+        const char *e = strchr(l, '\n');
+        size_t len = e != NULL ? (size_t)(e - l) : strlen(l);
+        int help = strncmp(l, "# HELP ", 7) == 0;
+
+        if (help || strncmp(l, "# TYPE ", 7) == 0) {
+            size_t n = name_len(l + 7);
+            char **field;
+            if ((cur = fam_get(m, l + 7, n, 1)) == NULL)
+                return ZKR_ENOMEM;
+            field = help ? &cur->help : &cur->type;
+            if (*field == NULL && len > 8 + n &&
+                (*field = strndup(l + 8 + n, len - 8 - n)) == NULL)
+                return ZKR_ENOMEM;
+        } else if (len > 0 && l[0] != '#') {
+            size_t n = name_len(l);
+            fam_t *f = sample_fam(m, cur, l, n);
+            if (f == NULL)
+                return ZKR_ENOMEM;
+            fwrite(l, 1, n, f->f);
+            if (source != NULL) {
+                fputs("{source=\"", f->f);
+                label(f->f, source);
+                fputs(l[n] == '{' && l[n + 1] != '}' ? "\"," : "\"", f->f);
+                if (l[n] != '{')
+                    fputc('}', f->f);
+                n += l[n] == '{';
+            }
+            fwrite(l + n, 1, len - n, f->f);
+            fputc('\n', f->f);
+        }
+        l += e != NULL ? len + 1 : len;
+    }
+    return 0;
+}
+
+static int prom_file(const struct dirent *d)
+{
+    size_t n = strlen(d->d_name);
+
+    return d->d_name[0] != '.' && n > 5 &&
+           strcmp(d->d_name + n - 5, ".prom") == 0;
+}
+
+/* Reads a whole file (NUL-terminated), or NULL. */
+static char *slurp(const char *dir, const char *name)
+{
+    char *path = NULL, *buf = NULL;
+    size_t len = 0;
+    FILE *in = NULL, *out = NULL;
+    char chunk[4096];
+    size_t got;
+    int ok = 0;
+
+    if (asprintf(&path, "%s/%s", dir, name) >= 0 &&
+        (in = fopen(path, "r")) != NULL &&
+        (out = open_memstream(&buf, &len)) != NULL) {
+        while ((got = fread(chunk, 1, sizeof(chunk), in)) > 0)
+            fwrite(chunk, 1, got, out);
+        ok = !ferror(in);
+    }
+    if (out != NULL && fclose(out) != 0)
+        ok = 0;
+    if (in != NULL)
+        fclose(in);
+    free(path);
+    if (!ok || (buf != NULL && strlen(buf) != len)) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* Adds the *.prom files of dir, in name order; counts those left out. */
+static int merge_textfiles(exporter_t *x, merge_t *m, int *files)
+{
+    struct dirent **names = NULL;
+    int n = scandir(x->textfile_dir, &names, prom_file, alphasort), rc = 0;
+    uint64_t bad = 0;
+
+    *files = 0;
+    if (n < 0)
+        bad++;
+    for (int i = 0; i < n; i++) {
+        char *text = rc == 0 ? slurp(x->textfile_dir, names[i]->d_name) : NULL;
+        size_t nl = strlen(names[i]->d_name) - 5;
+
+        if (rc == 0 && (text == NULL || merge_check(m, text) != 0)) {
+            bad++;
+        } else if (rc == 0) {
+            names[i]->d_name[nl] = '\0';
+            rc = merge_add(m, text, names[i]->d_name);
+            *files += rc == 0;
+        }
+        free(text);
+        free(names[i]);
+    }
+    free(names);
+    pthread_mutex_lock(&x->mu);
+    x->textfile_errors += bad;
+    pthread_mutex_unlock(&x->mu);
+    return rc;
+}
+
+static int merge_write(FILE *f, merge_t *m)
+{
+    for (int i = 0; i < m->n; i++) {
+        fam_t *e = &m->v[i];
+        if (fclose(e->f) != 0) {
+            e->f = NULL;
+            return ZKR_ENOMEM;
+        }
+        e->f = NULL;
+        if (e->help != NULL)
+            fprintf(f, "# HELP %s %s\n", e->name, e->help);
+        if (e->type != NULL)
+            fprintf(f, "# TYPE %s %s\n", e->name, e->type);
+        if (e->len > 0)
+            fwrite(e->buf, 1, e->len, f);
+    }
+    return 0;
+}
+
+/* The whole scrape: own families, own library metrics, textfiles. */
+static int render_all(FILE *out, exporter_t *x)
+{
+    merge_t m = {0};
+    char *own = NULL, *lib = NULL;
+    size_t len = 0;
+    int rc, files = 0;
+    FILE *f = open_memstream(&own, &len);
+
+    if (f == NULL)
+        return ZKR_ENOMEM;
+    render(f, x);
+    if (fclose(f) != 0) {
+        free(own);
+        return ZKR_ENOMEM;
+    }
+    rc = merge_add(&m, own, NULL);
+    if (rc == 0 && (rc = zkr_metrics_text(x->s, &lib, NULL)) == 0)
+        rc = merge_add(&m, lib, NULL);
+    if (rc == 0 && x->textfile_dir != NULL)
+        rc = merge_textfiles(x, &m, &files);
+    if (rc == 0 && x->textfile_dir != NULL) {
+        fprintf(out,
+                "# HELP zkr_exporter_textfiles Files of --textfile-dir "
+                "in this scrape\n# TYPE zkr_exporter_textfiles gauge\n"
+                "zkr_exporter_textfiles %d\n",
+                files);
+        pthread_mutex_lock(&x->mu);
+        fprintf(out,
+                "# HELP zkr_exporter_textfile_errors_total Files of "
+                "--textfile-dir left out (unreadable, not the text format, "
+                "or a family's type contradicted)\n# TYPE "
+                "zkr_exporter_textfile_errors_total counter\n"
+                "zkr_exporter_textfile_errors_total %" PRIu64 "\n",
+                x->textfile_errors);
+        pthread_mutex_unlock(&x->mu);
+    }
+    if (rc == 0)
+        rc = merge_write(out, &m);
+    merge_free(&m);
+    zkr_metrics_text_free(lib);
+    free(own);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- HTTP */
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned code,
@@ -535,6 +880,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
         metrics || strcmp(url, "/") == 0 ? MHD_HTTP_OK : MHD_HTTP_NOT_FOUND;
     char *body = NULL;
     size_t len = 0;
+    int bad = 0;
     FILE *f;
 
     (void)version;
@@ -547,11 +893,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
         code = MHD_HTTP_METHOD_NOT_ALLOWED;
         fputs("only GET\n", f);
     } else if (metrics) {
-        render(f, cls);
+        bad = render_all(f, cls) != 0; /* no partial scrape */
     } else {
         fputs("zkr exporter: see /metrics\n", f);
     }
-    if (ferror(f) != 0) {
+    if (bad || ferror(f) != 0) {
         fclose(f);
         free(body);
         return MHD_NO;
@@ -584,11 +930,12 @@ static int parse_listen(const char *s, struct sockaddr_in *sa)
 /* ---------------------------------------------------------------- main */
 
 static int parse_args(int argc, char **argv, struct sockaddr_in *sa,
-                      int64_t *refresh_ms)
+                      int64_t *refresh_ms, const char **textfile_dir)
 {
     static const struct option lopts[] = {
         {"listen", required_argument, NULL, 'l'},
         {"refresh", required_argument, NULL, 'r'},
+        {"textfile-dir", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -597,7 +944,7 @@ static int parse_args(int argc, char **argv, struct sockaddr_in *sa,
 
     optind = 0;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "+l:r:h", lopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+l:r:t:h", lopts, NULL)) != -1) {
         if (opt == 'l') {
             addr = optarg;
         } else if (opt == 'r') {
@@ -605,16 +952,26 @@ static int parse_args(int argc, char **argv, struct sockaddr_in *sa,
                 *refresh_ms < 10 || *refresh_ms > 3600000)
                 return cli_usage_error("exporter",
                                        "--refresh wants 0.01 to 3600 seconds");
+        } else if (opt == 't') {
+            if (*optarg == '\0')
+                return cli_usage_error("exporter",
+                                       "--textfile-dir wants a directory");
+            *textfile_dir = optarg;
         } else if (opt == 'h') {
             printf("usage: zkr exporter [--listen HOST:PORT] [--refresh "
-                   "SECONDS] PATH...\n"
+                   "SECONDS]\n"
+                   "                    [--textfile-dir DIR] PATH...\n"
                    "Serves /metrics (Prometheus text format) for each recipe "
                    "PATH.\n"
                    "  -l, --listen HOST:PORT  IPv4 address and port "
                    "(default " DEFAULT_LISTEN ")\n"
                    "  -r, --refresh SECONDS   stat interval and least time "
                    "between listings\n"
-                   "                          of a path (default 1)\n");
+                   "                          of a path (default 1)\n"
+                   "  -t, --textfile-dir DIR  adds the *.prom files of DIR "
+                   "(written\n"
+                   "                          atomically), label "
+                   "source=FILE\n");
             return -1;
         } else {
             return cli_usage_error("exporter",
@@ -678,7 +1035,8 @@ int cli_exporter(const cli_t *c, int argc, char **argv)
 
     x.c = c;
     x.refresh_ms = 1000;
-    if ((status = parse_args(argc, argv, &sa, &x.refresh_ms)) != 0)
+    if ((status =
+             parse_args(argc, argv, &sa, &x.refresh_ms, &x.textfile_dir)) != 0)
         return status < 0 ? 0 : status;
     /* Every thread started from here on inherits the mask: only sigwait()
      * takes SIGINT and SIGTERM. */
