@@ -102,7 +102,15 @@ int64_t cli_wall_ms(void);
 const char *cli_queue_kind(const zkr_contender_t *v, int n);
 
 /* Containment of the command (contain.c). */
-enum { CT_STARTED, CT_FAILED, CT_EXITED, CT_DEADLINE, CT_HEARTBEAT, CT_KILL };
+enum {
+    CT_STARTED,
+    CT_FAILED,
+    CT_EXITED,
+    CT_STOPPED, /* the command's first process stopped (value: signal) */
+    CT_DEADLINE,
+    CT_HEARTBEAT,
+    CT_KILL
+};
 typedef struct ct {
     pid_t guard; /* the guard process, or -1 once reaped */
     pid_t cmd;   /* the command's first process (and process group) */
@@ -118,15 +126,17 @@ void ct_record_foreign(void);
  * The guard kills the command's tree if no heartbeat extends deadline
  * (CLOCK_BOOTTIME ms, -1 none) in time, or when zkr dies. 0; -1 (a system
  * call failed) or -2 (execve failed), with *exec_errno set; nothing is
- * left running then, the guard is reaped. */
+ * left running then, the guard is reaped. fg: the command's process group
+ * becomes the foreground group of the controlling terminal. */
 int ct_spawn(ct_t *g, const char *file, char **argv, char **env,
-             int64_t deadline, int *exec_errno);
+             int64_t deadline, int fg, int *exec_errno);
 /* Sets the guard's deadline (-1: none). Never blocks. */
 void ct_heartbeat(ct_t *g, int64_t deadline);
 /* Asks the guard to SIGKILL the tree until none of it is left. */
 void ct_kill(ct_t *g);
 /* Reads one report of the guard (CT_EXITED with the command's wait status,
- * CT_DEADLINE): 1; or 0 at EOF (the guard ended; g->rep is then -1). */
+ * CT_STOPPED with the stop signal, CT_DEADLINE): 1; or 0 at EOF (the guard
+ * ended; g->rep is then -1). */
 int ct_read(ct_t *g, int *kind, int *value);
 /* Sends sig to every process of the command: those below the guard, or,
  * once the guard is gone (guard -1), those below zkr but for the processes

@@ -13,6 +13,11 @@
  * sending heartbeats before the session's safe deadline (zkr stopped).
  * Signals for the command reach every process of its tree.
  *
+ * Under a terminal, a foreground zkr makes the command's process group the
+ * terminal's foreground group (the command may read it) and takes it back
+ * when the command is gone. A command stopped by SIGTSTP/SIGTTIN/SIGTTOU
+ * stops zkr too, as Ctrl-Z of zkr does (stop_self()).
+ *
  * What ownership trouble does to the command (--on-suspend):
  *   term    SUSPENDED: SIGTERM to the tree; the safe deadline (LOST):
  *           SIGKILL. zkr exits 4 (--lost-exit-code).
@@ -83,6 +88,8 @@ typedef struct sup {
     zkr_election_t *e;
     int ev[2];       /* message pipe */
     int sfd;         /* signalfd */
+    int tty;         /* the controlling terminal, or -1 */
+    int handed;      /* the command's group is the terminal's foreground */
     ct_t g;          /* the guard and the command */
     int running;     /* a command's tree may still have processes */
     int exited;      /* the command's first process ended (status set) */
@@ -481,6 +488,31 @@ static int build_env(envp_t *e, const zkr_sequencer_t *q, const char *leader_id)
     return 0;
 }
 
+/* Whether zkr is in the foreground of its controlling terminal: then the
+ * command gets the terminal while it runs, as flock(1)'s would. */
+static int foreground(const sup_t *p)
+{
+    return p->tty >= 0 && tcgetpgrp(p->tty) == getpgrp();
+}
+
+/* Gives the terminal to the command's group again (after a stop), if zkr
+ * is in the foreground. SIGTTOU is blocked in zkr. */
+static void give_tty(sup_t *p)
+{
+    if (p->running && p->g.cmd > 0 && foreground(p) &&
+        tcsetpgrp(p->tty, p->g.cmd) == 0)
+        p->handed = 1;
+}
+
+/* Takes the terminal back from the command's group, unless someone (a
+ * shell) has given it to another group meanwhile. */
+static void take_tty(sup_t *p)
+{
+    if (p->handed && tcgetpgrp(p->tty) == p->g.cmd)
+        tcsetpgrp(p->tty, getpgrp());
+    p->handed = 0;
+}
+
 /* Starts the command, under its guard, with the grant's environment.
  * Returns 0, or an exit status (command not found, ...) with nothing left
  * running. */
@@ -488,7 +520,7 @@ static int spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
 {
     envp_t env;
     char *file;
-    int why = 0, e, rc;
+    int why = 0, e, rc, fg = foreground(p);
     /* The guard's first deadline, read with the clock at the same moment
      * (the PATH search below takes time). */
     int64_t deadline = now_ms() + zkr_session_valid_ms(p->s);
@@ -512,6 +544,7 @@ static int spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
                             : CLI_EXIT_NOEXEC;
     } else {
         p->running = 1;
+        p->handed = fg;
         p->exited = p->orphaned = p->killing = 0;
         p->stopped = p->softened = p->hard = p->lost = 0;
         p->kill_at = -1;
@@ -745,7 +778,9 @@ static void stop_self(sup_t *p)
         signal_tree(p, SIGSTOP);
         heartbeat(p);
     }
+    take_tty(p);
     kill(getpid(), SIGSTOP);
+    give_tty(p);
     if (p->running && !p->stopped && !p->killing)
         signal_tree(p, SIGCONT);
 }
@@ -777,6 +812,19 @@ static void on_report(sup_t *p)
     if (kind == CT_EXITED) {
         p->status = value;
         p->exited = 1;
+    } else if (kind == CT_STOPPED && !p->killing &&
+               (value == SIGTSTP || value == SIGTTIN || value == SIGTTOU)) {
+        /* Ctrl-Z reached the command (its group owns the terminal), or,
+         * zkr in the background, it read or wrote the terminal. (A
+         * SIGSTOP, ours or anyone's, is not job control: left alone.) A
+         * stopped command must not hold the grant unseen: zkr stops as
+         * a job, and the guard's deadline ends the command if nobody
+         * continues zkr (fg) within the session's safe deadline. */
+        cli_err("the command was stopped (%s): zkr stops too; the "
+                "command is killed if zkr is not continued within %" PRId64
+                " ms",
+                strsignal(value), zkr_session_valid_ms(p->s));
+        stop_self(p);
     } else if (kind == CT_DEADLINE && !p->killing) {
         p->killing = p->lost = 1;
         cli_err("no word from zkr by the safe deadline of %s: the guard "
@@ -851,6 +899,7 @@ static void supervise(sup_t *p)
         wait_event(p, &m);
         react(p);
     }
+    take_tty(p);
 }
 
 /* The session is opened on a thread of its own so that a signal ends zkr
@@ -925,6 +974,7 @@ static int setup(sup_t *p, const cli_t *c, const opts_t *o)
     p->g.ctl = p->g.rep = -1;
     p->kill_at = p->wake_at = -1;
     p->ev[0] = p->ev[1] = p->sfd = -1;
+    p->tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (strcmp(o->acl, "private") == 0 && c->auth == NULL)
         return cli_usage_error(o->sub, "--acl private needs credentials "
                                        "(--auth-file, $ZKR_AUTH or --auth)");
@@ -997,6 +1047,8 @@ static void teardown(sup_t *p)
     }
     if (p->sfd >= 0)
         close(p->sfd);
+    if (p->tty >= 0)
+        close(p->tty);
     if (p->ev[0] >= 0) {
         close(p->ev[0]);
         close(p->ev[1]);
