@@ -29,7 +29,10 @@ enum {
 
 /* Global options. */
 typedef struct cli {
-    const char *hosts;      /* -s, $ZKR_SERVER, 127.0.0.1:2181 */
+    const char *hosts;      /* -s, $ZKR_SERVER, 127.0.0.1:2181 (with the
+                               chroot, as given: for messages) */
+    const char *servers;    /* hosts without the chroot */
+    const char *chroot;     /* the chroot suffix of hosts, or NULL */
     int session_timeout_ms; /* --session-timeout */
     const char *auth;       /* USER:PASSWORD (--auth, --auth-file,
                                $ZKR_AUTH), or NULL */

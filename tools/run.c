@@ -230,9 +230,13 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
     optind = 0;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "+w:nE:c:h", lopts, NULL)) != -1) {
+        /* Named by the option, not by argv[optind - 1]: that is the
+         * option's argument when it has one (-w 1). */
         if (kind == KIND_ELECT && (opt == 'w' || opt == 'n' || opt == 'E'))
             return cli_usage_error(sub, "%s is not an option of elect",
-                                   argv[optind - 1]);
+                                   opt == 'w'   ? "-w/--wait/--timeout"
+                                   : opt == 'n' ? "-n/--nonblock"
+                                                : "-E/--conflict-exit-code");
         /* -c: the permit count in sem (as it always was), the command
          * string in lock and elect (as in flock(1)). */
         if (opt == 'c')
@@ -536,7 +540,7 @@ static int spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
         free(file);
         return CLI_EXIT_OSERR;
     }
-    rc = ct_spawn(&p->g, file, p->o->cmd, env.env, deadline, &e);
+    rc = ct_spawn(&p->g, file, p->o->cmd, env.env, deadline, fg, &e);
     if (rc != 0) {
         cli_err("%s: %s", p->o->cmd[0], strerror(e));
         why = rc == -1      ? CLI_EXIT_OSERR
