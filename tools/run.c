@@ -100,6 +100,7 @@ typedef struct sup {
     int hard;        /* acted on a loss during this run */
     int lost;        /* ownership was lost (or the command was stopped
                         because of a suspension) during this run */
+    const char *why; /* what lost it first, for the last word */
     int64_t kill_at; /* CLOCK_BOOTTIME ms: SIGKILL the tree if still there */
     int64_t beat_at; /* next heartbeat to the guard */
     int64_t wake_at; /* -w beyond the library's int: our own deadline */
@@ -551,6 +552,7 @@ static int spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
         p->handed = fg;
         p->exited = p->orphaned = p->killing = 0;
         p->stopped = p->softened = p->hard = p->lost = 0;
+        p->why = NULL;
         p->kill_at = -1;
         p->beat_at = 0;
         cli_info(p->cli,
@@ -651,6 +653,24 @@ static int exit_status_of(int st)
     return CLI_EXIT_OSERR;
 }
 
+/* Records what lost the grant first (for lost_word()). */
+static void lose(sup_t *p, const char *why)
+{
+    p->lost = 1;
+    if (p->why == NULL)
+        p->why = why;
+}
+
+/* The one line zkr owes when it exits with --lost-exit-code: which grant,
+ * why, and the hosts. */
+static void lost_word(const sup_t *p)
+{
+    cli_err("%s: ownership lost while the command ran: %s (ZooKeeper at "
+            "%s); exit %d",
+            p->o->path, p->why != NULL ? p->why : "lost", p->cli->hosts,
+            p->o->lost_code);
+}
+
 /* ---------------------------------------------------------- ownership */
 
 /* The election's view, for the command: zkr runs elections under the
@@ -714,7 +734,7 @@ static void react(sup_t *p)
             return;
         if (p->o->susp == SUSP_TERM) {
             signal_tree(p, SIGTERM);
-            p->lost = 1;
+            lose(p, "connection lost (suspended), command terminated");
             cli_info(p->cli,
                      "connection suspended: SIGTERM, SIGKILL in "
                      "%" PRId64 " ms unless gone",
@@ -728,7 +748,7 @@ static void react(sup_t *p)
             p->kill_at = now_ms() + (valid > 0 ? valid : 0);
     } else if (own == OWN_GONE) {
         p->hard = 1;
-        p->lost = 1;
+        lose(p, "the grant is gone (session expired or node deleted)");
         if (p->o->susp == SUSP_IGNORE) {
             signal_tree(p, SIGTERM);
             if (!p->stopped)
@@ -830,7 +850,8 @@ static void on_report(sup_t *p)
                 strsignal(value), zkr_session_valid_ms(p->s));
         stop_self(p);
     } else if (kind == CT_DEADLINE && !p->killing) {
-        p->killing = p->lost = 1;
+        p->killing = 1;
+        lose(p, "zkr was not heard from by the safe deadline");
         cli_err("no word from zkr by the safe deadline of %s: the guard "
                 "killed the command",
                 p->o->path);
@@ -866,7 +887,7 @@ static int wait_event(sup_t *p, struct msg *m)
     if (p->running && p->kill_at >= 0 && now_ms() >= p->kill_at) {
         kill_tree(p);
         if (!p->hard && p->signo == 0) {
-            p->lost = 1;
+            lose(p, "not re-verified in time");
             cli_err("ownership of %s not re-verified in time: command "
                     "killed",
                     p->o->path);
@@ -1171,7 +1192,7 @@ static int run_lock(const cli_t *c, const opts_t *o)
     if (st == ZKR_LOCK_HELD || st == ZKR_LOCK_SUSPENDED) {
         rc = zkr_lock_release(p.l);
         if (rc == ZKR_ELOST && st == ZKR_LOCK_HELD)
-            p.lost = 1;
+            lose(&p, "the node was gone at the release");
         else if (rc == ZKR_ELOST)
             cli_err("%s: the connection did not come back after the "
                     "command ended: the node goes with the session",
@@ -1180,7 +1201,7 @@ static int run_lock(const cli_t *c, const opts_t *o)
             cli_err("%s: cannot release: %s", o->path, zkr_strerror(rc));
     }
     if (p.lost) {
-        cli_info(c, "%s: ownership was lost while the command ran", o->path);
+        lost_word(&p);
         status = o->lost_code;
     }
 out:
@@ -1264,6 +1285,8 @@ static int run_elect(const cli_t *c, const opts_t *o)
             break;
         supervise(&p);
         status = p.lost ? o->lost_code : exit_status_of(p.status);
+        if (p.lost && !o->requeue)
+            lost_word(&p);
         if (o->requeue && p.signo != 0)
             status = 128 + p.signo; /* only a signal ends a requeue loop */
         if (!o->requeue || p.signo != 0)
