@@ -65,9 +65,11 @@ int cli_timeout_arg(int64_t wait_ms);
  * (overlong forms, surrogates, beyond U+10FFFF, truncated: invalid). */
 int cli_utf8_len(const char *s);
 /* Writes s with backslashes, control characters (C0, DEL, and C1 as
- * \u00NN) and bytes that are not valid UTF-8 (\xNN) escaped: a value
- * never starts a line of its own nor reaches a terminal as a control
- * sequence. */
+ * \u00NN), invisible and bidirectional format characters (Unicode Cf, the
+ * line and paragraph separators, Hangul fillers: \uNNNN, \UNNNNNNNN) and
+ * bytes that are not valid UTF-8 (\xNN) escaped: a value never starts a
+ * line of its own, reaches a terminal as a control sequence, hides in a
+ * row or reorders it. */
 void cli_escape(FILE *f, const char *s);
 /* cli_escape() into a new string (free() it), or NULL. */
 char *cli_escaped(const char *s);

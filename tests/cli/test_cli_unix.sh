@@ -72,6 +72,27 @@ sys.exit(re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f]", t) is not None)' <<< "$out"
     expect "escaped forms missing: $out" grep -qF 'bad\xff\xfe' <<< "$out"
 }
 
+# Identifiers with characters that print as nothing or reorder the line
+# (Unicode format characters, category Cf: RLO, zero-width space, a tag;
+# the line separator): the table shows none of them raw (Python's Unicode
+# database is the oracle), but their escaped forms; --json keeps them.
+test_inspect_invisible_characters() {
+    local out p=/cli/invisible
+    printf 'rtl\xe2\x80\xaelive\xe2\x80\x8bzw\xf3\xa0\x81\x81tag\xc2\xadsoft\xe2\x80\xa8sep' |
+        raw_contender "$p" 1
+    out=$("$ZKR" inspect "$p")
+    expect "invisible or bidi character raw in the table: $(printf '%s' "$out" | od -c | head -5)" \
+        python3 -c '
+import sys, unicodedata
+t = sys.stdin.buffer.read().decode("utf-8")
+sys.exit(any(unicodedata.category(c) in ("Cf", "Zl", "Zp") for c in t))' <<< "$out"
+    expect "escaped forms missing: $out" \
+        grep -qF 'rtl\u202elive\u200bzw\U000e0041tag\u00adsoft\u2028sep' <<< "$out"
+    out=$("$ZKR" inspect --json "$p")
+    expect "--json lost the exact characters: $out" \
+        [ "$(jq -r '.holders[0].id' <<< "$out")" = "$(printf 'rtl\xe2\x80\xaelive\xe2\x80\x8bzw\xf3\xa0\x81\x81tag\xc2\xadsoft\xe2\x80\xa8sep')" ]
+}
+
 # Semaphores show their permit count; every session id has the sequencer's
 # format (16 hex digits) in the environment, --json and the table.
 test_permits_and_session_format() {
@@ -344,6 +365,7 @@ test_help_lists_every_option() {
 start_server
 run_test test_descriptors_every_subcommand
 run_test test_inspect_hostile_identifiers
+run_test test_inspect_invisible_characters
 run_test test_permits_and_session_format
 run_test test_credentials
 run_test test_usage_before_connecting
