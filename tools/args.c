@@ -74,6 +74,41 @@ int cli_utf8_len(const char *s)
     return n;
 }
 
+/* The code point of the valid UTF-8 character of n bytes at s. */
+static uint32_t code_point(const unsigned char *s, int n)
+{
+    static const unsigned char lead[5] = {0, 0x7f, 0x1f, 0x0f, 0x07};
+    uint32_t cp = s[0] & lead[n];
+
+    for (int i = 1; i < n; i++)
+        cp = cp << 6 | (s[i] & 0x3fU);
+    return cp;
+}
+
+/* Characters that print as nothing or change how the rest of a line is
+ * shown: Unicode's format characters (general category Cf: soft hyphen,
+ * zero-width spaces and joiners, bidirectional embeddings, overrides and
+ * isolates, BOM, tags, ...), the line and paragraph separators, and the
+ * Hangul fillers (blank letters). */
+static int invisible(uint32_t cp)
+{
+    static const uint32_t ranges[][2] = {
+        {0x00ad, 0x00ad},   {0x0600, 0x0605},   {0x061c, 0x061c},
+        {0x06dd, 0x06dd},   {0x070f, 0x070f},   {0x0890, 0x0891},
+        {0x08e2, 0x08e2},   {0x115f, 0x1160},   {0x180e, 0x180e},
+        {0x200b, 0x200f},   {0x2028, 0x202e},   {0x2060, 0x2064},
+        {0x2066, 0x206f},   {0x3164, 0x3164},   {0xfeff, 0xfeff},
+        {0xffa0, 0xffa0},   {0xfff9, 0xfffb},   {0x110bd, 0x110bd},
+        {0x110cd, 0x110cd}, {0x13430, 0x1343f}, {0x1bca0, 0x1bca3},
+        {0x1d173, 0x1d17a}, {0xe0001, 0xe0001}, {0xe0020, 0xe007f},
+    };
+
+    for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++)
+        if (cp >= ranges[i][0] && cp <= ranges[i][1])
+            return 1;
+    return 0;
+}
+
 void cli_escape(FILE *f, const char *s)
 {
     while (*s != '\0') {
@@ -94,6 +129,9 @@ void cli_escape(FILE *f, const char *s)
             fprintf(f, "\\x%02x", c);
         else if (c1)
             fprintf(f, "\\u%04x", (unsigned char)s[1]);
+        else if (n > 1 && invisible(code_point((const unsigned char *)s, n)))
+            fprintf(f, n == 4 ? "\\U%08x" : "\\u%04x",
+                    (unsigned)code_point((const unsigned char *)s, n));
         else
             fwrite(s, 1, (size_t)n, f);
         s += n > 0 ? n : 1;

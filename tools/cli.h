@@ -29,7 +29,10 @@ enum {
 
 /* Global options. */
 typedef struct cli {
-    const char *hosts;      /* -s, $ZKR_SERVER, 127.0.0.1:2181 */
+    const char *hosts;      /* -s, $ZKR_SERVER, 127.0.0.1:2181 (with the
+                               chroot, as given: for messages) */
+    const char *servers;    /* hosts without the chroot */
+    const char *chroot;     /* the chroot suffix of hosts, or NULL */
     int session_timeout_ms; /* --session-timeout */
     const char *auth;       /* USER:PASSWORD (--auth, --auth-file,
                                $ZKR_AUTH), or NULL */
@@ -62,9 +65,11 @@ int cli_timeout_arg(int64_t wait_ms);
  * (overlong forms, surrogates, beyond U+10FFFF, truncated: invalid). */
 int cli_utf8_len(const char *s);
 /* Writes s with backslashes, control characters (C0, DEL, and C1 as
- * \u00NN) and bytes that are not valid UTF-8 (\xNN) escaped: a value
- * never starts a line of its own nor reaches a terminal as a control
- * sequence. */
+ * \u00NN), invisible and bidirectional format characters (Unicode Cf, the
+ * line and paragraph separators, Hangul fillers: \uNNNN, \UNNNNNNNN) and
+ * bytes that are not valid UTF-8 (\xNN) escaped: a value never starts a
+ * line of its own, reaches a terminal as a control sequence, hides in a
+ * row or reorders it. */
 void cli_escape(FILE *f, const char *s);
 /* cli_escape() into a new string (free() it), or NULL. */
 char *cli_escaped(const char *s);
@@ -102,7 +107,15 @@ int64_t cli_wall_ms(void);
 const char *cli_queue_kind(const zkr_contender_t *v, int n);
 
 /* Containment of the command (contain.c). */
-enum { CT_STARTED, CT_FAILED, CT_EXITED, CT_DEADLINE, CT_HEARTBEAT, CT_KILL };
+enum {
+    CT_STARTED,
+    CT_FAILED,
+    CT_EXITED,
+    CT_STOPPED, /* the command's first process stopped (value: signal) */
+    CT_DEADLINE,
+    CT_HEARTBEAT,
+    CT_KILL
+};
 typedef struct ct {
     pid_t guard; /* the guard process, or -1 once reaped */
     pid_t cmd;   /* the command's first process (and process group) */
@@ -118,15 +131,17 @@ void ct_record_foreign(void);
  * The guard kills the command's tree if no heartbeat extends deadline
  * (CLOCK_BOOTTIME ms, -1 none) in time, or when zkr dies. 0; -1 (a system
  * call failed) or -2 (execve failed), with *exec_errno set; nothing is
- * left running then, the guard is reaped. */
+ * left running then, the guard is reaped. fg: the command's process group
+ * becomes the foreground group of the controlling terminal. */
 int ct_spawn(ct_t *g, const char *file, char **argv, char **env,
-             int64_t deadline, int *exec_errno);
+             int64_t deadline, int fg, int *exec_errno);
 /* Sets the guard's deadline (-1: none). Never blocks. */
 void ct_heartbeat(ct_t *g, int64_t deadline);
 /* Asks the guard to SIGKILL the tree until none of it is left. */
 void ct_kill(ct_t *g);
 /* Reads one report of the guard (CT_EXITED with the command's wait status,
- * CT_DEADLINE): 1; or 0 at EOF (the guard ended; g->rep is then -1). */
+ * CT_STOPPED with the stop signal, CT_DEADLINE): 1; or 0 at EOF (the guard
+ * ended; g->rep is then -1). */
 int ct_read(ct_t *g, int *kind, int *value);
 /* Sends sig to every process of the command: those below the guard, or,
  * once the guard is gone (guard -1), those below zkr but for the processes

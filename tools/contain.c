@@ -236,7 +236,7 @@ static void guard_signal(pid_t cmd, int sig)
 }
 
 static void exec_command(int err, const char *file, char **argv, char **env,
-                         pid_t guard)
+                         pid_t guard, int fg)
 {
     sigset_t none;
     struct sigaction dfl;
@@ -244,6 +244,16 @@ static void exec_command(int err, const char *file, char **argv, char **env,
     ssize_t n;
 
     setpgid(0, 0);
+    /* The command owns the terminal, as in a shell's foreground job: it
+     * may read it (a prompt, a password, an editor). SIGTTOU is still
+     * blocked (zkr's mask), so a background group may take it. */
+    if (fg) {
+        int tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (tty >= 0) {
+            tcsetpgrp(tty, getpid());
+            close(tty);
+        }
+    }
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != guard)
         _exit(CLI_EXIT_OSERR);
@@ -286,7 +296,7 @@ static void close_except(int a, int b, int c)
 }
 
 static void guard_main(int ctl, int rep, int err, const char *file, char **argv,
-                       char **env, int64_t deadline)
+                       char **env, int64_t deadline, int fg)
 {
     struct sigaction ign;
     sigset_t chld;
@@ -308,7 +318,7 @@ static void guard_main(int ctl, int rep, int err, const char *file, char **argv,
     sigprocmask(SIG_BLOCK, &chld, NULL);
     sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
     if ((cmd = fork()) == 0)
-        exec_command(err, file, argv, env, self);
+        exec_command(err, file, argv, env, self, fg);
     close(err);
     if (cmd < 0) {
         send_msg(rep, CT_FAILED, errno, 0);
@@ -320,8 +330,10 @@ static void guard_main(int ctl, int rep, int err, const char *file, char **argv,
         struct pollfd fds[2] = {{ctl, POLLIN, 0}, {sfd, POLLIN, 0}};
         int timeout = -1, st;
         pid_t r;
-        while ((r = waitpid(-1, &st, WNOHANG)) > 0)
-            if (r == cmd) {
+        while ((r = waitpid(-1, &st, WNOHANG | WUNTRACED)) > 0)
+            if (r == cmd && WIFSTOPPED(st))
+                send_msg(rep, CT_STOPPED, WSTOPSIG(st), 0);
+            else if (r == cmd) {
                 send_msg(rep, CT_EXITED, st, 0);
                 cmd = -1;
             }
@@ -367,7 +379,7 @@ static void guard_main(int ctl, int rep, int err, const char *file, char **argv,
 }
 
 int ct_spawn(ct_t *g, const char *file, char **argv, char **env,
-             int64_t deadline, int *exec_errno)
+             int64_t deadline, int fg, int *exec_errno)
 {
     int ctl[2] = {-1, -1}, rep[2] = {-1, -1}, err[2] = {-1, -1};
     struct ct_msg m;
@@ -389,7 +401,7 @@ int ct_spawn(ct_t *g, const char *file, char **argv, char **env,
         goto out;
     }
     if (pid == 0)
-        guard_main(ctl[0], rep[1], err[1], file, argv, env, deadline);
+        guard_main(ctl[0], rep[1], err[1], file, argv, env, deadline, fg);
     g->guard = pid;
     close(ctl[0]);
     close(rep[1]);

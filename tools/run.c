@@ -13,6 +13,11 @@
  * sending heartbeats before the session's safe deadline (zkr stopped).
  * Signals for the command reach every process of its tree.
  *
+ * Under a terminal, a foreground zkr makes the command's process group the
+ * terminal's foreground group (the command may read it) and takes it back
+ * when the command is gone. A command stopped by SIGTSTP/SIGTTIN/SIGTTOU
+ * stops zkr too, as Ctrl-Z of zkr does (stop_self()).
+ *
  * What ownership trouble does to the command (--on-suspend):
  *   term    SUSPENDED: SIGTERM to the tree; the safe deadline (LOST):
  *           SIGKILL. zkr exits 4 (--lost-exit-code).
@@ -83,6 +88,8 @@ typedef struct sup {
     zkr_election_t *e;
     int ev[2];       /* message pipe */
     int sfd;         /* signalfd */
+    int tty;         /* the controlling terminal, or -1 */
+    int handed;      /* the command's group is the terminal's foreground */
     ct_t g;          /* the guard and the command */
     int running;     /* a command's tree may still have processes */
     int exited;      /* the command's first process ended (status set) */
@@ -93,6 +100,7 @@ typedef struct sup {
     int hard;        /* acted on a loss during this run */
     int lost;        /* ownership was lost (or the command was stopped
                         because of a suspension) during this run */
+    const char *why; /* what lost it first, for the last word */
     int64_t kill_at; /* CLOCK_BOOTTIME ms: SIGKILL the tree if still there */
     int64_t beat_at; /* next heartbeat to the guard */
     int64_t wake_at; /* -w beyond the library's int: our own deadline */
@@ -223,9 +231,13 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
     optind = 0;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "+w:nE:c:h", lopts, NULL)) != -1) {
+        /* Named by the option, not by argv[optind - 1]: that is the
+         * option's argument when it has one (-w 1). */
         if (kind == KIND_ELECT && (opt == 'w' || opt == 'n' || opt == 'E'))
             return cli_usage_error(sub, "%s is not an option of elect",
-                                   argv[optind - 1]);
+                                   opt == 'w'   ? "-w/--wait/--timeout"
+                                   : opt == 'n' ? "-n/--nonblock"
+                                                : "-E/--conflict-exit-code");
         /* -c: the permit count in sem (as it always was), the command
          * string in lock and elect (as in flock(1)). */
         if (opt == 'c')
@@ -481,6 +493,31 @@ static int build_env(envp_t *e, const zkr_sequencer_t *q, const char *leader_id)
     return 0;
 }
 
+/* Whether zkr is in the foreground of its controlling terminal: then the
+ * command gets the terminal while it runs, as flock(1)'s would. */
+static int foreground(const sup_t *p)
+{
+    return p->tty >= 0 && tcgetpgrp(p->tty) == getpgrp();
+}
+
+/* Gives the terminal to the command's group again (after a stop), if zkr
+ * is in the foreground. SIGTTOU is blocked in zkr. */
+static void give_tty(sup_t *p)
+{
+    if (p->running && p->g.cmd > 0 && foreground(p) &&
+        tcsetpgrp(p->tty, p->g.cmd) == 0)
+        p->handed = 1;
+}
+
+/* Takes the terminal back from the command's group, unless someone (a
+ * shell) has given it to another group meanwhile. */
+static void take_tty(sup_t *p)
+{
+    if (p->handed && tcgetpgrp(p->tty) == p->g.cmd)
+        tcsetpgrp(p->tty, getpgrp());
+    p->handed = 0;
+}
+
 /* Starts the command, under its guard, with the grant's environment.
  * Returns 0, or an exit status (command not found, ...) with nothing left
  * running. */
@@ -488,7 +525,7 @@ static int spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
 {
     envp_t env;
     char *file;
-    int why = 0, e, rc;
+    int why = 0, e, rc, fg = foreground(p);
     /* The guard's first deadline, read with the clock at the same moment
      * (the PATH search below takes time). */
     int64_t deadline = now_ms() + zkr_session_valid_ms(p->s);
@@ -504,7 +541,7 @@ static int spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
         free(file);
         return CLI_EXIT_OSERR;
     }
-    rc = ct_spawn(&p->g, file, p->o->cmd, env.env, deadline, &e);
+    rc = ct_spawn(&p->g, file, p->o->cmd, env.env, deadline, fg, &e);
     if (rc != 0) {
         cli_err("%s: %s", p->o->cmd[0], strerror(e));
         why = rc == -1      ? CLI_EXIT_OSERR
@@ -512,8 +549,10 @@ static int spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
                             : CLI_EXIT_NOEXEC;
     } else {
         p->running = 1;
+        p->handed = fg;
         p->exited = p->orphaned = p->killing = 0;
         p->stopped = p->softened = p->hard = p->lost = 0;
+        p->why = NULL;
         p->kill_at = -1;
         p->beat_at = 0;
         cli_info(p->cli,
@@ -614,6 +653,24 @@ static int exit_status_of(int st)
     return CLI_EXIT_OSERR;
 }
 
+/* Records what lost the grant first (for lost_word()). */
+static void lose(sup_t *p, const char *why)
+{
+    p->lost = 1;
+    if (p->why == NULL)
+        p->why = why;
+}
+
+/* The one line zkr owes when it exits with --lost-exit-code: which grant,
+ * why, and the hosts. */
+static void lost_word(const sup_t *p)
+{
+    cli_err("%s: ownership lost while the command ran: %s (ZooKeeper at "
+            "%s); exit %d",
+            p->o->path, p->why != NULL ? p->why : "lost", p->cli->hosts,
+            p->o->lost_code);
+}
+
 /* ---------------------------------------------------------- ownership */
 
 /* The election's view, for the command: zkr runs elections under the
@@ -677,7 +734,7 @@ static void react(sup_t *p)
             return;
         if (p->o->susp == SUSP_TERM) {
             signal_tree(p, SIGTERM);
-            p->lost = 1;
+            lose(p, "connection lost (suspended), command terminated");
             cli_info(p->cli,
                      "connection suspended: SIGTERM, SIGKILL in "
                      "%" PRId64 " ms unless gone",
@@ -691,7 +748,7 @@ static void react(sup_t *p)
             p->kill_at = now_ms() + (valid > 0 ? valid : 0);
     } else if (own == OWN_GONE) {
         p->hard = 1;
-        p->lost = 1;
+        lose(p, "the grant is gone (session expired or node deleted)");
         if (p->o->susp == SUSP_IGNORE) {
             signal_tree(p, SIGTERM);
             if (!p->stopped)
@@ -745,7 +802,9 @@ static void stop_self(sup_t *p)
         signal_tree(p, SIGSTOP);
         heartbeat(p);
     }
+    take_tty(p);
     kill(getpid(), SIGSTOP);
+    give_tty(p);
     if (p->running && !p->stopped && !p->killing)
         signal_tree(p, SIGCONT);
 }
@@ -777,8 +836,22 @@ static void on_report(sup_t *p)
     if (kind == CT_EXITED) {
         p->status = value;
         p->exited = 1;
+    } else if (kind == CT_STOPPED && !p->killing &&
+               (value == SIGTSTP || value == SIGTTIN || value == SIGTTOU)) {
+        /* Ctrl-Z reached the command (its group owns the terminal), or,
+         * zkr in the background, it read or wrote the terminal. (A
+         * SIGSTOP, ours or anyone's, is not job control: left alone.) A
+         * stopped command must not hold the grant unseen: zkr stops as
+         * a job, and the guard's deadline ends the command if nobody
+         * continues zkr (fg) within the session's safe deadline. */
+        cli_err("the command was stopped (%s): zkr stops too; the "
+                "command is killed if zkr is not continued within %" PRId64
+                " ms",
+                strsignal(value), zkr_session_valid_ms(p->s));
+        stop_self(p);
     } else if (kind == CT_DEADLINE && !p->killing) {
-        p->killing = p->lost = 1;
+        p->killing = 1;
+        lose(p, "zkr was not heard from by the safe deadline");
         cli_err("no word from zkr by the safe deadline of %s: the guard "
                 "killed the command",
                 p->o->path);
@@ -814,7 +887,7 @@ static int wait_event(sup_t *p, struct msg *m)
     if (p->running && p->kill_at >= 0 && now_ms() >= p->kill_at) {
         kill_tree(p);
         if (!p->hard && p->signo == 0) {
-            p->lost = 1;
+            lose(p, "not re-verified in time");
             cli_err("ownership of %s not re-verified in time: command "
                     "killed",
                     p->o->path);
@@ -851,6 +924,7 @@ static void supervise(sup_t *p)
         wait_event(p, &m);
         react(p);
     }
+    take_tty(p);
 }
 
 /* The session is opened on a thread of its own so that a signal ends zkr
@@ -925,6 +999,7 @@ static int setup(sup_t *p, const cli_t *c, const opts_t *o)
     p->g.ctl = p->g.rep = -1;
     p->kill_at = p->wake_at = -1;
     p->ev[0] = p->ev[1] = p->sfd = -1;
+    p->tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (strcmp(o->acl, "private") == 0 && c->auth == NULL)
         return cli_usage_error(o->sub, "--acl private needs credentials "
                                        "(--auth-file, $ZKR_AUTH or --auth)");
@@ -997,6 +1072,8 @@ static void teardown(sup_t *p)
     }
     if (p->sfd >= 0)
         close(p->sfd);
+    if (p->tty >= 0)
+        close(p->tty);
     if (p->ev[0] >= 0) {
         close(p->ev[0]);
         close(p->ev[1]);
@@ -1115,7 +1192,7 @@ static int run_lock(const cli_t *c, const opts_t *o)
     if (st == ZKR_LOCK_HELD || st == ZKR_LOCK_SUSPENDED) {
         rc = zkr_lock_release(p.l);
         if (rc == ZKR_ELOST && st == ZKR_LOCK_HELD)
-            p.lost = 1;
+            lose(&p, "the node was gone at the release");
         else if (rc == ZKR_ELOST)
             cli_err("%s: the connection did not come back after the "
                     "command ended: the node goes with the session",
@@ -1124,7 +1201,7 @@ static int run_lock(const cli_t *c, const opts_t *o)
             cli_err("%s: cannot release: %s", o->path, zkr_strerror(rc));
     }
     if (p.lost) {
-        cli_info(c, "%s: ownership was lost while the command ran", o->path);
+        lost_word(&p);
         status = o->lost_code;
     }
 out:
@@ -1208,6 +1285,8 @@ static int run_elect(const cli_t *c, const opts_t *o)
             break;
         supervise(&p);
         status = p.lost ? o->lost_code : exit_status_of(p.status);
+        if (p.lost && !o->requeue)
+            lost_word(&p);
         if (o->requeue && p.signo != 0)
             status = 128 + p.signo; /* only a signal ends a requeue loop */
         if (!o->requeue || p.signo != 0)

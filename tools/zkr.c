@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +118,70 @@ int cli_zk_error(const cli_t *c, int rc, const char *fmt, ...)
 
 /* ------------------------------------------------------------- session */
 
+/* Splits "host:port,host:port/chroot" into the list and the chroot (the
+ * client's own syntax: the chroot starts at the first '/'), and checks
+ * every entry is HOST:PORT with a port of 1..65535, before any connection.
+ * 0, or CLI_EXIT_USAGE after saying why. */
+static int parse_servers(cli_t *c)
+{
+    static char servers[4096];
+    char buf[sizeof(servers)];
+    const char *slash = strchr(c->hosts, '/');
+    size_t n = slash != NULL ? (size_t)(slash - c->hosts) : strlen(c->hosts);
+    char *entry, *save = NULL;
+
+    if (n == 0 || n >= sizeof(buf))
+        return cli_usage_error(NULL, "invalid server list '%s'", c->hosts);
+    memcpy(servers, c->hosts, n);
+    servers[n] = '\0';
+    memcpy(buf, servers, n + 1);
+    c->servers = servers;
+    c->chroot = slash;
+    for (entry = strtok_r(buf, ",", &save); entry != NULL;
+         entry = strtok_r(NULL, ",", &save)) {
+        char *colon = strrchr(entry, ':');
+        long port;
+        if (colon == NULL || colon == entry ||
+            cli_parse_int(colon + 1, 1, 65535, &port) != 0)
+            return cli_usage_error(NULL,
+                                   "server '%s' of '%s' is not HOST:PORT "
+                                   "(port 1..65535)",
+                                   entry, c->hosts);
+    }
+    return 0;
+}
+
+/* After the client failed to start: says which host does not resolve, if
+ * one does not. 1 if so. */
+static int unresolved(const cli_t *c)
+{
+    char buf[4096], *entry, *save = NULL;
+
+    snprintf(buf, sizeof(buf), "%s", c->servers);
+    for (entry = strtok_r(buf, ",", &save); entry != NULL;
+         entry = strtok_r(NULL, ",", &save)) {
+        struct addrinfo hints = {0}, *res = NULL;
+        char *colon = strrchr(entry, ':'), *host = entry;
+        int rc;
+        *colon = '\0';
+        if (host[0] == '[' && colon[-1] == ']') { /* [IPv6]:PORT */
+            host++;
+            colon[-1] = '\0';
+        }
+        hints.ai_socktype = SOCK_STREAM;
+        rc = getaddrinfo(host, colon + 1, &hints, &res);
+        if (res != NULL)
+            freeaddrinfo(res);
+        if (rc != 0) {
+            cli_err("cannot reach ZooKeeper at %s: cannot resolve %s (%s)",
+                    c->hosts, host,
+                    rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int cli_open_session(const cli_t *c, zkr_session_t **out)
 {
     zkr_session_options_t o = {0};
@@ -125,7 +190,8 @@ int cli_open_session(const cli_t *c, zkr_session_t **out)
     o.digest = c->auth;
     o.log_level =
         c->verbose ? ZKR_LOG_WARN : ZKR_LOG_NONE; /* quiet unless -v */
-    rc = zkr_session_open(out, c->hosts, c->session_timeout_ms, &o);
+    o.chroot = c->chroot;
+    rc = zkr_session_open(out, c->servers, c->session_timeout_ms, &o);
     if (rc == 0) {
         cli_info(c, "connected to %s, session %016llx, timeout %d ms", c->hosts,
                  (unsigned long long)zkr_session_id(*out),
@@ -145,6 +211,10 @@ int cli_open_session(const cli_t *c, zkr_session_t **out)
         cli_err("invalid server list '%s' or credentials", c->hosts);
         return CLI_EXIT_USAGE;
     }
+    /* The client could not start: most often a host it cannot resolve
+     * (a DNS failure may pass: retryable). */
+    if (rc == ZSYSTEMERROR && unresolved(c))
+        return CLI_EXIT_UNAVAILABLE;
     return cli_zk_error(c, rc, "cannot open a session");
 }
 
@@ -255,19 +325,27 @@ int cli_json_set_text(json_t *obj, const char *key, const char *s)
 /* --------------------------------------------------------- credentials */
 
 /* Reads USER:PASSWORD from the first line of file into buf, refusing, as
- * ssh does with a private key, a file that others may read or write.
- * 0, or CLI_EXIT_USAGE / CLI_EXIT_NOPERM after saying why. */
+ * ssh does with a private key, a file that others may read or write. Only
+ * a regular file: a FIFO would block (it is opened without blocking and
+ * refused), a directory has no line. A first line that does not fit in
+ * buf is refused rather than cut. 0, or CLI_EXIT_USAGE / CLI_EXIT_NOPERM
+ * after saying why. */
 static int read_auth_file(const char *file, char *buf, size_t len)
 {
     struct stat st;
     ssize_t n;
-    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 
     if (fd < 0) {
         cli_err("--auth-file %s: %s", file, strerror(errno));
         return errno == EACCES ? CLI_EXIT_NOPERM : CLI_EXIT_USAGE;
     }
-    if (fstat(fd, &st) != 0 || (st.st_mode & 077) != 0) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        cli_err("--auth-file %s: not a regular file", file);
+        close(fd);
+        return CLI_EXIT_USAGE;
+    }
+    if ((st.st_mode & 077) != 0) {
         cli_err("--auth-file %s: permissions %04o are too open: others may "
                 "read or change it (chmod 600 %s)",
                 file, (unsigned)(st.st_mode & 07777), file);
@@ -281,6 +359,11 @@ static int read_auth_file(const char *file, char *buf, size_t len)
         return CLI_EXIT_OSERR;
     }
     buf[n] = '\0';
+    if (strcspn(buf, "\r\n") == len - 1) {
+        cli_err("--auth-file %s: the first line is longer than %zu bytes", file,
+                len - 2);
+        return CLI_EXIT_USAGE;
+    }
     buf[strcspn(buf, "\r\n")] = '\0'; /* the first line */
     return 0;
 }
@@ -416,6 +499,8 @@ int main(int argc, char **argv)
     zoo_set_debug_level(c.verbose ? ZOO_LOG_LEVEL_ERROR : 0);
     if (*c.hosts == '\0')
         return cli_usage_error(NULL, "empty server list");
+    if ((rc = parse_servers(&c)) != 0)
+        return rc;
     for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
         if (strcmp(argv[optind], subs[i].name) == 0)
             return subs[i].fn(&c, argc - optind, argv + optind);

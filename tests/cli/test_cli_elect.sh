@@ -91,6 +91,21 @@ test_requeue_signal_any_time() {
     expect "candidates left nodes" wait_for 5 nodes_eq /cli/requeue-sig 0
 }
 
+# examples/systemd's unit stops zkr elect --requeue with SIGTERM
+# (systemctl stop): the status zkr then exits with must be one the unit
+# counts as success, or every clean stop leaves the unit "failed".
+test_systemd_unit_stop_status() {
+    local unit=$top_srcdir/examples/systemd/zkr-leader@.service z ok
+    "${ZKR_PDEATH[@]}" "$ZKR" elect --requeue /cli/requeue-unit sleep 100 &
+    z=$!
+    expect "no leader" wait_for 10 nodes_eq /cli/requeue-unit 1
+    kill -TERM "$z"
+    wait_status "$z"
+    ok=$(sed -n 's/^SuccessExitStatus=//p' "$unit")
+    expect "exit $st after SIGTERM is not in the unit's SuccessExitStatus ($ok)" \
+        grep -qw -- "$st" <<< "$ok"
+}
+
 stopped() { [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" = T ]; }
 running() { ! stopped "$1" && alive "$1"; }
 logged() { grep -q " $1 $2" "$WORK/log" 2>/dev/null; }
@@ -151,6 +166,7 @@ start_server
 run_test test_three_candidates
 run_test test_requeue
 run_test test_requeue_signal_any_time
+run_test test_systemd_unit_stop_status
 run_test test_elect_stop_blip
 run_test test_elect_term_blip
 done_testing

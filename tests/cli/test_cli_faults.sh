@@ -27,7 +27,7 @@ test_partitioned_holder() {
     local a b
     : > "$WORK/log"
     expect "proxy did not start" proxy_start
-    bg "$ZKR" -s "$PROXY_HOSTS" --session-timeout $T lock /cli/cut sh "$LOGCMD" A
+    bg "$ZKR" -s "$PROXY_HOSTS" --session-timeout $T lock /cli/cut sh "$LOGCMD" A 2>"$WORK/a.err"
     a=$!
     expect "A did not start" wait_for 10 logged start A
     expect "blackhole" proxy_cmd blackhole
@@ -37,6 +37,9 @@ test_partitioned_holder() {
     expect "B exit $st" [ "$st" -eq 0 ]
     wait_status "$a"
     expect "A exit $st, not 4" [ "$st" -eq 4 ]
+    # zkr(1): its own errors get a line naming the hosts and why.
+    expect "A exited 4 without naming the hosts: '$(cat "$WORK/a.err")'" \
+        grep -q "lost.*$PROXY_HOSTS" "$WORK/a.err"
     expect "A's command did not end: $(cat "$WORK/log")" logged end A
     local a_end b_start a_fence b_fence
     a_end=$(field end A 1)
@@ -98,6 +101,23 @@ took_over_from_stopped() {
     wait_status "$a"
     expect "A exit $st, not 77" [ "$st" -eq 77 ]
     expect "A's command $cpid still running" wait_for 2 dead "$cpid"
+}
+
+# A leader cut off (the only server gone, as far as it can tell) exits 4
+# with a line that names the hosts and why, not silently.
+test_lost_leader_says_why() {
+    local a
+    : > "$WORK/log"
+    expect "proxy did not start" proxy_start
+    bg "$ZKR" -s "$PROXY_HOSTS" --session-timeout $T elect /cli/cut-elect sh "$LOGCMD" A 2>"$WORK/a.err"
+    a=$!
+    expect "A did not start" wait_for 10 logged start A
+    expect "blackhole" proxy_cmd blackhole
+    wait_status "$a"
+    expect "leader exit $st, not 4" [ "$st" -eq 4 ]
+    expect "the leader exited 4 without naming the hosts: '$(cat "$WORK/a.err")'" \
+        grep -q "lost.*$PROXY_HOSTS" "$WORK/a.err"
+    proxy_cmd pass
 }
 
 # zkr stopped by SIGSTOP (which it cannot catch).
@@ -266,6 +286,7 @@ test_release_after_suspended_end() {
 
 start_server
 run_test test_partitioned_holder
+run_test test_lost_leader_says_why
 run_test test_partitioned_escaped_worker
 run_test test_paused_holder
 run_test test_tstp_holder

@@ -72,6 +72,27 @@ sys.exit(re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f]", t) is not None)' <<< "$out"
     expect "escaped forms missing: $out" grep -qF 'bad\xff\xfe' <<< "$out"
 }
 
+# Identifiers with characters that print as nothing or reorder the line
+# (Unicode format characters, category Cf: RLO, zero-width space, a tag;
+# the line separator): the table shows none of them raw (Python's Unicode
+# database is the oracle), but their escaped forms; --json keeps them.
+test_inspect_invisible_characters() {
+    local out p=/cli/invisible
+    printf 'rtl\xe2\x80\xaelive\xe2\x80\x8bzw\xf3\xa0\x81\x81tag\xc2\xadsoft\xe2\x80\xa8sep' |
+        raw_contender "$p" 1
+    out=$("$ZKR" inspect "$p")
+    expect "invisible or bidi character raw in the table: $(printf '%s' "$out" | od -c | head -5)" \
+        python3 -c '
+import sys, unicodedata
+t = sys.stdin.buffer.read().decode("utf-8")
+sys.exit(any(unicodedata.category(c) in ("Cf", "Zl", "Zp") for c in t))' <<< "$out"
+    expect "escaped forms missing: $out" \
+        grep -qF 'rtl\u202elive\u200bzw\U000e0041tag\u00adsoft\u2028sep' <<< "$out"
+    out=$("$ZKR" inspect --json "$p")
+    expect "--json lost the exact characters: $out" \
+        [ "$(jq -r '.holders[0].id' <<< "$out")" = "$(printf 'rtl\xe2\x80\xaelive\xe2\x80\x8bzw\xf3\xa0\x81\x81tag\xc2\xadsoft\xe2\x80\xa8sep')" ]
+}
+
 # Semaphores show their permit count; every session id has the sequencer's
 # format (16 hex digits) in the environment, --json and the table.
 test_permits_and_session_format() {
@@ -132,6 +153,21 @@ test_credentials() {
     expect "--auth-file without USER:PASSWORD: exit $rc, not 64" [ "$rc" -eq 64 ]
     runrc rc "$ZKR" -s "$UNREACHABLE" --auth-file "$WORK/none" lock /cli/x true
     expect "missing --auth-file: exit $rc, not 64" [ "$rc" -eq 64 ]
+    # Not a regular file: a FIFO must not block, a directory is as wrong
+    # as a missing file (64).
+    mkfifo -m 600 "$WORK/auth.fifo"
+    mkdir -m 700 "$WORK/auth.dir"
+    for f in "$WORK/auth.fifo" "$WORK/auth.dir"; do
+        runrc rc timeout 10 "$ZKR" -s "$UNREACHABLE" --auth-file "$f" lock /cli/x true
+        expect "--auth-file ${f##*/}: exit $rc, not 64: $(cat "$WORK/err")" [ "$rc" -eq 64 ]
+    done
+    # A first line longer than zkr reads is refused, not cut.
+    f=$WORK/auth.long
+    printf 'ops:%02000d\n' 0 > "$f"
+    chmod 600 "$f"
+    runrc rc "$ZKR" -s "$UNREACHABLE" --auth-file "$f" lock /cli/x true
+    expect "--auth-file with a 2004-byte line: exit $rc, not 64" [ "$rc" -eq 64 ]
+    expect "--auth-file long line: '$(cat "$WORK/err")'" grep -q "longer" "$WORK/err"
     runrc rc env ZKR_AUTH=bad "$ZKR" -s "$UNREACHABLE" lock /cli/x true
     expect "ZKR_AUTH without USER:PASSWORD: exit $rc, not 64" [ "$rc" -eq 64 ]
     runrc rc "$ZKR" -s "$UNREACHABLE" lock --acl private /cli/x true
@@ -147,15 +183,43 @@ test_usage_before_connecting() {
         "inspect rel" "release --force --reason x /a//b" "lock /a -c" \
         "lock -c true /a extra" "lock -w -1 /a true" "sem -c 0 /a true" \
         "lock --permits 2 /a true" "elect -n /a true" "bogus" "lock" \
-        "--session-timeout 0 lock /a true"; do
+        "--session-timeout 0 lock /a true" "-s localhost inspect /a" \
+        "-s 127.0.0.1:99999 inspect /a" "-s 127.0.0.1:0 inspect /a" \
+        "-s :2181 inspect /a" "-s 127.0.0.1:1,127.0.0.1 inspect /a" \
+        "-s /chroot inspect /a"; do
         # shellcheck disable=SC2086
         runrc rc timeout 30 "$ZKR" -s "$UNREACHABLE" --session-timeout 60000 $args
         expect "'zkr $args' exit $rc, not 64" [ "$rc" -eq 64 ]
         expect "'zkr $args' said '$(cat "$WORK/err")'" \
             [ "$(wc -l < "$WORK/err")" -eq 1 ]
     done
+    # An option elect does not have is named as the option, not as its
+    # argument.
+    for args in "-w 1" "--wait 1" "-E 3" "-n"; do
+        # shellcheck disable=SC2086
+        runrc rc "$ZKR" -s "$UNREACHABLE" elect $args /a true
+        expect "'elect $args' exit $rc, not 64" [ "$rc" -eq 64 ]
+        expect "'elect $args' does not name ${args%% *}: $(cat "$WORK/err")" \
+            grep -q -- "${args%% *}" "$WORK/err"
+    done
     runrc rc "$ZKR" -s "$UNREACHABLE" lock --id "$(printf 'a\xff')" /a true
     expect "--id not UTF-8: exit $rc, not 64" [ "$rc" -eq 64 ]
+}
+
+# -s HOSTS/CHROOT, as zkr(1) says: the paths are the chroot's.
+# An unresolvable host is "unreachable" (69, retryable), with the reason.
+test_server_list() {
+    local rc
+    "$ZKQ" "$ZKR_SERVER" create /cli-chroot >/dev/null 2>&1
+    runrc rc "$ZKR" -s "$ZKR_SERVER/cli-chroot" lock /x sh -c \
+        "'$ZKQ' '$ZKR_SERVER' ls /cli-chroot/x"
+    expect "-s HOSTS/CHROOT: exit $rc, not 0: $(cat "$WORK/err")" [ "$rc" -eq 0 ]
+    expect "-s HOSTS/CHROOT: no node under /cli-chroot/x: $(cat "$WORK/out")" \
+        [ "$(grep -c . "$WORK/out")" -eq 1 ]
+    runrc rc timeout 60 "$ZKR" --session-timeout 5000 -s nosuch.invalid:2181 inspect /x
+    expect "unresolvable host: exit $rc, not 69" [ "$rc" -eq 69 ]
+    expect "unresolvable host not named: '$(cat "$WORK/err")'" \
+        grep -q "resolve nosuch.invalid" "$WORK/err"
 }
 
 # The sysexits statuses, and the ones that did not change.
@@ -301,9 +365,11 @@ test_help_lists_every_option() {
 start_server
 run_test test_descriptors_every_subcommand
 run_test test_inspect_hostile_identifiers
+run_test test_inspect_invisible_characters
 run_test test_permits_and_session_format
 run_test test_credentials
 run_test test_usage_before_connecting
+run_test test_server_list
 run_test test_exit_statuses
 run_test test_long_options
 run_test test_help_lists_every_option
