@@ -17,7 +17,7 @@ export ZKR_ROOT
 ZKR_DEPS=(build-essential autoconf automake libtool pkg-config
     libzookeeper-mt-dev zookeeper default-jre-headless default-jdk-headless
     libcmocka-dev libcurator-recipes-java
-    libsqlite3-dev netcat-openbsd procps valgrind jq)
+    libsqlite3-dev netcat-openbsd procps valgrind jq spin)
 
 # Prints the class path of Apache Curator and its dependencies as Debian
 # installs them (libcurator-recipes-java); nothing when it is missing.
