@@ -45,20 +45,28 @@ checks=(
     # leader keeps the old one), the follower cut off from the leader,
     # a session silent for T (LOST, then expired by the leader).
     "sessions|mutex fencing cleanup|-DMAXOPS=0 -DFOREIGN=0 -DCANCEL=0"
+    # Liveness (LTL, weak fairness): the foreign contender and one cut of
+    # the follower's link, nothing else (a bigger run takes too long).
+    "liveness|liveness|-DLIVENESS -DMAXOPS=0 -DCANCEL=0 -DMAXLOSS=0 -DMAXLAPSE=0 -DNEWSESS=0"
 )
 # Each mutant: NAME|-D flags (its configuration and its broken rule).
 mutant_list=(
-    "a-handoff-without-listing|-DMUTANT_A -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0 -DCANCEL=0"
-    "b-no-own-node-check|-DMUTANT_B -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0 -DCANCEL=0"
+    "a-handoff-without-listing|-DMUTANT_A -DMAXOPS=1 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0 -DCANCEL=0"
+    "b-no-own-node-check|-DMUTANT_B -DMAXOPS=1 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0 -DCANCEL=0"
     "c-signed-order|-DMUTANT_C -DMAXOPS=0 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0 -DCANCEL=0"
     "d-follower-heartbeat|-DMUTANT_D -DMAXOPS=0 -DFOREIGN=0 -DCANCEL=0 -DMAXLOSS=0 -DNEWSESS=0 -DMAXLAPSE=0"
     "e-adopt-without-owner-check|-DMUTANT_E -DMAXOPS=0 -DFOREIGN=0 -DCANCEL=0 -DMAXCUTS=0 -DMAXLAPSE=0"
+    "f-notification-dropped|-DMUTANT_F -DLIVENESS -DMAXOPS=0 -DCANCEL=0 -DMAXLOSS=0 -DMAXLAPSE=0 -DNEWSESS=0"
 )
 
 # run NAME FLAGS: builds and runs one search in $work/NAME; sets
 # states, depth, secs, errors.
 run() {
-    local name=$1 flags=$2 dir="$work/$1" t0 t1
+    local name=$1 flags=$2 dir="$work/$1" t0 t1 cflags=-DSAFETY runflags=
+    if [[ "$flags" == *-DLIVENESS* ]]; then
+        cflags=-DNFAIR=3
+        runflags="-a -f"
+    fi
     mkdir -p "$dir"
     cp "$src"/*.pml "$dir"/
     # shellcheck disable=SC2086 # flags are words
@@ -66,10 +74,11 @@ run() {
         cat "$dir/spin.out" >&2
         return 2
     }
-    (cd "$dir" && $CC -O2 -w -DSAFETY -DCOLLAPSE -DMEMLIM="$mem" \
+    (cd "$dir" && $CC -O2 -w $cflags -DCOLLAPSE -DMEMLIM="$mem" \
         -o pan pan.c) || return 2
     t0=$(date +%s.%N)
-    (cd "$dir" && ./pan -m100000 -w24 >pan.out 2>&1) || true
+    # shellcheck disable=SC2086
+    (cd "$dir" && ./pan $runflags -m100000 -w24 >pan.out 2>&1) || true
     t1=$(date +%s.%N)
     secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
     states=$(awk '/states, stored/ { print $1; exit }' "$dir/pan.out")

@@ -14,7 +14,7 @@
 #define P_ABORTING 10
 #define P_DONE 11
 
-/* getChildren, answered by the follower from its state (it may lag). */
+/* [G1], [R3] getChildren, answered by the follower from its state (it may lag). */
 inline issue_list()
 {
     mask = 0;
@@ -27,7 +27,7 @@ inline issue_list()
     ch[c]!R_LIST, mask
 }
 
-/* exists(own node) with a watch (issue_self_watch): the answer says
+/* [W1], [H2] exists(own node) with a watch (issue_self_watch): the answer says
  * whether the node is still ours (czxid: slots are never reused; owner). */
 inline issue_self_watch()
 {
@@ -40,7 +40,7 @@ inline issue_self_watch()
     fi
 }
 
-/* getData(pred) with a watch (watch_node); NONODE leaves no watch. */
+/* [W4] getData(pred) with a watch (watch_node); NONODE leaves no watch. */
 inline watch_pred()
 {
     if
@@ -60,7 +60,7 @@ inline finish()
     phase[c] = ph
 }
 
-/* lose_waiting / lose_held: our node is gone, or not ours. */
+/* [G2], [W7], [W8], [H6] lose_waiting / lose_held: our node is gone, or not ours. */
 inline lose()
 {
     printf("MSC: zkr%d loses its node (phase %d): ELOST/LOST\n", c, ph);
@@ -76,7 +76,7 @@ inline grant_ok()
     printf("MSC: zkr%d HELD (slot %d, token %d)\n", c, my, s_cz[my])
 }
 
-/* finish_acquire(0); a grant found past the safe deadline is reported as
+/* [G5], [G8] finish_acquire(0); a grant found past the safe deadline is reported as
  * ELOST, never as a grant (zkr__acquire: enforce_deadline, take_lost) */
 inline grant()
 {
@@ -88,7 +88,7 @@ inline grant()
 
 
 
-/* [G1]..: the decision on a listing (list_done). */
+/* [G3], [G4], [G10], [W1], [W2]: the decision on a listing (list_done). */
 inline decide()
 {
     pred = NONE;
@@ -131,7 +131,7 @@ proctype zkr(byte c)
 
     phase[c] = ph;
     do
-    /* ---------------------------------------------------- [Q] create */
+    /* ----------------------------------------------- [Q2], [Q4] create */
     :: atomic {
         ph == P_CREATING && !cut && sess_alive[sid] && !cl_lost[sid] ->
         if
@@ -151,7 +151,7 @@ proctype zkr(byte c)
         fi;
         phase[c] = ph
     }
-    /* ------------------------------- recovery after a lost create [R] */
+    /* ------------------------ recovery after a lost create [R1]-[R5] */
     :: atomic {
         /* the handle comes back with a new session while the leader still
          * has the old one (zkr__queue_on_connected(new_session), no LOST) */
@@ -174,7 +174,7 @@ proctype zkr(byte c)
         phase[c] = ph;
         issue_list()
     }
-    /* ------------------------------------------ cleanup list entry [C] */
+    /* ---------------------------------- cleanup list entry [C2], [C3] */
     :: atomic {
         cl != NONE && !clsent && !cut && sess_alive[sid] && !cl_lost[sid] ->
         clsent = 1;
@@ -183,7 +183,7 @@ proctype zkr(byte c)
         :: else -> ch[c]!R_DONE, cl /* NONODE */
         fi
     }
-    /* ------------------------------------------------------ holding [H] */
+    /* ------------------------------------------ holding [L1], [H2] */
     :: atomic {
         /* release: the cleanup list deletes the node */
         ph == P_HELD ->
@@ -200,7 +200,7 @@ proctype zkr(byte c)
         ph == P_HELD && !sw[c] && !swp -> issue_self_watch()
     }
     :: atomic {
-        /* cancel (or time out) while waiting: abort_acquire */
+        /* [A1]-[A3] cancel (or time out) while waiting: abort_acquire */
         CANCEL && ph == P_WATCHING && !canceled ->
         canceled = 1;
         dw[c] = 0;
@@ -210,7 +210,7 @@ proctype zkr(byte c)
         clsent = 0;
         printf("MSC: zkr%d cancels\n", c)
     }
-    /* --------------------------------------- heartbeat [H4], session */
+    /* --------------------------- heartbeat [D1], session [D5], [S5] */
     :: atomic {
         /* a sync answered through the leader: the leader touched us */
         ph != P_DONE && !cut && sess_alive[sid] && !cl_lost[sid] &&
@@ -260,7 +260,7 @@ proctype zkr(byte c)
             printf("MSC: zkr%d created slot %d seq %d czxid %d\n", c, x, s_seq[x], s_cz[x]);
             issue_list()
         :: m == R_LIST && ph == P_RECLIST ->
-            /* recover_list_done: our UUID in the listing? */
+            /* [R4] recover_list_done: our UUID in the listing? */
             hit = NONE;
             for (i : 0 .. NS - 1) {
                 if
@@ -279,7 +279,7 @@ proctype zkr(byte c)
             fi;
             phase[c] = ph
         :: m == R_STAT && ph == P_RECSTAT ->
-            /* recover_stat_done */
+            /* [R5] recover_stat_done */
             if
 #ifdef MUTANT_E
             /* (e) adopt without the owner check */
@@ -305,7 +305,7 @@ proctype zkr(byte c)
             fi;
             phase[c] = ph
         :: m == R_LIST && ph == P_LISTING ->
-            /* list_done: the grant rests on this answer alone */
+            /* [G1], [G2] list_done: the grant rests on this answer alone */
 #ifdef MUTANT_B
             /* (b) no check that our own node is listed */
             decide()
@@ -316,7 +316,7 @@ proctype zkr(byte c)
             fi
 #endif
         :: m == R_GETD && ph == P_WATCHING && x == NONE ->
-            /* watch_done: gone before we could watch it: list */
+            /* [W5] watch_done: gone before we could watch it: list */
 #ifdef MUTANT_A
             if
             :: pchg -> grant()
@@ -333,7 +333,7 @@ proctype zkr(byte c)
             fi
 #endif
         :: ph != P_DONE && m == R_SW ->
-            /* self_watch_done */
+            /* [W8] self_watch_done */
             swp = 0;
             if
 #ifdef MUTANT_B
@@ -350,7 +350,7 @@ proctype zkr(byte c)
             :: else
             fi
         :: ph != P_DONE && (m == N_DEL || m == N_CHG) && x == my ->
-            /* zkr__node_watcher, our own node */
+            /* [W7] zkr__node_watcher, our own node */
             if
 #ifdef MUTANT_B
             :: m == N_DEL && ph == P_HELD -> lose()
@@ -363,7 +363,7 @@ proctype zkr(byte c)
             :: else
             fi
         :: (m == N_DEL || m == N_CHG) && x != my && ph == P_WATCHING && x == pred ->
-            /* zkr__node_watcher, the predecessor: a hint, list again */
+            /* [W6] zkr__node_watcher, the predecessor: a hint, list again */
 #ifdef MUTANT_A
             /* (a) the old handoff: the predecessor "changed, then gone"
              * (or just gone) taken as proof that everyone before us is
@@ -373,9 +373,14 @@ proctype zkr(byte c)
             :: m == N_DEL -> grant()
             :: else ->
 #endif
+#ifdef MUTANT_F
+            /* (f) the notification is dropped: the waiter is never woken */
+            skip
+#else
             ph = P_LISTING;
             phase[c] = ph;
             issue_list()
+#endif
 #ifdef MUTANT_A
             fi
 #endif

@@ -46,7 +46,7 @@
 #endif
 
 /* ------------------------------------------------------------ the order */
-/* [N2] Creation order is serial-number order over the sequence (RFC 1982):
+/* [N3] Creation order is serial-number order over the sequence (RFC 1982):
  * a is older than b when (b - a) mod 2^k is in (0, 2^(k-1)). The model's
  * counter starts at the largest positive signed value, so the second
  * creation wraps to the most negative one. */
@@ -151,7 +151,7 @@ byte ndone;
 #define NVALID (VALID_Z(0) + VALID_Z(1) + VALID_F)
 #endif
 
-/* [F1] Fencing tokens of successive grants strictly increase. A grant
+/* [P4], [F1] Fencing tokens of successive grants strictly increase. A grant
  * on a node someone deleted while it was first (a forced release) is
  * older than the deletion and every grant after it: not counted. */
 inline grant_token(slot)
@@ -166,7 +166,7 @@ inline grant_token(slot)
 
 /* ---------------------------------------------------- server actions */
 
-/* The follower applies the next committed change: fires the one-shot
+/* [Z2], [Z7] The follower applies the next committed change: fires the one-shot
  * watches on it, then answers the zkr request that made it. */
 inline f_apply1()
 {
@@ -228,7 +228,7 @@ end:
     od
 }
 
-/* Expiry is decided by the leader, T after it last heard of the session:
+/* [Z5], [Z8] Expiry is decided by the leader, T after it last heard of the session:
  * its nodes are deleted, then the session is closed. */
 inline expire(s)
 {
@@ -247,7 +247,7 @@ inline expire(s)
     sess_alive[s] = 0
 }
 
-/* [H4] The safe deadline, abstracted: a session that goes silent for T is
+/* [D1]-[D6] The safe deadline, abstracted: a session that goes silent for T is
  * LOST at the client (its deadline, last heard + T - T/10, comes first)
  * and may then be expired by the leader. The client's "last heard" only
  * moves on a heartbeat answered by the leader (a sync), so the leader's
@@ -284,7 +284,7 @@ end:
 
 /* ------------------------------------------------- the foreign actors */
 
-/* A Curator/kazoo-named contender; its library's rule, run on the
+/* [X1] A Curator/kazoo-named contender; its library's rule, run on the
  * leader's state: granted when its own node exists and no node is before
  * it; gives up if its node is deleted. */
 active proctype foreign()
@@ -335,7 +335,7 @@ fend:
     ndone++
 }
 
-/* Another client: writes any node (Curator's revocation, a monitoring
+/* [X2]-[X4] Another client: writes any node (Curator's revocation, a monitoring
  * tool), deletes any node (a buggy peer deleting a waiter's node; an
  * operator's forced delete of the holder's, which excuses that holder
  * until it notices). */
@@ -383,7 +383,7 @@ active proctype mutex_monitor()
     atomic { NVALID > 1 -> printf("MSC: TWO HOLDERS\n"); assert(false) }
 }
 
-/* [P6] No node of a finished contender survives its cleanup: once every
+/* [P7] No node of a finished contender survives its cleanup: once every
  * contender is done, any node left belongs to a session zkr declared LOST
  * or left behind for a new one (the leader deletes it when it expires
  * that session). */
@@ -402,6 +402,21 @@ active proctype cleanup_monitor()
         }
     }
 }
+
+#ifdef LIVENESS
+/* [P6] No contender waits forever while nothing is before it: for
+ * contender 0 (the model is symmetric), under weak fairness (-DLIVENESS;
+ * pan -a -f), in a small configuration (model/check.sh). */
+#define FREE0 (myslot[0] != NONE && LIVE(myslot[0]) && \
+    !(myslot[0] != 0 && LIVE(0) && BEFORE(s_seq[0], s_seq[myslot[0]])) && \
+    !(myslot[0] != 1 && LIVE(1) && BEFORE(s_seq[1], s_seq[myslot[0]])) && \
+    !(myslot[0] != 2 && LIVE(2) && BEFORE(s_seq[2], s_seq[myslot[0]])) && \
+    !(myslot[0] != 3 && LIVE(3) && BEFORE(s_seq[3], s_seq[myslot[0]])) && \
+    !(myslot[0] != 4 && LIVE(4) && BEFORE(s_seq[4], s_seq[myslot[0]])) && \
+    !(myslot[0] != 5 && LIVE(5) && BEFORE(s_seq[5], s_seq[myslot[0]])))
+#define WAITING0 (phase[0] == 6 || phase[0] == 7)
+ltl live0 { [] ((WAITING0 && FREE0) -> <> !WAITING0) }
+#endif
 
 /* ------------------------------------------------- the zkr contender */
 
