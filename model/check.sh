@@ -11,13 +11,13 @@
 #
 # Environment: SPIN (default spin), CC (default cc), MODEL_DIR (where the
 # runs are built; default a temporary directory, removed afterwards),
-# MODEL_MEM (MB for the state store, default 1024).
+# MODEL_MEM (MB for the state store, default 2048).
 set -euo pipefail
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SPIN=${SPIN:-spin}
 CC=${CC:-cc}
-mem=${MODEL_MEM:-1024}
+mem=${MODEL_MEM:-2048}
 mutants=0
 if [ "${1:-}" = "--mutants" ]; then
     mutants=1
@@ -38,17 +38,25 @@ fi
 # Bounds: 2 zkr contenders; the rest as below.
 checks=(
     # A foreign (Curator-named) contender and another client that writes
-    # and deletes any node twice (a waiter's, or the holder's as an
-    # operator's forced delete); waiters may cancel.
-    "foreign|mutex fencing cleanup|-DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0"
-    # Sessions: a lost create (recovery by UUID, a new session while the
-    # leader keeps the old one), the follower cut off from the leader,
-    # a session silent for T (LOST, then expired by the leader).
-    "sessions|mutex fencing cleanup|-DMAXOPS=0 -DFOREIGN=0 -DCANCEL=0"
+    # or deletes any node once (a waiter's, or the holder's as an
+    # operator's forced delete).
+    "foreign|mutex fencing cleanup|-DMAXOPS=1 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0 -DCANCEL=0"
+    # Another client writes and deletes (two actions) zkr contenders'
+    # nodes.
+    "writes|mutex fencing cleanup|-DMAXOPS=2 -DFOREIGN=0 -DCANCEL=0 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0"
+    # A waiter cancels (abort, cleanup) beside a foreign contender.
+    "cancel|mutex fencing cleanup|-DMAXOPS=0 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0"
+    # A lost create: recovery by UUID, a new session while the leader
+    # keeps the old one (which then goes silent and expires).
+    "recovery|mutex fencing cleanup|-DMAXOPS=0 -DFOREIGN=0 -DCANCEL=0 -DMAXCUTS=0 -DMAXLAPSE=0"
+    # The follower cut off from the leader, a session silent for T (LOST,
+    # then expired by the leader), with the foreign contender.
+    "deadline|mutex fencing cleanup|-DMAXOPS=0 -DCANCEL=0 -DMAXLOSS=0 -DNEWSESS=0"
     # Liveness (LTL, weak fairness): the foreign contender and one cut of
     # the follower's link, nothing else (a bigger run takes too long).
     "liveness|liveness|-DLIVENESS -DMAXOPS=0 -DCANCEL=0 -DMAXLOSS=0 -DMAXLAPSE=0 -DNEWSESS=0"
 )
+
 # Each mutant: NAME|-D flags (its configuration and its broken rule).
 mutant_list=(
     "a-handoff-without-listing|-DMUTANT_A -DMAXOPS=1 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0 -DCANCEL=0"
@@ -84,10 +92,10 @@ run() {
     states=$(awk '/states, stored/ { print $1; exit }' "$dir/pan.out")
     depth=$(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' "$dir/pan.out" | head -1)
     errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$dir/pan.out" | head -1)
-    if grep -q "out of memory\|max search depth too small" "$dir/pan.out"; then
+    # A search that found nothing must have been complete.
+    if [ "${errors:-0}" = 0 ] && grep -q "out of memory\|MEMLIM bound\|max search depth too small\|Search not completed" "$dir/pan.out"; then
         echo "model: $name: search incomplete (memory or depth bound)" >&2
-        errors=${errors:-0}
-        [ "$errors" -gt 0 ] || errors=incomplete
+        errors=incomplete
     fi
     : "${states:=?}" "${depth:=?}" "${errors:=?}"
 }

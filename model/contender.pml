@@ -122,10 +122,14 @@ inline decide()
     fi
 }
 
+/* Temporaries are zeroed after each step, so that states differ only in
+ * what matters. */
+#define CLEAR() x = 0; i = 0; j = 0; k = 0; hit = 0; mask = 0; m = 0
+
 proctype zkr(byte c)
 {
     byte ph = P_CREATING, sid = 2 * c, nsid, my = NONE, uu = 2 * c;
-    byte pred = NONE, mask, cl = NONE, x, i, j, k, hit, nloss;
+    byte pred = NONE, mask, cl = NONE, x, i, j, k, hit;
     bool doubt, relist, swp, pchg, clsent, canceled;
     mtype m;
 
@@ -149,7 +153,8 @@ proctype zkr(byte c)
             ph = P_RECOVER;
             printf("MSC: zkr%d create lost\n", c)
         fi;
-        phase[c] = ph
+        phase[c] = ph;
+        CLEAR()
     }
     /* ------------------------ recovery after a lost create [R1]-[R5] */
     :: atomic {
@@ -172,7 +177,8 @@ proctype zkr(byte c)
         od;
         ph = P_RECLIST;
         phase[c] = ph;
-        issue_list()
+        issue_list();
+        CLEAR()
     }
     /* ---------------------------------- cleanup list entry [C2], [C3] */
     :: atomic {
@@ -385,7 +391,8 @@ proctype zkr(byte c)
             fi
 #endif
         :: else -> skip /* stale: an answer to an earlier phase */
-        fi
+        fi;
+        CLEAR()
     }
     :: ph == P_DONE && (cl == NONE || cl_lost[sid] || !sess_alive[sid]) -> break
     od;

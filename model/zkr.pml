@@ -27,7 +27,7 @@
 #define MAXOPS 2 /* writes + deletes by the foreign actor */
 #endif
 #ifndef MAXLOSS
-#define MAXLOSS 1 /* creates whose answer is lost */
+#define MAXLOSS 1 /* creates whose answer is lost (in all) */
 #endif
 #ifndef MAXCUTS
 #define MAXCUTS 1 /* follower-leader link cuts */
@@ -129,6 +129,7 @@ bool ld_exp[NSESS];   /* the leader has not heard of it for T: may expire it */
 bool fol_only[NSESS]; /* its last heartbeat was answered by the follower alone */
 bool abandoned[NSESS];
 byte lapses;
+byte nloss; /* creates whose answer was lost */
 byte cursid[NZ];
 
 /* ---------------------------------------------------- the properties */
@@ -222,7 +223,7 @@ active proctype follower()
     byte j, k;
 end:
     do
-    :: atomic { !cut && FZ < Z -> f_apply1() }
+    :: atomic { !cut && FZ < Z -> f_apply1(); j = 0; k = 0 }
     :: atomic { !cut && cuts < MAXCUTS -> cut = 1; cuts++ }
     :: atomic { cut -> cut = 0 }
     od
@@ -277,7 +278,9 @@ end:
             expire(s);
             printf("MSC: leader expires session %d\n", s)
         :: else
-        fi
+        fi;
+        s = 0;
+        j = 0 /* no stale temporaries in the state */
     }
     od
 }
@@ -313,6 +316,7 @@ active proctype foreign()
             :: else
             fi
         }
+        i = 0;
         if
         :: free ->
             fheld = 1;
@@ -350,7 +354,8 @@ end:
             LIVE(i);
             ops++;
             log_(L_SET, i, NONE);
-            printf("MSC: other writes slot %d\n", i)
+            printf("MSC: other writes slot %d\n", i);
+            i = 0
         }
     :: ops < MAXOPS ->
         atomic {
@@ -370,7 +375,9 @@ end:
             if
             :: forced[i] -> printf("MSC: other deletes slot %d, the first (a forced release)\n", i)
             :: else -> printf("MSC: other deletes slot %d, a waiter's\n", i)
-            fi
+            fi;
+            i = 0;
+            j = 0
         }
     od
 }
