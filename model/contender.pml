@@ -314,6 +314,7 @@ proctype zkr(byte c)
             /* [G1], [G2] list_done: the grant rests on this answer alone */
 #ifdef MUTANT_B
             /* (b) no check that our own node is listed */
+            mask = x;
             decide()
 #else
             if
