@@ -21,7 +21,7 @@ ZKR_DEPS=(build-essential autoconf automake libtool pkg-config
     libzookeeper-mt-dev zookeeper default-jre-headless default-jdk-headless
     libcmocka-dev libcurator-recipes-java
     libsqlite3-dev libjansson-dev netcat-openbsd procps valgrind jq
-    libmicrohttpd-dev abigail-tools doxygen
+    libmicrohttpd-dev abigail-tools doxygen spin
     prometheus) # prometheus, promtool: tests/cli/test_cli_{metrics,exporter}.sh
 # What scripts/package adds (the packages' Build-Depends come from
 # debian/control).

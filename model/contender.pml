@@ -1,0 +1,401 @@
+/* The zkr contender (src/queue.c), one per session, for the exclusive
+ * lock: the engine's phases, each answer acted on as the code does.
+ * Included by model/zkr.pml. Step IDs ([Q1] ...) are docs/PROTOCOL.md's. */
+
+#define P_CREATING 1
+#define P_CREATE_SENT 2
+#define P_RECOVER 3
+#define P_RECLIST 4
+#define P_RECSTAT 5
+#define P_LISTING 6
+#define P_WATCHING 7
+#define P_HELD 8
+#define P_RELEASING 9
+#define P_ABORTING 10
+#define P_DONE 11
+
+/* [G1], [R3] getChildren, answered by the follower from its state (it may lag). */
+inline issue_list()
+{
+    mask = 0;
+    for (i : 0 .. NS - 1) {
+        if
+        :: LIVE_AT(i, FZ) -> mask = mask | (1 << i)
+        :: else
+        fi
+    }
+    ch[c]!R_LIST, mask
+}
+
+/* [W1], [H2] exists(own node) with a watch (issue_self_watch): the answer says
+ * whether the node is still ours (czxid: slots are never reused; owner). */
+inline issue_self_watch()
+{
+    swp = 1;
+    if
+    :: LIVE_AT(my, FZ) ->
+        sw[c] = 1;
+        ch[c]!R_SW, (s_own[my] == nsid)
+    :: else -> ch[c]!R_SW, 0
+    fi
+}
+
+/* [W4] getData(pred) with a watch (watch_node); NONODE leaves no watch. */
+inline watch_pred()
+{
+    if
+    :: LIVE_AT(pred, FZ) ->
+        dw[c] = pred + 1;
+        ch[c]!R_GETD, pred
+    :: else -> ch[c]!R_GETD, NONE
+    fi
+}
+
+inline finish()
+{
+    held[c] = 0;
+    dw[c] = 0;
+    sw[c] = 0;
+    ph = P_DONE;
+    phase[c] = ph
+}
+
+/* [G2], [W7], [W8], [H6] lose_waiting / lose_held: our node is gone, or not ours. */
+inline lose()
+{
+    printf("MSC: zkr%d loses its node (phase %d): ELOST/LOST\n", c, ph);
+    finish()
+}
+
+inline grant_ok()
+{
+    held[c] = 1;
+    ph = P_HELD;
+    phase[c] = ph;
+    grant_token(my);
+    printf("MSC: zkr%d HELD (slot %d, token %d)\n", c, my, s_cz[my])
+}
+
+/* [G5], [G8] finish_acquire(0); a grant found past the safe deadline is reported as
+ * ELOST, never as a grant (zkr__acquire: enforce_deadline, take_lost) */
+inline grant()
+{
+    if
+    :: cl_lost[sid] -> lose()
+    :: else -> grant_ok()
+    fi
+}
+
+
+
+/* [G3], [G4], [G10], [W1], [W2]: the decision on a listing (list_done). */
+inline decide()
+{
+    pred = NONE;
+    for (i : 0 .. NS - 1) {
+        if
+        :: (mask & (1 << i)) && i != my && BEFORE(s_seq[i], s_seq[my]) &&
+           (pred == NONE || BEFORE(s_seq[pred], s_seq[i])) -> pred = i
+        :: else
+        fi
+    }
+    if
+    :: pred == NONE && doubt ->
+        /* our name is listed, but whether the node is still ours is being
+         * asked: list again once the answer comes */
+        relist = 1;
+        if
+        :: !sw[c] && !swp -> issue_self_watch()
+        :: else
+        fi
+    :: pred == NONE && !doubt -> grant()
+    :: else ->
+        /* wait: watch our own node first, then the predecessor */
+        if
+        :: !sw[c] && !swp -> issue_self_watch()
+        :: else
+        fi;
+        ph = P_WATCHING;
+        phase[c] = ph;
+        pchg = 0;
+        watch_pred()
+    fi
+}
+
+/* Temporaries are zeroed after each step, so that states differ only in
+ * what matters. */
+#define CLEAR() x = 0; i = 0; j = 0; k = 0; hit = 0; mask = 0; m = 0
+
+proctype zkr(byte c)
+{
+    byte ph = P_CREATING, sid = 2 * c, nsid, my = NONE, uu = 2 * c;
+    byte pred = NONE, mask, cl = NONE, x, i, j, k, hit;
+    bool doubt, relist, swp, pchg, clsent, canceled;
+    mtype m;
+
+    phase[c] = ph;
+    do
+    /* ----------------------------------------------- [Q2], [Q4] create */
+    :: atomic {
+        ph == P_CREATING && !cut && sess_alive[sid] && !cl_lost[sid] ->
+        if
+        :: l_create(sid, uu, c, x);
+            ph = P_CREATE_SENT
+        :: nloss < MAXLOSS ->
+            /* connection lost after the create was applied */
+            nloss++;
+            l_create(sid, uu, NONE, x);
+            ph = P_RECOVER;
+            printf("MSC: zkr%d create applied (slot %d), answer lost\n", c, x)
+        :: nloss < MAXLOSS ->
+            /* connection lost before it was applied */
+            nloss++;
+            ph = P_RECOVER;
+            printf("MSC: zkr%d create lost\n", c)
+        fi;
+        phase[c] = ph;
+        CLEAR()
+    }
+    /* ------------------------ recovery after a lost create [R1]-[R5] */
+    :: atomic {
+        /* the handle comes back with a new session while the leader still
+         * has the old one (zkr__queue_on_connected(new_session), no LOST) */
+        NEWSESS && ph == P_RECOVER && sid == 2 * c ->
+        abandoned[sid] = 1;
+        sid = 2 * c + 1;
+        cursid[c] = sid;
+        sess_alive[sid] = 1;
+        printf("MSC: zkr%d reconnects with a new session %d\n", c, sid)
+    }
+    :: atomic {
+        /* recover_synced: sync first (a follower that lags would not show
+         * the node), then list */
+        ph == P_RECOVER && !cut && sess_alive[sid] && !cl_lost[sid] ->
+        do
+        :: FZ < Z -> f_apply1()
+        :: else -> break
+        od;
+        ph = P_RECLIST;
+        phase[c] = ph;
+        issue_list();
+        CLEAR()
+    }
+    /* ---------------------------------- cleanup list entry [C2], [C3] */
+    :: atomic {
+        cl != NONE && !clsent && !cut && sess_alive[sid] && !cl_lost[sid] ->
+        clsent = 1;
+        if
+        :: LIVE(cl) -> l_delete(cl, c)
+        :: else -> ch[c]!R_DONE, cl /* NONODE */
+        fi
+    }
+    /* ------------------------------------------ holding [L1], [H2] */
+    :: atomic {
+        /* release: the cleanup list deletes the node */
+        ph == P_HELD ->
+        held[c] = 0;
+        ph = P_RELEASING;
+        phase[c] = ph;
+        cl = my;
+        clsent = 0;
+        printf("MSC: zkr%d releases\n", c)
+    }
+    :: atomic {
+        /* the self-watch of a contender granted on its first listing,
+         * set ZKR__SELF_WATCH_DELAY_MS later */
+        ph == P_HELD && !sw[c] && !swp -> issue_self_watch()
+    }
+    :: atomic {
+        /* [A1]-[A3] cancel (or time out) while waiting: abort_acquire */
+        CANCEL && ph == P_WATCHING && !canceled ->
+        canceled = 1;
+        dw[c] = 0;
+        ph = P_ABORTING;
+        phase[c] = ph;
+        cl = my;
+        clsent = 0;
+        printf("MSC: zkr%d cancels\n", c)
+    }
+    /* --------------------------- heartbeat [D1], session [D5], [S5] */
+    :: atomic {
+        /* a sync answered through the leader: the leader touched us */
+        ph != P_DONE && !cut && sess_alive[sid] && !cl_lost[sid] &&
+        (ld_exp[sid] || fol_only[sid]) ->
+        ld_exp[sid] = 0;
+        fol_only[sid] = 0
+    }
+#ifdef MUTANT_D
+    :: atomic {
+        /* (d) a heartbeat answered by the follower alone: the client's
+         * last heard moves, the leader heard nothing */
+        ph != P_DONE && cut && !cl_lost[sid] && !fol_only[sid] ->
+        fol_only[sid] = 1;
+        printf("MSC: zkr%d heartbeat answered by the cut-off follower\n", c)
+    }
+#endif
+    :: atomic {
+        ph != P_DONE && cl_lost[sid] ->
+        printf("MSC: zkr%d session LOST (phase %d)\n", c, ph);
+        cl = NONE;
+        finish()
+    }
+    /* --------------------------------------- answers and notifications */
+    :: atomic {
+        ch[c]?m, x ->
+        /* (Promela's if picks any true guard: these are exclusive) */
+        if
+        :: ph == P_DONE -> skip
+        :: ph != P_DONE && m == N_EXP -> cl = NONE;
+            printf("MSC: zkr%d told its session expired\n", c);
+            finish()
+        :: ph != P_DONE && m == R_DONE && x == cl ->
+            /* the cleanup's delete is confirmed */
+            cl = NONE;
+            clsent = 0;
+            if
+            :: ph == P_RELEASING || ph == P_ABORTING -> finish()
+            :: else
+            fi
+        :: m == R_DONE && x != cl && ph == P_CREATE_SENT ->
+            /* create_done: our node */
+            my = x;
+            myslot[c] = x;
+            nsid = sid;
+            ph = P_LISTING;
+            phase[c] = ph;
+            printf("MSC: zkr%d created slot %d seq %d czxid %d\n", c, x, s_seq[x], s_cz[x]);
+            issue_list()
+        :: m == R_LIST && ph == P_RECLIST ->
+            /* [R4] recover_list_done: our UUID in the listing? */
+            hit = NONE;
+            for (i : 0 .. NS - 1) {
+                if
+                :: (x & (1 << i)) && s_uu[i] == uu -> hit = i
+                :: else
+                fi
+            }
+            if
+            :: hit != NONE ->
+                ph = P_RECSTAT;
+                if
+                :: LIVE_AT(hit, FZ) -> ch[c]!R_STAT, hit
+                :: else -> ch[c]!R_STAT, NONE
+                fi
+            :: else -> ph = P_CREATING /* never applied: create again */
+            fi;
+            phase[c] = ph
+        :: m == R_STAT && ph == P_RECSTAT ->
+            /* [R5] recover_stat_done */
+            if
+#ifdef MUTANT_E
+            /* (e) adopt without the owner check */
+            :: x != NONE ->
+#else
+            :: x != NONE && s_own[x] == sid ->
+#endif
+                my = x;
+                myslot[c] = x;
+                nsid = sid;
+                ph = P_LISTING;
+                printf("MSC: zkr%d adopts slot %d (owner %d)\n", c, x, s_own[x]);
+                issue_list()
+#ifndef MUTANT_E
+            :: x != NONE && s_own[x] != sid ->
+                /* an older session's: delete it, start over (new UUID) */
+                cl = x;
+                clsent = 0;
+                uu = 2 * c + 1;
+                ph = P_CREATING
+#endif
+            :: else -> ph = P_CREATING
+            fi;
+            phase[c] = ph
+        :: m == R_LIST && ph == P_LISTING ->
+            /* [G1], [G2] list_done: the grant rests on this answer alone */
+#ifdef MUTANT_B
+            /* (b) no check that our own node is listed */
+            mask = x;
+            decide()
+#else
+            if
+            :: !(x & (1 << my)) -> lose()
+            :: else -> mask = x; decide()
+            fi
+#endif
+        :: m == R_GETD && ph == P_WATCHING && x == NONE ->
+            /* [W5] watch_done: gone before we could watch it: list */
+#ifdef MUTANT_A
+            if
+            :: pchg -> grant()
+            :: else
+            fi;
+            if
+            :: ph == P_WATCHING ->
+#endif
+            ph = P_LISTING;
+            phase[c] = ph;
+            issue_list()
+#ifdef MUTANT_A
+            :: else
+            fi
+#endif
+        :: ph != P_DONE && m == R_SW ->
+            /* [W8] self_watch_done */
+            swp = 0;
+            if
+#ifdef MUTANT_B
+            :: !x && ph == P_HELD -> lose()
+#else
+            :: !x && (ph == P_HELD || ph == P_LISTING || ph == P_WATCHING) -> lose()
+#endif
+            :: x ->
+                doubt = 0;
+                if
+                :: relist && ph == P_LISTING -> relist = 0; issue_list()
+                :: else
+                fi
+            :: else
+            fi
+        :: ph != P_DONE && (m == N_DEL || m == N_CHG) && x == my ->
+            /* [W7] zkr__node_watcher, our own node */
+            if
+#ifdef MUTANT_B
+            :: m == N_DEL && ph == P_HELD -> lose()
+#else
+            :: m == N_DEL && (ph == P_HELD || ph == P_LISTING || ph == P_WATCHING) -> lose()
+#endif
+            :: m == N_CHG && (ph == P_HELD || ph == P_LISTING || ph == P_WATCHING) ->
+                doubt = 1;
+                issue_self_watch()
+            :: else
+            fi
+        :: (m == N_DEL || m == N_CHG) && x != my && ph == P_WATCHING && x == pred ->
+            /* [W6] zkr__node_watcher, the predecessor: a hint, list again */
+#ifdef MUTANT_A
+            /* (a) the old handoff: the predecessor "changed, then gone"
+             * (or just gone) taken as proof that everyone before us is
+             * gone, without a listing */
+            if
+            :: m == N_CHG -> pchg = 1; watch_pred()
+            :: m == N_DEL -> grant()
+            :: else ->
+#endif
+#ifdef MUTANT_F
+            /* (f) the notification is dropped: the waiter is never woken */
+            skip
+#else
+            ph = P_LISTING;
+            phase[c] = ph;
+            issue_list()
+#endif
+#ifdef MUTANT_A
+            fi
+#endif
+        :: else -> skip /* stale: an answer to an earlier phase */
+        fi;
+        CLEAR()
+    }
+    :: ph == P_DONE && (cl == NONE || cl_lost[sid] || !sess_alive[sid]) -> break
+    od;
+    ndone++
+}

@@ -1,0 +1,444 @@
+/* A Promela (SPIN) model of zkr's contender queue AS IMPLEMENTED in
+ * src/queue.c and src/session.c, for the exclusive lock (issue 13).
+ * model/README.md says what is modelled, how abstractly, and what not;
+ * `make model` runs the checks, `make model-mutants` the broken variants
+ * (-DMUTANT_A .. -DMUTANT_E, each must yield a counterexample).
+ *
+ * The world: one ZooKeeper leader (the server state below), one follower
+ * that every zkr client is connected to (it lags: it applies the leader's
+ * changes one zxid at a time, and its link to the leader can be cut), zkr
+ * contenders (one session each), a foreign (Curator-named) contender and a
+ * foreign actor that writes and deletes anyone's node (a waiter's node, or,
+ * as an operator's forced delete, the holder's). A paused process is any
+ * interleaving in which a process takes no step while others do.
+ *
+ * Each atomic block is one step whose effect the server applies at once. */
+
+#ifndef NZ
+#define NZ 2 /* zkr contenders */
+#endif
+#define NS 6     /* node slots; each is used at most once */
+#define NSESS (2 * NZ) /* zkr sessions: contender c uses 2c, then 2c+1 */
+#define FSESS NSESS    /* the foreign contender's session (never expires) */
+#define SEQM 32  /* the sequence space (ZooKeeper: 2^32), signed halves */
+#define MAXZ 24  /* zxids */
+#define NONE 255
+#ifndef MAXOPS
+#define MAXOPS 2 /* writes + deletes by the foreign actor */
+#endif
+#ifndef MAXLOSS
+#define MAXLOSS 1 /* creates whose answer is lost (in all) */
+#endif
+#ifndef MAXCUTS
+#define MAXCUTS 1 /* follower-leader link cuts */
+#endif
+#ifndef NEWSESS
+#define NEWSESS 1 /* a handle may come back with a new session */
+#endif
+#ifndef CANCEL
+#define CANCEL 1 /* a waiter may cancel (or time out) once */
+#endif
+#ifndef FOREIGN
+#define FOREIGN 1 /* the foreign contender takes part */
+#endif
+#ifndef MAXLAPSE
+#define MAXLAPSE 1 /* sessions that go silent for T (besides abandoned ones) */
+#endif
+
+/* ------------------------------------------------------------ the order */
+/* [N3] Creation order is serial-number order over the sequence (RFC 1982):
+ * a is older than b when (b - a) mod 2^k is in (0, 2^(k-1)). The model's
+ * counter starts at the largest positive signed value, so the second
+ * creation wraps to the most negative one. */
+#ifdef MUTANT_C
+/* (c) signed order: the wrapped (newest) sequence sorts first. */
+#define SGN(x) ((x) >= SEQM / 2 -> (x) - SEQM : (x))
+#define BEFORE(a, b) (SGN(a) < SGN(b))
+#else
+#define DIFF(a, b) (((b) - (a) + SEQM) % SEQM)
+#define BEFORE(a, b) (DIFF(a, b) > 0 && DIFF(a, b) < SEQM / 2)
+#endif
+
+/* --------------------------------------------------------- the leader */
+byte Z;                /* last zxid */
+byte CV = SEQM / 2 - 1; /* the directory's cversion */
+byte nslots;
+byte s_seq[NS];
+byte s_cz[NS];  /* czxid (0: slot unused) */
+byte s_dz[NS];  /* zxid of its deletion (0: alive) */
+byte s_own[NS]; /* ephemeralOwner (session) */
+byte s_uu[NS];  /* the UUID in its name (zkr: 2c + attempt; foreign: 9) */
+
+mtype = { L_CREATE, L_DELETE, L_SET, L_EXPIRE };
+mtype lg_kind[MAXZ];
+byte lg_slot[MAXZ]; /* the node (L_EXPIRE: the session) */
+byte lg_by[MAXZ];   /* the zkr contender answered when applied, or NONE */
+
+#define LIVE(i) (s_cz[i] != 0 && s_dz[i] == 0)
+#define LIVE_AT(i, v) (s_cz[i] != 0 && s_cz[i] <= (v) && (s_dz[i] == 0 || s_dz[i] > (v)))
+
+inline log_(kind, slot, by)
+{
+    Z++;
+    assert(Z < MAXZ);
+    lg_kind[Z] = kind;
+    lg_slot[Z] = slot;
+    lg_by[Z] = by
+}
+
+inline l_create(own, uu, by, slot)
+{
+    assert(nslots < NS);
+    slot = nslots;
+    nslots++;
+    log_(L_CREATE, slot, by);
+    s_seq[slot] = CV;
+    CV = (CV + 1) % SEQM;
+    s_cz[slot] = Z;
+    s_own[slot] = own;
+    s_uu[slot] = uu
+}
+
+inline l_delete(slot, by)
+{
+    log_(L_DELETE, slot, by);
+    s_dz[slot] = Z;
+    CV = (CV + 1) % SEQM
+}
+
+/* ------------------------------------------------------- the follower */
+byte FZ;    /* last zxid applied by the follower */
+bool cut;   /* its link to the leader is cut */
+byte cuts;
+
+/* Data watches it holds for zkr clients (one-shot): on the predecessor,
+ * and on the contender's own node. */
+byte dw[NZ];   /* slot + 1 */
+bool sw[NZ];
+byte myslot[NZ];
+
+/* Replies and notifications, in the order the follower sends them
+ * (per-session FIFO, notifications in zxid order before any later reply). */
+mtype = { R_DONE, R_LIST, R_GETD, R_SW, R_STAT, N_DEL, N_CHG, N_EXP };
+chan ch[NZ] = [8] of { mtype, byte };
+
+/* ----------------------------------------------------------- sessions */
+bool sess_alive[NSESS + 1];
+bool cl_lost[NSESS];  /* zkr declared LOST: its safe deadline has passed */
+bool ld_exp[NSESS];   /* the leader has not heard of it for T: may expire it */
+bool fol_only[NSESS]; /* its last heartbeat was answered by the follower alone */
+bool abandoned[NSESS];
+byte lapses;
+byte nloss; /* creates whose answer was lost */
+byte cursid[NZ];
+
+/* ---------------------------------------------------- the properties */
+byte phase[NZ];
+bool held[NZ];     /* zkr: HELD */
+bool forced[NS];   /* deleted by someone else while first in the queue */
+bool fheld;
+byte fslot = NONE;
+byte last_token; /* the czxid of the last grant */
+byte ndone;
+
+/* A holder counts while its deadline has not passed, unless its node
+ * was deleted by another client while it was first in the queue (an
+ * operator's forced release: the holder is told, but late). */
+#define VALID_Z(c) (held[c] && !cl_lost[cursid[c]] && !forced[myslot[c]])
+#define VALID_F (fheld && !forced[fslot])
+#if NZ == 3
+#define NVALID (VALID_Z(0) + VALID_Z(1) + VALID_Z(2) + VALID_F)
+#else
+#define NVALID (VALID_Z(0) + VALID_Z(1) + VALID_F)
+#endif
+
+/* [P4], [F1] Fencing tokens of successive grants strictly increase. A grant
+ * on a node someone deleted while it was first (a forced release) is
+ * older than the deletion and every grant after it: not counted. */
+inline grant_token(slot)
+{
+    if
+    :: !forced[slot] ->
+        assert(s_cz[slot] > last_token);
+        last_token = s_cz[slot]
+    :: else
+    fi
+}
+
+/* ---------------------------------------------------- server actions */
+
+/* [Z2], [Z7] The follower applies the next committed change: fires the one-shot
+ * watches on it, then answers the zkr request that made it. */
+inline f_apply1()
+{
+    FZ++;
+    k = lg_slot[FZ];
+    if
+    :: lg_kind[FZ] == L_DELETE || lg_kind[FZ] == L_SET ->
+        j = 0;
+        do
+        :: j < NZ ->
+            if
+            :: dw[j] == k + 1 ->
+                dw[j] = 0;
+                if
+                :: lg_kind[FZ] == L_DELETE -> ch[j]!N_DEL, k
+                :: else -> ch[j]!N_CHG, k
+                fi
+            :: else
+            fi;
+            if
+            :: sw[j] && myslot[j] == k ->
+                sw[j] = 0;
+                if
+                :: lg_kind[FZ] == L_DELETE -> ch[j]!N_DEL, k
+                :: else -> ch[j]!N_CHG, k
+                fi
+            :: else
+            fi;
+            j++
+        :: else -> break
+        od
+    :: lg_kind[FZ] == L_EXPIRE ->
+        j = 0;
+        do
+        :: j < NZ ->
+            if
+            :: cursid[j] == k -> ch[j]!N_EXP, k
+            :: else
+            fi;
+            j++
+        :: else -> break
+        od
+    :: else
+    fi;
+    if
+    :: lg_by[FZ] != NONE -> ch[lg_by[FZ]]!R_DONE, k
+    :: else
+    fi
+}
+
+active proctype follower()
+{
+    byte j, k;
+end:
+    do
+    :: atomic { !cut && FZ < Z -> f_apply1(); j = 0; k = 0 }
+    :: atomic { !cut && cuts < MAXCUTS -> cut = 1; cuts++ }
+    :: atomic { cut -> cut = 0 }
+    od
+}
+
+/* [Z5], [Z8] Expiry is decided by the leader, T after it last heard of the session:
+ * its nodes are deleted, then the session is closed. */
+inline expire(s)
+{
+    j = 0;
+    do
+    :: j < nslots ->
+        if
+        :: LIVE(j) && s_own[j] == s ->
+            l_delete(j, NONE)
+        :: else
+        fi;
+        j++
+    :: else -> break
+    od;
+    log_(L_EXPIRE, s, NONE);
+    sess_alive[s] = 0
+}
+
+/* [D1]-[D6] The safe deadline, abstracted: a session that goes silent for T is
+ * LOST at the client (its deadline, last heard + T - T/10, comes first)
+ * and may then be expired by the leader. The client's "last heard" only
+ * moves on a heartbeat answered by the leader (a sync), so the leader's
+ * last touch is never older than the client's last heard; the leader
+ * alone can lapse only after a heartbeat the follower answered alone
+ * (MUTANT_D). */
+active proctype clock()
+{
+    byte s, j;
+end:
+    do
+    :: atomic {
+        select(s : 0 .. NSESS - 1);
+        if
+        :: sess_alive[s] && !cl_lost[s] && (abandoned[s] || lapses < MAXLAPSE) ->
+            if
+            :: !abandoned[s] -> lapses++
+            :: else
+            fi;
+            cl_lost[s] = 1;
+            ld_exp[s] = 1;
+            printf("MSC: session %d silent for T: LOST at the client, expirable\n", s)
+        :: fol_only[s] && !ld_exp[s] ->
+            ld_exp[s] = 1;
+            printf("MSC: session %d: the leader has not heard of it for T\n", s)
+        :: ld_exp[s] && sess_alive[s] ->
+            expire(s);
+            printf("MSC: leader expires session %d\n", s)
+        :: else
+        fi;
+        s = 0;
+        j = 0 /* no stale temporaries in the state */
+    }
+    od
+}
+
+/* ------------------------------------------------- the foreign actors */
+
+/* [X1] A Curator/kazoo-named contender; its library's rule, run on the
+ * leader's state: granted when its own node exists and no node is before
+ * it; gives up if its node is deleted. */
+active proctype foreign()
+{
+    byte i;
+    bool free;
+    if
+    :: !FOREIGN -> goto fend
+    :: else
+    fi;
+    atomic {
+        l_create(FSESS, 9, NONE, fslot);
+        printf("MSC: foreign creates slot %d seq %d czxid %d\n", fslot, s_seq[fslot], s_cz[fslot])
+    }
+    do
+    :: atomic {
+        s_dz[fslot] != 0 -> printf("MSC: foreign gives up (its node is gone)\n");
+        goto fend
+    }
+    :: atomic {
+        s_dz[fslot] == 0;
+        free = 1;
+        for (i : 0 .. NS - 1) {
+            if
+            :: i != fslot && LIVE(i) && BEFORE(s_seq[i], s_seq[fslot]) -> free = 0
+            :: else
+            fi
+        }
+        i = 0;
+        if
+        :: free ->
+            fheld = 1;
+            grant_token(fslot);
+            printf("MSC: foreign HELD (token %d)\n", s_cz[fslot]);
+            break
+        :: else
+        fi
+    }
+    od;
+    atomic {
+        fheld = 0;
+        if
+        :: LIVE(fslot) -> l_delete(fslot, NONE)
+        :: else
+        fi;
+        printf("MSC: foreign releases\n")
+    }
+fend:
+    ndone++
+}
+
+/* [X2]-[X4] Another client: writes any node (Curator's revocation, a monitoring
+ * tool), deletes any node (a buggy peer deleting a waiter's node; an
+ * operator's forced delete of the holder's, which excuses that holder
+ * until it notices). */
+active proctype other()
+{
+    byte i, ops, j;
+end:
+    do
+    :: ops < MAXOPS ->
+        atomic {
+            select(i : 0 .. NS - 1);
+            LIVE(i);
+            ops++;
+            log_(L_SET, i, NONE);
+            printf("MSC: other writes slot %d\n", i);
+            i = 0
+        }
+    :: ops < MAXOPS ->
+        atomic {
+            select(i : 0 .. NS - 1);
+            LIVE(i);
+            ops++;
+            /* the first node is the holder's, whether or not its client
+             * has been told yet: deleting it is a forced release */
+            forced[i] = 1;
+            for (j : 0 .. NS - 1) {
+                if
+                :: j != i && LIVE(j) && BEFORE(s_seq[j], s_seq[i]) -> forced[i] = 0
+                :: else
+                fi
+            }
+            l_delete(i, NONE);
+            if
+            :: forced[i] -> printf("MSC: other deletes slot %d, the first (a forced release)\n", i)
+            :: else -> printf("MSC: other deletes slot %d, a waiter's\n", i)
+            fi;
+            i = 0;
+            j = 0
+        }
+    od
+}
+
+/* ------------------------------------------------------ the property */
+active proctype mutex_monitor()
+{
+    /* [P1] at most one exclusive holder among contenders whose deadline
+     * has not passed (and whose node no operator deleted) */
+    atomic { NVALID > 1 -> printf("MSC: TWO HOLDERS\n"); assert(false) }
+}
+
+/* [P7] No node of a finished contender survives its cleanup: once every
+ * contender is done, any node left belongs to a session zkr declared LOST
+ * or left behind for a new one (the leader deletes it when it expires
+ * that session). */
+active proctype cleanup_monitor()
+{
+    byte i;
+    atomic {
+        ndone == NZ + 1 ->
+        for (i : 0 .. NS - 1) {
+            if
+            :: LIVE(i) && s_own[i] < NSESS ->
+                printf("MSC: slot %d of session %d left behind\n", i, s_own[i]);
+                assert(cl_lost[s_own[i]] || abandoned[s_own[i]])
+            :: else
+            fi
+        }
+    }
+}
+
+#ifdef LIVENESS
+/* [P6] No contender waits forever while nothing is before it: for
+ * contender 0 (the model is symmetric), under weak fairness (-DLIVENESS;
+ * pan -a -f), in a small configuration (model/check.sh). */
+#define FREE0 (myslot[0] != NONE && LIVE(myslot[0]) && \
+    !(myslot[0] != 0 && LIVE(0) && BEFORE(s_seq[0], s_seq[myslot[0]])) && \
+    !(myslot[0] != 1 && LIVE(1) && BEFORE(s_seq[1], s_seq[myslot[0]])) && \
+    !(myslot[0] != 2 && LIVE(2) && BEFORE(s_seq[2], s_seq[myslot[0]])) && \
+    !(myslot[0] != 3 && LIVE(3) && BEFORE(s_seq[3], s_seq[myslot[0]])) && \
+    !(myslot[0] != 4 && LIVE(4) && BEFORE(s_seq[4], s_seq[myslot[0]])) && \
+    !(myslot[0] != 5 && LIVE(5) && BEFORE(s_seq[5], s_seq[myslot[0]])))
+#define WAITING0 (phase[0] == 6 || phase[0] == 7)
+ltl live0 { [] ((WAITING0 && FREE0) -> <> !WAITING0) }
+#endif
+
+/* ------------------------------------------------- the zkr contender */
+
+#include "contender.pml"
+
+init
+{
+    byte c;
+    atomic {
+        sess_alive[FSESS] = 1;
+        for (c : 0 .. NZ - 1) {
+            cursid[c] = 2 * c;
+            sess_alive[2 * c] = 1;
+            myslot[c] = NONE;
+            run zkr(c)
+        }
+    }
+}
