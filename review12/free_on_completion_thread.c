@@ -12,6 +12,12 @@
  * freed op / session mutex).
  * Before 86fe069 the same call hung forever in `while (s->ops > 0)`.
  *
+ * Mode 1 (argument "1"): zkr_lock_acquire(l, 500) from the same kind of
+ * completion: it returns only after ~0.9T (ZKR_ELOST; the session is
+ * declared LOST since no heartbeat answer can be processed while the
+ * completion thread is blocked): a call past its timeout that also kills
+ * the session. zkr__in_callback() only knows zkr's own event thread.
+ *
  * Build (after zkr_build), from the worktree:
  *   gcc -g -fsanitize=address -I include -I src -I tests -o /tmp/rr12_free \
  *     review12/free_on_completion_thread.c tests/harness.c \
@@ -28,12 +34,24 @@
 #include "harness.h"
 
 static zkr_session_t *sess;
+static zkr_lock_t *lk;
+static int mode; /* 0: zkr_session_free; 1: zkr_lock_acquire(lk, 500) */
 static volatile int freed_rc = 12345, cb_done;
 
 static void raw_done(int rc, const struct Stat *st, const void *data)
 {
     (void)st;
     (void)data;
+    if (mode == 1) {
+        int64_t t0 = zkt_now_ms();
+        fprintf(stderr, "calling zkr_lock_acquire(500 ms) on the client's "
+                        "completion thread\n");
+        freed_rc = zkr_lock_acquire(lk, 500);
+        fprintf(stderr, "zkr_lock_acquire returned %d after %lld ms\n",
+                freed_rc, (long long)(zkt_now_ms() - t0));
+        cb_done = 1;
+        return;
+    }
     fprintf(stderr, "raw completion rc=%d on the client's completion thread;"
                     " letting a heartbeat go out...\n", rc);
     usleep(1200 * 1000); /* > T/12: zkr sends its heartbeat (zoo_async) */
@@ -45,7 +63,7 @@ static void raw_done(int rc, const struct Stat *st, const void *data)
     cb_done = 1;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     zkt_server_t *srv;
     zkr_session_options_t o = {0};
@@ -62,10 +80,13 @@ int main(void)
         fprintf(stderr, "open: %d\n", rc);
         return 2;
     }
+    mode = argc > 1 ? atoi(argv[1]) : 0;
+    if (mode == 1 && zkr_lock_new(&lk, sess, "/rr12lock", "x", NULL) != 0)
+        return 2;
     zh = zkr_session_handle(sess);
     rc = zoo_aexists(zh, "/", 0, raw_done, NULL);
     fprintf(stderr, "zoo_aexists: %d\n", rc);
-    for (int i = 0; i < 200 && !cb_done; i++)
+    for (int i = 0; i < 400 && !cb_done; i++)
         usleep(50 * 1000);
     sleep(2);
     fprintf(stderr, "end: cb_done=%d free rc=%d (no crash reported: "
