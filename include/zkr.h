@@ -26,7 +26,13 @@
  * zkr lock held, in the order the events happened. A callback must not block
  * for long, and must not call a blocking zkr function: those return
  * ZKR_EDEADLK when called from a callback; use the `_async` variants.**
- * ZooKeeper's own completion thread never runs application code. A session
+ * ZooKeeper's own completion thread never runs zkr's callbacks; it runs
+ * only the completions and watchers of requests the application sends
+ * itself on zkr's handle (zkr_session_handle(), zkr_session_with_handle()).
+ * zkr's own answers arrive on that same thread, so such a completion must
+ * be short and must not call zkr: blocking calls and zkr_session_free()
+ * return ZKR_EDEADLK there, and the frees of other handles must not be
+ * called there. A session
  * opened with `no_event_thread` has no event thread: its callbacks run in
  * zkr_session_dispatch(), on the thread that calls it, under the same rules
  * (see there).
@@ -394,7 +400,10 @@ ZKR_EXTERN int zkr_session_timeout_ms(zkr_session_t *s);
  * Watches the application sets on it are its own: zkr then removes only
  * its own watches (on such a handle, and on an adopted one, a watch zkr
  * takes back stays on the server until the node changes, and the client
- * drops that one notification).
+ * drops that one notification). The completions of calls made on it run
+ * on the client's completion thread, which zkr's own answers share: keep
+ * them short and call no zkr function from them (see the top of this
+ * file; blocking ones return ZKR_EDEADLK there).
  */
 ZKR_EXTERN zhandle_t *zkr_session_handle(zkr_session_t *s);
 

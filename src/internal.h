@@ -375,7 +375,9 @@ void zkr__log_detach(zkr_session_t *s);
 log_callback_fn zkr__log_callback(const zkr_session_t *s);
 
 /* Is the current thread the event thread of some session (running a
- * callback)? Blocking calls return ZKR_EDEADLK then. */
+ * callback), or a ZooKeeper client's completion thread (running the
+ * application's own completion of a request on zkr's handle)? Blocking
+ * calls return ZKR_EDEADLK then. */
 int zkr__in_callback(void);
 /* Is the current thread s's own event thread? A free there must not wait
  * for events: they queue behind the callback that is running. Always 1

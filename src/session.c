@@ -91,6 +91,17 @@
 
 /* The session whose event thread this thread is, or NULL. */
 static _Thread_local zkr_session_t *tl_event_session;
+/* This thread is a ZooKeeper client's completion thread: it has run one of
+ * zkr's completions or watchers, as the client runs them. An application
+ * that sends its own requests on zkr's handle (zkr_session_handle(),
+ * zkr_session_with_handle()) gets their completions on that thread, which
+ * zkr's own answers also need: a blocking zkr call there could never be
+ * answered, and a zkr_session_free() there would close the handle under
+ * the thread that is running (zookeeper_close() can only detach it, and
+ * answers still arrive after). Those calls return ZKR_EDEADLK there. */
+static _Thread_local int tl_zk_thread;
+/* zkr is completing requests itself (close_handle): not the client. */
+static _Thread_local int tl_synthetic;
 
 /* Live sessions, so that a watcher left on an application's handle after
  * zkr_session_free() can tell its context is gone. Lock order: live_mu,
@@ -230,7 +241,7 @@ static void atfork_register(void)
 
 int zkr__in_callback(void)
 {
-    return tl_event_session != NULL;
+    return tl_event_session != NULL || tl_zk_thread;
 }
 
 int zkr__on_event_thread(const zkr_session_t *s)
@@ -579,11 +590,13 @@ static void close_handle(zkr_session_t *s, zhandle_t *zh)
         }
     }
     pthread_mutex_unlock(&s->mu);
+    tl_synthetic = 1;
     while ((op = left) != NULL) {
         left = op->sent_next;
         op->sent_next = NULL;
         op_fail(op, ZCLOSING);
     }
+    tl_synthetic = 0;
     pthread_mutex_lock(&s->mu);
 }
 
@@ -606,6 +619,8 @@ zkr_session_t *zkr__op_begin(zkr__op_t *op, int rc)
 {
     zkr_session_t *s = op->s;
 
+    if (!tl_synthetic)
+        tl_zk_thread = 1;
     pthread_mutex_lock(&s->mu);
     sent_unlink(s, op);
     s->ops--;
@@ -1150,6 +1165,7 @@ static void global_watcher(zhandle_t *zh, int type, int state, const char *path,
     zkr_session_t *s = ctx;
 
     (void)path;
+    tl_zk_thread = 1;
     if (type != ZOO_SESSION_EVENT || s == NULL)
         return;
     pthread_mutex_lock(&s->mu);

@@ -14,6 +14,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -420,6 +421,60 @@ static void test_with_handle_survives_lost(void **state)
     assert_int_equal(zoo_delete(raw, "/embed-borrowed", -1), ZOK);
 }
 
+/* The application's own request on zkr's handle: its completion runs on
+ * the ZooKeeper client's completion thread, which zkr's own answers need
+ * too. A blocking zkr call there could never be answered (an acquire
+ * overran its timeout and the session was declared LOST), and a
+ * zkr_session_free() there closed the handle under the running thread,
+ * whose queued answers then reached freed memory: both return
+ * ZKR_EDEADLK there, at once. */
+struct on_zk_thread {
+    zkr_session_t *s;
+    zkr_lock_t *l;
+    int acquire_rc, free_rc;
+    int64_t took_ms;
+    atomic_int done;
+};
+
+static void raw_exists_done(int rc, const struct Stat *st, const void *data)
+{
+    struct on_zk_thread *z = (struct on_zk_thread *)data;
+    int64_t t0 = zkt_now_ms();
+
+    (void)rc;
+    (void)st;
+    z->acquire_rc = zkr_lock_acquire(z->l, 500);
+    z->free_rc = zkr_session_free(z->s);
+    z->took_ms = zkt_now_ms() - t0;
+    atomic_store(&z->done, 1);
+}
+
+static void test_calls_from_zookeeper_thread(void **state)
+{
+    static struct on_zk_thread z;
+    zhandle_t *zh;
+
+    (void)state;
+    z.s = open_session(T);
+    z.l = new_lock(z.s, "/embed-zkthread", "a");
+    atomic_store(&z.done, 0);
+    zh = zkr_session_handle(z.s);
+    assert_non_null(zh);
+    assert_int_equal(zoo_aexists(zh, "/", 0, raw_exists_done, &z), ZOK);
+    assert_true(ZKT_WAIT_UNTIL(atomic_load(&z.done), zkt_scaled_ms(2 * T)));
+    print_message("# from the client's thread: acquire %s, free %s, %lld ms\n",
+                  zkr_errname(z.acquire_rc), zkr_errname(z.free_rc),
+                  (long long)z.took_ms);
+    assert_int_equal(z.acquire_rc, ZKR_EDEADLK);
+    assert_int_equal(z.free_rc, ZKR_EDEADLK);
+    assert_true(z.took_ms < zkt_scaled_ms(400));
+    /* The session is intact: the same calls work from here. */
+    assert_int_equal(zkr_lock_acquire(z.l, zkt_scaled_ms(T)), 0);
+    assert_int_equal(zkr_lock_release(z.l), 0);
+    zkr_lock_free(z.l);
+    assert_int_equal(zkr_session_free(z.s), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -432,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_descriptors_are_cloexec),
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_with_handle_survives_lost),
+        cmocka_unit_test(test_calls_from_zookeeper_thread),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
