@@ -1295,6 +1295,66 @@ static void run_across_reverified_suspension(int requeue)
     zkr_session_free(b);
 }
 
+
+/* rereview20: the same blip, but the function takes its time to stop
+ * (1.5 s of cleanup after the descriptor became readable). The node is
+ * re-verified (same epoch) before it returns: pub is HELD again, so
+ * resumes() says 0 and run() resigns; b takes over. README stop contract
+ * point 2 says run() calls fn again after a re-verified suspension. */
+static int fn_rr20_slow_stop(zkr_election_t *e, void *data)
+{
+    struct pollfd p = {zkr_election_fd(e), POLLIN, 0};
+    int k = __atomic_load_n(&resus.calls, __ATOMIC_SEQ_CST);
+
+    (void)data;
+    if (k < 8)
+        resus.epochs[k] = epoch_of(e);
+    __atomic_store_n(&resus.calls, k + 1, __ATOMIC_SEQ_CST);
+    while (poll(&p, 1, 20) == 0)
+        ;
+    zkt_sleep_ms(1500); /* stopping its work */
+    return 7;
+}
+
+static void test_rr20_slow_stop_after_blip(void **state)
+{
+    zkr_session_t *a = open_session(10000), *b = open_session(10000);
+    static struct runner ra;
+    zkr_election_t *ea = NULL, *eb;
+    const char *dir = "/e/rr20slow";
+
+    (void)state;
+    memset(&resus, 0, sizeof(resus));
+    assert_int_equal(
+        zkr_election_new(&ea, a, dir, "a", NULL, ZKR_POLICY_SUSPEND), 0);
+    start_runner(&ra, ea, fn_rr20_slow_stop, NULL, 1);
+    assert_true(ZKT_WAIT_UNTIL(resus.calls == 1, 10000));
+    eb = cand(b, dir, "b", ZKR_POLICY_SUSPEND, NULL);
+    assert_true(ZKT_WAIT_UNTIL(children(dir) == 2, 5000));
+    zookeeper_close(raw);
+    raw = NULL;
+    assert_int_equal(zkt_server_kill(server), 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(zkr_session_state(a) == ZKR_STATE_SUSPENDED, 8000));
+    zkt_sleep_ms(300);
+    assert_int_equal(zkt_server_restart(server), 0);
+    raw = zkt_connect(zkt_server_hosts(server), 10000);
+    assert_non_null(raw);
+    zkt_sleep_ms(3000);
+    print_message("# rr20 slow stop: fn calls %d; a leads %d, b leads %d\n",
+                  resus.calls, zkr_election_is_leader(ea),
+                  zkr_election_is_leader(eb));
+    assert_false(zkr_election_is_leader(eb));
+    assert_true(resus.calls >= 2);
+    zkr_election_leave(ea);
+    ZKT_WAIT_UNTIL(runner_done(&ra), 10000);
+    pthread_join(ra.th, NULL);
+    zkr_election_free(eb);
+    zkr_election_free(ea);
+    zkr_session_free(a);
+    zkr_session_free(b);
+}
+
 static void test_run_resumes_after_reverified_suspension(void **state)
 {
     (void)state;
@@ -1535,6 +1595,7 @@ int main(void)
         cmocka_unit_test(test_run_functions_never_overlap),
         cmocka_unit_test(test_run_resumes_after_reverified_suspension),
         cmocka_unit_test(test_run_requeue_resumes_after_reverified_suspension),
+        cmocka_unit_test(test_rr20_slow_stop_after_blip),
         cmocka_unit_test(test_join_while_self_leave_pending),
         cmocka_unit_test(test_free_while_leader_fn_runs),
         cmocka_unit_test(test_free_from_leader_fn),
