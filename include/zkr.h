@@ -1026,6 +1026,13 @@ ZKR_EXTERN int zkr_election_new(zkr_election_t **out, zkr_session_t *s,
  * from the leader function itself, or from a callback while run() is
  * active, it returns at once and the rest of the free happens when run()
  * returns. Either way the handle must not be used once free was called.
+ *
+ * A zkr_election_join(), zkr_election_leave() or zkr_election_await() in
+ * progress on another thread is waited for too (or, from the function or
+ * a callback, the last of them to return finishes the free): a leave
+ * finishes its resignation; a join that has not yet started its acquire
+ * gives up with ZKR_ESTATE; an await returns ZKR_ESTATE. A call that
+ * begins once the free has begun is a use after free.
  */
 ZKR_EXTERN void zkr_election_free(zkr_election_t *e);
 
