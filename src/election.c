@@ -499,17 +499,20 @@ int zkr_election_participants(zkr_election_t *e, zkr_contender_t **out,
     return zkr_contenders_list(e->c.s, e->c.dir, out, count);
 }
 
-/* The leader function returned while its leadership was suspended (the
- * descriptor told it to stop, under the default policy): that is the stop
- * the contract asks for, not a resignation. Waits, mutex held, for the
- * suspension to end: 1 if the same grant was re-verified (same node, same
- * epoch: nobody else can have led meanwhile), and run() calls the function
- * again; 0 if it was lost, or the candidate left or is being freed. */
-static int resumes(zkr_election_t *e, int64_t epoch)
+/* The leader function returned after its leadership was suspended while
+ * it ran (the descriptor told it to stop, under the default policy): that
+ * is the stop the contract asks for, not a resignation, even when the
+ * function took so long to stop that the suspension is already over.
+ * Waits, mutex held, for a suspension still going on to end: 1 if the
+ * same grant was re-verified (same node, same epoch: nobody else can have
+ * led meanwhile), and run() calls the function again; 0 if it was lost,
+ * or the candidate left or is being freed, or no suspension was signalled
+ * since the function started (suspensions still at seen). */
+static int resumes(zkr_election_t *e, int64_t epoch, uint64_t seen)
 {
     zkr__contender_t *c = &e->c;
 
-    if (c->fd_quiet_suspend || c->pub != ZKR_LOCK_SUSPENDED)
+    if (c->fd_quiet_suspend || c->suspensions == seen)
         return 0;
     for (;;) {
         zkr__enforce_deadline(c->s); /* past the safe deadline: LOST */
@@ -534,6 +537,7 @@ static int run(zkr_election_t *e, zkr_leader_fn fn, void *data, int requeue)
     for (;;) { /* the mutex is held here */
         int ret, joined, self, closing;
         int64_t epoch;
+        uint64_t seen;
 
         if (!again) {
             pthread_mutex_unlock(&s->mu);
@@ -558,6 +562,7 @@ static int run(zkr_election_t *e, zkr_leader_fn fn, void *data, int requeue)
         e->running = 1;
         e->runner = pthread_self();
         epoch = e->c.czxid;
+        seen = e->c.suspensions;
         zkr__contender_observed(&e->c);
         pthread_mutex_unlock(&s->mu);
         ret = fn(e, data);
@@ -568,7 +573,7 @@ static int run(zkr_election_t *e, zkr_leader_fn fn, void *data, int requeue)
         pthread_cond_broadcast(&s->cv);
         /* Back in the same leadership: run fn again, the mutex still held
          * from the check, so nothing can come between. */
-        again = !self && resumes(e, epoch);
+        again = !self && resumes(e, epoch, seen);
         if (again)
             continue;
         joined = e->joined;
