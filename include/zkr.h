@@ -1035,6 +1035,13 @@ ZKR_EXTERN int zkr_election_new(zkr_election_t **out, zkr_session_t *s,
  * from the leader function itself, or from a callback while run() is
  * active, it returns at once and the rest of the free happens when run()
  * returns. Either way the handle must not be used once free was called.
+ *
+ * A zkr_election_join(), zkr_election_leave() or zkr_election_await() in
+ * progress on another thread is waited for too (or, from the function or
+ * a callback, the last of them to return finishes the free): a leave
+ * finishes its resignation; a join that has not yet started its acquire
+ * gives up with ZKR_ESTATE; an await returns ZKR_ESTATE. A call that
+ * begins once the free has begun is a use after free.
  */
 ZKR_EXTERN void zkr_election_free(zkr_election_t *e);
 
@@ -1163,13 +1170,14 @@ typedef int (*zkr_leader_fn)(zkr_election_t *e, void *data);
  * `requeue`, it resigns when fn returns and joins again at the back, and
  * after a loss waits to be leader again; it returns 0 once
  * zkr_election_leave() is called (from another thread, or from fn).
- * When fn returns while its leadership is SUSPENDED (the descriptor asked
- * it to stop, ZKR_POLICY_SUSPEND), run() does not resign: it waits for the
- * suspension to end and, if the node is re-verified, calls fn again with
- * the same epoch (with or without `requeue`); if it is lost, it goes on as
- * after a loss (without `requeue`, returns fn's value). A function that
- * means to give the leadership up whatever the connection does calls
- * zkr_election_leave() before returning.
+ * When fn returns after its leadership was SUSPENDED while it ran (the
+ * descriptor asked it to stop, ZKR_POLICY_SUSPEND), run() does not
+ * resign, even if the suspension is already over when fn returns: it
+ * waits for the suspension to end and, if the node is re-verified, calls
+ * fn again with the same epoch (with or without `requeue`); if it is lost,
+ * it goes on as after a loss (without `requeue`, returns fn's value). A
+ * function that means to give the leadership up whatever the connection
+ * did meanwhile calls zkr_election_leave() before returning.
  * fn never runs on two candidates at once while they respect the stop
  * signal: a loss makes the descriptor readable before the next candidate
  * can be granted wherever the loss is seen first by this process (an

@@ -31,9 +31,11 @@ struct zkr_election {
                          resigns once it returns */
     int stopping;     /* leave asked it to stop: not leader meanwhile,
                          and join() says ZKR_ESTATE until it resigned */
-    int in_run;       /* threads inside zkr_election_run() */
-    int closing;      /* zkr_election_free() waits for them (or left the
-                         free to the last of them: free_deferred) */
+    int busy;         /* threads inside join(), leave(), await() or run()
+                         (busy_enter()) */
+    int closing;      /* zkr_election_free() was called: it waits for the
+                         busy ones (or left the free to the last of them:
+                         free_deferred) */
     int free_deferred;
     zkr_election_listener_t fn;
     void *data;
@@ -173,11 +175,12 @@ void zkr_election_free(zkr_election_t *e)
     e->joined = 0;
     e->c.rejoin = 0;
     e->fn = NULL; /* the listener is not called after free returns */
-    if (e->in_run > 0) {
-        /* A run() is active: its leader function stops before our node
-         * goes (as for a leave), and run() returns without touching the
-         * handle again. From the function itself, or from a callback
-         * (which must not wait for it), the last run() to return frees. */
+    if (e->busy > 0) {
+        /* Another call is active: a run()'s leader function stops before
+         * our node goes (as for a leave), a join() in its gap gives up,
+         * and each returns without touching the handle again. From the
+         * function itself, or from a callback (which must not wait), the
+         * last of them to return frees. */
         e->closing = 1;
         e->stopping = 1;
         zkr__contender_signal(&e->c);
@@ -188,11 +191,44 @@ void zkr_election_free(zkr_election_t *e)
             pthread_mutex_unlock(&s->mu);
             return;
         }
-        while (e->in_run > 0)
+        while (e->busy > 0)
             pthread_cond_wait(&s->cv, &s->mu);
     }
     pthread_mutex_unlock(&s->mu);
     zkr__contender_destroy(&e->c, free); /* cancels, or deletes our node */
+}
+
+/* Counts a call of the application's into e (join, leave, await, run), so
+ * that a zkr_election_free() on another thread waits for it. Refused
+ * (ZKR_ESTATE) once the free has begun. */
+static int busy_enter(zkr_election_t *e)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&e->c.s->mu);
+    if (e->closing)
+        rc = ZKR_ESTATE;
+    else
+        e->busy++;
+    pthread_mutex_unlock(&e->c.s->mu);
+    return rc;
+}
+
+/* Ends busy_enter() and returns rc. Nothing of e may be touched after:
+ * the free waiting for us may dispose of it at once, or (a free deferred
+ * from the leader function or a callback) we are the last and free it. */
+static int busy_exit(zkr_election_t *e, int rc)
+{
+    zkr_session_t *s = e->c.s;
+    int last;
+
+    pthread_mutex_lock(&s->mu);
+    last = --e->busy == 0 && e->free_deferred;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (last)
+        zkr__contender_destroy(&e->c, free);
+    return rc;
 }
 
 /* Marks the candidate joined and starts its acquire. fresh: a join (the
@@ -227,7 +263,12 @@ static int enter(zkr_election_t *e, int fresh)
     e->joining++;
     pthread_mutex_unlock(&s->mu);
     race_point();
-    rc = zkr__acquire(&e->c, -1, marker, e);
+    /* A free began in the gap: give up (it waits for us). */
+    pthread_mutex_lock(&s->mu);
+    rc = e->closing ? ZKR_ESTATE : 0;
+    pthread_mutex_unlock(&s->mu);
+    if (rc == 0)
+        rc = zkr__acquire(&e->c, -1, marker, e);
     pthread_mutex_lock(&s->mu);
     e->joining--;
     if (rc != 0 && e->joined) {
@@ -241,9 +282,13 @@ static int enter(zkr_election_t *e, int fresh)
 
 int zkr_election_join(zkr_election_t *e)
 {
+    int rc;
+
     if (e == NULL)
         return ZBADARGUMENTS;
-    return enter(e, 1);
+    if ((rc = busy_enter(e)) != 0)
+        return rc;
+    return busy_exit(e, enter(e, 1));
 }
 
 /* Gives up our place (leadership or queue) and waits until it is gone,
@@ -277,14 +322,12 @@ static int resign(zkr_election_t *e)
     return rc == ZKR_ENOTHELD || rc == ZKR_ELOST ? 0 : rc;
 }
 
-int zkr_election_leave(zkr_election_t *e)
+/* zkr_election_leave() without its bookkeeping of active calls. */
+static int leave(zkr_election_t *e)
 {
-    zkr_session_t *s;
+    zkr_session_t *s = e->c.s;
     int joined, rc;
 
-    if (e == NULL)
-        return ZBADARGUMENTS;
-    s = e->c.s;
     pthread_mutex_lock(&s->mu);
     if (e->running && pthread_equal(e->runner, pthread_self())) {
         /* From the leader function: it is the caller, so waiting for it
@@ -333,6 +376,17 @@ int zkr_election_leave(zkr_election_t *e)
     return rc;
 }
 
+int zkr_election_leave(zkr_election_t *e)
+{
+    int rc;
+
+    if (e == NULL)
+        return ZBADARGUMENTS;
+    if ((rc = busy_enter(e)) != 0)
+        return rc;
+    return busy_exit(e, leave(e));
+}
+
 int zkr_election_is_leader(zkr_election_t *e)
 {
     int lead;
@@ -367,6 +421,8 @@ int zkr_election_await(zkr_election_t *e, int timeout_ms)
         return ZBADARGUMENTS;
     if (timeout_ms != 0 && zkr__in_callback())
         return ZKR_EDEADLK;
+    if ((rc = busy_enter(e)) != 0)
+        return rc;
     s = e->c.s;
     deadline = timeout_ms < 0 ? -1 : zkr__now_ms() + timeout_ms;
     pthread_mutex_lock(&s->mu);
@@ -388,7 +444,7 @@ int zkr_election_await(zkr_election_t *e, int timeout_ms)
         }
     }
     pthread_mutex_unlock(&s->mu);
-    return rc;
+    return busy_exit(e, rc);
 }
 
 int zkr_election_set_listener(zkr_election_t *e, zkr_election_listener_t fn,
@@ -443,17 +499,20 @@ int zkr_election_participants(zkr_election_t *e, zkr_contender_t **out,
     return zkr_contenders_list(e->c.s, e->c.dir, out, count);
 }
 
-/* The leader function returned while its leadership was suspended (the
- * descriptor told it to stop, under the default policy): that is the stop
- * the contract asks for, not a resignation. Waits, mutex held, for the
- * suspension to end: 1 if the same grant was re-verified (same node, same
- * epoch: nobody else can have led meanwhile), and run() calls the function
- * again; 0 if it was lost, or the candidate left or is being freed. */
-static int resumes(zkr_election_t *e, int64_t epoch)
+/* The leader function returned after its leadership was suspended while
+ * it ran (the descriptor told it to stop, under the default policy): that
+ * is the stop the contract asks for, not a resignation, even when the
+ * function took so long to stop that the suspension is already over.
+ * Waits, mutex held, for a suspension still going on to end: 1 if the
+ * same grant was re-verified (same node, same epoch: nobody else can have
+ * led meanwhile), and run() calls the function again; 0 if it was lost,
+ * or the candidate left or is being freed, or no suspension was signalled
+ * since the function started (suspensions still at seen). */
+static int resumes(zkr_election_t *e, int64_t epoch, uint64_t seen)
 {
     zkr__contender_t *c = &e->c;
 
-    if (c->fd_quiet_suspend || c->pub != ZKR_LOCK_SUSPENDED)
+    if (c->fd_quiet_suspend || c->suspensions == seen)
         return 0;
     for (;;) {
         zkr__enforce_deadline(c->s); /* past the safe deadline: LOST */
@@ -478,6 +537,7 @@ static int run(zkr_election_t *e, zkr_leader_fn fn, void *data, int requeue)
     for (;;) { /* the mutex is held here */
         int ret, joined, self, closing;
         int64_t epoch;
+        uint64_t seen;
 
         if (!again) {
             pthread_mutex_unlock(&s->mu);
@@ -502,6 +562,7 @@ static int run(zkr_election_t *e, zkr_leader_fn fn, void *data, int requeue)
         e->running = 1;
         e->runner = pthread_self();
         epoch = e->c.czxid;
+        seen = e->c.suspensions;
         zkr__contender_observed(&e->c);
         pthread_mutex_unlock(&s->mu);
         ret = fn(e, data);
@@ -512,7 +573,7 @@ static int run(zkr_election_t *e, zkr_leader_fn fn, void *data, int requeue)
         pthread_cond_broadcast(&s->cv);
         /* Back in the same leadership: run fn again, the mutex still held
          * from the check, so nothing can come between. */
-        again = !self && resumes(e, epoch);
+        again = !self && resumes(e, epoch, seen);
         if (again)
             continue;
         joined = e->joined;
@@ -548,25 +609,13 @@ static int run(zkr_election_t *e, zkr_leader_fn fn, void *data, int requeue)
 int zkr_election_run(zkr_election_t *e, zkr_leader_fn fn, void *data,
                      int requeue)
 {
-    zkr_session_t *s;
-    int rc, last;
+    int rc;
 
     if (e == NULL || fn == NULL)
         return ZBADARGUMENTS;
     if (zkr__in_callback())
         return ZKR_EDEADLK;
-    s = e->c.s;
-    pthread_mutex_lock(&s->mu);
-    e->in_run++;
-    pthread_mutex_unlock(&s->mu);
-    rc = run(e, fn, data, requeue);
-    /* A free waits for this (or left itself to the last run to return):
-     * nothing of e may be touched once the mutex is released. */
-    pthread_mutex_lock(&s->mu);
-    last = --e->in_run == 0 && e->free_deferred;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    if (last)
-        zkr__contender_destroy(&e->c, free);
-    return rc;
+    if ((rc = busy_enter(e)) != 0)
+        return rc;
+    return busy_exit(e, run(e, fn, data, requeue));
 }

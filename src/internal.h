@@ -617,6 +617,9 @@ struct zkr__contender {
     int fd_changed;       /* lock: SUSPENDED, HELD again or LOST since the
                              application last called zkr_lock_state() */
     int lost_unreported;
+    uint64_t suspensions;    /* times it became SUSPENDED (an election's run()
+                                asks whether its function was told to stop
+                                by a suspension while it ran) */
     int rejoin;              /* start over after a loss (elections) */
     void (*rejoin_fn)(void); /* ... with this completion */
     void *rejoin_data;

@@ -160,6 +160,7 @@ static void notify_state(zkr__contender_t *c, zkr_lock_state_t st)
     zkr__metrics_lock_state(c, st);
     pthread_cond_broadcast(&c->s->cv);
     if (st == ZKR_LOCK_SUSPENDED) {
+        c->suspensions++;
         c->fd_uncertain = !c->fd_quiet_suspend;
     } else if (st == ZKR_LOCK_LOST) {
         c->fd_uncertain = 0;

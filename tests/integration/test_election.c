@@ -1295,6 +1295,76 @@ static void run_across_reverified_suspension(int requeue)
     zkr_session_free(b);
 }
 
+/* The same blip, but the function takes its time to stop: it returns
+ * only after the node was re-verified (same epoch), as a function finishing
+ * a step after the descriptor told it to stop does. That return is still
+ * the stop the contract asked for (README, stop contract 2): run() calls
+ * fn again with the same epoch and b never leads. Before the fix
+ * (rereview20, 4) run() resigned because the state was HELD again when fn
+ * returned: "fn calls 1; a leads 0, b leads 1". */
+static int fn_stop_after_reverified(zkr_election_t *e, void *data)
+{
+    struct pollfd p = {zkr_election_fd(e), POLLIN, 0};
+    int k = __atomic_load_n(&resus.calls, __ATOMIC_SEQ_CST);
+
+    (void)data;
+    if (k < 8)
+        resus.epochs[k] = epoch_of(e);
+    __atomic_store_n(&resus.calls, k + 1, __ATOMIC_SEQ_CST);
+    while (poll(&p, 1, 20) == 0)
+        ; /* leader work */
+    if (k > 0)
+        return 7; /* only the first call stops slowly */
+    /* Finishing its step: past the re-verification. */
+    ZKT_WAIT_UNTIL(zkr_election_state(e) == ZKR_LOCK_HELD, 20000);
+    zkt_sleep_ms(300);
+    return 7;
+}
+
+static void test_run_resumes_after_slow_stop_past_reverification(void **state)
+{
+    zkr_session_t *a = open_session(10000), *b = open_session(10000);
+    static struct runner ra;
+    zkr_election_t *ea = NULL, *eb;
+    const char *dir = "/e/slowstop";
+
+    (void)state;
+    memset(&resus, 0, sizeof(resus));
+    assert_int_equal(
+        zkr_election_new(&ea, a, dir, "a", NULL, ZKR_POLICY_SUSPEND), 0);
+    start_runner(&ra, ea, fn_stop_after_reverified, NULL, 1);
+    assert_true(ZKT_WAIT_UNTIL(resus.calls == 1, 10000));
+    eb = cand(b, dir, "b", ZKR_POLICY_SUSPEND, NULL);
+    assert_true(ZKT_WAIT_UNTIL(children(dir) == 2, 5000));
+    zookeeper_close(raw);
+    raw = NULL;
+    assert_int_equal(zkt_server_kill(server), 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(zkr_session_state(a) == ZKR_STATE_SUSPENDED, 8000));
+    zkt_sleep_ms(300);
+    assert_int_equal(zkt_server_restart(server), 0);
+    raw = zkt_connect(zkt_server_hosts(server), 10000);
+    assert_non_null(raw);
+    ZKT_WAIT_UNTIL(resus.calls >= 2 || zkr_election_is_leader(eb), 20000);
+    zkt_sleep_ms(500);
+    print_message("slow stop: fn calls %d, epochs %lld then %lld; a leads "
+                  "%d, b leads %d\n",
+                  resus.calls, (long long)resus.epochs[0],
+                  (long long)resus.epochs[1], zkr_election_is_leader(ea),
+                  zkr_election_is_leader(eb));
+    assert_true(resus.calls >= 2);
+    assert_int_equal(resus.epochs[1], resus.epochs[0]);
+    assert_false(zkr_election_is_leader(eb));
+    assert_int_equal(zkr_election_leave(ea), 0);
+    assert_true(ZKT_WAIT_UNTIL(runner_done(&ra), 10000));
+    pthread_join(ra.th, NULL);
+    assert_int_equal(ra.rc, 0);
+    zkr_election_free(eb);
+    zkr_election_free(ea);
+    zkr_session_free(a);
+    zkr_session_free(b);
+}
+
 static void test_run_resumes_after_reverified_suspension(void **state)
 {
     (void)state;
@@ -1514,6 +1584,118 @@ static void test_join_while_leave_waits(void **state)
     zkr_session_free(s);
 }
 
+/* An application call on another thread, for the races with
+ * zkr_election_free() below. */
+struct call {
+    zkr_election_t *e;
+    int rc;
+    pthread_t th;
+};
+
+static void *leave_call(void *arg)
+{
+    struct call *c = arg;
+
+    c->rc = zkr_election_leave(c->e);
+    return NULL;
+}
+
+static void *join_call(void *arg)
+{
+    struct call *c = arg;
+
+    c->rc = zkr_election_join(c->e);
+    return NULL;
+}
+
+/* zkr_election_free() on one thread while leave() on another waits for
+ * run()'s leader function (a shutdown racing a step-down). The free waits
+ * for every call in progress on the handle, the leave too: run() returns
+ * fn's value, the leave 0 (it resigned), and no node is left. Before the
+ * fix (rereview20, 1) the free waited for run() only, and leave() went on
+ * into resign() with the freed handle: valgrind's invalid reads in
+ * zkr_election_leave and resign (CI), and here a node left behind. */
+static volatile int fl_started, fl_stopping;
+
+static int fn_stop_in_300ms(zkr_election_t *e, void *data)
+{
+    struct pollfd p = {zkr_election_fd(e), POLLIN, 0};
+
+    (void)data;
+    __atomic_store_n(&fl_started, 1, __ATOMIC_SEQ_CST);
+    while (poll(&p, 1, 20) == 0)
+        ; /* leader work */
+    __atomic_store_n(&fl_stopping, 1, __ATOMIC_SEQ_CST);
+    zkt_sleep_ms(300); /* finishing its step */
+    return 3;
+}
+
+static void test_free_while_leave_waits(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+
+    (void)state;
+    for (int i = 0; i < 5; i++) {
+        static struct runner ra;
+        struct call l = {NULL, -1, 0};
+        zkr_election_t *e = NULL;
+
+        fl_started = fl_stopping = 0;
+        assert_int_equal(zkr_election_new(&e, s, "/e/freeleave", "a", NULL,
+                                          ZKR_POLICY_SUSPEND),
+                         0);
+        start_runner(&ra, e, fn_stop_in_300ms, NULL, 0);
+        assert_true(ZKT_WAIT_UNTIL(fl_started, 10000));
+        l.e = e;
+        assert_int_equal(pthread_create(&l.th, NULL, leave_call, &l), 0);
+        /* The leave told the function to stop and waits for it. */
+        assert_true(ZKT_WAIT_UNTIL(fl_stopping, 10000));
+        zkr_election_free(e);
+        pthread_join(ra.th, NULL);
+        pthread_join(l.th, NULL);
+        print_message("round %d: run -> %d, leave -> %d, nodes %d\n", i, ra.rc,
+                      l.rc, children("/e/freeleave"));
+        assert_int_equal(ra.rc, 3);
+        assert_int_equal(l.rc, 0);
+        assert_int_equal(children("/e/freeleave"), 0);
+    }
+    zkr_session_free(s);
+}
+
+/* zkr_election_free() while join() on another thread is between marking
+ * the candidate joined and starting its acquire (the gap widened by the
+ * test hook). The free waits for the join, which gives up: it returns
+ * ZKR_ESTATE, and no node is ever created. Before
+ * the fix (rereview20, 3) the free did not wait: join() started its
+ * acquire on the freed handle and returned 0 after the free returned
+ * (valgrind: 185 invalid accesses in zkr__acquire). */
+static void test_free_while_join_in_gap(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    struct call j = {NULL, -1, 0};
+    zkr_election_t *e = NULL;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&e, s, "/e/freejoin", "a", NULL, ZKR_POLICY_SUSPEND),
+        0);
+    setenv("ZKR_TEST_ELECTION_DELAY_US", "300000", 1);
+    j.e = e;
+    assert_int_equal(pthread_create(&j.th, NULL, join_call, &j), 0);
+    /* Marked joined (await says "not yet" rather than "not joined"), the
+     * acquire held back for 300 ms. */
+    assert_true(
+        ZKT_WAIT_UNTIL(zkr_election_await(e, 0) == ZKR_ETIMEDOUT, 10000));
+    zkr_election_free(e);
+    pthread_join(j.th, NULL);
+    unsetenv("ZKR_TEST_ELECTION_DELAY_US");
+    print_message("join -> %d\n", j.rc);
+    assert_int_equal(j.rc, ZKR_ESTATE);
+    zkt_sleep_ms(500);
+    assert_int_equal(children("/e/freejoin"), 0);
+    zkr_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1535,8 +1717,11 @@ int main(void)
         cmocka_unit_test(test_run_functions_never_overlap),
         cmocka_unit_test(test_run_resumes_after_reverified_suspension),
         cmocka_unit_test(test_run_requeue_resumes_after_reverified_suspension),
+        cmocka_unit_test(test_run_resumes_after_slow_stop_past_reverification),
         cmocka_unit_test(test_join_while_self_leave_pending),
         cmocka_unit_test(test_free_while_leader_fn_runs),
+        cmocka_unit_test(test_free_while_leave_waits),
+        cmocka_unit_test(test_free_while_join_in_gap),
         cmocka_unit_test(test_free_from_leader_fn),
         cmocka_unit_test(test_join_while_leave_waits),
     };
