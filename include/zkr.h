@@ -1253,7 +1253,11 @@ ZKR_EXTERN void zkr_observer_free(zkr_observer_t *o);
  * waiters watch the directory instead (a release then wakes every waiter).
  * Contenders of one path should share the ACL: a waiter watches the node
  * ahead only if that node's ACL lets everyone write or is the same as its
- * own node's (one getACL per node ahead), else the directory.
+ * own node's (one getACL per node ahead), else the directory. That ACL
+ * is read once: if an operator later takes WRITE from the node ahead
+ * (setACL), its touch fails when it is granted, and the waiter behind it
+ * waits until that node is released, even with a permit free (a liveness
+ * limit; never more than `permits` holders).
  *
  * \return as zkr_lock_new(); ZBADARGUMENTS also for permits < 1.
  */

@@ -103,9 +103,13 @@
  *                      less than GRACE_MS (default 500) after the delete,
  *                      or less than SESSION_MS if its link was impaired:
  *                      a fault other than delete-leader, pause or kill
- *                      was on, or it was suspended (s-suspend) or paused,
- *                      at some time from SESSION_MS before the delete to
- *                      the check. A deletion reaches the old and the new
+ *                      was on at some time from GRACE_MS before the
+ *                      delete to the attempt, or it was suspended
+ *                      (s-suspend) or paused at the delete or since. A
+ *                      fault that ended earlier, or a suspension that
+ *                      ended in s-reconnect before the delete, does not
+ *                      count: the link was healthy again and the watches
+ *                      set anew. A deletion reaches the old and the new
  *                      leader at about the same time: over a healthy link
  *                      the old one's own-node watch (set 50 ms after its
  *                      grant at most) tells it within milliseconds, which
@@ -280,14 +284,17 @@ static long long ousted_at(long long epoch)
     return -1;
 }
 
-/* Whether p's link may have been impaired at some time from a session
- * timeout before td until now: a link fault, a suspension or a pause. */
+/* Whether p's link may have been impaired at a time that can explain not
+ * hearing of a deletion at td until now: a link fault on now, or one that
+ * started or stopped since GRACE_MS before td (the proxy may still be
+ * passing on what it held back); or p suspended or paused now, or
+ * suspended, reconnected, lost, paused or thawed since td. A fault that
+ * ended earlier, or a suspension that ended in a reconnection before td,
+ * does not count: p's watches were set again at the reconnection. */
 static int link_impaired(const struct proc *p, long long td)
 {
-    long long since = td - session_ns;
-
-    return link_faults > 0 || p->susp || p->paused || link_bad_t >= since ||
-           p->bad_t >= since;
+    return link_faults > 0 || link_bad_t >= td - grace_ns || p->susp ||
+           p->paused || p->bad_t >= td;
 }
 
 /* Whether an effect attempt by p with epoch x at time t, after a newer

@@ -548,15 +548,13 @@ static void test_semaphore_conflict_newcomer_only(void **state)
     assert_int_equal(children("/s/newcomer"), 0);
 }
 
-/* Issue 20.5 across handles with different ACLs (review20): a waiter must
- * not rely on a touch its predecessor's granter cannot make. Another
- * process may use the same semaphore path with an ACL without WRITE.
- * 2 permits: H1, H2 hold (open ACL), W1 waits (ACL without WRITE), W2
- * waits (open ACL) behind W1. H1 leaves: W1 is granted, but it may not
- * touch its node. H2 leaves: a permit is free and W2 first in line; it
- * must be granted although W1 still holds (before the fix W2 watched W1's
- * node, which nothing changed until W1 released). */
-static void test_semaphore_mixed_acl_untouchable_predecessor(void **state)
+/* 2 permits: H1, H2 hold (open ACL), W1 waits, W2 waits (open ACL) behind
+ * W1. W1's node may not be written: created with an ACL without WRITE
+ * (late_acl 0), or given one by an operator's setACL after W2 checked
+ * W1's ACL and watched it (late_acl 1). H1 leaves: W1 is granted, but its
+ * touch fails. H2 leaves: a permit is free and W2 first in line. Returns
+ * whether W2 was granted then (else: only once W1 released). */
+static int untouchable_predecessor(const char *dir, int late_acl)
 {
     struct ACL rcd[] = {{ZOO_PERM_READ | ZOO_PERM_CREATE | ZOO_PERM_DELETE,
                          {"world", "anyone"}}};
@@ -564,35 +562,66 @@ static void test_semaphore_mixed_acl_untouchable_predecessor(void **state)
     zkr_session_t *s[4];
     zkr_lock_t *l[4];
     struct grant g[4];
+    char node[ZKR_NODE_MAX];
+    int early;
 
-    (void)state;
     for (int i = 0; i < 4; i++) {
         s[i] = open_session(10000);
-        assert_int_equal(zkr_semaphore_new(&l[i], s[i], "/s/mixacl/sem", 2,
-                                           NULL, i == 2 ? &acl : NULL),
+        assert_int_equal(zkr_semaphore_new(&l[i], s[i], dir, 2, NULL,
+                                           i == 2 && !late_acl ? &acl : NULL),
                          0);
         g[i].rc = 1;
         assert_int_equal(zkr_lock_acquire_async(l[i], -1, on_grant, &g[i]), 0);
-        assert_true(ZKT_WAIT_UNTIL(children("/s/mixacl/sem") == i + 1, 5000));
+        assert_true(ZKT_WAIT_UNTIL(children(dir) == i + 1, 5000));
     }
     assert_true(ZKT_WAIT_UNTIL(rc_of(&g[0]) == 0 && rc_of(&g[1]) == 0, 5000));
-    usleep(200000);
+    usleep(200000); /* W2 has checked W1's ACL and watches it */
+    if (late_acl) { /* the operator: zkCli setAcl W1 world:anyone:rcd */
+        assert_int_equal(zkr_lock_node(l[2], node, sizeof(node)), 0);
+        assert_int_equal(zoo_set_acl(raw, node, -1, &acl), ZOK);
+    }
     assert_int_equal(zkr_lock_release(l[0]), 0);
     assert_true(ZKT_WAIT_UNTIL(rc_of(&g[2]) == 0, 5000));
     usleep(200000);
-    assert_int_equal(rc_of(&g[3]), 1);
+    assert_int_equal(rc_of(&g[3]), 1); /* never more than 2 permits */
     assert_int_equal(zkr_lock_release(l[1]), 0);
     /* One permit free (only W1 holds), W2 first in line: */
-    if (!ZKT_WAIT_UNTIL(rc_of(&g[3]) == 0, 3000))
-        print_message("# W2 stranded 3 s with a free permit\n");
-    assert_int_equal(rc_of(&g[3]), 0);
+    early = ZKT_WAIT_UNTIL(rc_of(&g[3]) == 0, 3000);
+    if (!early)
+        print_message("# W2 waited 3 s with a free permit\n");
     assert_int_equal(zkr_lock_release(l[2]), 0);
-    assert_true(ZKT_WAIT_UNTIL(rc_of(&g[3]) == 0, 3000));
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&g[3]) == 0, 5000));
     assert_int_equal(zkr_lock_release(l[3]), 0);
     for (int i = 0; i < 4; i++) {
         zkr_lock_free(l[i]);
         zkr_session_free(s[i]);
     }
+    assert_int_equal(children(dir), 0);
+    return early;
+}
+
+/* Issue 20.5 across handles with different ACLs (review20): a waiter must
+ * not rely on a touch its predecessor's granter cannot make. Another
+ * process may use the same semaphore path with an ACL without WRITE (W1's
+ * above): W2 must be granted when H2 leaves although W1 still holds
+ * (before the fix W2 watched W1's node, which nothing changed until W1
+ * released). */
+static void test_semaphore_mixed_acl_untouchable_predecessor(void **state)
+{
+    (void)state;
+    assert_true(untouchable_predecessor("/s/mixacl/sem", 0));
+}
+
+/* rereview20, a known liveness limit (docs/PROTOCOL.md [AS6], [P6]): an
+ * operator's setACL that takes WRITE from a waiter's node after the
+ * waiter behind it checked that ACL. Nothing tells the waiter (setACL
+ * fires no watch), so it may wait with a permit free until the node
+ * ahead goes; what is promised: never more than N permits, and the
+ * waiter is granted once the node ahead is released. */
+static void test_semaphore_predecessor_acl_changed_while_watched(void **state)
+{
+    (void)state;
+    untouchable_predecessor("/s/lateacl/sem", 1);
 }
 
 /* The common single-ACL case behind pred_acl_done()'s check: with a
@@ -661,6 +690,7 @@ int main(void)
         cmocka_unit_test(test_semaphore_without_write_right),
         cmocka_unit_test(test_semaphore_conflict_newcomer_only),
         cmocka_unit_test(test_semaphore_mixed_acl_untouchable_predecessor),
+        cmocka_unit_test(test_semaphore_predecessor_acl_changed_while_watched),
         cmocka_unit_test(test_semaphore_creator_acl_watches_predecessor),
     };
     if (getenv("ZKR_TEST_ONLY") != NULL)
