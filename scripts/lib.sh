@@ -6,7 +6,9 @@
 #                           default: ZKR_DEPS, what building and testing need)
 #   zkr_build [ARGS...]     autoreconf if needed, ./configure ARGS, make -j2
 #   zkr_server_start        start a throwaway ZooKeeper; exports ZKR_SERVER
+#   zkr_server_restart      kill it and start it again (same port and data)
 #   zkr_server_stop         stop it and remove its scratch dir
+#   zkr_prometheus_start TARGET DIR  a Prometheus scraping TARGET every 1 s
 #   zkr_on_exit CMD         run CMD (eval'd) when the script exits
 #   zkr_curator_cp          class path of Debian's Apache Curator, or ""
 #
@@ -19,7 +21,8 @@ ZKR_DEPS=(build-essential autoconf automake libtool pkg-config
     libzookeeper-mt-dev zookeeper default-jre-headless default-jdk-headless
     libcmocka-dev libcurator-recipes-java
     libsqlite3-dev libjansson-dev netcat-openbsd procps valgrind jq
-    prometheus) # promtool: tests/cli/test_cli_metrics.sh
+    libmicrohttpd-dev
+    prometheus) # prometheus, promtool: tests/cli/test_cli_{metrics,exporter}.sh
 # What scripts/package adds (the packages' Build-Depends come from
 # debian/control).
 # shellcheck disable=SC2034 # used by scripts/package
@@ -171,6 +174,44 @@ zkr__4lw() { # PORT WORD
     printf '%s' "$2" | nc -w 2 -q 1 127.0.0.1 "$1" 2>/dev/null || true
 }
 
+# Runs the server of config $1 (client port $2) in the background and
+# waits until it answers ruok; ZKR_SERVER_PID is its PID.
+zkr__server_launch() {
+    local cfg=$1 port=$2 cp java
+    cp=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
+    if [ -r /usr/share/java/slf4j-log4j12.jar ] &&
+        [ -r /usr/share/java/log4j-1.2.jar ]; then
+        cp+=:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar
+    fi
+    java=${JAVA:-java}
+    "${ZKR_PDEATH[@]}" "$java" -Xmx256m -XX:+UseSerialGC \
+        -XX:TieredStopAtLevel=1 -XX:-UsePerfData -Djava.awt.headless=true \
+        -Dzookeeper.root.logger=INFO,CONSOLE \
+        -Dzookeeper.log.dir="$ZKR_SERVER_DIR" -cp "$cp" \
+        org.apache.zookeeper.server.ZooKeeperServerMain "$cfg" \
+        </dev/null >>"$ZKR_SERVER_DIR/server.log" 2>&1 &
+    ZKR_SERVER_PID=$!
+    zkr__await "$ZKR_SERVER_PID" "$ZKR_SERVER_DIR/server.log" ZooKeeper \
+        zkr__ruok "$port"
+}
+
+zkr__ruok() { [ "$(zkr__4lw "$1" ruok)" = imok ]; }
+
+# zkr__await PID LOG NAME CMD...: polls CMD every 0.1 s until it succeeds;
+# fails, showing the end of LOG, if PID dies or 60 s pass.
+zkr__await() {
+    local pid=$1 log=$2 name=$3 deadline=$((SECONDS + 60))
+    shift 3
+    until "$@"; do
+        if ! kill -0 "$pid" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; then
+            zkr_log "$name did not start; end of its log:"
+            tail -n 30 "$log" >&2 || true
+            return 1
+        fi
+        sleep 0.1
+    done
+}
+
 # Starts a standalone ZooKeeper like tests/harness.c does: 127.0.0.1, a
 # free port, a scratch dataDir, tickTime=200. Exports ZKR_SERVER and stops
 # the server when the script exits. ZKR_SERVER_SYNC=yes makes it durable
@@ -178,7 +219,7 @@ zkr__4lw() { # PORT WORD
 # picks where its scratch dir goes (default $TMPDIR or /tmp; /dev/shm
 # keeps the whole server in memory).
 zkr_server_start() {
-    local port cfg cp java deadline
+    local port cfg
     ZKR_SERVER_DIR=$(mktemp -d \
         "${ZKR_SERVER_PARENT:-${TMPDIR:-/tmp}}/zkr-server.XXXXXX")
     zkr_on_exit zkr_server_stop
@@ -199,32 +240,19 @@ admin.enableServer=false
 4lw.commands.whitelist=*
 forceSync=${ZKR_SERVER_SYNC:-no}
 EOF
-    cp=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
-    if [ -r /usr/share/java/slf4j-log4j12.jar ] &&
-        [ -r /usr/share/java/log4j-1.2.jar ]; then
-        cp+=:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar
-    fi
-    java=${JAVA:-java}
-    "${ZKR_PDEATH[@]}" "$java" -Xmx256m -XX:+UseSerialGC \
-        -XX:TieredStopAtLevel=1 -XX:-UsePerfData -Djava.awt.headless=true \
-        -Dzookeeper.root.logger=INFO,CONSOLE \
-        -Dzookeeper.log.dir="$ZKR_SERVER_DIR" -cp "$cp" \
-        org.apache.zookeeper.server.ZooKeeperServerMain "$cfg" \
-        </dev/null >"$ZKR_SERVER_DIR/server.log" 2>&1 &
-    ZKR_SERVER_PID=$!
-    deadline=$((SECONDS + 60))
-    until [ "$(zkr__4lw "$port" ruok)" = imok ]; do
-        if ! kill -0 "$ZKR_SERVER_PID" 2>/dev/null ||
-            [ "$SECONDS" -ge "$deadline" ]; then
-            zkr_log "ZooKeeper did not start; end of its log:"
-            tail -n 30 "$ZKR_SERVER_DIR/server.log" >&2 || true
-            return 1
-        fi
-        sleep 0.1
-    done
+    zkr__server_launch "$cfg" "$port" || return 1
     ZKR_SERVER=127.0.0.1:$port
     export ZKR_SERVER
     zkr_log "ZooKeeper ready at $ZKR_SERVER (pid $ZKR_SERVER_PID)"
+}
+
+# Kills the server (SIGKILL) and starts it again on the same port with the
+# same data: sessions survive if it is back within their timeout.
+zkr_server_restart() {
+    [ -n "$ZKR_SERVER_PID" ] || return 1
+    kill -KILL "$ZKR_SERVER_PID" 2>/dev/null || true
+    wait "$ZKR_SERVER_PID" 2>/dev/null || true
+    zkr__server_launch "$ZKR_SERVER_DIR/zoo.cfg" "${ZKR_SERVER##*:}"
 }
 
 zkr_server_stop() {
@@ -238,6 +266,26 @@ zkr_server_stop() {
         ZKR_SERVER_DIR=""
     fi
     unset ZKR_SERVER
+}
+
+# Starts Prometheus (Debian's prometheus) on a free loopback port, scraping
+# TARGET (HOST:PORT, /metrics) every second, with its config, storage and
+# log in DIR; waits until it is ready. ZKR_PROM is its address,
+# ZKR_PROM_PID its PID (set even when it fails to become ready: the caller
+# kills it).
+zkr_prometheus_start() {
+    local target=$1 dir=$2
+    ZKR_PROM=127.0.0.1:$(zkr__free_port)
+    mkdir -p "$dir"
+    printf '%s\n' "global:" "  scrape_interval: 1s" "  scrape_timeout: 1s" \
+        "scrape_configs:" "  - job_name: zkr" "    static_configs:" \
+        "      - targets: ['$target']" > "$dir/prometheus.yml"
+    "${ZKR_PDEATH[@]}" prometheus --config.file="$dir/prometheus.yml" \
+        --storage.tsdb.path="$dir/data" --web.listen-address="$ZKR_PROM" \
+        --log.level=warn 2>>"$dir/prometheus.log" &
+    ZKR_PROM_PID=$!
+    zkr__await "$ZKR_PROM_PID" "$dir/prometheus.log" Prometheus \
+        curl -sf "http://$ZKR_PROM/-/ready" -o /dev/null
 }
 
 # Prints the logs of the tests that failed in the last make check.

@@ -9,14 +9,63 @@
  *   zkq HOSTS set PATH     replaces the data with stdin (anonymously)
  *   zkq HOSTS create PATH  creates a persistent node with the open ACL
  *   zkq HOSTS delete PATH  deletes the node (anonymously)
+ *   zkq HOSTS fill PATH N  creates N persistent sequential lock contenders
+ *                          (PATH/_c_<zero uuid>-lock-<seq>, data "filler"),
+ *                          pipelined: a queue of thousands in a second
  *
  * With $ZKQ_AUTH (USER:PASSWORD), the session adds that digest first.
  * Exit 0, 1 (no node), or 2 (error). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
+
+/* Completions of fill: counted under a lock, the first error kept. */
+static pthread_mutex_t fill_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fill_cv = PTHREAD_COND_INITIALIZER;
+static int fill_left, fill_rc = ZOK;
+
+static void fill_done(int rc, const char *name, const void *data)
+{
+    (void)name;
+    (void)data;
+    pthread_mutex_lock(&fill_mu);
+    if (rc != ZOK && fill_rc == ZOK)
+        fill_rc = rc;
+    if (--fill_left == 0)
+        pthread_cond_signal(&fill_cv);
+    pthread_mutex_unlock(&fill_mu);
+}
+
+static int fill(zhandle_t *zh, const char *path, int n)
+{
+    char node[1200];
+    int rc = ZOK;
+
+    snprintf(node, sizeof(node),
+             "%s/_c_00000000-0000-0000-0000-000000000000-lock-", path);
+    pthread_mutex_lock(&fill_mu);
+    fill_left = n;
+    pthread_mutex_unlock(&fill_mu);
+    for (int i = 0; i < n; i++) {
+        rc = zoo_acreate(zh, node, "filler", 6, &ZOO_OPEN_ACL_UNSAFE,
+                         ZOO_PERSISTENT_SEQUENTIAL, fill_done, NULL);
+        if (rc != ZOK) {
+            fill_done(rc, NULL, NULL);
+            for (int j = i + 1; j < n; j++)
+                fill_done(rc, NULL, NULL);
+            break;
+        }
+    }
+    pthread_mutex_lock(&fill_mu);
+    while (fill_left > 0)
+        pthread_cond_wait(&fill_cv, &fill_mu);
+    rc = fill_rc;
+    pthread_mutex_unlock(&fill_mu);
+    return rc;
+}
 
 static int cmp(const void *a, const void *b)
 {
@@ -31,10 +80,10 @@ int main(int argc, char **argv)
     char buf[65536];
     int len = sizeof(buf), rc = ZOK, status = 0;
 
-    if (argc != 4) {
+    if (argc != 4 && !(argc == 5 && strcmp(argv[2], "fill") == 0)) {
         fprintf(stderr,
                 "usage: zkq HOSTS ls|get|czxid|exists|acl|set|create|delete "
-                "PATH\n");
+                "PATH\n       zkq HOSTS fill PATH N\n");
         return 2;
     }
     if ((zh = zkt_connect(argv[1], 10000)) == NULL) {
@@ -77,6 +126,8 @@ int main(int argc, char **argv)
             zoo_create(zh, argv[3], NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
     } else if (strcmp(argv[2], "delete") == 0) {
         rc = zoo_delete(zh, argv[3], -1);
+    } else if (strcmp(argv[2], "fill") == 0) {
+        rc = fill(zh, argv[3], atoi(argv[4]));
     } else {
         fprintf(stderr, "zkq: unknown command %s\n", argv[2]);
         status = 2;

@@ -25,7 +25,7 @@ enum {
     PERM_ALL = 31
 };
 
-static int64_t wall_ms(void)
+int64_t cli_wall_ms(void)
 {
     struct timespec ts;
 
@@ -62,7 +62,7 @@ static const char *mode_of(const zkr_contender_t *e)
 }
 
 /* The recipe a queue belongs to, from its entries' modes. */
-static const char *kind_of(const zkr_contender_t *v, int n)
+const char *cli_queue_kind(const zkr_contender_t *v, int n)
 {
     const char *m;
 
@@ -146,14 +146,15 @@ static json_t *json_entry(const zkr_contender_t *e, int64_t now)
 static int print_json(const char *path, const zkr_contender_t *v, int n,
                       int holding)
 {
-    int64_t now = wall_ms();
+    int64_t now = cli_wall_ms();
     json_t *top = json_object(), *holders = json_array(),
            *waiters = json_array();
     int bad = top == NULL || holders == NULL || waiters == NULL;
 
     bad = bad || cli_json_set_text(top, "path", path) != 0 ||
-          json_object_set_new(top, "kind", json_string(kind_of(v, n))) != 0;
-    if (!bad && strcmp(kind_of(v, n), "semaphore") == 0)
+          json_object_set_new(top, "kind", json_string(cli_queue_kind(v, n))) !=
+              0;
+    if (!bad && strcmp(cli_queue_kind(v, n), "semaphore") == 0)
         bad = json_object_set_new(top, "permits",
                                   json_integer(permits_of(v, n))) != 0;
     for (int i = 0; !bad && i < n; i++)
@@ -180,9 +181,9 @@ static int print_json(const char *path, const zkr_contender_t *v, int n,
 static int print_text(const char *path, const zkr_contender_t *v, int n,
                       int holding)
 {
-    int64_t now = wall_ms();
+    int64_t now = cli_wall_ms();
     char *p = cli_escaped(path);
-    const char *kind = kind_of(v, n);
+    const char *kind = cli_queue_kind(v, n);
 
     if (p == NULL)
         return CLI_EXIT_OSERR;

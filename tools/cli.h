@@ -93,6 +93,14 @@ const struct ACL_vector *cli_acl(const char *name);
 int cli_check_path_acl(const cli_t *c, zkr_session_t *s, const char *path,
                        const char *acl_name);
 
+/* Wall-clock time in ms since the epoch (ages of nodes: the server's
+ * ctime is on the same clock, give or take the skew between hosts). */
+int64_t cli_wall_ms(void);
+/* The recipe of a queue listed by zkr_contenders_list(), from its entries'
+ * node names: "none" (empty), "election", "semaphore", "rwlock", "lock"
+ * (admin.c). */
+const char *cli_queue_kind(const zkr_contender_t *v, int n);
+
 /* Containment of the command (contain.c). */
 enum { CT_STARTED, CT_FAILED, CT_EXITED, CT_DEADLINE, CT_HEARTBEAT, CT_KILL };
 typedef struct ct {
@@ -142,5 +150,6 @@ int cli_sem(const cli_t *c, int argc, char **argv);
 int cli_elect(const cli_t *c, int argc, char **argv);
 int cli_inspect(const cli_t *c, int argc, char **argv);
 int cli_release(const cli_t *c, int argc, char **argv);
+int cli_exporter(const cli_t *c, int argc, char **argv);
 
 #endif /* ZKR_TOOLS_CLI_H */

@@ -303,6 +303,7 @@ static void usage(FILE *f)
           "STRING)\n"
           "  zkr inspect [--json] PATH\n"
           "  zkr release --force --reason TEXT [--node NODE] PATH\n"
+          "  zkr exporter [--listen HOST:PORT] [--refresh SECONDS] PATH...\n"
           "\n"
           "'zkr SUBCOMMAND --help' lists the options of each.\n"
           "\n"
@@ -354,7 +355,7 @@ int main(int argc, char **argv)
     } subs[] = {
         {"lock", cli_lock},       {"sem", cli_sem},
         {"elect", cli_elect},     {"inspect", cli_inspect},
-        {"release", cli_release},
+        {"release", cli_release}, {"exporter", cli_exporter},
     };
     static char auth_buf[1024];
     cli_t c = {0};

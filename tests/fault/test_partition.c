@@ -746,154 +746,153 @@ static void test_search_after_lost_create_syncs(void **state)
     zkr_lock_free(la);
     zkr_lock_free(lc);
     zkr_session_free(a);
-    /* Requests in flight when zkr closes a handle. zookeeper_close() of the
-     * 3.8.0 client does not reliably call their completions (session.c,
-     * close_handle, says why); zkr must complete every one itself, or what
-     * waits for them waits forever. Here zkr_session_free() closes handles
-     * that still have N deletes in flight each: the connection is blackholed
-     * after N locks per session are taken, the lock handles freed (each hands
-     * its node to the session's cleanup list, which sends its delete at once:
-     * the client still believes itself connected), and zkr_session_free()
-     * closes the handle after waiting T/2 for them, before the client would
-     * notice the loss (2T/3). Every free must return soon after; the nodes go
-     * with the sessions. Losing a completion is a race in the client, so K
-     * sessions run the race at once (before the fix, most runs had one or
-     * more sessions hung: docs/RELIABILITY.md has the count). */
-    enum { INFLIGHT_K = 8, INFLIGHT_N = 100 };
-    static atomic_int inflight_freed;
+}
 
-    static void *inflight_free(void *arg)
-    {
-        zkr_session_free(arg);
-        atomic_fetch_add(&inflight_freed, 1);
-        return NULL;
+/* Requests in flight when zkr closes a handle. zookeeper_close() of the
+ * 3.8.0 client does not reliably call their completions (session.c,
+ * close_handle, says why); zkr must complete every one itself, or what
+ * waits for them waits forever. Here zkr_session_free() closes handles
+ * that still have N deletes in flight each: the connection is blackholed
+ * after N locks per session are taken, the lock handles freed (each hands
+ * its node to the session's cleanup list, which sends its delete at once:
+ * the client still believes itself connected), and zkr_session_free()
+ * closes the handle after waiting T/2 for them, before the client would
+ * notice the loss (2T/3). Every free must return soon after; the nodes go
+ * with the sessions. Losing a completion is a race in the client, so K
+ * sessions run the race at once (before the fix, most runs had one or
+ * more sessions hung: docs/RELIABILITY.md has the count). */
+enum { INFLIGHT_K = 8, INFLIGHT_N = 100 };
+static atomic_int inflight_freed;
+
+static void *inflight_free(void *arg)
+{
+    zkr_session_free(arg);
+    atomic_fetch_add(&inflight_freed, 1);
+    return NULL;
+}
+
+static int inflight_nodes(void)
+{
+    char path[64];
+    int total = 0;
+
+    for (int i = 0; i < INFLIGHT_K * INFLIGHT_N; i++) {
+        snprintf(path, sizeof(path), "/p/inflight/l%d", i);
+        total += children(path);
     }
+    return total;
+}
 
-    static int inflight_nodes(void)
-    {
-        char path[64];
-        int total = 0;
+static void test_free_with_requests_in_flight(void **state)
+{
+    /* T leaves the frees 2T/3 = 8 s before the client would notice the
+     * cut, enough under valgrind. */
+    enum { T = 12000, K = INFLIGHT_K, N = INFLIGHT_N };
+    zkr_session_t *a[K];
+    zkr_lock_t *l[K * N];
+    char path[64];
+    pthread_t th[K];
+    int64_t t0, took;
 
-        for (int i = 0; i < INFLIGHT_K * INFLIGHT_N; i++) {
-            snprintf(path, sizeof(path), "/p/inflight/l%d", i);
-            total += children(path);
-        }
-        return total;
+    (void)state;
+    atomic_store(&inflight_freed, 0);
+    for (int k = 0; k < K; k++)
+        a[k] = open_proxied(T);
+    for (int i = 0; i < K * N; i++) {
+        snprintf(path, sizeof(path), "/p/inflight/l%d", i);
+        l[i] = new_lock(a[i % K], path, "a");
+        assert_int_equal(zkr_lock_acquire(l[i], -1), 0);
     }
+    assert_int_equal(inflight_nodes(), K * N);
+    /* Each holder sets a watch on its node 50 ms after its grant: a free
+     * waits for that request, so let them all be answered first. */
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) >= K * N,
+                               zkt_scaled_ms(5000)));
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    for (int i = 0; i < K * N; i++)
+        zkr_lock_free(l[i]);
+    /* The client has not noticed the cut yet (it would after 2T/3): the
+     * deletes were sent. */
+    for (int k = 0; k < K; k++)
+        assert_int_equal(zoo_state(zkr_session_handle(a[k])),
+                         ZOO_CONNECTED_STATE);
+    t0 = zkt_now_ms();
+    for (int k = 0; k < K; k++)
+        assert_int_equal(pthread_create(&th[k], NULL, inflight_free, a[k]), 0);
+    /* T/2 of waiting, then the close: it sends the close request (flushed
+     * into the socket) and waits up to 1.5 s for the server's answer. */
+    ZKT_WAIT_UNTIL(atomic_load(&inflight_freed) == K,
+                   T / 2 + zkt_scaled_ms(2000 + 5000));
+    took = zkt_now_ms() - t0;
+    print_message("# zkr_session_free() of %d sessions with %d deletes in "
+                  "flight each: %d returned after %lld ms\n",
+                  K, N, atomic_load(&inflight_freed), (long long)took);
+    if (atomic_load(&inflight_freed) != K)
+        fail_msg("%d zkr_session_free() still wait for completions %lld ms "
+                 "after they began",
+                 K - atomic_load(&inflight_freed), (long long)took);
+    for (int k = 0; k < K; k++)
+        pthread_join(th[k], NULL);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    /* The sessions end on the server (their close was blackholed: by
+     * expiry), and their nodes with them. */
+    assert_true(ZKT_WAIT_UNTIL(inflight_nodes() == 0, T + zkt_scaled_ms(5000)));
+}
 
-    static void test_free_with_requests_in_flight(void **state)
-    {
-        /* T leaves the frees 2T/3 = 8 s before the client would notice the
-         * cut, enough under valgrind. */
-        enum { T = 12000, K = INFLIGHT_K, N = INFLIGHT_N };
-        zkr_session_t *a[K];
-        zkr_lock_t *l[K * N];
-        char path[64];
-        pthread_t th[K];
-        int64_t t0, took;
+/* An acquire whose create gets no answer (the connection silent:
+ * blackhole) waits for that answer past its timeout: the engine must learn
+ * whether the create was applied. The wait is bounded: a session's
+ * requests are answered in order, pings included, so the client's own
+ * timeout (2T/3 without a byte) ends the connection and fails the create
+ * with ZCONNECTIONLOSS; the acquire then hands the search for its node to
+ * the session's cleanup list and returns ZKR_ETIMEDOUT: the slack is about
+ * 2T/3 (it was 0.9T, the LOST, while the answer of the pipelined listing,
+ * the last of the attempt, did not end it); nothing is left. */
+static void test_acquire_timeout_with_create_unanswered(void **state)
+{
+    enum { T = 9000, TO = 500 };
+    const char *path = "/p/unanswered";
+    zkr_session_t *a = open_proxied(T);
+    zkr_lock_t *l = new_lock(a, path, "a");
+    int64_t t0, took;
+    int rc;
 
-        (void)state;
-        atomic_store(&inflight_freed, 0);
-        for (int k = 0; k < K; k++)
-            a[k] = open_proxied(T);
-        for (int i = 0; i < K * N; i++) {
-            snprintf(path, sizeof(path), "/p/inflight/l%d", i);
-            l[i] = new_lock(a[i % K], path, "a");
-            assert_int_equal(zkr_lock_acquire(l[i], -1), 0);
-        }
-        assert_int_equal(inflight_nodes(), K * N);
-        /* Each holder sets a watch on its node 50 ms after its grant: a free
-         * waits for that request, so let them all be answered first. */
-        assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) >= K * N,
-                                   zkt_scaled_ms(5000)));
-        assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
-        for (int i = 0; i < K * N; i++)
-            zkr_lock_free(l[i]);
-        /* The client has not noticed the cut yet (it would after 2T/3): the
-         * deletes were sent. */
-        for (int k = 0; k < K; k++)
-            assert_int_equal(zoo_state(zkr_session_handle(a[k])),
-                             ZOO_CONNECTED_STATE);
-        t0 = zkt_now_ms();
-        for (int k = 0; k < K; k++)
-            assert_int_equal(pthread_create(&th[k], NULL, inflight_free, a[k]),
-                             0);
-        /* T/2 of waiting, then the close: it sends the close request (flushed
-         * into the socket) and waits up to 1.5 s for the server's answer. */
-        ZKT_WAIT_UNTIL(atomic_load(&inflight_freed) == K,
-                       T / 2 + zkt_scaled_ms(2000 + 5000));
-        took = zkt_now_ms() - t0;
-        print_message("# zkr_session_free() of %d sessions with %d deletes in "
-                      "flight each: %d returned after %lld ms\n",
-                      K, N, atomic_load(&inflight_freed), (long long)took);
-        if (atomic_load(&inflight_freed) != K)
-            fail_msg("%d zkr_session_free() still wait for completions %lld ms "
-                     "after they began",
-                     K - atomic_load(&inflight_freed), (long long)took);
-        for (int k = 0; k < K; k++)
-            pthread_join(th[k], NULL);
-        assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
-        /* The sessions end on the server (their close was blackholed: by
-         * expiry), and their nodes with them. */
-        assert_true(
-            ZKT_WAIT_UNTIL(inflight_nodes() == 0, T + zkt_scaled_ms(5000)));
-    }
+    (void)state;
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    t0 = zkt_now_ms();
+    rc = zkr_lock_acquire(l, TO);
+    took = zkt_now_ms() - t0;
+    print_message("# acquire(%d ms) with its create unanswered: %s after "
+                  "%lld ms (T %d)\n",
+                  TO, zkr_strerror(rc), (long long)took, T);
+    assert_int_equal(rc, ZKR_ETIMEDOUT);
+    /* The answer (a connection loss) comes at 2T/3; LOST would be 0.9T. */
+    assert_true(took <= 2 * T / 3 + zkt_scaled_ms(1000));
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    zkr_lock_free(l);
+    assert_int_equal(zkr_session_free(a), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(path) == 0, T + zkt_scaled_ms(5000)));
+}
 
-    /* An acquire whose create gets no answer (the connection silent:
-     * blackhole) waits for that answer past its timeout: the engine must learn
-     * whether the create was applied. The wait is bounded: a session's
-     * requests are answered in order, pings included, so the client's own
-     * timeout (2T/3 without a byte) ends the connection and fails the create
-     * with ZCONNECTIONLOSS; the acquire then hands the search for its node to
-     * the session's cleanup list and returns ZKR_ETIMEDOUT: the slack is about
-     * 2T/3 (it was 0.9T, the LOST, while the answer of the pipelined listing,
-     * the last of the attempt, did not end it); nothing is left. */
-    static void test_acquire_timeout_with_create_unanswered(void **state)
-    {
-        enum { T = 9000, TO = 500 };
-        const char *path = "/p/unanswered";
-        zkr_session_t *a = open_proxied(T);
-        zkr_lock_t *l = new_lock(a, path, "a");
-        int64_t t0, took;
-        int rc;
-
-        (void)state;
-        assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
-        t0 = zkt_now_ms();
-        rc = zkr_lock_acquire(l, TO);
-        took = zkt_now_ms() - t0;
-        print_message("# acquire(%d ms) with its create unanswered: %s after "
-                      "%lld ms (T %d)\n",
-                      TO, zkr_strerror(rc), (long long)took, T);
-        assert_int_equal(rc, ZKR_ETIMEDOUT);
-        /* The answer (a connection loss) comes at 2T/3; LOST would be 0.9T. */
-        assert_true(took <= 2 * T / 3 + zkt_scaled_ms(1000));
-        assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
-        zkr_lock_free(l);
-        assert_int_equal(zkr_session_free(a), 0);
-        assert_true(
-            ZKT_WAIT_UNTIL(children(path) == 0, T + zkt_scaled_ms(5000)));
-    }
-
-    int main(void)
-    {
-        const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_create_reply_lost),
-            cmocka_unit_test(test_create_reply_lost_then_expired),
-            cmocka_unit_test(test_predecessor_deleted_before_watch),
-            cmocka_unit_test(test_connection_dropped_while_waiting),
-            cmocka_unit_test(test_release_during_disconnect),
-            cmocka_unit_test(test_churn_under_resets),
-            cmocka_unit_test(test_holder_partitioned),
-            cmocka_unit_test(test_short_blip),
-            cmocka_unit_test(test_lost_live_connection_keeps_tenth),
-            cmocka_unit_test(test_search_after_lost_create_syncs),
-            cmocka_unit_test(test_free_with_requests_in_flight),
-            cmocka_unit_test(test_acquire_timeout_with_create_unanswered),
-        };
-        /* ZKT_TEST_FILTER=test_free_with_requests_in_flight runs only it. */
-        if (getenv("ZKT_TEST_FILTER") != NULL)
-            cmocka_set_test_filter(getenv("ZKT_TEST_FILTER"));
-        return cmocka_run_group_tests_name("partition", tests, proxy_setup,
-                                           proxy_teardown);
-    }
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_create_reply_lost),
+        cmocka_unit_test(test_create_reply_lost_then_expired),
+        cmocka_unit_test(test_predecessor_deleted_before_watch),
+        cmocka_unit_test(test_connection_dropped_while_waiting),
+        cmocka_unit_test(test_release_during_disconnect),
+        cmocka_unit_test(test_churn_under_resets),
+        cmocka_unit_test(test_holder_partitioned),
+        cmocka_unit_test(test_short_blip),
+        cmocka_unit_test(test_lost_live_connection_keeps_tenth),
+        cmocka_unit_test(test_search_after_lost_create_syncs),
+        cmocka_unit_test(test_free_with_requests_in_flight),
+        cmocka_unit_test(test_acquire_timeout_with_create_unanswered),
+    };
+    /* ZKT_TEST_FILTER=test_free_with_requests_in_flight runs only it. */
+    if (getenv("ZKT_TEST_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("ZKT_TEST_FILTER"));
+    return cmocka_run_group_tests_name("partition", tests, proxy_setup,
+                                       proxy_teardown);
+}

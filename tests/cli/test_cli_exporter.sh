@@ -1,0 +1,260 @@
+#!/usr/bin/env bash
+# zkr exporter, scraped by a real Prometheus server (Debian's prometheus,
+# on loopback, scrape interval 1 s): Prometheus's HTTP API reports the
+# holder of a contended lock and a waiter count that drops as the lock
+# passes on. Also: the scrape passes `promtool check metrics` with hostile
+# identifiers; a path with thousands of waiters is not listed per scrape
+# (nor per arrival); the exporter reports and survives a lost session and a
+# ZooKeeper restart. Skipped only when prometheus is not installed.
+# shellcheck disable=SC2317 # the tests run through run_test
+. "${srcdir:-.}/tests/cli/lib.sh"
+
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
+    # The TAP driver's skip: a "1..0 # SKIP" plan and status 0 (it would
+    # count automake's 77 as an error).
+    echo "1..0 # SKIP prometheus (Debian package prometheus) is not installed"
+    exit 0
+fi
+for tool in curl jq; do
+    if ! command -v "$tool" >/dev/null; then
+        echo "Bail out! $tool is needed"
+        exit 99
+    fi
+done
+
+# exporter_start [GLOBAL-OPTION...] -- PATH...: starts zkr exporter on a
+# free port (EXP is its address, EXP_PID its PID), refreshing every 0.2 s,
+# and waits until it serves.
+exporter_start() {
+    local global=()
+    while [ "$1" != -- ]; do
+        global+=("$1")
+        shift
+    done
+    shift
+    EXP=127.0.0.1:$(zkr__free_port)
+    bg "$ZKR" "${global[@]}" exporter --listen "$EXP" --refresh 0.2 "$@" \
+        2>>"$WORK/exporter.log"
+    EXP_PID=$!
+    wait_for 10 scrape_ok
+}
+scrape() { curl -sf "http://$EXP/metrics"; }
+scrape_ok() { scrape >/dev/null; }
+# metric LINE-PREFIX: the value of the exporter's sample whose line starts
+# so (NAME or NAME{LABELS}).
+metric() {
+    # (through the environment: awk -v would undo the escapes in labels)
+    scrape | P=$1 awk 'BEGIN { p = ENVIRON["P"] } index($0, p) == 1 &&
+        substr($0, length(p) + 1, 1) ~ /[ {]/ { print $NF; exit }'
+}
+metric_eq() { [ "$(metric "$1")" = "$2" ]; }
+
+# Prometheus scraping $EXP every second; PROM is its HTTP address.
+prom_start() {
+    local rc=0
+    rm -rf "$WORK/prom"
+    zkr_prometheus_start "$EXP" "$WORK/prom" || rc=$?
+    t_pids+=("$ZKR_PROM_PID")
+    PROM=$ZKR_PROM
+    return "$rc"
+}
+# prom QUERY: the value of an instant query's first series, or nothing.
+prom() {
+    curl -sf -G "http://$PROM/api/v1/query" --data-urlencode "query=$1" |
+        jq -r '.data.result[0].value[1] // empty'
+}
+prom_eq() { [ "$(prom "$1")" = "$2" ]; }
+
+# A contender that holds until $WORK/go exists, then HOLD seconds more
+# (CONTENDER_OPTS: global options of its zkr).
+HOLD=$(scaled 1.5)
+CONTENDER_OPTS=()
+contender() {
+    bg "$ZKR" "${CONTENDER_OPTS[@]}" lock --id "$1" "$2" sh -c \
+        "while [ ! -e '$WORK/go' ]; do sleep 0.05; done; sleep $HOLD"
+}
+
+test_prometheus_sees_queue() {
+    local t0 t1 pids=() p vals q='zkr_path_waiters{path="/exp/q"}'
+    rm -f "$WORK/go"
+    exporter_start -- /exp/q
+    expect "prometheus did not start" prom_start
+    for i in 1 2 3 4; do
+        contender "c-$i" /exp/q
+        pids+=($!)
+        expect "c-$i not queued" wait_for 10 nodes_eq /exp/q "$i"
+    done
+    expect "holders != 1" wait_for 20 prom_eq 'zkr_path_holders{path="/exp/q"}' 1
+    expect "waiters != 3" wait_for 20 prom_eq "$q" 3
+    expect "holder c-1 not reported" \
+        prom_eq 'zkr_path_holder_info{path="/exp/q",id="c-1",kind="lock"}' 1
+    t0=$(date +%s)
+    touch "$WORK/go"
+    for p in "${pids[@]}"; do
+        wait_status "$p"
+        expect "a contender exited $st" [ "$st" -eq 0 ]
+    done
+    expect "waiters != 0" wait_for 20 prom_eq "$q" 0
+    expect "holders != 0" wait_for 20 prom_eq 'zkr_path_holders{path="/exp/q"}' 0
+    t1=$(($(date +%s) + 1))
+    # Every sample Prometheus stored, from the release of the first holder
+    # on: 3 waiters, then fewer and fewer (one at a time), then none.
+    vals=$(curl -sf -G "http://$PROM/api/v1/query_range" \
+        --data-urlencode "query=$q" --data-urlencode "start=$((t0 - 1))" \
+        --data-urlencode "end=$t1" --data-urlencode step=0.5 |
+        jq -r '.data.result[0].values[][1]' | uniq | tr '\n' ' ')
+    echo "# waiters as Prometheus stored them: $vals"
+    # Scrapes are a second apart and each holder holds $HOLD s: a count
+    # may be missed on a loaded machine, never seen to go up.
+    expect "waiters did not drop from 3 to 0 through 2 or 1: $vals" \
+        dropping "$vals"
+}
+
+# dropping "V1 V2 ...": starts at 3, ends at 0, never rises, passes by 2
+# or 1.
+dropping() {
+    local prev=4 v mid=0
+    # shellcheck disable=SC2086 # one word a value
+    set -- $1
+    [ "$1" = 3 ] && [ "${!#}" = 0 ] || return 1
+    for v in "$@"; do
+        [ "$v" -lt "$prev" ] || return 1
+        prev=$v
+        case $v in 1 | 2) mid=1 ;; esac
+    done
+    [ "$mid" = 1 ]
+}
+
+test_promtool_and_escaping() {
+    local node out rc
+    exporter_start -- /exp/esc /exp/el
+    bg "$ZKR" lock --id plain /exp/esc sleep 60
+    bg "$ZKR" elect --id leader-1 /exp/el sleep 60
+    expect "holder not reported" wait_for 10 metric_eq \
+        'zkr_path_holder_info{path="/exp/esc",kind="lock",id="plain"}' 1
+    expect "leader not reported" wait_for 10 metric_eq \
+        'zkr_path_leader_info{path="/exp/el",kind="election",id="leader-1"}' 1
+    expect "epoch is not the leader's czxid" [ "$(metric \
+        'zkr_path_leader_epoch{path="/exp/el"}')" = \
+        "$("$ZKQ" "$ZKR_SERVER" czxid "/exp/el/$(zk_ls /exp/el)")" ]
+    # The holder's data rewritten with what the text format must escape
+    # (quote, backslash, newline) and a byte that is not UTF-8: the data
+    # watch on the holder's node brings it to the next scrape.
+    node=/exp/esc/$(zk_ls /exp/esc)
+    printf 'a"b\\c\nd\377e' | "$ZKQ" "$ZKR_SERVER" set "$node"
+    expect "escaped id not reported" wait_for 10 metric_eq \
+        "zkr_path_holder_info{path=\"/exp/esc\",kind=\"lock\",id=\"a\\\"b\\\\c\\nd"$'\xef\xbf\xbd'"e\"}" 1
+    expect "token is not the holder's czxid" [ "$(metric \
+        'zkr_path_fencing_token{path="/exp/esc"}')" = \
+        "$("$ZKQ" "$ZKR_SERVER" czxid "$node")" ]
+    scrape > "$WORK/scrape.txt"
+    rc=0
+    out=$(promtool check metrics < "$WORK/scrape.txt" 2>&1) || rc=$?
+    expect "promtool check metrics ($rc): $out" [ "$rc" -eq 0 ] && [ -z "$out" ]
+    expect "404 for other URLs" [ "$(curl -s -o /dev/null -w '%{http_code}' \
+        "http://$EXP/nothing")" = 404 ]
+}
+
+# Thousands of waiters: arrivals behind a waiter cannot hold, so the
+# exporter follows them from the path's numChildren alone; only a release
+# (a watch on the holder's node) makes it list.
+test_thousands_of_waiters() {
+    local l0 l1
+    rm -f "$WORK/go"
+    exporter_start -- /exp/big
+    contender holder /exp/big
+    expect "holder not reported" wait_for 10 metric_eq \
+        'zkr_path_holders{path="/exp/big"}' 1
+    expect "fill" "$ZKQ" "$ZKR_SERVER" fill /exp/big 1
+    expect "first waiter not reported" wait_for 10 metric_eq \
+        'zkr_path_waiters{path="/exp/big"}' 1
+    l0=$(metric 'zkr_path_listings_total{path="/exp/big"}')
+    expect "fill" "$ZKQ" "$ZKR_SERVER" fill /exp/big 2999
+    expect "3000 waiters not reported" wait_for 20 metric_eq \
+        'zkr_path_waiters{path="/exp/big"}' 3000
+    expect "depth" metric_eq 'zkr_path_queue_depth{path="/exp/big"}' 3001
+    for i in $(seq 1 50); do scrape_ok; done
+    l1=$(metric 'zkr_path_listings_total{path="/exp/big"}')
+    expect "listed $((l1 - l0)) times for arrivals and scrapes" [ "$l1" = "$l0" ]
+    touch "$WORK/go"
+    expect "next holder not reported" wait_for 20 metric_eq \
+        'zkr_path_holder_info{path="/exp/big",kind="lock",id="filler"}' 1
+    expect "waiters after the release" metric_eq \
+        'zkr_path_waiters{path="/exp/big"}' 2999
+    # The new holder's node is older than its hold: it waited first.
+    expect "held longer than its node exists" awk -v h="$(metric \
+        'zkr_path_holder_held_seconds{path="/exp/big"}')" -v a="$(metric \
+        'zkr_path_holder_age_seconds{path="/exp/big"}')" \
+        'BEGIN { exit !(h != "" && a != "" && h + 0 < a + 0) }'
+    l1=$(metric 'zkr_path_listings_total{path="/exp/big"}')
+    echo "# listings for 3000 arrivals, 50 scrapes and a release: $((l1 - l0))"
+    expect "listed $((l1 - l0)) times for one release" [ "$((l1 - l0))" -le 2 ]
+}
+
+# The exporter's session goes through the fault proxy: a partition longer
+# than its session timeout makes it LOST; it reports that, gets a new
+# session, and shows the queue as it is now (its watches are new).
+test_session_loss() {
+    local h
+    expect "proxy" proxy_start
+    rm -f "$WORK/go"
+    exporter_start -s "$PROXY_HOSTS" --session-timeout 2000 -- /exp/loss
+    contender first /exp/loss
+    h=$!
+    expect "holder not reported" wait_for 10 metric_eq \
+        'zkr_path_holder_info{path="/exp/loss",kind="lock",id="first"}' 1
+    expect "blackhole" proxy_cmd blackhole
+    expect "loss not reported" wait_for 15 metric_eq \
+        'zkr_exporter_session_losses_total' 1
+    expect "values still said current" metric_eq 'zkr_path_up{path="/exp/loss"}' 0
+    expect "connected while lost" metric_eq 'zkr_exporter_session_connected' 0
+    # The queue changes while the exporter cannot see it.
+    touch "$WORK/go"
+    wait_status "$h"
+    contender second /exp/loss
+    expect "second not queued" wait_for 10 nodes_eq /exp/loss 1
+    expect "pass" proxy_cmd pass
+    expect "new session not reported" wait_for 20 metric_eq \
+        'zkr_exporter_sessions_total' 2
+    expect "new holder not reported" wait_for 10 metric_eq \
+        'zkr_path_holder_info{path="/exp/loss",kind="lock",id="second"}' 1
+    expect "not current again" wait_for 10 metric_eq 'zkr_path_up{path="/exp/loss"}' 1
+    expect "exporter died" alive "$EXP_PID"
+}
+
+# ZooKeeper killed and started again (same data, within the session
+# timeout): the session resumes, the watches set before still work. The
+# sessions' timeouts (30 s: safe for about 17 s) outlast a slow restart.
+test_zookeeper_restart() {
+    local h
+    rm -f "$WORK/go"
+    CONTENDER_OPTS=(--session-timeout 30000)
+    exporter_start --session-timeout 30000 -- /exp/rst
+    contender one /exp/rst
+    h=$!
+    expect "holder not reported" wait_for 10 metric_eq \
+        'zkr_path_holder_info{path="/exp/rst",kind="lock",id="one"}' 1
+    contender two /exp/rst
+    expect "waiter not reported" wait_for 10 metric_eq \
+        'zkr_path_waiters{path="/exp/rst"}' 1
+    expect "restart" zkr_server_restart
+    expect "suspension not reported" wait_for 10 metric_eq \
+        'zkr_exporter_session_suspensions_total' 1
+    expect "not connected again" wait_for 20 metric_eq \
+        'zkr_exporter_session_connected' 1
+    touch "$WORK/go"
+    expect "next holder not reported" wait_for 20 metric_eq \
+        'zkr_path_holder_info{path="/exp/rst",kind="lock",id="two"}' 1
+    expect "waiters after the release" metric_eq 'zkr_path_waiters{path="/exp/rst"}' 0
+    expect "session lost by a restart" metric_eq 'zkr_exporter_session_losses_total' 0
+    expect "exporter died" alive "$EXP_PID"
+    CONTENDER_OPTS=()
+}
+
+start_server
+run_test test_prometheus_sees_queue
+run_test test_promtool_and_escaping
+run_test test_thousands_of_waiters
+run_test test_session_loss
+run_test test_zookeeper_restart
+done_testing
