@@ -797,6 +797,9 @@ void zkr__cleanup_pump(zkr_session_t *s)
 {
     zkr__cleanup_t *cl, *next;
 
+    if (s->cleanup_at >= 0 && zkr__now_ms() < s->cleanup_at)
+        return; /* the timer thread pumps then (declare_lost) */
+    s->cleanup_at = -1;
     for (cl = s->cleanups; cl != NULL; cl = next) {
         zkr__op_t *op;
         int rc;
@@ -859,32 +862,41 @@ static void adopted_lost_nodes(zkr_session_t *s)
     }
 }
 
-static void declare_lost(zkr_session_t *s)
+/* `ended`: the server said the session is gone (EXPIRED, or a refused
+ * digest). Otherwise it may still live on the server until last heard +
+ * T, whatever our connection looks like (the client may have reconnected
+ * it already, its CONNECTED event not yet run by us), so nothing of ours
+ * may end it before then: ending it grants the next contender one round
+ * trip after our LOST, while the application (or the zkr command's guard)
+ * is only just told to stop. The tenth of T between our LOST and that
+ * time is the application's. */
+static void declare_lost(zkr_session_t *s, int ended)
 {
+    int64_t at = s->last_heard + s->timeout;
+    int wait = !ended && s->timeout > 0 && zkr__now_ms() < at;
+
     if (s->state == ZKR_STATE_LOST || s->state == ZKR_STATE_CLOSED)
         return;
     set_state(s, ZKR_STATE_LOST);
-    if (!s->owned)
+    if (!s->owned) {
+        /* The same holds for deleting its nodes through its handle. */
+        s->cleanup_at = wait ? at : -1;
         adopted_lost_nodes(s);
+    }
     zkr__queue_on_lost(s);
     if (s->owned) {
         /* Close the handle even if it might still reconnect: from now on
          * nothing of this session may be trusted. Its nodes go with it.
-         * But not before the server could have expired the session by
-         * itself (last heard + T): closing a live connection ends the
-         * session at once, and the next contender would be granted one
-         * round trip after our LOST, while the application (or the zkr
-         * command's guard) is only just told to stop. The tenth of T
-         * between our LOST and that time is the application's. */
-        int64_t at = s->last_heard + s->timeout;
+         * Closing a connected handle ends the session at once; one closed
+         * while disconnected sends nothing, so waiting costs it nothing. */
         for (zkr__cleanup_t *cl = s->cleanups; cl != NULL; cl = cl->next)
             cl->dead = 1;
-        if (s->connected && s->timeout > 0 && zkr__now_ms() < at)
+        if (wait)
             s->replace_at = at;
         else
             s->replace = 1;
-        zkr__timer_kick(s);
     }
+    zkr__timer_kick(s);
     zkr__cleanup_pump(s);
 }
 
@@ -892,7 +904,7 @@ void zkr__enforce_deadline(zkr_session_t *s)
 {
     if (is_live(s->state) && s->timeout > 0 && !s->closing &&
         zkr__now_ms() >= deadline_of(s))
-        declare_lost(s);
+        declare_lost(s, 0);
 }
 
 void zkr__lock_fresh(zkr_session_t *s)
@@ -956,7 +968,7 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
                 cl->dead = 1;
         if (s->state == ZKR_STATE_CONNECTING && s->owned)
             s->replace = 1; /* never connected: try a fresh handle */
-        declare_lost(s);
+        declare_lost(s, 1);
     } else {
         /* CONNECTING, ASSOCIATING, NOTCONNECTED, READONLY: zkr never uses
          * read-only mode, so a read-only connection counts as none. */
@@ -1153,6 +1165,13 @@ static int64_t min_time(int64_t a, int64_t b)
     return a < b ? a : b;
 }
 
+/* A heartbeat goes out when due: connected, none in flight, and the
+ * session not given up. */
+static int ping_wanted(const zkr_session_t *s)
+{
+    return s->connected && !s->ping_busy && !s->replace && is_live(s->state);
+}
+
 static void *timer_main(void *arg)
 {
     zkr_session_t *s = arg;
@@ -1167,6 +1186,8 @@ static void *timer_main(void *arg)
         }
         if (s->replace && s->owned)
             replace_handle(s);
+        else
+            s->replace = 0; /* an application's handle is never replaced */
         maybe_open(s, now);
         now = zkr__now_ms();
         if (s->zh != NULL && !s->connected && s->connect_deadline >= 0 &&
@@ -1181,10 +1202,11 @@ static void *timer_main(void *arg)
         /* Deadline first: a session past it gets no more heartbeats (in
          * a process resumed after a pause both fall due at once). */
         if (is_live(s->state) && s->timeout > 0 && now >= deadline_of(s))
-            declare_lost(s);
-        if (s->connected && !s->ping_busy && now >= s->next_ping &&
-            !s->replace && is_live(s->state))
+            declare_lost(s, 0);
+        if (ping_wanted(s) && now >= s->next_ping)
             send_ping(s, now);
+        if (s->cleanup_at >= 0 && now >= s->cleanup_at)
+            zkr__cleanup_pump(s); /* an adopted session's LOST + T/10 */
         if (s->retry_at >= 0 && now >= s->retry_at) {
             /* Requests that could not be sent: send them again. */
             s->retry_at = -1;
@@ -1199,8 +1221,12 @@ static void *timer_main(void *arg)
             break;
         if (s->replace)
             continue;
-        if (s->connected && !s->ping_busy)
+        /* Every time below is one whose action the loop above takes when
+         * it comes (a time whose action is skipped would be in the past
+         * for good: the loop would spin, holding the mutex). */
+        if (ping_wanted(s))
             next = min_time(next, s->next_ping);
+        next = min_time(next, s->cleanup_at);
         if (is_live(s->state) && s->timeout > 0)
             next = min_time(next, deadline_of(s));
         if (s->zh == NULL && s->reconnect_at >= 0)
@@ -1274,6 +1300,7 @@ static int session_alloc(zkr_session_t **out)
     s->state = ZKR_STATE_CONNECTING;
     s->reconnect_at = -1;
     s->replace_at = -1;
+    s->cleanup_at = -1;
     s->connect_deadline = -1;
     s->retry_at = -1;
     zkr__metrics_init(s);
