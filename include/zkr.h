@@ -279,9 +279,11 @@ ZKR_EXTERN int zkr_session_open(zkr_session_t **out, const char *hosts,
  * after the server expires it, it stays LOST. If zkr declared it LOST at
  * the safe deadline and the same session then reconnects, zkr starts
  * afresh (CONNECTED): earlier grants stay lost and their nodes are
- * deleted through the handle as soon as it reaches the server again (or at
- * once, if it never lost its connection), so they do not block others for
- * as long as the application keeps the handle. The application owns and
+ * deleted through the handle once it reaches the server again, so they do
+ * not block others for as long as the application keeps the handle; never
+ * before the server could have expired the session by itself (last heard
+ * + T, a tenth of T after LOST: that tenth is the application's to stop
+ * using what it held, as for an owned session). The application owns and
  * closes the handle, after
  * zkr_session_free(); it must stop calling zkr_session_process_event()
  * before that.

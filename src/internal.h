@@ -318,8 +318,11 @@ struct zkr_session {
                            (monotonic ms), -1 if only when kicked */
     int ping_busy;
     int64_t reconnect_at; /* when LOST and re-creating: next attempt */
-    int64_t replace_at;   /* LOST declared on a live connection: close the
-                             handle then (last heard + T), -1 none */
+    int64_t replace_at;   /* LOST declared while the session may live on
+                             the server: close the handle then (last heard
+                             + T), -1 none */
+    int64_t cleanup_at;   /* an adopted session's LOST: send no cleanup
+                             before then (last heard + T), -1 none */
     int reconnect_attempt;
     int64_t connect_deadline; /* a fresh handle must connect by then */
     int replace;              /* the timer thread must close and re-create zh */

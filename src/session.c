@@ -972,6 +972,9 @@ void zkr__cleanup_pump(zkr_session_t *s)
 {
     zkr__cleanup_t *cl, *next;
 
+    if (s->cleanup_at >= 0 && zkr__now_ms() < s->cleanup_at)
+        return; /* the timer thread pumps then (declare_lost) */
+    s->cleanup_at = -1;
     for (cl = s->cleanups; cl != NULL; cl = next) {
         zkr__op_t *op;
         int rc;
@@ -1034,34 +1037,43 @@ static void adopted_lost_nodes(zkr_session_t *s)
     }
 }
 
-static void declare_lost(zkr_session_t *s, const char *why)
+/* `ended`: the server said the session is gone (EXPIRED, or a refused
+ * digest). Otherwise it may still live on the server until last heard +
+ * T, whatever our connection looks like (the client may have reconnected
+ * it already, its CONNECTED event not yet run by us), so nothing of ours
+ * may end it before then: ending it grants the next contender one round
+ * trip after our LOST, while the application (or the zkr command's guard)
+ * is only just told to stop. The tenth of T between our LOST and that
+ * time is the application's. */
+static void declare_lost(zkr_session_t *s, int ended, const char *why)
 {
+    int64_t at = s->last_heard + s->timeout;
+    int wait = !ended && s->timeout > 0 && zkr__now_ms() < at;
+
     if (s->state == ZKR_STATE_LOST || s->state == ZKR_STATE_CLOSED)
         return;
     zkr__log(s, ZKR_LOG_WARN, "session 0x%llx LOST: %s",
              (unsigned long long)s->sid, why);
     set_state(s, ZKR_STATE_LOST);
-    if (!s->owned)
+    if (!s->owned) {
+        /* The same holds for deleting its nodes through its handle. */
+        s->cleanup_at = wait ? at : -1;
         adopted_lost_nodes(s);
+    }
     zkr__queue_on_lost(s);
     if (s->owned) {
         /* Close the handle even if it might still reconnect: from now on
          * nothing of this session may be trusted. Its nodes go with it.
-         * But not before the server could have expired the session by
-         * itself (last heard + T): closing a live connection ends the
-         * session at once, and the next contender would be granted one
-         * round trip after our LOST, while the application (or the zkr
-         * command's guard) is only just told to stop. The tenth of T
-         * between our LOST and that time is the application's. */
-        int64_t at = s->last_heard + s->timeout;
+         * Closing a connected handle ends the session at once; one closed
+         * while disconnected sends nothing, so waiting costs it nothing. */
         for (zkr__cleanup_t *cl = s->cleanups; cl != NULL; cl = cl->next)
             cl->dead = 1;
-        if (s->connected && s->timeout > 0 && zkr__now_ms() < at)
+        if (wait)
             s->replace_at = at;
         else
             s->replace = 1;
-        zkr__timer_kick(s);
     }
+    zkr__timer_kick(s);
     zkr__cleanup_pump(s);
 }
 
@@ -1069,7 +1081,7 @@ void zkr__enforce_deadline(zkr_session_t *s)
 {
     if (is_live(s->state) && s->timeout > 0 && !s->closing &&
         zkr__now_ms() >= deadline_of(s))
-        declare_lost(s, "no heartbeat answered within the safe deadline");
+        declare_lost(s, 0, "no heartbeat answered within the safe deadline");
 }
 
 void zkr__lock_fresh(zkr_session_t *s)
@@ -1136,9 +1148,10 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
                 cl->dead = 1;
         if (s->state == ZKR_STATE_CONNECTING && s->owned)
             s->replace = 1; /* never connected: try a fresh handle */
-        declare_lost(s, state == ZOO_AUTH_FAILED_STATE
-                            ? "the server refused the credentials"
-                            : "the server expired the session");
+        declare_lost(s, 1,
+                     state == ZOO_AUTH_FAILED_STATE
+                         ? "the server refused the credentials"
+                         : "the server expired the session");
     } else {
         /* CONNECTING, ASSOCIATING, NOTCONNECTED, READONLY: zkr never uses
          * read-only mode, so a read-only connection counts as none. */
@@ -1345,6 +1358,13 @@ static int64_t min_time(int64_t a, int64_t b)
     return a < b ? a : b;
 }
 
+/* A heartbeat goes out when due: connected, none in flight, and the
+ * session not given up. */
+static int ping_wanted(const zkr_session_t *s)
+{
+    return s->connected && !s->ping_busy && !s->replace && is_live(s->state);
+}
+
 static void *timer_main(void *arg)
 {
     zkr_session_t *s = arg;
@@ -1359,6 +1379,8 @@ static void *timer_main(void *arg)
         }
         if (s->replace && s->owned)
             replace_handle(s);
+        else
+            s->replace = 0; /* an application's handle is never replaced */
         maybe_open(s, now);
         now = zkr__now_ms();
         if (s->zh != NULL && !s->connected && s->connect_deadline >= 0 &&
@@ -1375,10 +1397,12 @@ static void *timer_main(void *arg)
         /* Deadline first: a session past it gets no more heartbeats (in
          * a process resumed after a pause both fall due at once). */
         if (is_live(s->state) && s->timeout > 0 && now >= deadline_of(s))
-            declare_lost(s, "no heartbeat answered within the safe deadline");
-        if (s->connected && !s->ping_busy && now >= s->next_ping &&
-            !s->replace && is_live(s->state))
+            declare_lost(s, 0,
+                         "no heartbeat answered within the safe deadline");
+        if (ping_wanted(s) && now >= s->next_ping)
             send_ping(s, now);
+        if (s->cleanup_at >= 0 && now >= s->cleanup_at)
+            zkr__cleanup_pump(s); /* an adopted session's LOST + T/10 */
         if (s->retry_at >= 0 && now >= s->retry_at) {
             /* Requests that could not be sent: send them again. */
             s->retry_at = -1;
@@ -1393,8 +1417,12 @@ static void *timer_main(void *arg)
             break;
         if (s->replace)
             continue;
-        if (s->connected && !s->ping_busy)
+        /* Every time below is one whose action the loop above takes when
+         * it comes (a time whose action is skipped would be in the past
+         * for good: the loop would spin, holding the mutex). */
+        if (ping_wanted(s))
             next = min_time(next, s->next_ping);
+        next = min_time(next, s->cleanup_at);
         if (is_live(s->state) && s->timeout > 0)
             next = min_time(next, deadline_of(s));
         if (s->zh == NULL && s->reconnect_at >= 0)
@@ -1477,6 +1505,7 @@ static int session_alloc(zkr_session_t **out)
     s->state = ZKR_STATE_CONNECTING;
     s->reconnect_at = -1;
     s->replace_at = -1;
+    s->cleanup_at = -1;
     s->connect_deadline = -1;
     s->retry_at = -1;
     s->ev_fd[0] = s->ev_fd[1] = -1;

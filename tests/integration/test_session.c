@@ -209,6 +209,157 @@ static void test_adopted_lost_deletes_nodes(void **state)
     zkt_proxy_stop(p);
 }
 
+/* Issue 12 (review12, 1 and 2): an adopted session declared LOST while its
+ * connection stays up. Every packet is delayed D each way: the client
+ * library hears traffic well within 2T/3 and never disconnects, but no
+ * heartbeat is answered early enough to move last_heard, so the safe
+ * deadline passes. (1) In LOST no heartbeat goes out, and every zkr call
+ * on the session must still return: the timer thread must wait, not loop
+ * holding the session mutex. (2) The session may live on the server until
+ * last_heard + T = LOST + T/10, and that tenth is the application's: zkr's
+ * delete of the lost grant's node must not go out before then (it takes D
+ * more to reach the server; at once it arrived at LOST + D). */
+struct lost_probe {
+    zkr_session_t *s;
+    int64_t lost_at; /* when the probe saw LOST */
+    int calls;       /* calls on the session that returned since */
+    int stop;
+};
+
+static void *lost_probe_main(void *arg)
+{
+    struct lost_probe *p = arg;
+
+    while (zkr_session_state(p->s) != ZKR_STATE_LOST)
+        zkt_sleep_ms(1);
+    __atomic_store_n(&p->lost_at, zkt_now_ms(), __ATOMIC_SEQ_CST);
+    while (!__atomic_load_n(&p->stop, __ATOMIC_SEQ_CST)) {
+        (void)zkr_session_valid_ms(p->s);
+        __atomic_add_fetch(&p->calls, 1, __ATOMIC_SEQ_CST);
+        zkt_sleep_ms(10);
+    }
+    return NULL;
+}
+
+static void test_adopted_lost_live_link(void **state)
+{
+    enum { T = 10000, D = 2000 };
+    const char *path = "/s/adopt-live";
+    static struct lost_probe probe; /* the probe may outlive a failed test */
+    zkt_proxy_t *p;
+    zhandle_t *zh;
+    zkr_lock_t *l;
+    pthread_t th;
+    int64_t t_lost, t_gone, t_end;
+    int calls;
+
+    (void)state;
+    assert_int_equal(zkt_proxy_start(zkt_server_hosts(server), &p), 0);
+    zh = zookeeper_init(zkt_proxy_hosts(p), app_watcher2, T, NULL, NULL, 0);
+    assert_non_null(zh);
+    assert_int_equal(zkt_wait_connected(zh, 10000), 0);
+    assert_int_equal(zkr_session_adopt(&adopted2, zh), 0);
+    l = new_lock(adopted2, path, "app");
+    assert_int_equal(zkr_lock_acquire(l, 5000), 0);
+    assert_int_equal(zkt_count_children(raw, path), 1);
+    memset(&probe, 0, sizeof(probe));
+    probe.s = adopted2;
+    assert_int_equal(pthread_create(&th, NULL, lost_probe_main, &probe), 0);
+    assert_int_equal(zkt_proxy_cmd(p, "delay 2000"), 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(__atomic_load_n(&probe.lost_at, __ATOMIC_SEQ_CST),
+                       zkt_scaled_ms(3 * T)));
+    t_lost = probe.lost_at;
+    t_end = t_lost + D + T / 10 + zkt_scaled_ms(5000);
+    while (zkt_count_children(raw, path) == 1 && zkt_now_ms() < t_end)
+        zkt_sleep_ms(10);
+    t_gone = zkt_now_ms();
+    print_message("# LOST; the node went %lld ms later (D = %d, T/10 = %d)\n",
+                  (long long)(t_gone - t_lost), D, T / 10);
+    assert_int_equal(zkt_count_children(raw, path), 0);
+    /* Half the tenth of margin both ways (as for an owned session in
+     * test_partition: test_lost_live_connection_keeps_tenth). */
+    assert_true(t_gone - t_lost >= D + T / 20);
+    assert_true(zoo_state(zh) == ZOO_CONNECTED_STATE);
+    /* Calls on the LOST session still return, also once the heartbeat
+     * that was in flight at LOST (answered 2D after it was sent) is in. */
+    zkt_sleep_ms(2 * D);
+    calls = __atomic_load_n(&probe.calls, __ATOMIC_SEQ_CST);
+    assert_true(ZKT_WAIT_UNTIL(
+        __atomic_load_n(&probe.calls, __ATOMIC_SEQ_CST) >= calls + 10,
+        zkt_scaled_ms(10000)));
+    __atomic_store_n(&probe.stop, 1, __ATOMIC_SEQ_CST);
+    pthread_join(th, NULL);
+    assert_int_equal(zkt_proxy_cmd(p, "pass"), 0);
+    assert_int_equal(zkr_lock_release(l), ZKR_ELOST);
+    zkr_lock_free(l);
+    assert_int_equal(zkr_session_free(adopted2), 0);
+    adopted2 = NULL;
+    zookeeper_close(zh);
+    zkt_proxy_stop(p);
+}
+
+/* Issue 12 (review12, 3): an owned session declared LOST while zkr sees it
+ * disconnected may still live on the server until last_heard + T (the
+ * client may even have reconnected it, its CONNECTED event not yet run by
+ * zkr), and closing a connected handle ends it at once. So zkr must not
+ * close the handle before last_heard + T = LOST + T/10 unless the server
+ * said the session is gone. The seam below records when zkr closes the
+ * watched handle. The link is cut (blackhole, then reset: the client
+ * disconnects and cannot reconnect) until zkr declares LOST. */
+static zhandle_t *close_watch;
+static int64_t close_at;
+
+int zookeeper_close(zhandle_t *zh)
+{
+    static int (*real)(zhandle_t *);
+
+    if (real == NULL)
+        *(void **)&real = dlsym(RTLD_NEXT, "zookeeper_close");
+    if (zh != NULL && zh == __atomic_load_n(&close_watch, __ATOMIC_SEQ_CST))
+        __atomic_store_n(&close_at, zkt_now_ms(), __ATOMIC_SEQ_CST);
+    return real(zh);
+}
+
+static void test_owned_lost_disconnected_keeps_tenth(void **state)
+{
+    enum { T = 6000 };
+    zkt_proxy_t *p;
+    zkr_session_t *s;
+    zkr_lock_t *l;
+    struct seen v = {PTHREAD_MUTEX_INITIALIZER, 0, {0}};
+    int64_t t_lost;
+
+    (void)state;
+    close_at = 0;
+    assert_int_equal(zkt_proxy_start(zkt_server_hosts(server), &p), 0);
+    assert_int_equal(zkr_session_open(&s, zkt_proxy_hosts(p), T, NULL), 0);
+    assert_int_equal(zkr_session_wait_connected(s, 10000), 0);
+    assert_int_equal(zkr_session_add_listener(s, on_state, &v), 0);
+    l = new_lock(s, "/s/owned-lost", "o");
+    assert_int_equal(zkr_lock_acquire(l, 5000), 0);
+    __atomic_store_n(&close_watch, zkr_session_handle(s), __ATOMIC_SEQ_CST);
+    assert_int_equal(zkt_proxy_cmd(p, "blackhole"), 0);
+    assert_int_equal(zkt_proxy_cmd(p, "reset"), 0);
+    assert_true(ZKT_WAIT_UNTIL(seen_has(&v, ZKR_STATE_SUSPENDED), 5000));
+    while (zkr_session_state(s) != ZKR_STATE_LOST)
+        zkt_sleep_ms(1);
+    t_lost = zkt_now_ms();
+    assert_true(ZKT_WAIT_UNTIL(__atomic_load_n(&close_at, __ATOMIC_SEQ_CST),
+                               zkt_scaled_ms(T)));
+    print_message("# LOST while disconnected; handle closed %lld ms later "
+                  "(T/10 = %d)\n",
+                  (long long)(close_at - t_lost), T / 10);
+    /* Half the tenth of margin. */
+    assert_true(close_at - t_lost >= T / 20);
+    __atomic_store_n(&close_watch, NULL, __ATOMIC_SEQ_CST);
+    assert_int_equal(zkt_proxy_cmd(p, "pass"), 0);
+    assert_int_equal(zkr_lock_release(l), ZKR_ELOST);
+    zkr_lock_free(l);
+    assert_int_equal(zkr_session_free(s), 0);
+    zkt_proxy_stop(p);
+}
+
 /* Issue 12 ("Also"): a reconnection of the same session proves nothing
  * about when the leader last heard of it, so the safe deadline must not
  * move later because of it (it was stamped with the reconnection's time).
@@ -480,6 +631,8 @@ int main(void)
         cmocka_unit_test(test_states_and_listeners),
         cmocka_unit_test(test_adopt_application_handle),
         cmocka_unit_test(test_adopted_lost_deletes_nodes),
+        cmocka_unit_test(test_adopted_lost_live_link),
+        cmocka_unit_test(test_owned_lost_disconnected_keeps_tenth),
         cmocka_unit_test(test_reconnect_keeps_deadline),
         cmocka_unit_test(test_heartbeat_behind_writes),
         cmocka_unit_test(test_connected_while_opening),
