@@ -52,6 +52,12 @@ checks=(
     # The follower cut off from the leader, a session silent for T (LOST,
     # then expired by the leader), with the foreign contender.
     "deadline|mutex fencing cleanup|-DMAXOPS=0 -DCANCEL=0 -DMAXLOSS=0 -DNEWSESS=0"
+    # The read/write lock: zkr contender 0 writes, zkr 1 and 2 read, the
+    # foreign contender writes ([G10], [G11]); fencing among writers.
+    "rwlock|rw-exclusion writer-fencing cleanup|-DRECIPE=1 -DNZ=3 -DMAXOPS=0 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0 -DCANCEL=0"
+    # A semaphore of 2 permits, 2 zkr contenders and the foreign one
+    # ([G12]: the first waiter watches the directory, [W3]).
+    "semaphore|permits cleanup|-DRECIPE=2 -DSEMN=2 -DMAXOPS=0 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0 -DCANCEL=0"
     # Liveness (LTL, weak fairness): the foreign contender and one cut of
     # the follower's link, nothing else (a bigger run takes too long).
     "liveness|liveness|-DLIVENESS -DMAXOPS=0 -DCANCEL=0 -DMAXLOSS=0 -DMAXLAPSE=0 -DNEWSESS=0"
@@ -64,6 +70,8 @@ mutant_list=(
     "c-signed-order|-DMUTANT_C -DMAXOPS=0 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0 -DCANCEL=0"
     "d-follower-heartbeat|-DMUTANT_D -DMAXOPS=0 -DFOREIGN=0 -DCANCEL=0 -DMAXLOSS=0 -DNEWSESS=0 -DMAXLAPSE=0"
     "e-adopt-without-owner-check|-DMUTANT_E -DMAXOPS=0 -DFOREIGN=0 -DCANCEL=0 -DMAXCUTS=0 -DMAXLAPSE=0"
+    "r-reader-ignores-writer|-DMUTANT_R -DRECIPE=1 -DMAXOPS=0 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0 -DCANCEL=0"
+    "s-semaphore-grant-at-n|-DMUTANT_S -DRECIPE=2 -DSEMN=1 -DMAXOPS=0 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0 -DCANCEL=0"
     "f-notification-dropped|-DMUTANT_F -DLIVENESS -DMAXOPS=0 -DCANCEL=0 -DMAXLOSS=0 -DMAXLAPSE=0 -DNEWSESS=0"
 )
 

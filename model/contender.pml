@@ -15,8 +15,28 @@
 #define P_DONE 11
 
 /* [G1], [R3] getChildren, answered by the follower from its state (it may lag). */
+#define DIRP NS /* pred when watching the directory */
+
+/* [W3] a listing that sets a child watch on the directory (semaphore) */
+inline issue_list_w()
+{
+    lw = 1;
+    cw[c] = 1;
+    list_()
+}
+
 inline issue_list()
 {
+    lw = 0;
+    list_()
+}
+
+inline list_()
+{
+    if
+    :: RECIPE == R_SEM -> lz = FZ
+    :: else
+    fi;
     mask = 0;
     for (i : 0 .. NS - 1) {
         if
@@ -44,7 +64,11 @@ inline issue_self_watch()
 inline watch_pred()
 {
     if
-    :: LIVE_AT(pred, FZ) ->
+    :: LIVE_AT(pred, FZ) && RECIPE == R_SEM && f_mz[pred] > lz ->
+        /* [W5] unseen_write: written (touched) since we listed: the
+         * watch is taken back, list again */
+        ch[c]!R_GETD, NONE
+    :: LIVE_AT(pred, FZ) && !(RECIPE == R_SEM && f_mz[pred] > lz) ->
         dw[c] = pred + 1;
         ch[c]!R_GETD, pred
     :: else -> ch[c]!R_GETD, NONE
@@ -56,6 +80,8 @@ inline finish()
     held[c] = 0;
     dw[c] = 0;
     sw[c] = 0;
+    cw[c] = 0;
+    touch = 0;
     ph = P_DONE;
     phase[c] = ph
 }
@@ -70,6 +96,9 @@ inline lose()
 inline grant_ok()
 {
     held[c] = 1;
+#ifndef MUTANT_T
+    touch = (RECIPE == R_SEM); /* [H1] touch_due */
+#endif
     ph = P_HELD;
     phase[c] = ph;
     grant_token(my);
@@ -88,17 +117,39 @@ inline grant()
 
 
 
-/* [G3], [G4], [G10], [W1], [W2]: the decision on a listing (list_done). */
+/* [G3], [G4], [G10]-[G12], [W1], [W2], [W3]: the decision on a listing
+ * (list_done). n: the entries before us that block us by our rule; pred:
+ * the last of them (for a semaphore, the entry just before us). */
 inline decide()
 {
     pred = NONE;
+    n = 0;
     for (i : 0 .. NS - 1) {
         if
-        :: (mask & (1 << i)) && i != my && BEFORE(s_seq[i], s_seq[my]) &&
-           (pred == NONE || BEFORE(s_seq[pred], s_seq[i])) -> pred = i
+        :: (mask & (1 << i)) && i != my && BLOCKS(i, my) ->
+            n++;
+            if
+            :: pred == NONE || BEFORE(s_seq[pred], s_seq[i]) -> pred = i
+            :: else
+            fi
         :: else
         fi
     }
+    if
+#ifdef MUTANT_S
+    /* (s) a semaphore granted with N entries before it */
+    :: RECIPE == R_SEM && n <= SEMN -> pred = NONE
+#else
+    :: RECIPE == R_SEM && n < SEMN -> pred = NONE
+#endif
+    :: RECIPE == R_SEM && n == SEMN -> pred = DIRP /* the first waiter */
+#ifndef MUTANT_U
+    /* [W2] a predecessor that will not touch its node when granted (a
+     * foreign one): watch the directory instead */
+    :: RECIPE == R_SEM && n > SEMN && !TOUCHABLE(pred) -> pred = DIRP
+#endif
+    :: else
+    fi;
     if
     :: pred == NONE && doubt ->
         /* our name is listed, but whether the node is still ours is being
@@ -109,8 +160,12 @@ inline decide()
         :: else
         fi
     :: pred == NONE && !doubt -> grant()
+    :: pred == DIRP && !lw ->
+        /* [W3] WATCH_DIR from a listing without a child watch */
+        issue_list_w()
     :: else ->
-        /* wait: watch our own node first, then the predecessor */
+        /* wait: watch our own node first, then the predecessor (or the
+         * directory, whose watch the listing set) */
         if
         :: !sw[c] && !swp -> issue_self_watch()
         :: else
@@ -118,19 +173,22 @@ inline decide()
         ph = P_WATCHING;
         phase[c] = ph;
         pchg = 0;
-        watch_pred()
+        if
+        :: pred != DIRP -> watch_pred()
+        :: else
+        fi
     fi
 }
 
 /* Temporaries are zeroed after each step, so that states differ only in
  * what matters. */
-#define CLEAR() x = 0; i = 0; j = 0; k = 0; hit = 0; mask = 0; m = 0
+#define CLEAR() x = 0; i = 0; j = 0; k = 0; n = 0; hit = 0; mask = 0; m = 0
 
 proctype zkr(byte c)
 {
     byte ph = P_CREATING, sid = 2 * c, nsid, my = NONE, uu = 2 * c;
-    byte pred = NONE, mask, cl = NONE, x, i, j, k, hit;
-    bool doubt, relist, swp, pchg, clsent, canceled;
+    byte pred = NONE, mask, cl = NONE, x, i, j, k, n, hit, lz;
+    bool doubt, relist, swp, pchg, clsent, canceled, lw, touch;
     mtype m;
 
     phase[c] = ph;
@@ -199,6 +257,17 @@ proctype zkr(byte c)
         cl = my;
         clsent = 0;
         printf("MSC: zkr%d releases\n", c)
+    }
+    :: atomic {
+        /* [H1] a granted permit touches its node (poke), waking the
+         * waiter that watches it */
+        ph == P_HELD && touch && !cut && sess_alive[sid] && !cl_lost[sid] ->
+        touch = 0;
+        if
+        :: LIVE(my) -> log_(L_SET, my, NONE);
+            printf("MSC: zkr%d touches slot %d\n", c, my)
+        :: else
+        fi
     }
     :: atomic {
         /* the self-watch of a contender granted on its first listing,
@@ -369,6 +438,11 @@ proctype zkr(byte c)
                 issue_self_watch()
             :: else
             fi
+        :: m == N_DIR && ph == P_WATCHING && pred == DIRP ->
+            /* [W6] a child added or removed: a hint, list again */
+            ph = P_LISTING;
+            phase[c] = ph;
+            issue_list()
         :: (m == N_DEL || m == N_CHG) && x != my && ph == P_WATCHING && x == pred ->
             /* [W6] zkr__node_watcher, the predecessor: a hint, list again */
 #ifdef MUTANT_A

@@ -45,6 +45,25 @@
 #define MAXLAPSE 1 /* sessions that go silent for T (besides abandoned ones) */
 #endif
 
+/* The recipe ([G10]-[G12]): the exclusive lock (and election, [E1]), the
+ * read/write lock (zkr contender 0 and the foreign contender write, the
+ * other zkr contenders read), or a semaphore of SEMN permits (every
+ * contender takes one; the foreign contender's node cannot be touched). */
+#define R_LOCK 0
+#define R_RW 1
+#define R_SEM 2
+#ifndef RECIPE
+#define RECIPE R_LOCK
+#endif
+#ifndef SEMN
+#define SEMN 2
+#endif
+#define FUU 9 /* the foreign contender's UUID */
+/* a writer's node (read/write lock): the foreign one or zkr contender 0's */
+#define WRITER(i) (s_uu[i] == FUU || s_uu[i] / 2 == 0)
+/* a node whose holder touches it when granted ([H1]): a zkr permit */
+#define TOUCHABLE(i) (s_uu[i] != FUU)
+
 /* ------------------------------------------------------------ the order */
 /* [N3] Creation order is serial-number order over the sequence (RFC 1982):
  * a is older than b when (b - a) mod 2^k is in (0, 2^(k-1)). The model's
@@ -68,6 +87,7 @@ byte s_cz[NS];  /* czxid (0: slot unused) */
 byte s_dz[NS];  /* zxid of its deletion (0: alive) */
 byte s_own[NS]; /* ephemeralOwner (session) */
 byte s_uu[NS];  /* the UUID in its name (zkr: 2c + attempt; foreign: 9) */
+byte f_mz[NS];  /* the follower's mzxid of a written node (0: never) */
 
 mtype = { L_CREATE, L_DELETE, L_SET, L_EXPIRE };
 mtype lg_kind[MAXZ];
@@ -115,11 +135,12 @@ byte cuts;
  * and on the contender's own node. */
 byte dw[NZ];   /* slot + 1 */
 bool sw[NZ];
+bool cw[NZ];   /* a child watch on the directory (semaphore, [W3]) */
 byte myslot[NZ];
 
 /* Replies and notifications, in the order the follower sends them
  * (per-session FIFO, notifications in zxid order before any later reply). */
-mtype = { R_DONE, R_LIST, R_GETD, R_SW, R_STAT, N_DEL, N_CHG, N_EXP };
+mtype = { R_DONE, R_LIST, R_GETD, R_SW, R_STAT, N_DEL, N_CHG, N_EXP, N_DIR };
 chan ch[NZ] = [8] of { mtype, byte };
 
 /* ----------------------------------------------------------- sessions */
@@ -151,6 +172,41 @@ byte ndone;
 #else
 #define NVALID (VALID_Z(0) + VALID_Z(1) + VALID_F)
 #endif
+/* [P1], [P2], [P3], [P8]: too many holders */
+#if RECIPE == R_SEM
+#define BAD (NVALID > SEMN)
+#elif RECIPE == R_RW
+#define NVW (VALID_Z(0) + VALID_F) /* valid writers */
+#define BAD (NVW > 1 || (NVW > 0 && NVALID > NVW))
+#else
+#define BAD (NVALID > 1)
+#endif
+
+/* Whether node j blocks node i by i's rule (before it, and for a reader
+ * a writer); a semaphore counts SEMN of them. */
+#ifdef MUTANT_R
+/* (r) a reader ignores the writers before it */
+#define BLOCKS(j, i) (BEFORE(s_seq[j], s_seq[i]) && (RECIPE != R_RW || WRITER(i)))
+#else
+#define BLOCKS(j, i) (BEFORE(s_seq[j], s_seq[i]) && (RECIPE != R_RW || WRITER(i) || WRITER(j)))
+#endif
+#define LIMIT (RECIPE == R_SEM -> SEMN : 1)
+
+/* The recipe's rule on the leader's state: res = 1 when fewer than LIMIT
+ * live nodes block `slot`. */
+inline eligible(slot, j, n, res)
+{
+    n = 0;
+    for (j : 0 .. NS - 1) {
+        if
+        :: j != slot && LIVE(j) && BLOCKS(j, slot) -> n++
+        :: else
+        fi
+    }
+    res = (n < LIMIT);
+    j = 0;
+    n = 0
+}
 
 /* [P4], [F1] Fencing tokens of successive grants strictly increase. A grant
  * on a node someone deleted while it was first (a forced release) is
@@ -158,7 +214,7 @@ byte ndone;
 inline grant_token(slot)
 {
     if
-    :: !forced[slot] ->
+    :: !forced[slot] && (RECIPE == R_LOCK || (RECIPE == R_RW && WRITER(slot))) ->
         assert(s_cz[slot] > last_token);
         last_token = s_cz[slot]
     :: else
@@ -173,6 +229,24 @@ inline f_apply1()
 {
     FZ++;
     k = lg_slot[FZ];
+    if
+    :: lg_kind[FZ] == L_SET -> f_mz[k] = FZ
+    :: else
+    fi;
+    if
+    :: lg_kind[FZ] == L_CREATE || lg_kind[FZ] == L_DELETE ->
+        j = 0;
+        do
+        :: j < NZ ->
+            if
+            :: cw[j] -> cw[j] = 0; ch[j]!N_DIR, 0
+            :: else
+            fi;
+            j++
+        :: else -> break
+        od
+    :: else
+    fi;
     if
     :: lg_kind[FZ] == L_DELETE || lg_kind[FZ] == L_SET ->
         j = 0;
@@ -292,14 +366,14 @@ end:
  * it; gives up if its node is deleted. */
 active proctype foreign()
 {
-    byte i;
+    byte i, n;
     bool free;
     if
     :: !FOREIGN -> goto fend
     :: else
     fi;
     atomic {
-        l_create(FSESS, 9, NONE, fslot);
+        l_create(FSESS, FUU, NONE, fslot);
         printf("MSC: foreign creates slot %d seq %d czxid %d\n", fslot, s_seq[fslot], s_cz[fslot])
     }
     do
@@ -309,14 +383,7 @@ active proctype foreign()
     }
     :: atomic {
         s_dz[fslot] == 0;
-        free = 1;
-        for (i : 0 .. NS - 1) {
-            if
-            :: i != fslot && LIVE(i) && BEFORE(s_seq[i], s_seq[fslot]) -> free = 0
-            :: else
-            fi
-        }
-        i = 0;
+        eligible(fslot, i, n, free);
         if
         :: free ->
             fheld = 1;
@@ -345,7 +412,7 @@ fend:
  * until it notices). */
 active proctype other()
 {
-    byte i, ops, j;
+    byte i, ops, j, n;
 end:
     do
     :: ops < MAXOPS ->
@@ -362,15 +429,9 @@ end:
             select(i : 0 .. NS - 1);
             LIVE(i);
             ops++;
-            /* the first node is the holder's, whether or not its client
-             * has been told yet: deleting it is a forced release */
-            forced[i] = 1;
-            for (j : 0 .. NS - 1) {
-                if
-                :: j != i && LIVE(j) && BEFORE(s_seq[j], s_seq[i]) -> forced[i] = 0
-                :: else
-                fi
-            }
+            /* a node its rule grants is a holder's, whether or not its
+             * client has been told yet: deleting it is a forced release */
+            eligible(i, j, n, forced[i]);
             l_delete(i, NONE);
             if
             :: forced[i] -> printf("MSC: other deletes slot %d, the first (a forced release)\n", i)
@@ -387,7 +448,7 @@ active proctype mutex_monitor()
 {
     /* [P1] at most one exclusive holder among contenders whose deadline
      * has not passed (and whose node no operator deleted) */
-    atomic { NVALID > 1 -> printf("MSC: TWO HOLDERS\n"); assert(false) }
+    atomic { BAD -> printf("MSC: TOO MANY HOLDERS\n"); assert(false) }
 }
 
 /* [P7] No node of a finished contender survives its cleanup: once every
@@ -414,13 +475,9 @@ active proctype cleanup_monitor()
 /* [P6] No contender waits forever while nothing is before it: for
  * contender 0 (the model is symmetric), under weak fairness (-DLIVENESS;
  * pan -a -f), in a small configuration (model/check.sh). */
+#define BLK0(i) (myslot[0] != i && LIVE(i) && BLOCKS(i, myslot[0]))
 #define FREE0 (myslot[0] != NONE && LIVE(myslot[0]) && \
-    !(myslot[0] != 0 && LIVE(0) && BEFORE(s_seq[0], s_seq[myslot[0]])) && \
-    !(myslot[0] != 1 && LIVE(1) && BEFORE(s_seq[1], s_seq[myslot[0]])) && \
-    !(myslot[0] != 2 && LIVE(2) && BEFORE(s_seq[2], s_seq[myslot[0]])) && \
-    !(myslot[0] != 3 && LIVE(3) && BEFORE(s_seq[3], s_seq[myslot[0]])) && \
-    !(myslot[0] != 4 && LIVE(4) && BEFORE(s_seq[4], s_seq[myslot[0]])) && \
-    !(myslot[0] != 5 && LIVE(5) && BEFORE(s_seq[5], s_seq[myslot[0]])))
+    BLK0(0) + BLK0(1) + BLK0(2) + BLK0(3) + BLK0(4) + BLK0(5) < LIMIT)
 #define WAITING0 (phase[0] == 6 || phase[0] == 7)
 ltl live0 { [] ((WAITING0 && FREE0) -> <> !WAITING0) }
 #endif
