@@ -1,5 +1,5 @@
-/* The zkr contender (src/queue.c), one per session, for the exclusive
- * lock: the engine's phases, each answer acted on as the code does.
+/* The zkr contender (src/queue.c), one per session, for the recipe
+ * RECIPE (model/zkr.pml): the engine's phases, each answer acted on as the code does.
  * Included by model/zkr.pml. Step IDs ([Q1] ...) are docs/PROTOCOL.md's. */
 
 #define P_CREATING 1

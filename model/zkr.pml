@@ -1,8 +1,9 @@
 /* A Promela (SPIN) model of zkr's contender queue AS IMPLEMENTED in
- * src/queue.c and src/session.c, for the exclusive lock (issue 13).
+ * src/queue.c and src/session.c, for the exclusive lock, and with
+ * -DRECIPE the read/write lock or a semaphore (issue 13).
  * model/README.md says what is modelled, how abstractly, and what not;
  * `make model` runs the checks, `make model-mutants` the broken variants
- * (-DMUTANT_A .. -DMUTANT_E, each must yield a counterexample).
+ * (-DMUTANT_x, each must yield a counterexample).
  *
  * The world: one ZooKeeper leader (the server state below), one follower
  * that every zkr client is connected to (it lags: it applies the leader's
