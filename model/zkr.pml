@@ -191,7 +191,11 @@ byte ndone;
 #else
 #define BLOCKS(j, i) (BEFORE(s_seq[j], s_seq[i]) && (RECIPE != R_RW || WRITER(i) || WRITER(j)))
 #endif
-#define LIMIT (RECIPE == R_SEM -> SEMN : 1)
+#if RECIPE == R_SEM
+#define LIMIT SEMN
+#else
+#define LIMIT 1
+#endif
 
 /* The recipe's rule on the leader's state: res = 1 when fewer than LIMIT
  * live nodes block `slot`. */
