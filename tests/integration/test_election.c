@@ -1584,30 +1584,6 @@ static void test_join_while_leave_waits(void **state)
     zkr_session_free(s);
 }
 
-/* An application call on another thread, for the races with
- * zkr_election_free() below. */
-struct call {
-    zkr_election_t *e;
-    int rc;
-    pthread_t th;
-};
-
-static void *leave_call(void *arg)
-{
-    struct call *c = arg;
-
-    c->rc = zkr_election_leave(c->e);
-    return NULL;
-}
-
-static void *join_call(void *arg)
-{
-    struct call *c = arg;
-
-    c->rc = zkr_election_join(c->e);
-    return NULL;
-}
-
 /* zkr_election_free() on one thread while leave() on another waits for
  * run()'s leader function (a shutdown racing a step-down). The free waits
  * for every call in progress on the handle, the leave too: run() returns
@@ -1637,7 +1613,8 @@ static void test_free_while_leave_waits(void **state)
     (void)state;
     for (int i = 0; i < 5; i++) {
         static struct runner ra;
-        struct call l = {NULL, -1, 0};
+        struct race l = {NULL, 0, -1};
+        pthread_t lth;
         zkr_election_t *e = NULL;
 
         fl_started = fl_stopping = 0;
@@ -1647,12 +1624,12 @@ static void test_free_while_leave_waits(void **state)
         start_runner(&ra, e, fn_stop_in_300ms, NULL, 0);
         assert_true(ZKT_WAIT_UNTIL(fl_started, 10000));
         l.e = e;
-        assert_int_equal(pthread_create(&l.th, NULL, leave_call, &l), 0);
+        assert_int_equal(pthread_create(&lth, NULL, race_leave, &l), 0);
         /* The leave told the function to stop and waits for it. */
         assert_true(ZKT_WAIT_UNTIL(fl_stopping, 10000));
         zkr_election_free(e);
         pthread_join(ra.th, NULL);
-        pthread_join(l.th, NULL);
+        pthread_join(lth, NULL);
         print_message("round %d: run -> %d, leave -> %d, nodes %d\n", i, ra.rc,
                       l.rc, children("/e/freeleave"));
         assert_int_equal(ra.rc, 3);
@@ -1672,7 +1649,8 @@ static void test_free_while_leave_waits(void **state)
 static void test_free_while_join_in_gap(void **state)
 {
     zkr_session_t *s = open_session(10000);
-    struct call j = {NULL, -1, 0};
+    struct race j = {NULL, 0, -1};
+    pthread_t jth;
     zkr_election_t *e = NULL;
 
     (void)state;
@@ -1681,13 +1659,13 @@ static void test_free_while_join_in_gap(void **state)
         0);
     setenv("ZKR_TEST_ELECTION_DELAY_US", "300000", 1);
     j.e = e;
-    assert_int_equal(pthread_create(&j.th, NULL, join_call, &j), 0);
+    assert_int_equal(pthread_create(&jth, NULL, race_join, &j), 0);
     /* Marked joined (await says "not yet" rather than "not joined"), the
      * acquire held back for 300 ms. */
     assert_true(
         ZKT_WAIT_UNTIL(zkr_election_await(e, 0) == ZKR_ETIMEDOUT, 10000));
     zkr_election_free(e);
-    pthread_join(j.th, NULL);
+    pthread_join(jth, NULL);
     unsetenv("ZKR_TEST_ELECTION_DELAY_US");
     print_message("join -> %d\n", j.rc);
     assert_int_equal(j.rc, ZKR_ESTATE);
