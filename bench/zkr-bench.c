@@ -733,6 +733,17 @@ static void many_start(slot_t *sl)
         many_next(sl, rc);
 }
 
+/* Until every slot has finished (many.active 0); dies on a failure. */
+static void many_wait(void)
+{
+    pthread_mutex_lock(&many.mu);
+    while (many.active > 0)
+        pthread_cond_wait(&many.cv, &many.mu);
+    pthread_mutex_unlock(&many.mu);
+    if (many.failed != 0)
+        die("many", many.failed);
+}
+
 /* Runs the N locks through W slots; returns the seconds it took. */
 static double many_run(int w)
 {
@@ -745,12 +756,7 @@ static double many_run(int w)
     many.active = w;
     for (int i = 0; i < w; i++)
         many_start(&slots[i]);
-    pthread_mutex_lock(&many.mu);
-    while (many.active > 0)
-        pthread_cond_wait(&many.cv, &many.mu);
-    pthread_mutex_unlock(&many.mu);
-    if (many.failed != 0)
-        die("many", many.failed);
+    many_wait();
     free(slots);
     return (double)(now_ns() - t0) / 1e9;
 }
@@ -829,10 +835,7 @@ static void many_hold(void)
         if (rc != 0)
             die("release_async", rc);
     }
-    pthread_mutex_lock(&many.mu);
-    while (many.active > 0)
-        pthread_cond_wait(&many.cv, &many.mu);
-    pthread_mutex_unlock(&many.mu);
+    many_wait();
     for (int i = 0; i < many.n; i++)
         zkr_lock_free(many.held[i]);
     printf(" held=%d held_rss_kib=%ld held_bytes_per_lock=%.0f held_fds=%d",
