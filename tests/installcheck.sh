@@ -86,6 +86,12 @@ for src in "$examples"/*.c; do
             continue
         fi
         ;;
+    *libuv*)
+        if ! pkg-config --exists libuv; then
+            ok "$name.c skipped: no libuv.pc (libuv1-dev missing)"
+            continue
+        fi
+        ;;
     esac
     cp "$src" "$work/"
     rm -f "$work/a.out"
