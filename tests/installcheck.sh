@@ -122,20 +122,41 @@ fi
 
 # ------------------------------------------------------ man(3) pages
 # The API's page, a link per function (here zkr_lock_fd) that man
-# follows to it, and no page named after a struct member; where man is
-# installed, `man 3 zkr_lock_fd` shows the function.
+# follows to it, the structs' pages, and no page named after a struct
+# member; where man is installed, `man 3 zkr_lock_fd` shows the function
+# and groff warns of nothing in any page.
 man3=$root$mandir/man3
+# A page's text, installed plain or gzipped (Debian's packages).
+man_page() {
+    if [ -e "$man3/$1.gz" ]; then
+        gzip -dc "$man3/$1.gz"
+    else
+        cat "$man3/$1" 2>/dev/null
+    fi
+}
+man_warnings() {
+    local f
+    for f in "$man3"/zkr*.3*; do
+        case $(man_page "$(basename "$f" .gz)") in
+        .so*) ;;
+        *) { MANWIDTH=80 man --warnings -l "$f" >/dev/null; } 2>&1 ;;
+        esac
+    done
+}
 if ! command -v doxygen >/dev/null; then
     ok "man(3) pages skipped: no doxygen"
-elif [ -s "$man3/zkr.h.3" ] && grep -q '^\.SH NAME' "$man3/zkr.h.3" &&
-    [ "$(cat "$man3/zkr_lock_fd.3")" = ".so man3/zkr.h.3" ] &&
-    [ -s "$man3/zkr_session_options.3" ] && [ ! -e "$man3/path.3" ] &&
+elif man_page zkr.h.3 | grep '^\.SH NAME' >/dev/null &&
+    [ "$(man_page zkr_lock_fd.3)" = ".so man3/zkr.h.3" ] &&
+    man_page zkr_session_options.3 | grep '^\.SH NAME' >/dev/null &&
+    [ ! -e "$man3/path.3" ] && [ ! -e "$man3/path.3.gz" ] &&
     { ! command -v man >/dev/null ||
-        MANWIDTH=80 man -M "$root$mandir" 3 zkr_lock_fd 2>/dev/null |
-        grep 'int zkr_lock_fd (zkr_lock_t \*l)' >/dev/null; }; then
-    ok "man(3) pages in $man3: $(find "$man3" -name '*.3' | wc -l) files"
+        { MANWIDTH=80 man -M "$root$mandir" 3 zkr_lock_fd 2>/dev/null |
+            grep 'int zkr_lock_fd (zkr_lock_t \*l)' >/dev/null &&
+            [ -z "$(man_warnings)" ]; }; }; then
+    ok "man(3) pages in $man3: $(find "$man3" -name 'zkr*' | wc -l) zkr* files"
 else
     not_ok "man(3) pages missing or wrong in $man3"
+    man_warnings | sed 's/^/    /'
 fi
 
 # ------------------------------------------- against a throwaway server
