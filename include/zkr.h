@@ -207,7 +207,9 @@ typedef void (*zkr_log_fn)(zkr_session_t *s, zkr_log_level_t level,
                            const char *message, void *data);
 
 /**
- * Options for zkr_session_open(). Zero-initialise, then set what you need:
+ * \brief Options for zkr_session_open().
+ *
+ * Zero-initialise, then set what you need:
  * `zkr_session_options_t o = {0};`. Every field's zero value is the
  * default, and stays so: the structure keeps its size across versions
  * (options added later take space from `reserved_`), so a program built
@@ -550,7 +552,7 @@ ZKR_EXTERN int zkr_metrics_value(zkr_session_t *s, const char *name,
 /* Contenders (observability)                                                */
 /* ------------------------------------------------------------------------ */
 
-/** One contender of a queue, as read from ZooKeeper. */
+/** \brief One contender of a queue, as read from ZooKeeper. */
 typedef struct zkr_contender {
     char *node;         /**< full path of the contender's node */
     char *id;           /**< its identifier (the node's data) */
@@ -822,9 +824,10 @@ ZKR_EXTERN int zkr_lock_contenders(zkr_lock_t *l, zkr_contender_t **out,
 #define ZKR_SEQUENCER_MAX (ZKR_NODE_MAX + 64)
 
 /**
- * A grant, as something that can travel: which node holds it, its fencing
- * token, the session that owns it, and the kind of grant. A plain value:
- * copy it freely.
+ * \brief A grant, as something that can travel.
+ *
+ * Which node holds it, its fencing token, the session that owns it, and
+ * the kind of grant. A plain value: copy it freely.
  */
 typedef struct zkr_sequencer {
     char path[ZKR_PATH_MAX + 1]; /**< the recipe's path ("/locks/jobs") */

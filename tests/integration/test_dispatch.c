@@ -354,16 +354,18 @@ static void test_lock_fd_no_spin_while_suspended(void **state)
     assert_int_equal(zkr_session_free(s), 0);
 }
 
-/* examples/evloop against the server: it takes the lock, leads, loses
- * the lock to an operator's delete and takes it again, then exits on
- * SIGTERM, all on its one thread. */
-static void test_example_daemon(void **state)
+/* An example daemon (examples/evloop, examples/evloop_uv: same options,
+ * same output) against the server: it takes the lock, leads, loses the
+ * lock to an operator's delete and takes it again, then exits on SIGTERM,
+ * all on its one thread. Its nodes go under PREFIX. */
+static void run_example_daemon(const char *example, const char *prefix)
 {
-    char *prog = zkt_build_path("examples/evloop");
+    char *prog = zkt_build_path(example);
     char *dir = zkt_mkdtemp("zkr-evloop-"), out[512], buf[8192];
-    char *argv[] = {prog, "-s",       (char *)zkt_server_hosts(server),
-                    "-p", "/disp/ex", "-i",
-                    "d1", "-T",       "6000",
+    char lpath[128], epath[128];
+    char *argv[] = {prog, "-s",           (char *)zkt_server_hosts(server),
+                    "-p", (char *)prefix, "-i",
+                    "d1", "-T",           "6000",
                     NULL};
     int fd, st;
     pid_t pid;
@@ -371,30 +373,29 @@ static void test_example_daemon(void **state)
     size_t n;
     struct String_vector v = {0, NULL};
 
-    (void)state;
+    snprintf(lpath, sizeof(lpath), "%s/lock", prefix);
+    snprintf(epath, sizeof(epath), "%s/election", prefix);
     snprintf(out, sizeof(out), "%s/out", dir);
     fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     assert_true(fd >= 0);
     pid = zkt_spawn(argv, fd);
     close(fd);
     assert_true(pid > 0);
-    assert_true(
-        ZKT_WAIT_UNTIL(zkt_count_children(raw, "/disp/ex/lock") == 1 &&
-                           zkt_count_children(raw, "/disp/ex/election") == 1,
-                       20000));
+    assert_true(ZKT_WAIT_UNTIL(zkt_count_children(raw, lpath) == 1 &&
+                                   zkt_count_children(raw, epath) == 1,
+                               20000));
     zkt_sleep_ms(500);
     /* An operator deletes the holder's node: the daemon hears LOST and
      * asks again. */
-    assert_int_equal(zoo_get_children(raw, "/disp/ex/lock", 0, &v), ZOK);
+    assert_int_equal(zoo_get_children(raw, lpath, 0, &v), ZOK);
     assert_int_equal(v.count, 1);
     {
         char path[600];
-        snprintf(path, sizeof(path), "/disp/ex/lock/%s", v.data[0]);
+        snprintf(path, sizeof(path), "%s/%s", lpath, v.data[0]);
         assert_int_equal(zoo_delete(raw, path, -1), ZOK);
     }
     deallocate_String_vector(&v);
-    assert_true(
-        ZKT_WAIT_UNTIL(zkt_count_children(raw, "/disp/ex/lock") == 1, 20000));
+    assert_true(ZKT_WAIT_UNTIL(zkt_count_children(raw, lpath) == 1, 20000));
     zkt_sleep_ms(1000);
     kill(pid, SIGTERM);
     assert_int_equal(zkt_wait_pid(pid, 20000, &st), 0);
@@ -404,7 +405,7 @@ static void test_example_daemon(void **state)
     n = fread(buf, 1, sizeof(buf) - 1, f);
     fclose(f);
     buf[n] = '\0';
-    print_message("# evloop output:\n%s", buf);
+    print_message("# %s output:\n%s", example, buf);
     assert_non_null(strstr(buf, "SESSION CONNECTED\n"));
     assert_non_null(strstr(buf, "LEADER ON "));
     /* held, lost, held again */
@@ -420,11 +421,32 @@ static void test_example_daemon(void **state)
     assert_non_null(strstr(buf, "WAKEUPS "));
     assert_non_null(strstr(buf, "SESSION CLOSED\n"));
     /* Its nodes are gone with it. */
-    assert_int_equal(zkt_count_children(raw, "/disp/ex/lock"), 0);
-    assert_int_equal(zkt_count_children(raw, "/disp/ex/election"), 0);
+    assert_int_equal(zkt_count_children(raw, lpath), 0);
+    assert_int_equal(zkt_count_children(raw, epath), 0);
     zkt_rm_rf(dir);
     free(dir);
     free(prog);
+}
+
+static void test_example_daemon(void **state)
+{
+    (void)state;
+    run_example_daemon("examples/evloop", "/disp/ex");
+}
+
+/* The same daemon on libuv (built when configure found libuv). */
+static void test_example_daemon_uv(void **state)
+{
+    char *prog = zkt_build_path("examples/evloop_uv");
+    int built = access(prog, X_OK) == 0;
+
+    (void)state;
+    free(prog);
+    if (!built) {
+        print_message("# examples/evloop_uv not built (no libuv): skipped\n");
+        skip();
+    }
+    run_example_daemon("examples/evloop_uv", "/disp/exuv");
 }
 
 int main(void)
@@ -436,6 +458,7 @@ int main(void)
         cmocka_unit_test(test_no_spin_while_suspended),
         cmocka_unit_test(test_lock_fd_no_spin_while_suspended),
         cmocka_unit_test(test_example_daemon),
+        cmocka_unit_test(test_example_daemon_uv),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
