@@ -416,6 +416,10 @@ static void suspended_leader(zkr_loss_policy_t policy)
         assert_true(ZKT_WAIT_UNTIL(seen_n(&va) == 2, 2000));
         assert_int_equal(va.lead[1], 0);
         assert_true(fd_ready(zkr_election_fd(ea))); /* stop */
+        /* A poll loop stops leading and asks: not leader. The suspension
+         * is observed: quiet while it lasts (issue 14: no spinning). */
+        assert_int_equal(zkr_election_await(ea, 0), ZKR_ETIMEDOUT);
+        assert_false(fd_ready(zkr_election_fd(ea)));
     } else {
         assert_true(
             ZKT_WAIT_UNTIL(zkr_session_state(a) == ZKR_STATE_SUSPENDED, 8000));
@@ -427,6 +431,13 @@ static void suspended_leader(zkr_loss_policy_t policy)
     assert_int_equal(zkt_server_restart(server), 0);
     raw = zkt_connect(zkt_server_hosts(server), 10000);
     assert_non_null(raw);
+    if (policy == ZKR_POLICY_SUSPEND) {
+        /* Re-verified: it leads again, which the loop that saw it not
+         * leading is woken for. */
+        struct pollfd p = {zkr_election_fd(ea), POLLIN, 0};
+        assert_int_equal(poll(&p, 1, 20000), 1);
+        assert_true(zkr_election_is_leader(ea));
+    }
     assert_int_equal(zkr_election_await(ea, 10000), 0);
     assert_int_equal(zkr_election_epoch(ea, &epoch2), 0);
     assert_int_equal(epoch1, epoch2); /* the same, re-verified node */
