@@ -1152,8 +1152,9 @@ ZKR_EXTERN int zkr_election_sequencer(zkr_election_t *e, zkr_sequencer_t *out);
  * - a loss: the leader's node is deleted (an operator's forced release),
  *   the session is LOST (expiry, the safe deadline), or a leave() asks a
  *   running leader function to stop. It stays readable until the
- *   application has observed it: zkr_election_await() returning (0 or
- *   not), zkr_election_run() starting the leader function again, a
+ *   application has observed it: zkr_election_await() returning 0,
+ *   ZKR_ETIMEDOUT, ZKR_ESTATE or the error that ended participation,
+ *   zkr_election_run() starting the leader function again, a
  *   leave() or a join(). In particular it stays readable after the
  *   candidate, which rejoins by itself, has become leader again with a
  *   new epoch.
@@ -1179,12 +1180,12 @@ ZKR_EXTERN int zkr_election_fd(zkr_election_t *e);
 /**
  * The work of a leader. It must stop its leader work and return as soon as
  * zkr_election_fd() is readable (poll it; it is quiet when the function
- * starts, and while it runs only a stop makes it readable). zkr_election_is_leader() alone is not enough: after a loss the
- * candidate may lead again, with a new epoch, before the function looks;
- * a function that checks leadership instead must compare
- * zkr_election_epoch() with the epoch it started with. It may call
- * zkr_election_leave() to step down (see there). Its return value is
- * returned by zkr_election_run() (without requeue).
+ * starts, and while it runs only a stop makes it readable).
+ * zkr_election_is_leader() alone is not enough: after a loss the candidate may
+ * lead again, with a new epoch, before the function looks; a function that
+ * checks leadership instead must compare zkr_election_epoch() with the epoch it
+ * started with. It may call zkr_election_leave() to step down (see there). Its
+ * return value is returned by zkr_election_run() (without requeue).
  */
 typedef int (*zkr_leader_fn)(zkr_election_t *e, void *data);
 
