@@ -7,12 +7,12 @@
  * three uv_poll_t watch zkr's descriptors. zkr_session_fd() (the session
  * is opened with no_event_thread) runs zkr_session_dispatch(), where the
  * acquire's completion runs; zkr_lock_fd() wakes on SUSPENDED, HELD again
- * and LOST, read with zkr_lock_state(); zkr_election_fd() tells the
- * leader to stop (and, in versions where it signals a gain, to start).
- * After either wake, zkr_election_await(e, 0) == 0 and
- * zkr_election_is_leader() say whether it leads: a gain always comes with
- * a dispatch. A loss keeps zkr_election_fd() readable until the next
- * leadership is observed, so it is watched only while leading.
+ * and LOST, read with zkr_lock_state(); zkr_election_fd() wakes when the
+ * candidate has become leader or has lost (under the default policy, also
+ * suspended) its leadership since the program last asked. Woken, it asks
+ * zkr_election_await(e, 0): 0 means "lead now" (and quiets the
+ * descriptor), anything else "do not lead" (also quiet until the next
+ * change).
  *
  * Build: cc evloop_uv.c $(pkg-config --cflags --libs zkr libuv) */
 #include <stdio.h>
@@ -83,8 +83,7 @@ static void on_acquired(int rc, zkr_lock_t *l, void *data)
 
 static void on_fd(uv_poll_t *w, int status, int events);
 
-/* Leads or not, now; prints a change (a new epoch is a loss and a gain)
- * and watches the stop signal only while leading. */
+/* Leads or not, now; prints a change (a new epoch is a loss and a gain). */
 static void check_election(void)
 {
     int64_t epoch = 0;
@@ -99,13 +98,11 @@ static void check_election(void)
     if (leading && (!now || epoch != led_epoch)) {
         leading = 0;
         printf("LEADER OFF\n");
-        uv_poll_stop(&election_w);
     }
     if (now && !leading) {
         leading = 1;
         led_epoch = epoch;
         printf("LEADER ON %lld\n", (long long)epoch);
-        uv_poll_start(&election_w, UV_READABLE, on_fd);
     }
 }
 
@@ -203,6 +200,7 @@ int main(int argc, char **argv)
     uv_poll_init(loop, &lock_w, zkr_lock_fd(lock));
     uv_poll_start(&lock_w, UV_READABLE, on_fd);
     uv_poll_init(loop, &election_w, zkr_election_fd(e));
+    uv_poll_start(&election_w, UV_READABLE, on_fd);
     uv_signal_init(loop, &sigterm_w);
     uv_signal_start(&sigterm_w, on_signal, SIGTERM);
     uv_signal_init(loop, &sigint_w);

@@ -619,6 +619,10 @@ struct zkr__contender {
                              a change is unread (fd_changed) */
     int fd_changed;       /* lock: SUSPENDED, HELD again or LOST since the
                              application last called zkr_lock_state() */
+    int fd_gained;        /* election: leads, and the application has not
+                             observed it yet (readable until observed) */
+    int fd_away;          /* election: the application's last observation
+                             was "not leading" (zkr__contender_away()) */
     int lost_unreported;
     uint64_t suspensions;    /* times it became SUSPENDED (an election's run()
                                 asks whether its function was told to stop
@@ -669,6 +673,12 @@ void zkr__contender_signal(zkr__contender_t *c);
 /* The application has observed the loss (a recipe's observation point):
  * the descriptor is no longer readable. Mutex held. */
 void zkr__contender_observed(zkr__contender_t *c);
+/* The application has observed that it does not lead (an election's
+ * await() that did not return 0): a loss or suspension signalled before is
+ * observed, the descriptor is quiet until the next change, and leading
+ * again (a grant, or under ZKR_POLICY_SUSPEND a re-verification) is a
+ * gain to signal. Mutex held. */
+void zkr__contender_away(zkr__contender_t *c);
 /* The application read the state (zkr_lock_state()): a lock's
  * descriptor no longer signals the changes before. Mutex held. */
 void zkr__contender_read(zkr__contender_t *c);
