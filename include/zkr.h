@@ -288,7 +288,11 @@ ZKR_EXTERN int zkr_session_open(zkr_session_t **out, const char *hosts,
  * using what it held, as for an owned session). The application owns and
  * closes the handle, after
  * zkr_session_free(); it must stop calling zkr_session_process_event()
- * before that.
+ * before that. zkr changes no setting of an adopted handle: on the handles
+ * it makes itself it calls zoo_set_servers_resolution_delay(zh, 1000)
+ * (without it the client resolves its host list on every turn of its I/O
+ * loop, most of its CPU under load; docs/PROTOCOL.md [S7]); the
+ * application may make the same call on its own handle.
  *
  * \param out OUT: the new session.
  * \param zh a handle from zookeeper_init(); must outlive the session.

@@ -200,7 +200,10 @@ typedef struct zkr__hist {
  * freed handle are still written (the zkr command writes them at exit).
  * Changed only with the session mutex held, where the engine holds it. */
 typedef struct zkr__mset {
-    struct zkr__mset *next;
+    struct zkr__mset *next;  /* the session's list, newest first */
+    struct zkr__mset *hnext; /* the same bucket of the index */
+    uint32_t hash;           /* of kind and path (metrics.c) */
+    int row;                 /* its row in the snapshot being taken */
     const char *kind; /* "lock", "read", "write", "semaphore", "election" */
     char *path;       /* never changes: read without the mutex */
     uint64_t acquired, timeouts, cancels, busy, lost_waiting, errors;
@@ -220,6 +223,8 @@ typedef struct zkr__cmetrics {
 /* A session's part. */
 typedef struct zkr__smetrics {
     zkr__mset_t *sets;
+    zkr__mset_t **index; /* sets by hash(kind, path): nindex buckets */
+    size_t nindex, nsets;
     uint64_t suspensions, reconnects, losses;
     int64_t reconnect_margin_ms; /* at the last RECONNECTED, or -1 */
     int64_t hb_last_ms;          /* the last heartbeat's round trip, or -1 */
@@ -725,14 +730,14 @@ void zkr__metrics_free(zkr_session_t *s); /* session_destroy */
 /* What zkr_metrics_write() writes, copied under the mutex and written
  * without it: one row per (kind, path) entry, with its gauges. */
 typedef struct zkr__mrow {
-    zkr__mset_t m;     /* m.next unused; m.path is the entry's own */
+    zkr__mset_t m;     /* m.next, m.hnext unused; m.path is the entry's own */
     int64_t handles;   /* handles of the session on it now */
     int64_t holding;   /* ... of them holding a grant */
     int64_t waiting;   /* ... acquiring */
     int64_t leader_us; /* held_us plus the grants still running */
 } zkr__mrow_t;
 typedef struct zkr__msnap {
-    zkr__smetrics_t m; /* m.sets unused */
+    zkr__smetrics_t m; /* m.sets, m.index unused */
     uint64_t counters[ZKR__COUNTERS];
     zkr_state_t state;
     int64_t valid_ms, timeout_ms;
