@@ -1125,7 +1125,9 @@ ZKR_EXTERN int zkr_election_await(zkr_election_t *e, int timeout_ms);
  * late: a loss followed by a new grant is reported as 0 then 1 (the state
  * at delivery may already have moved on; zkr_election_epoch() tells which
  * leadership is current). `rc` is nonzero only when participation ended on
- * an error (the candidate is then no longer joined).
+ * an error (the candidate is then no longer joined). An error delivered
+ * late, after the application left and joined again, belongs to the
+ * candidacy that is over: it is not reported, and the new one goes on.
  */
 typedef void (*zkr_election_listener_t)(zkr_election_t *e, int leader, int rc,
                                         void *data);
@@ -1165,6 +1167,9 @@ ZKR_EXTERN int zkr_election_sequencer(zkr_election_t *e, zkr_sequencer_t *out);
  *   leave() or a join(). In particular it stays readable after the
  *   candidate, which rejoins by itself, has become leader again with a
  *   new epoch.
+ * - the end of participation: an error such as ZNOAUTH on the automatic
+ *   rejoin (the candidate is no longer joined). Readable until
+ *   zkr_election_await() has returned that error (or a join()).
  * - under ZKR_POLICY_SUSPEND only, SUSPENDED. A SUSPENDED that ends in
  *   re-verification of the same node (same epoch) clears it again, unless
  *   zkr_election_await() observed it (then the re-verification is a

@@ -102,12 +102,24 @@ static void election_deliver(zkr__contender_t *c, const zkr__event_t *ev)
         pthread_mutex_unlock(&c->s->mu);
         return;
     }
+    if (ev->kind == ZKR__EV_ACQUIRED && ev->a != 0 && ev->a != ZKR_ECANCELED &&
+        ev->gen != c->gen) {
+        /* The error of an attempt that is over: a leave() and a join()
+         * came between its end and its delivery, and the new candidacy
+         * goes on. Ending it here would un-join a candidate that still
+         * queues (and may lead), so that leave() would not resign. */
+        pthread_mutex_unlock(&c->s->mu);
+        return;
+    }
     if (ev->kind == ZKR__EV_ACQUIRED && ev->a != 0 && ev->a != ZKR_ECANCELED) {
         /* Not a loss (those rejoin inside the engine): an error such as
-         * ZNOAUTH ended participation. */
+         * ZNOAUTH ended participation. That is a change a poll() loop
+         * must hear of: the descriptor is readable until an await()
+         * reports the error. */
         e->joined = 0;
         c->rejoin = 0;
         e->error = rc = ev->a;
+        zkr__contender_signal(c);
         pthread_cond_broadcast(&c->s->cv);
     }
     if (ev->kind == ZKR__EV_STATE && ev->a == ZKR_LOCK_LOST && e->joined &&

@@ -1659,8 +1659,10 @@ void zkr__acquired_recheck(zkr__contender_t *c, zkr__event_t *ev)
      * unchanged (only a loss, a free or a new attempt changes it); a lost
      * one is reported here, once, instead of by a later call. */
     zkr__enforce_deadline(c->s);
-    if (ev->gen != c->gen && c->phase != ZKR__P_HELD && take_lost(c))
+    if (ev->gen != c->gen && c->phase != ZKR__P_HELD && take_lost(c)) {
         ev->a = ZKR_ELOST;
+        ev->gen = c->gen; /* the loss is reported now, as current */
+    }
 }
 
 int zkr__cancel(zkr__contender_t *c)

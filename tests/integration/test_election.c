@@ -1764,6 +1764,108 @@ static void test_free_while_join_in_gap(void **state)
     zkr_session_free(s);
 }
 
+/* An operator ends b's participation: CREATE taken off the directory and
+ * b's node deleted, so that b's automatic rejoin fails with ZNOAUTH. */
+static void deny_and_delete_b(const char *dir, zkr_election_t *b)
+{
+    struct ACL rd = {ZOO_PERM_READ | ZOO_PERM_DELETE | ZOO_PERM_ADMIN,
+                     {"world", "anyone"}};
+    struct ACL_vector acl = {1, &rd};
+    zkr_contender_t *v = NULL;
+    int n = 0;
+
+    assert_int_equal(zkr_election_participants(b, &v, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(zoo_set_acl(raw, dir, -1, &acl), ZOK);
+    assert_int_equal(zoo_delete(raw, v[1].node, -1), ZOK);
+    zkr_contenders_free(v, n);
+}
+
+static void allow_all(const char *dir)
+{
+    struct ACL all = {ZOO_PERM_ALL, {"world", "anyone"}};
+    struct ACL_vector acl = {1, &all};
+
+    assert_int_equal(zoo_set_acl(raw, dir, -1, &acl), ZOK);
+}
+
+/* Issue 14 review: the ZNOAUTH that ended an earlier candidacy, delivered
+ * only after the application left and joined again, must not end the new
+ * one (SPEC: leave() resigns a joined candidate). Event-loop mode, so the
+ * event waits for the dispatch. */
+static void test_stale_error_keeps_next_candidacy(void **state)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *sa = open_session(10000), *sb = NULL;
+    zkr_election_t *a, *b;
+    static struct seen vb;
+    const char *dir = "/e/stale";
+
+    (void)state;
+    memset(&vb, 0, sizeof(vb));
+    pthread_mutex_init(&vb.mu, NULL);
+    o.no_event_thread = 1;
+    assert_int_equal(zkr_session_open(&sb, zkt_server_hosts(server), 10000, &o),
+                     0);
+    a = leader_and_next(sa, sb, dir, &b);
+    zkr_election_set_listener(b, on_lead, &vb);
+    deny_and_delete_b(dir, b);
+    /* b's rejoin fails; its event stays queued (nobody dispatches). */
+    assert_true(ZKT_WAIT_UNTIL(zkr_election_state(b) == ZKR_LOCK_IDLE, 10000));
+    allow_all(dir);
+    assert_int_equal(zkr_election_leave(b), 0);
+    assert_int_equal(zkr_election_join(b), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(dir) == 2, 10000));
+    while (zkr_session_dispatch(sb) > 0)
+        ;
+    assert_int_equal(zkr_election_leave(a), 0);
+    assert_int_equal(zkr_election_await(b, 10000), 0);
+    assert_true(zkr_election_is_leader(b));
+    /* Still joined: leave() resigns, and the node goes. */
+    assert_int_equal(zkr_election_leave(b), 0);
+    assert_false(zkr_election_is_leader(b));
+    assert_int_equal(children(dir), 0);
+    while (zkr_session_dispatch(sb) > 0)
+        ;
+    /* The listener never heard that the new candidacy ended. */
+    for (int i = 0; i < seen_n(&vb); i++)
+        print_message("listener: leader=%d\n", vb.lead[i]);
+    assert_int_equal(seen_n(&vb), 2); /* led, resigned */
+    assert_int_equal(vb.lead[0], 1);
+    assert_int_equal(vb.lead[1], 0);
+    zkr_election_free(b);
+    zkr_election_free(a);
+    zkr_session_free(sb);
+    zkr_session_free(sa);
+}
+
+/* Issue 14 review: the end of participation (ZNOAUTH on the automatic
+ * rejoin) wakes a poll() loop on the descriptor, which stays readable
+ * until an await() has reported the error. */
+static void test_fd_signals_end(void **state)
+{
+    zkr_session_t *sa = open_session(10000), *sb = open_session(10000);
+    zkr_election_t *a, *b;
+    const char *dir = "/e/fdend";
+    int fd;
+
+    (void)state;
+    a = leader_and_next(sa, sb, dir, &b);
+    fd = zkr_election_fd(b);
+    assert_int_equal(zkr_election_await(b, 0), ZKR_ETIMEDOUT);
+    assert_false(fd_ready(fd)); /* looked: quiet */
+    deny_and_delete_b(dir, b);
+    assert_true(fd_ready_within(fd, 10000));
+    assert_true(fd_ready(fd)); /* until observed */
+    assert_int_equal(zkr_election_await(b, 0), ZNOAUTH);
+    assert_false(fd_ready(fd));
+    allow_all(dir);
+    zkr_election_free(b);
+    zkr_election_free(a);
+    zkr_session_free(sb);
+    zkr_session_free(sa);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1793,6 +1895,8 @@ int main(void)
         cmocka_unit_test(test_free_while_join_in_gap),
         cmocka_unit_test(test_free_from_leader_fn),
         cmocka_unit_test(test_join_while_leave_waits),
+        cmocka_unit_test(test_stale_error_keeps_next_candidacy),
+        cmocka_unit_test(test_fd_signals_end),
     };
     /* ZKR_TEST_ONLY=pattern runs only the matching tests (debugging). */
     if (getenv("ZKR_TEST_ONLY") != NULL)
