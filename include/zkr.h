@@ -46,9 +46,15 @@
  * zkr_session_free()); these return at once, send nothing and delete no
  * node, so the parent's grants are untouched. zkr_lock_release() returns
  * ZKR_ECLOSED there (the parent still holds); other calls return
- * ZKR_ECLOSED or a connection error; no callback runs in the child. Do not
- * fork from a log callback (zkr_log_fn): fork() takes every session's
- * lock.
+ * ZKR_ECLOSED or a connection error; no callback runs in the child (the
+ * callbacks queued for the parent are dropped there, and still run in the
+ * parent). Calls active on the parent's threads (a zkr_election_run() in
+ * its leader function, for one) do not exist in the child: nothing there
+ * waits for them. The descriptors the child inherits (zkr_session_fd(),
+ * zkr_lock_fd(), zkr_election_fd()) are the parent's: zkr neither reads
+ * nor writes them in the child, so they keep signalling the parent's
+ * state. Do not fork from a log callback (zkr_log_fn): fork() takes every
+ * session's lock.
  *
  * Descriptors zkr creates (zkr_lock_fd()'s pipe) are close-on-exec. The
  * ZooKeeper C client 3.8.0 (as Debian builds it) opens its server socket

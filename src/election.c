@@ -37,6 +37,7 @@ struct zkr_election {
                          busy ones (or left the free to the last of them:
                          free_deferred) */
     int free_deferred;
+    unsigned forks; /* the session's fork count these counts belong to */
     zkr_election_listener_t fn;
     void *data;
 };
@@ -169,11 +170,27 @@ int zkr_election_new(zkr_election_t **out, zkr_session_t *s, const char *path,
      * would spin for the whole disconnection). */
     e->c.fd_quiet_suspend = policy == ZKR_POLICY_SESSION;
     e->c.fd_level = 1;
+    e->forks = s->forks;
     e->c.lis_fn = marker;
     e->c.rejoin_fn = marker;
     pthread_mutex_unlock(&s->mu);
     *out = e;
     return 0;
+}
+
+/* In a forked child (mutex held): the calls active in the parent (a
+ * run() in its leader function, a leave() waiting for it, ...) were on
+ * threads that do not exist here, and nothing may wait for them. */
+static void forget_parent_calls(zkr_election_t *e)
+{
+    if (e->forks == e->c.s->forks)
+        return;
+    e->forks = e->c.s->forks;
+    e->busy = 0;
+    e->joining = 0;
+    e->running = 0;
+    e->self_left = 0;
+    e->stopping = 0;
 }
 
 void zkr_election_free(zkr_election_t *e)
@@ -184,6 +201,7 @@ void zkr_election_free(zkr_election_t *e)
         return;
     s = e->c.s;
     pthread_mutex_lock(&s->mu);
+    forget_parent_calls(e);
     e->joined = 0;
     e->c.rejoin = 0;
     e->fn = NULL; /* the listener is not called after free returns */
@@ -218,6 +236,7 @@ static int busy_enter(zkr_election_t *e)
     int rc = 0;
 
     pthread_mutex_lock(&e->c.s->mu);
+    forget_parent_calls(e);
     if (e->closing)
         rc = ZKR_ESTATE;
     else

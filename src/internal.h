@@ -365,6 +365,9 @@ struct zkr_session {
     int log_slot;  /* log.c's trampoline for the client, -1 none */
     int forked;    /* this is a forked child's copy: closed, no threads */
     zhandle_t *zh_forked; /* ... and the parent's handle it must not touch */
+    unsigned forks;       /* fork()s between the session's opening and this
+                             process: objects compare it with what they saw to
+                             forget the calls of threads left in the parent */
 };
 
 /* ------------------------------------------------------------ logging */

@@ -102,7 +102,8 @@ static void fd_update(zkr__contender_t *c)
     int want = c->fd_lost || c->fd_gained ||
                (c->fd_level ? c->fd_uncertain : c->fd_changed);
 
-    if (c->fd[1] < 0 || want == c->fd_written)
+    /* In a forked child the pipe is the parent's: never touched. */
+    if (c->fd[1] < 0 || c->s->forked || want == c->fd_written)
         return;
     if (want) {
         char b = 1;

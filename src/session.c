@@ -153,10 +153,16 @@ zkr_session_t *zkr__session_lock_live(void *ctx)
  * each session becomes closed and disconnected for good: its handle is
  * forgotten (never used nor closed: that would talk to the parent's
  * server connection), requests in flight are forgotten (their answers go
- * to the parent), no callback is queued any more, and the condition
+ * to the parent), the callbacks queued are dropped unrun (they are the
+ * parent's) and none is queued any more, the descriptors shared with the
+ * parent (event-loop and loss pipes) are never read nor written, the
+ * counts of calls active on the parent's threads are forgotten (an
+ * election's: election.c, forget_parent_calls), and the condition
  * variables, which may count waiters that no longer exist, are made new.
  * The child can then free every handle without the network and without
  * waiting. Lock order as always: live_mu, then each session's mu. */
+
+static void ev_drop_all(zkr_session_t *s);
 
 static void fork_prepare(void)
 {
@@ -188,6 +194,7 @@ static void fork_child(void)
 {
     for (zkr_session_t *s = live_head; s != NULL; s = s->live_next) {
         s->forked = 1;
+        s->forks++;
         s->closing = 1;
         s->zh_forked = s->zh;
         s->zh = NULL; /* the parent's: neither used nor closed here */
@@ -211,6 +218,11 @@ static void fork_child(void)
             cond_renew(&c->done_cv, 0);
         }
         zkr__observers_forked(s);
+        /* The parent's callbacks: they run there, never here. The wake-up
+         * pipe is the parent's too: the child neither reads nor writes it
+         * (it posts nothing, and has nothing signalled to drain). */
+        ev_drop_all(s);
+        s->ev_signalled = 0;
         pthread_mutex_unlock(&s->mu);
     }
     pthread_mutex_unlock(&live_mu);
@@ -334,6 +346,17 @@ static void ev_free(zkr_session_t *s, zkr__event_t *ev)
     } else {
         free(ev);
     }
+}
+
+/* Frees every queued event without running it. */
+static void ev_drop_all(zkr_session_t *s)
+{
+    while (s->ev_head != NULL) {
+        zkr__event_t *ev = s->ev_head;
+        s->ev_head = ev->next;
+        ev_free(s, ev);
+    }
+    s->ev_tail = NULL;
 }
 
 static void run_session_event(zkr_session_t *s, const zkr__event_t *ev)
@@ -1476,11 +1499,7 @@ static void session_destroy(zkr_session_t *s)
         free(cl->dir);
         free(cl);
     }
-    while (s->ev_head != NULL) {
-        zkr__event_t *ev = s->ev_head;
-        s->ev_head = ev->next;
-        ev_free(s, ev);
-    }
+    ev_drop_all(s);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->tcv);

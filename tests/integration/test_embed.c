@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -264,6 +265,16 @@ static void test_bad_log_options(void **state)
 
 /* ----------------------------------------------------------------- fork */
 
+/* Ends a forked child: 0 if ok, else 3. The ZooKeeper client's buffers
+ * stay behind with its threads, which the child does not have (zkr.h says
+ * so): under valgrind (CI) an exit would report them as the child's leaks,
+ * so the child ends by exec, which checks nothing. */
+static void child_exit(int ok)
+{
+    execl("/bin/sh", "sh", "-c", ok ? "exit 0" : "exit 3", (char *)NULL);
+    _exit(ok ? 0 : 3);
+}
+
 /* The child of a fork frees what it inherited, a held lock and its
  * session, at once: no hang (a watchdog kills it), no node deleted (the
  * parent still holds, and its session still lives). */
@@ -288,13 +299,7 @@ static void test_fork_child_frees_inherited_handles(void **state)
         ok = zkr_lock_release(l) == ZKR_ECLOSED &&
              zkr_lock_state(l) == ZKR_LOCK_HELD;
         zkr_lock_free(l);
-        ok = ok && zkr_session_free(s) == 0;
-        /* The ZooKeeper client's buffers stay behind with its threads,
-         * which the child does not have (zkr.h says so): under valgrind
-         * (CI) an exit here would report them as the child's leaks, so
-         * the child ends by exec, which checks nothing. */
-        execl("/bin/sh", "sh", "-c", ok ? "exit 0" : "exit 3", (char *)NULL);
-        _exit(ok ? 0 : 3);
+        child_exit(ok && zkr_session_free(s) == 0);
     }
     assert_int_equal(zkt_wait_pid(pid, zkt_scaled_ms(20000), &st), 0);
     assert_true(WIFEXITED(st));
@@ -307,6 +312,148 @@ static void test_fork_child_frees_inherited_handles(void **state)
     assert_true(zkr_session_valid_ms(s) > 0);
     assert_int_equal(zkr_lock_release(l), 0);
     assert_int_equal(children("/embed/fork"), 0);
+    zkr_lock_free(l);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+static int fd_readable(int fd)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    return fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+}
+
+static atomic_int fk_in_fn, fk_stopped, fk_quit;
+
+static int fk_leader(zkr_election_t *e, void *data)
+{
+    struct pollfd p = {zkr_election_fd(e), POLLIN, 0};
+
+    (void)data;
+    fk_in_fn = 1;
+    while (!fk_quit && !fk_stopped)
+        fk_stopped = poll(&p, 1, 50) > 0;
+    while (!fk_quit)
+        zkt_sleep_ms(10);
+    return 0;
+}
+
+static void *fk_run(void *arg)
+{
+    zkr_election_run(arg, fk_leader, NULL, 0);
+    return NULL;
+}
+
+/* Issue 14 review: the child of a fork frees an election whose run() is
+ * in its leader function on a parent thread, and looks at one whose gain
+ * the parent has not observed yet (zkr.h: frees return at once, the
+ * parent's grants are untouched). Before: the child's free hung waiting
+ * for the parent's thread, and its stop byte, written into the pipe it
+ * shares with the parent, stopped the parent's leader function; the
+ * child's await() drained the parent's descriptor. */
+static void test_fork_child_frees_running_election(void **state)
+{
+    zkr_session_t *s = open_session(T);
+    zkr_election_t *e1 = NULL, *e2 = NULL;
+    pthread_t th;
+    pid_t pid;
+    int st = -1;
+
+    (void)state;
+    fk_in_fn = fk_stopped = fk_quit = 0;
+    assert_int_equal(zkr_election_new(&e1, s, "/embed/forkrun", "p", NULL,
+                                      ZKR_POLICY_SUSPEND),
+                     0);
+    assert_int_equal(zkr_election_new(&e2, s, "/embed/forkgain", "p", NULL,
+                                      ZKR_POLICY_SUSPEND),
+                     0);
+    assert_int_equal(zkr_election_fd(e2) >= 0, 1);
+    assert_int_equal(zkr_election_join(e2), 0);
+    assert_true(ZKT_WAIT_UNTIL(zkr_election_is_leader(e2), 10000));
+    assert_true(fd_readable(zkr_election_fd(e2))); /* a gain, unobserved */
+    assert_int_equal(pthread_create(&th, NULL, fk_run, e1), 0);
+    assert_true(ZKT_WAIT_UNTIL(fk_in_fn, 10000));
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGALRM, SIG_DFL); /* a hang ends the child by SIGALRM */
+        alarm(10);
+        zkr_election_await(e2, 0);
+        zkr_election_free(e1);
+        zkr_election_free(e2);
+        child_exit(zkr_session_free(s) == 0);
+    }
+    assert_int_equal(zkt_wait_pid(pid, zkt_scaled_ms(20000), &st), 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    zkt_sleep_ms(300);
+    assert_false(fk_stopped); /* the parent's leader was not told to stop */
+    assert_true(zkr_election_is_leader(e1));
+    assert_true(fd_readable(zkr_election_fd(e2))); /* still unobserved */
+    assert_int_equal(children("/embed/forkrun"), 1);
+    fk_quit = 1;
+    pthread_join(th, NULL);
+    zkr_election_free(e1);
+    zkr_election_free(e2);
+    assert_int_equal(zkr_session_free(s), 0);
+    assert_int_equal(children("/embed/forkrun"), 0);
+}
+
+static pid_t fk_parent;
+static atomic_int fk_completions;
+
+static void fk_acquired(int rc, zkr_lock_t *l, void *data)
+{
+    (void)rc;
+    (void)l;
+    (void)data;
+    if (getpid() == fk_parent)
+        fk_completions++;
+    else
+        _exit(4); /* the parent's callback ran in the child */
+}
+
+/* Issue 14 review, event-loop mode: a completion is queued for the parent
+ * when it forks. The child's zkr_session_free() must not run it (zkr.h:
+ * no callback runs in the child) nor drain the wake-up pipe it shares with
+ * the parent. Before: the child ran it, and the parent's descriptor never
+ * became readable again. */
+static void test_fork_child_leaves_parent_dispatch(void **state)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+    zkr_lock_t *l;
+    pid_t pid;
+    int st = -1;
+
+    (void)state;
+    fk_parent = getpid();
+    fk_completions = 0;
+    o.no_event_thread = 1;
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), T, &o), 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(zkr_session_state(s) == ZKR_STATE_CONNECTED, 10000));
+    while (zkr_session_dispatch(s) > 0)
+        ;
+    l = new_lock(s, "/embed/forkdispatch", "p");
+    assert_int_equal(zkr_lock_acquire_async(l, 10000, fk_acquired, NULL), 0);
+    assert_true(ZKT_WAIT_UNTIL(fd_readable(zkr_session_fd(s)), 10000));
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGALRM, SIG_DFL);
+        alarm(10);
+        zkr_lock_free(l);
+        child_exit(zkr_session_free(s) == 0);
+    }
+    assert_int_equal(zkt_wait_pid(pid, zkt_scaled_ms(20000), &st), 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    /* The parent's loop is still woken for its completion. */
+    assert_true(fd_readable(zkr_session_fd(s)));
+    assert_int_equal(zkr_session_dispatch(s), 1);
+    assert_int_equal(fk_completions, 1);
+    assert_int_equal(zkr_lock_state(l), ZKR_LOCK_HELD);
+    assert_int_equal(zkr_lock_release(l), 0);
     zkr_lock_free(l);
     assert_int_equal(zkr_session_free(s), 0);
 }
@@ -489,6 +636,8 @@ int main(void)
         cmocka_unit_test(test_connection_failure_names_host_and_errno),
         cmocka_unit_test(test_bad_log_options),
         cmocka_unit_test(test_fork_child_frees_inherited_handles),
+        cmocka_unit_test(test_fork_child_frees_running_election),
+        cmocka_unit_test(test_fork_child_leaves_parent_dispatch),
         cmocka_unit_test(test_descriptors_are_cloexec),
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_with_handle_survives_lost),
