@@ -324,8 +324,12 @@ ZKR_EXTERN void zkr_session_process_event(zkr_session_t *s, int type,
  * nodes); for an adopted handle, deletes the nodes zkr still has to clean
  * up while the handle is connected, removes zkr's watches, and leaves the
  * handle open. Listeners get CLOSED. Must not be called from a callback.
+ * In event-loop mode (`no_event_thread`) it runs the callbacks still due
+ * on its caller's thread, after any dispatch running on another thread
+ * has ended (see zkr_session_dispatch()).
  *
- * \return 0; ZKR_EINUSE (recipe handles still open: nothing was done);
+ * \return 0; ZKR_EINUSE (recipe handles still open: nothing was done, no
+ *   callback ran);
  *   ZKR_EDEADLK (called from a callback). NULL is a no-op returning 0.
  */
 ZKR_EXTERN int zkr_session_free(zkr_session_t *s);
@@ -363,7 +367,10 @@ ZKR_EXTERN int zkr_session_fd(zkr_session_t *s);
  * thread dispatches returns 0 at once. A handle freed outside a callback
  * with callbacks still due is finished by a later dispatch, or by
  * zkr_session_free(), which first runs the callbacks still due (and then
- * the listeners' CLOSED) on its caller's thread.
+ * the listeners' CLOSED) on its caller's thread. A free (zkr_lock_free()
+ * and the like) on one thread while another dispatches waits for that
+ * dispatch to end, so that no callback of the handle still runs when it
+ * returns.
  *
  * Blocking calls remain usable outside callbacks (they do not need a
  * dispatch), but what only a callback reports stays unreported until one:

@@ -390,11 +390,16 @@ log_callback_fn zkr__log_callback(const zkr_session_t *s);
  * application's own completion of a request on zkr's handle)? Blocking
  * calls return ZKR_EDEADLK then. */
 int zkr__in_callback(void);
-/* Is the current thread s's own event thread? A free there must not wait
- * for events: they queue behind the callback that is running. Always 1
- * for a session without an event thread: any thread may be the one that
- * dispatches, so a free never waits for a dispatch. */
-int zkr__on_event_thread(const zkr_session_t *s);
+/* Must a free on the current thread leave a handle's queued callbacks to
+ * run later (the last of them finishes the free), rather than wait for
+ * them? Yes on s's event thread, or on the thread inside
+ * zkr_session_dispatch(s): they queue behind the callback that is
+ * running. Yes too in event-loop mode while no thread dispatches: a later
+ * dispatch runs them, and nothing may wait for one. No while another
+ * thread dispatches: a callback of the handle may be running there, and
+ * the free waits for it (that dispatch ends in bounded time). Mutex held;
+ * true or false only until the mutex is released. */
+int zkr__callbacks_later(const zkr_session_t *s);
 
 /* Posts an event; the session mutex must be held. Returns 0/ZKR_ENOMEM. */
 int zkr__post(zkr_session_t *s, int kind, int a, zkr__contender_t *c,

@@ -324,8 +324,7 @@ void zkr_observer_free(zkr_observer_t *o)
      * answered on ZooKeeper's thread: wait for it. */
     while (o->busy)
         pthread_cond_wait(&s->cv, &s->mu);
-    later = o->events > 0 && zkr__on_event_thread(s);
-    while (!later && o->events > 0)
+    while (!(later = o->events > 0 && zkr__callbacks_later(s)) && o->events > 0)
         pthread_cond_wait(&s->cv, &s->mu);
     for (pp = &s->observers; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == o) {

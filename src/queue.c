@@ -1521,7 +1521,7 @@ void zkr__contender_destroy(zkr__contender_t *c, void (*dispose)(void *))
      * the free to the last of them. */
     c->gen++;
     while (c->busy > 0 || c->sync_waiters > 0 ||
-           (c->events > 0 && !zkr__on_event_thread(s)))
+           (c->events > 0 && !zkr__callbacks_later(s)))
         pthread_cond_wait(&s->cv, &s->mu);
     if (c->events > 0)
         c->freeing = 1;

@@ -256,9 +256,9 @@ int zkr__in_callback(void)
     return tl_event_session != NULL || tl_zk_thread;
 }
 
-int zkr__on_event_thread(const zkr_session_t *s)
+int zkr__callbacks_later(const zkr_session_t *s)
 {
-    return tl_event_session == s || s->dispatch;
+    return tl_event_session == s || (s->dispatch && !s->dispatching);
 }
 
 /* The heartbeat interval H (see the top of the file). */
@@ -466,6 +466,7 @@ static int dispatch_locked(zkr_session_t *s, uint64_t limit)
         n += run_event(s, ev);
     tl_event_session = outer;
     s->dispatching = 0;
+    pthread_cond_broadcast(&s->cv); /* a free may wait for us to end */
     if (s->ev_head == NULL && s->ev_signalled) {
         char buf[16];
         while (read(s->ev_fd[0], buf, sizeof(buf)) > 0)
@@ -1698,6 +1699,26 @@ int zkr_session_adopt(zkr_session_t **out, zhandle_t *zh)
     return 0;
 }
 
+/* Handles not freed yet: those freed with callbacks still due (finished
+ * by the last of them) do not count. Mutex held. */
+static int open_handles(const zkr_session_t *s)
+{
+    int n = s->ncontenders;
+
+    for (const zkr__contender_t *c = s->contenders; c != NULL; c = c->next)
+        n -= c->freeing;
+    return n;
+}
+
+/* Runs every queued callback on this thread, after the dispatch another
+ * thread may be in (one dispatcher at a time). Mutex held. */
+static void dispatch_alone(zkr_session_t *s)
+{
+    while (s->dispatching)
+        pthread_cond_wait(&s->cv, &s->mu);
+    dispatch_locked(s, UINT64_MAX);
+}
+
 int zkr_session_free(zkr_session_t *s)
 {
     int64_t until;
@@ -1707,11 +1728,16 @@ int zkr_session_free(zkr_session_t *s)
     if (zkr__in_callback())
         return ZKR_EDEADLK;
     pthread_mutex_lock(&s->mu);
+    /* Open handles: nothing is done (no callback runs either). */
+    if (open_handles(s) > 0) {
+        pthread_mutex_unlock(&s->mu);
+        return ZKR_EINUSE;
+    }
     /* Without an event thread, callbacks still queued run here: among
      * them the completions that finish the free of a handle. */
     if (s->dispatch)
-        dispatch_locked(s, UINT64_MAX);
-    if (s->ncontenders > 0) {
+        dispatch_alone(s);
+    if (s->ncontenders > 0) { /* a callback made a new handle */
         pthread_mutex_unlock(&s->mu);
         return ZKR_EINUSE;
     }
@@ -1757,7 +1783,7 @@ int zkr_session_free(zkr_session_t *s)
         zkr__wait(s, NULL, zkr__now_ms() + 50);
     set_state(s, ZKR_STATE_CLOSED);
     if (s->dispatch)
-        dispatch_locked(s, UINT64_MAX);
+        dispatch_alone(s);
     pthread_mutex_unlock(&s->mu);
     if (!s->forked) /* a forked child has none of the threads */
         stop_threads(s);

@@ -11,6 +11,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -256,6 +257,96 @@ static void test_free_in_dispatch_mode(void **state)
     assert_int_equal(rec.acquired, 3);
     assert_int_equal(rec.foreign, 0);
     alarm(0);
+}
+
+/* Slow completions, counted, that note whether two ever ran at once. */
+static atomic_int slow_running, slow_overlap, slow_calls, slow_done;
+
+static void slow_acquired(int rc, zkr_lock_t *l, void *data)
+{
+    (void)rc;
+    (void)l;
+    (void)data;
+    if (atomic_fetch_add(&slow_running, 1) > 0)
+        slow_overlap = 1;
+    zkt_sleep_ms(300);
+    slow_calls++;
+    atomic_fetch_sub(&slow_running, 1);
+    slow_done = 1;
+}
+
+static void slow_reset(void)
+{
+    slow_running = slow_overlap = slow_calls = slow_done = 0;
+}
+
+static void *dispatch_thread(void *arg)
+{
+    zkr_session_dispatch(arg);
+    return NULL;
+}
+
+/* Issue 14 review: zkr_lock_free() on one thread while another thread's
+ * dispatch runs that lock's callback waits for the callback to end (zkr.h:
+ * free waits for a running callback of the handle). It used to return at
+ * once: any thread counted as "the event thread" in event-loop mode. */
+static void test_free_waits_for_other_dispatch(void **state)
+{
+    zkr_session_t *s = open_dispatched(zkt_server_hosts(server), 6000);
+    zkr_lock_t *l = NULL;
+    pthread_t th;
+
+    (void)state;
+    slow_reset();
+    assert_true(
+        DISPATCH_UNTIL(s, zkr_session_state(s) == ZKR_STATE_CONNECTED, 10000));
+    assert_int_equal(zkr_lock_new(&l, s, "/disp/fw", "a", NULL), 0);
+    assert_int_equal(zkr_lock_acquire_async(l, 10000, slow_acquired, NULL), 0);
+    assert_true(ZKT_WAIT_UNTIL(readable(zkr_session_fd(s)), 10000));
+    assert_int_equal(pthread_create(&th, NULL, dispatch_thread, s), 0);
+    assert_true(ZKT_WAIT_UNTIL(slow_running == 1, 10000));
+    zkr_lock_free(l);
+    assert_int_equal(slow_done, 1); /* the callback had ended */
+    pthread_join(th, NULL);
+    assert_int_equal(slow_calls, 1);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* Issue 14 review: zkr_session_free() with a handle open returns
+ * ZKR_EINUSE having done nothing (no callback run: it used to dispatch
+ * first); and while another thread dispatches, it waits for that dispatch
+ * instead of running callbacks beside it (it used to run the next one at
+ * the same time, on its own thread). */
+static void test_session_free_dispatch_rules(void **state)
+{
+    zkr_session_t *s = open_dispatched(zkt_server_hosts(server), 6000);
+    zkr_lock_t *l1 = NULL, *l2 = NULL;
+    pthread_t th;
+
+    (void)state;
+    slow_reset();
+    assert_true(
+        DISPATCH_UNTIL(s, zkr_session_state(s) == ZKR_STATE_CONNECTED, 10000));
+    assert_int_equal(zkr_lock_new(&l1, s, "/disp/fe1", "a", NULL), 0);
+    assert_int_equal(zkr_lock_new(&l2, s, "/disp/fe2", "a", NULL), 0);
+    assert_int_equal(zkr_lock_acquire_async(l1, 10000, slow_acquired, NULL), 0);
+    assert_true(ZKT_WAIT_UNTIL(readable(zkr_session_fd(s)), 10000));
+    assert_int_equal(zkr_session_free(s), ZKR_EINUSE);
+    assert_int_equal(slow_calls, 0); /* nothing was done */
+    assert_true(readable(zkr_session_fd(s)));
+    assert_int_equal(zkr_lock_acquire_async(l2, 10000, slow_acquired, NULL), 0);
+    assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(l2) == ZKR_LOCK_HELD, 10000));
+    /* Both completions due; the handles freed (their completions still
+     * come, each once). Another thread dispatches them, slowly. */
+    zkr_lock_free(l1);
+    zkr_lock_free(l2);
+    assert_int_equal(slow_calls, 0);
+    assert_int_equal(pthread_create(&th, NULL, dispatch_thread, s), 0);
+    assert_true(ZKT_WAIT_UNTIL(slow_running == 1, 10000));
+    assert_int_equal(zkr_session_free(s), 0);
+    pthread_join(th, NULL);
+    assert_int_equal(slow_calls, 2);
+    assert_int_equal(slow_overlap, 0);
 }
 
 /* A poll() loop on the descriptor while the connection is blackholed:
@@ -523,6 +614,8 @@ int main(void)
         cmocka_unit_test(test_arguments),
         cmocka_unit_test(test_callbacks_on_caller),
         cmocka_unit_test(test_free_in_dispatch_mode),
+        cmocka_unit_test(test_free_waits_for_other_dispatch),
+        cmocka_unit_test(test_session_free_dispatch_rules),
         cmocka_unit_test(test_no_spin_while_suspended),
         cmocka_unit_test(test_lock_fd_no_spin_while_suspended),
         cmocka_unit_test(test_example_daemon),
