@@ -375,7 +375,12 @@ ZKR_EXTERN int zkr_session_fd(zkr_session_t *s);
  * Blocking calls remain usable outside callbacks (they do not need a
  * dispatch), but what only a callback reports stays unreported until one:
  * zkr_election_await() on the dispatching thread sees participation end
- * on an error (ZNOAUTH) only after the dispatch that delivers it.
+ * on an error (ZNOAUTH) only after the dispatch that delivers it. So a
+ * wait without end there could never see it: on the thread that last
+ * called zkr_session_dispatch(), zkr_election_run() and
+ * zkr_election_await(e, -1) return ZKR_EDEADLK (poll zkr_election_fd()
+ * and call zkr_election_await(e, 0) instead, as examples/evloop.c does,
+ * or run the election on another thread).
  * \return how many events it delivered (0 if none was due): each is one
  *   completion, one state change for a recipe's listener, or one round of
  *   the session listeners (a freed handle's state changes are dropped,
@@ -1126,7 +1131,9 @@ ZKR_EXTERN zkr_lock_state_t zkr_election_state(zkr_election_t *e);
  * check a leadership).
  * \param timeout_ms -1 forever, 0 check, N ms.
  * \return 0 (leader); ZKR_ETIMEDOUT; ZKR_ESTATE (not joined, or it left
- *   meanwhile); ZKR_EDEADLK; ZBADARGUMENTS; or the error that ended its
+ *   meanwhile); ZKR_EDEADLK (from a callback; or, with timeout_ms -1, on
+ *   the thread that dispatches the session's callbacks, see
+ *   zkr_session_dispatch()); ZBADARGUMENTS; or the error that ended its
  *   participation (e.g. ZNOAUTH).
  */
 ZKR_EXTERN int zkr_election_await(zkr_election_t *e, int timeout_ms);
@@ -1236,7 +1243,9 @@ typedef int (*zkr_leader_fn)(zkr_election_t *e, void *data);
  * expiry past the safe deadline, a leave, a deletion seen by our own
  * watch); a deletion by someone else is seen by both candidates' sessions
  * at about the same time, which fencing with the epoch covers.
- * \return fn's value; 0 (left); ZKR_EDEADLK; ZBADARGUMENTS; errors of
+ * \return fn's value; 0 (left); ZKR_EDEADLK (from a callback, or on the
+ *   thread that dispatches the session's callbacks, see
+ *   zkr_session_dispatch()); ZBADARGUMENTS; errors of
  *   zkr_election_join() and zkr_election_await().
  */
 ZKR_EXTERN int zkr_election_run(zkr_election_t *e, zkr_leader_fn fn, void *data,

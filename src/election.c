@@ -452,6 +452,10 @@ int zkr_election_await(zkr_election_t *e, int timeout_ms)
         return ZBADARGUMENTS;
     if (timeout_ms != 0 && zkr__in_callback())
         return ZKR_EDEADLK;
+    /* The event loop's own thread: the end of participation is delivered
+     * by its dispatch, which could not run while we wait without end. */
+    if (timeout_ms < 0 && zkr__is_dispatcher(e->c.s))
+        return ZKR_EDEADLK;
     if ((rc = busy_enter(e)) != 0)
         return rc;
     s = e->c.s;
@@ -649,8 +653,8 @@ int zkr_election_run(zkr_election_t *e, zkr_leader_fn fn, void *data,
 
     if (e == NULL || fn == NULL)
         return ZBADARGUMENTS;
-    if (zkr__in_callback())
-        return ZKR_EDEADLK;
+    if (zkr__in_callback() || zkr__is_dispatcher(e->c.s))
+        return ZKR_EDEADLK; /* as zkr_election_await(e, -1) */
     if ((rc = busy_enter(e)) != 0)
         return rc;
     return busy_exit(e, run(e, fn, data, requeue));

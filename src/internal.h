@@ -354,7 +354,9 @@ struct zkr_session {
     int dispatch;
     int ev_fd[2];
     int ev_signalled;
-    int dispatching;  /* a thread is in zkr_session_dispatch() */
+    int dispatching; /* a thread is in zkr_session_dispatch() */
+    int dispatched;  /* ... has been called, last on this thread: */
+    pthread_t dispatcher;
     int64_t retry_at; /* a send failed: retry then (monotonic ms), or -1 */
     uint64_t counters[ZKR__COUNTERS];
     zkr__smetrics_t metrics;
@@ -400,6 +402,10 @@ int zkr__in_callback(void);
  * the free waits for it (that dispatch ends in bounded time). Mutex held;
  * true or false only until the mutex is released. */
 int zkr__callbacks_later(const zkr_session_t *s);
+/* Is the current thread the one that calls zkr_session_dispatch(s) (the
+ * last to call it)? A wait there without end could never see what only a
+ * dispatch delivers. Takes the mutex. */
+int zkr__is_dispatcher(zkr_session_t *s);
 
 /* Posts an event; the session mutex must be held. Returns 0/ZKR_ENOMEM. */
 int zkr__post(zkr_session_t *s, int kind, int a, zkr__contender_t *c,

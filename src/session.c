@@ -256,6 +256,16 @@ int zkr__in_callback(void)
     return tl_event_session != NULL || tl_zk_thread;
 }
 
+int zkr__is_dispatcher(zkr_session_t *s)
+{
+    int r;
+
+    pthread_mutex_lock(&s->mu);
+    r = s->dispatched && pthread_equal(s->dispatcher, pthread_self());
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
 int zkr__callbacks_later(const zkr_session_t *s)
 {
     return tl_event_session == s || (s->dispatch && !s->dispatching);
@@ -1809,6 +1819,8 @@ int zkr_session_dispatch(zkr_session_t *s)
     if (zkr__in_callback())
         return ZKR_EDEADLK;
     pthread_mutex_lock(&s->mu);
+    s->dispatched = 1;
+    s->dispatcher = pthread_self();
     /* One dispatcher at a time, so callbacks run one by one, in order;
      * the events posted while they run wait for the next call. */
     n = s->dispatching ? 0 : dispatch_locked(s, s->ev_seq);

@@ -349,6 +349,55 @@ static void test_session_free_dispatch_rules(void **state)
     assert_int_equal(slow_overlap, 0);
 }
 
+static int never_runs(zkr_election_t *e, void *data)
+{
+    (void)e;
+    (void)data;
+    fail_msg("the leader function ran on the dispatching thread");
+    return 0;
+}
+
+struct awaiter {
+    zkr_election_t *e;
+    int rc;
+};
+
+static void *await_forever(void *arg)
+{
+    struct awaiter *a = arg;
+    a->rc = zkr_election_await(a->e, -1);
+    return NULL;
+}
+
+/* Issue 14 review: on the thread that dispatches, waits without end for a
+ * leadership return ZKR_EDEADLK (the end of a candidacy is delivered by
+ * that thread's dispatch, which could not run meanwhile). A bounded look
+ * works there, and another thread may wait. */
+static void test_election_waits_on_dispatcher(void **state)
+{
+    zkr_session_t *s = open_dispatched(zkt_server_hosts(server), 6000);
+    zkr_election_t *e = NULL;
+    struct awaiter a = {NULL, -1};
+    pthread_t th;
+
+    (void)state;
+    assert_true(
+        DISPATCH_UNTIL(s, zkr_session_state(s) == ZKR_STATE_CONNECTED, 10000));
+    assert_int_equal(
+        zkr_election_new(&e, s, "/disp/ew", "a", NULL, ZKR_POLICY_SUSPEND), 0);
+    assert_int_equal(zkr_election_run(e, never_runs, NULL, 0), ZKR_EDEADLK);
+    assert_int_equal(zkr_election_join(e), 0);
+    assert_int_equal(zkr_election_await(e, -1), ZKR_EDEADLK);
+    a.e = e;
+    assert_int_equal(pthread_create(&th, NULL, await_forever, &a), 0);
+    pthread_join(th, NULL);
+    assert_int_equal(a.rc, 0);
+    assert_int_equal(zkr_election_await(e, 0), 0);
+    assert_int_equal(zkr_election_await(e, 1000), 0);
+    zkr_election_free(e);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
 /* A poll() loop on the descriptor while the connection is blackholed:
  * from SUSPENDED to LOST it wakes only for the callbacks that are due
  * (a handful), where a level-triggered "suspended" descriptor would wake
@@ -616,6 +665,7 @@ int main(void)
         cmocka_unit_test(test_free_in_dispatch_mode),
         cmocka_unit_test(test_free_waits_for_other_dispatch),
         cmocka_unit_test(test_session_free_dispatch_rules),
+        cmocka_unit_test(test_election_waits_on_dispatcher),
         cmocka_unit_test(test_no_spin_while_suspended),
         cmocka_unit_test(test_lock_fd_no_spin_while_suspended),
         cmocka_unit_test(test_example_daemon),
