@@ -11,10 +11,11 @@
  * PREFIX/election and leads when its turn comes. zkr_election_fd() sits
  * in the poll() set too: it is readable when the candidate has become
  * leader or has lost (or, under the default policy, suspended) its
- * leadership, since the program last asked. Woken by it, the program
- * asks zkr_election_await(e, 0): 0 means "lead now" (and quiets the
- * descriptor), anything else "do not lead" (also quiet until the next
- * change).
+ * leadership, or its candidacy ended (an error such as ZNOAUTH on the
+ * automatic rejoin: LEADER ERROR), since the program last asked. Woken
+ * by it, the program asks zkr_election_await(e, 0): 0 means "lead now"
+ * (and quiets the descriptor), anything else "do not lead" (also quiet
+ * until the next change).
  *
  * One line per event on stdout:
  *   SESSION <state>

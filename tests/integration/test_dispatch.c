@@ -524,7 +524,9 @@ static void first_candidate(zkr_election_t *e, char *node, size_t len)
  * same output) against the server: it takes the lock, loses it to an
  * operator's delete and takes it again; in the election it waits behind
  * another candidate, leads once that one leaves, stops on an operator's
- * delete of its node while another leads, and leads again; then exits on
+ * delete of its node while another leads, and leads again; reports the
+ * end of its candidacy when a delete meets a directory that refuses it
+ * CREATE (LEADER ERROR ZNOAUTH, the descriptor wakes it); then exits on
  * SIGTERM, all on its one thread (its nodes go under PREFIX), woken by
  * the election's descriptor for each gain and loss and never spinning on
  * it (issue 14). */
@@ -594,6 +596,28 @@ static void run_example_daemon(const char *example, const char *prefix)
         (off = strstr(output(out, buf, sizeof(buf)), "LEADER OFF\n")) != NULL &&
             strstr(off, "LEADER ON ") != NULL,
         20000));
+    /* Issue 14 review: an operator takes CREATE off the directory and
+     * deletes the daemon's node: it stops, its rejoin fails with ZNOAUTH,
+     * and its loop hears that its candidacy ended (the descriptor used to
+     * stay quiet). t, behind it, leads. */
+    assert_int_equal(zkr_election_join(te), 0);
+    assert_true(ZKT_WAIT_UNTIL(zkt_count_children(raw, epath) == 2, 20000));
+    {
+        struct ACL rd = {ZOO_PERM_READ | ZOO_PERM_DELETE | ZOO_PERM_ADMIN,
+                         {"world", "anyone"}};
+        struct ACL all = {ZOO_PERM_ALL, {"world", "anyone"}};
+        struct ACL_vector acl_rd = {1, &rd}, acl_all = {1, &all};
+
+        first_candidate(te, node, sizeof(node));
+        assert_int_equal(zoo_set_acl(raw, epath, -1, &acl_rd), ZOK);
+        assert_int_equal(zoo_delete(raw, node, -1), ZOK);
+        assert_int_equal(zkr_election_await(te, 20000), 0);
+        assert_true(ZKT_WAIT_UNTIL(strstr(output(out, buf, sizeof(buf)),
+                                          "LEADER ERROR ZNOAUTH\n") != NULL,
+                                   20000));
+        assert_int_equal(zoo_set_acl(raw, epath, -1, &acl_all), ZOK);
+    }
+    assert_int_equal(zkr_election_leave(te), 0);
     zkt_sleep_ms(1000);
     kill(pid, SIGTERM);
     assert_int_equal(zkt_wait_pid(pid, 20000, &st), 0);
@@ -618,7 +642,15 @@ static void run_example_daemon(const char *example, const char *prefix)
         h2 = strstr(lo, "LOCK HELD ");
         assert_non_null(h2);
     }
-    assert_null(strstr(buf, "ERROR"));
+    /* The one error: the end of its candidacy, after it stopped leading. */
+    {
+        char *err = strstr(buf, "ERROR");
+        assert_non_null(err);
+        assert_true(err > on2);
+        assert_int_equal(strncmp(err - 7, "LEADER ERROR ZNOAUTH\n", 21), 0);
+        assert_null(strstr(err + 1, "ERROR"));
+        assert_non_null(strstr(on2, "LEADER OFF\n"));
+    }
     assert_non_null(strstr(buf, "WAKEUPS "));
     wakeups = atol(strstr(buf, "WAKEUPS ") + 8);
     print_message("# %s wake-ups: %ld\n", example, wakeups);
