@@ -1518,7 +1518,10 @@ void zkr__contender_destroy(zkr__contender_t *c, void (*dispose)(void *))
      * among them) run on the event thread: another thread waits for them;
      * the event thread itself cannot, they queue behind the callback it is
      * running (this one's, or another handle's), so it leaves the rest of
-     * the free to the last of them. */
+     * the free to the last of them. In event-loop mode the thread inside
+     * zkr_session_dispatch() is the event thread; another thread waits
+     * only while that dispatch lasts, and with none running leaves the
+     * rest to a later dispatch (zkr__callbacks_later). */
     c->gen++;
     while (c->busy > 0 || c->sync_waiters > 0 ||
            (c->events > 0 && !zkr__callbacks_later(s)))

@@ -259,6 +259,16 @@ static void test_free_in_dispatch_mode(void **state)
     alarm(0);
 }
 
+/* An event-loop session, its CONNECTED dispatched. */
+static zkr_session_t *open_connected(void)
+{
+    zkr_session_t *s = open_dispatched(zkt_server_hosts(server), 6000);
+
+    assert_true(
+        DISPATCH_UNTIL(s, zkr_session_state(s) == ZKR_STATE_CONNECTED, 10000));
+    return s;
+}
+
 /* Slow completions, counted, that note whether two ever ran at once. */
 static atomic_int slow_running, slow_overlap, slow_calls, slow_done;
 
@@ -292,14 +302,12 @@ static void *dispatch_thread(void *arg)
  * once: any thread counted as "the event thread" in event-loop mode. */
 static void test_free_waits_for_other_dispatch(void **state)
 {
-    zkr_session_t *s = open_dispatched(zkt_server_hosts(server), 6000);
+    zkr_session_t *s = open_connected();
     zkr_lock_t *l = NULL;
     pthread_t th;
 
     (void)state;
     slow_reset();
-    assert_true(
-        DISPATCH_UNTIL(s, zkr_session_state(s) == ZKR_STATE_CONNECTED, 10000));
     assert_int_equal(zkr_lock_new(&l, s, "/disp/fw", "a", NULL), 0);
     assert_int_equal(zkr_lock_acquire_async(l, 10000, slow_acquired, NULL), 0);
     assert_true(ZKT_WAIT_UNTIL(readable(zkr_session_fd(s)), 10000));
@@ -319,14 +327,12 @@ static void test_free_waits_for_other_dispatch(void **state)
  * the same time, on its own thread). */
 static void test_session_free_dispatch_rules(void **state)
 {
-    zkr_session_t *s = open_dispatched(zkt_server_hosts(server), 6000);
+    zkr_session_t *s = open_connected();
     zkr_lock_t *l1 = NULL, *l2 = NULL;
     pthread_t th;
 
     (void)state;
     slow_reset();
-    assert_true(
-        DISPATCH_UNTIL(s, zkr_session_state(s) == ZKR_STATE_CONNECTED, 10000));
     assert_int_equal(zkr_lock_new(&l1, s, "/disp/fe1", "a", NULL), 0);
     assert_int_equal(zkr_lock_new(&l2, s, "/disp/fe2", "a", NULL), 0);
     assert_int_equal(zkr_lock_acquire_async(l1, 10000, slow_acquired, NULL), 0);
@@ -375,14 +381,12 @@ static void *await_forever(void *arg)
  * works there, and another thread may wait. */
 static void test_election_waits_on_dispatcher(void **state)
 {
-    zkr_session_t *s = open_dispatched(zkt_server_hosts(server), 6000);
+    zkr_session_t *s = open_connected();
     zkr_election_t *e = NULL;
     struct awaiter a = {NULL, -1};
     pthread_t th;
 
     (void)state;
-    assert_true(
-        DISPATCH_UNTIL(s, zkr_session_state(s) == ZKR_STATE_CONNECTED, 10000));
     assert_int_equal(
         zkr_election_new(&e, s, "/disp/ew", "a", NULL, ZKR_POLICY_SUSPEND), 0);
     assert_int_equal(zkr_election_run(e, never_runs, NULL, 0), ZKR_EDEADLK);
