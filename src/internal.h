@@ -276,6 +276,11 @@ struct zkr__cleanup {
     int wtype;               /* ... of this ZooKeeper watcher type */
     watcher_fn watcher;      /* ... set with this watcher (and the session) */
     zkr__contender_t *owner; /* told when done (release/abort), or NULL */
+    /* A release's (or a delayed contender's) record: delete path and write
+     * record into record_dir's data in one multi (docs/design/
+     * lock-delay.md, 1.2). NULL: a plain delete. */
+    char *record;
+    char *record_dir;
 };
 
 #define ZKR__COUNTERS ZKR_COUNTER_COUNT_
@@ -405,6 +410,12 @@ int zkr__wait(zkr_session_t *s, const int *flag, int64_t deadline);
 /* Adds a node to delete; mutex held. */
 int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
                      const char *uuid, int64_t sid, zkr__contender_t *owner);
+/* Adds a node to delete together with a record written into dir's data,
+ * in one multi (a release: nothing is written if the node is gone
+ * already); mutex held. */
+int zkr__cleanup_add_record(zkr_session_t *s, const char *path, const char *dir,
+                            const char *record, int64_t sid,
+                            zkr__contender_t *owner);
 /* Adds a removal of zkr's watches of a type on path, set with watcher and
  * the session as context; mutex held. */
 int zkr__cleanup_add_watch(zkr_session_t *s, const char *path, int wtype,
@@ -691,6 +702,38 @@ void zkr__queue_cleanup_done(zkr__contender_t *c, int rc);
 void zkr__queue_retry(zkr_session_t *s);
 void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
                        void *ctx);
+
+/* ----------------------------------------------------------- delay.c */
+
+/* Lock-delay records in a queue's directory data (docs/design/
+ * lock-delay.md, 1.2): "<kind> <version> key=value ...". */
+enum {
+    ZKR__REC_NONE = 0, /* no record: read as "not a clean release" */
+    ZKR__REC_RELEASE,  /* zkr-release: the node was released by its holder */
+    ZKR__REC_LEFT,     /* zkr-delay-left: a delayed contender left, with
+                          remaining_ms of its delay still to serve */
+    ZKR__REC_CLOSED    /* zkr-closed: a contender waits out a delay until
+                          the wall-clock time until_ms (informational) */
+};
+
+/* The longest record zkr writes or reads. */
+#define ZKR__RECORD_MAX 256
+
+typedef struct zkr__record {
+    int kind;             /* ZKR__REC_* */
+    int version;          /* as written (1 today) */
+    int64_t czxid;        /* the node the record is about */
+    char node[128];       /* its name, or "" */
+    int64_t remaining_ms; /* ZKR__REC_LEFT */
+    int64_t until_ms;     /* ZKR__REC_CLOSED: ms since the epoch */
+    char cause[32];       /* a word, or "" */
+} zkr__record_t;
+
+/* Parses a directory's data: fills r and returns its kind, or
+ * ZKR__REC_NONE (r zeroed) for anything not a complete valid record. */
+int zkr__record_parse(const char *data, int len, zkr__record_t *r);
+/* Writes r's text to buf: its length, or -1 (invalid, or too long). */
+int zkr__record_format(char *buf, size_t size, const zkr__record_t *r);
 
 /* --------------------------------------------------- metrics.c hooks */
 

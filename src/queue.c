@@ -276,6 +276,28 @@ static void finish_release(zkr__contender_t *c, int rc)
     c->rel_fn = NULL;
 }
 
+/* Hands a held node to the cleanup list as a release: its delete and the
+ * release record (docs/design/lock-delay.md, 1.2) in one multi, so the
+ * record exists only if this very delete removed the node. Written on
+ * every release, whatever our own delay: a delayed waiter behind us must
+ * not take us for a death. Returns 0 or ZKR_ENOMEM. */
+static int release_to_cleanup(zkr__contender_t *c, zkr__contender_t *owner)
+{
+    char text[ZKR__RECORD_MAX + 1];
+    zkr__record_t r;
+    const char *name = strrchr(c->node, '/') + 1;
+
+    memset(&r, 0, sizeof(r));
+    r.kind = ZKR__REC_RELEASE;
+    r.czxid = c->czxid;
+    if (strlen(name) < sizeof(r.node))
+        strcpy(r.node, name);
+    if (zkr__record_format(text, sizeof(text), &r) < 0)
+        return zkr__cleanup_add(c->s, c->node, NULL, NULL, c->node_sid, owner);
+    return zkr__cleanup_add_record(c->s, c->node, c->dir, text, c->node_sid,
+                                   owner);
+}
+
 /* --------------------------------------------------------- watches */
 
 static int path_watched_by_other(zkr_session_t *s, const char *path,
@@ -1476,9 +1498,9 @@ void zkr__contender_destroy(zkr__contender_t *c, void (*dispose)(void *))
             finish_acquire(c, c->abort_rc);
         }
     } else if (c->phase == ZKR__P_HELD) {
-        /* Short of memory, the entry reserved before the create. */
-        if (zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL) != 0 &&
-            c->reserve != NULL) {
+        /* Freed while held: the application let go, a release. Short of
+         * memory, the entry reserved before the create (no record). */
+        if (release_to_cleanup(c, NULL) != 0 && c->reserve != NULL) {
             zkr__cleanup_commit(s, c->reserve, c->node, c->node_sid, NULL);
             c->reserve = NULL;
         }
@@ -1682,8 +1704,8 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
     c->rel_done = 0;
     c->rel_fn = fn;
     c->rel_data = data;
-    rc = zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, c);
-    if (rc != 0 && c->reserve != NULL) { /* short of memory */
+    rc = release_to_cleanup(c, c);
+    if (rc != 0 && c->reserve != NULL) { /* short of memory: no record */
         zkr__cleanup_commit(s, c->reserve, c->node, c->node_sid, c);
         c->reserve = NULL;
         rc = 0;
