@@ -94,7 +94,7 @@ extern "C" {
  * @{
  */
 #define ZKR_VERSION_MAJOR 0
-#define ZKR_VERSION_MINOR 1
+#define ZKR_VERSION_MINOR 2
 #define ZKR_VERSION_PATCH 0
 /** The version as one number: major * 10000 + minor * 100 + patch. */
 #define ZKR_VERSION_NUMBER                                                     \
@@ -609,7 +609,10 @@ typedef enum {
     ZKR_LOCK_HELD = 2,      /**< held, connection healthy or re-verified */
     ZKR_LOCK_SUSPENDED = 3, /**< held, but the connection is down */
     ZKR_LOCK_LOST = 4,      /**< ownership is gone (session lost / node gone) */
-    ZKR_LOCK_RELEASING = 5  /**< release in progress */
+    ZKR_LOCK_RELEASING = 5, /**< release in progress */
+    /** acquiring, next in line, waiting out a lock-delay: the node it
+     * followed went without a release (zkr_lock_set_delay()) */
+    ZKR_LOCK_DELAYED = 6
 } zkr_lock_state_t;
 
 /** \brief Name of a lock state ("HELD"...); never NULL. */
@@ -806,6 +809,36 @@ typedef void (*zkr_lock_listener_t)(zkr_lock_t *l, zkr_lock_state_t state,
  */
 ZKR_EXTERN int zkr_lock_set_listener(zkr_lock_t *l, zkr_lock_listener_t fn,
                                      void *data);
+
+/**
+ * \brief Sets the lock-delay of this handle's next acquires (Chubby's
+ *   lock-delay): when the node this contender waited behind disappears
+ *   without a clean zkr release (its holder's session expired, its process
+ *   was killed, an operator forced the release, or it was a Curator or
+ *   kazoo contender, whose releases cannot be told from deaths), the
+ *   contender is not granted until delay_ms have passed since it observed
+ *   the disappearance, on its own monotonic clock. Meanwhile its state is
+ *   ZKR_LOCK_DELAYED, which the state listener and zkr_lock_fd() signal.
+ *   A clean release (zkr_lock_release(), or freeing a held handle) is
+ *   proved by a record the release writes into the lock directory's data
+ *   in the same transaction as the delete: the next grant is immediate.
+ *
+ * Every zkr release writes that record, whatever its own delay; zkr
+ * therefore owns the data of a lock's directory (an application's data
+ * there is overwritten). A release whose directory refuses the write
+ * (no WRITE right on the directory) still deletes its node, without the
+ * record: delayed waiters then take it for a death. A contender that
+ * leaves while delayed (timeout, cancel, free) writes how much of the
+ * delay was left, and the next waiter serves that remainder; one that
+ * dies instead passes on a full delay. A contender granted on its first
+ * listing (nobody before it) is never delayed: it observed no
+ * disappearance. Design: docs/design/lock-delay.md.
+ * \param delay_ms 0 (off, the default) or the delay in milliseconds.
+ * \return 0; ZBADARGUMENTS (NULL, delay_ms < 0); ZKR_ESTATE (an acquire is
+ *   in progress); ZUNIMPLEMENTED (a read/write lock or semaphore handle:
+ *   not yet in this version).
+ */
+ZKR_EXTERN int zkr_lock_set_delay(zkr_lock_t *l, int delay_ms);
 
 /**
  * \brief Lists this lock's contenders in queue order (the first holds).
@@ -1122,6 +1155,15 @@ typedef void (*zkr_election_listener_t)(zkr_election_t *e, int leader, int rc,
 ZKR_EXTERN int zkr_election_set_listener(zkr_election_t *e,
                                          zkr_election_listener_t fn,
                                          void *data);
+
+/**
+ * \brief Sets the lock-delay of this candidate, as zkr_lock_set_delay():
+ *   a candidate whose predecessor went without a clean leave (resign,
+ *   leave, free) does not lead until delay_ms after it observed that.
+ * \return 0; ZBADARGUMENTS (NULL, delay_ms < 0); ZKR_ESTATE (joined and
+ *   not yet leading).
+ */
+ZKR_EXTERN int zkr_election_set_delay(zkr_election_t *e, int delay_ms);
 
 /**
  * \brief The leader's epoch (czxid of our node) while we lead.

@@ -553,8 +553,11 @@ typedef enum {
     ZKR__P_LISTING,  /* list to issue or in flight */
     ZKR__P_WATCHING, /* waiting for the blocking node to go */
     ZKR__P_HELD,
-    ZKR__P_ABORTING, /* deleting our node before failing the acquire */
-    ZKR__P_RELEASING /* deleting our node to release */
+    ZKR__P_ABORTING,  /* deleting our node before failing the acquire */
+    ZKR__P_RELEASING, /* deleting our node to release */
+    ZKR__P_DELAYED    /* granted by a listing, but the node we were behind
+                         went: reading the directory's record, or waiting
+                         out a lock-delay (docs/design/lock-delay.md) */
 } zkr__phase_t;
 
 /* How long a holder waits before watching its own node (queue.c). */
@@ -646,6 +649,17 @@ struct zkr__contender {
     int freeing;             /* freed on the event thread: its last event
                                 finishes the free (zkr__contender_dispose) */
     void (*dispose)(void *owner); /* frees the recipe's handle */
+    /* Lock-delay (docs/design/lock-delay.md, 1.3). */
+    int delay_ms;         /* 0: off */
+    char *behind;         /* name of the node our rule last waited on */
+    int64_t behind_czxid; /* its czxid (from our watch), 0 if unknown */
+    int delay_served;     /* the delay for behind's departure is over */
+    int64_t delay_until;  /* DELAYED: end (monotonic ms), -1 while the
+                             record is being read */
+    int64_t delay_seen;   /* when the listing that showed behind gone was
+                             answered: the delay runs from there */
+    char *leave_record;   /* aborting while delayed: the record our
+                             delete writes (zkr-delay-left), or NULL */
     zkr__cmetrics_t metrics;
 };
 
@@ -685,6 +699,9 @@ void zkr__contender_observed(zkr__contender_t *c);
 void zkr__contender_read(zkr__contender_t *c);
 /* The loss descriptor, made on first use; -1 if it cannot be made. */
 int zkr__contender_fd(zkr__contender_t *c);
+/* Sets the lock-delay of the next acquires: 0, ZBADARGUMENTS (< 0) or
+ * ZKR_ESTATE (acquiring). */
+int zkr__set_delay(zkr__contender_t *c, int delay_ms);
 /* Fills a sequencer of the current grant; mutex held. 0 or ZKR_ENOTHELD. */
 int zkr__sequencer(zkr__contender_t *c, zkr_sequencer_t *out);
 /* Guarded multi on a contender's grant (sync when cb is NULL). */

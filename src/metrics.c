@@ -468,7 +468,8 @@ static int snapshot(zkr_session_t *s, zkr__msnap_t *out)
                 row = &out->rows[i];
         row->handles++;
         row->holding += c->pub == ZKR_LOCK_HELD || c->pub == ZKR_LOCK_SUSPENDED;
-        row->waiting += c->pub == ZKR_LOCK_ACQUIRING;
+        row->waiting +=
+            c->pub == ZKR_LOCK_ACQUIRING || c->pub == ZKR_LOCK_DELAYED;
         if (c->metrics.grant_us >= 0)
             row->leader_us += now - c->metrics.grant_us;
     }

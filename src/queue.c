@@ -45,6 +45,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -57,16 +58,21 @@ static void issue_list(zkr__contender_t *c);
 static void issue_self_watch(zkr__contender_t *c);
 static void lose_held(zkr__contender_t *c);
 static void lose_waiting(zkr__contender_t *c);
+static void issue_record_read(zkr__contender_t *c);
+static void end_delay(zkr__contender_t *c);
+static void prepare_leave(zkr__contender_t *c);
 
 static int is_acquiring(const zkr__contender_t *c)
 {
-    return c->pub == ZKR_LOCK_ACQUIRING;
+    return c->pub == ZKR_LOCK_ACQUIRING || c->pub == ZKR_LOCK_DELAYED;
 }
 
-/* Our node exists and we wait for our turn (listing or watching). */
+/* Our node exists and we wait for our turn (listing, watching, or
+ * delayed). */
 static int is_waiting(const zkr__contender_t *c)
 {
-    return c->phase == ZKR__P_LISTING || c->phase == ZKR__P_WATCHING;
+    return c->phase == ZKR__P_LISTING || c->phase == ZKR__P_WATCHING ||
+           c->phase == ZKR__P_DELAYED;
 }
 
 /* --------------------------------------------------------- loss fd */
@@ -196,6 +202,13 @@ static void forget_node(zkr__contender_t *c)
     c->own_acl.count = 0;
     c->own_acl.data = NULL;
     c->watch_due = -1;
+    free(c->behind);
+    c->behind = NULL;
+    c->behind_czxid = 0;
+    c->delay_served = 0;
+    c->delay_until = -1;
+    free(c->leave_record);
+    c->leave_record = NULL;
 }
 
 /* Ends the pending acquire with rc (0 = granted). */
@@ -698,6 +711,11 @@ static void watch_done(int rc, const char *value, int len,
 
     (void)value;
     (void)len;
+    /* The node our rule waits on, by its czxid: what a release record
+     * must name (lock-delay, note_behind()). */
+    if (rc == ZOK && !stale(op, ZKR__P_WATCHING) && c->behind != NULL &&
+        strcmp(strrchr(op->path, '/') + 1, c->behind) == 0)
+        c->behind_czxid = stat->czxid;
     if (stale(op, ZKR__P_WATCHING) || c->watching == NULL ||
         strcmp(c->watching, op->path) != 0) {
         /* We moved on while the watch was being set: take it back. */
@@ -944,6 +962,187 @@ static void check_pred(zkr__contender_t *c)
     }
 }
 
+/* ------------------------------------------------------- lock-delay */
+
+/* The node our rule waits on: remembered so that, when a listing grants us
+ * after it went, we can ask whether it was released
+ * (docs/design/lock-delay.md, 1.3). Only the mutex rule (lock, election)
+ * names one node whose release vouches for everything before it. A new
+ * node to wait on starts a new question. Returns 0 or ZKR_ENOMEM. */
+static int note_behind(zkr__contender_t *c, const char *name)
+{
+    if (c->delay_ms <= 0 || (c->behind != NULL && strcmp(c->behind, name) == 0))
+        return 0;
+    free(c->behind);
+    c->behind_czxid = 0;
+    c->delay_served = 0;
+    c->behind = zkr__strdup(name);
+    return c->behind != NULL ? 0 : ZKR_ENOMEM;
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A record about our own node, of kind, into buf: its text, or NULL. */
+static const char *own_record(zkr__contender_t *c, int kind, int64_t remaining,
+                              char *buf, size_t size)
+{
+    zkr__record_t r;
+    const char *name = strrchr(c->node, '/') + 1;
+
+    memset(&r, 0, sizeof(r));
+    r.kind = kind;
+    r.czxid = c->czxid;
+    if (strlen(name) < sizeof(r.node))
+        strcpy(r.node, name);
+    r.remaining_ms = remaining;
+    r.until_ms = wall_ms() + remaining;
+    strcpy(r.cause, "unreleased");
+    return zkr__record_format(buf, size, &r) > 0 ? buf : NULL;
+}
+
+static void closed_done(int rc, const struct Stat *stat, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+
+    (void)stat;
+    zkr__op_begin(op, rc);
+    zkr__op_end(op);
+}
+
+/* Says in ZooKeeper, for zkr inspect and zkr_lock_contenders(), that the
+ * queue is closed until a wall-clock time. Informational: nothing reads it
+ * to decide (a wall clock may be wrong); sent once, not retried. */
+static void write_closed(zkr__contender_t *c, int64_t remaining)
+{
+    char text[ZKR__RECORD_MAX + 1];
+    zkr__op_t *op;
+
+    if (own_record(c, ZKR__REC_CLOSED, remaining, text, sizeof(text)) == NULL ||
+        (op = zkr__op_new(c->s, NULL)) == NULL)
+        return;
+    if (zoo_aset(c->s->zh, c->dir, text, (int)strlen(text), -1, closed_done,
+                 op) != ZOK)
+        zkr__op_cancel(op);
+}
+
+/* Does the record say that the node we were behind left cleanly? By
+ * czxid when our watch told us it, else by name (the node was gone before
+ * our watch was set). */
+static int names_behind(const zkr__contender_t *c, const zkr__record_t *r)
+{
+    if (c->behind_czxid != 0)
+        return r->czxid == c->behind_czxid;
+    return r->node[0] != '\0' && strcmp(r->node, c->behind) == 0;
+}
+
+static void record_done(int rc, const char *value, int len,
+                        const struct Stat *stat, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr__contender_t *c = op->c;
+    zkr__record_t r;
+    int64_t wait;
+    int kind;
+
+    (void)stat;
+    if (stale(op, ZKR__P_DELAYED) || c->delay_until >= 0 ||
+        zkr__is_connection_error(rc)) {
+        zkr__op_end(op); /* a connection error: read again (step) */
+        return;
+    }
+    if (rc == ZNONODE) {
+        /* The directory, so our node, is gone: the listing says so. */
+        c->phase = ZKR__P_LISTING;
+        zkr__op_end(op);
+        return;
+    }
+    if (rc != ZOK && rc != ZNOAUTH) {
+        abort_acquire(c,
+                      rc == ZSESSIONEXPIRED || rc == ZCLOSING ? ZKR_ELOST : rc);
+        zkr__op_end(op);
+        return;
+    }
+    /* Unreadable (ZNOAUTH), empty, foreign, or about another node: the
+     * node we were behind went without a release we can prove. */
+    kind = rc == ZOK ? zkr__record_parse(value, len, &r) : ZKR__REC_NONE;
+    wait = c->delay_ms;
+    if (kind == ZKR__REC_RELEASE && names_behind(c, &r))
+        wait = 0;
+    else if (kind == ZKR__REC_LEFT && names_behind(c, &r))
+        wait = r.remaining_ms < wait ? r.remaining_ms : wait;
+    if (wait <= 0) {
+        c->delay_served = 1;
+        if (c->self_doubt)
+            c->phase = ZKR__P_LISTING; /* is our node still ours? */
+        else
+            finish_acquire(c, 0); /* the listing granted us */
+    } else {
+        c->delay_until = c->delay_seen + wait;
+        notify_state(c, ZKR_LOCK_DELAYED);
+        write_closed(c, c->delay_until - zkr__now_ms());
+        zkr__timer_kick(s);
+    }
+    zkr__op_end(op);
+}
+
+static void issue_record_read(zkr__contender_t *c)
+{
+    zkr__op_t *op = zkr__op_new(c->s, c);
+
+    if (op == NULL)
+        return;
+    if (zoo_aget(c->s->zh, c->dir, 0, record_done, op) != ZOK)
+        zkr__op_cancel(op);
+}
+
+/* The delay is over: list again. That listing re-verifies our node and
+ * the queue, and grants without another delay unless a new node is before
+ * us by then. */
+static void end_delay(zkr__contender_t *c)
+{
+    c->delay_served = 1;
+    c->delay_until = -1;
+    c->phase = ZKR__P_LISTING;
+    c->pub = ZKR_LOCK_ACQUIRING;
+    step(c);
+}
+
+/* Leaving while delayed (timeout, cancel, free): our delete writes how much
+ * of the delay was left, so that the next waiter serves the rest. */
+static void prepare_leave(zkr__contender_t *c)
+{
+    char text[ZKR__RECORD_MAX + 1];
+    int64_t left = c->delay_until - zkr__now_ms();
+
+    if (c->delay_until < 0 || c->leave_record != NULL)
+        return; /* not decided yet: a plain delete, a death to the next */
+    if (own_record(c, ZKR__REC_LEFT, left > 0 ? left : 0, text, sizeof(text)) !=
+        NULL)
+        c->leave_record = zkr__strdup(text);
+}
+
+int zkr__set_delay(zkr__contender_t *c, int delay_ms)
+{
+    int rc = 0;
+
+    if (delay_ms < 0)
+        return ZBADARGUMENTS;
+    pthread_mutex_lock(&c->s->mu);
+    if (is_acquiring(c))
+        rc = ZKR_ESTATE;
+    else
+        c->delay_ms = delay_ms;
+    pthread_mutex_unlock(&c->s->mu);
+    return rc;
+}
+
 static void list_done(int rc, const struct String_vector *v, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
@@ -992,10 +1191,17 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
          * the answer comes (zkr__op_end steps us then). */
         if (!c->self_watch)
             issue_self_watch(c);
+    } else if (w == ZKR__GRANT && c->behind != NULL && !c->delay_served) {
+        /* The node we waited on is gone: released, or dead? */
+        c->phase = ZKR__P_DELAYED;
+        c->delay_until = -1;
+        c->delay_seen = zkr__now_ms();
     } else if (w == ZKR__GRANT) {
         finish_acquire(c, 0);
     } else if (c->try_once) {
         abort_acquire(c, ZKR_EBUSY);
+    } else if (w >= 0 && note_behind(c, e[w].name) != 0) {
+        abort_acquire(c, ZKR_ENOMEM);
     } else {
         /* We wait: watch our own node first, so that its deletion reaches
          * us before the answer to any later request (see
@@ -1243,6 +1449,10 @@ static void step(zkr__contender_t *c)
     case ZKR__P_LISTING:
         issue_list(c);
         break;
+    case ZKR__P_DELAYED:
+        if (c->delay_until < 0)
+            issue_record_read(c); /* the record is still to be read */
+        break;
     case ZKR__P_HELD:
         if (c->pub == ZKR_LOCK_SUSPENDED)
             issue_verify(c);
@@ -1263,7 +1473,11 @@ static void abort_handover(zkr__contender_t *c)
     zkr__contender_t *owner = s->connected ? c : NULL;
 
     c->stalled = 0;
-    if (zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, owner) != 0) {
+    if ((c->leave_record != NULL
+             ? zkr__cleanup_add_record(s, c->node, c->dir, c->leave_record,
+                                       c->node_sid, owner)
+             : zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, owner)) !=
+        0) {
         if (c->reserve == NULL) {
             /* A node adopted by a recovery has no reserved entry: keep it
              * and the acquire until one can be made (zkr__queue_retry). */
@@ -1319,6 +1533,9 @@ static void abort_acquire(zkr__contender_t *c, int rc)
             finish_acquire(c, c->abort_rc);
         }
         break;
+    case ZKR__P_DELAYED:
+        prepare_leave(c);
+        /* fall through */
     case ZKR__P_LISTING:
     case ZKR__P_WATCHING:
         if (c->watching != NULL) {
@@ -1408,6 +1625,12 @@ void zkr__queue_on_deadline(zkr_session_t *s, int64_t now, int64_t *next)
             else if (*next < 0 || c->watch_due < *next)
                 *next = c->watch_due;
         }
+        if (c->phase == ZKR__P_DELAYED && c->delay_until >= 0) {
+            if (now >= c->delay_until)
+                end_delay(c);
+            else if (*next < 0 || c->delay_until < *next)
+                *next = c->delay_until;
+        }
         if (!is_acquiring(c) || c->deadline < 0 || c->abort_rc != 0)
             continue;
         if (now >= c->deadline)
@@ -1442,6 +1665,7 @@ int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
     c->owner = owner;
     c->deadline = -1;
     c->watch_due = -1;
+    c->delay_until = -1;
     c->permits = 1;
     c->dir = zkr__strdup(dir);
     c->data = zkr__strdup(id);

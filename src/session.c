@@ -1122,7 +1122,7 @@ static void adopted_lost_nodes(zkr_session_t *s)
             zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL);
         else if (c->node != NULL &&
                  (c->phase == ZKR__P_LISTING || c->phase == ZKR__P_WATCHING ||
-                  c->phase == ZKR__P_HELD))
+                  c->phase == ZKR__P_DELAYED || c->phase == ZKR__P_HELD))
             zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL);
     }
 }

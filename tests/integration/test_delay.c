@@ -82,8 +82,8 @@ static void test_release_writes_record(void **state)
 
     assert_int_equal(zkr_lock_acquire(l, -1), 0);
     tok = token_of(l);
-    zkr_lock_free(l);
-    assert_int_equal(children("/d/rec/lock"), 0);
+    zkr_lock_free(l); /* the session deletes the node after the free */
+    assert_true(ZKT_WAIT_UNTIL(children("/d/rec/lock") == 0, 10000));
     assert_int_equal(dir_record("/d/rec/lock", &r), ZKR__REC_RELEASE);
     assert_true(r.czxid == tok);
     zkr_session_free(s);
@@ -142,12 +142,284 @@ static void test_record_refused_release_happens(void **state)
         zoo_set_acl(raw, "/d/nowrite/lock", -1, &ZOO_OPEN_ACL_UNSAFE), ZOK);
 }
 
+/* ------------------------------------------------------ the delay */
+
+/* A waiter's grant, timed by its completion (on the event thread). */
+struct grant {
+    int done;
+    int rc;
+    int64_t at; /* zkt_now_ms() of the completion */
+};
+
+static void granted(int rc, zkr_lock_t *l, void *data)
+{
+    struct grant *g = data;
+
+    (void)l;
+    g->rc = rc;
+    g->at = zkt_now_ms();
+    __atomic_store_n(&g->done, 1, __ATOMIC_RELEASE);
+}
+
+static int grant_done(struct grant *g)
+{
+    return __atomic_load_n(&g->done, __ATOMIC_ACQUIRE);
+}
+
+/* A waiter with a delay, queued behind n nodes already in dir: returns
+ * once its node is listed and it had time to set its watch. */
+static zkr_lock_t *waiter(zkr_session_t *s, const char *dir, int delay_ms,
+                          int n, struct grant *g)
+{
+    zkr_lock_t *l = new_lock(s, dir, "W");
+
+    memset(g, 0, sizeof(*g));
+    assert_int_equal(zkr_lock_set_delay(l, delay_ms), 0);
+    assert_int_equal(zkr_lock_acquire_async(l, -1, granted, g), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(dir) == n + 1, 10000));
+    zkt_sleep_ms(zkt_scaled_ms(300));
+    assert_false(grant_done(g));
+    return l;
+}
+
+static zkr_lock_t *holder(zkr_session_t *s, const char *dir, char *node,
+                          size_t len)
+{
+    zkr_lock_t *l = new_lock(s, dir, "H");
+
+    assert_int_equal(zkr_lock_acquire(l, -1), 0);
+    assert_int_equal(zkr_lock_node(l, node, len), 0);
+    return l;
+}
+
+/* A clean release (by a holder without a delay of its own) lets a waiter
+ * with a long delay in at once. */
+static void test_clean_release_no_delay(void **state)
+{
+    zkr_session_t *s1 = open_session(10000), *s2 = open_session(10000);
+    char node[ZKR_NODE_MAX];
+    zkr_lock_t *h = holder(s1, "/d/clean", node, sizeof(node));
+    struct grant g;
+    zkr_lock_t *w = waiter(s2, "/d/clean", 60000, 1, &g);
+    int64_t t0;
+
+    (void)state;
+    t0 = zkt_now_ms();
+    assert_int_equal(zkr_lock_release(h), 0);
+    /* Well within the 60 s delay, however loaded the machine. */
+    assert_true(ZKT_WAIT_UNTIL(grant_done(&g), 20000));
+    assert_int_equal(g.rc, 0);
+    assert_true(g.at - t0 < 20000);
+    assert_int_equal(zkr_lock_state(w), ZKR_LOCK_HELD);
+    assert_int_equal(zkr_lock_release(w), 0);
+    zkr_lock_free(w);
+    zkr_lock_free(h);
+    zkr_session_free(s2);
+    zkr_session_free(s1);
+}
+
+/* The holder's node goes without a release (how: kill) while a delayed
+ * waiter watches it: the waiter is DELAYED, says so in the directory, and
+ * is granted no earlier than D after the node went. */
+static void delayed_after(const char *dir,
+                          void (*kill)(zkr_session_t *s, const char *node))
+{
+    const int d = 2000;
+    zkr_session_t *s1 = open_session(10000), *s2 = open_session(10000);
+    char node[ZKR_NODE_MAX], wnode[ZKR_NODE_MAX];
+    zkr_lock_t *h = holder(s1, dir, node, sizeof(node));
+    struct grant g;
+    zkr_lock_t *w = waiter(s2, dir, d, 1, &g);
+    zkr__record_t r;
+    int64_t t0, wtok;
+
+    t0 = zkt_now_ms(); /* the node goes after this */
+    kill(s1, node);
+    assert_true(ZKT_WAIT_UNTIL(
+        zkr_lock_state(w) == ZKR_LOCK_DELAYED || grant_done(&g), 10000));
+    assert_false(grant_done(&g));
+    assert_int_equal(zkr_lock_node(w, wnode, sizeof(wnode)), 0);
+    assert_true(ZKT_WAIT_UNTIL(dir_record(dir, &r) == ZKR__REC_CLOSED, 5000));
+    assert_string_equal(r.node, strrchr(wnode, '/') + 1);
+    assert_string_equal(r.cause, "unreleased");
+    assert_true(ZKT_WAIT_UNTIL(grant_done(&g), 10000 + d));
+    assert_int_equal(g.rc, 0);
+    assert_true(g.at - t0 >= d);
+    wtok = token_of(w);
+    assert_int_equal(zkr_lock_release(w), 0);
+    assert_int_equal(dir_record(dir, &r), ZKR__REC_RELEASE);
+    assert_true(r.czxid == wtok);
+    zkr_lock_free(w);
+    zkr_lock_free(h);
+    zkr_session_free(s2);
+    zkr_session_free(s1);
+}
+
+static void kill_expire(zkr_session_t *s, const char *node)
+{
+    (void)node;
+    expire(s);
+}
+
+static void kill_forced(zkr_session_t *s, const char *node)
+{
+    (void)s;
+    assert_int_equal(zoo_delete(raw, node, -1), ZOK);
+}
+
+/* Anyone may write the directory and the holder's node; none of it may
+ * make a death look like a release: junk, and a release record naming the
+ * holder by name but not by its czxid. */
+static void kill_forged(zkr_session_t *s, const char *node)
+{
+    char rec[ZKR__RECORD_MAX];
+    char dir[ZKR_NODE_MAX];
+
+    (void)s;
+    snprintf(dir, sizeof(dir), "%.*s", (int)(strrchr(node, '/') - node), node);
+    assert_int_equal(zoo_set(raw, node, "junk", 4, -1), ZOK);
+    snprintf(rec, sizeof(rec), "zkr-release 1 czxid=1 node=%s",
+             strrchr(node, '/') + 1);
+    set_dir(dir, rec);
+    assert_int_equal(zoo_delete(raw, node, -1), ZOK);
+}
+
+static void test_expired_holder_delays(void **state)
+{
+    (void)state;
+    delayed_after("/d/expired", kill_expire);
+}
+
+static void test_forced_release_delays(void **state)
+{
+    (void)state;
+    delayed_after("/d/forced", kill_forced);
+}
+
+static void test_foreign_writes_cannot_fake_release(void **state)
+{
+    (void)state;
+    delayed_after("/d/forged", kill_forged);
+}
+
+/* A delayed waiter that gives up passes on what is left of its delay: the
+ * waiter behind it (with a much longer delay of its own) serves that
+ * remainder, so the lock stays closed until D after the death, and no
+ * longer. */
+static void test_delayed_waiter_leaves(void **state)
+{
+    const int d = 3000, d2 = 60000;
+    zkr_session_t *s1 = open_session(10000), *s2 = open_session(10000),
+                  *s3 = open_session(10000);
+    char node[ZKR_NODE_MAX];
+    zkr_lock_t *h = holder(s1, "/d/leave", node, sizeof(node));
+    struct grant g1, g2;
+    zkr_lock_t *w1 = waiter(s2, "/d/leave", d, 1, &g1);
+    zkr_lock_t *w2 = waiter(s3, "/d/leave", d2, 2, &g2);
+    zkr__record_t r;
+    int64_t t0, t1;
+
+    (void)state;
+    t0 = zkt_now_ms();
+    assert_int_equal(zoo_delete(raw, node, -1), ZOK);
+    assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(w1) == ZKR_LOCK_DELAYED, 10000));
+    zkt_sleep_ms(d / 3);
+    t1 = zkt_now_ms();
+    assert_int_equal(zkr_lock_cancel(w1), 0);
+    assert_true(ZKT_WAIT_UNTIL(grant_done(&g1), 10000));
+    assert_int_equal(g1.rc, ZKR_ECANCELED);
+    /* w2 read w1's record, or w2 wrote its own closed record since. */
+    assert_true(ZKT_WAIT_UNTIL(grant_done(&g2), 20000 + d));
+    assert_int_equal(g2.rc, 0);
+    assert_true(g2.at - t0 >= d);    /* never shorter than the first delay */
+    assert_true(g2.at - t1 < 20000); /* the remainder, not w2's own 60 s */
+    assert_int_equal(zkr_lock_release(w2), 0);
+    assert_int_equal(dir_record("/d/leave", &r), ZKR__REC_RELEASE);
+    zkr_lock_free(w2);
+    zkr_lock_free(w1);
+    zkr_lock_free(h);
+    zkr_session_free(s3);
+    zkr_session_free(s2);
+    zkr_session_free(s1);
+}
+
+/* A Curator-style contender releases with a plain delete: by default a
+ * delayed zkr waiter behind it takes that for a death, serves the delay,
+ * and then is granted: shareable, no deadlock. */
+static void test_foreign_contender(void **state)
+{
+    const int d = 1500;
+    zkr_session_t *s = open_session(10000);
+    char foreign[256];
+    struct grant g;
+    zkr_lock_t *w;
+    int64_t t0;
+
+    (void)state;
+    mkdirs("/d/curator");
+    assert_int_equal(
+        zoo_create(raw,
+                   "/d/curator/_c_5b7d0e8e-1111-4222-8333-944445555666-lock-",
+                   "curator", 7, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+                   foreign, sizeof(foreign)),
+        ZOK);
+    w = waiter(s, "/d/curator", d, 1, &g);
+    t0 = zkt_now_ms();
+    assert_int_equal(zoo_delete(raw, foreign, -1), ZOK);
+    assert_true(ZKT_WAIT_UNTIL(grant_done(&g), 10000 + d));
+    assert_int_equal(g.rc, 0);
+    assert_true(g.at - t0 >= d);
+    assert_int_equal(zkr_lock_release(w), 0);
+    zkr_lock_free(w);
+    zkr_session_free(s);
+}
+
+/* Arguments and states of the API. */
+static void test_delay_api(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_lock_t *l = new_lock(s, "/d/api", "A"), *sem = NULL, *r = NULL,
+               *wr = NULL;
+    zkr_election_t *e = NULL;
+
+    (void)state;
+    assert_string_equal(zkr_lock_state_name(ZKR_LOCK_DELAYED), "DELAYED");
+    assert_int_equal(zkr_lock_set_delay(NULL, 5), ZBADARGUMENTS);
+    assert_int_equal(zkr_lock_set_delay(l, -1), ZBADARGUMENTS);
+    assert_int_equal(zkr_lock_set_delay(l, 0), 0);
+    assert_int_equal(zkr_lock_set_delay(l, 1000), 0);
+    assert_int_equal(zkr_semaphore_new(&sem, s, "/d/apisem", 2, NULL, NULL), 0);
+    assert_int_equal(zkr_lock_set_delay(sem, 1000), ZUNIMPLEMENTED);
+    assert_int_equal(zkr_lock_set_delay(sem, -1), ZBADARGUMENTS);
+    assert_int_equal(zkr_rwlock_new(&r, &wr, s, "/d/apirw", NULL, NULL), 0);
+    assert_int_equal(zkr_lock_set_delay(r, 1000), ZUNIMPLEMENTED);
+    assert_int_equal(zkr_lock_set_delay(wr, 1000), ZUNIMPLEMENTED);
+    assert_int_equal(
+        zkr_election_new(&e, s, "/d/apiel", NULL, NULL, ZKR_POLICY_SESSION), 0);
+    assert_int_equal(zkr_election_set_delay(NULL, 1), ZBADARGUMENTS);
+    assert_int_equal(zkr_election_set_delay(e, -1), ZBADARGUMENTS);
+    assert_int_equal(zkr_election_set_delay(e, 1000), 0);
+    zkr_election_free(e);
+    zkr_lock_free(wr);
+    zkr_lock_free(r);
+    zkr_lock_free(sem);
+    zkr_lock_free(l);
+    zkr_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_release_writes_record),
         cmocka_unit_test(test_death_writes_no_record),
         cmocka_unit_test(test_record_refused_release_happens),
+        cmocka_unit_test(test_clean_release_no_delay),
+        cmocka_unit_test(test_expired_holder_delays),
+        cmocka_unit_test(test_forced_release_delays),
+        cmocka_unit_test(test_foreign_writes_cannot_fake_release),
+        cmocka_unit_test(test_delayed_waiter_leaves),
+        cmocka_unit_test(test_foreign_contender),
+        cmocka_unit_test(test_delay_api),
     };
     return cmocka_run_group_tests_name("delay", tests, setup, teardown);
 }
