@@ -374,6 +374,56 @@ static void test_foreign_contender(void **state)
     zkr_session_free(s);
 }
 
+/* An election: the leader's session expires; the next candidate, with a
+ * delay, is DELAYED and leads no earlier than D after the leader's node
+ * went. A leader that leaves cleanly hands over at once. */
+static void test_election_delay(void **state)
+{
+    const int d = 2000;
+    zkr_session_t *s1 = open_session(10000), *s2 = open_session(10000);
+    zkr_election_t *e1 = NULL, *e2 = NULL;
+    int64_t t0, led;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&e1, s1, "/d/elect", "one", NULL, ZKR_POLICY_SUSPEND),
+        0);
+    assert_int_equal(
+        zkr_election_new(&e2, s2, "/d/elect", "two", NULL, ZKR_POLICY_SUSPEND),
+        0);
+    assert_int_equal(zkr_election_set_delay(e2, d), 0);
+    assert_int_equal(zkr_election_join(e1), 0);
+    assert_int_equal(zkr_election_await(e1, 10000), 0);
+    assert_int_equal(zkr_election_join(e2), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/d/elect") == 2, 10000));
+    zkt_sleep_ms(zkt_scaled_ms(300));
+    assert_int_equal(zkr_election_set_delay(e2, d), ZKR_ESTATE);
+    /* A clean leave: the second leads without a delay. */
+    t0 = zkt_now_ms();
+    assert_int_equal(zkr_election_leave(e1), 0);
+    assert_int_equal(zkr_election_await(e2, 20000), 0);
+    assert_true(zkt_now_ms() - t0 < 20000);
+    assert_int_equal(zkr_election_state(e2), ZKR_LOCK_HELD);
+    /* Now the first rejoins behind it, with a delay; the leader dies. */
+    assert_int_equal(zkr_election_set_delay(e1, d), 0);
+    assert_int_equal(zkr_election_join(e1), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/d/elect") == 2, 10000));
+    zkt_sleep_ms(zkt_scaled_ms(300));
+    t0 = zkt_now_ms();
+    expire(s2);
+    assert_true(ZKT_WAIT_UNTIL(zkr_election_state(e1) == ZKR_LOCK_DELAYED ||
+                                   zkr_election_is_leader(e1),
+                               10000));
+    assert_false(zkr_election_is_leader(e1));
+    assert_int_equal(zkr_election_await(e1, 10000 + d), 0);
+    led = zkt_now_ms();
+    assert_true(led - t0 >= d);
+    zkr_election_free(e2);
+    zkr_election_free(e1);
+    zkr_session_free(s2);
+    zkr_session_free(s1);
+}
+
 /* Arguments and states of the API. */
 static void test_delay_api(void **state)
 {
@@ -419,6 +469,7 @@ int main(void)
         cmocka_unit_test(test_foreign_writes_cannot_fake_release),
         cmocka_unit_test(test_delayed_waiter_leaves),
         cmocka_unit_test(test_foreign_contender),
+        cmocka_unit_test(test_election_delay),
         cmocka_unit_test(test_delay_api),
     };
     return cmocka_run_group_tests_name("delay", tests, setup, teardown);
