@@ -592,6 +592,28 @@ ZKR_EXTERN int zkr_contenders_list(zkr_session_t *s, const char *path,
  */
 ZKR_EXTERN int zkr_contenders_holding(const zkr_contender_t *v, int count);
 
+/**
+ * \brief Whether a queue is closed by a lock-delay (zkr_lock_set_delay()),
+ *   as the directory's data says: a contender waiting out a delay writes
+ *   there until when and why.
+ *
+ * Informational (for zkr inspect and monitoring): the time is the
+ * delayed contender's wall clock, and no grant depends on it. Closed
+ * means: the directory holds such a record, the contender that wrote it
+ * still has its node there (same czxid), and the time has not passed by
+ * this machine's clock. Does not create anything.
+ * \param until_ms OUT: the end, ms since the epoch; 0 when not closed.
+ * \param cause OUT, may be NULL: why, one word ("unreleased": the node
+ *   before the delayed contender went without a clean release), at most
+ *   len bytes with its NUL; "" when not closed.
+ * \param len the size of cause.
+ * \return 1 (closed); 0 (not closed, or the path does not exist);
+ *   ZBADARGUMENTS; ZKR_EDEADLK (from a callback); ZKR_ECLOSED; ZooKeeper
+ *   codes (ZNOAUTH: the directory may not be read).
+ */
+ZKR_EXTERN int zkr_delay_closed(zkr_session_t *s, const char *path,
+                                int64_t *until_ms, char *cause, size_t len);
+
 /** \brief Frees an array from zkr_contenders_list(); NULL is a no-op. */
 ZKR_EXTERN void zkr_contenders_free(zkr_contender_t *v, int count);
 

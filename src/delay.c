@@ -8,7 +8,9 @@
  * room (unknown keys are skipped): whatever it does not fully understand
  * is "no record", which every reader takes for a death, the safe side. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -173,4 +175,64 @@ int zkr__record_format(char *buf, size_t size, const zkr__record_t *r)
     if (n <= 0 || (size_t)n >= size || n > ZKR__RECORD_MAX)
         return -1;
     return n;
+}
+
+/* Is r a zkr-closed record whose writer's node is still in dir? */
+static int closed_by_live(zhandle_t *zh, const char *dir,
+                          const zkr__record_t *r)
+{
+    struct Stat st;
+    char *node;
+    int rc;
+
+    if (r->node[0] == '\0' || strchr(r->node, '/') != NULL)
+        return 0;
+    if ((node = zkr__join(dir, r->node)) == NULL)
+        return ZKR_ENOMEM;
+    rc = zoo_exists(zh, node, 0, &st);
+    free(node);
+    if (rc == ZNONODE)
+        return 0;
+    if (rc != ZOK)
+        return rc;
+    return st.czxid == r->czxid;
+}
+
+int zkr_delay_closed(zkr_session_t *s, const char *path, int64_t *until_ms,
+                     char *cause, size_t len)
+{
+    char buf[ZKR__RECORD_MAX + 1];
+    int n = (int)sizeof(buf), rc;
+    struct timespec now;
+    zkr__record_t r;
+    zhandle_t *zh;
+
+    if (until_ms == NULL || (cause != NULL && len == 0))
+        return ZBADARGUMENTS;
+    *until_ms = 0;
+    if (cause != NULL)
+        cause[0] = '\0';
+    if (s == NULL || zkr__check_path(path) != 0)
+        return ZBADARGUMENTS;
+    if (zkr__in_callback())
+        return ZKR_EDEADLK;
+    if ((rc = zkr__zh_get(s, &zh)) != 0)
+        return rc;
+    rc = zoo_get(zh, path, 0, buf, &n, NULL);
+    if (rc == ZNONODE)
+        rc = 0;
+    else if (rc == ZOK && zkr__record_parse(buf, n, &r) == ZKR__REC_CLOSED &&
+             (rc = closed_by_live(zh, path, &r)) == 1) {
+        clock_gettime(CLOCK_REALTIME, &now);
+        rc = r.until_ms > (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    } else if (rc == ZOK) {
+        rc = 0;
+    }
+    zkr__zh_put(s);
+    if (rc == 1) {
+        *until_ms = r.until_ms;
+        if (cause != NULL)
+            snprintf(cause, len, "%s", r.cause);
+    }
+    return rc;
 }

@@ -128,6 +128,9 @@ test_paused_machine_lock_delay() {
     # Expired about T later; resumed about half a delay (T) after that.
     sleep "$(awk -v t=$T 'BEGIN { print t * 1.5 / 1000 }')"
     expect "B started while A was frozen" not_logged start B
+    "$ZKR" inspect /cli/frozen > "$WORK/inspect.out" 2>&1
+    expect "inspect shows no closed-until line: $(cat "$WORK/inspect.out")" \
+        grep -q "^closed until .*(lock-delay: .*session expired" "$WORK/inspect.out"
     kill -CONT "$a" "$guard" "$cpid" $sl
     wait_for 10 dead "$cpid"
     t_gone=$(now_ms)

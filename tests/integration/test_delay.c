@@ -242,10 +242,32 @@ static void delayed_after(const char *dir,
     assert_true(ZKT_WAIT_UNTIL(dir_record(dir, &r) == ZKR__REC_CLOSED, 5000));
     assert_string_equal(r.node, strrchr(wnode, '/') + 1);
     assert_string_equal(r.cause, "unreleased");
+    /* The API says so too, while the waiter is delayed. */
+    {
+        int64_t until = 0;
+        char cause[32];
+        int closed = zkr_delay_closed(s2, dir, &until, cause, sizeof(cause));
+
+        if (!grant_done(&g)) {
+            assert_int_equal(closed, 1);
+            assert_true(until > 0);
+            assert_string_equal(cause, "unreleased");
+        }
+    }
     assert_true(ZKT_WAIT_UNTIL(grant_done(&g), 10000 + d));
     assert_int_equal(g.rc, 0);
     assert_true(g.at - t0 >= d);
     wtok = token_of(w);
+    {
+        int64_t until = 1;
+        char cause[32];
+
+        /* The writer of the closed record holds now: not closed. */
+        assert_int_equal(
+            zkr_delay_closed(s2, dir, &until, cause, sizeof(cause)), 0);
+        assert_true(until == 0);
+        assert_string_equal(cause, "");
+    }
     assert_int_equal(zkr_lock_release(w), 0);
     assert_int_equal(dir_record(dir, &r), ZKR__REC_RELEASE);
     assert_true(r.czxid == wtok);
@@ -449,6 +471,21 @@ static void test_delay_api(void **state)
     assert_int_equal(zkr_election_set_delay(NULL, 1), ZBADARGUMENTS);
     assert_int_equal(zkr_election_set_delay(e, -1), ZBADARGUMENTS);
     assert_int_equal(zkr_election_set_delay(e, 1000), 0);
+    {
+        int64_t until;
+        char cause[8];
+
+        assert_int_equal(zkr_delay_closed(NULL, "/d/api", &until, NULL, 0),
+                         ZBADARGUMENTS);
+        assert_int_equal(zkr_delay_closed(s, "d/api", &until, NULL, 0),
+                         ZBADARGUMENTS);
+        assert_int_equal(zkr_delay_closed(s, "/d/api", NULL, NULL, 0),
+                         ZBADARGUMENTS);
+        assert_int_equal(zkr_delay_closed(s, "/d/api", &until, cause, 0),
+                         ZBADARGUMENTS);
+        assert_int_equal(
+            zkr_delay_closed(s, "/d/nosuch", &until, cause, sizeof(cause)), 0);
+    }
     zkr_election_free(e);
     zkr_lock_free(wr);
     zkr_lock_free(r);
