@@ -856,9 +856,14 @@ ZKR_EXTERN int zkr_lock_set_listener(zkr_lock_t *l, zkr_lock_listener_t fn,
  * listing (nobody before it) is never delayed: it observed no
  * disappearance. Design: docs/design/lock-delay.md.
  * \param delay_ms 0 (off, the default) or the delay in milliseconds.
+ * For a semaphore permit or a writer, every node before it counts; for a
+ * reader, only writers and exclusive nodes. When more than one of them
+ * went since the contender last waited, and none of them was an exclusive
+ * predecessor whose release vouches for the others, no single record can
+ * prove them all released: the contender waits the delay (safe, maybe
+ * needless).
  * \return 0; ZBADARGUMENTS (NULL, delay_ms < 0); ZKR_ESTATE (an acquire is
- *   in progress); ZUNIMPLEMENTED (a read/write lock or semaphore handle:
- *   not yet in this version).
+ *   in progress).
  */
 ZKR_EXTERN int zkr_lock_set_delay(zkr_lock_t *l, int delay_ms);
 

@@ -651,9 +651,18 @@ struct zkr__contender {
     void (*dispose)(void *owner); /* frees the recipe's handle */
     /* Lock-delay (docs/design/lock-delay.md, 1.3). */
     int delay_ms;         /* 0: off */
-    char *behind;         /* name of the node our rule last waited on */
+    char *behind;         /* name of the node our rule last watched */
     int64_t behind_czxid; /* its czxid (from our watch), 0 if unknown */
-    int delay_served;     /* the delay for behind's departure is over */
+    char **before;        /* the nodes before us that our grant depends on,
+                             at the last listing that made us wait */
+    int nbefore;
+    char *vouch;          /* our predecessor in that listing if it is
+                             exclusive (its release vouches for all before
+                             it), or NULL */
+    char *target;         /* DELAYED: the node a record must name, or NULL
+                             (more than one went: no record can do) */
+    int64_t target_czxid; /* its czxid, 0 if unknown */
+    int delay_served;     /* the delay for the last departure is over */
     int64_t delay_until;  /* DELAYED: end (monotonic ms), -1 while the
                              record is being read */
     int64_t delay_seen;   /* when the listing that showed behind gone was

@@ -203,13 +203,7 @@ int zkr_lock_set_listener(zkr_lock_t *l, zkr_lock_listener_t fn, void *data)
 
 int zkr_lock_set_delay(zkr_lock_t *l, int delay_ms)
 {
-    if (l == NULL)
-        return ZBADARGUMENTS;
-    /* Only the mutex rule names one node whose release vouches for all
-     * before it (docs/design/lock-delay.md, 1.3 and 1.4). */
-    if (l->c.recipe != &lock_recipe)
-        return delay_ms < 0 ? ZBADARGUMENTS : ZUNIMPLEMENTED;
-    return zkr__set_delay(&l->c, delay_ms);
+    return l != NULL ? zkr__set_delay(&l->c, delay_ms) : ZBADARGUMENTS;
 }
 
 int zkr_lock_contenders(zkr_lock_t *l, zkr_contender_t **out, int *count)

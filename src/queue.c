@@ -180,6 +180,18 @@ static void notify_state(zkr__contender_t *c, zkr_lock_state_t st)
         zkr__post(c->s, ZKR__EV_STATE, (int)st, c, c->lis_fn, c->lis_data);
 }
 
+/* Lock-delay: the nodes before us at the last wait. */
+static void forget_before(zkr__contender_t *c)
+{
+    for (int i = 0; i < c->nbefore; i++)
+        free(c->before[i]);
+    free(c->before);
+    c->before = NULL;
+    c->nbefore = 0;
+    free(c->vouch);
+    c->vouch = NULL;
+}
+
 static void forget_node(zkr__contender_t *c)
 {
     zkr__metrics_hold_end(c); /* a grant ends with its node */
@@ -205,6 +217,10 @@ static void forget_node(zkr__contender_t *c)
     free(c->behind);
     c->behind = NULL;
     c->behind_czxid = 0;
+    forget_before(c);
+    free(c->target);
+    c->target = NULL;
+    c->target_czxid = 0;
     c->delay_served = 0;
     c->delay_until = -1;
     free(c->leave_record);
@@ -712,7 +728,7 @@ static void watch_done(int rc, const char *value, int len,
     (void)value;
     (void)len;
     /* The node our rule waits on, by its czxid: what a release record
-     * must name (lock-delay, note_behind()). */
+     * must name (lock-delay, note_wait()). */
     if (rc == ZOK && !stale(op, ZKR__P_WATCHING) && c->behind != NULL &&
         strcmp(strrchr(op->path, '/') + 1, c->behind) == 0)
         c->behind_czxid = stat->czxid;
@@ -964,20 +980,79 @@ static void check_pred(zkr__contender_t *c)
 
 /* ------------------------------------------------------- lock-delay */
 
-/* The node our rule waits on: remembered so that, when a listing grants us
- * after it went, we can ask whether it was released
- * (docs/design/lock-delay.md, 1.3). Only the mutex rule (lock, election)
- * names one node whose release vouches for everything before it. A new
- * node to wait on starts a new question. Returns 0 or ZKR_ENOMEM. */
-static int note_behind(zkr__contender_t *c, const char *name)
+/* Does our grant depend on e's departure? A reader's only on writers' and
+ * exclusive nodes' (readers share); everyone else's on every node before
+ * it. */
+static int delay_relevant(const zkr__contender_t *c, const zkr__entry_t *e)
 {
-    if (c->delay_ms <= 0 || (c->behind != NULL && strcmp(c->behind, name) == 0))
+    if (c->recipe->pred == zkr__pred_read)
+        return e->kind == ZKR__KIND_WRITE || e->kind == ZKR__KIND_EXCLUSIVE;
+    return 1;
+}
+
+/* Is e exclusive (a lock, a writer, a candidate; not a permit)? Its grant
+ * needed every node before it gone, so its clean release vouches for all
+ * of them. */
+static int delay_vouches(const zkr__entry_t *e)
+{
+    return (e->kind == ZKR__KIND_EXCLUSIVE && e->permits == 0) ||
+           e->kind == ZKR__KIND_WRITE || e->kind == ZKR__KIND_LATCH;
+}
+
+/* A listing made us wait (docs/design/lock-delay.md, 1.3, 1.4): remember
+ * the nodes before us that our grant depends on, our predecessor if it
+ * vouches, and the node we will watch (w, or -1), so that a later grant
+ * can ask whether the ones gone by then were released. A new wait starts
+ * a new question. Returns 0 or ZKR_ENOMEM. */
+static int note_wait(zkr__contender_t *c, const zkr__entry_t *e, int self,
+                     int w)
+{
+    if (c->delay_ms <= 0)
         return 0;
-    free(c->behind);
-    c->behind_czxid = 0;
+    forget_before(c);
     c->delay_served = 0;
-    c->behind = zkr__strdup(name);
-    return c->behind != NULL ? 0 : ZKR_ENOMEM;
+    if (w >= 0 && (c->behind == NULL || strcmp(c->behind, e[w].name) != 0)) {
+        free(c->behind);
+        c->behind_czxid = 0;
+        if ((c->behind = zkr__strdup(e[w].name)) == NULL)
+            return ZKR_ENOMEM;
+    }
+    if (self > 0 && delay_vouches(&e[self - 1]) &&
+        (c->vouch = zkr__strdup(e[self - 1].name)) == NULL)
+        return ZKR_ENOMEM;
+    if (self > 0 && (c->before = calloc((size_t)self, sizeof(char *))) == NULL)
+        return ZKR_ENOMEM;
+    for (int i = 0; i < self; i++) {
+        if (!delay_relevant(c, &e[i]))
+            continue;
+        if ((c->before[c->nbefore] = zkr__strdup(e[i].name)) == NULL)
+            return ZKR_ENOMEM;
+        c->nbefore++;
+    }
+    return 0;
+}
+
+/* A listing grants us: which of the nodes we waited behind are gone, and
+ * which one a record must name for the grant to be immediate? Returns
+ * the number gone; *target is that node's name (borrowed), or NULL when
+ * more than one went and none vouches for the others. */
+static int gone_since_wait(const zkr__contender_t *c, const zkr__entry_t *e,
+                           int n, const char **target)
+{
+    int gone = 0, vouch_gone = 0;
+    const char *last = NULL;
+
+    for (int i = 0; i < c->nbefore; i++) {
+        if (zkr__find_entry(e, n, c->before[i]) >= 0)
+            continue;
+        gone++;
+        last = c->before[i];
+        vouch_gone |= c->vouch != NULL && strcmp(c->vouch, last) == 0;
+    }
+    if (c->vouch != NULL && zkr__find_entry(e, n, c->vouch) < 0)
+        vouch_gone = 1; /* a predecessor we need not wait for (a reader's) */
+    *target = vouch_gone ? c->vouch : gone == 1 ? last : NULL;
+    return gone;
 }
 
 static int64_t wall_ms(void)
@@ -1036,9 +1111,46 @@ static void write_closed(zkr__contender_t *c, int64_t remaining)
  * our watch was set). */
 static int names_behind(const zkr__contender_t *c, const zkr__record_t *r)
 {
-    if (c->behind_czxid != 0)
-        return r->czxid == c->behind_czxid;
-    return r->node[0] != '\0' && strcmp(r->node, c->behind) == 0;
+    if (c->target == NULL)
+        return 0; /* more than one went: no one record covers them */
+    if (c->target_czxid != 0)
+        return r->czxid == c->target_czxid;
+    return r->node[0] != '\0' && strcmp(r->node, c->target) == 0;
+}
+
+/* Waits out wait ms from our observation: DELAYED for the application
+ * too, and said in ZooKeeper (informational); the timer ends it. */
+static void start_delay(zkr__contender_t *c, int64_t wait)
+{
+    c->delay_until = c->delay_seen + wait;
+    notify_state(c, ZKR_LOCK_DELAYED);
+    write_closed(c, c->delay_until - zkr__now_ms());
+    zkr__timer_kick(c->s);
+}
+
+/* A listing grants us; if nodes we waited behind went (note_wait()), we
+ * are DELAYED instead: reading the record (step), or, when no one record
+ * can cover what went, waiting the full delay at once. Returns 0 or
+ * ZKR_ENOMEM. */
+static int begin_delay(zkr__contender_t *c, const zkr__entry_t *e, int n)
+{
+    const char *t;
+
+    if (gone_since_wait(c, e, n, &t) == 0)
+        return 0; /* nothing we depended on went: granted */
+    free(c->target);
+    c->target = NULL;
+    c->target_czxid = 0;
+    if (t != NULL && (c->target = zkr__strdup(t)) == NULL)
+        return ZKR_ENOMEM;
+    if (t != NULL && c->behind != NULL && strcmp(c->behind, t) == 0)
+        c->target_czxid = c->behind_czxid;
+    c->phase = ZKR__P_DELAYED;
+    c->delay_seen = zkr__now_ms();
+    c->delay_until = -1;
+    if (c->target == NULL)
+        start_delay(c, c->delay_ms);
+    return 0;
 }
 
 static void record_done(int rc, const char *value, int len,
@@ -1084,11 +1196,9 @@ static void record_done(int rc, const char *value, int len,
         else
             finish_acquire(c, 0); /* the listing granted us */
     } else {
-        c->delay_until = c->delay_seen + wait;
-        notify_state(c, ZKR_LOCK_DELAYED);
-        write_closed(c, c->delay_until - zkr__now_ms());
-        zkr__timer_kick(s);
+        start_delay(c, wait);
     }
+    (void)s;
     zkr__op_end(op);
 }
 
@@ -1191,16 +1301,16 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
          * the answer comes (zkr__op_end steps us then). */
         if (!c->self_watch)
             issue_self_watch(c);
-    } else if (w == ZKR__GRANT && c->behind != NULL && !c->delay_served) {
-        /* The node we waited on is gone: released, or dead? */
-        c->phase = ZKR__P_DELAYED;
-        c->delay_until = -1;
-        c->delay_seen = zkr__now_ms();
+    } else if (w == ZKR__GRANT && c->before != NULL && !c->delay_served &&
+               begin_delay(c, e, n) != 0) {
+        abort_acquire(c, ZKR_ENOMEM);
+    } else if (w == ZKR__GRANT && c->phase == ZKR__P_DELAYED) {
+        ; /* the nodes we waited on are gone: released, or dead? */
     } else if (w == ZKR__GRANT) {
         finish_acquire(c, 0);
     } else if (c->try_once) {
         abort_acquire(c, ZKR_EBUSY);
-    } else if (w >= 0 && note_behind(c, e[w].name) != 0) {
+    } else if (note_wait(c, e, self, w) != 0) {
         abort_acquire(c, ZKR_ENOMEM);
     } else {
         /* We wait: watch our own node first, so that its deletion reaches

@@ -170,8 +170,7 @@ static void help(kind_t kind)
           "release), wait this\n"
           "                            long before taking over (default: "
           "the session\n"
-          "                            timeout; 0 off; lock and elect "
-          "only)\n",
+          "                            timeout; 0 off)\n",
           stdout);
     if (kind == KIND_ELECT)
         fputs("      --requeue             run again each time leadership "
@@ -344,10 +343,6 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
         return cli_usage_error(sub, "--permits N is required");
     if (o->read && o->write)
         return cli_usage_error(sub, "--read and --write exclude each other");
-    /* The library has the delay for the exclusive recipes only (yet). */
-    if (o->delay_ms > 0 && (kind == KIND_SEM || o->read || o->write))
-        return cli_usage_error(sub, "--lock-delay is not supported by sem, "
-                                    "--read or --write yet (only 0)");
     if (optind >= argc)
         return cli_usage_error(sub, "missing PATH");
     o->path = argv[optind++];
@@ -1133,7 +1128,7 @@ static int make_lock(sup_t *p)
     zkr_lock_free(w);
     if (rc == ZBADARGUMENTS)
         return cli_usage_error(o->sub, "invalid PATH '%s' or --id", o->path);
-    if (rc == 0 && o->kind == KIND_LOCK && !o->read && !o->write)
+    if (rc == 0)
         rc = zkr_lock_set_delay(p->l, lock_delay(o, p->s));
     if (rc != 0)
         return cli_zk_error(p->cli, rc, "%s", o->path);

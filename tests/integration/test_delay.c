@@ -396,6 +396,145 @@ static void test_foreign_contender(void **state)
     zkr_session_free(s);
 }
 
+/* A waiter of a shared recipe (a semaphore permit, a reader, a writer)
+ * with a delay, queued behind n nodes: as waiter(). */
+static zkr_lock_t *shared_waiter(zkr_lock_t *l, const char *dir, int delay_ms,
+                                 int n, struct grant *g)
+{
+    memset(g, 0, sizeof(*g));
+    assert_int_equal(zkr_lock_set_delay(l, delay_ms), 0);
+    assert_int_equal(zkr_lock_acquire_async(l, -1, granted, g), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(dir) == n + 1, 10000));
+    zkt_sleep_ms(zkt_scaled_ms(300));
+    assert_false(grant_done(g));
+    return l;
+}
+
+static zkr_lock_t *semaphore(zkr_session_t *s, const char *dir)
+{
+    zkr_lock_t *l = NULL;
+
+    assert_int_equal(zkr_semaphore_new(&l, s, dir, 2, "S", NULL), 0);
+    return l;
+}
+
+/* The side (0 read, 1 write) of a new read/write lock at dir. */
+static zkr_lock_t *rw_side(zkr_session_t *s, const char *dir, int write)
+{
+    zkr_lock_t *r = NULL, *w = NULL;
+
+    assert_int_equal(zkr_rwlock_new(&r, &w, s, dir, "RW", NULL), 0);
+    zkr_lock_free(write ? r : w);
+    return write ? w : r;
+}
+
+static void hold(zkr_lock_t *l, char *node, size_t len)
+{
+    assert_int_equal(zkr_lock_acquire(l, -1), 0);
+    assert_int_equal(zkr_lock_node(l, node, len), 0);
+}
+
+/* A semaphore of 2: a clean release of a permit lets the waiter in at
+ * once; a permit holder's node deleted (a death) delays it. */
+static void test_semaphore_delay(void **state)
+{
+    const int d = 2000;
+    zkr_session_t *s = open_session(10000), *s2 = open_session(10000);
+    zkr_lock_t *h1 = semaphore(s, "/d/sem"), *h2 = semaphore(s, "/d/sem");
+    char n1[ZKR_NODE_MAX], n2[ZKR_NODE_MAX];
+    struct grant g;
+    zkr_lock_t *w;
+    int64_t t0;
+
+    (void)state;
+    hold(h1, n1, sizeof(n1));
+    hold(h2, n2, sizeof(n2));
+    w = shared_waiter(semaphore(s2, "/d/sem"), "/d/sem", 60000, 2, &g);
+    t0 = zkt_now_ms();
+    assert_int_equal(zkr_lock_release(h2), 0);
+    assert_true(ZKT_WAIT_UNTIL(grant_done(&g), 20000));
+    assert_int_equal(g.rc, 0);
+    assert_true(g.at - t0 < 20000); /* not the 60 s delay */
+    assert_int_equal(zkr_lock_release(w), 0);
+    zkr_lock_free(w);
+
+    hold(h2, n2, sizeof(n2));
+    w = shared_waiter(semaphore(s2, "/d/sem"), "/d/sem", d, 2, &g);
+    t0 = zkt_now_ms();
+    assert_int_equal(zoo_delete(raw, n1, -1), ZOK); /* h1 dies */
+    assert_true(ZKT_WAIT_UNTIL(
+        zkr_lock_state(w) == ZKR_LOCK_DELAYED || grant_done(&g), 10000));
+    assert_false(grant_done(&g));
+    assert_true(ZKT_WAIT_UNTIL(grant_done(&g), 10000 + d));
+    assert_int_equal(g.rc, 0);
+    assert_true(g.at - t0 >= d);
+    assert_int_equal(zkr_lock_release(w), 0);
+    assert_int_equal(zkr_lock_release(h2), 0);
+    zkr_lock_free(w);
+    zkr_lock_free(h2);
+    zkr_lock_free(h1);
+    zkr_session_free(s2);
+    zkr_session_free(s);
+}
+
+/* A read/write lock. A writer behind two readers: the first reader dies,
+ * the second (the one it watches) releases cleanly; one record cannot
+ * prove both released, so the writer is delayed. A reader behind a writer
+ * that releases cleanly is granted at once; behind one that dies, it is
+ * delayed. */
+static void test_rwlock_delay(void **state)
+{
+    const int d = 2000;
+    zkr_session_t *s = open_session(10000), *s2 = open_session(10000);
+    zkr_lock_t *r1 = rw_side(s, "/d/rw", 0), *r2 = rw_side(s, "/d/rw", 0);
+    zkr_lock_t *wr, *rd;
+    char n1[ZKR_NODE_MAX], n2[ZKR_NODE_MAX], nw[ZKR_NODE_MAX];
+    struct grant g;
+    int64_t t0;
+
+    (void)state;
+    hold(r1, n1, sizeof(n1));
+    hold(r2, n2, sizeof(n2));
+    wr = shared_waiter(rw_side(s2, "/d/rw", 1), "/d/rw", d, 2, &g);
+    t0 = zkt_now_ms();
+    assert_int_equal(zoo_delete(raw, n1, -1), ZOK); /* r1 dies */
+    assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(r1) == ZKR_LOCK_LOST, 10000));
+    assert_int_equal(zkr_lock_release(r2), 0); /* r2 releases */
+    assert_true(ZKT_WAIT_UNTIL(
+        zkr_lock_state(wr) == ZKR_LOCK_DELAYED || grant_done(&g), 10000));
+    assert_false(grant_done(&g));
+    assert_true(ZKT_WAIT_UNTIL(grant_done(&g), 10000 + d));
+    assert_int_equal(g.rc, 0);
+    assert_true(g.at - t0 >= d);
+
+    /* A reader behind the writer: a clean release lets it in at once. */
+    rd = shared_waiter(rw_side(s2, "/d/rw", 0), "/d/rw", 60000, 1, &g);
+    t0 = zkt_now_ms();
+    assert_int_equal(zkr_lock_release(wr), 0);
+    assert_true(ZKT_WAIT_UNTIL(grant_done(&g), 20000));
+    assert_int_equal(g.rc, 0);
+    assert_true(g.at - t0 < 20000);
+    assert_int_equal(zkr_lock_release(rd), 0);
+    zkr_lock_free(rd);
+
+    /* ... a writer's death delays it. */
+    assert_int_equal(zkr_lock_release(r1), ZKR_ELOST);
+    hold(wr, nw, sizeof(nw));
+    rd = shared_waiter(rw_side(s2, "/d/rw", 0), "/d/rw", d, 1, &g);
+    t0 = zkt_now_ms();
+    assert_int_equal(zoo_delete(raw, nw, -1), ZOK);
+    assert_true(ZKT_WAIT_UNTIL(grant_done(&g), 10000 + d));
+    assert_int_equal(g.rc, 0);
+    assert_true(g.at - t0 >= d);
+    assert_int_equal(zkr_lock_release(rd), 0);
+    zkr_lock_free(rd);
+    zkr_lock_free(wr);
+    zkr_lock_free(r2);
+    zkr_lock_free(r1);
+    zkr_session_free(s2);
+    zkr_session_free(s);
+}
+
 /* An election: the leader's session expires; the next candidate, with a
  * delay, is DELAYED and leads no earlier than D after the leader's node
  * went. A leader that leaves cleanly hands over at once. */
@@ -461,11 +600,11 @@ static void test_delay_api(void **state)
     assert_int_equal(zkr_lock_set_delay(l, 0), 0);
     assert_int_equal(zkr_lock_set_delay(l, 1000), 0);
     assert_int_equal(zkr_semaphore_new(&sem, s, "/d/apisem", 2, NULL, NULL), 0);
-    assert_int_equal(zkr_lock_set_delay(sem, 1000), ZUNIMPLEMENTED);
+    assert_int_equal(zkr_lock_set_delay(sem, 1000), 0);
     assert_int_equal(zkr_lock_set_delay(sem, -1), ZBADARGUMENTS);
     assert_int_equal(zkr_rwlock_new(&r, &wr, s, "/d/apirw", NULL, NULL), 0);
-    assert_int_equal(zkr_lock_set_delay(r, 1000), ZUNIMPLEMENTED);
-    assert_int_equal(zkr_lock_set_delay(wr, 1000), ZUNIMPLEMENTED);
+    assert_int_equal(zkr_lock_set_delay(r, 1000), 0);
+    assert_int_equal(zkr_lock_set_delay(wr, 1000), 0);
     assert_int_equal(
         zkr_election_new(&e, s, "/d/apiel", NULL, NULL, ZKR_POLICY_SESSION), 0);
     assert_int_equal(zkr_election_set_delay(NULL, 1), ZBADARGUMENTS);
@@ -506,6 +645,8 @@ int main(void)
         cmocka_unit_test(test_foreign_writes_cannot_fake_release),
         cmocka_unit_test(test_delayed_waiter_leaves),
         cmocka_unit_test(test_foreign_contender),
+        cmocka_unit_test(test_semaphore_delay),
+        cmocka_unit_test(test_rwlock_delay),
         cmocka_unit_test(test_election_delay),
         cmocka_unit_test(test_delay_api),
     };
