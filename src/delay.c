@@ -212,11 +212,7 @@ int zkr_delay_closed(zkr_session_t *s, const char *path, int64_t *until_ms,
     *until_ms = 0;
     if (cause != NULL)
         cause[0] = '\0';
-    if (s == NULL || zkr__check_path(path) != 0)
-        return ZBADARGUMENTS;
-    if (zkr__in_callback())
-        return ZKR_EDEADLK;
-    if ((rc = zkr__zh_get(s, &zh)) != 0)
+    if ((rc = zkr__read_begin(s, path, &zh)) != 0)
         return rc;
     rc = zoo_get(zh, path, 0, buf, &n, NULL);
     if (rc == ZNONODE)

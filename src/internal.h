@@ -473,6 +473,11 @@ int zkr__is_connection_error(int rc);
  * handle is not closed until returned. 0, ZKR_ECLOSED or ZCONNECTIONLOSS. */
 int zkr__zh_get(zkr_session_t *s, zhandle_t **zh);
 void zkr__zh_put(zkr_session_t *s);
+/* The start of a public read of path (zkr_contenders_list,
+ * zkr_delay_closed): checks the arguments and the calling thread, then
+ * zkr__zh_get. 0 (return the handle with zkr__zh_put), ZBADARGUMENTS,
+ * ZKR_EDEADLK, or zkr__zh_get's codes. */
+int zkr__read_begin(zkr_session_t *s, const char *path, zhandle_t **zh);
 
 /* The type of an asynchronous call's completion (zookeeper.h). */
 enum {

@@ -1157,13 +1157,13 @@ static void record_done(int rc, const char *value, int len,
                         const struct Stat *stat, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
-    zkr_session_t *s = zkr__op_begin(op, rc);
     zkr__contender_t *c = op->c;
     zkr__record_t r;
     int64_t wait;
     int kind;
 
     (void)stat;
+    zkr__op_begin(op, rc);
     if (stale(op, ZKR__P_DELAYED) || c->delay_until >= 0 ||
         zkr__is_connection_error(rc)) {
         zkr__op_end(op); /* a connection error: read again (step) */
@@ -1198,7 +1198,6 @@ static void record_done(int rc, const char *value, int len,
     } else {
         start_delay(c, wait);
     }
-    (void)s;
     zkr__op_end(op);
 }
 
@@ -2128,11 +2127,7 @@ int zkr_contenders_list(zkr_session_t *s, const char *path,
         return ZBADARGUMENTS;
     *out = NULL;
     *count = 0;
-    if (s == NULL || zkr__check_path(path) != 0)
-        return ZBADARGUMENTS;
-    if (zkr__in_callback())
-        return ZKR_EDEADLK;
-    if ((rc = zkr__zh_get(s, &zh)) != 0)
+    if ((rc = zkr__read_begin(s, path, &zh)) != 0)
         return rc;
     rc = zoo_get_children(zh, path, 0, &kids);
     if (rc == ZNONODE) {

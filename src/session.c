@@ -701,6 +701,15 @@ int zkr__wait(zkr_session_t *s, const int *flag, int64_t deadline)
     return 0;
 }
 
+int zkr__read_begin(zkr_session_t *s, const char *path, zhandle_t **zh)
+{
+    if (s == NULL || zkr__check_path(path) != 0)
+        return ZBADARGUMENTS;
+    if (zkr__in_callback())
+        return ZKR_EDEADLK;
+    return zkr__zh_get(s, zh);
+}
+
 int zkr__zh_get(zkr_session_t *s, zhandle_t **zh)
 {
     int rc = 0;
