@@ -796,7 +796,7 @@ ZKR_EXTERN int64_t zkr_lock_valid_ms(zkr_lock_t *l);
  *   changed since the application last read it, for poll()-based programs.
  *
  * Readable from each change the state listener hears of (SUSPENDED, HELD
- * again after re-verification, LOST) until the application next calls
+ * again after re-verification, LOST, DELAYED) until the application next calls
  * zkr_lock_state(), which reads the state. So a poll() loop that reads the
  * state when woken wakes once per change: it is quiet while the lock stays
  * SUSPENDED, and wakes again when it is re-verified or lost. Once
@@ -815,16 +815,17 @@ ZKR_EXTERN int64_t zkr_lock_valid_ms(zkr_lock_t *l);
  */
 ZKR_EXTERN int zkr_lock_fd(zkr_lock_t *l);
 
-/** Lock state listener: SUSPENDED, HELD (re-verified), LOST. */
+/** Lock state listener: SUSPENDED, HELD (re-verified), LOST, DELAYED. */
 typedef void (*zkr_lock_listener_t)(zkr_lock_t *l, zkr_lock_state_t state,
                                     void *data);
 
 /**
  * \brief Sets (or with NULL fn clears) the lock's state listener, called
  *   when a held lock becomes SUSPENDED, HELD again after re-verification,
- *   or LOST. LOST comes at the safe deadline, on session expiry, or when
- *   the holder's node is deleted by someone else (an operator's forced
- *   release): a contender that waited has watched its own node since it
+ *   or LOST, and when an acquire starts to wait out a lock-delay (DELAYED,
+ *   see zkr_lock_set_delay()). LOST comes at the safe deadline, on session
+ * expiry, or when the holder's node is deleted by someone else (an operator's
+ * forced release): a contender that waited has watched its own node since it
  *   began to wait, and one granted at once watches it from 50 ms after the
  *   grant, so it hears within that plus a round trip.
  * \return 0; ZBADARGUMENTS.

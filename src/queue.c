@@ -1098,7 +1098,8 @@ static void write_closed(zkr__contender_t *c, int64_t remaining)
     char text[ZKR__RECORD_MAX + 1];
     zkr__op_t *op;
 
-    if (own_record(c, ZKR__REC_CLOSED, remaining, text, sizeof(text)) == NULL ||
+    if (!c->s->connected || c->s->zh == NULL ||
+        own_record(c, ZKR__REC_CLOSED, remaining, text, sizeof(text)) == NULL ||
         (op = zkr__op_new(c->s, NULL)) == NULL)
         return;
     if (zoo_aset(c->s->zh, c->dir, text, (int)strlen(text), -1, closed_done,

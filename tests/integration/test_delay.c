@@ -15,7 +15,10 @@
 
 #include <cmocka.h>
 
+#include <poll.h>
+
 #include "../../src/internal.h"
+#include "../rec.h"
 #include "../server_test.h"
 
 /* The directory's data as a record (kind), or ZKR__REC_NONE. */
@@ -249,10 +252,22 @@ static void delayed_after(const char *dir,
     struct grant g;
     zkr_lock_t *w = waiter(s2, dir, d, 1, &g);
     zkr__record_t r;
+    struct rec states;
+    struct pollfd pfd = {zkr_lock_fd(w), POLLIN, 0};
     int64_t t0, wtok;
 
+    rec_init(&states);
+    assert_int_equal(zkr_lock_set_listener(w, on_lock_state, &states), 0);
+    assert_true(pfd.fd >= 0);
+    assert_int_equal(zkr_lock_state(w), ZKR_LOCK_ACQUIRING); /* read */
+    assert_int_equal(poll(&pfd, 1, 0), 0);
     t0 = zkt_now_ms(); /* the node goes after this */
     kill(s1, node);
+    /* The listener hears DELAYED, and the descriptor signals the change. */
+    assert_true(ZKT_WAIT_UNTIL(
+        rec_find(&states, ZKR_LOCK_DELAYED) >= 0 || grant_done(&g), 10000));
+    assert_false(grant_done(&g));
+    assert_int_equal(poll(&pfd, 1, 0), 1);
     assert_true(ZKT_WAIT_UNTIL(
         zkr_lock_state(w) == ZKR_LOCK_DELAYED || grant_done(&g), 10000));
     assert_false(grant_done(&g));
