@@ -999,7 +999,7 @@ static int delay_vouches(const zkr__entry_t *e)
            e->kind == ZKR__KIND_WRITE || e->kind == ZKR__KIND_LATCH;
 }
 
-/* A listing made us wait (docs/design/lock-delay.md, 1.3, 1.4): remember
+/* A listing made us wait (docs/design/lock-delay.md, 1.3): remember
  * the nodes before us that our grant depends on, our predecessor if it
  * vouches, and the node we will watch (w, or -1), so that a later grant
  * can ask whether the ones gone by then were released. A new wait starts
