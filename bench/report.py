@@ -33,7 +33,8 @@ def key_of(r):
     """The workload: mode plus its size parameter."""
     m = r["mode"]
     size = {"contended": "contenders", "herd": "waiters", "scale": "locks",
-            "semaphore": "contenders", "election": "candidates"}.get(m)
+            "semaphore": "contenders", "election": "candidates",
+            "many": "w"}.get(m)
     return (m, int(r[size]) if size else 0)
 
 
@@ -72,6 +73,8 @@ FIGURES = [
     ("contended", "violations", "contended overlap violations, K={n}", True),
     ("contended", "handoff_p50_us", "contended handoff p50 us, K={n}", True),
     ("contended", "handoff_p99_us", "contended handoff p99 us, K={n}", True),
+    ("contended", "cpu_s_per_10k_grants",
+     "contended client CPU s per 10k grants, K={n}", True),
     ("herd", "watch_events_per_release", "herd watch events/release, W={n}",
      True),
     ("herd", "handoff_p50_us", "herd handoff p50 us, W={n}", True),
@@ -82,7 +85,21 @@ FIGURES = [
     ("semaphore", "fairness", "semaphore(4) min/max per client, K={n}",
      False),
     ("election", "handoff_p50_us", "election handoff p50 us, K={n}", True),
+    ("floor", "notify_p50_us", "notify floor p50 us (delete to watcher)",
+     True),
+    ("floor", "notify_p99_us", "notify floor p99 us", True),
+    ("floor", "handoff_floor_p50_us",
+     "handoff floor p50 us (delete to watcher's write)", True),
+    ("floor", "handoff_floor_p99_us", "handoff floor p99 us", True),
+    ("many", "locks_per_s", "many distinct locks/s, W={n}", False),
+    ("many", "held_bytes_per_lock", "many: client bytes per held lock, W={n}",
+     True),
+    ("many", "held_fds", "many: open descriptors holding all, W={n}", True),
 ]
+
+# Where a handoff is compared with the notify floor: (mode, size, label).
+FLOOR_HANDOFFS = [("contended", 8, "contended K=8"),
+                  ("herd", 500, "herd W=500")]
 
 
 def fmt(x):
@@ -118,6 +135,31 @@ def table(data, config):
 
 def get(d, k, impl, field):
     return d.get(k, {}).get(impl, {}).get(field)
+
+
+def floor_table(data, config):
+    """Each library's handoff p50 and p99 as multiples of the notify
+    floor's p50 and p99 (raw, floor mode, same server)."""
+    d = data.get(config, {})
+    n50 = get(d, ("floor", 0), "raw", "notify_p50_us")
+    n99 = get(d, ("floor", 0), "raw", "notify_p99_us")
+    if not n50 or not n99:
+        return ""
+    locks = ["zkr", "curator", "kazoo"]
+    out = ["| handoff / notify floor (%.0f us p50, %.0f us p99) | %s |"
+           % (n50, n99, " | ".join("%s p50 | %s p99" % (i, i)
+                                   for i in locks)),
+           "|---|" + "---:|" * (2 * len(locks))]
+    for mode, size, label in FLOOR_HANDOFFS:
+        if (mode, size) not in d:
+            continue
+        cells = []
+        for i in locks:
+            for f, n in (("handoff_p50_us", n50), ("handoff_p99_us", n99)):
+                v = get(d, (mode, size), i, f)
+                cells.append("%.2fx" % (v / n) if v is not None else "–")
+        out.append("| %s | %s |" % (label, " | ".join(cells)))
+    return "\n".join(out)
 
 
 def verdicts(data, config):
@@ -158,6 +200,24 @@ def verdicts(data, config):
             line(hi / lo <= 1.2, "herd handoff p50 at W=%d within 1.2x of "
                  "W=%d: %.2fx (%.0f vs %.0f us)"
                  % (herds[-1], herds[0], hi / lo, hi, lo))
+    n50 = get(d, ("floor", 0), "raw", "notify_p50_us")
+    for mode, size, label in FLOOR_HANDOFFS:
+        h = get(d, (mode, size), "zkr", "handoff_p50_us")
+        if h and n50:
+            line(h / n50 <= 1.5, "%s handoff p50 within 1.5x of the notify "
+                 "floor: %.2fx (%.0f vs %.0f us)" % (label, h / n50, h, n50))
+    for k in sorted(x for x in d if x[0] == "many"):
+        z = get(d, k, "zkr", "locks_per_s")
+        r = get(d, k, "raw", "locks_per_s")
+        if z and r:
+            line(z / r >= 0.9, "many W=%d >= 0.9x the raw pipelined floor: "
+                 "%.2fx (%.0f vs %.0f locks/s)" % (k[1], z / r, z, r))
+        peers = [(get(d, k, p, "locks_per_s") or 0, p)
+                 for p in ("curator", "kazoo")]
+        best, who = max(peers)
+        if z and best and k[1] == 256:
+            line(z / best >= 1.5, "many W=256 >= 1.5x the better peer (%s): "
+                 "%.2fx (%.0f vs %.0f locks/s)" % (who, z / best, z, best))
     for k in sorted(x for x in d if x[0] == "scale"):
         b = get(d, k, "zkr", "bytes_per_lock")
         if b is not None:
@@ -173,10 +233,14 @@ def plots(data, outdir):
             ("herd", "handoff_p50_us", "bench-herd",
              "waiters (W)", "handoff p50 (us)", True),
             ("contended", "grants_per_s", "bench-contended",
-             "contenders (K)", "grants per second", True)):
+             "contenders (K)", "grants per second", True),
+            ("many", "locks_per_s", "bench-many",
+             "locks in flight (W)", "distinct locks per second", True),
+            ("contended", "cpu_s_per_10k_grants", "bench-cpu",
+             "contenders (K)", "client CPU s per 10,000 grants", True)):
         lines = []
         for config in sorted(data):
-            for impl in ("zkr", "curator", "kazoo"):
+            for impl in ("zkr", "raw", "curator", "kazoo"):
                 pts = sorted((k[1], v[impl][field])
                              for k, v in data[config].items()
                              if k[0] == mode and impl in v
@@ -213,6 +277,9 @@ def main(argv):
     for config in sorted(data):
         print("### Server: %s\n" % config)
         print(table(data, config))
+        ft = floor_table(data, config)
+        if ft:
+            print("\n" + ft)
         print("\nTargets (%s):\n" % config)
         print(verdicts(data, config))
         print()

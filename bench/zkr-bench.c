@@ -12,12 +12,17 @@
  *   scale N                 one session acquires N distinct locks
  *   semaphore P K SECONDS   K sessions loop on a semaphore of P permits
  *   election K ROUNDS       K candidates; the leader leaves and rejoins
+ *   floor ROUNDS            (raw only) the notify and handoff floors: B
+ *                           watches A's node, A deletes it, B writes
+ *   many N W                one session acquires and releases N distinct
+ *                           locks, at most W in flight (async API)
  *
  * Every mode prints one line of `key=value` fields, starting with
  * `impl=... mode=...`; bench/peers/ print the same lines for Curator and
  * kazoo, and bench/run puts them side by side. The raw implementation
  * (`-i raw`) is the cost floor: zoo_create(ephemeral sequential) +
- * zoo_delete per cycle, and for scale one ephemeral node per "lock"; it
+ * zoo_delete per cycle (pipelined W deep for many), for scale one
+ * ephemeral node per "lock", and the floor mode's notification chain; it
  * has no contended, herd, semaphore or election mode (it is not a lock).
  *
  * -m DIR (contended and semaphore): every second, and once at the end,
@@ -30,6 +35,7 @@
  * this one process so that an in-process check can see two holders at
  * once. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -527,6 +533,334 @@ static void run_scale(int n)
     free(ls);
 }
 
+/* ------------------------------------------------------------- floor */
+
+/* The physical floor of a handoff, with no recipe (impl raw only). Two
+ * sessions: B watches (exists) a node of A's; A deletes it (t0, just
+ * before the request is sent); B's watcher runs (t1: the notify floor is
+ * t1 - t0, one committed write plus its notification); from the watcher B
+ * deletes a node of its own, as a grantee hands on (t2, its completion:
+ * the handoff floor is t2 - t0). One round at a time. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    zhandle_t *b;
+    char mine[256]; /* B's node, deleted from the watcher */
+    int64_t t1, t2;
+    int rc; /* of B's delete; 1 while pending */
+} fl = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, "", 0, 0, 1};
+
+static void floor_written(int rc, const void *data)
+{
+    int64_t t = now_ns();
+
+    (void)data;
+    pthread_mutex_lock(&fl.mu);
+    fl.t2 = t;
+    fl.rc = rc;
+    pthread_cond_signal(&fl.cv);
+    pthread_mutex_unlock(&fl.mu);
+}
+
+static void floor_notified(zhandle_t *zh, int type, int state, const char *path,
+                           void *ctx)
+{
+    int64_t t = now_ns();
+    int rc;
+
+    (void)zh, (void)state, (void)path, (void)ctx;
+    if (type != ZOO_DELETED_EVENT)
+        return;
+    fl.t1 = t;
+    if ((rc = zoo_adelete(fl.b, fl.mine, -1, floor_written, NULL)) != ZOK)
+        floor_written(rc, NULL);
+}
+
+static void floor_sent(int rc, const void *data)
+{
+    (void)data;
+    if (rc != ZOK)
+        die("floor delete", rc);
+}
+
+static void run_floor(int rounds)
+{
+    zkr_session_t *sa = open_session(), *sb = open_session();
+    zhandle_t *a = zkr_session_handle(sa);
+    samples_t notify = {0}, hand = {0};
+    char dir[128], theirs[192];
+    struct Stat st;
+    int rc;
+
+    fl.b = zkr_session_handle(sb);
+    snprintf(dir, sizeof(dir), "%s/floor", root);
+    snprintf(theirs, sizeof(theirs), "%s/a", dir);
+    snprintf(fl.mine, sizeof(fl.mine), "%s/b", dir);
+    ensure_node(a, dir);
+    for (int r = 0; r < rounds + rounds / 10 + 10; r++) {
+        int64_t t0;
+        if ((rc = zoo_create(a, theirs, "", 0, &ZOO_OPEN_ACL_UNSAFE,
+                             ZOO_EPHEMERAL, NULL, 0)) != ZOK ||
+            (rc = zoo_create(fl.b, fl.mine, "", 0, &ZOO_OPEN_ACL_UNSAFE,
+                             ZOO_EPHEMERAL, NULL, 0)) != ZOK ||
+            (rc = zoo_wexists(fl.b, theirs, floor_notified, NULL, &st)) != ZOK)
+            die("floor setup", rc);
+        pthread_mutex_lock(&fl.mu);
+        fl.rc = 1;
+        t0 = now_ns();
+        if ((rc = zoo_adelete(a, theirs, -1, floor_sent, NULL)) != ZOK)
+            die("floor delete", rc);
+        while (fl.rc == 1)
+            pthread_cond_wait(&fl.cv, &fl.mu);
+        pthread_mutex_unlock(&fl.mu);
+        if (fl.rc != ZOK)
+            die("floor write", fl.rc);
+        if (r >= rounds / 10 + 10) { /* after the warm-up rounds */
+            samples_add(&notify, (double)(fl.t1 - t0) / 1e3);
+            samples_add(&hand, (double)(fl.t2 - t0) / 1e3);
+        }
+    }
+    printf("impl=%s mode=floor rounds=%d notify_p50_us=%.0f "
+           "notify_p99_us=%.0f handoff_floor_p50_us=%.0f "
+           "handoff_floor_p99_us=%.0f\n",
+           impl, rounds, percentile(&notify, 50), percentile(&notify, 99),
+           percentile(&hand, 50), percentile(&hand, 99));
+    zkr_session_free(sa);
+    zkr_session_free(sb);
+    free(notify.v);
+    free(hand.v);
+}
+
+/* -------------------------------------------------------------- many */
+
+/* One session acquires and releases N distinct uncontended locks, at most
+ * W in flight, from completions only (zkr: zkr_lock_acquire_async, then
+ * zkr_lock_release_async, then zkr_lock_free and the next lock; raw: the
+ * floor, zoo_acreate(ephemeral sequential) then zoo_adelete). The N lock
+ * directories are made before the clock starts, for every
+ * implementation: the figure is the cost of a lock, not of its
+ * directory. zkr then holds N locks at once (W 256) and prints the
+ * process's resident set and open descriptors while it holds them. */
+typedef struct {
+    zkr_lock_t *l;
+    int i;
+} slot_t;
+
+static struct {
+    zkr_session_t *s;
+    zhandle_t *zh;
+    int n, hold;
+    atomic_int next;
+    zkr_lock_t **held; /* hold phase: every lock, kept */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int active; /* slots still working */
+    int failed;
+} many = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void many_start(slot_t *sl);
+
+/* Slot sl is done with its lock (or failed with rc): on to the next. */
+static void many_next(slot_t *sl, int rc)
+{
+    if (rc == 0) {
+        many_start(sl);
+        return;
+    }
+    pthread_mutex_lock(&many.mu);
+    many.failed = rc;
+    many.active--;
+    pthread_cond_broadcast(&many.cv);
+    pthread_mutex_unlock(&many.mu);
+}
+
+static void many_path(char *buf, size_t size, int i)
+{
+    snprintf(buf, size, "%s/many/l%06d", root, i);
+}
+
+static void raw_deleted(int rc, const void *data)
+{
+    many_next((slot_t *)data, rc);
+}
+
+static void raw_created(int rc, const char *value, const void *data)
+{
+    if (rc == ZOK)
+        rc = zoo_adelete(many.zh, value, -1, raw_deleted, data);
+    if (rc != ZOK)
+        many_next((slot_t *)data, rc);
+}
+
+static void zkr_released(int rc, zkr_lock_t *l, void *data)
+{
+    zkr_lock_free(l);
+    many_next(data, rc);
+}
+
+static void zkr_acquired(int rc, zkr_lock_t *l, void *data)
+{
+    if (rc == 0 && many.hold)
+        many_next(data, 0);
+    else if (rc != 0 ||
+             (rc = zkr_lock_release_async(l, zkr_released, data)) != 0)
+        many_next(data, rc);
+}
+
+static void many_start(slot_t *sl)
+{
+    char path[256];
+    int i = atomic_fetch_add(&many.next, 1), rc;
+
+    if (i >= many.n) {
+        pthread_mutex_lock(&many.mu);
+        many.active--;
+        pthread_cond_broadcast(&many.cv);
+        pthread_mutex_unlock(&many.mu);
+        return;
+    }
+    many_path(path, sizeof(path), i);
+    if (strcmp(impl, "raw") == 0) {
+        strcat(path, "/_c_x-lock-");
+        rc = zoo_acreate(many.zh, path, "bench", 5, &ZOO_OPEN_ACL_UNSAFE,
+                         ZOO_EPHEMERAL_SEQUENTIAL, raw_created, sl);
+    } else if ((rc = zkr_lock_new(&sl->l, many.s, path, "bench", NULL)) == 0) {
+        if (many.hold)
+            many.held[i] = sl->l;
+        rc = zkr_lock_acquire_async(sl->l, -1, zkr_acquired, sl);
+    }
+    if (rc != 0)
+        many_next(sl, rc);
+}
+
+/* Until every slot has finished (many.active 0); dies on a failure. */
+static void many_wait(void)
+{
+    pthread_mutex_lock(&many.mu);
+    while (many.active > 0)
+        pthread_cond_wait(&many.cv, &many.mu);
+    pthread_mutex_unlock(&many.mu);
+    if (many.failed != 0)
+        die("many", many.failed);
+}
+
+/* Runs the N locks through W slots; returns the seconds it took. */
+static double many_run(int w)
+{
+    slot_t *slots = calloc((size_t)w, sizeof(*slots));
+    int64_t t0 = now_ns();
+
+    if (slots == NULL)
+        die("calloc", ZKR_ENOMEM);
+    atomic_store(&many.next, 0);
+    many.active = w;
+    for (int i = 0; i < w; i++)
+        many_start(&slots[i]);
+    many_wait();
+    free(slots);
+    return (double)(now_ns() - t0) / 1e9;
+}
+
+static void many_dirs_made(int rc, const char *value, const void *data)
+{
+    (void)value;
+    (void)data;
+    if (rc != ZOK && rc != ZNODEEXISTS)
+        die("many directory", rc);
+}
+
+/* The N directories, pipelined 256 at a time (before the clock starts). */
+static void many_dirs(void)
+{
+    char path[256];
+
+    snprintf(path, sizeof(path), "%s/many", root);
+    ensure_node(many.zh, path);
+    for (int i = 0; i < many.n; i++) {
+        int rc;
+        many_path(path, sizeof(path), i);
+        rc = zoo_acreate(many.zh, path, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0,
+                         many_dirs_made, NULL);
+        if (rc != ZOK)
+            die("many directory", rc);
+        if (i % 256 == 255 || i == many.n - 1) {
+            /* A sync round trip: the server answers in order. */
+            struct Stat st;
+            if ((rc = zoo_exists(many.zh, path, 0, &st)) != ZOK)
+                die("many directory", rc);
+        }
+    }
+}
+
+/* Open descriptors of this process (from /proc/self/fd). */
+static int open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int n = 0;
+
+    if (d == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n - 1; /* not the one reading the directory */
+}
+
+static void many_released(int rc, zkr_lock_t *l, void *data)
+{
+    (void)l;
+    many_next(data, rc);
+}
+
+/* Holds N locks at once; prints RSS and descriptors; releases them. */
+static void many_hold(void)
+{
+    slot_t *slots = calloc((size_t)many.n, sizeof(*slots));
+    long rss0 = rss_kib(), rss;
+    int fds;
+
+    many.held = calloc((size_t)many.n, sizeof(*many.held));
+    if (many.held == NULL || slots == NULL)
+        die("calloc", ZKR_ENOMEM);
+    many.hold = 1;
+    many_run(256);
+    rss = rss_kib();
+    fds = open_fds();
+    /* Release all, pipelined: one slot per lock, each finishing at once. */
+    atomic_store(&many.next, many.n);
+    many.active = many.n;
+    for (int i = 0; i < many.n; i++) {
+        int rc = zkr_lock_release_async(many.held[i], many_released, &slots[i]);
+        if (rc != 0)
+            die("release_async", rc);
+    }
+    many_wait();
+    for (int i = 0; i < many.n; i++)
+        zkr_lock_free(many.held[i]);
+    printf(" held=%d held_rss_kib=%ld held_bytes_per_lock=%.0f held_fds=%d",
+           many.n, rss, (double)(rss - rss0) * 1024.0 / many.n, fds);
+    free(many.held);
+    free(slots);
+}
+
+static void run_many(int n, int w)
+{
+    double secs;
+
+    many.s = open_session();
+    many.zh = zkr_session_handle(many.s);
+    many.n = n;
+    many_dirs();
+    secs = many_run(w);
+    printf("impl=%s mode=many n=%d w=%d locks_per_s=%.0f", impl, n, w,
+           n / secs);
+    if (strcmp(impl, "zkr") == 0)
+        many_hold();
+    printf("\n");
+    zkr_session_free(many.s);
+}
+
 /* ---------------------------------------------------------- election */
 
 /* K candidates join; each round the leader leaves (the next takes over),
@@ -610,7 +944,8 @@ static int usage(void)
             "usage: zkr-bench [-s HOSTS] [-i zkr|raw] [-t MS] [-m DIR] MODE "
             "ARGS\n"
             "  uncontended CYCLES | contended K SECONDS | herd W ROUNDS |\n"
-            "  scale N | semaphore PERMITS K SECONDS | election K ROUNDS\n");
+            "  scale N | semaphore PERMITS K SECONDS | election K ROUNDS |\n"
+            "  floor ROUNDS (raw only) | many N W\n");
     return 2;
 }
 
@@ -650,8 +985,14 @@ int main(int argc, char **argv)
     argv += optind;
     argc -= optind;
     if (strcmp(impl, "raw") == 0 && strcmp(mode, "uncontended") != 0 &&
-        strcmp(mode, "scale") != 0) {
-        fprintf(stderr, "zkr-bench: -i raw has only uncontended and scale\n");
+        strcmp(mode, "scale") != 0 && strcmp(mode, "floor") != 0 &&
+        strcmp(mode, "many") != 0) {
+        fprintf(stderr, "zkr-bench: -i raw has only uncontended, scale, "
+                        "floor and many\n");
+        return 2;
+    }
+    if (strcmp(impl, "raw") != 0 && strcmp(mode, "floor") == 0) {
+        fprintf(stderr, "zkr-bench: floor is for -i raw only\n");
         return 2;
     }
     /* Every zkr lock handle owns a pipe (zkr_lock_fd): two descriptors. */
@@ -683,6 +1024,10 @@ int main(int argc, char **argv)
         run_scale(arg(argv, 1));
     else if (strcmp(mode, "election") == 0 && argc == 3)
         run_election(arg(argv, 1), arg(argv, 2));
+    else if (strcmp(mode, "floor") == 0 && argc == 2)
+        run_floor(arg(argv, 1));
+    else if (strcmp(mode, "many") == 0 && argc == 3)
+        run_many(arg(argv, 1), arg(argv, 2));
     else
         return usage();
     return 0;

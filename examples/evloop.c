@@ -1,5 +1,5 @@
 /* examples/evloop.c: a one-thread daemon on poll() that holds a lock,
- * reacts to its loss, and takes part in an election.
+ * reacts to its loss, and leads an election.
  *
  *   evloop -s HOSTS [-p PREFIX] [-i ID] [-T SESSION_MS] [-t SECONDS]
  *
@@ -8,13 +8,19 @@
  * zkr_session_dispatch() runs every callback on this thread, so the
  * program needs no mutex of its own. It acquires PREFIX/lock
  * asynchronously and, after losing it, asks again; it joins the election
- * PREFIX/election and leads when its turn comes.
+ * PREFIX/election and leads when its turn comes. zkr_election_fd() sits
+ * in the poll() set too: it is readable when the candidate has become
+ * leader or has lost (or, under the default policy, suspended) its
+ * leadership, since the program last asked. Woken by it, the program
+ * asks zkr_election_await(e, 0): 0 means "lead now" (and quiets the
+ * descriptor), anything else "do not lead" (also quiet until the next
+ * change).
  *
  * One line per event on stdout:
  *   SESSION <state>
  *   LOCK HELD <token> | LOCK SUSPENDED | LOCK LOST | LOCK ERROR <code>
  *   LEADER ON <epoch> | LEADER OFF | LEADER ERROR <code>
- *   WAKEUPS <n>   (at exit: how often poll() reported the descriptor)
+ *   WAKEUPS <n>   (at exit: how often poll() reported a descriptor)
  * It exits after SECONDS (default: at SIGTERM or SIGINT).
  *
  * Build: cc evloop.c $(pkg-config --cflags --libs zkr) */
@@ -91,17 +97,30 @@ static void on_lock(zkr_lock_t *l, zkr_lock_state_t st, void *data)
     }
 }
 
-static void on_leader(zkr_election_t *e, int leader, int rc, void *data)
+/* The election's descriptor was readable: look whether we lead. The
+ * leadership we act on is its epoch (0: not leading); a loss and a new
+ * grant between two looks are a stop, then a start. Returns 0, or the
+ * error that ended the candidacy. */
+static int look_leader(zkr_election_t *e, int64_t *leading)
 {
-    int64_t epoch;
+    int64_t epoch = 0;
+    int rc = zkr_election_await(e, 0);
 
-    (void)data;
-    if (rc != 0)
-        printf("LEADER ERROR %s\n", zkr_errname(rc));
-    else if (leader && zkr_election_epoch(e, &epoch) == 0)
-        printf("LEADER ON %lld\n", (long long)epoch);
-    else
+    if (rc == 0 && zkr_election_epoch(e, &epoch) != 0)
+        epoch = 0; /* lost again since: the descriptor says so */
+    if (*leading != 0 && *leading != epoch) {
+        /* Stop the leader's work here, before anything else. */
         printf("LEADER OFF\n");
+        *leading = 0;
+    }
+    if (epoch != 0 && *leading == 0) {
+        printf("LEADER ON %lld\n", (long long)epoch);
+        *leading = epoch;
+    }
+    if (rc == 0 || rc == ZKR_ETIMEDOUT)
+        return 0;
+    printf("LEADER ERROR %s\n", zkr_errname(rc));
+    return rc;
 }
 
 static int usage(void)
@@ -117,6 +136,8 @@ int main(int argc, char **argv)
     char lpath[512], epath[512];
     int timeout_ms = 10000, seconds = -1, opt, rc;
     long wakeups = 0;
+    int64_t leading = 0; /* epoch of the leadership we act on, or 0 */
+    int candidate = 0;   /* in the election: its descriptor is polled */
     zkr_session_options_t o = {0};
     zkr_session_t *s = NULL;
     zkr_election_t *e = NULL;
@@ -160,8 +181,7 @@ int main(int argc, char **argv)
         (rc = zkr_lock_new(&lock, s, lpath, id, NULL)) != 0 ||
         (rc = zkr_lock_set_listener(lock, on_lock, NULL)) != 0 ||
         (rc = zkr_election_new(&e, s, epath, id, NULL, ZKR_POLICY_SUSPEND)) !=
-            0 ||
-        (rc = zkr_election_set_listener(e, on_leader, NULL)) != 0) {
+            0) {
         fprintf(stderr, "evloop: %s\n", zkr_strerror(rc));
         zkr_lock_free(lock);
         zkr_session_free(s);
@@ -170,19 +190,25 @@ int main(int argc, char **argv)
     ask_lock();
     if ((rc = zkr_election_join(e)) != 0)
         printf("LEADER ERROR %s\n", zkr_errname(rc));
+    candidate = rc == 0;
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
     while (!stop) {
-        struct pollfd p = {zkr_session_fd(s), POLLIN, 0};
-        int n = poll(&p, 1, 1000);
+        struct pollfd p[2] = {{zkr_session_fd(s), POLLIN, 0},
+                              {zkr_election_fd(e), POLLIN, 0}};
+        int n = poll(p, candidate ? 2 : 1, 1000);
 
         if (n < 0 && errno != EINTR) {
             perror("evloop: poll");
             break;
         }
-        if (n > 0) {
+        if (n > 0 && p[0].revents != 0) {
             wakeups++;
             zkr_session_dispatch(s); /* the callbacks run here */
+        }
+        if (n > 0 && candidate && p[1].revents != 0) {
+            wakeups++;
+            candidate = look_leader(e, &leading) == 0;
         }
         /* The application's own periodic work would go here. */
         clock_gettime(CLOCK_MONOTONIC, &now);

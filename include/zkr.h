@@ -207,7 +207,9 @@ typedef void (*zkr_log_fn)(zkr_session_t *s, zkr_log_level_t level,
                            const char *message, void *data);
 
 /**
- * Options for zkr_session_open(). Zero-initialise, then set what you need:
+ * \brief Options for zkr_session_open().
+ *
+ * Zero-initialise, then set what you need:
  * `zkr_session_options_t o = {0};`. Every field's zero value is the
  * default, and stays so: the structure keeps its size across versions
  * (options added later take space from `reserved_`), so a program built
@@ -286,7 +288,11 @@ ZKR_EXTERN int zkr_session_open(zkr_session_t **out, const char *hosts,
  * using what it held, as for an owned session). The application owns and
  * closes the handle, after
  * zkr_session_free(); it must stop calling zkr_session_process_event()
- * before that.
+ * before that. zkr changes no setting of an adopted handle: on the handles
+ * it makes itself it calls zoo_set_servers_resolution_delay(zh, 1000)
+ * (without it the client resolves its host list on every turn of its I/O
+ * loop, most of its CPU under load; docs/PROTOCOL.md [S7]); the
+ * application may make the same call on its own handle.
  *
  * \param out OUT: the new session.
  * \param zh a handle from zookeeper_init(); must outlive the session.
@@ -550,7 +556,7 @@ ZKR_EXTERN int zkr_metrics_value(zkr_session_t *s, const char *name,
 /* Contenders (observability)                                                */
 /* ------------------------------------------------------------------------ */
 
-/** One contender of a queue, as read from ZooKeeper. */
+/** \brief One contender of a queue, as read from ZooKeeper. */
 typedef struct zkr_contender {
     char *node;         /**< full path of the contender's node */
     char *id;           /**< its identifier (the node's data) */
@@ -806,8 +812,8 @@ ZKR_EXTERN int64_t zkr_lock_valid_ms(zkr_lock_t *l);
  * completion, or acquires again. A release or a new acquire also clears
  * the changes before it. (Changed in this version: it used to stay
  * readable for as long as the lock was SUSPENDED, so that a loop polling
- * it woke without end; zkr_election_fd() keeps that rule, as a stop
- * signal.)
+ * it woke without end. zkr_election_fd() signals leadership changes, and
+ * is quiet after zkr_election_await() has been told of them.)
  * Do not read from or close it. Made on the first call
  * (a handle never asked costs no descriptor), then the same until the
  * handle is freed. -1 for NULL, or when no descriptor can be made (the
@@ -883,9 +889,10 @@ ZKR_EXTERN int zkr_lock_contenders(zkr_lock_t *l, zkr_contender_t **out,
 #define ZKR_SEQUENCER_MAX (ZKR_NODE_MAX + 64)
 
 /**
- * A grant, as something that can travel: which node holds it, its fencing
- * token, the session that owns it, and the kind of grant. A plain value:
- * copy it freely.
+ * \brief A grant, as something that can travel.
+ *
+ * Which node holds it, its fencing token, the session that owns it, and
+ * the kind of grant. A plain value: copy it freely.
  */
 typedef struct zkr_sequencer {
     char path[ZKR_PATH_MAX + 1]; /**< the recipe's path ("/locks/jobs") */
@@ -1156,10 +1163,15 @@ ZKR_EXTERN zkr_lock_state_t zkr_election_state(zkr_election_t *e);
  * \brief Waits until this candidate is the leader.
  *
  * Returning 0 is the application's observation that it leads (with the
- * epoch zkr_election_epoch() now gives): a loss signalled earlier on
- * zkr_election_fd() is cleared. So call it to start a leadership, not to
- * check one while working (use the descriptor, zkr_election_is_leader()
- * or the epoch for that).
+ * epoch zkr_election_epoch() now gives): a loss or gain signalled earlier
+ * on zkr_election_fd() is cleared. Returning anything else is its
+ * observation that it does not lead: a loss or suspension signalled
+ * earlier is cleared too, and the descriptor is quiet until the
+ * candidate leads again (or is lost again). So call it to start a
+ * leadership, or when the descriptor wakes a loop that is not leading,
+ * never from another thread while a leader works (it would clear that
+ * leader's stop signal; use zkr_election_is_leader() or the epoch to
+ * check a leadership).
  * \param timeout_ms -1 forever, 0 check, N ms.
  * \return 0 (leader); ZKR_ETIMEDOUT; ZKR_ESTATE (not joined, or it left
  *   meanwhile); ZKR_EDEADLK; ZBADARGUMENTS; or the error that ended its
@@ -1203,21 +1215,41 @@ ZKR_EXTERN int zkr_election_epoch(zkr_election_t *e, int64_t *epoch);
 ZKR_EXTERN int zkr_election_sequencer(zkr_election_t *e, zkr_sequencer_t *out);
 
 /**
- * \brief The stop signal of a leader: a descriptor that becomes readable
- *   whenever the leadership the application observed ends or becomes
- *   uncertain.
+ * \brief A descriptor that signals leadership changes the application has
+ *   not observed yet: a gain, a loss, and under ZKR_POLICY_SUSPEND a
+ *   suspension (a loss under that policy). For a leader it is the stop
+ *   signal; for a poll() loop, also the wake-up to lead.
  *
- * Readable (poll() POLLIN) from the moment of any of: the leader's node
- * is deleted (an operator's forced release), the session is LOST (expiry,
- * the safe deadline), a leave() asks a running leader function to stop,
- * and, under ZKR_POLICY_SUSPEND only, SUSPENDED. Under ZKR_POLICY_SESSION
- * SUSPENDED does not make it readable (the candidate still leads). A
- * SUSPENDED that ends in re-verification of the same node (same epoch)
- * clears it again. Any other loss keeps it readable until the application
- * has observed it: zkr_election_await() returning 0, zkr_election_run()
- * starting the leader function again, a leave() or a join(). In
- * particular it stays readable after the candidate, which rejoins by
- * itself, has become leader again with a new epoch. Do not read from or
+ * Readable (poll() POLLIN) from the moment of any of:
+ * - a gain: the candidate became leader (or, under ZKR_POLICY_SUSPEND,
+ *   leads again after a suspension that zkr_election_await() reported as
+ *   "not leader"). Readable until the application observes the
+ *   leadership: zkr_election_await() returning 0, zkr_election_run()
+ *   starting the leader function, a leave() or a join().
+ * - a loss: the leader's node is deleted (an operator's forced release),
+ *   the session is LOST (expiry, the safe deadline), or a leave() asks a
+ *   running leader function to stop. It stays readable until the
+ *   application has observed it: zkr_election_await() returning 0,
+ *   ZKR_ETIMEDOUT, ZKR_ESTATE or the error that ended participation,
+ *   zkr_election_run() starting the leader function again, a
+ *   leave() or a join(). In particular it stays readable after the
+ *   candidate, which rejoins by itself, has become leader again with a
+ *   new epoch.
+ * - under ZKR_POLICY_SUSPEND only, SUSPENDED. A SUSPENDED that ends in
+ *   re-verification of the same node (same epoch) clears it again, unless
+ *   zkr_election_await() observed it (then the re-verification is a
+ *   gain). Under ZKR_POLICY_SESSION SUSPENDED does not make it readable
+ *   (the candidate still leads): the listener of zkr_session_add_listener()
+ *   and zkr_election_state() report it.
+ *
+ * A leader function (zkr_election_run()) starts with everything observed,
+ * so what makes it readable while the function runs is a stop: a new gain
+ * can only follow a loss, which is signalled already. A poll() loop that
+ * does not lead yet waits with the descriptor in its set; when woken, it
+ * calls zkr_election_await(e, 0): 0 means "lead now", anything else "do
+ * not lead", and either way the descriptor is quiet until the next
+ * change (no spinning while it waits behind another leader or stays
+ * suspended). examples/evloop.c leads this way. Do not read from or
  * close it. -1 for NULL, or when no descriptor can be made.
  */
 ZKR_EXTERN int zkr_election_fd(zkr_election_t *e);
@@ -1225,12 +1257,12 @@ ZKR_EXTERN int zkr_election_fd(zkr_election_t *e);
 /**
  * The work of a leader. It must stop its leader work and return as soon as
  * zkr_election_fd() is readable (poll it; it is quiet when the function
- * starts). zkr_election_is_leader() alone is not enough: after a loss the
- * candidate may lead again, with a new epoch, before the function looks;
- * a function that checks leadership instead must compare
- * zkr_election_epoch() with the epoch it started with. It may call
- * zkr_election_leave() to step down (see there). Its return value is
- * returned by zkr_election_run() (without requeue).
+ * starts, and while it runs only a stop makes it readable).
+ * zkr_election_is_leader() alone is not enough: after a loss the candidate may
+ * lead again, with a new epoch, before the function looks; a function that
+ * checks leadership instead must compare zkr_election_epoch() with the epoch it
+ * started with. It may call zkr_election_leave() to step down (see there). Its
+ * return value is returned by zkr_election_run() (without requeue).
  */
 typedef int (*zkr_leader_fn)(zkr_election_t *e, void *data);
 

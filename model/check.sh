@@ -58,9 +58,16 @@ checks=(
     # A semaphore of 2 permits, 2 zkr contenders and the foreign one
     # ([G12]: the first waiter watches the directory, [W3]).
     "semaphore|permits cleanup|-DRECIPE=2 -DSEMN=2 -DMAXOPS=0 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0 -DCANCEL=0"
+    # A zkr client's connection drops once and comes back with the same
+    # session (SUSPENDED, watches re-registered, WATCHING lists again,
+    # re-verification), and another client deletes or writes one node
+    # (the holder's: a forced delete while it is away).
+    "reconnect|mutex fencing cleanup|-DMAXDISC=1 -DMAXOPS=1 -DFOREIGN=0 -DCANCEL=0 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0"
     # Liveness (LTL, weak fairness): the foreign contender and one cut of
     # the follower's link, nothing else (a bigger run takes too long).
     "liveness|liveness|-DLIVENESS -DMAXOPS=0 -DCANCEL=0 -DMAXLOSS=0 -DMAXLAPSE=0 -DNEWSESS=0"
+    # ... and one disconnection of a zkr client (same session).
+    "reconnect-liveness|liveness|-DLIVENESS -DMAXDISC=1 -DMAXOPS=0 -DCANCEL=0 -DMAXLOSS=0 -DMAXLAPSE=0 -DNEWSESS=0"
 )
 
 # Each mutant: NAME|-D flags (its configuration and its broken rule).
@@ -72,6 +79,7 @@ mutant_list=(
     "e-adopt-without-owner-check|-DMUTANT_E -DMAXOPS=0 -DFOREIGN=0 -DCANCEL=0 -DMAXCUTS=0 -DMAXLAPSE=0"
     "r-reader-ignores-writer|-DMUTANT_R -DRECIPE=1 -DMAXOPS=0 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0 -DCANCEL=0"
     "s-semaphore-grant-at-n|-DMUTANT_S -DRECIPE=2 -DSEMN=1 -DMAXOPS=0 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0 -DCANCEL=0"
+    "v-reverify-unchecked|-DMUTANT_V -DMAXDISC=1 -DMAXOPS=1 -DFOREIGN=0 -DCANCEL=0 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0"
     "f-notification-dropped|-DMUTANT_F -DLIVENESS -DMAXOPS=0 -DCANCEL=0 -DMAXLOSS=0 -DMAXLAPSE=0 -DNEWSESS=0"
 )
 

@@ -180,6 +180,148 @@ inline decide()
     fi
 }
 
+#if MAXDISC
+/* [S1], [H3] The connection drops (-DMAXDISC; src/session.c
+ * on_session_event, not connected: SUSPENDED, zkr__queue_on_suspended).
+ * The answers that reached the client before are acted on first (the
+ * zkr consumed them); every answer still on the way is lost, its callback
+ * gets CONNECTIONLOSS; a write in flight was applied (that it may not have
+ * been is, for a create, the lost-create branch; for a delete, the same as
+ * a later delete, and the disconnection is not taken while a create is in
+ * flight). The server drops the connection's watches; the client keeps
+ * those whose answer it had and whose event it had not, and re-registers
+ * them ([Z7], inline reconnect). j, k, n: the answer of the self-watch,
+ * of the getData, of a watched listing was lost. */
+inline disconnect()
+{
+    ndisc++;
+    disc[c] = 1;
+    d_z[c] = FZ;
+    d_fp[c] = 0;
+    d_fs[c] = 0;
+    d_fc[c] = 0;
+    do
+    :: nempty(ch[c]) ->
+        ch[c]?m, x;
+        if
+        :: m == R_SW -> j = 1
+        :: m == R_GETD -> k = 1
+        :: m == R_LIST && lw -> n = 1
+        :: m == R_DONE && x == cl ->
+            clsent = 0 /* [C3] cleanup_deleted: the pump sends it again */
+        :: (m == N_DEL || m == N_CHG) && x == my && !j -> d_fs[c] = 1
+        :: (m == N_DEL || m == N_CHG) && x != my && !k ->
+            d_fp[c] = 1;
+            d_pw[c] = x + 1
+        :: m == N_DIR && !n -> d_fc[c] = 1
+        :: else /* [G1] list_done: listed again once connected; [H4]
+                 * verify_done: verified after the next reconnection */
+        fi
+    :: empty(ch[c]) -> break
+    od;
+    /* a write of ours the leader has and the follower not yet: its answer
+     * is lost too */
+    for (i : FZ + 1 .. Z) {
+        if
+        :: lg_by[i] == c -> lg_by[i] = NONE; clsent = 0
+        :: else
+        fi
+    }
+    d_sw[c] = (sw[c] && !swp) || d_fs[c];
+    if
+    :: d_fp[c]
+    :: !d_fp[c] && dw[c] != 0 && !k -> d_pw[c] = dw[c]
+    :: else -> d_pw[c] = 0
+    fi;
+    d_cw[c] = (cw[c] && !n) || d_fc[c];
+    dw[c] = 0;
+    sw[c] = 0;
+    cw[c] = 0;
+    swp = 0; /* [W8] self_watch_done: a connection error, self_watch = 0 */
+    if
+    :: ph == P_WATCHING && k ->
+        ph = P_LISTING /* [W5] watch_done: a connection error */
+    :: else
+    fi;
+    if
+    :: ph == P_HELD && !susp[c] -> susp[c] = 1 /* [H3] SUSPENDED */
+    :: else
+    fi;
+    phase[c] = ph;
+    printf("MSC: zkr%d disconnected (phase %d)\n", c, ph)
+}
+
+/* [Z7] setWatches, for a data watch on slot k re-registered with the last
+ * zxid the client saw: gone → NodeDeleted; changed after that zxid (its
+ * event was lost, or a write after the disconnection) → NodeDataChanged;
+ * else the watch is set again (set). */
+#define REREG(k, lost, set) \
+    if \
+    :: !LIVE_AT(k, FZ) -> ch[c]!N_DEL, k \
+    :: LIVE_AT(k, FZ) && (lost || f_mz[k] > d_z[c]) -> ch[c]!N_CHG, k \
+    :: else -> set \
+    fi
+
+/* [S3] The same session back (RECONNECTED), on the same follower: its
+ * state is not older than what the client saw ([Z3]; the model has one
+ * follower), and it revalidates the session with the leader (so not
+ * while cut off). The client re-registers its watches first; the events
+ * they fire reach zkr before the answers to what zkr sends now (one
+ * FIFO). Then zkr__queue_on_connected(s, 0): WATCHING lists again (a
+ * release may have happened while away), and step: LISTING lists, HELD
+ * and SUSPENDED re-verifies ([H4], issue_verify); a cleanup entry is sent
+ * by the pump (the cleanup branch). [D8]: the deadline is kept (cl_lost,
+ * ld_exp untouched); the heartbeat branch runs again. */
+inline reconnect()
+{
+    disc[c] = 0;
+    if
+    :: d_sw[c] -> REREG(my, d_fs[c], sw[c] = 1)
+    :: else
+    fi;
+    if
+    :: d_pw[c] != 0 -> REREG(d_pw[c] - 1, d_fp[c], dw[c] = d_pw[c])
+    :: else
+    fi;
+    if
+    :: d_cw[c] ->
+        /* a child created or deleted after that zxid (pzxid) */
+        k = d_fc[c];
+        for (i : d_z[c] + 1 .. FZ) {
+            if
+            :: lg_kind[i] == L_CREATE || lg_kind[i] == L_DELETE -> k = 1
+            :: else
+            fi
+        }
+        if
+        :: k -> ch[c]!N_DIR, 0
+        :: else -> cw[c] = 1
+        fi
+    :: else
+    fi;
+    d_z[c] = 0;
+    d_pw[c] = 0;
+    d_sw[c] = 0;
+    d_cw[c] = 0;
+    d_fp[c] = 0;
+    d_fs[c] = 0;
+    d_fc[c] = 0;
+    if
+    :: ph == P_WATCHING -> ph = P_LISTING
+    :: else
+    fi;
+    phase[c] = ph;
+    printf("MSC: zkr%d reconnected, same session (phase %d)\n", c, ph);
+    if
+    :: ph == P_LISTING -> issue_list()
+    :: ph == P_HELD && susp[c] ->
+        /* [H4] issue_verify: exists(own node), no watch */
+        ch[c]!R_VER, (LIVE_AT(my, FZ) && s_own[my] == nsid)
+    :: else
+    fi
+}
+#endif
+
 /* Temporaries are zeroed after each step, so that states differ only in
  * what matters. */
 #define CLEAR() x = 0; i = 0; j = 0; k = 0; n = 0; hit = 0; mask = 0; m = 0
@@ -465,10 +607,56 @@ proctype zkr(byte c)
 #ifdef MUTANT_A
             fi
 #endif
+#if MAXDISC
+        :: m == R_VER && ph == P_HELD && susp[c] ->
+            /* [H4] verify_done: owner our session and czxid ours → HELD
+             * again (touch again, the self-watch if missing); ZOK with
+             * another owner or czxid, or ZNONODE → lose_held */
+            vtold[c] = !x;
+            if
+#ifdef MUTANT_V
+            /* (v) HELD again on any answer, the owner and czxid unchecked */
+            :: true ->
+#else
+            :: x ->
+#endif
+                susp[c] = 0;
+                touch = (RECIPE == R_SEM);
+                printf("MSC: zkr%d re-verified: HELD\n", c);
+                if
+                :: !sw[c] && !swp -> issue_self_watch()
+                :: else
+                fi
+#ifndef MUTANT_V
+            :: else -> lose()
+#endif
+            fi
+#endif
         :: else -> skip /* stale: an answer to an earlier phase */
         fi;
         CLEAR()
     }
+#if MAXDISC
+    /* ------------------- disconnection, same session [S1]-[S3], [H3] */
+    :: atomic {
+        ndisc < MAXDISC && sess_alive[sid] && !cl_lost[sid] &&
+        (ph == P_LISTING || ph == P_WATCHING || ph == P_HELD ||
+         ph == P_RELEASING || ph == P_ABORTING) ->
+        disconnect();
+        CLEAR()
+    };
+    /* disconnected: zkr sends nothing ([Q7] step needs the connection)
+     * and hears nothing; the deadline runs on ([D4]) */
+    do
+    :: atomic {
+        !cut && sess_alive[sid] && !cl_lost[sid] ->
+        reconnect();
+        CLEAR();
+        break
+    }
+    :: cl_lost[sid] || !sess_alive[sid] -> break /* LOST meanwhile [D5] */
+    od
+#endif
     :: ph == P_DONE && (cl == NONE || cl_lost[sid] || !sess_alive[sid]) -> break
     od;
     ndone++

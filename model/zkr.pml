@@ -45,6 +45,9 @@
 #ifndef MAXLAPSE
 #define MAXLAPSE 1 /* sessions that go silent for T (besides abandoned ones) */
 #endif
+#ifndef MAXDISC
+#define MAXDISC 0 /* disconnections of a zkr client's connection (same session) */
+#endif
 
 /* The recipe ([G10]-[G12]): the exclusive lock (and election, [E1]), the
  * read/write lock (zkr contender 0 and the foreign contender write, the
@@ -154,6 +157,23 @@ byte lapses;
 byte nloss; /* creates whose answer was lost */
 byte cursid[NZ];
 
+#if MAXDISC
+/* [S1]-[S3] A zkr client's connection drops and comes back with the same
+ * session (model/contender.pml, inline disconnect, inline reconnect). */
+byte ndisc;      /* disconnections so far */
+bool disc[NZ];   /* disconnected */
+bool susp[NZ];   /* HELD, pub SUSPENDED ([H3]) */
+byte d_z[NZ];    /* the follower's zxid when the connection dropped */
+byte d_pw[NZ];   /* the client's watch on the predecessor (slot + 1) */
+bool d_sw[NZ];   /* ... on its own node */
+bool d_cw[NZ];   /* ... on the directory */
+bool d_fp[NZ];   /* its event was lost with the connection: fires again */
+bool d_fs[NZ];
+bool d_fc[NZ];
+bool vtold[NZ];  /* a re-verification answered: our node is gone */
+mtype = { R_VER };
+#endif
+
 /* ---------------------------------------------------- the properties */
 byte phase[NZ];
 bool held[NZ];     /* zkr: HELD */
@@ -166,7 +186,15 @@ byte ndone;
 /* A holder counts while its deadline has not passed, unless its node
  * was deleted by another client while it was first in the queue (an
  * operator's forced release: the holder is told, but late). */
+#if MAXDISC
+/* ([AS8]) ... until it is told: a re-verification that found its node gone
+ * ends the excuse. A SUSPENDED holder counts ([P1]: every holder whose
+ * deadline has not passed; SPEC: LOST is "suspended past the safe
+ * deadline", and until then it may still be finishing a side effect). */
+#define VALID_Z(c) (held[c] && !cl_lost[cursid[c]] && (!forced[myslot[c]] || vtold[c]))
+#else
 #define VALID_Z(c) (held[c] && !cl_lost[cursid[c]] && !forced[myslot[c]])
+#endif
 #define VALID_F (fheld && !forced[fslot])
 #if NZ == 3
 #define NVALID (VALID_Z(0) + VALID_Z(1) + VALID_Z(2) + VALID_F)

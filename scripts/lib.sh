@@ -20,7 +20,7 @@ export ZKR_ROOT
 ZKR_DEPS=(build-essential autoconf automake libtool pkg-config
     libzookeeper-mt-dev zookeeper default-jre-headless default-jdk-headless
     libcmocka-dev libcurator-recipes-java
-    libsqlite3-dev libjansson-dev netcat-openbsd procps valgrind jq
+    libsqlite3-dev libuv1-dev libjansson-dev netcat-openbsd procps valgrind jq
     libmicrohttpd-dev abigail-tools doxygen spin
     prometheus) # prometheus, promtool: tests/cli/test_cli_{metrics,exporter}.sh
 # What scripts/package adds (the packages' Build-Depends come from

@@ -200,7 +200,10 @@ typedef struct zkr__hist {
  * freed handle are still written (the zkr command writes them at exit).
  * Changed only with the session mutex held, where the engine holds it. */
 typedef struct zkr__mset {
-    struct zkr__mset *next;
+    struct zkr__mset *next;  /* the session's list, newest first */
+    struct zkr__mset *hnext; /* the same bucket of the index */
+    uint32_t hash;           /* of kind and path (metrics.c) */
+    int row;                 /* its row in the snapshot being taken */
     const char *kind; /* "lock", "read", "write", "semaphore", "election" */
     char *path;       /* never changes: read without the mutex */
     uint64_t acquired, timeouts, cancels, busy, lost_waiting, errors;
@@ -220,6 +223,8 @@ typedef struct zkr__cmetrics {
 /* A session's part. */
 typedef struct zkr__smetrics {
     zkr__mset_t *sets;
+    zkr__mset_t **index; /* sets by hash(kind, path): nindex buckets */
+    size_t nindex, nsets;
     uint64_t suspensions, reconnects, losses;
     int64_t reconnect_margin_ms; /* at the last RECONNECTED, or -1 */
     int64_t hb_last_ms;          /* the last heartbeat's round trip, or -1 */
@@ -638,6 +643,10 @@ struct zkr__contender {
                              a change is unread (fd_changed) */
     int fd_changed;       /* lock: SUSPENDED, HELD again or LOST since the
                              application last called zkr_lock_state() */
+    int fd_gained;        /* election: leads, and the application has not
+                             observed it yet (readable until observed) */
+    int fd_away;          /* election: the application's last observation
+                             was "not leading" (zkr__contender_away()) */
     int lost_unreported;
     uint64_t suspensions;    /* times it became SUSPENDED (an election's run()
                                 asks whether its function was told to stop
@@ -708,6 +717,12 @@ void zkr__contender_signal(zkr__contender_t *c);
 /* The application has observed the loss (a recipe's observation point):
  * the descriptor is no longer readable. Mutex held. */
 void zkr__contender_observed(zkr__contender_t *c);
+/* The application has observed that it does not lead (an election's
+ * await() that did not return 0): a loss or suspension signalled before is
+ * observed, the descriptor is quiet until the next change, and leading
+ * again (a grant, or under ZKR_POLICY_SUSPEND a re-verification) is a
+ * gain to signal. Mutex held. */
+void zkr__contender_away(zkr__contender_t *c);
 /* The application read the state (zkr_lock_state()): a lock's
  * descriptor no longer signals the changes before. Mutex held. */
 void zkr__contender_read(zkr__contender_t *c);
@@ -789,14 +804,14 @@ void zkr__metrics_free(zkr_session_t *s); /* session_destroy */
 /* What zkr_metrics_write() writes, copied under the mutex and written
  * without it: one row per (kind, path) entry, with its gauges. */
 typedef struct zkr__mrow {
-    zkr__mset_t m;     /* m.next unused; m.path is the entry's own */
+    zkr__mset_t m;     /* m.next, m.hnext unused; m.path is the entry's own */
     int64_t handles;   /* handles of the session on it now */
     int64_t holding;   /* ... of them holding a grant */
     int64_t waiting;   /* ... acquiring */
     int64_t leader_us; /* held_us plus the grants still running */
 } zkr__mrow_t;
 typedef struct zkr__msnap {
-    zkr__smetrics_t m; /* m.sets unused */
+    zkr__smetrics_t m; /* m.sets, m.index unused */
     uint64_t counters[ZKR__COUNTERS];
     zkr_state_t state;
     int64_t valid_ms, timeout_ms;

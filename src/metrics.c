@@ -2,14 +2,16 @@
  * text exposition (docs/OBSERVABILITY.md, "Library metrics").
  *
  * Every count lives in the session: one zkr__mset_t per (kind, path) that
- * a handle of the session has used, made when that handle is created (the
- * only allocation), and one zkr__smetrics_t for the session itself. The
+ * a handle of the session has used, made when that handle is created and
+ * found again through a hash index (the entry and the index's growth are
+ * the only allocations), and one zkr__smetrics_t for the session itself. The
  * engine calls the hooks below where it already holds the session mutex,
  * so counting takes no lock of its own and allocates nothing; a hook costs
  * a clock read at most. Writing copies the numbers under the mutex and
  * formats them without it: a slow FILE never stalls the engine. */
 #include <inttypes.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "internal.h"
@@ -64,17 +66,57 @@ static const char *kind_of(char mode)
     }
 }
 
+/* FNV-1a of the kind's name and the path (a NUL between them). */
+static uint32_t set_hash(const char *kind, const char *path)
+{
+    uint32_t h = 2166136261u;
+
+    for (const char *p = kind; *p != '\0'; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    h *= 16777619u;
+    for (const char *p = path; *p != '\0'; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return h;
+}
+
+/* Doubles the index (64 buckets at first) once it has as many entries as
+ * buckets. If that allocation fails an existing index is kept (longer
+ * chains, same answers); with none yet, ZKR_ENOMEM. */
+static int index_grow(zkr__smetrics_t *sm)
+{
+    size_t n = sm->nindex > 0 ? sm->nindex * 2 : 64;
+    zkr__mset_t **ix;
+
+    if (sm->nsets < sm->nindex)
+        return 0;
+    if ((ix = calloc(n, sizeof(*ix))) == NULL)
+        return sm->index != NULL ? 0 : ZKR_ENOMEM;
+    for (zkr__mset_t *m = sm->sets; m != NULL; m = m->next) {
+        m->hnext = ix[m->hash & (n - 1)];
+        ix[m->hash & (n - 1)] = m;
+    }
+    free(sm->index);
+    sm->index = ix;
+    sm->nindex = n;
+    return 0;
+}
+
 int zkr__metrics_attach(zkr__contender_t *c)
 {
     zkr__smetrics_t *sm = &c->s->metrics;
     const char *kind = kind_of(c->recipe->mode);
-    zkr__mset_t *m;
+    uint32_t h = set_hash(kind, c->dir);
+    zkr__mset_t *m = NULL;
+    size_t b;
 
     c->metrics.grant_us = -1;
-    for (m = sm->sets; m != NULL; m = m->next)
-        if (m->kind == kind && strcmp(m->path, c->dir) == 0)
-            break;
+    if (sm->index != NULL)
+        for (m = sm->index[h & (sm->nindex - 1)]; m != NULL; m = m->hnext)
+            if (m->hash == h && m->kind == kind && strcmp(m->path, c->dir) == 0)
+                break;
     if (m == NULL) {
+        if (index_grow(sm) != 0)
+            return ZKR_ENOMEM;
         if ((m = calloc(1, sizeof(*m))) == NULL)
             return ZKR_ENOMEM;
         if ((m->path = strdup(c->dir)) == NULL) {
@@ -82,8 +124,13 @@ int zkr__metrics_attach(zkr__contender_t *c)
             return ZKR_ENOMEM;
         }
         m->kind = kind;
+        m->hash = h;
         m->next = sm->sets;
         sm->sets = m;
+        b = h & (sm->nindex - 1);
+        m->hnext = sm->index[b];
+        sm->index[b] = m;
+        sm->nsets++;
     }
     c->metrics.set = m;
     return 0;
@@ -189,6 +236,9 @@ void zkr__metrics_free(zkr_session_t *s)
         free(m->path);
         free(m);
     }
+    free(s->metrics.index);
+    s->metrics.index = NULL;
+    s->metrics.nindex = s->metrics.nsets = 0;
 }
 
 /* ------------------------------------------------------ the families */
@@ -456,16 +506,13 @@ static int snapshot(zkr_session_t *s, zkr__msnap_t *out)
     out->nrows = n;
     for (m = s->metrics.sets; m != NULL; m = m->next) {
         zkr__mrow_t *row = &out->rows[--n];
+        m->row = n;
         row->m = *m;
-        row->m.next = NULL;
+        row->m.next = row->m.hnext = NULL;
         row->leader_us = (int64_t)m->held_us;
     }
     for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
-        zkr__mrow_t *row = NULL;
-        for (int i = 0; i < out->nrows && row == NULL; i++)
-            if (out->rows[i].m.path == c->metrics.set->path &&
-                out->rows[i].m.kind == c->metrics.set->kind)
-                row = &out->rows[i];
+        zkr__mrow_t *row = &out->rows[c->metrics.set->row];
         row->handles++;
         row->holding += c->pub == ZKR_LOCK_HELD || c->pub == ZKR_LOCK_SUSPENDED;
         row->waiting +=
@@ -475,6 +522,7 @@ static int snapshot(zkr_session_t *s, zkr__msnap_t *out)
     }
     out->m = s->metrics;
     out->m.sets = NULL;
+    out->m.index = NULL;
     memcpy(out->counters, s->counters, sizeof(out->counters));
     out->state = s->state;
     out->timeout_ms = s->timeout;

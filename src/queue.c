@@ -87,6 +87,14 @@ static int is_waiting(const zkr__contender_t *c)
  * re-verified); for a lock, while a state change is unread (fd_changed:
  * SUSPENDED, HELD again, LOST, until zkr_lock_state()), so that a poll()
  * loop wakes once per change, not without end while SUSPENDED.
+ * An election's descriptor also signals a gain of leadership the
+ * application has not observed yet (fd_gained: a grant, or a
+ * re-verification after the application saw it did not lead, fd_away),
+ * so that a poll() loop wakes to lead as well as to stop. That cannot
+ * hide a stop from a running leader function: it starts with everything
+ * observed, so a new grant can only follow a loss (fd_lost), and fd_away
+ * is only set by an await() that failed, which the function's run() does
+ * not call while the function runs.
  * fd_written says whether the pipe holds a byte.
  *
  * fd_lost is sticky because a loss may be followed at once by a new
@@ -97,7 +105,8 @@ static int is_waiting(const zkr__contender_t *c)
 static void fd_update(zkr__contender_t *c)
 {
     char buf[16];
-    int want = c->fd_lost || (c->fd_level ? c->fd_uncertain : c->fd_changed);
+    int want = c->fd_lost || c->fd_gained ||
+               (c->fd_level ? c->fd_uncertain : c->fd_changed);
 
     if (c->fd[1] < 0 || want == c->fd_written)
         return;
@@ -120,6 +129,8 @@ static void fd_observed(zkr__contender_t *c)
     c->fd_uncertain = 0;
     c->fd_lost = 0;
     c->fd_changed = 0;
+    c->fd_gained = 0;
+    c->fd_away = 0;
     fd_update(c);
 }
 
@@ -158,6 +169,12 @@ void zkr__contender_observed(zkr__contender_t *c)
     fd_observed(c);
 }
 
+void zkr__contender_away(zkr__contender_t *c)
+{
+    fd_observed(c);
+    c->fd_away = 1;
+}
+
 /* ----------------------------------------------------- notifications */
 
 static void notify_state(zkr__contender_t *c, zkr_lock_state_t st)
@@ -173,6 +190,9 @@ static void notify_state(zkr__contender_t *c, zkr_lock_state_t st)
         c->fd_lost = 1;
     } else if (st == ZKR_LOCK_HELD) {
         c->fd_uncertain = 0; /* the same grant, re-verified */
+        /* An election that the application saw not leading (suspended,
+         * under ZKR_POLICY_SUSPEND) leads again: a gain. */
+        c->fd_gained |= c->fd_level && c->fd_away;
     }
     c->fd_changed = 1;
     fd_update(c);
@@ -243,8 +263,11 @@ static void finish_acquire(zkr__contender_t *c, int rc)
     if (rc == 0) {
         c->phase = ZKR__P_HELD;
         c->pub = ZKR_LOCK_HELD;
-        /* A loss before this grant (a rejoin) stays signalled. */
+        /* A loss before this grant (a rejoin) stays signalled; an
+         * election's grant is signalled until the application observes
+         * it. */
         c->fd_uncertain = 0;
+        c->fd_gained = c->fd_level;
         fd_update(c);
         /* A semaphore permit touches its node (step), to wake the
          * successor that watches it. */

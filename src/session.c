@@ -1351,6 +1351,12 @@ static void auth_done(int rc, const void *data)
     (void)data; /* a refused digest arrives as ZOO_AUTH_FAILED_STATE */
 }
 
+/* How long the client may go without resolving the host list again while
+ * it has a socket open (docs/PROTOCOL.md [S7]). Without a socket
+ * (connecting, failing over, reconnecting) it resolves on every turn of
+ * its I/O loop whatever this says, so it delays no reconnection. */
+#define ZKR__RESOLVE_DELAY_MS 1000
+
 static zhandle_t *open_handle(zkr_session_t *s)
 {
     zhandle_t *zh = zookeeper_init2(s->hosts, global_watcher, s->req_timeout,
@@ -1360,6 +1366,9 @@ static zhandle_t *open_handle(zkr_session_t *s)
         zkr__log(s, ZKR_LOG_ERROR,
                  "cannot create a ZooKeeper handle for %s: %s", s->hosts,
                  strerror(errno));
+    /* Cannot fail: the value is valid. */
+    if (zh != NULL)
+        zoo_set_servers_resolution_delay(zh, ZKR__RESOLVE_DELAY_MS);
     if (zh != NULL && s->digest != NULL)
         zoo_add_auth(zh, "digest", s->digest, (int)strlen(s->digest), auth_done,
                      NULL);

@@ -4,10 +4,11 @@
 # header comment (cc ... $(pkg-config --cflags --libs zkr)), outside the
 # source tree; then, against a throwaway ZooKeeper server, the compiled
 # lock example runs three fenced rounds, and the installed `zkr` prints
-# its version and runs one command under a lock.
+# its version and runs one command under a lock. Where doxygen is
+# installed, the man(3) pages made from zkr.h must be installed too.
 #
 #   tests/installcheck.sh [--root DIR] [--libdir DIR] [--bindir DIR]
-#                         [--version VERSION] EXAMPLES-DIR
+#                         [--mandir DIR] [--version VERSION] EXAMPLES-DIR
 #
 #   --root DIR      the files were installed under DIR (make install
 #                   DESTDIR=DIR); pkg-config and the loader are pointed
@@ -15,6 +16,8 @@
 #   --libdir DIR    libdir zkr was configured with (where zkr.pc and the
 #                   library are). Default: the system's search paths.
 #   --bindir DIR    where `zkr` was installed (default /usr/bin).
+#   --mandir DIR    where the man pages were installed (default
+#                   /usr/share/man).
 #   --version V     the version `zkr --version` must print.
 #
 # Used by `make installcheck` (a temporary DESTDIR) and by scripts/package
@@ -24,12 +27,13 @@ set -euo pipefail
 # shellcheck source=SCRIPTDIR/../scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 
-root="" libdir="" bindir=/usr/bin version=""
+root="" libdir="" bindir=/usr/bin mandir=/usr/share/man version=""
 while [ $# -gt 1 ]; do
     case $1 in
     --root) root=$2 ;;
     --libdir) libdir=$2 ;;
     --bindir) bindir=$2 ;;
+    --mandir) mandir=$2 ;;
     --version) version=$2 ;;
     *) break ;;
     esac
@@ -37,7 +41,7 @@ while [ $# -gt 1 ]; do
 done
 if [ $# -ne 1 ] || [ ! -d "$1" ]; then
     echo "usage: ${0##*/} [--root DIR] [--libdir DIR] [--bindir DIR]" \
-        "[--version V] EXAMPLES-DIR" >&2
+        "[--mandir DIR] [--version V] EXAMPLES-DIR" >&2
     exit 64
 fi
 examples=$(cd "$1" && pwd)
@@ -86,6 +90,12 @@ for src in "$examples"/*.c; do
             continue
         fi
         ;;
+    *libuv*)
+        if ! pkg-config --exists libuv; then
+            ok "$name.c skipped: no libuv.pc (libuv1-dev missing)"
+            continue
+        fi
+        ;;
     esac
     cp "$src" "$work/"
     rm -f "$work/a.out"
@@ -108,6 +118,53 @@ if out=$("$zkr" --version 2>&1) &&
     ok "$zkr --version: $out"
 else
     not_ok "$zkr --version printed \"$out\" (expected \"zkr $version\")"
+fi
+
+# ------------------------------------------------------ man(3) pages
+# The API's page, a link to it per function (here zkr_lock_fd), the
+# structs' pages, and no page named after a struct member; where man is
+# installed, `man 3 zkr_lock_fd` shows the function and groff warns of
+# nothing in any page.
+man3=$root$mandir/man3
+# A page's text, installed plain or gzipped (Debian's packages).
+man_page() {
+    if [ -e "$man3/$1.gz" ]; then
+        gzip -dc "$man3/$1.gz"
+    else
+        cat "$man3/$1" 2>/dev/null
+    fi
+}
+man_warnings() {
+    local f
+    for f in "$man3"/zkr*.3*; do
+        [ ! -L "$f" ] || continue
+        case $(man_page "$(basename "$f" .gz)") in
+        .so*) ;;
+        *) { MANWIDTH=80 man --warnings -l "$f" >/dev/null; } 2>&1 ;;
+        esac
+    done
+}
+# A link: a .so request (make install) or a symbolic link (debhelper
+# turns the first into the second).
+man_link_to() {
+    local text
+    text=$(man_page "$1")
+    [ "$text" = ".so man3/$2" ] || [ "$text" = "$(man_page "$2")" ]
+}
+if ! command -v doxygen >/dev/null; then
+    ok "man(3) pages skipped: no doxygen"
+elif man_page zkr.h.3 | grep '^\.SH NAME' >/dev/null &&
+    man_link_to zkr_lock_fd.3 zkr.h.3 &&
+    man_page zkr_session_options.3 | grep '^\.SH NAME' >/dev/null &&
+    [ ! -e "$man3/path.3" ] && [ ! -e "$man3/path.3.gz" ] &&
+    { ! command -v man >/dev/null ||
+        { MANWIDTH=80 man -M "$root$mandir" 3 zkr_lock_fd 2>/dev/null |
+            grep 'int zkr_lock_fd (zkr_lock_t \*l)' >/dev/null &&
+            [ -z "$(man_warnings)" ]; }; }; then
+    ok "man(3) pages in $man3: $(find "$man3" -name 'zkr*' | wc -l) zkr* files"
+else
+    not_ok "man(3) pages missing or wrong in $man3"
+    man_warnings | sed 's/^/    /'
 fi
 
 # ------------------------------------------- against a throwaway server

@@ -4,7 +4,7 @@
 //   java -cp BUILD:CURATOR-JARS CuratorBench -s HOSTS MODE ARGS...
 //
 // MODE is uncontended CYCLES | contended K SECONDS | herd W ROUNDS |
-// scale N | semaphore PERMITS K SECONDS | election K ROUNDS.
+// scale N | semaphore PERMITS K SECONDS | election K ROUNDS | many N W.
 // Locks are InterProcessMutex, the semaphore is InterProcessSemaphoreV2,
 // the election LeaderLatch. Every contender has its own CuratorFramework
 // (its own ZooKeeper session); they are threads of this one JVM.
@@ -423,6 +423,54 @@ public class CuratorBench {
         return l;
     }
 
+    /**
+     * One session acquires and releases n distinct uncontended locks, with
+     * a pool of w threads, each taking the next lock (an InterProcessMutex
+     * on its own path): at most w in flight. The n lock directories are
+     * made before the clock starts (pipelined, in the background), as for
+     * every implementation.
+     */
+    static void many(int n, int w) throws Exception {
+        CuratorFramework c = client();
+        String dir = root + "/many";
+        c.create().creatingParentsIfNeeded().forPath(dir);
+        java.util.concurrent.CountDownLatch made = new java.util.concurrent.CountDownLatch(n);
+        AtomicInteger failed = new AtomicInteger();
+        for (int i = 0; i < n; i++)
+            c.create().inBackground((cl, e) -> {
+                if (e.getResultCode() != 0)
+                    failed.set(e.getResultCode());
+                made.countDown();
+            }).forPath(manyPath(i));
+        made.await();
+        if (failed.get() != 0)
+            throw new IllegalStateException("many directory: " + failed.get());
+        AtomicInteger next = new AtomicInteger();
+        java.util.concurrent.ExecutorService pool =
+                java.util.concurrent.Executors.newFixedThreadPool(w);
+        ((java.util.concurrent.ThreadPoolExecutor) pool).prestartAllCoreThreads();
+        List<java.util.concurrent.Future<?>> fs = new ArrayList<>();
+        long t0 = nowNs();
+        for (int t = 0; t < w; t++)
+            fs.add(pool.submit(() -> {
+                for (int i; (i = next.getAndIncrement()) < n;) {
+                    InterProcessMutex m = new InterProcessMutex(c, manyPath(i));
+                    m.acquire();
+                    m.release();
+                }
+                return null;
+            }));
+        for (java.util.concurrent.Future<?> f : fs)
+            f.get();
+        double secs = (nowNs() - t0) / 1e9;
+        pool.shutdown();
+        System.out.println("impl=curator mode=many n=" + n + " w=" + w + " locks_per_s="
+                + f0(n / secs));
+        c.close();
+    }
+
+    static String manyPath(int i) { return String.format("%s/many/l%06d", root, i); }
+
     // ------------------------------------------------------------- main
 
     static int num(String s) {
@@ -457,6 +505,8 @@ public class CuratorBench {
             scale(num(a[i + 1]));
         else if (mode.equals("election") && n == 3)
             election(num(a[i + 1]), num(a[i + 2]));
+        else if (mode.equals("many") && n == 3)
+            many(num(a[i + 1]), num(a[i + 2]));
         else {
             System.err.println("usage: CuratorBench -s HOSTS MODE ARGS");
             System.exit(2);

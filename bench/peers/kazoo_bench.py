@@ -5,7 +5,7 @@ docs/BENCHMARKS.md, with the workloads and output lines of zkr-bench.
     /usr/bin/python3 kazoo_bench.py -s HOSTS MODE ARGS...
 
 MODE is uncontended CYCLES | contended K SECONDS | herd W ROUNDS |
-scale N | semaphore PERMITS K SECONDS | election K ROUNDS.
+scale N | semaphore PERMITS K SECONDS | election K ROUNDS | many N W.
 Locks are kazoo.recipe.lock.Lock, the semaphore kazoo's Semaphore, the
 election kazoo's Election. Every contender has its own KazooClient (its own
 ZooKeeper session); they are threads of this one process, so kazoo's figures
@@ -285,6 +285,48 @@ def election(k, rounds):
     close_all(clients)
 
 
+def many(n, w):
+    """One session acquires and releases n distinct uncontended locks, with
+    w threads, each taking the next lock (a Lock on its own path): at most
+    w in flight. The n lock directories are made before the clock starts
+    (pipelined), as for every implementation."""
+    c = client()
+    c.ensure_path(ROOT + "/many")
+    paths = ["%s/many/l%06d" % (ROOT, i) for i in range(n)]
+    for i in range(0, n, 256):
+        for r in [c.create_async(p) for p in paths[i:i + 256]]:
+            r.get()
+    nxt = iter(range(n))
+    mu = threading.Lock()
+    failed = []
+
+    def run():
+        try:
+            while True:
+                with mu:
+                    i = next(nxt, None)
+                if i is None:
+                    return
+                lk = c.Lock(paths[i], "bench")
+                lk.acquire()
+                lk.release()
+        except Exception as e:  # reported after the join, then exit 1
+            failed.append(e)
+
+    threads = [threading.Thread(target=run) for _ in range(w)]
+    t0 = now_ns()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    secs = (now_ns() - t0) / 1e9
+    if failed:
+        raise SystemExit("kazoo_bench: many: %r" % failed[0])
+    print("impl=kazoo mode=many n=%d w=%d locks_per_s=%.0f" % (n, w, n / secs))
+    c.stop()
+    c.close()
+
+
 def num(s):
     v = int(s)
     if v < 1:
@@ -314,6 +356,8 @@ def main(argv):
         scale(num(args[0]))
     elif mode == "election" and len(args) == 2:
         election(num(args[0]), num(args[1]))
+    elif mode == "many" and len(args) == 2:
+        many(num(args[0]), num(args[1]))
     else:
         raise SystemExit(usage)
     sys.stdout.flush()

@@ -354,59 +354,121 @@ static void test_lock_fd_no_spin_while_suspended(void **state)
     assert_int_equal(zkr_session_free(s), 0);
 }
 
-/* examples/evloop against the server: it takes the lock, leads, loses
- * the lock to an operator's delete and takes it again, then exits on
- * SIGTERM, all on its one thread. */
-static void test_example_daemon(void **state)
+/* The text of the daemon's output so far (NUL-terminated in buf). */
+static const char *output(const char *path, char *buf, size_t len)
 {
-    char *prog = zkt_build_path("examples/evloop");
+    FILE *f = fopen(path, "r");
+    size_t n = 0;
+
+    if (f != NULL) {
+        n = fread(buf, 1, len - 1, f);
+        fclose(f);
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+/* The node of the election's first candidate (the leader), or "". */
+static void first_candidate(zkr_election_t *e, char *node, size_t len)
+{
+    zkr_contender_t *c = NULL;
+    int n = 0;
+
+    node[0] = '\0';
+    if (zkr_election_participants(e, &c, &n) == 0 && n > 0)
+        snprintf(node, len, "%s", c[0].node);
+    zkr_contenders_free(c, n);
+}
+
+/* An example daemon (examples/evloop, examples/evloop_uv: same options,
+ * same output) against the server: it takes the lock, loses it to an
+ * operator's delete and takes it again; in the election it waits behind
+ * another candidate, leads once that one leaves, stops on an operator's
+ * delete of its node while another leads, and leads again; then exits on
+ * SIGTERM, all on its one thread (its nodes go under PREFIX), woken by
+ * the election's descriptor for each gain and loss and never spinning on
+ * it (issue 14). */
+static void run_example_daemon(const char *example, const char *prefix)
+{
+    char *prog = zkt_build_path(example);
     char *dir = zkt_mkdtemp("zkr-evloop-"), out[512], buf[8192];
-    char *argv[] = {prog, "-s",       (char *)zkt_server_hosts(server),
-                    "-p", "/disp/ex", "-i",
-                    "d1", "-T",       "6000",
+    char lpath[128], epath[128];
+    char *argv[] = {prog, "-s",           (char *)zkt_server_hosts(server),
+                    "-p", (char *)prefix, "-i",
+                    "d1", "-T",           "6000",
                     NULL};
     int fd, st;
     pid_t pid;
-    FILE *f;
-    size_t n;
+    long wakeups = -1;
     struct String_vector v = {0, NULL};
+    zkr_session_t *ts = open_session(10000);
+    zkr_election_t *te = NULL;
+    char node[600];
+    const char *on1, *off, *on2;
 
-    (void)state;
+    snprintf(lpath, sizeof(lpath), "%s/lock", prefix);
+    snprintf(epath, sizeof(epath), "%s/election", prefix);
+    /* Another candidate leads before the daemon joins. */
+    assert_int_equal(
+        zkr_election_new(&te, ts, epath, "t", NULL, ZKR_POLICY_SUSPEND), 0);
+    assert_int_equal(zkr_election_join(te), 0);
+    assert_int_equal(zkr_election_await(te, 10000), 0);
     snprintf(out, sizeof(out), "%s/out", dir);
     fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     assert_true(fd >= 0);
     pid = zkt_spawn(argv, fd);
     close(fd);
     assert_true(pid > 0);
-    assert_true(
-        ZKT_WAIT_UNTIL(zkt_count_children(raw, "/disp/ex/lock") == 1 &&
-                           zkt_count_children(raw, "/disp/ex/election") == 1,
-                       20000));
+    assert_true(ZKT_WAIT_UNTIL(zkt_count_children(raw, lpath) == 1 &&
+                                   zkt_count_children(raw, epath) == 2,
+                               20000));
     zkt_sleep_ms(500);
+    assert_null(strstr(output(out, buf, sizeof(buf)), "LEADER"));
+    /* t leaves: the daemon is woken to lead. */
+    assert_int_equal(zkr_election_leave(te), 0);
+    assert_true(ZKT_WAIT_UNTIL(
+        strstr(output(out, buf, sizeof(buf)), "LEADER ON ") != NULL, 20000));
+    /* t joins behind it; an operator deletes the daemon's node: it stops,
+     * rejoins behind t (which leads) and waits, its descriptor quiet. */
+    assert_int_equal(zkr_election_join(te), 0);
+    assert_true(ZKT_WAIT_UNTIL(zkt_count_children(raw, epath) == 2, 20000));
+    first_candidate(te, node, sizeof(node));
+    assert_int_equal(zoo_delete(raw, node, -1), ZOK);
+    assert_int_equal(zkr_election_await(te, 20000), 0);
+    assert_true(ZKT_WAIT_UNTIL(
+        strstr(output(out, buf, sizeof(buf)), "LEADER OFF\n") != NULL, 20000));
+    zkt_sleep_ms(1000); /* a loop that spun would count its wake-ups */
+    assert_int_equal(zkr_election_leave(te), 0);
     /* An operator deletes the holder's node: the daemon hears LOST and
      * asks again. */
-    assert_int_equal(zoo_get_children(raw, "/disp/ex/lock", 0, &v), ZOK);
+    assert_int_equal(zoo_get_children(raw, lpath, 0, &v), ZOK);
     assert_int_equal(v.count, 1);
     {
         char path[600];
-        snprintf(path, sizeof(path), "/disp/ex/lock/%s", v.data[0]);
+        snprintf(path, sizeof(path), "%s/%s", lpath, v.data[0]);
         assert_int_equal(zoo_delete(raw, path, -1), ZOK);
     }
     deallocate_String_vector(&v);
-    assert_true(
-        ZKT_WAIT_UNTIL(zkt_count_children(raw, "/disp/ex/lock") == 1, 20000));
+    assert_true(ZKT_WAIT_UNTIL(zkt_count_children(raw, lpath) == 1, 20000));
+    assert_true(ZKT_WAIT_UNTIL(
+        (off = strstr(output(out, buf, sizeof(buf)), "LEADER OFF\n")) != NULL &&
+            strstr(off, "LEADER ON ") != NULL,
+        20000));
     zkt_sleep_ms(1000);
     kill(pid, SIGTERM);
     assert_int_equal(zkt_wait_pid(pid, 20000, &st), 0);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    f = fopen(out, "r");
-    assert_non_null(f);
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    print_message("# evloop output:\n%s", buf);
+    output(out, buf, sizeof(buf));
+    print_message("# %s output:\n%s", example, buf);
     assert_non_null(strstr(buf, "SESSION CONNECTED\n"));
-    assert_non_null(strstr(buf, "LEADER ON "));
+    /* led, stopped, led again with a higher epoch */
+    on1 = strstr(buf, "LEADER ON ");
+    assert_non_null(on1);
+    off = strstr(on1, "LEADER OFF\n");
+    assert_non_null(off);
+    on2 = strstr(off, "LEADER ON ");
+    assert_non_null(on2);
+    assert_true(atoll(on2 + 10) > atoll(on1 + 10));
     /* held, lost, held again */
     {
         char *h1 = strstr(buf, "LOCK HELD "), *lo, *h2;
@@ -418,13 +480,41 @@ static void test_example_daemon(void **state)
     }
     assert_null(strstr(buf, "ERROR"));
     assert_non_null(strstr(buf, "WAKEUPS "));
+    wakeups = atol(strstr(buf, "WAKEUPS ") + 8);
+    print_message("# %s wake-ups: %ld\n", example, wakeups);
+    /* A few per event; a loop spinning on a descriptor wakes hundreds of
+     * thousands of times a second. */
+    assert_true(wakeups > 0 && wakeups < 10000);
     assert_non_null(strstr(buf, "SESSION CLOSED\n"));
     /* Its nodes are gone with it. */
-    assert_int_equal(zkt_count_children(raw, "/disp/ex/lock"), 0);
-    assert_int_equal(zkt_count_children(raw, "/disp/ex/election"), 0);
+    assert_int_equal(zkt_count_children(raw, lpath), 0);
+    assert_int_equal(zkt_count_children(raw, epath), 0);
+    zkr_election_free(te);
+    zkr_session_free(ts);
     zkt_rm_rf(dir);
     free(dir);
     free(prog);
+}
+
+static void test_example_daemon(void **state)
+{
+    (void)state;
+    run_example_daemon("examples/evloop", "/disp/ex");
+}
+
+/* The same daemon on libuv (built when configure found libuv). */
+static void test_example_daemon_uv(void **state)
+{
+    char *prog = zkt_build_path("examples/evloop_uv");
+    int built = access(prog, X_OK) == 0;
+
+    (void)state;
+    free(prog);
+    if (!built) {
+        print_message("# examples/evloop_uv not built (no libuv): skipped\n");
+        skip();
+    }
+    run_example_daemon("examples/evloop_uv", "/disp/exuv");
 }
 
 int main(void)
@@ -436,6 +526,7 @@ int main(void)
         cmocka_unit_test(test_no_spin_while_suspended),
         cmocka_unit_test(test_lock_fd_no_spin_while_suspended),
         cmocka_unit_test(test_example_daemon),
+        cmocka_unit_test(test_example_daemon_uv),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));

@@ -416,6 +416,10 @@ static void suspended_leader(zkr_loss_policy_t policy)
         assert_true(ZKT_WAIT_UNTIL(seen_n(&va) == 2, 2000));
         assert_int_equal(va.lead[1], 0);
         assert_true(fd_ready(zkr_election_fd(ea))); /* stop */
+        /* A poll loop stops leading and asks: not leader. The suspension
+         * is observed: quiet while it lasts (issue 14: no spinning). */
+        assert_int_equal(zkr_election_await(ea, 0), ZKR_ETIMEDOUT);
+        assert_false(fd_ready(zkr_election_fd(ea)));
     } else {
         assert_true(
             ZKT_WAIT_UNTIL(zkr_session_state(a) == ZKR_STATE_SUSPENDED, 8000));
@@ -427,6 +431,13 @@ static void suspended_leader(zkr_loss_policy_t policy)
     assert_int_equal(zkt_server_restart(server), 0);
     raw = zkt_connect(zkt_server_hosts(server), 10000);
     assert_non_null(raw);
+    if (policy == ZKR_POLICY_SUSPEND) {
+        /* Re-verified: it leads again, which the loop that saw it not
+         * leading is woken for. */
+        struct pollfd p = {zkr_election_fd(ea), POLLIN, 0};
+        assert_int_equal(poll(&p, 1, 20000), 1);
+        assert_true(zkr_election_is_leader(ea));
+    }
     assert_int_equal(zkr_election_await(ea, 10000), 0);
     assert_int_equal(zkr_election_epoch(ea, &epoch2), 0);
     assert_int_equal(epoch1, epoch2); /* the same, re-verified node */
@@ -928,6 +939,85 @@ static void test_leave_races_requeue(void **state)
     print_message("%d rounds, leaves ignored %d\n", rounds, ignored);
     assert_int_equal(ignored, 0);
     zkr_election_free(e);
+    zkr_session_free(s);
+}
+
+/* Readable within ms (a bound on liveness, not a timing claim). */
+static int fd_ready_within(int fd, int ms)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    return fd >= 0 && poll(&p, 1, ms) == 1 && (p.revents & POLLIN) != 0;
+}
+
+/* Issue 14: the descriptor signals a gain as well as a loss, so that a
+ * poll() loop with no other thread can lead: readable once the candidate
+ * leads and the application has not observed it, quiet after await(0)
+ * returns 0; readable on a loss (forced delete) and, after await() has
+ * said "not leader" while it waits behind another, quiet until it leads
+ * again. */
+static void test_fd_signals_gain(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    const char *path = "/e/gainfd";
+    zkr_election_t *ea, *eb;
+    zkr_sequencer_t q;
+    int64_t e1, e2;
+    int fa, fb;
+
+    (void)state;
+    ea = leader_and_next(s, s, path, &eb);
+    fa = zkr_election_fd(ea);
+    fb = zkr_election_fd(eb);
+    assert_true(fa >= 0 && fb >= 0);
+    assert_false(fd_ready(fa)); /* a observed its leadership (await) */
+    assert_false(fd_ready_within(fb, 300)); /* b waits behind a */
+    assert_false(zkr_election_is_leader(eb));
+
+    /* a leaves: b leads, and its descriptor says so until observed. */
+    assert_int_equal(zkr_election_leave(ea), 0);
+    assert_false(fd_ready(fa)); /* a left: nothing to tell it */
+    assert_true(fd_ready_within(fb, 10000));
+    assert_true(zkr_election_is_leader(eb));
+    assert_true(fd_ready(fb)); /* still: not observed yet */
+    assert_int_equal(zkr_election_await(eb, 0), 0);
+    assert_false(fd_ready(fb));
+    assert_int_equal(zkr_election_epoch(eb, &e1), 0);
+
+    /* A forced delete of b's node: readable (stop). b rejoins alone and
+     * leads again with a new epoch; readable until observed. */
+    assert_int_equal(zkr_election_sequencer(eb, &q), 0);
+    zkt_sleep_ms(300); /* b watches its own node 50 ms after its grant */
+    assert_int_equal(zoo_delete(raw, q.node, -1), ZOK);
+    assert_true(fd_ready_within(fb, 10000));
+    assert_int_equal(zkr_election_await(eb, 10000), 0);
+    assert_int_equal(zkr_election_epoch(eb, &e2), 0);
+    assert_true(e2 > e1);
+    assert_false(fd_ready(fb));
+
+    /* a joins behind b; b's node is deleted again: b rejoins behind a,
+     * which leads (readable). b observes that it does not lead, and its
+     * descriptor is quiet while it waits (a poll loop does not spin);
+     * a leaves and b's descriptor says it leads. */
+    assert_int_equal(zkr_election_join(ea), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(path) == 2, 10000));
+    assert_false(fd_ready_within(fa, 300));
+    assert_int_equal(zkr_election_sequencer(eb, &q), 0);
+    assert_int_equal(zoo_delete(raw, q.node, -1), ZOK);
+    assert_true(fd_ready_within(fb, 10000));
+    assert_true(fd_ready_within(fa, 10000));
+    assert_int_equal(zkr_election_await(ea, 0), 0);
+    assert_false(fd_ready(fa));
+    assert_true(ZKT_WAIT_UNTIL(children(path) == 2, 10000));
+    assert_int_equal(zkr_election_await(eb, 0), ZKR_ETIMEDOUT);
+    assert_false(fd_ready_within(fb, 300));
+    assert_int_equal(zkr_election_leave(ea), 0);
+    assert_true(fd_ready_within(fb, 10000));
+    assert_int_equal(zkr_election_await(eb, 0), 0);
+    assert_false(fd_ready(fb));
+    assert_int_equal(zkr_election_leave(eb), 0);
+    assert_false(fd_ready(fb));
+    zkr_election_free(eb);
+    zkr_election_free(ea);
     zkr_session_free(s);
 }
 
@@ -1689,6 +1779,7 @@ int main(void)
         cmocka_unit_test(test_leave_races_join),
         cmocka_unit_test(test_leave_races_requeue),
         cmocka_unit_test(test_leave_from_leader_fn),
+        cmocka_unit_test(test_fd_signals_gain),
         cmocka_unit_test(test_listener_sees_loss_and_regain),
         cmocka_unit_test(test_requeue_loop),
         cmocka_unit_test(test_observer_unreadable_leader),

@@ -308,6 +308,92 @@ static void test_kinds(void **state)
     zkr_session_free(m);
 }
 
+/* Issue 19, item 2: a session's entries are found through a hash index
+ * that grows as paths are added. Whatever the number of paths, each
+ * (kind, path) keeps its own counts: 300 distinct lock paths (the index
+ * doubles several times), path i acquired i % 4 + 1 times, and a read
+ * lock on every third path (a second kind on the same path); handles
+ * made again on a path add to its existing series. Every 50th path has a
+ * handle left holding: the gauges find its row. */
+enum { MANY = 300 };
+
+static void many_path(char *buf, size_t n, int i)
+{
+    snprintf(buf, n, "/m/many/p%03d", i);
+}
+
+static void test_many_paths(void **state)
+{
+    zkr_session_t *m = open_session(10000);
+    zkr_lock_t *held[MANY / 50];
+    char path[64], line[160], *text = NULL;
+    size_t len = 0;
+    int series = 0;
+
+    (void)state;
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < MANY; i++) {
+            zkr_lock_t *l = NULL, *r = NULL, *w = NULL;
+
+            many_path(path, sizeof(path), i);
+            assert_int_equal(zkr_lock_new(&l, m, path, "m", NULL), 0);
+            /* Round 0 acquires once; round 1 the rest, on a new handle
+             * (but the one the held handle makes). */
+            for (int k = 0; k < (round == 0 ? 1 : i % 4 - (i % 50 == 7)); k++) {
+                assert_int_equal(zkr_lock_acquire(l, -1), 0);
+                assert_int_equal(zkr_lock_release(l), 0);
+            }
+            zkr_lock_free(l);
+            if (i % 3 == 0 && round == 1) {
+                assert_int_equal(zkr_rwlock_new(&r, &w, m, path, "m", NULL), 0);
+                assert_int_equal(zkr_lock_acquire(r, -1), 0);
+                zkr_lock_free(r);
+                zkr_lock_free(w);
+            }
+        }
+    for (int i = 7; i < MANY; i += 50) {
+        many_path(path, sizeof(path), i);
+        assert_int_equal(zkr_lock_new(&held[i / 50], m, path, "m", NULL), 0);
+    }
+    for (int i = 7; i < MANY; i += 50)
+        assert_int_equal(zkr_lock_acquire(held[i / 50], -1), 0);
+    for (int i = 0; i < MANY; i++) {
+        many_path(path, sizeof(path), i);
+        assert_true(rv(m, "zkr_acquisitions_total", "lock", path) == i % 4 + 1);
+        assert_true(rv(m, "zkr_hold_seconds_count", "lock", path) ==
+                    i % 4 + 1 - (i % 50 == 7));
+        if (i % 3 == 0) {
+            assert_true(rv(m, "zkr_acquisitions_total", "read", path) == 1);
+            assert_true(rv(m, "zkr_acquisitions_total", "write", path) == 0);
+        } else {
+            double v = -1;
+            assert_int_equal(zkr_metrics_value(m, "zkr_acquisitions_total",
+                                               "read", path, &v),
+                             ZNONODE);
+        }
+        assert_true(rv(m, "zkr_handles", "lock", path) == (i % 50 == 7));
+        assert_true(rv(m, "zkr_holding", "lock", path) == (i % 50 == 7));
+    }
+    /* The text has each series once, with its own value. */
+    assert_int_equal(zkr_metrics_text(m, &text, &len), 0);
+    for (const char *p = text;
+         (p = strstr(p, "\nzkr_acquisitions_total{")) != NULL; p++)
+        series++;
+    assert_int_equal(series, MANY + 2 * ((MANY + 2) / 3));
+    for (int i = 0; i < MANY; i++) {
+        many_path(path, sizeof(path), i);
+        snprintf(line, sizeof(line),
+                 "\nzkr_acquisitions_total{path=\"%s\",kind=\"lock\"} %d\n",
+                 path, i % 4 + 1);
+        if (strstr(text, line) == NULL)
+            fail_msg("missing line '%s'", line + 1);
+    }
+    zkr_metrics_text_free(text);
+    for (int i = 0; i < MANY / 50; i++)
+        zkr_lock_free(held[i]);
+    zkr_session_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -317,6 +403,7 @@ int main(void)
         cmocka_unit_test(test_session_gauges),
         cmocka_unit_test(test_election_counts),
         cmocka_unit_test(test_kinds),
+        cmocka_unit_test(test_many_paths),
     };
     return cmocka_run_group_tests_name("metrics", tests, setup, teardown);
 }
