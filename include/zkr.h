@@ -747,6 +747,10 @@ ZKR_EXTERN int zkr_lock_cancel(zkr_lock_t *l);
  * \brief Releases the lock: deletes our node and waits for the server's
  *   confirmation (or for the session to end, which deletes it too).
  *
+ * The delete also writes a release record into the lock directory's data,
+ * in the same transaction, so that waiters with a lock-delay can tell this
+ * release from a death (zkr_lock_set_delay()).
+ *
  * Idempotent. Local state is never cleared before the delete is confirmed.
  *
  * The release notifies one waiter (the one watching our node), which lists
@@ -862,13 +866,14 @@ ZKR_EXTERN int zkr_lock_set_listener(zkr_lock_t *l, zkr_lock_listener_t fn,
  * dies instead passes on a full delay. A contender granted on its first
  * listing (nobody before it) is never delayed: it observed no
  * disappearance. Design: docs/design/lock-delay.md.
- * \param delay_ms 0 (off, the default) or the delay in milliseconds.
+ *
  * For a semaphore permit or a writer, every node before it counts; for a
  * reader, only writers and exclusive nodes. When more than one of them
  * went since the contender last waited, and none of them was an exclusive
  * predecessor whose release vouches for the others, no single record can
  * prove them all released: the contender waits the delay (safe, maybe
  * needless).
+ * \param delay_ms 0 (off, the default) or the delay in milliseconds.
  * \return 0; ZBADARGUMENTS (NULL, delay_ms < 0); ZKR_ESTATE (an acquire is
  *   in progress).
  */
