@@ -100,7 +100,7 @@ extern "C" {
  * @{
  */
 #define ZKR_VERSION_MAJOR 0
-#define ZKR_VERSION_MINOR 1
+#define ZKR_VERSION_MINOR 2
 #define ZKR_VERSION_PATCH 0
 /** The version as one number: major * 10000 + minor * 100 + patch. */
 #define ZKR_VERSION_NUMBER                                                     \
@@ -616,6 +616,28 @@ ZKR_EXTERN int zkr_contenders_list(zkr_session_t *s, const char *path,
  */
 ZKR_EXTERN int zkr_contenders_holding(const zkr_contender_t *v, int count);
 
+/**
+ * \brief Whether a queue is closed by a lock-delay (zkr_lock_set_delay()),
+ *   as the directory's data says: a contender waiting out a delay writes
+ *   there until when and why.
+ *
+ * Informational (for zkr inspect and monitoring): the time is the
+ * delayed contender's wall clock, and no grant depends on it. Closed
+ * means: the directory holds such a record, the contender that wrote it
+ * still has its node there (same czxid), and the time has not passed by
+ * this machine's clock. Does not create anything.
+ * \param until_ms OUT: the end, ms since the epoch; 0 when not closed.
+ * \param cause OUT, may be NULL: why, one word ("unreleased": the node
+ *   before the delayed contender went without a clean release), at most
+ *   len bytes with its NUL; "" when not closed.
+ * \param len the size of cause.
+ * \return 1 (closed); 0 (not closed, or the path does not exist);
+ *   ZBADARGUMENTS; ZKR_EDEADLK (from a callback); ZKR_ECLOSED; ZooKeeper
+ *   codes (ZNOAUTH: the directory may not be read).
+ */
+ZKR_EXTERN int zkr_delay_closed(zkr_session_t *s, const char *path,
+                                int64_t *until_ms, char *cause, size_t len);
+
 /** \brief Frees an array from zkr_contenders_list(); NULL is a no-op. */
 ZKR_EXTERN void zkr_contenders_free(zkr_contender_t *v, int count);
 
@@ -633,7 +655,10 @@ typedef enum {
     ZKR_LOCK_HELD = 2,      /**< held, connection healthy or re-verified */
     ZKR_LOCK_SUSPENDED = 3, /**< held, but the connection is down */
     ZKR_LOCK_LOST = 4,      /**< ownership is gone (session lost / node gone) */
-    ZKR_LOCK_RELEASING = 5  /**< release in progress */
+    ZKR_LOCK_RELEASING = 5, /**< release in progress */
+    /** acquiring, next in line, waiting out a lock-delay: the node it
+     * followed went without a release (zkr_lock_set_delay()) */
+    ZKR_LOCK_DELAYED = 6
 } zkr_lock_state_t;
 
 /** \brief Name of a lock state ("HELD"...); never NULL. */
@@ -740,6 +765,10 @@ ZKR_EXTERN int zkr_lock_cancel(zkr_lock_t *l);
  * \brief Releases the lock: deletes our node and waits for the server's
  *   confirmation (or for the session to end, which deletes it too).
  *
+ * The delete also writes a release record into the lock directory's data,
+ * in the same transaction, so that waiters with a lock-delay can tell this
+ * release from a death (zkr_lock_set_delay()).
+ *
  * Idempotent. Local state is never cleared before the delete is confirmed.
  *
  * The release notifies one waiter (the one watching our node), which lists
@@ -795,7 +824,7 @@ ZKR_EXTERN int64_t zkr_lock_valid_ms(zkr_lock_t *l);
  *   changed since the application last read it, for poll()-based programs.
  *
  * Readable from each change the state listener hears of (SUSPENDED, HELD
- * again after re-verification, LOST) until the application next calls
+ * again after re-verification, LOST, DELAYED) until the application next calls
  * zkr_lock_state(), which reads the state. So a poll() loop that reads the
  * state when woken wakes once per change: it is quiet while the lock stays
  * SUSPENDED, and wakes again when it is re-verified or lost. Once
@@ -814,22 +843,59 @@ ZKR_EXTERN int64_t zkr_lock_valid_ms(zkr_lock_t *l);
  */
 ZKR_EXTERN int zkr_lock_fd(zkr_lock_t *l);
 
-/** Lock state listener: SUSPENDED, HELD (re-verified), LOST. */
+/** Lock state listener: SUSPENDED, HELD (re-verified), LOST, DELAYED. */
 typedef void (*zkr_lock_listener_t)(zkr_lock_t *l, zkr_lock_state_t state,
                                     void *data);
 
 /**
  * \brief Sets (or with NULL fn clears) the lock's state listener, called
  *   when a held lock becomes SUSPENDED, HELD again after re-verification,
- *   or LOST. LOST comes at the safe deadline, on session expiry, or when
- *   the holder's node is deleted by someone else (an operator's forced
- *   release): a contender that waited has watched its own node since it
+ *   or LOST, and when an acquire starts to wait out a lock-delay (DELAYED,
+ *   see zkr_lock_set_delay()). LOST comes at the safe deadline, on session
+ * expiry, or when the holder's node is deleted by someone else (an operator's
+ * forced release): a contender that waited has watched its own node since it
  *   began to wait, and one granted at once watches it from 50 ms after the
  *   grant, so it hears within that plus a round trip.
  * \return 0; ZBADARGUMENTS.
  */
 ZKR_EXTERN int zkr_lock_set_listener(zkr_lock_t *l, zkr_lock_listener_t fn,
                                      void *data);
+
+/**
+ * \brief Sets the lock-delay of this handle's next acquires (Chubby's
+ *   lock-delay): when the node this contender waited behind disappears
+ *   without a clean zkr release (its holder's session expired, its process
+ *   was killed, an operator forced the release, or it was a Curator or
+ *   kazoo contender, whose releases cannot be told from deaths), the
+ *   contender is not granted until delay_ms have passed since it observed
+ *   the disappearance, on its own monotonic clock. Meanwhile its state is
+ *   ZKR_LOCK_DELAYED, which the state listener and zkr_lock_fd() signal.
+ *   A clean release (zkr_lock_release(), or freeing a held handle) is
+ *   proved by a record the release writes into the lock directory's data
+ *   in the same transaction as the delete: the next grant is immediate.
+ *
+ * Every zkr release writes that record, whatever its own delay; zkr
+ * therefore owns the data of a lock's directory (an application's data
+ * there is overwritten). A release whose directory refuses the write
+ * (no WRITE right on the directory) still deletes its node, without the
+ * record: delayed waiters then take it for a death. A contender that
+ * leaves while delayed (timeout, cancel, free) writes how much of the
+ * delay was left, and the next waiter serves that remainder; one that
+ * dies instead passes on a full delay. A contender granted on its first
+ * listing (nobody before it) is never delayed: it observed no
+ * disappearance. Design: docs/design/lock-delay.md.
+ *
+ * For a semaphore permit or a writer, every node before it counts; for a
+ * reader, only writers and exclusive nodes. When more than one of them
+ * went since the contender last waited, and none of them was an exclusive
+ * predecessor whose release vouches for the others, no single record can
+ * prove them all released: the contender waits the delay (safe, maybe
+ * needless).
+ * \param delay_ms 0 (off, the default) or the delay in milliseconds.
+ * \return 0; ZBADARGUMENTS (NULL, delay_ms < 0); ZKR_ESTATE (an acquire is
+ *   in progress).
+ */
+ZKR_EXTERN int zkr_lock_set_delay(zkr_lock_t *l, int delay_ms);
 
 /**
  * \brief Lists this lock's contenders in queue order (the first holds).
@@ -1156,6 +1222,15 @@ typedef void (*zkr_election_listener_t)(zkr_election_t *e, int leader, int rc,
 ZKR_EXTERN int zkr_election_set_listener(zkr_election_t *e,
                                          zkr_election_listener_t fn,
                                          void *data);
+
+/**
+ * \brief Sets the lock-delay of this candidate, as zkr_lock_set_delay():
+ *   a candidate whose predecessor went without a clean leave (resign,
+ *   leave, free) does not lead until delay_ms after it observed that.
+ * \return 0; ZBADARGUMENTS (NULL, delay_ms < 0); ZKR_ESTATE (joined and
+ *   not yet leading).
+ */
+ZKR_EXTERN int zkr_election_set_delay(zkr_election_t *e, int delay_ms);
 
 /**
  * \brief The leader's epoch (czxid of our node) while we lead.

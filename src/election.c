@@ -333,11 +333,11 @@ static int resign(zkr_election_t *e)
 
     pthread_mutex_lock(&s->mu);
     e->c.rejoin = 0;
-    acquiring = e->c.pub == ZKR_LOCK_ACQUIRING;
+    acquiring = e->c.pub == ZKR_LOCK_ACQUIRING || e->c.pub == ZKR_LOCK_DELAYED;
     pthread_mutex_unlock(&s->mu);
     if (acquiring && zkr__cancel(&e->c) == 0) {
         pthread_mutex_lock(&s->mu);
-        while (e->c.pub == ZKR_LOCK_ACQUIRING)
+        while (e->c.pub == ZKR_LOCK_ACQUIRING || e->c.pub == ZKR_LOCK_DELAYED)
             pthread_cond_wait(&s->cv, &s->mu);
         pthread_mutex_unlock(&s->mu);
     }
@@ -497,6 +497,11 @@ int zkr_election_set_listener(zkr_election_t *e, zkr_election_listener_t fn,
     e->data = data;
     pthread_mutex_unlock(&e->c.s->mu);
     return 0;
+}
+
+int zkr_election_set_delay(zkr_election_t *e, int delay_ms)
+{
+    return e != NULL ? zkr__set_delay(&e->c, delay_ms) : ZBADARGUMENTS;
 }
 
 int zkr_election_epoch(zkr_election_t *e, int64_t *epoch)

@@ -83,7 +83,8 @@ const char *zkr_state_name(zkr_state_t state)
 const char *zkr_lock_state_name(zkr_lock_state_t state)
 {
     static const char *const names[] = {"IDLE",      "ACQUIRING", "HELD",
-                                        "SUSPENDED", "LOST",      "RELEASING"};
+                                        "SUSPENDED", "LOST",      "RELEASING",
+                                        "DELAYED"};
     if ((unsigned)state < sizeof(names) / sizeof(names[0]))
         return names[state];
     return "UNKNOWN";

@@ -281,6 +281,11 @@ struct zkr__cleanup {
     int wtype;               /* ... of this ZooKeeper watcher type */
     watcher_fn watcher;      /* ... set with this watcher (and the session) */
     zkr__contender_t *owner; /* told when done (release/abort), or NULL */
+    /* A release's (or a delayed contender's) record: delete path and write
+     * record into record_dir's data in one multi (docs/design/
+     * lock-delay.md, 1.2). NULL: a plain delete. */
+    char *record;
+    char *record_dir;
 };
 
 #define ZKR__COUNTERS ZKR_COUNTER_COUNT_
@@ -424,6 +429,12 @@ int zkr__wait(zkr_session_t *s, const int *flag, int64_t deadline);
 /* Adds a node to delete; mutex held. */
 int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
                      const char *uuid, int64_t sid, zkr__contender_t *owner);
+/* Adds a node to delete together with a record written into dir's data,
+ * in one multi (a release: nothing is written if the node is gone
+ * already); mutex held. */
+int zkr__cleanup_add_record(zkr_session_t *s, const char *path, const char *dir,
+                            const char *record, int64_t sid,
+                            zkr__contender_t *owner);
 /* Adds a removal of zkr's watches of a type on path, set with watcher and
  * the session as context; mutex held. */
 int zkr__cleanup_add_watch(zkr_session_t *s, const char *path, int wtype,
@@ -481,6 +492,11 @@ int zkr__is_connection_error(int rc);
  * handle is not closed until returned. 0, ZKR_ECLOSED or ZCONNECTIONLOSS. */
 int zkr__zh_get(zkr_session_t *s, zhandle_t **zh);
 void zkr__zh_put(zkr_session_t *s);
+/* The start of a public read of path (zkr_contenders_list,
+ * zkr_delay_closed): checks the arguments and the calling thread, then
+ * zkr__zh_get. 0 (return the handle with zkr__zh_put), ZBADARGUMENTS,
+ * ZKR_EDEADLK, or zkr__zh_get's codes. */
+int zkr__read_begin(zkr_session_t *s, const char *path, zhandle_t **zh);
 
 /* The type of an asynchronous call's completion (zookeeper.h). */
 enum {
@@ -561,8 +577,11 @@ typedef enum {
     ZKR__P_LISTING,  /* list to issue or in flight */
     ZKR__P_WATCHING, /* waiting for the blocking node to go */
     ZKR__P_HELD,
-    ZKR__P_ABORTING, /* deleting our node before failing the acquire */
-    ZKR__P_RELEASING /* deleting our node to release */
+    ZKR__P_ABORTING,  /* deleting our node before failing the acquire */
+    ZKR__P_RELEASING, /* deleting our node to release */
+    ZKR__P_DELAYED    /* granted by a listing, but the node we were behind
+                         went: reading the directory's record, or waiting
+                         out a lock-delay (docs/design/lock-delay.md) */
 } zkr__phase_t;
 
 /* How long a holder waits before watching its own node (queue.c). */
@@ -658,6 +677,26 @@ struct zkr__contender {
     int freeing;             /* freed on the event thread: its last event
                                 finishes the free (zkr__contender_dispose) */
     void (*dispose)(void *owner); /* frees the recipe's handle */
+    /* Lock-delay (docs/design/lock-delay.md, 1.3). */
+    int delay_ms;         /* 0: off */
+    char *behind;         /* name of the node our rule last watched */
+    int64_t behind_czxid; /* its czxid (from our watch), 0 if unknown */
+    char **before;        /* the nodes before us that our grant depends on,
+                             at the last listing that made us wait */
+    int nbefore;
+    char *vouch;          /* our predecessor in that listing if it is
+                             exclusive (its release vouches for all before
+                             it), or NULL */
+    char *target;         /* DELAYED: the node a record must name, or NULL
+                             (more than one went: no record can do) */
+    int64_t target_czxid; /* its czxid, 0 if unknown */
+    int delay_served;     /* the delay for the last departure is over */
+    int64_t delay_until;  /* DELAYED: end (monotonic ms), -1 while the
+                             record is being read */
+    int64_t delay_seen;   /* when the listing that showed behind gone was
+                             answered: the delay runs from there */
+    char *leave_record;   /* aborting while delayed: the record our
+                             delete writes (zkr-delay-left), or NULL */
     zkr__cmetrics_t metrics;
 };
 
@@ -703,6 +742,9 @@ void zkr__contender_away(zkr__contender_t *c);
 void zkr__contender_read(zkr__contender_t *c);
 /* The loss descriptor, made on first use; -1 if it cannot be made. */
 int zkr__contender_fd(zkr__contender_t *c);
+/* Sets the lock-delay of the next acquires: 0, ZBADARGUMENTS (< 0) or
+ * ZKR_ESTATE (acquiring). */
+int zkr__set_delay(zkr__contender_t *c, int delay_ms);
 /* Fills a sequencer of the current grant; mutex held. 0 or ZKR_ENOTHELD. */
 int zkr__sequencer(zkr__contender_t *c, zkr_sequencer_t *out);
 /* Guarded multi on a contender's grant (sync when cb is NULL). */
@@ -720,6 +762,38 @@ void zkr__queue_cleanup_done(zkr__contender_t *c, int rc);
 void zkr__queue_retry(zkr_session_t *s);
 void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
                        void *ctx);
+
+/* ----------------------------------------------------------- delay.c */
+
+/* Lock-delay records in a queue's directory data (docs/design/
+ * lock-delay.md, 1.2): "<kind> <version> key=value ...". */
+enum {
+    ZKR__REC_NONE = 0, /* no record: read as "not a clean release" */
+    ZKR__REC_RELEASE,  /* zkr-release: the node was released by its holder */
+    ZKR__REC_LEFT,     /* zkr-delay-left: a delayed contender left, with
+                          remaining_ms of its delay still to serve */
+    ZKR__REC_CLOSED    /* zkr-closed: a contender waits out a delay until
+                          the wall-clock time until_ms (informational) */
+};
+
+/* The longest record zkr writes or reads. */
+#define ZKR__RECORD_MAX 256
+
+typedef struct zkr__record {
+    int kind;             /* ZKR__REC_* */
+    int version;          /* as written (1 today) */
+    int64_t czxid;        /* the node the record is about */
+    char node[128];       /* its name, or "" */
+    int64_t remaining_ms; /* ZKR__REC_LEFT */
+    int64_t until_ms;     /* ZKR__REC_CLOSED: ms since the epoch */
+    char cause[32];       /* a word, or "" */
+} zkr__record_t;
+
+/* Parses a directory's data: fills r and returns its kind, or
+ * ZKR__REC_NONE (r zeroed) for anything not a complete valid record. */
+int zkr__record_parse(const char *data, int len, zkr__record_t *r);
+/* Writes r's text to buf: its length, or -1 (invalid, or too long). */
+int zkr__record_format(char *buf, size_t size, const zkr__record_t *r);
 
 /* --------------------------------------------------- metrics.c hooks */
 

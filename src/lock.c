@@ -201,6 +201,11 @@ int zkr_lock_set_listener(zkr_lock_t *l, zkr_lock_listener_t fn, void *data)
     return 0;
 }
 
+int zkr_lock_set_delay(zkr_lock_t *l, int delay_ms)
+{
+    return l != NULL ? zkr__set_delay(&l->c, delay_ms) : ZBADARGUMENTS;
+}
+
 int zkr_lock_contenders(zkr_lock_t *l, zkr_contender_t **out, int *count)
 {
     if (l == NULL)

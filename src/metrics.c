@@ -515,7 +515,8 @@ static int snapshot(zkr_session_t *s, zkr__msnap_t *out)
         zkr__mrow_t *row = &out->rows[c->metrics.set->row];
         row->handles++;
         row->holding += c->pub == ZKR_LOCK_HELD || c->pub == ZKR_LOCK_SUSPENDED;
-        row->waiting += c->pub == ZKR_LOCK_ACQUIRING;
+        row->waiting +=
+            c->pub == ZKR_LOCK_ACQUIRING || c->pub == ZKR_LOCK_DELAYED;
         if (c->metrics.grant_us >= 0)
             row->leader_us += now - c->metrics.grant_us;
     }

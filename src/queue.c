@@ -45,6 +45,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -57,16 +58,21 @@ static void issue_list(zkr__contender_t *c);
 static void issue_self_watch(zkr__contender_t *c);
 static void lose_held(zkr__contender_t *c);
 static void lose_waiting(zkr__contender_t *c);
+static void issue_record_read(zkr__contender_t *c);
+static void end_delay(zkr__contender_t *c);
+static void prepare_leave(zkr__contender_t *c);
 
 static int is_acquiring(const zkr__contender_t *c)
 {
-    return c->pub == ZKR_LOCK_ACQUIRING;
+    return c->pub == ZKR_LOCK_ACQUIRING || c->pub == ZKR_LOCK_DELAYED;
 }
 
-/* Our node exists and we wait for our turn (listing or watching). */
+/* Our node exists and we wait for our turn (listing, watching, or
+ * delayed). */
 static int is_waiting(const zkr__contender_t *c)
 {
-    return c->phase == ZKR__P_LISTING || c->phase == ZKR__P_WATCHING;
+    return c->phase == ZKR__P_LISTING || c->phase == ZKR__P_WATCHING ||
+           c->phase == ZKR__P_DELAYED;
 }
 
 /* --------------------------------------------------------- loss fd */
@@ -195,6 +201,18 @@ static void notify_state(zkr__contender_t *c, zkr_lock_state_t st)
         zkr__post(c->s, ZKR__EV_STATE, (int)st, c, c->lis_fn, c->lis_data);
 }
 
+/* Lock-delay: the nodes before us at the last wait. */
+static void forget_before(zkr__contender_t *c)
+{
+    for (int i = 0; i < c->nbefore; i++)
+        free(c->before[i]);
+    free(c->before);
+    c->before = NULL;
+    c->nbefore = 0;
+    free(c->vouch);
+    c->vouch = NULL;
+}
+
 static void forget_node(zkr__contender_t *c)
 {
     zkr__metrics_hold_end(c); /* a grant ends with its node */
@@ -217,6 +235,17 @@ static void forget_node(zkr__contender_t *c)
     c->own_acl.count = 0;
     c->own_acl.data = NULL;
     c->watch_due = -1;
+    free(c->behind);
+    c->behind = NULL;
+    c->behind_czxid = 0;
+    forget_before(c);
+    free(c->target);
+    c->target = NULL;
+    c->target_czxid = 0;
+    c->delay_served = 0;
+    c->delay_until = -1;
+    free(c->leave_record);
+    c->leave_record = NULL;
 }
 
 /* Ends the pending acquire with rc (0 = granted). */
@@ -298,6 +327,28 @@ static void finish_release(zkr__contender_t *c, int rc)
         zkr__post(s, ZKR__EV_RELEASED, rc, c, c->rel_fn, c->rel_data);
     }
     c->rel_fn = NULL;
+}
+
+/* Hands a held node to the cleanup list as a release: its delete and the
+ * release record (docs/design/lock-delay.md, 1.2) in one multi, so the
+ * record exists only if this very delete removed the node. Written on
+ * every release, whatever our own delay: a delayed waiter behind us must
+ * not take us for a death. Returns 0 or ZKR_ENOMEM. */
+static int release_to_cleanup(zkr__contender_t *c, zkr__contender_t *owner)
+{
+    char text[ZKR__RECORD_MAX + 1];
+    zkr__record_t r;
+    const char *name = strrchr(c->node, '/') + 1;
+
+    memset(&r, 0, sizeof(r));
+    r.kind = ZKR__REC_RELEASE;
+    r.czxid = c->czxid;
+    if (strlen(name) < sizeof(r.node))
+        strcpy(r.node, name);
+    if (zkr__record_format(text, sizeof(text), &r) < 0)
+        return zkr__cleanup_add(c->s, c->node, NULL, NULL, c->node_sid, owner);
+    return zkr__cleanup_add_record(c->s, c->node, c->dir, text, c->node_sid,
+                                   owner);
 }
 
 /* --------------------------------------------------------- watches */
@@ -700,6 +751,11 @@ static void watch_done(int rc, const char *value, int len,
 
     (void)value;
     (void)len;
+    /* The node our rule waits on, by its czxid: what a release record
+     * must name (lock-delay, note_wait()). */
+    if (rc == ZOK && !stale(op, ZKR__P_WATCHING) && c->behind != NULL &&
+        strcmp(strrchr(op->path, '/') + 1, c->behind) == 0)
+        c->behind_czxid = stat->czxid;
     if (stale(op, ZKR__P_WATCHING) || c->watching == NULL ||
         strcmp(c->watching, op->path) != 0) {
         /* We moved on while the watch was being set: take it back. */
@@ -946,6 +1002,281 @@ static void check_pred(zkr__contender_t *c)
     }
 }
 
+/* ------------------------------------------------------- lock-delay */
+
+/* Does our grant depend on e's departure? A reader's only on writers' and
+ * exclusive nodes' (readers share); everyone else's on every node before
+ * it. */
+static int delay_relevant(const zkr__contender_t *c, const zkr__entry_t *e)
+{
+    if (c->recipe->pred == zkr__pred_read)
+        return e->kind == ZKR__KIND_WRITE || e->kind == ZKR__KIND_EXCLUSIVE;
+    return 1;
+}
+
+/* Is e exclusive (a lock, a writer, a candidate; not a permit)? Its grant
+ * needed every node before it gone, so its clean release vouches for all
+ * of them. */
+static int delay_vouches(const zkr__entry_t *e)
+{
+    return (e->kind == ZKR__KIND_EXCLUSIVE && e->permits == 0) ||
+           e->kind == ZKR__KIND_WRITE || e->kind == ZKR__KIND_LATCH;
+}
+
+/* A listing made us wait (docs/design/lock-delay.md, 1.3): remember
+ * the nodes before us that our grant depends on, our predecessor if it
+ * vouches, and the node we will watch (w, or -1), so that a later grant
+ * can ask whether the ones gone by then were released. A new wait starts
+ * a new question. Returns 0 or ZKR_ENOMEM. */
+static int note_wait(zkr__contender_t *c, const zkr__entry_t *e, int self,
+                     int w)
+{
+    if (c->delay_ms <= 0)
+        return 0;
+    forget_before(c);
+    c->delay_served = 0;
+    if (w >= 0 && (c->behind == NULL || strcmp(c->behind, e[w].name) != 0)) {
+        free(c->behind);
+        c->behind_czxid = 0;
+        if ((c->behind = zkr__strdup(e[w].name)) == NULL)
+            return ZKR_ENOMEM;
+    }
+    if (self > 0 && delay_vouches(&e[self - 1]) &&
+        (c->vouch = zkr__strdup(e[self - 1].name)) == NULL)
+        return ZKR_ENOMEM;
+    if (self > 0 && (c->before = calloc((size_t)self, sizeof(char *))) == NULL)
+        return ZKR_ENOMEM;
+    for (int i = 0; i < self; i++) {
+        if (!delay_relevant(c, &e[i]))
+            continue;
+        if ((c->before[c->nbefore] = zkr__strdup(e[i].name)) == NULL)
+            return ZKR_ENOMEM;
+        c->nbefore++;
+    }
+    return 0;
+}
+
+/* A listing grants us: which of the nodes we waited behind are gone, and
+ * which one a record must name for the grant to be immediate? Returns
+ * the number gone; *target is that node's name (borrowed), or NULL when
+ * more than one went and none vouches for the others. */
+static int gone_since_wait(const zkr__contender_t *c, const zkr__entry_t *e,
+                           int n, const char **target)
+{
+    int gone = 0, vouch_gone = 0;
+    const char *last = NULL;
+
+    for (int i = 0; i < c->nbefore; i++) {
+        if (zkr__find_entry(e, n, c->before[i]) >= 0)
+            continue;
+        gone++;
+        last = c->before[i];
+        vouch_gone |= c->vouch != NULL && strcmp(c->vouch, last) == 0;
+    }
+    if (c->vouch != NULL && zkr__find_entry(e, n, c->vouch) < 0)
+        vouch_gone = 1; /* a predecessor we need not wait for (a reader's) */
+    *target = vouch_gone ? c->vouch : gone == 1 ? last : NULL;
+    return gone;
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A record about our own node, of kind, into buf: its text, or NULL. */
+static const char *own_record(zkr__contender_t *c, int kind, int64_t remaining,
+                              char *buf, size_t size)
+{
+    zkr__record_t r;
+    const char *name = strrchr(c->node, '/') + 1;
+
+    memset(&r, 0, sizeof(r));
+    r.kind = kind;
+    r.czxid = c->czxid;
+    if (strlen(name) < sizeof(r.node))
+        strcpy(r.node, name);
+    r.remaining_ms = remaining;
+    r.until_ms = wall_ms() + remaining;
+    strcpy(r.cause, "unreleased");
+    return zkr__record_format(buf, size, &r) > 0 ? buf : NULL;
+}
+
+static void closed_done(int rc, const struct Stat *stat, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+
+    (void)stat;
+    zkr__op_begin(op, rc);
+    zkr__op_end(op);
+}
+
+/* Says in ZooKeeper, for zkr inspect and zkr_lock_contenders(), that the
+ * queue is closed until a wall-clock time. Informational: nothing reads it
+ * to decide (a wall clock may be wrong); sent once, not retried. */
+static void write_closed(zkr__contender_t *c, int64_t remaining)
+{
+    char text[ZKR__RECORD_MAX + 1];
+    zkr__op_t *op;
+
+    if (!c->s->connected || c->s->zh == NULL ||
+        own_record(c, ZKR__REC_CLOSED, remaining, text, sizeof(text)) == NULL ||
+        (op = zkr__op_new(c->s, NULL)) == NULL)
+        return;
+    if (zoo_aset(c->s->zh, c->dir, text, (int)strlen(text), -1, closed_done,
+                 op) != ZOK)
+        zkr__op_cancel(op);
+}
+
+/* Does the record say that the node we were behind left cleanly? By
+ * czxid when our watch told us it, else by name (the node was gone before
+ * our watch was set). */
+static int names_behind(const zkr__contender_t *c, const zkr__record_t *r)
+{
+    if (c->target == NULL)
+        return 0; /* more than one went: no one record covers them */
+    if (c->target_czxid != 0)
+        return r->czxid == c->target_czxid;
+    return r->node[0] != '\0' && strcmp(r->node, c->target) == 0;
+}
+
+/* Waits out wait ms from our observation: DELAYED for the application
+ * too, and said in ZooKeeper (informational); the timer ends it. */
+static void start_delay(zkr__contender_t *c, int64_t wait)
+{
+    c->delay_until = c->delay_seen + wait;
+    notify_state(c, ZKR_LOCK_DELAYED);
+    write_closed(c, c->delay_until - zkr__now_ms());
+    zkr__timer_kick(c->s);
+}
+
+/* A listing grants us; if nodes we waited behind went (note_wait()), we
+ * are DELAYED instead: reading the record (step), or, when no one record
+ * can cover what went, waiting the full delay at once. Returns 0 or
+ * ZKR_ENOMEM. */
+static int begin_delay(zkr__contender_t *c, const zkr__entry_t *e, int n)
+{
+    const char *t;
+
+    if (gone_since_wait(c, e, n, &t) == 0)
+        return 0; /* nothing we depended on went: granted */
+    free(c->target);
+    c->target = NULL;
+    c->target_czxid = 0;
+    if (t != NULL && (c->target = zkr__strdup(t)) == NULL)
+        return ZKR_ENOMEM;
+    if (t != NULL && c->behind != NULL && strcmp(c->behind, t) == 0)
+        c->target_czxid = c->behind_czxid;
+    c->phase = ZKR__P_DELAYED;
+    c->delay_seen = zkr__now_ms();
+    c->delay_until = -1;
+    if (c->target == NULL)
+        start_delay(c, c->delay_ms);
+    return 0;
+}
+
+static void record_done(int rc, const char *value, int len,
+                        const struct Stat *stat, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr__contender_t *c = op->c;
+    zkr__record_t r;
+    int64_t wait;
+    int kind;
+
+    (void)stat;
+    zkr__op_begin(op, rc);
+    if (stale(op, ZKR__P_DELAYED) || c->delay_until >= 0 ||
+        zkr__is_connection_error(rc)) {
+        zkr__op_end(op); /* a connection error: read again (step) */
+        return;
+    }
+    if (rc == ZNONODE) {
+        /* The directory, so our node, is gone: the listing says so. */
+        c->phase = ZKR__P_LISTING;
+        zkr__op_end(op);
+        return;
+    }
+    if (rc != ZOK && rc != ZNOAUTH) {
+        abort_acquire(c,
+                      rc == ZSESSIONEXPIRED || rc == ZCLOSING ? ZKR_ELOST : rc);
+        zkr__op_end(op);
+        return;
+    }
+    /* Unreadable (ZNOAUTH), empty, foreign, or about another node: the
+     * node we were behind went without a release we can prove. */
+    kind = rc == ZOK ? zkr__record_parse(value, len, &r) : ZKR__REC_NONE;
+    wait = c->delay_ms;
+    if (kind == ZKR__REC_RELEASE && names_behind(c, &r))
+        wait = 0;
+    else if (kind == ZKR__REC_LEFT && names_behind(c, &r))
+        wait = r.remaining_ms < wait ? r.remaining_ms : wait;
+    if (wait <= 0) {
+        c->delay_served = 1;
+        if (c->self_doubt)
+            c->phase = ZKR__P_LISTING; /* is our node still ours? */
+        else
+            finish_acquire(c, 0); /* the listing granted us */
+    } else {
+        start_delay(c, wait);
+    }
+    zkr__op_end(op);
+}
+
+static void issue_record_read(zkr__contender_t *c)
+{
+    zkr__op_t *op = zkr__op_new(c->s, c);
+
+    if (op == NULL)
+        return;
+    if (zoo_aget(c->s->zh, c->dir, 0, record_done, op) != ZOK)
+        zkr__op_cancel(op);
+}
+
+/* The delay is over: list again. That listing re-verifies our node and
+ * the queue, and grants without another delay unless a new node is before
+ * us by then. */
+static void end_delay(zkr__contender_t *c)
+{
+    c->delay_served = 1;
+    c->delay_until = -1;
+    c->phase = ZKR__P_LISTING;
+    c->pub = ZKR_LOCK_ACQUIRING;
+    step(c);
+}
+
+/* Leaving while delayed (timeout, cancel, free): our delete writes how much
+ * of the delay was left, so that the next waiter serves the rest. */
+static void prepare_leave(zkr__contender_t *c)
+{
+    char text[ZKR__RECORD_MAX + 1];
+    int64_t left = c->delay_until - zkr__now_ms();
+
+    if (c->delay_until < 0 || c->leave_record != NULL)
+        return; /* not decided yet: a plain delete, a death to the next */
+    if (own_record(c, ZKR__REC_LEFT, left > 0 ? left : 0, text, sizeof(text)) !=
+        NULL)
+        c->leave_record = zkr__strdup(text);
+}
+
+int zkr__set_delay(zkr__contender_t *c, int delay_ms)
+{
+    int rc = 0;
+
+    if (delay_ms < 0)
+        return ZBADARGUMENTS;
+    pthread_mutex_lock(&c->s->mu);
+    if (is_acquiring(c))
+        rc = ZKR_ESTATE;
+    else
+        c->delay_ms = delay_ms;
+    pthread_mutex_unlock(&c->s->mu);
+    return rc;
+}
+
 static void list_done(int rc, const struct String_vector *v, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
@@ -994,10 +1325,17 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
          * the answer comes (zkr__op_end steps us then). */
         if (!c->self_watch)
             issue_self_watch(c);
+    } else if (w == ZKR__GRANT && c->before != NULL && !c->delay_served &&
+               begin_delay(c, e, n) != 0) {
+        abort_acquire(c, ZKR_ENOMEM);
+    } else if (w == ZKR__GRANT && c->phase == ZKR__P_DELAYED) {
+        ; /* the nodes we waited on are gone: released, or dead? */
     } else if (w == ZKR__GRANT) {
         finish_acquire(c, 0);
     } else if (c->try_once) {
         abort_acquire(c, ZKR_EBUSY);
+    } else if (note_wait(c, e, self, w) != 0) {
+        abort_acquire(c, ZKR_ENOMEM);
     } else {
         /* We wait: watch our own node first, so that its deletion reaches
          * us before the answer to any later request (see
@@ -1245,6 +1583,10 @@ static void step(zkr__contender_t *c)
     case ZKR__P_LISTING:
         issue_list(c);
         break;
+    case ZKR__P_DELAYED:
+        if (c->delay_until < 0)
+            issue_record_read(c); /* the record is still to be read */
+        break;
     case ZKR__P_HELD:
         if (c->pub == ZKR_LOCK_SUSPENDED)
             issue_verify(c);
@@ -1265,7 +1607,11 @@ static void abort_handover(zkr__contender_t *c)
     zkr__contender_t *owner = s->connected ? c : NULL;
 
     c->stalled = 0;
-    if (zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, owner) != 0) {
+    if ((c->leave_record != NULL
+             ? zkr__cleanup_add_record(s, c->node, c->dir, c->leave_record,
+                                       c->node_sid, owner)
+             : zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, owner)) !=
+        0) {
         if (c->reserve == NULL) {
             /* A node adopted by a recovery has no reserved entry: keep it
              * and the acquire until one can be made (zkr__queue_retry). */
@@ -1321,6 +1667,9 @@ static void abort_acquire(zkr__contender_t *c, int rc)
             finish_acquire(c, c->abort_rc);
         }
         break;
+    case ZKR__P_DELAYED:
+        prepare_leave(c);
+        /* fall through */
     case ZKR__P_LISTING:
     case ZKR__P_WATCHING:
         if (c->watching != NULL) {
@@ -1410,6 +1759,12 @@ void zkr__queue_on_deadline(zkr_session_t *s, int64_t now, int64_t *next)
             else if (*next < 0 || c->watch_due < *next)
                 *next = c->watch_due;
         }
+        if (c->phase == ZKR__P_DELAYED && c->delay_until >= 0) {
+            if (now >= c->delay_until)
+                end_delay(c);
+            else if (*next < 0 || c->delay_until < *next)
+                *next = c->delay_until;
+        }
         if (!is_acquiring(c) || c->deadline < 0 || c->abort_rc != 0)
             continue;
         if (now >= c->deadline)
@@ -1444,6 +1799,7 @@ int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
     c->owner = owner;
     c->deadline = -1;
     c->watch_due = -1;
+    c->delay_until = -1;
     c->permits = 1;
     c->dir = zkr__strdup(dir);
     c->data = zkr__strdup(id);
@@ -1500,9 +1856,9 @@ void zkr__contender_destroy(zkr__contender_t *c, void (*dispose)(void *))
             finish_acquire(c, c->abort_rc);
         }
     } else if (c->phase == ZKR__P_HELD) {
-        /* Short of memory, the entry reserved before the create. */
-        if (zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL) != 0 &&
-            c->reserve != NULL) {
+        /* Freed while held: the application let go, a release. Short of
+         * memory, the entry reserved before the create (no record). */
+        if (release_to_cleanup(c, NULL) != 0 && c->reserve != NULL) {
             zkr__cleanup_commit(s, c->reserve, c->node, c->node_sid, NULL);
             c->reserve = NULL;
         }
@@ -1711,8 +2067,8 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
     c->rel_done = 0;
     c->rel_fn = fn;
     c->rel_data = data;
-    rc = zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, c);
-    if (rc != 0 && c->reserve != NULL) { /* short of memory */
+    rc = release_to_cleanup(c, c);
+    if (rc != 0 && c->reserve != NULL) { /* short of memory: no record */
         zkr__cleanup_commit(s, c->reserve, c->node, c->node_sid, c);
         c->reserve = NULL;
         rc = 0;
@@ -1801,11 +2157,7 @@ int zkr_contenders_list(zkr_session_t *s, const char *path,
         return ZBADARGUMENTS;
     *out = NULL;
     *count = 0;
-    if (s == NULL || zkr__check_path(path) != 0)
-        return ZBADARGUMENTS;
-    if (zkr__in_callback())
-        return ZKR_EDEADLK;
-    if ((rc = zkr__zh_get(s, &zh)) != 0)
+    if ((rc = zkr__read_begin(s, path, &zh)) != 0)
         return rc;
     rc = zoo_get_children(zh, path, 0, &kids);
     if (rc == ZNONODE) {

@@ -735,6 +735,15 @@ int zkr__wait(zkr_session_t *s, const int *flag, int64_t deadline)
     return 0;
 }
 
+int zkr__read_begin(zkr_session_t *s, const char *path, zhandle_t **zh)
+{
+    if (s == NULL || zkr__check_path(path) != 0)
+        return ZBADARGUMENTS;
+    if (zkr__in_callback())
+        return ZKR_EDEADLK;
+    return zkr__zh_get(s, zh);
+}
+
 int zkr__zh_get(zkr_session_t *s, zhandle_t **zh)
 {
     int rc = 0;
@@ -762,8 +771,20 @@ void zkr__zh_put(zkr_session_t *s)
 
 /* ----------------------------------------------------------- cleanup */
 
-int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
-                     const char *uuid, int64_t sid, zkr__contender_t *owner)
+static void cleanup_free(zkr__cleanup_t *cl)
+{
+    free(cl->path);
+    free(cl->dir);
+    free(cl->record);
+    free(cl->record_dir);
+    free(cl);
+}
+
+/* Makes an entry (record and record_dir may be NULL) and pumps it. */
+static int cleanup_make(zkr_session_t *s, const char *path, const char *dir,
+                        const char *uuid, const char *record,
+                        const char *record_dir, int64_t sid,
+                        zkr__contender_t *owner)
 {
     zkr__cleanup_t *cl = calloc(1, sizeof(*cl));
 
@@ -771,13 +792,15 @@ int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
         return ZKR_ENOMEM;
     cl->path = zkr__strdup(path);
     cl->dir = zkr__strdup(dir);
+    cl->record = zkr__strdup(record);
+    cl->record_dir = zkr__strdup(record_dir);
     if (uuid != NULL)
         memcpy(cl->uuid, uuid, sizeof(cl->uuid));
     if ((path != NULL && cl->path == NULL) ||
-        (dir != NULL && cl->dir == NULL)) {
-        free(cl->path);
-        free(cl->dir);
-        free(cl);
+        (dir != NULL && cl->dir == NULL) ||
+        (record != NULL && cl->record == NULL) ||
+        (record_dir != NULL && cl->record_dir == NULL)) {
+        cleanup_free(cl);
         return ZKR_ENOMEM;
     }
     cl->sid = sid;
@@ -786,6 +809,19 @@ int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
     s->cleanups = cl;
     zkr__cleanup_pump(s);
     return 0;
+}
+
+int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
+                     const char *uuid, int64_t sid, zkr__contender_t *owner)
+{
+    return cleanup_make(s, path, dir, uuid, NULL, NULL, sid, owner);
+}
+
+int zkr__cleanup_add_record(zkr_session_t *s, const char *path, const char *dir,
+                            const char *record, int64_t sid,
+                            zkr__contender_t *owner)
+{
+    return cleanup_make(s, path, NULL, NULL, record, dir, sid, owner);
 }
 
 int zkr__cleanup_add_watch(zkr_session_t *s, const char *path, int wtype,
@@ -870,9 +906,7 @@ static void cleanup_finish(zkr_session_t *s, zkr__cleanup_t *cl, int rc)
             break;
         }
     }
-    free(cl->path);
-    free(cl->dir);
-    free(cl);
+    cleanup_free(cl);
 }
 
 static void cleanup_deleted(int rc, const void *data)
@@ -895,6 +929,69 @@ static void cleanup_deleted(int rc, const void *data)
         cleanup_finish(s, cl, rc); /* ZNOAUTH...: cannot be deleted */
     zkr__cleanup_pump(s);
     zkr__op_end(op);
+}
+
+/* A release's multi: delete(node) + setData(directory, record). */
+typedef struct release_multi {
+    zoo_op_t ops[2];
+    zoo_op_result_t results[2];
+} release_multi_t;
+
+/* The release multi is answered. Applied: the node is gone and the record
+ * says it was released. The delete refused with ZNONODE: the node was gone
+ * already (expired, forced, or our own earlier multi applied before a
+ * connection loss hid its answer): nothing was written now, rightly, and
+ * the entry is done. The record refused (ZNOAUTH on the directory, or any
+ * other error of the setData alone): the release still must happen, so
+ * the entry falls back to a plain delete, and successors will see a death
+ * (documented). Anything else is what a plain delete's answer would mean
+ * (cleanup_deleted). */
+static void cleanup_multi_done(int rc, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    release_multi_t *m = op->ctx;
+    zkr__cleanup_t *cl = op->cl;
+
+    op->ctx = NULL;
+    if (rc != ZOK && !zkr__is_connection_error(rc) && rc != ZCLOSING &&
+        m->results[0].err == ZOK && m->results[1].err != ZOK && !cl->dead) {
+        zkr_session_t *s = zkr__op_begin(op, rc);
+
+        zkr__log(s, ZKR_LOG_WARN,
+                 "cannot write the release record of %s into %s (%s): "
+                 "deleting it without one; a waiter with a lock-delay "
+                 "will take this release for a death",
+                 cl->path, cl->record_dir, zkr_strerror(m->results[1].err));
+        free(cl->record);
+        cl->record = NULL;
+        cl->busy = 0;
+        free(m);
+        zkr__cleanup_pump(s);
+        zkr__op_end(op);
+        return;
+    }
+    free(m);
+    cleanup_deleted(rc, data);
+}
+
+static int send_release_multi(zkr_session_t *s, zkr__op_t *op)
+{
+    zkr__cleanup_t *cl = op->cl;
+    release_multi_t *m = calloc(1, sizeof(*m));
+    int rc;
+
+    if (m == NULL)
+        return ZKR_ENOMEM;
+    zoo_delete_op_init(&m->ops[0], cl->path, -1);
+    zoo_set_op_init(&m->ops[1], cl->record_dir, cl->record,
+                    (int)strlen(cl->record), -1, NULL);
+    op->ctx = m;
+    rc = zoo_amulti(s->zh, 2, m->ops, m->results, cleanup_multi_done, op);
+    if (rc != ZOK) {
+        op->ctx = NULL;
+        free(m);
+    }
+    return rc;
 }
 
 static void watch_removed(int rc, const void *data)
@@ -1032,6 +1129,8 @@ void zkr__cleanup_pump(zkr_session_t *s)
         op->cl = cl;
         if (cl->watch)
             rc = send_remove_watch(s, op);
+        else if (cl->path != NULL && cl->record != NULL)
+            rc = send_release_multi(s, op);
         else if (cl->path != NULL)
             rc = zoo_adelete(s->zh, cl->path, -1, cleanup_deleted, op);
         else
@@ -1066,7 +1165,7 @@ static void adopted_lost_nodes(zkr_session_t *s)
             zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL);
         else if (c->node != NULL &&
                  (c->phase == ZKR__P_LISTING || c->phase == ZKR__P_WATCHING ||
-                  c->phase == ZKR__P_HELD))
+                  c->phase == ZKR__P_DELAYED || c->phase == ZKR__P_HELD))
             zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL);
     }
 }
@@ -1506,9 +1605,7 @@ static void session_destroy(zkr_session_t *s)
     while (s->cleanups != NULL) {
         zkr__cleanup_t *cl = s->cleanups;
         s->cleanups = cl->next;
-        free(cl->path);
-        free(cl->dir);
-        free(cl);
+        cleanup_free(cl);
     }
     ev_drop_all(s);
     pthread_mutex_destroy(&s->mu);

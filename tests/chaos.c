@@ -15,7 +15,11 @@
  * after gdb prints every thread's stack when ZKR_CHAOS_GDB is set.)
  *
  *   chaos [-d SECONDS] [-l LOCKERS] [-e ELECTORS] [-R RUNNERS]
- *         [-f FOREIGN] [-t SESSION_MS] [-s SEED] [-E] [-b]
+ *         [-f FOREIGN] [-t SESSION_MS] [-D DELAY_MS] [-s SEED] [-E] [-b]
+ *
+ * -D gives the lockers a lock-delay (issue 16) and tells the checker,
+ * which then also counts a grant earlier than DELAY_MS after a holder's
+ * kill (early_grants).
  *
  * Defaults: 600 s, 6 lockers (half through the proxy), 3 electors (one
  * through the proxy), 2 runners (one through the proxy; each leader
@@ -101,6 +105,8 @@ static pid_t foreign[8];
 static int nforeign = 1;
 static char hist[512], store[512], estore[512];
 static int session_ms = 3000;
+static int delay_ms;             /* -D: the lockers' lock-delay */
+static char delay_arg[16] = "0"; /* ... as text */
 static int64_t end_ms;
 static char *contender;
 static zhandle_t *raw; /* direct to the server, for finding the holder */
@@ -159,6 +165,10 @@ static void spawn(struct proc *p)
     argv[k++] = p->id;
     argv[k++] = "-h";
     argv[k++] = p->runner ? "4000" : p->elector ? "50" : "20";
+    if (delay_ms > 0 && !p->runner && !p->elector) {
+        argv[k++] = "-D";
+        argv[k++] = delay_arg;
+    }
     if (p->broken)
         argv[k++] = "-b";
     if (p->runner) {
@@ -435,7 +445,7 @@ static int check(char *line, size_t cap)
 {
     char *prog = zkt_build_path("tests/zkr-check");
     char out[600], t[16];
-    char *argv[] = {prog, "-v", "-t", t, hist, NULL};
+    char *argv[] = {prog, "-v", "-t", t, "-D", delay_arg, hist, NULL};
     int fd, st = -1;
     FILE *f;
 
@@ -480,7 +490,7 @@ int main(int argc, char **argv)
     int orphans, watches;
     int64_t t0;
 
-    while ((opt = getopt(argc, argv, "d:l:e:R:f:t:s:Eb")) != -1) {
+    while ((opt = getopt(argc, argv, "d:l:e:R:f:t:D:s:Eb")) != -1) {
         switch (opt) {
         case 'd':
             seconds = atoi(optarg);
@@ -500,6 +510,10 @@ int main(int argc, char **argv)
         case 't':
             session_ms = atoi(optarg);
             break;
+        case 'D':
+            delay_ms = atoi(optarg);
+            snprintf(delay_arg, sizeof(delay_arg), "%d", delay_ms);
+            break;
         case 's':
             seed = (unsigned)strtoul(optarg, NULL, 10);
             break;
@@ -512,7 +526,7 @@ int main(int argc, char **argv)
         default:
             fprintf(stderr, "usage: chaos [-d SECONDS] [-l LOCKERS] "
                             "[-e ELECTORS] [-R RUNNERS] [-f FOREIGN] "
-                            "[-t SESSION_MS] "
+                            "[-t SESSION_MS] [-D DELAY_MS] "
                             "[-s SEED] [-E] [-b]\n");
             return 2;
         }

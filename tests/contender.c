@@ -56,7 +56,10 @@
  * (-n or -d) another thread calls zkr_election_leave().
  *
  * -w GOFILE: once its session is open, log "ready" and wait until GOFILE
- * exists, so that a test can start all contenders' loops at once. */
+ * exists, so that a test can start all contenders' loops at once.
+ *
+ * -D MS gives the lock (or permit) a lock-delay of MS (zkr_lock_set_delay).
+ */
 #define _DEFAULT_SOURCE
 #include <fcntl.h>
 #include <inttypes.h>
@@ -428,10 +431,11 @@ int main(int argc, char **argv)
     const char *history = NULL; /* -H FILE: events for tests/zkr-check */
     const char *store = NULL;   /* -F FILE: fenced store */
     const char *go = NULL;      /* -w FILE: start when it exists */
+    int delay = 0;              /* -D MS: the lock's lock-delay */
     zkr_session_t *s;
     zkr_lock_t *l;
 
-    while ((opt = getopt(argc, argv, "s:p:n:c:l:i:t:h:bP:k:H:F:ERd:rw:")) !=
+    while ((opt = getopt(argc, argv, "s:p:n:c:l:i:t:h:bP:k:H:F:ERd:rw:D:")) !=
            -1) {
         switch (opt) {
         case 's':
@@ -488,6 +492,9 @@ int main(int argc, char **argv)
         case 'w':
             go = optarg;
             break;
+        case 'D':
+            delay = atoi(optarg);
+            break;
         default:
             return 2;
         }
@@ -524,7 +531,8 @@ int main(int argc, char **argv)
         return rc == 0 ? 0 : 1;
     }
     if ((permits > 0 ? zkr_semaphore_new(&l, s, path, permits, id, NULL)
-                     : zkr_lock_new(&l, s, path, id, NULL)) != 0)
+                     : zkr_lock_new(&l, s, path, id, NULL)) != 0 ||
+        zkr_lock_set_delay(l, delay) != 0)
         return 3;
     if (history != NULL && zkr_lock_set_listener(l, on_lock, NULL) != 0)
         return 3;

@@ -66,9 +66,15 @@
  *   fifo_inversions    a grant of a lower queue sequence than the grant
  *                      before it (nodes are granted in creation order).
  *   late_handovers     after a holder was killed, no waiter was granted
- *                      within SESSION_MS + MARGIN_MS (only counted when a
- *                      waiter that was neither paused nor killed was
- *                      queued at the kill).
+ *                      within SESSION_MS + MARGIN_MS + DELAY_MS (only
+ *                      counted when a waiter that was neither paused nor
+ *                      killed was queued at the kill).
+ *   early_grants       (-D DELAY_MS, the contenders' lock-delay) the first
+ *                      grant after a holder was killed with a waiter
+ *                      queued came less than DELAY_MS after the kill: the
+ *                      killed holder's node went no earlier than the kill,
+ *                      so a waiter that observed it went waits DELAY_MS
+ *                      from then (issue 16).
  *   double_leaders     a leader-on or fn-start while another elector was
  *                      leader and not paused or killed, its node not
  *                      deleted by someone else, and not running a leader
@@ -415,6 +421,8 @@ static long other_leaders(const struct proc *p, const struct ev *e)
 int main(int argc, char **argv)
 {
     long long session_ms = 10000, margin_ms = 5000, grace_ms = 500;
+    long long delay_ms = 0;
+    long early = 0;
     long mutex = 0, fencing = 0, fifo = 0, late = 0, leaders = 0, epochs = 0;
     long grants = 0, stale = 0, faults = 0, terms = 0, tokens = 0;
     long deleted = 0, fn_runs = 0, attempts = 0, refused = 0, interleaved = 0;
@@ -429,7 +437,7 @@ int main(int argc, char **argv)
     char kinds[512] = "";
     int opt;
 
-    while ((opt = getopt(argc, argv, "t:m:g:v")) != -1) {
+    while ((opt = getopt(argc, argv, "t:m:g:D:v")) != -1) {
         switch (opt) {
         case 't':
             session_ms = atoll(optarg);
@@ -440,12 +448,15 @@ int main(int argc, char **argv)
         case 'g':
             grace_ms = atoll(optarg);
             break;
+        case 'D':
+            delay_ms = atoll(optarg);
+            break;
         case 'v':
             verbose = 1;
             break;
         default:
             fprintf(stderr, "usage: zkr-check [-t SESSION_MS] [-m MARGIN_MS] "
-                            "[-g GRACE_MS] [-v] HISTORY...\n");
+                            "[-g GRACE_MS] [-D DELAY_MS] [-v] HISTORY...\n");
             return 2;
         }
     }
@@ -469,7 +480,8 @@ int main(int argc, char **argv)
 
         /* A kill waiting for its handover that took too long. */
         if (handover_from >= 0 && handover_kill &&
-            e->t - handover_from > (session_ms + margin_ms) * 1000000LL) {
+            e->t - handover_from >
+                (session_ms + margin_ms + delay_ms) * 1000000LL) {
             late++;
             violation(e, "late handover after kill", -1);
             handover_from = -1;
@@ -499,6 +511,11 @@ int main(int argc, char **argv)
             }
             last_token = arg;
             foreign_check(e, arg, 0, &mutex, &deleted);
+            if (handover_from >= 0 && handover_kill &&
+                e->t - handover_from < delay_ms * 1000000LL) {
+                early++;
+                violation(e, "grant within the lock-delay of a kill", -1);
+            }
             if (handover_from >= 0) {
                 handovers[nho++] = e->t - handover_from;
                 handover_from = -1;
@@ -670,12 +687,13 @@ int main(int argc, char **argv)
            "fifo_inversions=%ld late_handovers=%ld double_leaders=%ld "
            "epoch_regressions=%ld deleted_grants=%ld token_regressions=%ld "
            "foreign=%ld/%ld/%ld handover_p99_ms=%lld fn_runs=%ld "
-           "effects=%ld effects_refused=%ld fn_interleavings=%ld\n",
+           "effects=%ld effects_refused=%ld fn_interleavings=%ld "
+           "early_grants=%ld\n",
            nev, grants, terms, faults, kinds[0] ? kinds : "none", mutex,
            fencing, stale, fifo, late, leaders, epochs, deleted, tokens,
            foreign_joins, foreign_writes, foreign_deletes,
            nho ? handovers[(nho - 1) * 99 / 100] / 1000000 : 0, fn_runs,
-           attempts, refused, interleaved);
+           attempts, refused, interleaved, early);
     free(handovers);
     free(evs);
     free(procs);
@@ -683,7 +701,7 @@ int main(int argc, char **argv)
     free(gone);
     free(ousted);
     return mutex || fencing || fifo || late || leaders || epochs || deleted ||
-                   tokens || interleaved
+                   tokens || interleaved || early
                ? 1
                : 0;
 }

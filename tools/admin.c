@@ -143,8 +143,23 @@ static json_t *json_entry(const zkr_contender_t *e, int64_t now)
     return o;
 }
 
+/* A lock-delay in force (zkr_delay_closed()): its end, or 0. */
+typedef struct closed {
+    int64_t until_ms;
+    char cause[32];
+} closed_t;
+
+/* What a delay's cause word means, for people. */
+static const char *cause_text(const char *cause)
+{
+    if (strcmp(cause, "unreleased") == 0)
+        return "the node before the next holder went without a release: "
+               "session expired, process killed, or forced";
+    return cause;
+}
+
 static int print_json(const char *path, const zkr_contender_t *v, int n,
-                      int holding)
+                      int holding, const closed_t *cl)
 {
     int64_t now = cli_wall_ms();
     json_t *top = json_object(), *holders = json_array(),
@@ -157,6 +172,10 @@ static int print_json(const char *path, const zkr_contender_t *v, int n,
     if (!bad && strcmp(cli_queue_kind(v, n), "semaphore") == 0)
         bad = json_object_set_new(top, "permits",
                                   json_integer(permits_of(v, n))) != 0;
+    if (!bad && cl->until_ms > 0)
+        bad = json_object_set_new(top, "closed_until_ms",
+                                  json_integer(cl->until_ms)) != 0 ||
+              cli_json_set_text(top, "closed_cause", cl->cause) != 0;
     for (int i = 0; !bad && i < n; i++)
         bad = json_array_append_new(i < holding ? holders : waiters,
                                     json_entry(&v[i], now)) != 0;
@@ -179,7 +198,7 @@ static int print_json(const char *path, const zkr_contender_t *v, int n,
  * identifier with a newline or an escape sequence cannot split a row or
  * reach the terminal. */
 static int print_text(const char *path, const zkr_contender_t *v, int n,
-                      int holding)
+                      int holding, const closed_t *cl)
 {
     int64_t now = cli_wall_ms();
     char *p = cli_escaped(path);
@@ -194,6 +213,19 @@ static int print_text(const char *path, const zkr_contender_t *v, int n,
         printf("%s: %s, %d holding, %d waiting\n", p, kind, holding,
                n - holding);
     free(p);
+    if (cl->until_ms > 0) {
+        char when[32], *why = cli_escaped(cause_text(cl->cause));
+        time_t t = (time_t)(cl->until_ms / 1000);
+        struct tm tm;
+
+        if (why == NULL)
+            return CLI_EXIT_OSERR;
+        gmtime_r(&t, &tm);
+        strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+        printf("closed until %s.%03dZ (lock-delay: %s)\n", when,
+               (int)(cl->until_ms % 1000), why);
+        free(why);
+    }
     if (n > 0)
         printf("%-7s %-9s %-56s %-16s %-12s %-16s %s\n", "ROLE", "MODE", "NODE",
                "ID", "TOKEN", "SESSION", "AGE");
@@ -229,6 +261,7 @@ int cli_inspect(const cli_t *c, int argc, char **argv)
     };
     zkr_session_t *s = NULL;
     zkr_contender_t *v = NULL;
+    closed_t cl = {0, ""};
     int json = 0, n = 0, holding = 0, opt, status;
 
     optind = 0;
@@ -238,7 +271,9 @@ int cli_inspect(const cli_t *c, int argc, char **argv)
             json = 1;
         } else if (opt == 'h') {
             printf("usage: zkr inspect [--json] PATH\n\n"
-                   "Shows the holders and waiters of PATH's queue.\n\n"
+                   "Shows the holders and waiters of PATH's queue, and "
+                   "whether a lock-delay\n"
+                   "keeps it closed (\"closed until ...\").\n\n"
                    "  -j, --json   one JSON object on one line (bytes that "
                    "are not UTF-8:\n"
                    "               U+FFFD, exact bytes in KEY_hex; data "
@@ -259,11 +294,15 @@ int cli_inspect(const cli_t *c, int argc, char **argv)
         (status = cli_open_session(c, &s)) != 0)
         return status;
     status = list(c, s, argv[optind], &v, &n, &holding);
+    /* Shown when it can be read; the queue is the answer either way. */
+    if (status == 0 && zkr_delay_closed(s, argv[optind], &cl.until_ms, cl.cause,
+                                        sizeof(cl.cause)) != 1)
+        cl.until_ms = 0;
     if (status == 0) {
         if (json)
-            status = print_json(argv[optind], v, n, holding);
+            status = print_json(argv[optind], v, n, holding, &cl);
         else
-            status = print_text(argv[optind], v, n, holding);
+            status = print_text(argv[optind], v, n, holding, &cl);
         zkr_contenders_free(v, n);
     }
     zkr_session_free(s);

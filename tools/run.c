@@ -35,6 +35,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -71,6 +72,7 @@ typedef struct opts {
     int requeue;
     const char *path;
     const char *metrics_file; /* --metrics-file, or NULL */
+    int64_t delay_ms;         /* --lock-delay; -1: the session timeout */
     char **cmd;
 } opts_t;
 
@@ -163,7 +165,12 @@ static void help(kind_t kind)
           "      --lost-exit-code CODE exit status when ownership is lost "
           "(default 4)\n"
           "      --metrics-file FILE   write the session's metrics there at "
-          "exit\n",
+          "exit\n"
+          "      --lock-delay SECONDS  after a holder died (no clean "
+          "release), wait this\n"
+          "                            long before taking over (default: "
+          "the session\n"
+          "                            timeout; 0 off)\n",
           stdout);
     if (kind == KIND_ELECT)
         fputs("      --requeue             run again each time leadership "
@@ -194,7 +201,8 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
         O_WRITE,
         O_PERMITS,
         O_COMMAND,
-        O_METRICS
+        O_METRICS,
+        O_DELAY
     };
     static const struct option lopts[] = {
         {"wait", required_argument, NULL, 'w'},
@@ -213,6 +221,7 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
         {"requeue", no_argument, NULL, O_REQUEUE},
         {"lost-exit-code", required_argument, NULL, O_LOST},
         {"metrics-file", required_argument, NULL, O_METRICS},
+        {"lock-delay", required_argument, NULL, O_DELAY},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -228,6 +237,7 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
     o->lost_code = CLI_EXIT_LOST;
     o->grace_ms = 5000;
     o->acl = "open";
+    o->delay_ms = -1;
     optind = 0;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "+w:nE:c:h", lopts, NULL)) != -1) {
@@ -314,6 +324,12 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
             if (*optarg == '\0')
                 return cli_usage_error(sub, "--metrics-file wants a file");
             o->metrics_file = optarg;
+            break;
+        case O_DELAY:
+            if (cli_parse_seconds(optarg, &o->delay_ms) != 0 ||
+                o->delay_ms > INT_MAX)
+                return cli_usage_error(sub, "invalid --lock-delay '%s'",
+                                       optarg);
             break;
         case 'h':
             help(kind);
@@ -1082,6 +1098,17 @@ static void teardown(sup_t *p)
 
 /* ---------------------------------------------------------- lock, sem */
 
+/* --lock-delay, by default the session's timeout: a holder that was only
+ * paused (SIGSTOP, a frozen VM) and resumes within one more session
+ * timeout after its session expired learns that it lost the lock, and its
+ * command is stopped, before anyone else starts (zkr(1), LOCK-DELAY). */
+static int lock_delay(const opts_t *o, zkr_session_t *s)
+{
+    int64_t d = o->delay_ms >= 0 ? o->delay_ms : zkr_session_timeout_ms(s);
+
+    return d > INT_MAX ? INT_MAX : d < 0 ? 0 : (int)d;
+}
+
 static int make_lock(sup_t *p)
 {
     const opts_t *o = p->o;
@@ -1101,6 +1128,8 @@ static int make_lock(sup_t *p)
     zkr_lock_free(w);
     if (rc == ZBADARGUMENTS)
         return cli_usage_error(o->sub, "invalid PATH '%s' or --id", o->path);
+    if (rc == 0)
+        rc = zkr_lock_set_delay(p->l, lock_delay(o, p->s));
     if (rc != 0)
         return cli_zk_error(p->cli, rc, "%s", o->path);
     zkr_lock_set_listener(p->l, on_lock_state, p);
@@ -1266,6 +1295,7 @@ static int run_elect(const cli_t *c, const opts_t *o)
             status = cli_zk_error(c, rc, "%s", o->path);
         goto out;
     }
+    zkr_election_set_delay(p.e, lock_delay(o, p.s));
     zkr_election_set_listener(p.e, on_leader, &p);
     zkr_session_add_listener(p.s, on_session, &p);
     if ((rc = zkr_election_join(p.e)) != 0) {

@@ -50,7 +50,9 @@ test_forced_release() {
     bg "$ZKR" --auth "$AUTH" lock --acl private --id victim /cli/force sh -c "echo \"start \$\$ \$ZKR_FENCE\" >> '$WORK/log'; exec sleep 60"
     h=$!
     expect "holder did not start" wait_for 10 [ -s "$WORK/log" ]
-    bg "$ZKR" --auth "$AUTH" lock --acl private --id next /cli/force sh -c "echo \"next \$ZKR_FENCE\" >> '$WORK/log'"
+    # The next holder has a lock-delay (issue 16): an eviction is a death,
+    # so it starts no earlier than 2 s after the forced release.
+    bg "$ZKR" --auth "$AUTH" lock --acl private --lock-delay 2 --id next /cli/force sh -c "echo \"next \$ZKR_FENCE \$(date +%s%3N)\" >> '$WORK/log'"
     w=$!
     expect "waiter not queued" wait_for 10 nodes_eq /cli/force 2
     hn=$("$ZKR" inspect --json /cli/force | json '.holders[0].node')
@@ -75,6 +77,8 @@ test_forced_release() {
     expect "holder's command stopped by a refused release" alive "$cpid"
 
     # With rights: deleted, audited, the evicted holder's command stopped.
+    local t_force
+    t_force=$(now_ms)
     rc=0
     out=$("$ZKR" --auth "$AUTH" release --force --reason "stuck job 42" /cli/force 2>&1) || rc=$?
     expect "release exit $rc: $out" [ "$rc" -eq 0 ]
@@ -100,6 +104,10 @@ test_forced_release() {
     wait_status "$w"
     expect "next holder exit $st" [ "$st" -eq 0 ]
     expect "next holder did not run" grep -q '^next' "$WORK/log"
+    local t_next
+    t_next=$(awk '$1 == "next" { print $3 }' "$WORK/log")
+    expect "next holder started $((t_next - t_force)) ms after the eviction, within its 2 s lock-delay" \
+        [ $((t_next - t_force)) -ge 2000 ]
 
     # The trail is append-only: an anonymous client can neither rewrite a
     # record nor the directories; the record is unchanged.

@@ -16,6 +16,7 @@ wait
 EOF
 
 logged() { grep -q " $1 $2" "$WORK/log" 2>/dev/null; }
+not_logged() { ! logged "$@"; }
 stopped() { [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" = T ]; }
 running() { ! stopped "$1" && alive "$1"; }
 field() { awk -v e="$1" -v n="$2" -v f="$3" '$2 == e && $3 == n { print $f; exit }' "$WORK/log"; }
@@ -101,6 +102,47 @@ took_over_from_stopped() {
     wait_status "$a"
     expect "A exit $st, not 77" [ "$st" -eq 77 ]
     expect "A's command $cpid still running" wait_for 2 dead "$cpid"
+}
+
+# A paused machine (issue 16): A's zkr, its guard and its command all
+# stopped (SIGSTOP, as a frozen VM) past A's session timeout, then resumed
+# within the lock-delay after the expiry. B, waiting with the default
+# --lock-delay (the session timeout), must not start before A's command
+# is gone: resumed, A's guard kills it at once (its deadline has passed),
+# while B still serves its delay. Prints the bound: from the moment A's
+# command was gone to B's start.
+test_paused_machine_lock_delay() {
+    local a b guard cpid sl t_stop t_gone b_start
+    : > "$WORK/log"
+    bg "$ZKR" --session-timeout $T lock /cli/frozen sh "$LOGCMD" A
+    a=$!
+    expect "A did not start" wait_for 10 logged start A
+    cpid=$(field start A 5)
+    guard=$(ps -o pid= --ppid "$a" | tr -d ' ' | head -n 1)
+    sl=$(ps -o pid= --ppid "$cpid" | tr -d ' ')
+    bg "$ZKR" --session-timeout $T lock /cli/frozen sh -c "echo \"\$(date +%s%3N) start B \$ZKR_FENCE\" >> '$WORK/log'; echo \"\$(date +%s%3N) check B \$(kill -0 $cpid 2>/dev/null && echo alive || echo dead)\" >> '$WORK/log'"
+    b=$!
+    expect "B queued" wait_for 10 nodes_eq /cli/frozen 2
+    t_stop=$(now_ms)
+    kill -STOP "$guard" "$cpid" $sl "$a"
+    # Expired about T later; resumed about half a delay (T) after that.
+    sleep "$(awk -v t=$T 'BEGIN { print t * 1.5 / 1000 }')"
+    expect "B started while A was frozen" not_logged start B
+    "$ZKR" inspect /cli/frozen > "$WORK/inspect.out" 2>&1
+    expect "inspect shows no closed-until line: $(cat "$WORK/inspect.out")" \
+        grep -q "^closed until .*(lock-delay: .*session expired" "$WORK/inspect.out"
+    kill -CONT "$a" "$guard" "$cpid" $sl
+    wait_for 10 dead "$cpid"
+    t_gone=$(now_ms)
+    wait_status "$b"
+    expect "B exit $st" [ "$st" -eq 0 ]
+    expect "A's command was still there when B started" \
+        [ "$(field check B 4)" = dead ]
+    b_start=$(field start B 1)
+    echo "# kill-to-regrant: A's command gone $((t_gone - t_stop)) ms after the pause, B started $((b_start - t_gone)) ms after that"
+    expect "B started before A's command was gone" [ "$b_start" -ge "$t_gone" ]
+    wait_status "$a"
+    expect "A exit $st, not 4" [ "$st" -eq 4 ]
 }
 
 # A leader cut off (the only server gone, as far as it can tell) exits 4
@@ -289,6 +331,7 @@ run_test test_partitioned_holder
 run_test test_lost_leader_says_why
 run_test test_partitioned_escaped_worker
 run_test test_paused_holder
+run_test test_paused_machine_lock_delay
 run_test test_tstp_holder
 run_test test_stop_mode_blip
 run_test test_ignore_mode_grace

@@ -24,12 +24,15 @@ struct check {
     char line[1024];
 };
 
+/* The contenders' lock-delay the checker is told (-D), or 0. */
+static int check_delay_ms;
+
 /* Runs zkr-check -v on the given history files. */
 static struct check run_checker(const char *dir, int session_ms,
                                 const char *const *files, int nfiles)
 {
     char *prog = zkt_build_path("tests/zkr-check");
-    char out[512], t[16];
+    char out[512], t[16], d[16];
     char *argv[16];
     struct check c = {-1, ""};
     int k = 0, fd, st = -1;
@@ -41,6 +44,11 @@ static struct check run_checker(const char *dir, int session_ms,
     argv[k++] = "-v";
     argv[k++] = "-t";
     argv[k++] = t;
+    if (check_delay_ms > 0) {
+        snprintf(d, sizeof(d), "%d", check_delay_ms);
+        argv[k++] = "-D";
+        argv[k++] = d;
+    }
     for (int i = 0; i < nfiles && k < 15; i++)
         argv[k++] = (char *)files[i];
     argv[k] = NULL;
@@ -463,8 +471,107 @@ static void test_checker_properties(void **state)
                         "3 1 d kill 10 0\n1500000003 11 b grant 6 2\n");
     assert_int_equal(c.status, 0);
     assert_int_equal(field_of(&c, "handover_p99_ms"), 1500);
+    /* With a lock-delay of 2 s (issue 16), that grant 1.5 s after the kill
+     * is early; one 2.5 s after it is not, nor one after a release. */
+    check_delay_ms = 2000;
+    c = check_text(dir, "1 11 b enqueue 0 0\n2 10 a grant 5 1\n"
+                        "3 1 d kill 10 0\n1500000003 11 b grant 6 2\n");
+    assert_int_equal(c.status, 1);
+    assert_int_equal(field_of(&c, "early_grants"), 1);
+    c = check_text(dir, "1 11 b enqueue 0 0\n2 10 a grant 5 1\n"
+                        "3 1 d kill 10 0\n2500000003 11 b grant 6 2\n");
+    assert_int_equal(c.status, 0);
+    c = check_text(dir, "1 11 b enqueue 0 0\n2 10 a grant 5 1\n"
+                        "3 10 a release 5 0\n4 11 b grant 6 2\n");
+    assert_int_equal(c.status, 0);
+    /* The bound on a handover grows by the delay: 7.5 s is not late. */
+    c = check_text(dir, "1 11 b enqueue 0 0\n2 10 a grant 5 1\n"
+                        "3 1 d kill 10 0\n7500000003 11 b grant 6 2\n");
+    assert_int_equal(field_of(&c, "late_handovers"), 0);
+    check_delay_ms = 0;
     zkt_rm_rf(dir);
     free(dir);
+}
+
+/* The pid of the process holding the lock per the history (its last
+ * grant, not released since), or -1. */
+static pid_t history_holder(const char *hist)
+{
+    char line[256], what[32];
+    long long t;
+    long pid, holder = -1;
+    FILE *f = fopen(hist, "r");
+
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "%lld %ld %*s %31s", &t, &pid, what) != 3)
+            continue;
+        if (strcmp(what, "grant") == 0)
+            holder = pid;
+        else if (strcmp(what, "release") == 0 && pid == holder)
+            holder = -1;
+    }
+    fclose(f);
+    return (pid_t)holder;
+}
+
+/* Lock-delay (issue 16) in the history: three contenders with a delay
+ * longer than their session timeout; the holder is killed (SIGKILL) with
+ * waiters queued. Its node goes at its session's expiry; the next grant
+ * must come no earlier than the delay after the kill (early_grants), and
+ * every other property holds. */
+static void test_delay_after_kill(void **state)
+{
+    char *prog = zkt_build_path("tests/contender");
+    char *dir = zkt_mkdtemp("zkr-history-");
+    char hist[512], store[512], go[512];
+    const char *files[] = {hist};
+    pid_t pids[3], victim = -1;
+    struct check c;
+    int st = -1;
+
+    (void)state;
+    snprintf(hist, sizeof(hist), "%s/history", dir);
+    snprintf(store, sizeof(store), "%s/store", dir);
+    snprintf(go, sizeof(go), "%s/go", dir);
+    for (int i = 0; i < 3; i++) {
+        char *argv[] = {prog,   "-s",       (char *)zkt_server_hosts(server),
+                        "-p",   "/h/delay", "-n",
+                        "3",    "-H",       hist,
+                        "-F",   store,      "-t",
+                        "2000", "-h",       "800",
+                        "-D",   "4000",     "-w",
+                        go,     NULL};
+        pids[i] = zkt_spawn(argv, -1);
+        assert_true(pids[i] > 0);
+    }
+    assert_true(ZKT_WAIT_UNTIL(count_word(hist, " ready ") == 3, 30000));
+    fclose(fopen(go, "w"));
+    /* A holder with both others queued behind it. */
+    assert_true(ZKT_WAIT_UNTIL(
+        count_word(hist, " enqueue ") >= 3 && history_holder(hist) > 0, 30000));
+    zkt_sleep_ms(300); /* the others' creates and watches */
+    victim = history_holder(hist);
+    assert_true(victim > 0);
+    driver_event(hist, "kill", victim);
+    assert_int_equal(kill(victim, SIGKILL), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(zkt_wait_pid(pids[i], 120000, &st), 0);
+        if (pids[i] != victim)
+            assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    check_delay_ms = 4000;
+    c = run_checker(dir, 2000, files, 1);
+    check_delay_ms = 0;
+    assert_int_equal(c.status, 0);
+    assert_int_equal(field_of(&c, "early_grants"), 0);
+    assert_int_equal(field_of(&c, "mutex_violations"), 0);
+    assert_true(field_of(&c, "acquisitions") >= 6);
+    assert_true(ZKT_WAIT_UNTIL(children("/h/delay") == 0, 10000));
+    zkt_rm_rf(dir);
+    free(dir);
+    free(prog);
 }
 
 /* a leads with epoch 5; an operator deletes its node; b leads with 6 and
@@ -789,6 +896,7 @@ int main(void)
         cmocka_unit_test(test_clean_contention),
         cmocka_unit_test(test_checker_fails_broken_lock),
         cmocka_unit_test(test_election_churn),
+        cmocka_unit_test(test_delay_after_kill),
         cmocka_unit_test(test_run_functions),
         cmocka_unit_test(test_checker_foreign),
         cmocka_unit_test(test_checker_functions),

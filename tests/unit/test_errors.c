@@ -148,7 +148,8 @@ static void test_state_names(void **state)
 static void test_lock_state_names(void **state)
 {
     static const char *const want[] = {"IDLE",      "ACQUIRING", "HELD",
-                                       "SUSPENDED", "LOST",      "RELEASING"};
+                                       "SUSPENDED", "LOST",      "RELEASING",
+                                       "DELAYED"};
 
     (void)state;
     assert_string_equal(zkr_lock_state_name(ZKR_LOCK_IDLE), "IDLE");
@@ -157,9 +158,10 @@ static void test_lock_state_names(void **state)
     assert_string_equal(zkr_lock_state_name(ZKR_LOCK_SUSPENDED), "SUSPENDED");
     assert_string_equal(zkr_lock_state_name(ZKR_LOCK_LOST), "LOST");
     assert_string_equal(zkr_lock_state_name(ZKR_LOCK_RELEASING), "RELEASING");
+    assert_string_equal(zkr_lock_state_name(ZKR_LOCK_DELAYED), "DELAYED");
     for (int i = 0; i < (int)NELEM(want); i++)
         assert_string_equal(zkr_lock_state_name((zkr_lock_state_t)i), want[i]);
-    assert_string_equal(zkr_lock_state_name((zkr_lock_state_t)6), "UNKNOWN");
+    assert_string_equal(zkr_lock_state_name((zkr_lock_state_t)7), "UNKNOWN");
     assert_string_equal(zkr_lock_state_name((zkr_lock_state_t)-1), "UNKNOWN");
     assert_string_equal(zkr_lock_state_name((zkr_lock_state_t)1000), "UNKNOWN");
     assert_string_equal(zkr_lock_state_name((zkr_lock_state_t)INT_MIN),

@@ -1,0 +1,669 @@
+/* Lock-delay (issue 16; docs/design/lock-delay.md) against a real
+ * ZooKeeper server: the release record that makes a zkr release provable,
+ * and the delay a waiter serves when the node it was behind went without
+ * one. The oracles come from the design: a record exists only if the
+ * holder's own release deleted its node. */
+#define _DEFAULT_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <poll.h>
+
+#include "../../src/internal.h"
+#include "../rec.h"
+#include "../server_test.h"
+
+/* The directory's data as a record (kind), or ZKR__REC_NONE. */
+static int dir_record(const char *dir, zkr__record_t *r)
+{
+    char buf[ZKR__RECORD_MAX + 1];
+    int len = sizeof(buf);
+
+    if (zoo_get(raw, dir, 0, buf, &len, NULL) != ZOK)
+        return -1;
+    return zkr__record_parse(buf, len, r);
+}
+
+static void mkdirs(const char *dir)
+{
+    char p[256];
+
+    snprintf(p, sizeof(p), "%s", dir);
+    for (char *q = p + 1; *q != '\0'; q++) {
+        if (*q != '/')
+            continue;
+        *q = '\0';
+        zoo_create(raw, p, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+        *q = '/';
+    }
+    zoo_create(raw, p, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+}
+
+static void set_dir(const char *dir, const char *data)
+{
+    assert_int_equal(zoo_set(raw, dir, data, (int)strlen(data), -1), ZOK);
+}
+
+static void assert_dir_data(const char *dir, const char *want)
+{
+    char buf[ZKR__RECORD_MAX + 1];
+    int len = sizeof(buf) - 1;
+
+    assert_int_equal(zoo_get(raw, dir, 0, buf, &len, NULL), ZOK);
+    buf[len > 0 ? len : 0] = '\0';
+    assert_string_equal(buf, want);
+}
+
+/* ------------------------------------------------- the release record */
+
+/* A release leaves "zkr-release" naming the released node by czxid and
+ * name; so does freeing a held handle (the application let go). */
+static void test_release_writes_record(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_lock_t *l = new_lock(s, "/d/rec/lock", "A");
+    zkr__record_t r;
+    char node[ZKR_NODE_MAX];
+    int64_t tok;
+
+    (void)state;
+    assert_int_equal(zkr_lock_acquire(l, -1), 0);
+    tok = token_of(l);
+    assert_int_equal(zkr_lock_node(l, node, sizeof(node)), 0);
+    assert_int_equal(zkr_lock_release(l), 0);
+    assert_int_equal(dir_record("/d/rec/lock", &r), ZKR__REC_RELEASE);
+    assert_true(r.czxid == tok);
+    assert_string_equal(r.node, strrchr(node, '/') + 1);
+
+    assert_int_equal(zkr_lock_acquire(l, -1), 0);
+    tok = token_of(l);
+    zkr_lock_free(l); /* the session deletes the node after the free */
+    assert_true(ZKT_WAIT_UNTIL(children("/d/rec/lock") == 0, 10000));
+    assert_int_equal(dir_record("/d/rec/lock", &r), ZKR__REC_RELEASE);
+    assert_true(r.czxid == tok);
+    zkr_session_free(s);
+}
+
+/* A node deleted by someone else (a forced release) or by the session's
+ * expiry leaves no record: the holder's later release finds its node gone
+ * and writes nothing. */
+static void test_death_writes_no_record(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_lock_t *l = new_lock(s, "/d/death/lock", "A");
+    char node[ZKR_NODE_MAX];
+
+    (void)state;
+    assert_int_equal(zkr_lock_acquire(l, -1), 0);
+    set_dir("/d/death/lock", "before");
+    assert_int_equal(zkr_lock_node(l, node, sizeof(node)), 0);
+    assert_int_equal(zoo_delete(raw, node, -1), ZOK); /* forced */
+    assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(l) == ZKR_LOCK_LOST, 10000));
+    assert_int_equal(zkr_lock_release(l), ZKR_ELOST);
+    assert_dir_data("/d/death/lock", "before");
+
+    assert_int_equal(zkr_lock_acquire(l, -1), 0);
+    expire(s);
+    assert_true(ZKT_WAIT_UNTIL(children("/d/death/lock") == 0, 10000));
+    assert_dir_data("/d/death/lock", "before");
+    zkr_lock_free(l);
+    zkr_session_free(s);
+    assert_dir_data("/d/death/lock", "before");
+}
+
+/* A directory that lets us delete children but not write its data: the
+ * release still happens (a plain delete), without a record. */
+static void test_record_refused_release_happens(void **state)
+{
+    struct ACL a[] = {
+        {ZOO_PERM_READ | ZOO_PERM_CREATE | ZOO_PERM_DELETE | ZOO_PERM_ADMIN,
+         {"world", "anyone"}}};
+    struct ACL_vector acl = {1, a};
+    zkr_session_t *s = open_session(10000);
+    zkr_lock_t *l = new_lock(s, "/d/nowrite/lock", "A");
+
+    (void)state;
+    mkdirs("/d/nowrite/lock");
+    set_dir("/d/nowrite/lock", "before");
+    assert_int_equal(zoo_set_acl(raw, "/d/nowrite/lock", -1, &acl), ZOK);
+    assert_int_equal(zkr_lock_acquire(l, -1), 0);
+    assert_int_equal(zkr_lock_release(l), 0);
+    assert_int_equal(zkr_lock_state(l), ZKR_LOCK_IDLE);
+    assert_int_equal(children("/d/nowrite/lock"), 0);
+    assert_dir_data("/d/nowrite/lock", "before");
+    zkr_lock_free(l);
+    zkr_session_free(s);
+    assert_int_equal(
+        zoo_set_acl(raw, "/d/nowrite/lock", -1, &ZOO_OPEN_ACL_UNSAFE), ZOK);
+}
+
+/* ------------------------------------------------------ the delay */
+
+/* A waiter's grant, timed by its completion (on the event thread). */
+struct grant {
+    int done;
+    int rc;
+    int64_t at; /* zkt_now_ms() of the completion */
+};
+
+static void granted(int rc, zkr_lock_t *l, void *data)
+{
+    struct grant *g = data;
+
+    (void)l;
+    g->rc = rc;
+    g->at = zkt_now_ms();
+    __atomic_store_n(&g->done, 1, __ATOMIC_RELEASE);
+}
+
+static int grant_done(struct grant *g)
+{
+    return __atomic_load_n(&g->done, __ATOMIC_ACQUIRE);
+}
+
+/* w (completing into g) becomes DELAYED, then is granted no earlier than
+ * d ms after t0 (a time before the node it waited behind went). */
+static void expect_delayed(zkr_lock_t *w, struct grant *g, int64_t t0, int d)
+{
+    assert_true(ZKT_WAIT_UNTIL(
+        zkr_lock_state(w) == ZKR_LOCK_DELAYED || grant_done(g), 10000));
+    assert_false(grant_done(g));
+    assert_true(ZKT_WAIT_UNTIL(grant_done(g), 10000 + d));
+    assert_int_equal(g->rc, 0);
+    assert_true(g->at - t0 >= d);
+}
+
+/* g's acquire is granted promptly after t0: well within the long delays
+ * (60 s) the tests give for this, however loaded the machine. */
+static void expect_prompt(struct grant *g, int64_t t0)
+{
+    assert_true(ZKT_WAIT_UNTIL(grant_done(g), 20000));
+    assert_int_equal(g->rc, 0);
+    assert_true(g->at - t0 < 20000);
+}
+
+/* A waiter with a delay, queued behind n nodes already in dir: returns
+ * once its node is listed and it had time to set its watch. */
+static zkr_lock_t *waiter(zkr_session_t *s, const char *dir, int delay_ms,
+                          int n, struct grant *g)
+{
+    zkr_lock_t *l = new_lock(s, dir, "W");
+
+    memset(g, 0, sizeof(*g));
+    assert_int_equal(zkr_lock_set_delay(l, delay_ms), 0);
+    assert_int_equal(zkr_lock_acquire_async(l, -1, granted, g), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(dir) == n + 1, 10000));
+    zkt_sleep_ms(zkt_scaled_ms(300));
+    assert_false(grant_done(g));
+    return l;
+}
+
+static zkr_lock_t *holder(zkr_session_t *s, const char *dir, char *node,
+                          size_t len)
+{
+    zkr_lock_t *l = new_lock(s, dir, "H");
+
+    assert_int_equal(zkr_lock_acquire(l, -1), 0);
+    assert_int_equal(zkr_lock_node(l, node, len), 0);
+    return l;
+}
+
+/* A clean release (by a holder without a delay of its own) lets a waiter
+ * with a long delay in at once. */
+static void test_clean_release_no_delay(void **state)
+{
+    zkr_session_t *s1 = open_session(10000), *s2 = open_session(10000);
+    char node[ZKR_NODE_MAX];
+    zkr_lock_t *h = holder(s1, "/d/clean", node, sizeof(node));
+    struct grant g;
+    zkr_lock_t *w = waiter(s2, "/d/clean", 60000, 1, &g);
+    int64_t t0;
+
+    (void)state;
+    t0 = zkt_now_ms();
+    assert_int_equal(zkr_lock_release(h), 0);
+    expect_prompt(&g, t0);
+    assert_int_equal(zkr_lock_state(w), ZKR_LOCK_HELD);
+    assert_int_equal(zkr_lock_release(w), 0);
+    zkr_lock_free(w);
+    zkr_lock_free(h);
+    zkr_session_free(s2);
+    zkr_session_free(s1);
+}
+
+/* The holder's node goes without a release (how: kill) while a delayed
+ * waiter watches it: the waiter is DELAYED, says so in the directory, and
+ * is granted no earlier than D after the node went. */
+static void delayed_after(const char *dir,
+                          void (*kill)(zkr_session_t *s, const char *node))
+{
+    const int d = 2000;
+    zkr_session_t *s1 = open_session(10000), *s2 = open_session(10000);
+    char node[ZKR_NODE_MAX], wnode[ZKR_NODE_MAX];
+    zkr_lock_t *h = holder(s1, dir, node, sizeof(node));
+    struct grant g;
+    zkr_lock_t *w = waiter(s2, dir, d, 1, &g);
+    zkr__record_t r;
+    struct rec states;
+    struct pollfd pfd = {zkr_lock_fd(w), POLLIN, 0};
+    int64_t t0, wtok;
+
+    rec_init(&states);
+    assert_int_equal(zkr_lock_set_listener(w, on_lock_state, &states), 0);
+    assert_true(pfd.fd >= 0);
+    assert_int_equal(zkr_lock_state(w), ZKR_LOCK_ACQUIRING); /* read */
+    assert_int_equal(poll(&pfd, 1, 0), 0);
+    t0 = zkt_now_ms(); /* the node goes after this */
+    kill(s1, node);
+    /* The listener hears DELAYED, and the descriptor signals the change. */
+    assert_true(ZKT_WAIT_UNTIL(
+        rec_find(&states, ZKR_LOCK_DELAYED) >= 0 || grant_done(&g), 10000));
+    assert_false(grant_done(&g));
+    assert_int_equal(poll(&pfd, 1, 0), 1);
+    assert_true(ZKT_WAIT_UNTIL(
+        zkr_lock_state(w) == ZKR_LOCK_DELAYED || grant_done(&g), 10000));
+    assert_false(grant_done(&g));
+    assert_int_equal(zkr_lock_node(w, wnode, sizeof(wnode)), 0);
+    assert_true(ZKT_WAIT_UNTIL(dir_record(dir, &r) == ZKR__REC_CLOSED, 5000));
+    assert_string_equal(r.node, strrchr(wnode, '/') + 1);
+    assert_string_equal(r.cause, "unreleased");
+    /* The API says so too, while the waiter is delayed. */
+    {
+        int64_t until = 0;
+        char cause[32];
+        int closed = zkr_delay_closed(s2, dir, &until, cause, sizeof(cause));
+
+        if (!grant_done(&g)) {
+            assert_int_equal(closed, 1);
+            assert_true(until > 0);
+            assert_string_equal(cause, "unreleased");
+        }
+    }
+    assert_true(ZKT_WAIT_UNTIL(grant_done(&g), 10000 + d));
+    assert_int_equal(g.rc, 0);
+    assert_true(g.at - t0 >= d);
+    wtok = token_of(w);
+    {
+        int64_t until = 1;
+        char cause[32];
+
+        /* The writer of the closed record holds now: not closed. */
+        assert_int_equal(
+            zkr_delay_closed(s2, dir, &until, cause, sizeof(cause)), 0);
+        assert_true(until == 0);
+        assert_string_equal(cause, "");
+    }
+    assert_int_equal(zkr_lock_release(w), 0);
+    assert_int_equal(dir_record(dir, &r), ZKR__REC_RELEASE);
+    assert_true(r.czxid == wtok);
+    zkr_lock_free(w);
+    zkr_lock_free(h);
+    zkr_session_free(s2);
+    zkr_session_free(s1);
+}
+
+static void kill_expire(zkr_session_t *s, const char *node)
+{
+    (void)node;
+    expire(s);
+}
+
+static void kill_forced(zkr_session_t *s, const char *node)
+{
+    (void)s;
+    assert_int_equal(zoo_delete(raw, node, -1), ZOK);
+}
+
+/* Anyone may write the directory and the holder's node; none of it may
+ * make a death look like a release: junk, and a release record naming the
+ * holder by name but not by its czxid. */
+static void kill_forged(zkr_session_t *s, const char *node)
+{
+    char rec[ZKR__RECORD_MAX];
+    char dir[ZKR_NODE_MAX];
+
+    (void)s;
+    snprintf(dir, sizeof(dir), "%.*s", (int)(strrchr(node, '/') - node), node);
+    assert_int_equal(zoo_set(raw, node, "junk", 4, -1), ZOK);
+    snprintf(rec, sizeof(rec), "zkr-release 1 czxid=1 node=%s",
+             strrchr(node, '/') + 1);
+    set_dir(dir, rec);
+    assert_int_equal(zoo_delete(raw, node, -1), ZOK);
+}
+
+static void test_expired_holder_delays(void **state)
+{
+    (void)state;
+    delayed_after("/d/expired", kill_expire);
+}
+
+static void test_forced_release_delays(void **state)
+{
+    (void)state;
+    delayed_after("/d/forced", kill_forced);
+}
+
+static void test_foreign_writes_cannot_fake_release(void **state)
+{
+    (void)state;
+    delayed_after("/d/forged", kill_forged);
+}
+
+/* A delayed waiter that gives up passes on what is left of its delay: the
+ * waiter behind it (with a much longer delay of its own) serves that
+ * remainder, so the lock stays closed until D after the death, and no
+ * longer. */
+static void test_delayed_waiter_leaves(void **state)
+{
+    const int d = 3000, d2 = 60000;
+    zkr_session_t *s1 = open_session(10000), *s2 = open_session(10000),
+                  *s3 = open_session(10000);
+    char node[ZKR_NODE_MAX];
+    zkr_lock_t *h = holder(s1, "/d/leave", node, sizeof(node));
+    struct grant g1, g2;
+    zkr_lock_t *w1 = waiter(s2, "/d/leave", d, 1, &g1);
+    zkr_lock_t *w2 = waiter(s3, "/d/leave", d2, 2, &g2);
+    zkr__record_t r;
+    int64_t t0, t1;
+
+    (void)state;
+    t0 = zkt_now_ms();
+    assert_int_equal(zoo_delete(raw, node, -1), ZOK);
+    assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(w1) == ZKR_LOCK_DELAYED, 10000));
+    zkt_sleep_ms(d / 3);
+    t1 = zkt_now_ms();
+    assert_int_equal(zkr_lock_cancel(w1), 0);
+    assert_true(ZKT_WAIT_UNTIL(grant_done(&g1), 10000));
+    assert_int_equal(g1.rc, ZKR_ECANCELED);
+    /* w2 read w1's record, or w2 wrote its own closed record since. */
+    assert_true(ZKT_WAIT_UNTIL(grant_done(&g2), 20000 + d));
+    assert_int_equal(g2.rc, 0);
+    assert_true(g2.at - t0 >= d);    /* never shorter than the first delay */
+    assert_true(g2.at - t1 < 20000); /* the remainder, not w2's own 60 s */
+    assert_int_equal(zkr_lock_release(w2), 0);
+    assert_int_equal(dir_record("/d/leave", &r), ZKR__REC_RELEASE);
+    zkr_lock_free(w2);
+    zkr_lock_free(w1);
+    zkr_lock_free(h);
+    zkr_session_free(s3);
+    zkr_session_free(s2);
+    zkr_session_free(s1);
+}
+
+/* A Curator-style contender releases with a plain delete: by default a
+ * delayed zkr waiter behind it takes that for a death, serves the delay,
+ * and then is granted: shareable, no deadlock. */
+static void test_foreign_contender(void **state)
+{
+    const int d = 1500;
+    zkr_session_t *s = open_session(10000);
+    char foreign[256];
+    struct grant g;
+    zkr_lock_t *w;
+    int64_t t0;
+
+    (void)state;
+    mkdirs("/d/curator");
+    assert_int_equal(
+        zoo_create(raw,
+                   "/d/curator/_c_5b7d0e8e-1111-4222-8333-944445555666-lock-",
+                   "curator", 7, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+                   foreign, sizeof(foreign)),
+        ZOK);
+    w = waiter(s, "/d/curator", d, 1, &g);
+    t0 = zkt_now_ms();
+    assert_int_equal(zoo_delete(raw, foreign, -1), ZOK);
+    expect_delayed(w, &g, t0, d);
+    assert_int_equal(zkr_lock_release(w), 0);
+    zkr_lock_free(w);
+    zkr_session_free(s);
+}
+
+/* A waiter of a shared recipe (a semaphore permit, a reader, a writer)
+ * with a delay, queued behind n nodes: as waiter(). */
+static zkr_lock_t *shared_waiter(zkr_lock_t *l, const char *dir, int delay_ms,
+                                 int n, struct grant *g)
+{
+    memset(g, 0, sizeof(*g));
+    assert_int_equal(zkr_lock_set_delay(l, delay_ms), 0);
+    assert_int_equal(zkr_lock_acquire_async(l, -1, granted, g), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(dir) == n + 1, 10000));
+    zkt_sleep_ms(zkt_scaled_ms(300));
+    assert_false(grant_done(g));
+    return l;
+}
+
+static zkr_lock_t *semaphore(zkr_session_t *s, const char *dir)
+{
+    zkr_lock_t *l = NULL;
+
+    assert_int_equal(zkr_semaphore_new(&l, s, dir, 2, "S", NULL), 0);
+    return l;
+}
+
+/* The side (0 read, 1 write) of a new read/write lock at dir. */
+static zkr_lock_t *rw_side(zkr_session_t *s, const char *dir, int write)
+{
+    zkr_lock_t *r = NULL, *w = NULL;
+
+    assert_int_equal(zkr_rwlock_new(&r, &w, s, dir, "RW", NULL), 0);
+    zkr_lock_free(write ? r : w);
+    return write ? w : r;
+}
+
+static void hold(zkr_lock_t *l, char *node, size_t len)
+{
+    assert_int_equal(zkr_lock_acquire(l, -1), 0);
+    assert_int_equal(zkr_lock_node(l, node, len), 0);
+}
+
+/* A semaphore of 2: a clean release of a permit lets the waiter in at
+ * once; a permit holder's node deleted (a death) delays it. */
+static void test_semaphore_delay(void **state)
+{
+    const int d = 2000;
+    zkr_session_t *s = open_session(10000), *s2 = open_session(10000);
+    zkr_lock_t *h1 = semaphore(s, "/d/sem"), *h2 = semaphore(s, "/d/sem");
+    char n1[ZKR_NODE_MAX], n2[ZKR_NODE_MAX];
+    struct grant g;
+    zkr_lock_t *w;
+    int64_t t0;
+
+    (void)state;
+    hold(h1, n1, sizeof(n1));
+    hold(h2, n2, sizeof(n2));
+    w = shared_waiter(semaphore(s2, "/d/sem"), "/d/sem", 60000, 2, &g);
+    t0 = zkt_now_ms();
+    assert_int_equal(zkr_lock_release(h2), 0);
+    expect_prompt(&g, t0);
+    assert_int_equal(zkr_lock_release(w), 0);
+    zkr_lock_free(w);
+
+    hold(h2, n2, sizeof(n2));
+    w = shared_waiter(semaphore(s2, "/d/sem"), "/d/sem", d, 2, &g);
+    t0 = zkt_now_ms();
+    assert_int_equal(zoo_delete(raw, n1, -1), ZOK); /* h1 dies */
+    expect_delayed(w, &g, t0, d);
+    assert_int_equal(zkr_lock_release(w), 0);
+    assert_int_equal(zkr_lock_release(h2), 0);
+    zkr_lock_free(w);
+    zkr_lock_free(h2);
+    zkr_lock_free(h1);
+    zkr_session_free(s2);
+    zkr_session_free(s);
+}
+
+/* A read/write lock. A writer behind two readers: the first reader dies,
+ * the second (the one it watches) releases cleanly; one record cannot
+ * prove both released, so the writer is delayed. A reader behind a writer
+ * that releases cleanly is granted at once; behind one that dies, it is
+ * delayed. */
+static void test_rwlock_delay(void **state)
+{
+    const int d = 2000;
+    zkr_session_t *s = open_session(10000), *s2 = open_session(10000);
+    zkr_lock_t *r1 = rw_side(s, "/d/rw", 0), *r2 = rw_side(s, "/d/rw", 0);
+    zkr_lock_t *wr, *rd;
+    char n1[ZKR_NODE_MAX], n2[ZKR_NODE_MAX], nw[ZKR_NODE_MAX];
+    struct grant g;
+    int64_t t0;
+
+    (void)state;
+    hold(r1, n1, sizeof(n1));
+    hold(r2, n2, sizeof(n2));
+    wr = shared_waiter(rw_side(s2, "/d/rw", 1), "/d/rw", d, 2, &g);
+    t0 = zkt_now_ms();
+    assert_int_equal(zoo_delete(raw, n1, -1), ZOK); /* r1 dies */
+    assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(r1) == ZKR_LOCK_LOST, 10000));
+    assert_int_equal(zkr_lock_release(r2), 0); /* r2 releases */
+    expect_delayed(wr, &g, t0, d);
+
+    /* A reader behind the writer: a clean release lets it in at once. */
+    rd = shared_waiter(rw_side(s2, "/d/rw", 0), "/d/rw", 60000, 1, &g);
+    t0 = zkt_now_ms();
+    assert_int_equal(zkr_lock_release(wr), 0);
+    expect_prompt(&g, t0);
+    assert_int_equal(zkr_lock_release(rd), 0);
+    zkr_lock_free(rd);
+
+    /* ... a writer's death delays it. */
+    assert_int_equal(zkr_lock_release(r1), ZKR_ELOST);
+    hold(wr, nw, sizeof(nw));
+    rd = shared_waiter(rw_side(s2, "/d/rw", 0), "/d/rw", d, 1, &g);
+    t0 = zkt_now_ms();
+    assert_int_equal(zoo_delete(raw, nw, -1), ZOK);
+    expect_delayed(rd, &g, t0, d);
+    assert_int_equal(zkr_lock_release(rd), 0);
+    zkr_lock_free(rd);
+    zkr_lock_free(wr);
+    zkr_lock_free(r2);
+    zkr_lock_free(r1);
+    zkr_session_free(s2);
+    zkr_session_free(s);
+}
+
+/* An election: the leader's session expires; the next candidate, with a
+ * delay, is DELAYED and leads no earlier than D after the leader's node
+ * went. A leader that leaves cleanly hands over at once. */
+static void test_election_delay(void **state)
+{
+    const int d = 2000;
+    zkr_session_t *s1 = open_session(10000), *s2 = open_session(10000);
+    zkr_election_t *e1 = NULL, *e2 = NULL;
+    int64_t t0, led;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&e1, s1, "/d/elect", "one", NULL, ZKR_POLICY_SUSPEND),
+        0);
+    assert_int_equal(
+        zkr_election_new(&e2, s2, "/d/elect", "two", NULL, ZKR_POLICY_SUSPEND),
+        0);
+    assert_int_equal(zkr_election_set_delay(e2, d), 0);
+    assert_int_equal(zkr_election_join(e1), 0);
+    assert_int_equal(zkr_election_await(e1, 10000), 0);
+    assert_int_equal(zkr_election_join(e2), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/d/elect") == 2, 10000));
+    zkt_sleep_ms(zkt_scaled_ms(300));
+    assert_int_equal(zkr_election_set_delay(e2, d), ZKR_ESTATE);
+    /* A clean leave: the second leads without a delay. */
+    t0 = zkt_now_ms();
+    assert_int_equal(zkr_election_leave(e1), 0);
+    assert_int_equal(zkr_election_await(e2, 20000), 0);
+    assert_true(zkt_now_ms() - t0 < 20000);
+    assert_int_equal(zkr_election_state(e2), ZKR_LOCK_HELD);
+    /* Now the first rejoins behind it, with a delay; the leader dies. */
+    assert_int_equal(zkr_election_set_delay(e1, d), 0);
+    assert_int_equal(zkr_election_join(e1), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/d/elect") == 2, 10000));
+    zkt_sleep_ms(zkt_scaled_ms(300));
+    t0 = zkt_now_ms();
+    expire(s2);
+    assert_true(ZKT_WAIT_UNTIL(zkr_election_state(e1) == ZKR_LOCK_DELAYED ||
+                                   zkr_election_is_leader(e1),
+                               10000));
+    assert_false(zkr_election_is_leader(e1));
+    assert_int_equal(zkr_election_await(e1, 10000 + d), 0);
+    led = zkt_now_ms();
+    assert_true(led - t0 >= d);
+    zkr_election_free(e2);
+    zkr_election_free(e1);
+    zkr_session_free(s2);
+    zkr_session_free(s1);
+}
+
+/* Arguments and states of the API. */
+static void test_delay_api(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_lock_t *l = new_lock(s, "/d/api", "A"), *sem = NULL, *r = NULL,
+               *wr = NULL;
+    zkr_election_t *e = NULL;
+
+    (void)state;
+    assert_string_equal(zkr_lock_state_name(ZKR_LOCK_DELAYED), "DELAYED");
+    assert_int_equal(zkr_lock_set_delay(NULL, 5), ZBADARGUMENTS);
+    assert_int_equal(zkr_lock_set_delay(l, -1), ZBADARGUMENTS);
+    assert_int_equal(zkr_lock_set_delay(l, 0), 0);
+    assert_int_equal(zkr_lock_set_delay(l, 1000), 0);
+    assert_int_equal(zkr_semaphore_new(&sem, s, "/d/apisem", 2, NULL, NULL), 0);
+    assert_int_equal(zkr_lock_set_delay(sem, 1000), 0);
+    assert_int_equal(zkr_lock_set_delay(sem, -1), ZBADARGUMENTS);
+    assert_int_equal(zkr_rwlock_new(&r, &wr, s, "/d/apirw", NULL, NULL), 0);
+    assert_int_equal(zkr_lock_set_delay(r, 1000), 0);
+    assert_int_equal(zkr_lock_set_delay(wr, 1000), 0);
+    assert_int_equal(
+        zkr_election_new(&e, s, "/d/apiel", NULL, NULL, ZKR_POLICY_SESSION), 0);
+    assert_int_equal(zkr_election_set_delay(NULL, 1), ZBADARGUMENTS);
+    assert_int_equal(zkr_election_set_delay(e, -1), ZBADARGUMENTS);
+    assert_int_equal(zkr_election_set_delay(e, 1000), 0);
+    {
+        int64_t until;
+        char cause[8];
+
+        assert_int_equal(zkr_delay_closed(NULL, "/d/api", &until, NULL, 0),
+                         ZBADARGUMENTS);
+        assert_int_equal(zkr_delay_closed(s, "d/api", &until, NULL, 0),
+                         ZBADARGUMENTS);
+        assert_int_equal(zkr_delay_closed(s, "/d/api", NULL, NULL, 0),
+                         ZBADARGUMENTS);
+        assert_int_equal(zkr_delay_closed(s, "/d/api", &until, cause, 0),
+                         ZBADARGUMENTS);
+        assert_int_equal(
+            zkr_delay_closed(s, "/d/nosuch", &until, cause, sizeof(cause)), 0);
+    }
+    zkr_election_free(e);
+    zkr_lock_free(wr);
+    zkr_lock_free(r);
+    zkr_lock_free(sem);
+    zkr_lock_free(l);
+    zkr_session_free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_release_writes_record),
+        cmocka_unit_test(test_death_writes_no_record),
+        cmocka_unit_test(test_record_refused_release_happens),
+        cmocka_unit_test(test_clean_release_no_delay),
+        cmocka_unit_test(test_expired_holder_delays),
+        cmocka_unit_test(test_forced_release_delays),
+        cmocka_unit_test(test_foreign_writes_cannot_fake_release),
+        cmocka_unit_test(test_delayed_waiter_leaves),
+        cmocka_unit_test(test_foreign_contender),
+        cmocka_unit_test(test_semaphore_delay),
+        cmocka_unit_test(test_rwlock_delay),
+        cmocka_unit_test(test_election_delay),
+        cmocka_unit_test(test_delay_api),
+    };
+    return cmocka_run_group_tests_name("delay", tests, setup, teardown);
+}
