@@ -194,15 +194,16 @@ static void notify_state(zkr__contender_t *c, zkr_lock_state_t st)
         zkr__post(c->s, ZKR__EV_STATE, (int)st, c, c->lis_fn, c->lis_data);
 }
 
+static void clear_node(zkr__contender_t *c);
+static void clear_watching(zkr__contender_t *c);
+
 static void forget_node(zkr__contender_t *c)
 {
     zkr__metrics_hold_end(c); /* a grant ends with its node */
-    free(c->node);
-    c->node = NULL;
+    clear_node(c);
     zkr__cleanup_unreserve(c->reserve);
     c->reserve = NULL;
-    free(c->watching);
-    c->watching = NULL;
+    clear_watching(c);
     c->czxid = 0;
     c->self_watch = 0;
     c->self_doubt = 0;
@@ -299,12 +300,176 @@ static void finish_release(zkr__contender_t *c, int rc)
     c->rel_fn = NULL;
 }
 
-/* --------------------------------------------------------- watches */
+/* The session's path index: each contender's node and watched path, so
+ * that a watch event and drop_watch() look only at the contenders of its
+ * path instead of the whole list. Invariant: c->node_link is linked, with
+ * the hash of c->node, exactly while c->node is set; likewise watch_link
+ * and c->watching. Linking never fails: a table that cannot grow stays as
+ * it is (its chains get longer, the answers are the same). */
 
+static uint32_t path_hash(const char *p)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+
+    for (; *p != '\0'; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return h;
+}
+
+static const char *link_path(const zkr__plink_t *l)
+{
+    return l == &l->c->node_link ? l->c->node : l->c->watching;
+}
+
+static zkr__plink_t **pidx_table(zkr_session_t *s, size_t *n)
+{
+    *n = s->pidx != NULL ? s->npidx : ZKR__PIDX_SMALL;
+    return s->pidx != NULL ? s->pidx : s->pidx_small;
+}
+
+static void pidx_unlink(zkr_session_t *s, zkr__plink_t *l)
+{
+    size_t n;
+    zkr__plink_t **t = pidx_table(s, &n), **pp;
+
+    if (!l->on)
+        return;
+    for (pp = &t[l->hash % n]; *pp != l; pp = &(*pp)->next)
+        ;
+    *pp = l->next;
+    l->next = NULL;
+    l->on = 0;
+    s->npaths--;
+}
+
+/* Doubles the table once it holds more links than buckets. */
+static void pidx_grow(zkr_session_t *s)
+{
+    size_t n, m;
+    zkr__plink_t **t = pidx_table(s, &n), **u;
+
+    if (s->npaths <= n || n > SIZE_MAX / 2 / sizeof(*u))
+        return;
+    m = 2 * n;
+    if ((u = calloc(m, sizeof(*u))) == NULL)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        while (t[i] != NULL) {
+            zkr__plink_t *l = t[i];
+            t[i] = l->next;
+            l->next = u[l->hash % m];
+            u[l->hash % m] = l;
+        }
+    }
+    free(s->pidx);
+    s->pidx = u;
+    s->npidx = m;
+}
+
+/* Points *field (c->node or c->watching, whose link is l) at path, NULL
+ * included, and indexes it; the old string is the caller's to free. */
+static void pidx_set(zkr__contender_t *c, zkr__plink_t *l, char **field,
+                     char *path)
+{
+    zkr_session_t *s = c->s;
+    zkr__plink_t **t;
+    size_t n;
+
+    pidx_unlink(s, l);
+    *field = path;
+    if (path == NULL)
+        return;
+    l->c = c;
+    l->hash = path_hash(path);
+    l->on = 1;
+    s->npaths++;
+    pidx_grow(s);
+    t = pidx_table(s, &n);
+    l->next = t[l->hash % n];
+    t[l->hash % n] = l;
+}
+
+static void set_node(zkr__contender_t *c, char *node)
+{
+    pidx_set(c, &c->node_link, &c->node, node);
+}
+
+static void set_watching(zkr__contender_t *c, char *path)
+{
+    pidx_set(c, &c->watch_link, &c->watching, path);
+}
+
+static void clear_node(zkr__contender_t *c)
+{
+    char *node = c->node;
+
+    set_node(c, NULL);
+    free(node);
+}
+
+static void clear_watching(zkr__contender_t *c)
+{
+    char *w = c->watching;
+
+    set_watching(c, NULL);
+    free(w);
+}
+
+/* The first link of path's bucket; pidx_next() gives the next one whose
+ * path is path. */
+static zkr__plink_t *pidx_next(zkr__plink_t *l, uint32_t h, const char *path)
+{
+    while (l != NULL && (l->hash != h || strcmp(link_path(l), path) != 0))
+        l = l->next;
+    return l;
+}
+
+static zkr__plink_t *pidx_first(zkr_session_t *s, const char *path, uint32_t *h)
+{
+    size_t n;
+    zkr__plink_t **t = pidx_table(s, &n);
+
+    *h = path_hash(path);
+    return pidx_next(t[*h % n], *h, path);
+}
+
+/* The contenders whose node or watched path is path, each once, in the
+ * order of the session's list (newest first): how many (at most max), or
+ * -1 when there are more. */
+static int pidx_find(zkr_session_t *s, const char *path, zkr__contender_t **out,
+                     int max)
+{
+    uint32_t h;
+    int k = 0, i;
+
+    for (zkr__plink_t *l = pidx_first(s, path, &h); l != NULL;
+         l = pidx_next(l->next, h, path)) {
+        for (i = 0; i < k && out[i] != l->c; i++)
+            ;
+        if (i < k)
+            continue;
+        if (k == max)
+            return -1;
+        for (i = k; i > 0 && out[i - 1]->order < l->c->order; i--)
+            out[i] = out[i - 1];
+        out[i] = l->c;
+        k++;
+    }
+    return k;
+}
+
+/* ------------------------------------------------------------ watches */
+
+/* Whether another contender than self of this session has path watched:
+ * only contenders whose node or watched path is path can. */
 static int path_watched_by_other(zkr_session_t *s, const char *path,
                                  const zkr__contender_t *self)
 {
-    for (zkr__contender_t *o = s->contenders; o != NULL; o = o->next) {
+    uint32_t h;
+
+    for (zkr__plink_t *l = pidx_first(s, path, &h); l != NULL;
+         l = pidx_next(l->next, h, path)) {
+        const zkr__contender_t *o = l->c;
         if (o == self)
             continue;
         if (o->watching != NULL && o->phase == ZKR__P_WATCHING &&
@@ -332,6 +497,49 @@ static void drop_watch(zkr_session_t *s, const char *path,
     zkr__cleanup_add_watch(s, path, wtype, zkr__node_watcher);
 }
 
+/* A watch event on path, for one contender (its node, or what it watches,
+ * may be path). The contenders it can concern are those of path in the
+ * index, in the session's order; more than ZKR__WATCH_HITS of them and the
+ * whole list is walked instead. Their handling changes only the
+ * contender handled (the conditions are read again for each). */
+enum { ZKR__WATCH_HITS = 64 };
+static void watch_event(zkr__contender_t *c, int type, const char *path,
+                        int *woke)
+{
+    if (c->self_watch && c->node != NULL && strcmp(c->node, path) == 0) {
+        /* Our own node, watched while we wait and while we hold:
+         * deleted by someone else (an operator, a forced
+         * release), it can never be granted and no longer holds;
+         * a change (our own touch, or anyone's write) only
+         * consumed the watch. Events on one connection arrive in
+         * zxid order, so this comes before the answer to any
+         * later request of ours: no grant can follow it. */
+        c->self_watch = 0;
+        if (type == ZOO_DELETED_EVENT && c->phase == ZKR__P_HELD)
+            lose_held(c);
+        else if (type == ZOO_DELETED_EVENT && is_waiting(c))
+            lose_waiting(c);
+        else if (type != ZOO_DELETED_EVENT &&
+                 (c->phase == ZKR__P_HELD || is_waiting(c))) {
+            /* The path may hold someone else's node now (deleted
+             * and re-created while we were disconnected: the
+             * re-registered watch reports a change): no grant
+             * until the exists() shows our czxid again. */
+            c->self_doubt = 1;
+            issue_self_watch(c);
+        }
+    }
+    if (c->phase == ZKR__P_WATCHING && c->watching != NULL &&
+        strcmp(c->watching, path) == 0) {
+        /* Whatever happened (a deletion, a touch, anyone's
+         * write) is a hint: only a listing decides. */
+        *woke = 1;
+        clear_watching(c);
+        c->phase = ZKR__P_LISTING;
+        step(c);
+    }
+}
+
 void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
                        void *ctx)
 {
@@ -347,42 +555,14 @@ void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
     if ((s = zkr__session_lock_live(ctx)) == NULL)
         return;
     if (zh == s->zh) {
-        int woke = 0;
-        for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
-            if (c->self_watch && c->node != NULL &&
-                strcmp(c->node, path) == 0) {
-                /* Our own node, watched while we wait and while we hold:
-                 * deleted by someone else (an operator, a forced
-                 * release), it can never be granted and no longer holds;
-                 * a change (our own touch, or anyone's write) only
-                 * consumed the watch. Events on one connection arrive in
-                 * zxid order, so this comes before the answer to any
-                 * later request of ours: no grant can follow it. */
-                c->self_watch = 0;
-                if (type == ZOO_DELETED_EVENT && c->phase == ZKR__P_HELD)
-                    lose_held(c);
-                else if (type == ZOO_DELETED_EVENT && is_waiting(c))
-                    lose_waiting(c);
-                else if (type != ZOO_DELETED_EVENT &&
-                         (c->phase == ZKR__P_HELD || is_waiting(c))) {
-                    /* The path may hold someone else's node now (deleted
-                     * and re-created while we were disconnected: the
-                     * re-registered watch reports a change): no grant
-                     * until the exists() shows our czxid again. */
-                    c->self_doubt = 1;
-                    issue_self_watch(c);
-                }
-            }
-            if (c->phase == ZKR__P_WATCHING && c->watching != NULL &&
-                strcmp(c->watching, path) == 0) {
-                /* Whatever happened (a deletion, a touch, anyone's
-                 * write) is a hint: only a listing decides. */
-                woke = 1;
-                free(c->watching);
-                c->watching = NULL;
-                c->phase = ZKR__P_LISTING;
-                step(c);
-            }
+        zkr__contender_t *hit[ZKR__WATCH_HITS];
+        int woke = 0, k = pidx_find(s, path, hit, ZKR__WATCH_HITS);
+        if (k >= 0) {
+            for (int i = 0; i < k; i++)
+                watch_event(hit[i], type, path, &woke);
+        } else {
+            for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next)
+                watch_event(c, type, path, &woke);
         }
         s->counters[woke ? ZKR_COUNTER_WATCH_EVENTS
                          : ZKR_COUNTER_HOLDER_EVENTS]++;
@@ -516,7 +696,7 @@ static void create_done(int rc, const char *value, const struct Stat *stat,
         if (rc == ZOK)
             zkr__cleanup_commit(s, reserve, value, op->sid, NULL);
     } else if (rc == ZOK) {
-        c->node = zkr__strdup(value);
+        set_node(c, zkr__strdup(value));
         c->czxid = stat->czxid;
         c->node_sid = op->sid;
         if (c->node == NULL) {
@@ -567,7 +747,7 @@ static void recover_stat_done(int rc, const struct Stat *stat, const void *data)
         ;
     } else if (rc == ZOK && stat->ephemeralOwner == s->sid) {
         /* Ours, created by this very session: adopt it. */
-        c->node = op->path;
+        set_node(c, op->path);
         op->path = NULL;
         c->czxid = stat->czxid;
         c->node_sid = s->sid;
@@ -711,8 +891,7 @@ static void watch_done(int rc, const char *value, int len,
          * List again, and watch the directory while this node blocks us. */
         free(c->unreadable);
         c->unreadable = zkr__strdup(strrchr(op->path, '/') + 1);
-        free(c->watching);
-        c->watching = NULL;
+        clear_watching(c);
         c->phase = ZKR__P_LISTING;
         if (c->unreadable == NULL)
             abort_acquire(c, ZKR_ENOMEM);
@@ -725,13 +904,11 @@ static void watch_done(int rc, const char *value, int len,
          * list. */
         if (rc == ZOK)
             drop_watch(s, op->path, c, ZWATCHTYPE_DATA);
-        free(c->watching);
-        c->watching = NULL;
+        clear_watching(c);
         c->phase = ZKR__P_LISTING;
         step(c);
     } else if (zkr__is_connection_error(rc)) {
-        free(c->watching);
-        c->watching = NULL;
+        clear_watching(c);
         c->phase = ZKR__P_LISTING; /* listed again after reconnecting */
     } else if (rc != ZOK) {
         abort_acquire(c,
@@ -752,7 +929,7 @@ static void watch_node(zkr__contender_t *c, const char *name)
     zkr_session_t *s = c->s;
     zkr__op_t *op2;
 
-    c->watching = zkr__join(c->dir, name);
+    set_watching(c, zkr__join(c->dir, name));
     c->watch_dir = 0;
     op2 = c->watching != NULL ? zkr__op_new(s, c) : NULL;
     if (op2 != NULL)
@@ -765,8 +942,7 @@ static void watch_node(zkr__contender_t *c, const char *name)
     } else if (zoo_awget(s->zh, op2->path, zkr__node_watcher, s, watch_done,
                          op2) != ZOK) {
         zkr__op_cancel(op2);
-        free(c->watching);
-        c->watching = NULL;
+        clear_watching(c);
         c->phase = ZKR__P_LISTING; /* retried on reconnect */
     }
 }
@@ -912,8 +1088,7 @@ static void pred_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat,
         c->unreadable = zkr__strdup(name);
         rc = c->unreadable != NULL ? 0 : ZKR_ENOMEM;
     }
-    free(c->watching);
-    c->watching = NULL;
+    clear_watching(c);
     c->phase = ZKR__P_LISTING;
     if (rc == ZKR_ENOMEM)
         abort_acquire(c, ZKR_ENOMEM);
@@ -939,8 +1114,7 @@ static void check_pred(zkr__contender_t *c)
                      op) != ZOK) {
         if (op != NULL)
             zkr__op_cancel(op);
-        free(c->watching);
-        c->watching = NULL;
+        clear_watching(c);
         c->phase = ZKR__P_LISTING; /* retried on reconnect */
     }
 }
@@ -1023,7 +1197,7 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
              * child watch; that listing decides. */
             issue_list_watched(c);
         } else if (w == ZKR__WATCH_DIR) {
-            c->watching = zkr__strdup(c->dir);
+            set_watching(c, zkr__strdup(c->dir));
             c->watch_dir = 1;
             c->phase = ZKR__P_WATCHING;
             if (c->watching == NULL)
@@ -1031,7 +1205,7 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
         } else if (c->recipe->poke && (c->touchable == NULL ||
                                        strcmp(e[w].name, c->touchable) != 0)) {
             /* A predecessor not yet known to be touchable: ask. */
-            c->watching = zkr__join(c->dir, e[w].name);
+            set_watching(c, zkr__join(c->dir, e[w].name));
             c->watch_dir = 0;
             c->phase = ZKR__P_WATCHING;
             if (c->watching == NULL)
@@ -1082,7 +1256,7 @@ static void lose_waiting(zkr__contender_t *c)
 {
     if (c->watching != NULL) {
         char *w = c->watching;
-        c->watching = NULL;
+        set_watching(c, NULL);
         c->phase = ZKR__P_LISTING;
         drop_watch(c->s, w, c,
                    c->watch_dir ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA);
@@ -1324,7 +1498,7 @@ static void abort_acquire(zkr__contender_t *c, int rc)
     case ZKR__P_WATCHING:
         if (c->watching != NULL) {
             char *w = c->watching;
-            c->watching = NULL;
+            set_watching(c, NULL);
             c->phase = ZKR__P_ABORTING;
             drop_watch(s, w, c,
                        c->watch_dir ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA);
@@ -1369,8 +1543,7 @@ void zkr__queue_on_connected(zkr_session_t *s, int new_session)
         if (c->phase == ZKR__P_WATCHING) {
             /* The client re-registers watches on reconnect, but a release
              * may have happened while we were away: look again. */
-            free(c->watching);
-            c->watching = NULL;
+            clear_watching(c);
             c->phase = ZKR__P_LISTING;
         }
         step(c);

@@ -1489,6 +1489,7 @@ static void session_destroy(zkr_session_t *s)
         close(s->ev_fd[0]);
         close(s->ev_fd[1]);
     }
+    free(s->pidx);
     free(s->hosts);
     free(s->digest);
     free(s);
@@ -1951,6 +1952,7 @@ uint64_t zkr_session_counter(zkr_session_t *s, zkr_counter_t c)
 
 void zkr__session_attach(zkr_session_t *s, zkr__contender_t *c)
 {
+    c->order = ++s->attached;
     c->prev = NULL;
     c->next = s->contenders;
     if (s->contenders != NULL)
