@@ -360,6 +360,8 @@ struct zkr_session {
     zkr__plink_t **pidx;
     size_t npidx, npaths;
     zkr__plink_t *pidx_small[ZKR__PIDX_SMALL];
+    /* The contenders that may have a timer (queue.c, timed_add()). */
+    zkr__contender_t *timed;
     struct zkr_observer *observers;
     zkr__cleanup_t *cleanups;
     zkr__event_t *ev_head, *ev_tail;
@@ -579,6 +581,11 @@ struct zkr__contender {
      * (watch_link) is set: both change only through queue.c's set_node()
      * and set_watching(). */
     zkr__plink_t node_link, watch_link;
+    /* In the session's timed list (s->timed, doubly linked) since its
+     * deadline or watch_due was last set; zkr__queue_on_deadline drops it
+     * once it has neither. */
+    zkr__contender_t *tprev, *tnext;
+    int timed;
     zkr_session_t *s;
     const zkr__recipe_t *recipe;
     void *owner; /* the recipe's handle */

@@ -195,6 +195,7 @@ static void notify_state(zkr__contender_t *c, zkr_lock_state_t st)
 }
 
 static void clear_node(zkr__contender_t *c);
+static void timed_add(zkr__contender_t *c);
 static void clear_watching(zkr__contender_t *c);
 
 static void forget_node(zkr__contender_t *c)
@@ -247,8 +248,10 @@ static void finish_acquire(zkr__contender_t *c, int rc)
         /* A waiter watched its own node already, and keeps that watch. One
          * granted on its first listing sets it a little later (see
          * issue_self_watch): most short holds never need it. */
-        if (!c->self_watch)
+        if (!c->self_watch) {
             c->watch_due = zkr__now_ms() + ZKR__SELF_WATCH_DELAY_MS;
+            timed_add(c);
+        }
         /* Wake the timer only if it would sleep past that: a loop of short
          * holds then costs one timer wake-up per delay, not per grant. */
         if (!c->self_watch &&
@@ -1464,8 +1467,10 @@ void zkr__queue_retry(zkr_session_t *s)
         else if (c->phase == ZKR__P_WATCHING && c->watching == NULL)
             c->phase = ZKR__P_LISTING; /* its watch was not set */
         else if (c->phase == ZKR__P_HELD && c->pub == ZKR_LOCK_HELD &&
-                 !c->self_watch && c->watch_due < 0)
+                 !c->self_watch && c->watch_due < 0) {
             c->watch_due = zkr__now_ms(); /* set by zkr__queue_on_deadline */
+            timed_add(c);
+        }
         step(c);
     }
 }
@@ -1573,21 +1578,117 @@ void zkr__queue_on_lost(zkr_session_t *s)
     }
 }
 
+/* The session's timed list: the contenders whose deadline or watch_due
+ * was set, and has not been seen unset since. Only they can have a timer,
+ * so zkr__queue_on_deadline visits only them. */
+static void timed_add(zkr__contender_t *c)
+{
+    zkr_session_t *s = c->s;
+
+    if (c->timed)
+        return;
+    c->timed = 1;
+    c->tprev = NULL;
+    c->tnext = s->timed;
+    if (s->timed != NULL)
+        s->timed->tprev = c;
+    s->timed = c;
+}
+
+static void timed_remove(zkr__contender_t *c)
+{
+    if (!c->timed)
+        return;
+    if (c->tprev != NULL)
+        c->tprev->tnext = c->tnext;
+    else
+        c->s->timed = c->tnext;
+    if (c->tnext != NULL)
+        c->tnext->tprev = c->tprev;
+    c->tprev = c->tnext = NULL;
+    c->timed = 0;
+}
+
+/* Whether a timer of c has expired at now. */
+static int timer_due(const zkr__contender_t *c, int64_t now)
+{
+    return (c->phase == ZKR__P_HELD && c->watch_due >= 0 && c->s->connected &&
+            now >= c->watch_due) ||
+           (is_acquiring(c) && c->deadline >= 0 && c->abort_rc == 0 &&
+            now >= c->deadline);
+}
+
+/* Acts on c's expired timers, and lowers *next to its others. */
+static void timer_run(zkr__contender_t *c, int64_t now, int64_t *next)
+{
+    if (c->phase == ZKR__P_HELD && c->watch_due >= 0 && c->s->connected) {
+        if (now >= c->watch_due)
+            issue_self_watch(c);
+        else if (*next < 0 || c->watch_due < *next)
+            *next = c->watch_due;
+    }
+    if (!is_acquiring(c) || c->deadline < 0 || c->abort_rc != 0)
+        return;
+    if (now >= c->deadline)
+        abort_acquire(c, ZKR_ETIMEDOUT);
+    else if (*next < 0 || c->deadline < *next)
+        *next = c->deadline;
+}
+
+/* Sorts a list chained by tnext in the session's order (newest first). */
+static zkr__contender_t *timed_sort(zkr__contender_t *l)
+{
+    zkr__contender_t *a = NULL, *b = NULL, **tail;
+
+    if (l == NULL || l->tnext == NULL)
+        return l;
+    while (l != NULL) { /* split: alternate */
+        zkr__contender_t *n = l->tnext;
+        l->tnext = a;
+        a = l;
+        if ((l = n) == NULL)
+            break;
+        n = l->tnext;
+        l->tnext = b;
+        b = l;
+        l = n;
+    }
+    a = timed_sort(a);
+    b = timed_sort(b);
+    tail = &l;
+    while (a != NULL && b != NULL) {
+        zkr__contender_t **m = a->order > b->order ? &a : &b;
+        *tail = *m;
+        tail = &(*m)->tnext;
+        *m = (*m)->tnext;
+    }
+    *tail = a != NULL ? a : b;
+    return l;
+}
+
+/* The contenders with nothing due only lower *next; those with a timer
+ * expired are taken out, then handled in the session's order, each as
+ * the whole list's walk handled it. */
 void zkr__queue_on_deadline(zkr_session_t *s, int64_t now, int64_t *next)
 {
-    for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
-        if (c->phase == ZKR__P_HELD && c->watch_due >= 0 && s->connected) {
-            if (now >= c->watch_due)
-                issue_self_watch(c);
-            else if (*next < 0 || c->watch_due < *next)
-                *next = c->watch_due;
+    zkr__contender_t *due = NULL, *c, *n;
+
+    for (c = s->timed; c != NULL; c = n) {
+        n = c->tnext;
+        if (c->watch_due < 0 && c->deadline < 0) {
+            timed_remove(c);
+        } else if (!timer_due(c, now)) {
+            timer_run(c, now, next);
+        } else {
+            timed_remove(c);
+            c->tnext = due;
+            due = c;
         }
-        if (!is_acquiring(c) || c->deadline < 0 || c->abort_rc != 0)
-            continue;
-        if (now >= c->deadline)
-            abort_acquire(c, ZKR_ETIMEDOUT);
-        else if (*next < 0 || c->deadline < *next)
-            *next = c->deadline;
+    }
+    for (c = timed_sort(due); c != NULL; c = n) {
+        n = c->tnext;
+        timed_add(c);
+        timer_run(c, now, next);
     }
 }
 
@@ -1710,6 +1811,7 @@ void zkr__contender_dispose(zkr__contender_t *c)
         drop_watch(s, c->watching, c,
                    c->watch_dir ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA);
     zkr__session_detach(s, c);
+    timed_remove(c);
     forget_node(c);
     free(c->dir);
     free(c->data);
@@ -1745,6 +1847,8 @@ static void start_attempt(zkr__contender_t *c, int timeout_ms)
                   : timeout_ms == 0
                       ? zkr__now_ms() + (s->timeout > 0 ? s->timeout : 10000)
                       : -1;
+    if (c->deadline >= 0)
+        timed_add(c);
     step(c);
     /* Only a deadline gives the timer thread something to do: waking it
      * for every acquire would cost two context switches per grant. */

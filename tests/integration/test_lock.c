@@ -526,6 +526,61 @@ static void test_one_session_many_paths(void **state)
     zkr_session_free(s);
 }
 
+/* Many handles of one session waiting with timeouts (the session's timer
+ * visits only the handles that may have a timer): some freed before their
+ * deadline, in random order; each of the others must end with
+ * ZKR_ETIMEDOUT, and not before its own deadline. */
+enum { MANY_TIMED = 20 };
+static volatile int64_t timed_at[MANY_TIMED];
+
+static void timed_done(int rc, zkr_lock_t *l, void *data)
+{
+    int i = (int)(intptr_t)data;
+
+    (void)l;
+    many_rc[i] = rc;
+    timed_at[i] = zkt_now_ms();
+    many_got[i]++;
+}
+
+static void test_one_session_many_deadlines(void **state)
+{
+    zkr_session_t *a = open_session(10000), *s = open_session(10000);
+    zkr_lock_t *holder = new_lock(a, "/t/manyd", "holder"), *l[MANY_TIMED];
+    int freed[MANY_TIMED] = {0}, order[MANY_TIMED];
+    int64_t t0, tmo[MANY_TIMED];
+
+    (void)state;
+    assert_int_equal(zkr_lock_acquire(holder, -1), 0);
+    t0 = zkt_now_ms();
+    for (int i = 0; i < MANY_TIMED; i++) {
+        l[i] = new_lock(s, "/t/manyd", "w");
+        many_got[i] = 0;
+        tmo[i] = zkt_scaled_ms(300 + 40 * ((i * 7) % MANY_TIMED));
+        assert_int_equal(zkr_lock_acquire_async(l[i], (int)tmo[i], timed_done,
+                                                (void *)(intptr_t)i),
+                         0);
+    }
+    shuffled(order, MANY_TIMED);
+    for (int k = 0; k < MANY_TIMED / 4; k++) {
+        zkr_lock_free(l[order[k]]);
+        freed[order[k]] = 1;
+    }
+    for (int i = 0; i < MANY_TIMED; i++) {
+        if (freed[i])
+            continue;
+        assert_true(ZKT_WAIT_UNTIL(many_got[i] == 1, 20000));
+        assert_int_equal(many_rc[i], ZKR_ETIMEDOUT);
+        assert_true(timed_at[i] >= t0 + tmo[i]);
+        zkr_lock_free(l[i]);
+    }
+    assert_int_equal(zkr_lock_release(holder), 0);
+    zkr_lock_free(holder);
+    assert_true(ZKT_WAIT_UNTIL(children("/t/manyd") == 0, 10000));
+    zkr_session_free(s);
+    zkr_session_free(a);
+}
+
 /* A queue of n contenders on 4 sessions, formed at once (each waiter's
  * listing shows everyone before it), then released in turn: each release
  * must grant exactly the next one, with one notification. Returns the
@@ -1068,6 +1123,7 @@ int main(void)
         cmocka_unit_test(test_release_refused),
         cmocka_unit_test(test_one_session_many_handles),
         cmocka_unit_test(test_one_session_many_paths),
+        cmocka_unit_test(test_one_session_many_deadlines),
     };
     return cmocka_run_group_tests_name("lock", tests, setup, teardown);
 }
