@@ -281,7 +281,7 @@ struct zkr__listener {
  * by searching dir for the contender's UUID. Belongs to one session id; a
  * new session drops entries of older ones (their nodes died with them). */
 struct zkr__cleanup {
-    zkr__cleanup_t *next;
+    zkr__cleanup_t *next, *prev; /* s->cleanups, newest first */
     char *path; /* full node path, or NULL when searching by uuid */
     char *dir;  /* with uuid: the directory to search */
     char uuid[37];
@@ -364,6 +364,7 @@ struct zkr_session {
     zkr__contender_t *timed;
     struct zkr_observer *observers;
     zkr__cleanup_t *cleanups;
+    int cleanups_idle; /* of them, those not busy (session.c) */
     zkr__event_t *ev_head, *ev_tail;
     zkr__event_t ev_reserve[ZKR__EV_RESERVE];
     zkr__event_t *ev_spare; /* unused reserve events */
@@ -671,6 +672,7 @@ struct zkr__contender {
                                 by zkr__queue_retry */
     zkr__cleanup_t *reserve; /* while we have a node: its cleanup entry,
                                 made before the create was sent */
+    int cleanups_owned;      /* cleanup entries whose owner it is */
     int freeing;             /* freed on the event thread: its last event
                                 finishes the free (zkr__contender_dispose) */
     void (*dispose)(void *owner); /* frees the recipe's handle */

@@ -581,6 +581,61 @@ static void test_one_session_many_deadlines(void **state)
     zkr_session_free(a);
 }
 
+/* Many releases in flight on one session (its cleanup list: entries
+ * unlinked as their deletes are answered, in any order, and disowned by
+ * handles freed meanwhile): half the handles freed in random order while
+ * their releases are pending. Every release callback comes once, with 0,
+ * for the handles kept; every node is deleted. */
+static volatile int rel_got[MANY_PATHS], rel_rc[MANY_PATHS];
+
+static void rel_done(int rc, zkr_lock_t *l, void *data)
+{
+    int i = (int)(intptr_t)data;
+
+    (void)l;
+    rel_rc[i] = rc;
+    rel_got[i]++;
+}
+
+static void test_one_session_many_releases(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_lock_t *l[MANY_PATHS];
+    int order[MANY_PATHS], freed[MANY_PATHS] = {0};
+
+    (void)state;
+    for (int i = 0; i < MANY_PATHS; i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/t/manyr/%d", i);
+        l[i] = new_lock(s, path, "a");
+        assert_int_equal(zkr_lock_acquire(l[i], -1), 0);
+        rel_got[i] = 0;
+    }
+    for (int i = 0; i < MANY_PATHS; i++)
+        assert_int_equal(
+            zkr_lock_release_async(l[i], rel_done, (void *)(intptr_t)i), 0);
+    shuffled(order, MANY_PATHS);
+    for (int k = 0; k < MANY_PATHS / 2; k++) {
+        zkr_lock_free(l[order[k]]);
+        freed[order[k]] = 1;
+    }
+    for (int i = 0; i < MANY_PATHS; i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/t/manyr/%d", i);
+        assert_true(ZKT_WAIT_UNTIL(children(path) == 0, 10000));
+    }
+    for (int i = 0; i < MANY_PATHS; i++) {
+        if (freed[i])
+            continue;
+        assert_true(ZKT_WAIT_UNTIL(rel_got[i] == 1, 10000));
+        assert_int_equal(rel_rc[i], 0);
+        assert_int_equal(zkr_lock_state(l[i]), ZKR_LOCK_IDLE);
+        zkr_lock_free(l[i]);
+        assert_int_equal(rel_got[i], 1);
+    }
+    zkr_session_free(s);
+}
+
 /* A queue of n contenders on 4 sessions, formed at once (each waiter's
  * listing shows everyone before it), then released in turn: each release
  * must grant exactly the next one, with one notification. Returns the
@@ -1124,6 +1179,7 @@ int main(void)
         cmocka_unit_test(test_one_session_many_handles),
         cmocka_unit_test(test_one_session_many_paths),
         cmocka_unit_test(test_one_session_many_deadlines),
+        cmocka_unit_test(test_one_session_many_releases),
     };
     return cmocka_run_group_tests_name("lock", tests, setup, teardown);
 }
