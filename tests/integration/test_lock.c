@@ -407,7 +407,7 @@ static void test_forced_deletion_noticed(void **state)
  * handle left in the index after its free is a use after free (ASan,
  * valgrind); one missing from it is never woken (the wait fails). */
 enum { MANY = 30, MANY_PATHS = 40 };
-static volatile int many_got[MANY], many_rc[MANY];
+static volatile int many_got[MANY_PATHS], many_rc[MANY_PATHS];
 
 static void many_done(int rc, zkr_lock_t *l, void *data)
 {
@@ -586,17 +586,6 @@ static void test_one_session_many_deadlines(void **state)
  * handles freed meanwhile): half the handles freed in random order while
  * their releases are pending. Every release callback comes once, with 0,
  * for the handles kept; every node is deleted. */
-static volatile int rel_got[MANY_PATHS], rel_rc[MANY_PATHS];
-
-static void rel_done(int rc, zkr_lock_t *l, void *data)
-{
-    int i = (int)(intptr_t)data;
-
-    (void)l;
-    rel_rc[i] = rc;
-    rel_got[i]++;
-}
-
 static void test_one_session_many_releases(void **state)
 {
     zkr_session_t *s = open_session(10000);
@@ -609,11 +598,11 @@ static void test_one_session_many_releases(void **state)
         snprintf(path, sizeof(path), "/t/manyr/%d", i);
         l[i] = new_lock(s, path, "a");
         assert_int_equal(zkr_lock_acquire(l[i], -1), 0);
-        rel_got[i] = 0;
+        many_got[i] = 0;
     }
     for (int i = 0; i < MANY_PATHS; i++)
         assert_int_equal(
-            zkr_lock_release_async(l[i], rel_done, (void *)(intptr_t)i), 0);
+            zkr_lock_release_async(l[i], many_done, (void *)(intptr_t)i), 0);
     shuffled(order, MANY_PATHS);
     for (int k = 0; k < MANY_PATHS / 2; k++) {
         zkr_lock_free(l[order[k]]);
@@ -627,11 +616,11 @@ static void test_one_session_many_releases(void **state)
     for (int i = 0; i < MANY_PATHS; i++) {
         if (freed[i])
             continue;
-        assert_true(ZKT_WAIT_UNTIL(rel_got[i] == 1, 10000));
-        assert_int_equal(rel_rc[i], 0);
+        assert_true(ZKT_WAIT_UNTIL(many_got[i] == 1, 10000));
+        assert_int_equal(many_rc[i], 0);
         assert_int_equal(zkr_lock_state(l[i]), ZKR_LOCK_IDLE);
         zkr_lock_free(l[i]);
-        assert_int_equal(rel_got[i], 1);
+        assert_int_equal(many_got[i], 1);
     }
     zkr_session_free(s);
 }
