@@ -235,6 +235,17 @@ typedef struct zkr__smetrics {
 
 typedef struct zkr__contender zkr__contender_t;
 typedef struct zkr__cleanup zkr__cleanup_t;
+
+/* A contender in the session's path index (queue.c): its node's path, or
+ * the path it watches, is where the watch events that concern it come
+ * from. Links sharing a bucket are chained. */
+typedef struct zkr__plink {
+    struct zkr__plink *next; /* the same bucket */
+    zkr__contender_t *c;
+    uint32_t hash; /* of the path */
+    int on;        /* linked */
+} zkr__plink_t;
+#define ZKR__PIDX_SMALL 16
 typedef struct zkr__event zkr__event_t;
 typedef struct zkr__listener zkr__listener_t;
 
@@ -270,7 +281,7 @@ struct zkr__listener {
  * by searching dir for the contender's UUID. Belongs to one session id; a
  * new session drops entries of older ones (their nodes died with them). */
 struct zkr__cleanup {
-    zkr__cleanup_t *next;
+    zkr__cleanup_t *next, *prev; /* s->cleanups, newest first */
     char *path; /* full node path, or NULL when searching by uuid */
     char *dir;  /* with uuid: the directory to search */
     char uuid[37];
@@ -345,10 +356,20 @@ struct zkr_session {
     int zh_users;         /* threads using zh outside the mutex (sync calls) */
     zkr__listener_t *listeners;
     int ev_busy_session; /* event thread is running session listeners */
-    zkr__contender_t *contenders; /* doubly linked */
+    zkr__contender_t *contenders; /* doubly linked, newest first */
     int ncontenders;              /* recipe handles, observers included */
+    uint64_t attached;            /* contenders attached so far */
+    /* The contenders by the paths of their nodes and of their watches
+     * (queue.c): pidx has npidx buckets, or is NULL and pidx_small is the
+     * table (a failed growth keeps the table it had). */
+    zkr__plink_t **pidx;
+    size_t npidx, npaths;
+    zkr__plink_t *pidx_small[ZKR__PIDX_SMALL];
+    /* The contenders that may have a timer (queue.c, timed_add()). */
+    zkr__contender_t *timed;
     struct zkr_observer *observers;
     zkr__cleanup_t *cleanups;
+    int cleanups_idle; /* of them, those not busy (session.c) */
     zkr__event_t *ev_head, *ev_tail;
     zkr__event_t ev_reserve[ZKR__EV_RESERVE];
     zkr__event_t *ev_spare; /* unused reserve events */
@@ -589,6 +610,16 @@ typedef enum {
 
 struct zkr__contender {
     zkr__contender_t *prev, *next; /* in the session's list */
+    uint64_t order;                /* s->attached when attached: list order */
+    /* In the session's path index while node (node_link) or watching
+     * (watch_link) is set: both change only through queue.c's set_node()
+     * and set_watching(). */
+    zkr__plink_t node_link, watch_link;
+    /* In the session's timed list (s->timed, doubly linked) since its
+     * deadline or watch_due was last set; zkr__queue_on_deadline drops it
+     * once it has neither. */
+    zkr__contender_t *tprev, *tnext;
+    int timed;
     zkr_session_t *s;
     const zkr__recipe_t *recipe;
     void *owner; /* the recipe's handle */
@@ -674,6 +705,7 @@ struct zkr__contender {
                                 by zkr__queue_retry */
     zkr__cleanup_t *reserve; /* while we have a node: its cleanup entry,
                                 made before the create was sent */
+    int cleanups_owned;      /* cleanup entries whose owner it is */
     int freeing;             /* freed on the event thread: its last event
                                 finishes the free (zkr__contender_dispose) */
     void (*dispose)(void *owner); /* frees the recipe's handle */

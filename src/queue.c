@@ -213,15 +213,17 @@ static void forget_before(zkr__contender_t *c)
     c->vouch = NULL;
 }
 
+static void clear_node(zkr__contender_t *c);
+static void timed_add(zkr__contender_t *c);
+static void clear_watching(zkr__contender_t *c);
+
 static void forget_node(zkr__contender_t *c)
 {
     zkr__metrics_hold_end(c); /* a grant ends with its node */
-    free(c->node);
-    c->node = NULL;
+    clear_node(c);
     zkr__cleanup_unreserve(c->reserve);
     c->reserve = NULL;
-    free(c->watching);
-    c->watching = NULL;
+    clear_watching(c);
     c->czxid = 0;
     c->self_watch = 0;
     c->self_doubt = 0;
@@ -276,8 +278,10 @@ static void finish_acquire(zkr__contender_t *c, int rc)
         /* A waiter watched its own node already, and keeps that watch. One
          * granted on its first listing sets it a little later (see
          * issue_self_watch): most short holds never need it. */
-        if (!c->self_watch)
+        if (!c->self_watch) {
             c->watch_due = zkr__now_ms() + ZKR__SELF_WATCH_DELAY_MS;
+            timed_add(c);
+        }
         /* Wake the timer only if it would sleep past that: a loop of short
          * holds then costs one timer wake-up per delay, not per grant. */
         if (!c->self_watch &&
@@ -353,10 +357,176 @@ static int release_to_cleanup(zkr__contender_t *c, zkr__contender_t *owner)
 
 /* --------------------------------------------------------- watches */
 
+/* The session's path index: each contender's node and watched path, so
+ * that a watch event and drop_watch() look only at the contenders of its
+ * path instead of the whole list. Invariant: c->node_link is linked, with
+ * the hash of c->node, exactly while c->node is set; likewise watch_link
+ * and c->watching. Linking never fails: a table that cannot grow stays as
+ * it is (its chains get longer, the answers are the same). */
+
+static uint32_t path_hash(const char *p)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+
+    for (; *p != '\0'; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return h;
+}
+
+static const char *link_path(const zkr__plink_t *l)
+{
+    return l == &l->c->node_link ? l->c->node : l->c->watching;
+}
+
+static zkr__plink_t **pidx_table(zkr_session_t *s, size_t *n)
+{
+    *n = s->pidx != NULL ? s->npidx : ZKR__PIDX_SMALL;
+    return s->pidx != NULL ? s->pidx : s->pidx_small;
+}
+
+static void pidx_unlink(zkr_session_t *s, zkr__plink_t *l)
+{
+    size_t n;
+    zkr__plink_t **t = pidx_table(s, &n), **pp;
+
+    if (!l->on)
+        return;
+    for (pp = &t[l->hash % n]; *pp != l; pp = &(*pp)->next)
+        ;
+    *pp = l->next;
+    l->next = NULL;
+    l->on = 0;
+    s->npaths--;
+}
+
+/* Doubles the table once it holds more links than buckets. */
+static void pidx_grow(zkr_session_t *s)
+{
+    size_t n, m;
+    zkr__plink_t **t = pidx_table(s, &n), **u;
+
+    if (s->npaths <= n || n > SIZE_MAX / 2 / sizeof(*u))
+        return;
+    m = 2 * n;
+    if ((u = calloc(m, sizeof(*u))) == NULL)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        while (t[i] != NULL) {
+            zkr__plink_t *l = t[i];
+            t[i] = l->next;
+            l->next = u[l->hash % m];
+            u[l->hash % m] = l;
+        }
+    }
+    free(s->pidx);
+    s->pidx = u;
+    s->npidx = m;
+}
+
+/* Points *field (c->node or c->watching, whose link is l) at path, NULL
+ * included, and indexes it; the old string is the caller's to free. */
+static void pidx_set(zkr__contender_t *c, zkr__plink_t *l, char **field,
+                     char *path)
+{
+    zkr_session_t *s = c->s;
+    zkr__plink_t **t;
+    size_t n;
+
+    pidx_unlink(s, l);
+    *field = path;
+    if (path == NULL)
+        return;
+    l->c = c;
+    l->hash = path_hash(path);
+    l->on = 1;
+    s->npaths++;
+    pidx_grow(s);
+    t = pidx_table(s, &n);
+    l->next = t[l->hash % n];
+    t[l->hash % n] = l;
+}
+
+static void set_node(zkr__contender_t *c, char *node)
+{
+    pidx_set(c, &c->node_link, &c->node, node);
+}
+
+static void set_watching(zkr__contender_t *c, char *path)
+{
+    pidx_set(c, &c->watch_link, &c->watching, path);
+}
+
+static void clear_node(zkr__contender_t *c)
+{
+    char *node = c->node;
+
+    set_node(c, NULL);
+    free(node);
+}
+
+static void clear_watching(zkr__contender_t *c)
+{
+    char *w = c->watching;
+
+    set_watching(c, NULL);
+    free(w);
+}
+
+/* The first link of path's bucket; pidx_next() gives the next one whose
+ * path is path. */
+static zkr__plink_t *pidx_next(zkr__plink_t *l, uint32_t h, const char *path)
+{
+    while (l != NULL && (l->hash != h || strcmp(link_path(l), path) != 0))
+        l = l->next;
+    return l;
+}
+
+static zkr__plink_t *pidx_first(zkr_session_t *s, const char *path, uint32_t *h)
+{
+    size_t n;
+    zkr__plink_t **t = pidx_table(s, &n);
+
+    *h = path_hash(path);
+    return pidx_next(t[*h % n], *h, path);
+}
+
+/* The contenders whose node or watched path is path, each once, in the
+ * order of the session's list (newest first): how many (at most max), or
+ * -1 when there are more. */
+static int pidx_find(zkr_session_t *s, const char *path, zkr__contender_t **out,
+                     int max)
+{
+    uint32_t h;
+    int k = 0, i;
+
+    for (zkr__plink_t *l = pidx_first(s, path, &h); l != NULL;
+         l = pidx_next(l->next, h, path)) {
+        for (i = 0; i < k && out[i] != l->c; i++)
+            ;
+        if (i < k)
+            continue;
+        if (k == max)
+            return -1;
+        for (i = k; i > 0 && out[i - 1]->order < l->c->order; i--)
+            out[i] = out[i - 1];
+        out[i] = l->c;
+        k++;
+    }
+    return k;
+}
+
+/* ------------------------------------------------------------ watches */
+
+/* Whether another contender than self of this session has path watched:
+ * only contenders whose node or watched path is path can. */
 static int path_watched_by_other(zkr_session_t *s, const char *path,
                                  const zkr__contender_t *self)
 {
-    for (zkr__contender_t *o = s->contenders; o != NULL; o = o->next) {
+    uint32_t h;
+
+    for (zkr__plink_t *l = pidx_first(s, path, &h); l != NULL;
+         l = pidx_next(l->next, h, path)) {
+        const zkr__contender_t *o = l->c;
         if (o == self)
             continue;
         if (o->watching != NULL && o->phase == ZKR__P_WATCHING &&
@@ -384,6 +554,49 @@ static void drop_watch(zkr_session_t *s, const char *path,
     zkr__cleanup_add_watch(s, path, wtype, zkr__node_watcher);
 }
 
+/* A watch event on path, for one contender (its node, or what it watches,
+ * may be path). The contenders it can concern are those of path in the
+ * index, in the session's order; more than ZKR__WATCH_HITS of them and the
+ * whole list is walked instead. Their handling changes only the
+ * contender handled (the conditions are read again for each). */
+enum { ZKR__WATCH_HITS = 64 };
+static void watch_event(zkr__contender_t *c, int type, const char *path,
+                        int *woke)
+{
+    if (c->self_watch && c->node != NULL && strcmp(c->node, path) == 0) {
+        /* Our own node, watched while we wait and while we hold:
+         * deleted by someone else (an operator, a forced
+         * release), it can never be granted and no longer holds;
+         * a change (our own touch, or anyone's write) only
+         * consumed the watch. Events on one connection arrive in
+         * zxid order, so this comes before the answer to any
+         * later request of ours: no grant can follow it. */
+        c->self_watch = 0;
+        if (type == ZOO_DELETED_EVENT && c->phase == ZKR__P_HELD)
+            lose_held(c);
+        else if (type == ZOO_DELETED_EVENT && is_waiting(c))
+            lose_waiting(c);
+        else if (type != ZOO_DELETED_EVENT &&
+                 (c->phase == ZKR__P_HELD || is_waiting(c))) {
+            /* The path may hold someone else's node now (deleted
+             * and re-created while we were disconnected: the
+             * re-registered watch reports a change): no grant
+             * until the exists() shows our czxid again. */
+            c->self_doubt = 1;
+            issue_self_watch(c);
+        }
+    }
+    if (c->phase == ZKR__P_WATCHING && c->watching != NULL &&
+        strcmp(c->watching, path) == 0) {
+        /* Whatever happened (a deletion, a touch, anyone's
+         * write) is a hint: only a listing decides. */
+        *woke = 1;
+        clear_watching(c);
+        c->phase = ZKR__P_LISTING;
+        step(c);
+    }
+}
+
 void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
                        void *ctx)
 {
@@ -399,42 +612,14 @@ void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
     if ((s = zkr__session_lock_live(ctx)) == NULL)
         return;
     if (zh == s->zh) {
-        int woke = 0;
-        for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
-            if (c->self_watch && c->node != NULL &&
-                strcmp(c->node, path) == 0) {
-                /* Our own node, watched while we wait and while we hold:
-                 * deleted by someone else (an operator, a forced
-                 * release), it can never be granted and no longer holds;
-                 * a change (our own touch, or anyone's write) only
-                 * consumed the watch. Events on one connection arrive in
-                 * zxid order, so this comes before the answer to any
-                 * later request of ours: no grant can follow it. */
-                c->self_watch = 0;
-                if (type == ZOO_DELETED_EVENT && c->phase == ZKR__P_HELD)
-                    lose_held(c);
-                else if (type == ZOO_DELETED_EVENT && is_waiting(c))
-                    lose_waiting(c);
-                else if (type != ZOO_DELETED_EVENT &&
-                         (c->phase == ZKR__P_HELD || is_waiting(c))) {
-                    /* The path may hold someone else's node now (deleted
-                     * and re-created while we were disconnected: the
-                     * re-registered watch reports a change): no grant
-                     * until the exists() shows our czxid again. */
-                    c->self_doubt = 1;
-                    issue_self_watch(c);
-                }
-            }
-            if (c->phase == ZKR__P_WATCHING && c->watching != NULL &&
-                strcmp(c->watching, path) == 0) {
-                /* Whatever happened (a deletion, a touch, anyone's
-                 * write) is a hint: only a listing decides. */
-                woke = 1;
-                free(c->watching);
-                c->watching = NULL;
-                c->phase = ZKR__P_LISTING;
-                step(c);
-            }
+        zkr__contender_t *hit[ZKR__WATCH_HITS];
+        int woke = 0, k = pidx_find(s, path, hit, ZKR__WATCH_HITS);
+        if (k >= 0) {
+            for (int i = 0; i < k; i++)
+                watch_event(hit[i], type, path, &woke);
+        } else {
+            for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next)
+                watch_event(c, type, path, &woke);
         }
         s->counters[woke ? ZKR_COUNTER_WATCH_EVENTS
                          : ZKR_COUNTER_HOLDER_EVENTS]++;
@@ -568,7 +753,7 @@ static void create_done(int rc, const char *value, const struct Stat *stat,
         if (rc == ZOK)
             zkr__cleanup_commit(s, reserve, value, op->sid, NULL);
     } else if (rc == ZOK) {
-        c->node = zkr__strdup(value);
+        set_node(c, zkr__strdup(value));
         c->czxid = stat->czxid;
         c->node_sid = op->sid;
         if (c->node == NULL) {
@@ -619,7 +804,7 @@ static void recover_stat_done(int rc, const struct Stat *stat, const void *data)
         ;
     } else if (rc == ZOK && stat->ephemeralOwner == s->sid) {
         /* Ours, created by this very session: adopt it. */
-        c->node = op->path;
+        set_node(c, op->path);
         op->path = NULL;
         c->czxid = stat->czxid;
         c->node_sid = s->sid;
@@ -768,8 +953,7 @@ static void watch_done(int rc, const char *value, int len,
          * List again, and watch the directory while this node blocks us. */
         free(c->unreadable);
         c->unreadable = zkr__strdup(strrchr(op->path, '/') + 1);
-        free(c->watching);
-        c->watching = NULL;
+        clear_watching(c);
         c->phase = ZKR__P_LISTING;
         if (c->unreadable == NULL)
             abort_acquire(c, ZKR_ENOMEM);
@@ -782,13 +966,11 @@ static void watch_done(int rc, const char *value, int len,
          * list. */
         if (rc == ZOK)
             drop_watch(s, op->path, c, ZWATCHTYPE_DATA);
-        free(c->watching);
-        c->watching = NULL;
+        clear_watching(c);
         c->phase = ZKR__P_LISTING;
         step(c);
     } else if (zkr__is_connection_error(rc)) {
-        free(c->watching);
-        c->watching = NULL;
+        clear_watching(c);
         c->phase = ZKR__P_LISTING; /* listed again after reconnecting */
     } else if (rc != ZOK) {
         abort_acquire(c,
@@ -809,7 +991,7 @@ static void watch_node(zkr__contender_t *c, const char *name)
     zkr_session_t *s = c->s;
     zkr__op_t *op2;
 
-    c->watching = zkr__join(c->dir, name);
+    set_watching(c, zkr__join(c->dir, name));
     c->watch_dir = 0;
     op2 = c->watching != NULL ? zkr__op_new(s, c) : NULL;
     if (op2 != NULL)
@@ -822,8 +1004,7 @@ static void watch_node(zkr__contender_t *c, const char *name)
     } else if (zoo_awget(s->zh, op2->path, zkr__node_watcher, s, watch_done,
                          op2) != ZOK) {
         zkr__op_cancel(op2);
-        free(c->watching);
-        c->watching = NULL;
+        clear_watching(c);
         c->phase = ZKR__P_LISTING; /* retried on reconnect */
     }
 }
@@ -969,8 +1150,7 @@ static void pred_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat,
         c->unreadable = zkr__strdup(name);
         rc = c->unreadable != NULL ? 0 : ZKR_ENOMEM;
     }
-    free(c->watching);
-    c->watching = NULL;
+    clear_watching(c);
     c->phase = ZKR__P_LISTING;
     if (rc == ZKR_ENOMEM)
         abort_acquire(c, ZKR_ENOMEM);
@@ -996,8 +1176,7 @@ static void check_pred(zkr__contender_t *c)
                      op) != ZOK) {
         if (op != NULL)
             zkr__op_cancel(op);
-        free(c->watching);
-        c->watching = NULL;
+        clear_watching(c);
         c->phase = ZKR__P_LISTING; /* retried on reconnect */
     }
 }
@@ -1148,6 +1327,7 @@ static int names_behind(const zkr__contender_t *c, const zkr__record_t *r)
 static void start_delay(zkr__contender_t *c, int64_t wait)
 {
     c->delay_until = c->delay_seen + wait;
+    timed_add(c);
     notify_state(c, ZKR_LOCK_DELAYED);
     write_closed(c, c->delay_until - zkr__now_ms());
     zkr__timer_kick(c->s);
@@ -1362,7 +1542,7 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
              * child watch; that listing decides. */
             issue_list_watched(c);
         } else if (w == ZKR__WATCH_DIR) {
-            c->watching = zkr__strdup(c->dir);
+            set_watching(c, zkr__strdup(c->dir));
             c->watch_dir = 1;
             c->phase = ZKR__P_WATCHING;
             if (c->watching == NULL)
@@ -1370,7 +1550,7 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
         } else if (c->recipe->poke && (c->touchable == NULL ||
                                        strcmp(e[w].name, c->touchable) != 0)) {
             /* A predecessor not yet known to be touchable: ask. */
-            c->watching = zkr__join(c->dir, e[w].name);
+            set_watching(c, zkr__join(c->dir, e[w].name));
             c->watch_dir = 0;
             c->phase = ZKR__P_WATCHING;
             if (c->watching == NULL)
@@ -1421,7 +1601,7 @@ static void lose_waiting(zkr__contender_t *c)
 {
     if (c->watching != NULL) {
         char *w = c->watching;
-        c->watching = NULL;
+        set_watching(c, NULL);
         c->phase = ZKR__P_LISTING;
         drop_watch(c->s, w, c,
                    c->watch_dir ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA);
@@ -1637,8 +1817,10 @@ void zkr__queue_retry(zkr_session_t *s)
         else if (c->phase == ZKR__P_WATCHING && c->watching == NULL)
             c->phase = ZKR__P_LISTING; /* its watch was not set */
         else if (c->phase == ZKR__P_HELD && c->pub == ZKR_LOCK_HELD &&
-                 !c->self_watch && c->watch_due < 0)
+                 !c->self_watch && c->watch_due < 0) {
             c->watch_due = zkr__now_ms(); /* set by zkr__queue_on_deadline */
+            timed_add(c);
+        }
         step(c);
     }
 }
@@ -1674,7 +1856,7 @@ static void abort_acquire(zkr__contender_t *c, int rc)
     case ZKR__P_WATCHING:
         if (c->watching != NULL) {
             char *w = c->watching;
-            c->watching = NULL;
+            set_watching(c, NULL);
             c->phase = ZKR__P_ABORTING;
             drop_watch(s, w, c,
                        c->watch_dir ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA);
@@ -1719,8 +1901,7 @@ void zkr__queue_on_connected(zkr_session_t *s, int new_session)
         if (c->phase == ZKR__P_WATCHING) {
             /* The client re-registers watches on reconnect, but a release
              * may have happened while we were away: look again. */
-            free(c->watching);
-            c->watching = NULL;
+            clear_watching(c);
             c->phase = ZKR__P_LISTING;
         }
         step(c);
@@ -1750,27 +1931,125 @@ void zkr__queue_on_lost(zkr_session_t *s)
     }
 }
 
+/* The session's timed list: the contenders whose deadline, watch_due or
+ * delay_until was set, and has not been seen unset since. Only they can have a
+ * timer, so zkr__queue_on_deadline visits only them. */
+static void timed_add(zkr__contender_t *c)
+{
+    zkr_session_t *s = c->s;
+
+    if (c->timed)
+        return;
+    c->timed = 1;
+    c->tprev = NULL;
+    c->tnext = s->timed;
+    if (s->timed != NULL)
+        s->timed->tprev = c;
+    s->timed = c;
+}
+
+static void timed_remove(zkr__contender_t *c)
+{
+    if (!c->timed)
+        return;
+    if (c->tprev != NULL)
+        c->tprev->tnext = c->tnext;
+    else
+        c->s->timed = c->tnext;
+    if (c->tnext != NULL)
+        c->tnext->tprev = c->tprev;
+    c->tprev = c->tnext = NULL;
+    c->timed = 0;
+}
+
+/* Whether a timer of c has expired at now. */
+static int timer_due(const zkr__contender_t *c, int64_t now)
+{
+    return (c->phase == ZKR__P_HELD && c->watch_due >= 0 && c->s->connected &&
+            now >= c->watch_due) ||
+           (c->phase == ZKR__P_DELAYED && c->delay_until >= 0 &&
+            now >= c->delay_until) ||
+           (is_acquiring(c) && c->deadline >= 0 && c->abort_rc == 0 &&
+            now >= c->deadline);
+}
+
+/* Acts on c's expired timers, and lowers *next to its others. */
+static void timer_run(zkr__contender_t *c, int64_t now, int64_t *next)
+{
+    if (c->phase == ZKR__P_HELD && c->watch_due >= 0 && c->s->connected) {
+        if (now >= c->watch_due)
+            issue_self_watch(c);
+        else if (*next < 0 || c->watch_due < *next)
+            *next = c->watch_due;
+    }
+    if (c->phase == ZKR__P_DELAYED && c->delay_until >= 0) {
+        if (now >= c->delay_until)
+            end_delay(c);
+        else if (*next < 0 || c->delay_until < *next)
+            *next = c->delay_until;
+    }
+    if (!is_acquiring(c) || c->deadline < 0 || c->abort_rc != 0)
+        return;
+    if (now >= c->deadline)
+        abort_acquire(c, ZKR_ETIMEDOUT);
+    else if (*next < 0 || c->deadline < *next)
+        *next = c->deadline;
+}
+
+/* Sorts a list chained by tnext in the session's order (newest first). */
+static zkr__contender_t *timed_sort(zkr__contender_t *l)
+{
+    zkr__contender_t *a = NULL, *b = NULL, **tail;
+
+    if (l == NULL || l->tnext == NULL)
+        return l;
+    while (l != NULL) { /* split: alternate */
+        zkr__contender_t *n = l->tnext;
+        l->tnext = a;
+        a = l;
+        if ((l = n) == NULL)
+            break;
+        n = l->tnext;
+        l->tnext = b;
+        b = l;
+        l = n;
+    }
+    a = timed_sort(a);
+    b = timed_sort(b);
+    tail = &l;
+    while (a != NULL && b != NULL) {
+        zkr__contender_t **m = a->order > b->order ? &a : &b;
+        *tail = *m;
+        tail = &(*m)->tnext;
+        *m = (*m)->tnext;
+    }
+    *tail = a != NULL ? a : b;
+    return l;
+}
+
+/* The contenders with nothing due only lower *next; those with a timer
+ * expired are taken out, then handled in the session's order, each as
+ * the whole list's walk handled it. */
 void zkr__queue_on_deadline(zkr_session_t *s, int64_t now, int64_t *next)
 {
-    for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
-        if (c->phase == ZKR__P_HELD && c->watch_due >= 0 && s->connected) {
-            if (now >= c->watch_due)
-                issue_self_watch(c);
-            else if (*next < 0 || c->watch_due < *next)
-                *next = c->watch_due;
+    zkr__contender_t *due = NULL, *c, *n;
+
+    for (c = s->timed; c != NULL; c = n) {
+        n = c->tnext;
+        if (c->watch_due < 0 && c->deadline < 0 && c->delay_until < 0) {
+            timed_remove(c);
+        } else if (!timer_due(c, now)) {
+            timer_run(c, now, next);
+        } else {
+            timed_remove(c);
+            c->tnext = due;
+            due = c;
         }
-        if (c->phase == ZKR__P_DELAYED && c->delay_until >= 0) {
-            if (now >= c->delay_until)
-                end_delay(c);
-            else if (*next < 0 || c->delay_until < *next)
-                *next = c->delay_until;
-        }
-        if (!is_acquiring(c) || c->deadline < 0 || c->abort_rc != 0)
-            continue;
-        if (now >= c->deadline)
-            abort_acquire(c, ZKR_ETIMEDOUT);
-        else if (*next < 0 || c->deadline < *next)
-            *next = c->deadline;
+    }
+    for (c = timed_sort(due); c != NULL; c = n) {
+        n = c->tnext;
+        timed_add(c);
+        timer_run(c, now, next);
     }
 }
 
@@ -1897,6 +2176,7 @@ void zkr__contender_dispose(zkr__contender_t *c)
         drop_watch(s, c->watching, c,
                    c->watch_dir ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA);
     zkr__session_detach(s, c);
+    timed_remove(c);
     forget_node(c);
     free(c->dir);
     free(c->data);
@@ -1932,6 +2212,8 @@ static void start_attempt(zkr__contender_t *c, int timeout_ms)
                   : timeout_ms == 0
                       ? zkr__now_ms() + (s->timeout > 0 ? s->timeout : 10000)
                       : -1;
+    if (c->deadline >= 0)
+        timed_add(c);
     step(c);
     /* Only a deadline gives the timer thread something to do: waking it
      * for every acquire would cost two context switches per grant. */

@@ -780,6 +780,39 @@ static void cleanup_free(zkr__cleanup_t *cl)
     free(cl);
 }
 
+/* Puts a new entry (not busy) first in the list, and pumps. */
+static void cleanup_link(zkr_session_t *s, zkr__cleanup_t *cl, int64_t sid,
+                         zkr__contender_t *owner)
+{
+    cl->sid = sid;
+    cl->owner = owner;
+    if (owner != NULL)
+        owner->cleanups_owned++;
+    cl->prev = NULL;
+    cl->next = s->cleanups;
+    if (s->cleanups != NULL)
+        s->cleanups->prev = cl;
+    s->cleanups = cl;
+    s->cleanups_idle++;
+    zkr__cleanup_pump(s);
+}
+
+/* An entry's operation is in flight (busy) or answered; s->cleanups_idle
+ * counts the entries that are not busy, so that a pump that finds none
+ * stops instead of walking those that are. */
+static void cleanup_busy(zkr_session_t *s, zkr__cleanup_t *cl, int busy)
+{
+    s->cleanups_idle += cl->busy - busy;
+    cl->busy = busy;
+}
+
+static void cleanup_disown_one(zkr__cleanup_t *cl)
+{
+    if (cl->owner != NULL)
+        cl->owner->cleanups_owned--;
+    cl->owner = NULL;
+}
+
 /* Makes an entry (record and record_dir may be NULL) and pumps it. */
 static int cleanup_make(zkr_session_t *s, const char *path, const char *dir,
                         const char *uuid, const char *record,
@@ -803,11 +836,7 @@ static int cleanup_make(zkr_session_t *s, const char *path, const char *dir,
         cleanup_free(cl);
         return ZKR_ENOMEM;
     }
-    cl->sid = sid;
-    cl->owner = owner;
-    cl->next = s->cleanups;
-    s->cleanups = cl;
-    zkr__cleanup_pump(s);
+    cleanup_link(s, cl, sid, owner);
     return 0;
 }
 
@@ -859,11 +888,7 @@ void zkr__cleanup_commit(zkr_session_t *s, zkr__cleanup_t *cl, const char *path,
                          int64_t sid, zkr__contender_t *owner)
 {
     strcpy(cl->path, path); /* fits: reserved for the longest name */
-    cl->sid = sid;
-    cl->owner = owner;
-    cl->next = s->cleanups;
-    s->cleanups = cl;
-    zkr__cleanup_pump(s);
+    cleanup_link(s, cl, sid, owner);
 }
 
 void zkr__cleanup_unreserve(zkr__cleanup_t *cl)
@@ -876,9 +901,10 @@ void zkr__cleanup_unreserve(zkr__cleanup_t *cl)
 
 void zkr__cleanup_disown(zkr_session_t *s, zkr__contender_t *c)
 {
-    for (zkr__cleanup_t *cl = s->cleanups; cl != NULL; cl = cl->next)
+    for (zkr__cleanup_t *cl = s->cleanups; cl != NULL && c->cleanups_owned > 0;
+         cl = cl->next)
         if (cl->owner == c)
-            cl->owner = NULL;
+            cleanup_disown_one(cl);
 }
 
 /* Ends an entry: tells its owner, unlinks and frees it (unless an op still
@@ -886,7 +912,6 @@ void zkr__cleanup_disown(zkr_session_t *s, zkr__contender_t *c)
 static void cleanup_finish(zkr_session_t *s, zkr__cleanup_t *cl, int rc)
 {
     zkr__contender_t *owner = cl->owner;
-    zkr__cleanup_t **pp;
 
     if (rc != 0 && !cl->dead)
         zkr__log(s, ZKR_LOG_WARN,
@@ -894,18 +919,19 @@ static void cleanup_finish(zkr_session_t *s, zkr__cleanup_t *cl, int rc)
                  "session 0x%llx ends)",
                  cl->path != NULL ? cl->path : cl->dir, zkr_strerror(rc),
                  (unsigned long long)cl->sid);
-    cl->owner = NULL;
+    cleanup_disown_one(cl);
     cl->dead = 1;
     if (owner != NULL)
         zkr__queue_cleanup_done(owner, rc);
     if (cl->busy)
         return;
-    for (pp = &s->cleanups; *pp != NULL; pp = &(*pp)->next) {
-        if (*pp == cl) {
-            *pp = cl->next;
-            break;
-        }
-    }
+    if (cl->prev != NULL)
+        cl->prev->next = cl->next;
+    else
+        s->cleanups = cl->next;
+    if (cl->next != NULL)
+        cl->next->prev = cl->prev;
+    s->cleanups_idle--;
     cleanup_free(cl);
 }
 
@@ -915,7 +941,7 @@ static void cleanup_deleted(int rc, const void *data)
     zkr_session_t *s = zkr__op_begin(op, rc);
     zkr__cleanup_t *cl = op->cl;
 
-    cl->busy = 0;
+    cleanup_busy(s, cl, 0);
     if (rc == ZOK)
         s->counters[ZKR_COUNTER_DELETES]++;
     if (cl->dead)
@@ -964,7 +990,7 @@ static void cleanup_multi_done(int rc, const void *data)
                  cl->path, cl->record_dir, zkr_strerror(m->results[1].err));
         free(cl->record);
         cl->record = NULL;
-        cl->busy = 0;
+        cleanup_busy(s, cl, 0);
         free(m);
         zkr__cleanup_pump(s);
         zkr__op_end(op);
@@ -1000,7 +1026,7 @@ static void watch_removed(int rc, const void *data)
     zkr_session_t *s = zkr__op_begin(op, rc);
     zkr__cleanup_t *cl = op->cl;
 
-    cl->busy = 0;
+    cleanup_busy(s, cl, 0);
     /* ZNOWATCHER: it had fired already; anything but a connection error
      * ends the entry. */
     if (cl->dead || !zkr__is_connection_error(rc))
@@ -1042,7 +1068,7 @@ static void cleanup_listed(int rc, const struct String_vector *v,
     zkr_session_t *s = zkr__op_begin(op, rc);
     zkr__cleanup_t *cl = op->cl;
 
-    cl->busy = 0;
+    cleanup_busy(s, cl, 0);
     if (cl->dead) {
         cleanup_finish(s, cl, 0);
     } else if (rc == ZOK) {
@@ -1086,7 +1112,7 @@ static void cleanup_synced(int rc, const char *value, const void *data)
         }
         zkr__op_cancel(op2);
     }
-    cl->busy = 0;
+    cleanup_busy(s, cl, 0);
     if (cl->dead)
         cleanup_finish(s, cl, 0);
     else if (rc != ZOK && !zkr__is_connection_error(rc))
@@ -1106,7 +1132,8 @@ void zkr__cleanup_pump(zkr_session_t *s)
     if (s->cleanup_at >= 0 && zkr__now_ms() < s->cleanup_at)
         return; /* the timer thread pumps then (declare_lost) */
     s->cleanup_at = -1;
-    for (cl = s->cleanups; cl != NULL; cl = next) {
+    /* Busy entries are skipped: once none is left idle, nothing is. */
+    for (cl = s->cleanups; cl != NULL && s->cleanups_idle > 0; cl = next) {
         zkr__op_t *op;
         int rc;
         next = cl->next;
@@ -1144,7 +1171,7 @@ void zkr__cleanup_pump(zkr_session_t *s)
                 cleanup_finish(s, cl, 0);
             continue;
         }
-        cl->busy = 1;
+        cleanup_busy(s, cl, 1);
     }
 }
 
@@ -1616,6 +1643,7 @@ static void session_destroy(zkr_session_t *s)
         close(s->ev_fd[0]);
         close(s->ev_fd[1]);
     }
+    free(s->pidx);
     free(s->hosts);
     free(s->digest);
     free(s);
@@ -2105,6 +2133,7 @@ uint64_t zkr_session_counter(zkr_session_t *s, zkr_counter_t c)
 
 void zkr__session_attach(zkr_session_t *s, zkr__contender_t *c)
 {
+    c->order = ++s->attached;
     c->prev = NULL;
     c->next = s->contenders;
     if (s->contenders != NULL)

@@ -415,6 +415,74 @@ static void test_acquire_in_lost_window(void **state)
     zkr_session_free(s2);
 }
 
+/* A session's path index (queue.c) grows when its 17th path is linked;
+ * that allocation may fail, and then the index keeps its table: linking
+ * never fails. For each allocation point n of a 17th holder's acquire:
+ * the acquire returns 0 or ZKR_ENOMEM, and each holder's own node, once
+ * watched, deleted by someone else, must reach it (LOST): no holder is
+ * unreachable by its events. */
+enum { GROW_K = 17 };
+static volatile int grow_seen[GROW_K];
+
+static void grow_state(zkr_lock_t *l, zkr_lock_state_t st, void *data)
+{
+    (void)l;
+    *(volatile int *)data = (int)st;
+}
+
+static void test_index_growth_alloc(void **state)
+{
+    (void)state;
+    for (long n = 1; n <= 400; n++) {
+        zkr_session_t *s = open_session(10000);
+        zkr_lock_t *l[GROW_K];
+        char node[GROW_K][ZKR_NODE_MAX];
+        int rc[GROW_K], held = 0;
+        long w0 = zkt_total_watches(server), fired;
+
+        watchdog(120, "index growth, allocation %ld", n);
+        for (int i = 0; i < GROW_K; i++) {
+            char path[64];
+            snprintf(path, sizeof(path), "/fi/grow/%d", i);
+            l[i] = new_lock(s, path, "a");
+            grow_seen[i] = -1;
+            assert_int_equal(
+                zkr_lock_set_listener(l[i], grow_state, (void *)&grow_seen[i]),
+                0);
+            if (i == GROW_K - 1)
+                zkr__fault_arm(ZKR__FAULT_ALLOC, n, 0, 0);
+            rc[i] = zkr_lock_acquire(l[i], -1);
+        }
+        fired = zkr__fault_fired();
+        zkr__fault_arm(0, 0, 0, 0);
+        for (int i = 0; i < GROW_K; i++) {
+            assert_true(rc[i] == 0 || rc[i] == ZKR_ENOMEM);
+            if (rc[i] == 0) {
+                assert_int_equal(zkr_lock_node(l[i], node[i], ZKR_NODE_MAX), 0);
+                held++;
+            }
+        }
+        /* Each holder watches its own node (a failed send is retried). */
+        assert_true(
+            ZKT_WAIT_UNTIL(zkt_total_watches(server) == w0 + held, 20000));
+        for (int i = 0; i < GROW_K; i++)
+            if (rc[i] == 0)
+                assert_int_equal(zoo_delete(raw, node[i], -1), ZOK);
+        for (int i = 0; i < GROW_K; i++) {
+            if (rc[i] == 0)
+                assert_true(
+                    ZKT_WAIT_UNTIL(grow_seen[i] == ZKR_LOCK_LOST, 10000));
+            zkr_lock_free(l[i]);
+        }
+        zkr_session_free(s);
+        watchdog(0, "");
+        if (fired == 0) {
+            print_message("index growth: %ld allocation points\n", n - 1);
+            break; /* the acquire passed fewer than n points */
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -431,6 +499,7 @@ int main(void)
         cmocka_unit_test_teardown(test_observer_zk, disarm),
         cmocka_unit_test_teardown(test_observer_alloc, disarm),
         cmocka_unit_test_teardown(test_acquire_in_lost_window, disarm),
+        cmocka_unit_test_teardown(test_index_growth_alloc, disarm),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));

@@ -397,6 +397,234 @@ static void test_forced_deletion_noticed(void **state)
     zkr_session_free(b);
 }
 
+/* Many handles of one session (issue 19: the session indexes its handles
+ * by the paths of their nodes and of their watches, and a watch event
+ * looks only at the handles of its path). A chain on one path, each waiter
+ * watching the node of the one before it (in the same session, as the
+ * holder watches its own node: two handles, one path); half of them freed
+ * in random order while the events of those deletions arrive; the rest
+ * must each be granted exactly once, in queue order, one at a time. A
+ * handle left in the index after its free is a use after free (ASan,
+ * valgrind); one missing from it is never woken (the wait fails). */
+enum { MANY = 30, MANY_PATHS = 40 };
+static volatile int many_got[MANY_PATHS], many_rc[MANY_PATHS];
+
+static void many_done(int rc, zkr_lock_t *l, void *data)
+{
+    int i = (int)(intptr_t)data;
+
+    (void)l;
+    many_rc[i] = rc;
+    many_got[i]++;
+}
+
+/* 0..n-1 in a random order, seeded from the clock (the seed is printed
+ * to replay a failure). */
+static void shuffled(int *order, int n)
+{
+    unsigned seed = (unsigned)zkt_now_ms();
+
+    print_message("seed %u\n", seed);
+    srand(seed);
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        int j = rand() % (i + 1), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+}
+
+static void test_one_session_many_handles(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_lock_t *l[MANY];
+    int freed[MANY] = {0}, order[MANY];
+
+    (void)state;
+    for (int i = 0; i < MANY; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "h%d", i);
+        l[i] = new_lock(s, "/t/many", id);
+        many_got[i] = 0;
+    }
+    assert_int_equal(zkr_lock_acquire(l[0], -1), 0);
+    for (int i = 1; i < MANY; i++)
+        assert_int_equal(
+            zkr_lock_acquire_async(l[i], -1, many_done, (void *)(intptr_t)i),
+            0);
+    assert_true(ZKT_WAIT_UNTIL(children("/t/many") == MANY, 10000));
+    shuffled(order, MANY);
+    for (int k = 0; k < MANY / 2; k++) {
+        zkr_lock_free(l[order[k]]);
+        freed[order[k]] = 1;
+    }
+    /* The rest, in queue order: each granted once, alone. */
+    for (int i = 0; i < MANY; i++) {
+        int held = 0;
+        if (freed[i])
+            continue;
+        if (i > 0) {
+            assert_true(ZKT_WAIT_UNTIL(many_got[i] == 1, 10000));
+            assert_int_equal(many_rc[i], 0);
+        }
+        for (int j = 0; j < MANY; j++)
+            if (!freed[j] && zkr_lock_state(l[j]) == ZKR_LOCK_HELD)
+                held++;
+        assert_int_equal(held, 1);
+        assert_int_equal(zkr_lock_state(l[i]), ZKR_LOCK_HELD);
+        for (int j = i + 1; j < MANY; j++)
+            if (!freed[j])
+                assert_int_equal(many_got[j], 0);
+        assert_int_equal(zkr_lock_release(l[i]), 0);
+    }
+    for (int i = 0; i < MANY; i++) {
+        if (!freed[i]) {
+            assert_int_equal(many_got[i], i > 0 ? 1 : 0);
+            zkr_lock_free(l[i]);
+        }
+    }
+    assert_int_equal(children("/t/many"), 0);
+    zkr_session_free(s);
+}
+
+/* More holders in one session than the path index's first table (16
+ * buckets, so it grows while they are made), on distinct paths; each
+ * node deleted by someone else, in random order: every holder must
+ * notice (its own node's watch event must reach it). */
+static void test_one_session_many_paths(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_lock_t *l[MANY_PATHS];
+    volatile int seen[MANY_PATHS];
+    char node[MANY_PATHS][ZKR_NODE_MAX];
+    int order[MANY_PATHS];
+    long w0 = zkt_total_watches(server);
+
+    (void)state;
+    for (int i = 0; i < MANY_PATHS; i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/t/manyp/%d", i);
+        l[i] = new_lock(s, path, "a");
+        seen[i] = -1;
+        assert_int_equal(
+            zkr_lock_set_listener(l[i], on_state, (void *)&seen[i]), 0);
+        assert_int_equal(zkr_lock_acquire(l[i], -1), 0);
+        assert_int_equal(zkr_lock_node(l[i], node[i], sizeof(node[i])), 0);
+    }
+    /* Each holder watches its own node. */
+    assert_true(
+        ZKT_WAIT_UNTIL(zkt_total_watches(server) == w0 + MANY_PATHS, 10000));
+    shuffled(order, MANY_PATHS);
+    for (int k = 0; k < MANY_PATHS; k++)
+        assert_int_equal(zoo_delete(raw, node[order[k]], -1), ZOK);
+    for (int i = 0; i < MANY_PATHS; i++) {
+        assert_true(ZKT_WAIT_UNTIL(seen[i] == ZKR_LOCK_LOST, 10000));
+        assert_int_equal(zkr_lock_release(l[i]), ZKR_ELOST);
+        zkr_lock_free(l[i]);
+    }
+    zkr_session_free(s);
+}
+
+/* Many handles of one session waiting with timeouts (the session's timer
+ * visits only the handles that may have a timer): some freed before their
+ * deadline, in random order; each of the others must end with
+ * ZKR_ETIMEDOUT, and not before its own deadline. */
+enum { MANY_TIMED = 20 };
+static volatile int64_t timed_at[MANY_TIMED];
+
+static void timed_done(int rc, zkr_lock_t *l, void *data)
+{
+    int i = (int)(intptr_t)data;
+
+    (void)l;
+    many_rc[i] = rc;
+    timed_at[i] = zkt_now_ms();
+    many_got[i]++;
+}
+
+static void test_one_session_many_deadlines(void **state)
+{
+    zkr_session_t *a = open_session(10000), *s = open_session(10000);
+    zkr_lock_t *holder = new_lock(a, "/t/manyd", "holder"), *l[MANY_TIMED];
+    int freed[MANY_TIMED] = {0}, order[MANY_TIMED];
+    int64_t t0, tmo[MANY_TIMED];
+
+    (void)state;
+    assert_int_equal(zkr_lock_acquire(holder, -1), 0);
+    t0 = zkt_now_ms();
+    for (int i = 0; i < MANY_TIMED; i++) {
+        l[i] = new_lock(s, "/t/manyd", "w");
+        many_got[i] = 0;
+        tmo[i] = zkt_scaled_ms(300 + 40 * ((i * 7) % MANY_TIMED));
+        assert_int_equal(zkr_lock_acquire_async(l[i], (int)tmo[i], timed_done,
+                                                (void *)(intptr_t)i),
+                         0);
+    }
+    shuffled(order, MANY_TIMED);
+    for (int k = 0; k < MANY_TIMED / 4; k++) {
+        zkr_lock_free(l[order[k]]);
+        freed[order[k]] = 1;
+    }
+    for (int i = 0; i < MANY_TIMED; i++) {
+        if (freed[i])
+            continue;
+        assert_true(ZKT_WAIT_UNTIL(many_got[i] == 1, 20000));
+        assert_int_equal(many_rc[i], ZKR_ETIMEDOUT);
+        assert_true(timed_at[i] >= t0 + tmo[i]);
+        zkr_lock_free(l[i]);
+    }
+    assert_int_equal(zkr_lock_release(holder), 0);
+    zkr_lock_free(holder);
+    assert_true(ZKT_WAIT_UNTIL(children("/t/manyd") == 0, 10000));
+    zkr_session_free(s);
+    zkr_session_free(a);
+}
+
+/* Many releases in flight on one session (its cleanup list: entries
+ * unlinked as their deletes are answered, in any order, and disowned by
+ * handles freed meanwhile): half the handles freed in random order while
+ * their releases are pending. Every release callback comes once, with 0,
+ * for the handles kept; every node is deleted. */
+static void test_one_session_many_releases(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_lock_t *l[MANY_PATHS];
+    int order[MANY_PATHS], freed[MANY_PATHS] = {0};
+
+    (void)state;
+    for (int i = 0; i < MANY_PATHS; i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/t/manyr/%d", i);
+        l[i] = new_lock(s, path, "a");
+        assert_int_equal(zkr_lock_acquire(l[i], -1), 0);
+        many_got[i] = 0;
+    }
+    for (int i = 0; i < MANY_PATHS; i++)
+        assert_int_equal(
+            zkr_lock_release_async(l[i], many_done, (void *)(intptr_t)i), 0);
+    shuffled(order, MANY_PATHS);
+    for (int k = 0; k < MANY_PATHS / 2; k++) {
+        zkr_lock_free(l[order[k]]);
+        freed[order[k]] = 1;
+    }
+    for (int i = 0; i < MANY_PATHS; i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/t/manyr/%d", i);
+        assert_true(ZKT_WAIT_UNTIL(children(path) == 0, 10000));
+    }
+    for (int i = 0; i < MANY_PATHS; i++) {
+        if (freed[i])
+            continue;
+        assert_true(ZKT_WAIT_UNTIL(many_got[i] == 1, 10000));
+        assert_int_equal(many_rc[i], 0);
+        assert_int_equal(zkr_lock_state(l[i]), ZKR_LOCK_IDLE);
+        zkr_lock_free(l[i]);
+        assert_int_equal(many_got[i], 1);
+    }
+    zkr_session_free(s);
+}
+
 /* A queue of n contenders on 4 sessions, formed at once (each waiter's
  * listing shows everyone before it), then released in turn: each release
  * must grant exactly the next one, with one notification. Returns the
@@ -937,6 +1165,10 @@ int main(void)
         cmocka_unit_test(test_application_watch_kept),
         cmocka_unit_test(test_removed_watch_not_retried),
         cmocka_unit_test(test_release_refused),
+        cmocka_unit_test(test_one_session_many_handles),
+        cmocka_unit_test(test_one_session_many_paths),
+        cmocka_unit_test(test_one_session_many_deadlines),
+        cmocka_unit_test(test_one_session_many_releases),
     };
     return cmocka_run_group_tests_name("lock", tests, setup, teardown);
 }
