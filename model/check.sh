@@ -82,6 +82,7 @@ mutant_list=(
     "s-semaphore-grant-at-n|-DMUTANT_S -DRECIPE=2 -DSEMN=1 -DMAXOPS=0 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0 -DCANCEL=0"
     "f-notification-dropped|-DMUTANT_F -DLIVENESS -DMAXOPS=0 -DCANCEL=0 -DMAXLOSS=0 -DMAXLAPSE=0 -DNEWSESS=0"
     "o-barging-semaphore|-DMUTANT_O -DRECIPE=2 -DSEMN=1 -DNZ=3 -DFOREIGN=0 -DMAXOPS=0 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0 -DCANCEL=0"
+    "slow:w-watch-untouchable|-DMUTANT_W -DKEEP -DLIVENESS -DRECIPE=2 -DSEMN=2 -DNZ=1 -DNF=3 -DMAXOPS=0 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0 -DCANCEL=0"
     "slow:t-no-touch|-DMUTANT_T -DKEEP -DLIVENESS -DRECIPE=2 -DSEMN=2 -DNF=2 -DMAXOPS=0 -DMAXLOSS=0 -DMAXCUTS=0 -DMAXLAPSE=0 -DNEWSESS=0 -DCANCEL=0"
 )
 
@@ -91,7 +92,7 @@ run() {
     local name=$1 flags=$2 dir="$work/$1" t0 t1 cflags=-DSAFETY runflags=
     if [[ "$flags" == *-DLIVENESS* ]]; then
         cflags=-DNFAIR=3
-        [[ "$flags" != *-DNF=2* ]] || cflags=-DNFAIR=4
+        [[ "$flags" != *-DNF=[23]* ]] || cflags=-DNFAIR=4
         runflags="-a -f"
     fi
     mkdir -p "$dir"

@@ -141,7 +141,7 @@ inline decide()
     /* (o) a semaphore that counts permits held instead of entries before
      * it (a barging semaphore): granted when fewer than N contenders hold
      * one, whatever waits before it; else it waits as the rule says */
-    k = fheld[0] + fheld[1];
+    k = fheld[0] + fheld[1] + fheld[2];
     for (j : 0 .. NZ - 1) {
         k = k + held[j]
     }

@@ -43,7 +43,7 @@
 #define FOREIGN 1 /* the foreign contender takes part */
 #endif
 #ifndef NF
-#define NF 1 /* foreign contenders (at most 2), when FOREIGN */
+#define NF 1 /* foreign contenders (at most 3), when FOREIGN */
 #endif
 #ifndef MAXLAPSE
 #define MAXLAPSE 1 /* sessions that go silent for T (besides abandoned ones) */
@@ -163,8 +163,8 @@ byte cursid[NZ];
 byte phase[NZ];
 bool held[NZ];     /* zkr: HELD */
 bool forced[NS];   /* deleted by someone else while first in the queue */
-bool fheld[2]; /* foreign contender f holds */
-byte fslot[2];  /* its node (NONE before it creates one) */
+bool fheld[3]; /* foreign contender f holds */
+byte fslot[3];  /* its node (NONE before it creates one) */
 byte last_token; /* the czxid of the last grant */
 byte ndone;
 
@@ -173,9 +173,11 @@ byte ndone;
  * operator's forced release: the holder is told, but late). */
 #define VALID_Z(c) (held[c] && !cl_lost[cursid[c]] && !forced[myslot[c]])
 #define VALID_F1(f) (fheld[f] && !forced[fslot[f]])
-#define VALID_F (VALID_F1(0) + VALID_F1(1))
+#define VALID_F (VALID_F1(0) + VALID_F1(1) + VALID_F1(2))
 #if NZ == 3
 #define NVALID (VALID_Z(0) + VALID_Z(1) + VALID_Z(2) + VALID_F)
+#elif NZ == 1
+#define NVALID (VALID_Z(0) + VALID_F)
 #else
 #define NVALID (VALID_Z(0) + VALID_Z(1) + VALID_F)
 #endif
