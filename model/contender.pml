@@ -95,9 +95,11 @@ inline lose()
 
 inline grant_ok()
 {
+    order_check(my);
     held[c] = 1;
 #ifndef MUTANT_T
-    touch = (RECIPE == R_SEM); /* [H1] touch_due */
+    /* [H1] touch_due (MUTANT_T: (t) a granted permit does not touch) */
+    touch = (RECIPE == R_SEM);
 #endif
     ph = P_HELD;
     phase[c] = ph;
@@ -135,6 +137,20 @@ inline decide()
         :: else
         fi
     }
+#ifdef MUTANT_O
+    /* (o) a semaphore that counts permits held instead of entries before
+     * it (a barging semaphore): granted when fewer than N contenders hold
+     * one, whatever waits before it; else it waits as the rule says */
+    k = fheld[0] + fheld[1] + fheld[2];
+    for (j : 0 .. NZ - 1) {
+        k = k + held[j]
+    }
+    if
+    :: RECIPE == R_SEM && k < SEMN -> n = 0
+    :: RECIPE == R_SEM && k >= SEMN && n < SEMN -> n = SEMN
+    :: else
+    fi;
+#endif
     if
 #ifdef MUTANT_S
     /* (s) a semaphore granted with N entries before it */
@@ -143,7 +159,7 @@ inline decide()
     :: RECIPE == R_SEM && n < SEMN -> pred = NONE
 #endif
     :: RECIPE == R_SEM && n == SEMN -> pred = DIRP /* the first waiter */
-#ifndef MUTANT_U
+#ifndef MUTANT_W
     /* [W2] a predecessor that will not touch its node when granted (a
      * foreign one): watch the directory instead */
     :: RECIPE == R_SEM && n > SEMN && !TOUCHABLE(pred) -> pred = DIRP
@@ -330,7 +346,7 @@ proctype zkr(byte c)
 {
     byte ph = P_CREATING, sid = 2 * c, nsid, my = NONE, uu = 2 * c;
     byte pred = NONE, mask, cl = NONE, x, i, j, k, n, hit, lz;
-    bool doubt, relist, swp, pchg, clsent, canceled, lw, touch;
+    bool doubt, relist, swp, pchg, clsent, canceled, lw, touch, kept;
     mtype m;
 
     phase[c] = ph;
@@ -392,7 +408,7 @@ proctype zkr(byte c)
     /* ------------------------------------------ holding [L1], [H2] */
     :: atomic {
         /* release: the cleanup list deletes the node */
-        ph == P_HELD ->
+        ph == P_HELD && !kept ->
         held[c] = 0;
         ph = P_RELEASING;
         phase[c] = ph;
@@ -400,6 +416,14 @@ proctype zkr(byte c)
         clsent = 0;
         printf("MSC: zkr%d releases\n", c)
     }
+#ifdef KEEP
+    :: atomic {
+        /* (-DKEEP) a holder may keep its grant for ever: weak fairness
+         * then does not make it release */
+        ph == P_HELD && !kept -> kept = 1;
+        printf("MSC: zkr%d keeps its grant\n", c)
+    }
+#endif
     :: atomic {
         /* [H1] a granted permit touches its node (poke), waking the
          * waiter that watches it */

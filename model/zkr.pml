@@ -42,6 +42,9 @@
 #ifndef FOREIGN
 #define FOREIGN 1 /* the foreign contender takes part */
 #endif
+#ifndef NF
+#define NF 1 /* foreign contenders (at most 3), when FOREIGN */
+#endif
 #ifndef MAXLAPSE
 #define MAXLAPSE 1 /* sessions that go silent for T (besides abandoned ones) */
 #endif
@@ -91,7 +94,8 @@ byte s_cz[NS];  /* czxid (0: slot unused) */
 byte s_dz[NS];  /* zxid of its deletion (0: alive) */
 byte s_own[NS]; /* ephemeralOwner (session) */
 byte s_uu[NS];  /* the UUID in its name (zkr: 2c + attempt; foreign: 9) */
-byte f_mz[NS];  /* the follower's mzxid of a written node (0: never) */
+byte f_mz[NS];
+bool gr[NS];    /* [P5]: granted, and still there (zkr.pml, order_check) */  /* the follower's mzxid of a written node (0: never) */
 
 mtype = { L_CREATE, L_DELETE, L_SET, L_EXPIRE };
 mtype lg_kind[MAXZ];
@@ -127,6 +131,7 @@ inline l_delete(slot, by)
 {
     log_(L_DELETE, slot, by);
     s_dz[slot] = Z;
+    gr[slot] = 0;
     CV = (CV + 1) % SEQM
 }
 
@@ -178,8 +183,8 @@ mtype = { R_VER };
 byte phase[NZ];
 bool held[NZ];     /* zkr: HELD */
 bool forced[NS];   /* deleted by someone else while first in the queue */
-bool fheld;
-byte fslot = NONE;
+bool fheld[3]; /* foreign contender f holds */
+byte fslot[3];  /* its node (NONE before it creates one) */
 byte last_token; /* the czxid of the last grant */
 byte ndone;
 
@@ -195,9 +200,12 @@ byte ndone;
 #else
 #define VALID_Z(c) (held[c] && !cl_lost[cursid[c]] && !forced[myslot[c]])
 #endif
-#define VALID_F (fheld && !forced[fslot])
+#define VALID_F1(f) (fheld[f] && !forced[fslot[f]])
+#define VALID_F (VALID_F1(0) + VALID_F1(1) + VALID_F1(2))
 #if NZ == 3
 #define NVALID (VALID_Z(0) + VALID_Z(1) + VALID_Z(2) + VALID_F)
+#elif NZ == 1
+#define NVALID (VALID_Z(0) + VALID_F)
 #else
 #define NVALID (VALID_Z(0) + VALID_Z(1) + VALID_F)
 #endif
@@ -239,6 +247,35 @@ inline eligible(slot, j, n, res)
     res = (n < LIMIT);
     j = 0;
     n = 0
+}
+
+/* [P5] Queue order among surviving contenders, from the rule (SPEC, issue
+ * 13): when a contender is granted, every node before it in the queue's
+ * order ([N3]) that still exists on the leader is granted (its holder was
+ * told) or eligible by its own recipe's rule on the leader's state (told
+ * or not yet). A later contender never overtakes an earlier one that must
+ * still wait. Checked at each grant of a node that exists. gr[j]: node j
+ * was granted (its holder may be releasing it); cleared when it goes. */
+byte oj, o_n, o_k; /* scratch, zero between steps */
+bool oe;
+inline order_check(slot)
+{
+    for (oj : 0 .. NS - 1) {
+        if
+        :: oj != slot && LIVE(slot) && LIVE(oj) && BEFORE(s_seq[oj], s_seq[slot]) && !gr[oj] ->
+            eligible(oj, o_k, o_n, oe);
+            if
+            :: !oe ->
+                printf("MSC: OUT OF ORDER: slot %d granted, slot %d before it waits\n", slot, oj);
+                assert(false)
+            :: else
+            fi
+        :: else
+        fi
+    }
+    oj = 0;
+    oe = 0;
+    gr[slot] = LIVE(slot)
 }
 
 /* [P4], [F1] Fencing tokens of successive grants strictly increase. A grant
@@ -397,7 +434,7 @@ end:
 /* [X1] A Curator/kazoo-named contender; its library's rule, run on the
  * leader's state: granted when its own node exists and no node is before
  * it; gives up if its node is deleted. */
-active proctype foreign()
+proctype foreign(byte f)
 {
     byte i, n;
     bool free;
@@ -406,34 +443,43 @@ active proctype foreign()
     :: else
     fi;
     atomic {
-        l_create(FSESS, FUU, NONE, fslot);
-        printf("MSC: foreign creates slot %d seq %d czxid %d\n", fslot, s_seq[fslot], s_cz[fslot])
+        l_create(FSESS, FUU, NONE, fslot[f]);
+        printf("MSC: foreign%d creates slot %d seq %d czxid %d\n", f, fslot[f], s_seq[fslot[f]], s_cz[fslot[f]])
     }
     do
     :: atomic {
-        s_dz[fslot] != 0 -> printf("MSC: foreign gives up (its node is gone)\n");
+        s_dz[fslot[f]] != 0 -> printf("MSC: foreign%d gives up (its node is gone)\n", f);
         goto fend
     }
     :: atomic {
-        s_dz[fslot] == 0;
-        eligible(fslot, i, n, free);
+        s_dz[fslot[f]] == 0;
+        eligible(fslot[f], i, n, free);
         if
         :: free ->
-            fheld = 1;
-            grant_token(fslot);
-            printf("MSC: foreign HELD (token %d)\n", s_cz[fslot]);
+            order_check(fslot[f]);
+            fheld[f] = 1;
+            grant_token(fslot[f]);
+            printf("MSC: foreign%d HELD (token %d)\n", f, s_cz[fslot[f]]);
             break
         :: else
         fi
     }
     od;
+#ifdef KEEP
+    /* (-DKEEP) it may keep its grant for ever */
+    if
+    :: skip
+    :: printf("MSC: foreign%d keeps its grant\n", f);
+        false
+    fi;
+#endif
     atomic {
-        fheld = 0;
+        fheld[f] = 0;
         if
-        :: LIVE(fslot) -> l_delete(fslot, NONE)
+        :: LIVE(fslot[f]) -> l_delete(fslot[f], NONE)
         :: else
         fi;
-        printf("MSC: foreign releases\n")
+        printf("MSC: foreign%d releases\n", f)
     }
 fend:
     ndone++
@@ -492,7 +538,7 @@ active proctype cleanup_monitor()
 {
     byte i;
     atomic {
-        ndone == NZ + 1 ->
+        ndone == NZ + NF ->
         for (i : 0 .. NS - 1) {
             if
             :: LIVE(i) && s_own[i] < NSESS ->
@@ -524,6 +570,10 @@ init
     byte c;
     atomic {
         sess_alive[FSESS] = 1;
+        for (c : 0 .. NF - 1) {
+            fslot[c] = NONE;
+            run foreign(c)
+        }
         for (c : 0 .. NZ - 1) {
             cursid[c] = 2 * c;
             sess_alive[2 * c] = 1;
