@@ -165,6 +165,9 @@ int zkr__find_entry(const zkr__entry_t *v, int n, const char *name);
 
 /* "-permits-<N>" just before the "-lock-" marker, or 0. */
 int zkr__parse_permits(const char *name);
+/* Is a contender's name recognisably not zkr's (and not Curator's, which
+ * zkr shares: "_c_" and a UUID)? 1 or 0. */
+int zkr__name_foreign(const char *name);
 
 /* A recipe's rule: given the sorted queue, our index and our permit count,
  * return ZKR__GRANT, or the index of the one entry (before us) whose
@@ -679,6 +682,7 @@ struct zkr__contender {
     void (*dispose)(void *owner); /* frees the recipe's handle */
     /* Lock-delay (docs/design/lock-delay.md, 1.3). */
     int delay_ms;         /* 0: off */
+    unsigned delay_flags; /* ZKR_DELAY_* */
     char *behind;         /* name of the node our rule last watched */
     int64_t behind_czxid; /* its czxid (from our watch), 0 if unknown */
     char **before;        /* the nodes before us that our grant depends on,
@@ -745,6 +749,9 @@ int zkr__contender_fd(zkr__contender_t *c);
 /* Sets the lock-delay of the next acquires: 0, ZBADARGUMENTS (< 0) or
  * ZKR_ESTATE (acquiring). */
 int zkr__set_delay(zkr__contender_t *c, int delay_ms);
+/* Sets the lock-delay flags (ZKR_DELAY_*) of the next acquires: 0,
+ * ZBADARGUMENTS (unknown flag) or ZKR_ESTATE (acquiring). */
+int zkr__set_delay_flags(zkr__contender_t *c, unsigned flags);
 /* Fills a sequencer of the current grant; mutex held. 0 or ZKR_ENOTHELD. */
 int zkr__sequencer(zkr__contender_t *c, zkr_sequencer_t *out);
 /* Guarded multi on a contender's grant (sync when cb is NULL). */

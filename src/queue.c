@@ -797,6 +797,21 @@ static void watch_done(int rc, const char *value, int len,
     zkr__op_end(op);
 }
 
+int zkr__set_delay_flags(zkr__contender_t *c, unsigned flags)
+{
+    int rc = 0;
+
+    if ((flags & ~(unsigned)ZKR_DELAY_TRUST_FOREIGN) != 0)
+        return ZBADARGUMENTS;
+    pthread_mutex_lock(&c->s->mu);
+    if (is_acquiring(c))
+        rc = ZKR_ESTATE;
+    else
+        c->delay_flags = flags;
+    pthread_mutex_unlock(&c->s->mu);
+    return rc;
+}
+
 static void list_done(int rc, const struct String_vector *v, const void *data);
 
 /* Waits for the deletion (or change) of one node before us. A getData
@@ -1004,11 +1019,21 @@ static void check_pred(zkr__contender_t *c)
 
 /* ------------------------------------------------------- lock-delay */
 
+/* Is e a foreign node whose departure we take for a release
+ * (ZKR_DELAY_TRUST_FOREIGN)? */
+static int delay_trusted(const zkr__contender_t *c, const zkr__entry_t *e)
+{
+    return (c->delay_flags & ZKR_DELAY_TRUST_FOREIGN) &&
+           zkr__name_foreign(e->name);
+}
+
 /* Does our grant depend on e's departure? A reader's only on writers' and
  * exclusive nodes' (readers share); everyone else's on every node before
- * it. */
+ * it. A trusted foreign node's on none: its going is a release. */
 static int delay_relevant(const zkr__contender_t *c, const zkr__entry_t *e)
 {
+    if (delay_trusted(c, e))
+        return 0;
     if (c->recipe->pred == zkr__pred_read)
         return e->kind == ZKR__KIND_WRITE || e->kind == ZKR__KIND_EXCLUSIVE;
     return 1;
@@ -1041,7 +1066,10 @@ static int note_wait(zkr__contender_t *c, const zkr__entry_t *e, int self,
         if ((c->behind = zkr__strdup(e[w].name)) == NULL)
             return ZKR_ENOMEM;
     }
+    /* A trusted foreign predecessor vouches for nothing: its library may
+     * not wait for nodes it does not know (kazoo ignores zkr's). */
     if (self > 0 && delay_vouches(&e[self - 1]) &&
+        !delay_trusted(c, &e[self - 1]) &&
         (c->vouch = zkr__strdup(e[self - 1].name)) == NULL)
         return ZKR_ENOMEM;
     if (self > 0 && (c->before = calloc((size_t)self, sizeof(char *))) == NULL)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -427,6 +428,160 @@ static void test_foreign_contender(void **state)
     zkr_session_free(s);
 }
 
+/* A Curator-named node ("_c_" and a UUID, as zkr's) cannot be told from
+ * zkr's: ZKR_DELAY_TRUST_FOREIGN does not trust its going either. */
+static void test_trust_foreign_not_curator(void **state)
+{
+    const int d = 1000;
+    zkr_session_t *s = open_session(10000);
+    zkr_lock_t *w = new_lock(s, "/d/curatortrust", "W");
+    char foreign[256];
+    struct grant g;
+    int64_t t0;
+
+    (void)state;
+    mkdirs("/d/curatortrust");
+    assert_int_equal(
+        zoo_create(
+            raw,
+            "/d/curatortrust/_c_5b7d0e8e-1111-4222-8333-944445555666-lock-",
+            "curator", 7, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+            foreign, sizeof(foreign)),
+        ZOK);
+    memset(&g, 0, sizeof(g));
+    assert_int_equal(zkr_lock_set_delay(w, d), 0);
+    assert_int_equal(zkr_lock_set_delay_flags(w, ZKR_DELAY_TRUST_FOREIGN), 0);
+    assert_int_equal(zkr_lock_acquire_async(w, -1, granted, &g), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/d/curatortrust") == 2, 10000));
+    zkt_sleep_ms(zkt_scaled_ms(300));
+    t0 = zkt_now_ms();
+    assert_int_equal(zoo_delete(raw, foreign, -1), ZOK);
+    expect_delayed(w, &g, t0, d);
+    assert_int_equal(zkr_lock_release(w), 0);
+    zkr_lock_free(w);
+    zkr_session_free(s);
+}
+
+/* A real kazoo Lock (python3-kazoo), driven line by line: it acquires
+ * PATH and prints "held NODE"; a line on its input releases (it prints
+ * "released"); a second line (or EOF) ends it. */
+static const char kazoo_script[] =
+    "import sys\n"
+    "from kazoo.client import KazooClient\n"
+    "zk = KazooClient(hosts=sys.argv[1], timeout=10)\n"
+    "zk.start()\n"
+    "lk = zk.Lock(sys.argv[2], 'kazoo')\n"
+    "lk.acquire()\n"
+    "print('held', lk.node, flush=True)\n"
+    "sys.stdin.readline()\n"
+    "lk.release()\n"
+    "print('released', flush=True)\n"
+    "sys.stdin.readline()\n"
+    "zk.stop()\n";
+
+struct kazoo {
+    pid_t pid;
+    FILE *to, *from;
+};
+
+static void kazoo_start(struct kazoo *k, const char *dir, char *node,
+                        size_t len)
+{
+    int in[2], out[2];
+    char line[512];
+
+    assert_int_equal(pipe(in), 0);
+    assert_int_equal(pipe(out), 0);
+    k->pid = fork();
+    assert_true(k->pid >= 0);
+    if (k->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[1]);
+        close(out[0]);
+        execl("/usr/bin/python3", "python3", "-c", kazoo_script,
+              zkt_server_hosts(server), dir, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    k->to = fdopen(in[1], "w");
+    k->from = fdopen(out[0], "r");
+    assert_non_null(fgets(line, sizeof(line), k->from));
+    assert_int_equal(strncmp(line, "held ", 5), 0);
+    line[strcspn(line, "\n")] = '\0';
+    snprintf(node, len, "%s", line + 5);
+}
+
+/* Tells the kazoo holder to release; returns once it says it did. */
+static void kazoo_release(struct kazoo *k)
+{
+    char line[64];
+
+    fputs("release\n", k->to);
+    fflush(k->to);
+    assert_non_null(fgets(line, sizeof(line), k->from));
+    assert_string_equal(line, "released\n");
+}
+
+static void kazoo_end(struct kazoo *k)
+{
+    int status;
+
+    fclose(k->to);
+    fclose(k->from);
+    assert_int_equal(waitpid(k->pid, &status, 0), k->pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* A kazoo holder releases cleanly while a zkr waiter with delay d waits:
+ * by default that is a death (granted no earlier than d after); trusting
+ * foreign releases, the grant is prompt (d is long). No deadlock either
+ * way. */
+static void kazoo_round(const char *dir, unsigned flags, int d)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_lock_t *w = new_lock(s, dir, "W");
+    char node[512];
+    struct kazoo k;
+    struct grant g;
+    int64_t t0;
+
+    mkdirs(dir);
+    kazoo_start(&k, dir, node, sizeof(node));
+    assert_non_null(strstr(node, "__lock__"));
+    memset(&g, 0, sizeof(g));
+    assert_int_equal(zkr_lock_set_delay(w, d), 0);
+    assert_int_equal(zkr_lock_set_delay_flags(w, flags), 0);
+    assert_int_equal(zkr_lock_acquire_async(w, -1, granted, &g), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(dir) == 2, 10000));
+    zkt_sleep_ms(zkt_scaled_ms(300));
+    assert_false(grant_done(&g));
+    t0 = zkt_now_ms();
+    kazoo_release(&k);
+    if (flags & ZKR_DELAY_TRUST_FOREIGN)
+        expect_prompt(&g, t0);
+    else
+        expect_delayed(w, &g, t0, d);
+    assert_int_equal(zkr_lock_state(w), ZKR_LOCK_HELD);
+    assert_int_equal(zkr_lock_release(w), 0);
+    kazoo_end(&k);
+    zkr_lock_free(w);
+    zkr_session_free(s);
+}
+
+static void test_kazoo_release_is_death(void **state)
+{
+    (void)state;
+    kazoo_round("/d/kazoo", 0, 1000);
+}
+
+static void test_kazoo_release_trusted(void **state)
+{
+    (void)state;
+    kazoo_round("/d/kazootrust", ZKR_DELAY_TRUST_FOREIGN, 60000);
+}
+
 /* A waiter of a shared recipe (a semaphore permit, a reader, a writer)
  * with a delay, queued behind n nodes: as waiter(). */
 static zkr_lock_t *shared_waiter(zkr_lock_t *l, const char *dir, int delay_ms,
@@ -625,6 +780,14 @@ static void test_delay_api(void **state)
     assert_int_equal(zkr_election_set_delay(NULL, 1), ZBADARGUMENTS);
     assert_int_equal(zkr_election_set_delay(e, -1), ZBADARGUMENTS);
     assert_int_equal(zkr_election_set_delay(e, 1000), 0);
+    assert_int_equal(zkr_lock_set_delay_flags(NULL, 0), ZBADARGUMENTS);
+    assert_int_equal(zkr_lock_set_delay_flags(l, 0x2), ZBADARGUMENTS);
+    assert_int_equal(zkr_lock_set_delay_flags(l, ZKR_DELAY_TRUST_FOREIGN), 0);
+    assert_int_equal(zkr_lock_set_delay_flags(l, 0), 0);
+    assert_int_equal(zkr_election_set_delay_flags(NULL, 0), ZBADARGUMENTS);
+    assert_int_equal(zkr_election_set_delay_flags(e, ~0u), ZBADARGUMENTS);
+    assert_int_equal(zkr_election_set_delay_flags(e, ZKR_DELAY_TRUST_FOREIGN),
+                     0);
     {
         int64_t until;
         char cause[8];
@@ -660,6 +823,9 @@ int main(void)
         cmocka_unit_test(test_foreign_writes_cannot_fake_release),
         cmocka_unit_test(test_delayed_waiter_leaves),
         cmocka_unit_test(test_foreign_contender),
+        cmocka_unit_test(test_trust_foreign_not_curator),
+        cmocka_unit_test(test_kazoo_release_is_death),
+        cmocka_unit_test(test_kazoo_release_trusted),
         cmocka_unit_test(test_semaphore_delay),
         cmocka_unit_test(test_rwlock_delay),
         cmocka_unit_test(test_election_delay),
