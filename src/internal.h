@@ -211,7 +211,9 @@ typedef struct zkr__mset {
     char *path;       /* never changes: read without the mutex */
     uint64_t acquired, timeouts, cancels, busy, lost_waiting, errors;
     uint64_t handoffs, suspended, lost, leader_changes;
-    uint64_t held_us; /* ended grants, in microseconds */
+    uint64_t held_us;  /* ended grants, in microseconds */
+    uint64_t delays;   /* lock-delays served to their end */
+    uint64_t delay_us; /* their total, from observation to end */
     zkr__hist_t wait, hold, lists;
 } zkr__mset_t;
 
@@ -229,6 +231,7 @@ typedef struct zkr__smetrics {
     zkr__mset_t **index; /* sets by hash(kind, path): nindex buckets */
     size_t nindex, nsets;
     uint64_t suspensions, reconnects, losses;
+    uint64_t records_refused;    /* releases that fell back to a plain delete */
     int64_t reconnect_margin_ms; /* at the last RECONNECTED, or -1 */
     int64_t hb_last_ms;          /* the last heartbeat's round trip, or -1 */
     zkr__hist_t hb;
@@ -819,6 +822,8 @@ void zkr__metrics_lock_state(struct zkr__contender *c, zkr_lock_state_t st);
 void zkr__metrics_session_state(zkr_session_t *s, zkr_state_t st,
                                 int64_t margin_ms);
 void zkr__metrics_heartbeat(zkr_session_t *s, int64_t rtt_ms);
+/* A lock-delay served to its end, ms after the observation that began it. */
+void zkr__metrics_delay_served(struct zkr__contender *c, int64_t ms);
 void zkr__metrics_init(zkr_session_t *s);
 void zkr__metrics_free(zkr_session_t *s); /* session_destroy */
 

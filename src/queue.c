@@ -1269,6 +1269,7 @@ static void issue_record_read(zkr__contender_t *c)
  * us by then. */
 static void end_delay(zkr__contender_t *c)
 {
+    zkr__metrics_delay_served(c, zkr__now_ms() - c->delay_seen);
     c->delay_served = 1;
     c->delay_until = -1;
     c->phase = ZKR__P_LISTING;

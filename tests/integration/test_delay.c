@@ -22,6 +22,16 @@
 #include "../rec.h"
 #include "../server_test.h"
 
+/* A metric of session s (kind and path NULL: a session metric). */
+static double metric(zkr_session_t *s, const char *name, const char *kind,
+                     const char *path)
+{
+    double v = -1;
+
+    assert_int_equal(zkr_metrics_value(s, name, kind, path, &v), 0);
+    return v;
+}
+
 /* The directory's data as a record (kind), or ZKR__REC_NONE. */
 static int dir_record(const char *dir, zkr__record_t *r)
 {
@@ -136,7 +146,11 @@ static void test_record_refused_release_happens(void **state)
     set_dir("/d/nowrite/lock", "before");
     assert_int_equal(zoo_set_acl(raw, "/d/nowrite/lock", -1, &acl), ZOK);
     assert_int_equal(zkr_lock_acquire(l, -1), 0);
+    assert_true(metric(s, "zkr_release_records_refused_total", NULL, NULL) ==
+                0);
     assert_int_equal(zkr_lock_release(l), 0);
+    assert_true(metric(s, "zkr_release_records_refused_total", NULL, NULL) ==
+                1);
     assert_int_equal(zkr_lock_state(l), ZKR_LOCK_IDLE);
     assert_int_equal(children("/d/nowrite/lock"), 0);
     assert_dir_data("/d/nowrite/lock", "before");
@@ -233,6 +247,9 @@ static void test_clean_release_no_delay(void **state)
     assert_int_equal(zkr_lock_release(h), 0);
     expect_prompt(&g, t0);
     assert_int_equal(zkr_lock_state(w), ZKR_LOCK_HELD);
+    assert_true(metric(s2, "zkr_delays_total", "lock", "/d/clean") == 0);
+    assert_true(metric(s1, "zkr_release_records_refused_total", NULL, NULL) ==
+                0);
     assert_int_equal(zkr_lock_release(w), 0);
     zkr_lock_free(w);
     zkr_lock_free(h);
@@ -423,6 +440,10 @@ static void test_foreign_contender(void **state)
     t0 = zkt_now_ms();
     assert_int_equal(zoo_delete(raw, foreign, -1), ZOK);
     expect_delayed(w, &g, t0, d);
+    /* Counted once, for at least d (it ran from after t0 to the end). */
+    assert_true(metric(s, "zkr_delays_total", "lock", "/d/curator") == 1);
+    assert_true(metric(s, "zkr_delay_seconds_total", "lock", "/d/curator") >=
+                d / 1000.0);
     assert_int_equal(zkr_lock_release(w), 0);
     zkr_lock_free(w);
     zkr_session_free(s);
