@@ -263,7 +263,7 @@ static void test_clean_release_no_delay(void **state)
 static void delayed_after(const char *dir,
                           void (*kill)(zkr_session_t *s, const char *node))
 {
-    const int d = 2000;
+    const int d = zkt_scaled_ms(1000);
     zkr_session_t *s1 = open_session(10000), *s2 = open_session(10000);
     char node[ZKR_NODE_MAX], wnode[ZKR_NODE_MAX];
     zkr_lock_t *h = holder(s1, dir, node, sizeof(node));
@@ -381,7 +381,7 @@ static void test_foreign_writes_cannot_fake_release(void **state)
  * longer. */
 static void test_delayed_waiter_leaves(void **state)
 {
-    const int d = 3000, d2 = 60000;
+    const int d = zkt_scaled_ms(1500), d2 = 60000;
     zkr_session_t *s1 = open_session(10000), *s2 = open_session(10000),
                   *s3 = open_session(10000);
     char node[ZKR_NODE_MAX];
@@ -421,7 +421,7 @@ static void test_delayed_waiter_leaves(void **state)
  * and then is granted: shareable, no deadlock. */
 static void test_foreign_contender(void **state)
 {
-    const int d = 1500;
+    const int d = zkt_scaled_ms(1000);
     zkr_session_t *s = open_session(10000);
     char foreign[256];
     struct grant g;
@@ -453,7 +453,7 @@ static void test_foreign_contender(void **state)
  * zkr's: ZKR_DELAY_TRUST_FOREIGN does not trust its going either. */
 static void test_trust_foreign_not_curator(void **state)
 {
-    const int d = 1000;
+    const int d = zkt_scaled_ms(1000);
     zkr_session_t *s = open_session(10000);
     zkr_lock_t *w = new_lock(s, "/d/curatortrust", "W");
     char foreign[256];
@@ -594,7 +594,7 @@ static void kazoo_round(const char *dir, unsigned flags, int d)
 static void test_kazoo_release_is_death(void **state)
 {
     (void)state;
-    kazoo_round("/d/kazoo", 0, 1000);
+    kazoo_round("/d/kazoo", 0, zkt_scaled_ms(1000));
 }
 
 static void test_kazoo_release_trusted(void **state)
@@ -645,7 +645,7 @@ static void hold(zkr_lock_t *l, char *node, size_t len)
  * once; a permit holder's node deleted (a death) delays it. */
 static void test_semaphore_delay(void **state)
 {
-    const int d = 2000;
+    const int d = zkt_scaled_ms(1000);
     zkr_session_t *s = open_session(10000), *s2 = open_session(10000);
     zkr_lock_t *h1 = semaphore(s, "/d/sem"), *h2 = semaphore(s, "/d/sem");
     char n1[ZKR_NODE_MAX], n2[ZKR_NODE_MAX];
@@ -684,7 +684,7 @@ static void test_semaphore_delay(void **state)
  * delayed. */
 static void test_rwlock_delay(void **state)
 {
-    const int d = 2000;
+    const int d = zkt_scaled_ms(1000);
     zkr_session_t *s = open_session(10000), *s2 = open_session(10000);
     zkr_lock_t *r1 = rw_side(s, "/d/rw", 0), *r2 = rw_side(s, "/d/rw", 0);
     zkr_lock_t *wr, *rd;
@@ -731,7 +731,7 @@ static void test_rwlock_delay(void **state)
  * went. A leader that leaves cleanly hands over at once. */
 static void test_election_delay(void **state)
 {
-    const int d = 2000;
+    const int d = zkt_scaled_ms(1000);
     zkr_session_t *s1 = open_session(10000), *s2 = open_session(10000);
     zkr_election_t *e1 = NULL, *e2 = NULL;
     int64_t t0, led;
