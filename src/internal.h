@@ -685,7 +685,7 @@ struct zkr__contender {
     void (*dispose)(void *owner); /* frees the recipe's handle */
     /* Lock-delay (docs/design/lock-delay.md, 1.3). */
     int delay_ms;         /* 0: off */
-    unsigned delay_flags; /* ZKR_DELAY_* */
+    int delay_flags;      /* ZKR_DELAY_* */
     char *behind;         /* name of the node our rule last watched */
     int64_t behind_czxid; /* its czxid (from our watch), 0 if unknown */
     char **before;        /* the nodes before us that our grant depends on,

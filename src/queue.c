@@ -797,21 +797,6 @@ static void watch_done(int rc, const char *value, int len,
     zkr__op_end(op);
 }
 
-int zkr__set_delay_flags(zkr__contender_t *c, unsigned flags)
-{
-    int rc = 0;
-
-    if ((flags & ~(unsigned)ZKR_DELAY_TRUST_FOREIGN) != 0)
-        return ZBADARGUMENTS;
-    pthread_mutex_lock(&c->s->mu);
-    if (is_acquiring(c))
-        rc = ZKR_ESTATE;
-    else
-        c->delay_flags = flags;
-    pthread_mutex_unlock(&c->s->mu);
-    return rc;
-}
-
 static void list_done(int rc, const struct String_vector *v, const void *data);
 
 /* Waits for the deletion (or change) of one node before us. A getData
@@ -1023,7 +1008,7 @@ static void check_pred(zkr__contender_t *c)
  * (ZKR_DELAY_TRUST_FOREIGN)? */
 static int delay_trusted(const zkr__contender_t *c, const zkr__entry_t *e)
 {
-    return (c->delay_flags & ZKR_DELAY_TRUST_FOREIGN) &&
+    return (c->delay_flags & (int)ZKR_DELAY_TRUST_FOREIGN) &&
            zkr__name_foreign(e->name);
 }
 
@@ -1291,19 +1276,33 @@ static void prepare_leave(zkr__contender_t *c)
         c->leave_record = zkr__strdup(text);
 }
 
-int zkr__set_delay(zkr__contender_t *c, int delay_ms)
+/* Sets a lock-delay option of the next acquires: ZKR_ESTATE while one
+ * is in progress. */
+static int set_delay_option(zkr__contender_t *c, int *slot, int v)
 {
     int rc = 0;
 
-    if (delay_ms < 0)
-        return ZBADARGUMENTS;
     pthread_mutex_lock(&c->s->mu);
     if (is_acquiring(c))
         rc = ZKR_ESTATE;
     else
-        c->delay_ms = delay_ms;
+        *slot = v;
     pthread_mutex_unlock(&c->s->mu);
     return rc;
+}
+
+int zkr__set_delay(zkr__contender_t *c, int delay_ms)
+{
+    if (delay_ms < 0)
+        return ZBADARGUMENTS;
+    return set_delay_option(c, &c->delay_ms, delay_ms);
+}
+
+int zkr__set_delay_flags(zkr__contender_t *c, unsigned flags)
+{
+    if ((flags & ~(unsigned)ZKR_DELAY_TRUST_FOREIGN) != 0)
+        return ZBADARGUMENTS;
+    return set_delay_option(c, &c->delay_flags, (int)flags);
 }
 
 static void list_done(int rc, const struct String_vector *v, const void *data)

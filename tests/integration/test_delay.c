@@ -205,13 +205,12 @@ static void expect_prompt(struct grant *g, int64_t t0)
     assert_true(g->at - t0 < 20000);
 }
 
-/* A waiter with a delay, queued behind n nodes already in dir: returns
- * once its node is listed and it had time to set its watch. */
-static zkr_lock_t *waiter(zkr_session_t *s, const char *dir, int delay_ms,
-                          int n, struct grant *g)
+/* Handle l (a lock, a semaphore permit, a reader, a writer) waits with a
+ * delay, queued behind n nodes already in dir: returns once its node is
+ * listed and it had time to set its watch. */
+static zkr_lock_t *shared_waiter(zkr_lock_t *l, const char *dir, int delay_ms,
+                                 int n, struct grant *g)
 {
-    zkr_lock_t *l = new_lock(s, dir, "W");
-
     memset(g, 0, sizeof(*g));
     assert_int_equal(zkr_lock_set_delay(l, delay_ms), 0);
     assert_int_equal(zkr_lock_acquire_async(l, -1, granted, g), 0);
@@ -219,6 +218,13 @@ static zkr_lock_t *waiter(zkr_session_t *s, const char *dir, int delay_ms,
     zkt_sleep_ms(zkt_scaled_ms(300));
     assert_false(grant_done(g));
     return l;
+}
+
+/* A new lock of session s waiting as shared_waiter(). */
+static zkr_lock_t *waiter(zkr_session_t *s, const char *dir, int delay_ms,
+                          int n, struct grant *g)
+{
+    return shared_waiter(new_lock(s, dir, "W"), dir, delay_ms, n, g);
 }
 
 static zkr_lock_t *holder(zkr_session_t *s, const char *dir, char *node,
@@ -469,12 +475,8 @@ static void test_trust_foreign_not_curator(void **state)
             "curator", 7, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
             foreign, sizeof(foreign)),
         ZOK);
-    memset(&g, 0, sizeof(g));
-    assert_int_equal(zkr_lock_set_delay(w, d), 0);
     assert_int_equal(zkr_lock_set_delay_flags(w, ZKR_DELAY_TRUST_FOREIGN), 0);
-    assert_int_equal(zkr_lock_acquire_async(w, -1, granted, &g), 0);
-    assert_true(ZKT_WAIT_UNTIL(children("/d/curatortrust") == 2, 10000));
-    zkt_sleep_ms(zkt_scaled_ms(300));
+    shared_waiter(w, "/d/curatortrust", d, 1, &g);
     t0 = zkt_now_ms();
     assert_int_equal(zoo_delete(raw, foreign, -1), ZOK);
     expect_delayed(w, &g, t0, d);
@@ -571,13 +573,8 @@ static void kazoo_round(const char *dir, unsigned flags, int d)
     mkdirs(dir);
     kazoo_start(&k, dir, node, sizeof(node));
     assert_non_null(strstr(node, "__lock__"));
-    memset(&g, 0, sizeof(g));
-    assert_int_equal(zkr_lock_set_delay(w, d), 0);
     assert_int_equal(zkr_lock_set_delay_flags(w, flags), 0);
-    assert_int_equal(zkr_lock_acquire_async(w, -1, granted, &g), 0);
-    assert_true(ZKT_WAIT_UNTIL(children(dir) == 2, 10000));
-    zkt_sleep_ms(zkt_scaled_ms(300));
-    assert_false(grant_done(&g));
+    shared_waiter(w, dir, d, 1, &g);
     t0 = zkt_now_ms();
     kazoo_release(&k);
     if (flags & ZKR_DELAY_TRUST_FOREIGN)
@@ -601,20 +598,6 @@ static void test_kazoo_release_trusted(void **state)
 {
     (void)state;
     kazoo_round("/d/kazootrust", ZKR_DELAY_TRUST_FOREIGN, 60000);
-}
-
-/* A waiter of a shared recipe (a semaphore permit, a reader, a writer)
- * with a delay, queued behind n nodes: as waiter(). */
-static zkr_lock_t *shared_waiter(zkr_lock_t *l, const char *dir, int delay_ms,
-                                 int n, struct grant *g)
-{
-    memset(g, 0, sizeof(*g));
-    assert_int_equal(zkr_lock_set_delay(l, delay_ms), 0);
-    assert_int_equal(zkr_lock_acquire_async(l, -1, granted, g), 0);
-    assert_true(ZKT_WAIT_UNTIL(children(dir) == n + 1, 10000));
-    zkt_sleep_ms(zkt_scaled_ms(300));
-    assert_false(grant_done(g));
-    return l;
 }
 
 static zkr_lock_t *semaphore(zkr_session_t *s, const char *dir)
