@@ -897,6 +897,31 @@ ZKR_EXTERN int zkr_lock_set_listener(zkr_lock_t *l, zkr_lock_listener_t fn,
  */
 ZKR_EXTERN int zkr_lock_set_delay(zkr_lock_t *l, int delay_ms);
 
+/** Lock-delay flag (zkr_lock_set_delay_flags()): the disappearance of a
+ * node whose name is recognisably not zkr's counts as a clean release. */
+#define ZKR_DELAY_TRUST_FOREIGN 0x1u
+
+/**
+ * \brief Sets how this handle's next acquires judge a disappearance
+ *   (zkr_lock_set_delay()). 0, the default: a node that went without a
+ *   zkr release record is a death, whoever owned it.
+ *   ZKR_DELAY_TRUST_FOREIGN: a node whose name is recognisably foreign
+ *   (any name not "_c_" followed by a UUID: kazoo's "<hex>__lock__" and
+ *   "__rlock__", ZooKeeper contrib's "x-<session>-", go-zookeeper's
+ *   "_c_<32 hex digits>-lock-") is taken as released when it goes, and
+ *   never delays the grant; such a node also vouches for no node before it.
+ *
+ * Curator names its lock nodes "_c_<UUID>-lock-" (and "-__READ__",
+ * "-__WRIT__", "-latch-"), exactly as zkr does: they cannot be told from
+ * zkr's, so with this flag too a Curator release is a death unless the
+ * delay is 0. The flag trusts the other library's clients: a kazoo holder
+ * whose session expired is not delayed for either.
+ * \param flags 0 or ZKR_DELAY_TRUST_FOREIGN.
+ * \return 0; ZBADARGUMENTS (NULL, an unknown flag); ZKR_ESTATE (an acquire
+ *   is in progress).
+ */
+ZKR_EXTERN int zkr_lock_set_delay_flags(zkr_lock_t *l, unsigned flags);
+
 /**
  * \brief Lists this lock's contenders in queue order (the first holds).
  * \return as zkr_contenders_list().
@@ -1231,6 +1256,14 @@ ZKR_EXTERN int zkr_election_set_listener(zkr_election_t *e,
  *   not yet leading).
  */
 ZKR_EXTERN int zkr_election_set_delay(zkr_election_t *e, int delay_ms);
+
+/**
+ * \brief Sets this candidate's lock-delay flags, as
+ *   zkr_lock_set_delay_flags().
+ * \return 0; ZBADARGUMENTS (NULL, an unknown flag); ZKR_ESTATE (joined and
+ *   not yet leading).
+ */
+ZKR_EXTERN int zkr_election_set_delay_flags(zkr_election_t *e, unsigned flags);
 
 /**
  * \brief The leader's epoch (czxid of our node) while we lead.

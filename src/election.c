@@ -504,6 +504,11 @@ int zkr_election_set_delay(zkr_election_t *e, int delay_ms)
     return e != NULL ? zkr__set_delay(&e->c, delay_ms) : ZBADARGUMENTS;
 }
 
+int zkr_election_set_delay_flags(zkr_election_t *e, unsigned flags)
+{
+    return e != NULL ? zkr__set_delay_flags(&e->c, flags) : ZBADARGUMENTS;
+}
+
 int zkr_election_epoch(zkr_election_t *e, int64_t *epoch)
 {
     int rc = 0;

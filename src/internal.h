@@ -165,6 +165,9 @@ int zkr__find_entry(const zkr__entry_t *v, int n, const char *name);
 
 /* "-permits-<N>" just before the "-lock-" marker, or 0. */
 int zkr__parse_permits(const char *name);
+/* Is a contender's name recognisably not zkr's (and not Curator's, which
+ * zkr shares: "_c_" and a UUID)? 1 or 0. */
+int zkr__name_foreign(const char *name);
 
 /* A recipe's rule: given the sorted queue, our index and our permit count,
  * return ZKR__GRANT, or the index of the one entry (before us) whose
@@ -208,7 +211,9 @@ typedef struct zkr__mset {
     char *path;       /* never changes: read without the mutex */
     uint64_t acquired, timeouts, cancels, busy, lost_waiting, errors;
     uint64_t handoffs, suspended, lost, leader_changes;
-    uint64_t held_us; /* ended grants, in microseconds */
+    uint64_t held_us;  /* ended grants, in microseconds */
+    uint64_t delays;   /* lock-delays served to their end */
+    uint64_t delay_us; /* their total, from observation to end */
     zkr__hist_t wait, hold, lists;
 } zkr__mset_t;
 
@@ -226,6 +231,7 @@ typedef struct zkr__smetrics {
     zkr__mset_t **index; /* sets by hash(kind, path): nindex buckets */
     size_t nindex, nsets;
     uint64_t suspensions, reconnects, losses;
+    uint64_t records_refused;    /* releases that fell back to a plain delete */
     int64_t reconnect_margin_ms; /* at the last RECONNECTED, or -1 */
     int64_t hb_last_ms;          /* the last heartbeat's round trip, or -1 */
     zkr__hist_t hb;
@@ -711,6 +717,7 @@ struct zkr__contender {
     void (*dispose)(void *owner); /* frees the recipe's handle */
     /* Lock-delay (docs/design/lock-delay.md, 1.3). */
     int delay_ms;         /* 0: off */
+    int delay_flags;      /* ZKR_DELAY_* */
     char *behind;         /* name of the node our rule last watched */
     int64_t behind_czxid; /* its czxid (from our watch), 0 if unknown */
     char **before;        /* the nodes before us that our grant depends on,
@@ -777,6 +784,9 @@ int zkr__contender_fd(zkr__contender_t *c);
 /* Sets the lock-delay of the next acquires: 0, ZBADARGUMENTS (< 0) or
  * ZKR_ESTATE (acquiring). */
 int zkr__set_delay(zkr__contender_t *c, int delay_ms);
+/* Sets the lock-delay flags (ZKR_DELAY_*) of the next acquires: 0,
+ * ZBADARGUMENTS (unknown flag) or ZKR_ESTATE (acquiring). */
+int zkr__set_delay_flags(zkr__contender_t *c, unsigned flags);
 /* Fills a sequencer of the current grant; mutex held. 0 or ZKR_ENOTHELD. */
 int zkr__sequencer(zkr__contender_t *c, zkr_sequencer_t *out);
 /* Guarded multi on a contender's grant (sync when cb is NULL). */
@@ -844,6 +854,8 @@ void zkr__metrics_lock_state(struct zkr__contender *c, zkr_lock_state_t st);
 void zkr__metrics_session_state(zkr_session_t *s, zkr_state_t st,
                                 int64_t margin_ms);
 void zkr__metrics_heartbeat(zkr_session_t *s, int64_t rtt_ms);
+/* A lock-delay served to its end, ms after the observation that began it. */
+void zkr__metrics_delay_served(struct zkr__contender *c, int64_t ms);
 void zkr__metrics_init(zkr_session_t *s);
 void zkr__metrics_free(zkr_session_t *s); /* session_destroy */
 

@@ -206,6 +206,11 @@ int zkr_lock_set_delay(zkr_lock_t *l, int delay_ms)
     return l != NULL ? zkr__set_delay(&l->c, delay_ms) : ZBADARGUMENTS;
 }
 
+int zkr_lock_set_delay_flags(zkr_lock_t *l, unsigned flags)
+{
+    return l != NULL ? zkr__set_delay_flags(&l->c, flags) : ZBADARGUMENTS;
+}
+
 int zkr_lock_contenders(zkr_lock_t *l, zkr_contender_t **out, int *count)
 {
     if (l == NULL)

@@ -222,6 +222,14 @@ void zkr__metrics_heartbeat(zkr_session_t *s, int64_t rtt_ms)
     hist_add(&s->metrics.hb, time_bounds, N_TIME, (uint64_t)rtt_ms * 1000);
 }
 
+void zkr__metrics_delay_served(zkr__contender_t *c, int64_t ms)
+{
+    zkr__mset_t *m = c->metrics.set;
+
+    m->delays++;
+    m->delay_us += (uint64_t)(ms > 0 ? ms : 0) * 1000;
+}
+
 void zkr__metrics_init(zkr_session_t *s)
 {
     s->metrics.reconnect_margin_ms = -1;
@@ -293,6 +301,13 @@ static const family_t families[] = {
      "Grants that took more than one listing: the contender waited for a "
      "predecessor and was handed the grant.",
      'c', 'r', 'n', ROW(m.handoffs), NULL, 0},
+    {"zkr_delays_total",
+     "Lock-delays served to their end: grants that waited because a node "
+     "before went without a clean release.",
+     'c', 'r', 'n', ROW(m.delays), NULL, 0},
+    {"zkr_delay_seconds_total",
+     "Time those lock-delays lasted, from the observation to the end.", 'c',
+     'r', 'u', ROW(m.delay_us), NULL, 0},
     {"zkr_suspended_total",
      "Grants that became SUSPENDED (the connection was lost while held).", 'c',
      'r', 'n', ROW(m.suspended), NULL, 0},
@@ -323,6 +338,10 @@ static const family_t families[] = {
     {"zkr_session_losses_total",
      "Times the session became LOST (expired, or past the safe deadline).", 'c',
      's', 'n', SNAP(m.losses), NULL, 0},
+    {"zkr_release_records_refused_total",
+     "Releases whose release record the directory refused (ZNOAUTH): the "
+     "node was deleted without it, a death to delayed waiters.",
+     'c', 's', 'n', SNAP(m.records_refused), NULL, 0},
     {"zkr_session_valid_seconds",
      "What is left of the safe deadline now (zkr_session_valid_ms()).", 'g',
      's', 'm', SNAP(valid_ms), NULL, 0},

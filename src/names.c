@@ -87,6 +87,27 @@ static int parse_contrib(const char *name, int32_t *seq)
     return zkr__parse_seq(p + 1, seq);
 }
 
+/* zkr names its nodes "_c_<UUID>..." (queue.c, issue_create), as Curator
+ * does; a UUID is 8-4-4-4-12 hex digits. Anything else (kazoo's
+ * "<hex>__lock__", contrib's "x-<hex>-", go-zookeeper's "_c_<32 hex>-")
+ * cannot be a zkr node. */
+int zkr__name_foreign(const char *name)
+{
+    if (strncmp(name, "_c_", 3) != 0)
+        return 1;
+    name += 3;
+    for (int i = 0; i < 36; i++) {
+        int dash = i == 8 || i == 13 || i == 18 || i == 23;
+        char ch = name[i];
+
+        if (dash ? ch != '-'
+                 : !((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') ||
+                     (ch >= 'A' && ch <= 'F')))
+            return 1;
+    }
+    return 0;
+}
+
 int zkr__parse_name(const char *name, int32_t *seq, zkr__kind_t *kind)
 {
     *kind = ZKR__KIND_NONE;

@@ -1183,11 +1183,21 @@ static void check_pred(zkr__contender_t *c)
 
 /* ------------------------------------------------------- lock-delay */
 
+/* Is e a foreign node whose departure we take for a release
+ * (ZKR_DELAY_TRUST_FOREIGN)? */
+static int delay_trusted(const zkr__contender_t *c, const zkr__entry_t *e)
+{
+    return (c->delay_flags & (int)ZKR_DELAY_TRUST_FOREIGN) &&
+           zkr__name_foreign(e->name);
+}
+
 /* Does our grant depend on e's departure? A reader's only on writers' and
  * exclusive nodes' (readers share); everyone else's on every node before
- * it. */
+ * it. A trusted foreign node's on none: its going is a release. */
 static int delay_relevant(const zkr__contender_t *c, const zkr__entry_t *e)
 {
+    if (delay_trusted(c, e))
+        return 0;
     if (c->recipe->pred == zkr__pred_read)
         return e->kind == ZKR__KIND_WRITE || e->kind == ZKR__KIND_EXCLUSIVE;
     return 1;
@@ -1220,7 +1230,10 @@ static int note_wait(zkr__contender_t *c, const zkr__entry_t *e, int self,
         if ((c->behind = zkr__strdup(e[w].name)) == NULL)
             return ZKR_ENOMEM;
     }
+    /* A trusted foreign predecessor vouches for nothing: its library may
+     * not wait for nodes it does not know (kazoo ignores zkr's). */
     if (self > 0 && delay_vouches(&e[self - 1]) &&
+        !delay_trusted(c, &e[self - 1]) &&
         (c->vouch = zkr__strdup(e[self - 1].name)) == NULL)
         return ZKR_ENOMEM;
     if (self > 0 && (c->before = calloc((size_t)self, sizeof(char *))) == NULL)
@@ -1421,6 +1434,7 @@ static void issue_record_read(zkr__contender_t *c)
  * us by then. */
 static void end_delay(zkr__contender_t *c)
 {
+    zkr__metrics_delay_served(c, zkr__now_ms() - c->delay_seen);
     c->delay_served = 1;
     c->delay_until = -1;
     c->phase = ZKR__P_LISTING;
@@ -1442,19 +1456,33 @@ static void prepare_leave(zkr__contender_t *c)
         c->leave_record = zkr__strdup(text);
 }
 
-int zkr__set_delay(zkr__contender_t *c, int delay_ms)
+/* Sets a lock-delay option of the next acquires: ZKR_ESTATE while one
+ * is in progress. */
+static int set_delay_option(zkr__contender_t *c, int *slot, int v)
 {
     int rc = 0;
 
-    if (delay_ms < 0)
-        return ZBADARGUMENTS;
     pthread_mutex_lock(&c->s->mu);
     if (is_acquiring(c))
         rc = ZKR_ESTATE;
     else
-        c->delay_ms = delay_ms;
+        *slot = v;
     pthread_mutex_unlock(&c->s->mu);
     return rc;
+}
+
+int zkr__set_delay(zkr__contender_t *c, int delay_ms)
+{
+    if (delay_ms < 0)
+        return ZBADARGUMENTS;
+    return set_delay_option(c, &c->delay_ms, delay_ms);
+}
+
+int zkr__set_delay_flags(zkr__contender_t *c, unsigned flags)
+{
+    if ((flags & ~(unsigned)ZKR_DELAY_TRUST_FOREIGN) != 0)
+        return ZBADARGUMENTS;
+    return set_delay_option(c, &c->delay_flags, (int)flags);
 }
 
 static void list_done(int rc, const struct String_vector *v, const void *data)

@@ -988,6 +988,7 @@ static void cleanup_multi_done(int rc, const void *data)
                  "deleting it without one; a waiter with a lock-delay "
                  "will take this release for a death",
                  cl->path, cl->record_dir, zkr_strerror(m->results[1].err));
+        s->metrics.records_refused++;
         free(cl->record);
         cl->record = NULL;
         cleanup_busy(s, cl, 0);

@@ -593,6 +593,8 @@ int main(int argc, char **argv)
         if (broken)
             continue;
         rc = zkr_lock_release(l);
+        if (rc == 0)
+            hist("released", token, 0);
         if (resilient)
             rc = 0; /* ZKR_ELOST: it was lost meanwhile; go on */
     }

@@ -11,6 +11,7 @@
  *   enqueue                 a contender starts waiting
  *   grant TOKEN SEQ         acquire returned: it holds the lock
  *   release TOKEN           it stops using the lock (logged before release)
+ *   released TOKEN          zkr_lock_release() returned 0 (a clean release)
  *   suspend / held / lost   lock listener: connection down (must stop
  *                           using the lock) / verified again / ownership gone
  *   giveup                  a wait ended without a grant (timeout, cancel)
@@ -75,6 +76,16 @@
  *                      killed holder's node went no earlier than the kill,
  *                      so a waiter that observed it went waits DELAY_MS
  *                      from then (issue 16).
+ *   delayed_grants     (-D DELAY_MS) the first grant after a clean
+ *                      release (released) with a waiter queued came
+ *                      DELAY_MS or more after the release returned: a
+ *                      release's record lets the next waiter in at once
+ *                      (issue 16). Judged only when nothing between the
+ *                      release and the grant could have made a waiter's
+ *                      predecessor go without a record: no link fault
+ *                      active or started, no pause, kill, giveup, exit of
+ *                      a waiter, suspension, loss, foreign action or
+ *                      operator delete.
  *   double_leaders     a leader-on or fn-start while another elector was
  *                      leader and not paused or killed, its node not
  *                      deleted by someone else, and not running a leader
@@ -422,7 +433,8 @@ int main(int argc, char **argv)
 {
     long long session_ms = 10000, margin_ms = 5000, grace_ms = 500;
     long long delay_ms = 0;
-    long early = 0;
+    long early = 0, delayed = 0;
+    long long clean_from = -1; /* ns of a clean release with a waiter */
     long mutex = 0, fencing = 0, fifo = 0, late = 0, leaders = 0, epochs = 0;
     long grants = 0, stale = 0, faults = 0, terms = 0, tokens = 0;
     long deleted = 0, fn_runs = 0, attempts = 0, refused = 0, interleaved = 0;
@@ -486,6 +498,14 @@ int main(int argc, char **argv)
             violation(e, "late handover after kill", -1);
             handover_from = -1;
         }
+        /* Anything that may delete a node without a release record, or
+         * slow a handover down, ends the judgement of a clean one. */
+        if (strcmp(e->what, "released") != 0 && strcmp(e->what, "grant") != 0 &&
+            strcmp(e->what, "enqueue") != 0 &&
+            strcmp(e->what, "release") != 0 && strcmp(e->what, "held") != 0 &&
+            strncmp(e->what, "fence-", 6) != 0 &&
+            !(strcmp(e->what, "exit") == 0 && !p->waiting))
+            clean_from = -1;
         if (strcmp(e->what, "enqueue") == 0) {
             p->waiting = 1;
         } else if (strcmp(e->what, "grant") == 0) {
@@ -516,6 +536,11 @@ int main(int argc, char **argv)
                 early++;
                 violation(e, "grant within the lock-delay of a kill", -1);
             }
+            if (clean_from >= 0 && e->t - clean_from >= delay_ms * 1000000LL) {
+                delayed++;
+                violation(e, "grant delayed after a clean release", -1);
+            }
+            clean_from = -1;
             if (handover_from >= 0) {
                 handovers[nho++] = e->t - handover_from;
                 handover_from = -1;
@@ -536,6 +561,10 @@ int main(int argc, char **argv)
                 handover_kill = 0;
             }
             p->holding = 0;
+        } else if (strcmp(e->what, "released") == 0) {
+            if (delay_ms > 0 && handover_from >= 0 && !handover_kill &&
+                link_faults == 0)
+                clean_from = e->t;
         } else if (strcmp(e->what, "suspend") == 0) {
             p->impaired = 1;
         } else if (strncmp(e->what, "s-", 2) == 0) {
@@ -688,12 +717,12 @@ int main(int argc, char **argv)
            "epoch_regressions=%ld deleted_grants=%ld token_regressions=%ld "
            "foreign=%ld/%ld/%ld handover_p99_ms=%lld fn_runs=%ld "
            "effects=%ld effects_refused=%ld fn_interleavings=%ld "
-           "early_grants=%ld\n",
+           "early_grants=%ld delayed_grants=%ld\n",
            nev, grants, terms, faults, kinds[0] ? kinds : "none", mutex,
            fencing, stale, fifo, late, leaders, epochs, deleted, tokens,
            foreign_joins, foreign_writes, foreign_deletes,
            nho ? handovers[(nho - 1) * 99 / 100] / 1000000 : 0, fn_runs,
-           attempts, refused, interleaved, early);
+           attempts, refused, interleaved, early, delayed);
     free(handovers);
     free(evs);
     free(procs);
@@ -701,7 +730,7 @@ int main(int argc, char **argv)
     free(gone);
     free(ousted);
     return mutex || fencing || fifo || late || leaders || epochs || deleted ||
-                   tokens || interleaved || early
+                   tokens || interleaved || early || delayed
                ? 1
                : 0;
 }

@@ -73,6 +73,7 @@ typedef struct opts {
     const char *path;
     const char *metrics_file; /* --metrics-file, or NULL */
     int64_t delay_ms;         /* --lock-delay; -1: the session timeout */
+    unsigned delay_flags;     /* --trust-foreign-release */
     char **cmd;
 } opts_t;
 
@@ -170,7 +171,11 @@ static void help(kind_t kind)
           "release), wait this\n"
           "                            long before taking over (default: "
           "the session\n"
-          "                            timeout; 0 off)\n",
+          "                            timeout; 0 off)\n"
+          "      --trust-foreign-release\n"
+          "                            a kazoo, contrib or go-zookeeper "
+          "node that goes\n"
+          "                            was released: no lock-delay\n",
           stdout);
     if (kind == KIND_ELECT)
         fputs("      --requeue             run again each time leadership "
@@ -202,7 +207,8 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
         O_PERMITS,
         O_COMMAND,
         O_METRICS,
-        O_DELAY
+        O_DELAY,
+        O_TRUST
     };
     static const struct option lopts[] = {
         {"wait", required_argument, NULL, 'w'},
@@ -222,6 +228,7 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
         {"lost-exit-code", required_argument, NULL, O_LOST},
         {"metrics-file", required_argument, NULL, O_METRICS},
         {"lock-delay", required_argument, NULL, O_DELAY},
+        {"trust-foreign-release", no_argument, NULL, O_TRUST},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -330,6 +337,9 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
                 o->delay_ms > INT_MAX)
                 return cli_usage_error(sub, "invalid --lock-delay '%s'",
                                        optarg);
+            break;
+        case O_TRUST:
+            o->delay_flags = ZKR_DELAY_TRUST_FOREIGN;
             break;
         case 'h':
             help(kind);
@@ -1130,6 +1140,8 @@ static int make_lock(sup_t *p)
         return cli_usage_error(o->sub, "invalid PATH '%s' or --id", o->path);
     if (rc == 0)
         rc = zkr_lock_set_delay(p->l, lock_delay(o, p->s));
+    if (rc == 0)
+        rc = zkr_lock_set_delay_flags(p->l, o->delay_flags);
     if (rc != 0)
         return cli_zk_error(p->cli, rc, "%s", o->path);
     zkr_lock_set_listener(p->l, on_lock_state, p);
@@ -1296,6 +1308,7 @@ static int run_elect(const cli_t *c, const opts_t *o)
         goto out;
     }
     zkr_election_set_delay(p.e, lock_delay(o, p.s));
+    zkr_election_set_delay_flags(p.e, o->delay_flags);
     zkr_election_set_listener(p.e, on_leader, &p);
     zkr_session_add_listener(p.s, on_session, &p);
     if ((rc = zkr_election_join(p.e)) != 0) {

@@ -484,6 +484,29 @@ static void test_checker_properties(void **state)
     c = check_text(dir, "1 11 b enqueue 0 0\n2 10 a grant 5 1\n"
                         "3 10 a release 5 0\n4 11 b grant 6 2\n");
     assert_int_equal(c.status, 0);
+    /* A grant 2.5 s after a clean release (released) is delayed: the
+     * release record lets the waiter in at once. Not judged when a fault
+     * started, or a waiter gave up (its plain delete is a death), in
+     * between; and a prompt grant passes. */
+    c = check_text(dir, "1 11 b enqueue 0 0\n2 10 a grant 5 1\n"
+                        "3 10 a release 5 0\n4 10 a released 5 0\n"
+                        "2500000004 11 b grant 6 2\n");
+    assert_int_equal(c.status, 1);
+    assert_int_equal(field_of(&c, "delayed_grants"), 1);
+    c = check_text(dir, "1 11 b enqueue 0 0\n2 10 a grant 5 1\n"
+                        "3 10 a release 5 0\n4 10 a released 5 0\n"
+                        "5 1 d fault-start reset 0\n6 1 d fault-stop reset 0\n"
+                        "2500000004 11 b grant 6 2\n");
+    assert_int_equal(field_of(&c, "delayed_grants"), 0);
+    c = check_text(dir, "1 11 b enqueue 0 0\n1 12 c enqueue 0 0\n"
+                        "2 10 a grant 5 1\n3 10 a release 5 0\n"
+                        "4 10 a released 5 0\n5 11 b giveup 0 0\n"
+                        "2500000004 12 c grant 6 3\n");
+    assert_int_equal(field_of(&c, "delayed_grants"), 0);
+    c = check_text(dir, "1 11 b enqueue 0 0\n2 10 a grant 5 1\n"
+                        "3 10 a release 5 0\n4 10 a released 5 0\n"
+                        "1900000004 11 b grant 6 2\n");
+    assert_int_equal(c.status, 0);
     /* The bound on a handover grows by the delay: 7.5 s is not late. */
     c = check_text(dir, "1 11 b enqueue 0 0\n2 10 a grant 5 1\n"
                         "3 1 d kill 10 0\n7500000003 11 b grant 6 2\n");
@@ -519,7 +542,8 @@ static pid_t history_holder(const char *hist)
 /* Lock-delay (issue 16) in the history: three contenders with a delay
  * longer than their session timeout; the holder is killed (SIGKILL) with
  * waiters queued. Its node goes at its session's expiry; the next grant
- * must come no earlier than the delay after the kill (early_grants), and
+ * must come no earlier than the delay after the kill (early_grants), a
+ * grant after a clean release must not be delayed (delayed_grants), and
  * every other property holds. */
 static void test_delay_after_kill(void **state)
 {

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -20,6 +21,16 @@
 #include "../../src/internal.h"
 #include "../rec.h"
 #include "../server_test.h"
+
+/* A metric of session s (kind and path NULL: a session metric). */
+static double metric(zkr_session_t *s, const char *name, const char *kind,
+                     const char *path)
+{
+    double v = -1;
+
+    assert_int_equal(zkr_metrics_value(s, name, kind, path, &v), 0);
+    return v;
+}
 
 /* The directory's data as a record (kind), or ZKR__REC_NONE. */
 static int dir_record(const char *dir, zkr__record_t *r)
@@ -135,7 +146,11 @@ static void test_record_refused_release_happens(void **state)
     set_dir("/d/nowrite/lock", "before");
     assert_int_equal(zoo_set_acl(raw, "/d/nowrite/lock", -1, &acl), ZOK);
     assert_int_equal(zkr_lock_acquire(l, -1), 0);
+    assert_true(metric(s, "zkr_release_records_refused_total", NULL, NULL) ==
+                0);
     assert_int_equal(zkr_lock_release(l), 0);
+    assert_true(metric(s, "zkr_release_records_refused_total", NULL, NULL) ==
+                1);
     assert_int_equal(zkr_lock_state(l), ZKR_LOCK_IDLE);
     assert_int_equal(children("/d/nowrite/lock"), 0);
     assert_dir_data("/d/nowrite/lock", "before");
@@ -190,13 +205,12 @@ static void expect_prompt(struct grant *g, int64_t t0)
     assert_true(g->at - t0 < 20000);
 }
 
-/* A waiter with a delay, queued behind n nodes already in dir: returns
- * once its node is listed and it had time to set its watch. */
-static zkr_lock_t *waiter(zkr_session_t *s, const char *dir, int delay_ms,
-                          int n, struct grant *g)
+/* Handle l (a lock, a semaphore permit, a reader, a writer) waits with a
+ * delay, queued behind n nodes already in dir: returns once its node is
+ * listed and it had time to set its watch. */
+static zkr_lock_t *shared_waiter(zkr_lock_t *l, const char *dir, int delay_ms,
+                                 int n, struct grant *g)
 {
-    zkr_lock_t *l = new_lock(s, dir, "W");
-
     memset(g, 0, sizeof(*g));
     assert_int_equal(zkr_lock_set_delay(l, delay_ms), 0);
     assert_int_equal(zkr_lock_acquire_async(l, -1, granted, g), 0);
@@ -204,6 +218,13 @@ static zkr_lock_t *waiter(zkr_session_t *s, const char *dir, int delay_ms,
     zkt_sleep_ms(zkt_scaled_ms(300));
     assert_false(grant_done(g));
     return l;
+}
+
+/* A new lock of session s waiting as shared_waiter(). */
+static zkr_lock_t *waiter(zkr_session_t *s, const char *dir, int delay_ms,
+                          int n, struct grant *g)
+{
+    return shared_waiter(new_lock(s, dir, "W"), dir, delay_ms, n, g);
 }
 
 static zkr_lock_t *holder(zkr_session_t *s, const char *dir, char *node,
@@ -232,6 +253,9 @@ static void test_clean_release_no_delay(void **state)
     assert_int_equal(zkr_lock_release(h), 0);
     expect_prompt(&g, t0);
     assert_int_equal(zkr_lock_state(w), ZKR_LOCK_HELD);
+    assert_true(metric(s2, "zkr_delays_total", "lock", "/d/clean") == 0);
+    assert_true(metric(s1, "zkr_release_records_refused_total", NULL, NULL) ==
+                0);
     assert_int_equal(zkr_lock_release(w), 0);
     zkr_lock_free(w);
     zkr_lock_free(h);
@@ -245,7 +269,7 @@ static void test_clean_release_no_delay(void **state)
 static void delayed_after(const char *dir,
                           void (*kill)(zkr_session_t *s, const char *node))
 {
-    const int d = 2000;
+    const int d = zkt_scaled_ms(1000);
     zkr_session_t *s1 = open_session(10000), *s2 = open_session(10000);
     char node[ZKR_NODE_MAX], wnode[ZKR_NODE_MAX];
     zkr_lock_t *h = holder(s1, dir, node, sizeof(node));
@@ -363,7 +387,7 @@ static void test_foreign_writes_cannot_fake_release(void **state)
  * longer. */
 static void test_delayed_waiter_leaves(void **state)
 {
-    const int d = 3000, d2 = 60000;
+    const int d = zkt_scaled_ms(1500), d2 = 60000;
     zkr_session_t *s1 = open_session(10000), *s2 = open_session(10000),
                   *s3 = open_session(10000);
     char node[ZKR_NODE_MAX];
@@ -403,7 +427,7 @@ static void test_delayed_waiter_leaves(void **state)
  * and then is granted: shareable, no deadlock. */
 static void test_foreign_contender(void **state)
 {
-    const int d = 1500;
+    const int d = zkt_scaled_ms(1000);
     zkr_session_t *s = open_session(10000);
     char foreign[256];
     struct grant g;
@@ -422,23 +446,158 @@ static void test_foreign_contender(void **state)
     t0 = zkt_now_ms();
     assert_int_equal(zoo_delete(raw, foreign, -1), ZOK);
     expect_delayed(w, &g, t0, d);
+    /* Counted once, for at least d (it ran from after t0 to the end). */
+    assert_true(metric(s, "zkr_delays_total", "lock", "/d/curator") == 1);
+    assert_true(metric(s, "zkr_delay_seconds_total", "lock", "/d/curator") >=
+                d / 1000.0);
     assert_int_equal(zkr_lock_release(w), 0);
     zkr_lock_free(w);
     zkr_session_free(s);
 }
 
-/* A waiter of a shared recipe (a semaphore permit, a reader, a writer)
- * with a delay, queued behind n nodes: as waiter(). */
-static zkr_lock_t *shared_waiter(zkr_lock_t *l, const char *dir, int delay_ms,
-                                 int n, struct grant *g)
+/* A Curator-named node ("_c_" and a UUID, as zkr's) cannot be told from
+ * zkr's: ZKR_DELAY_TRUST_FOREIGN does not trust its going either. */
+static void test_trust_foreign_not_curator(void **state)
 {
-    memset(g, 0, sizeof(*g));
-    assert_int_equal(zkr_lock_set_delay(l, delay_ms), 0);
-    assert_int_equal(zkr_lock_acquire_async(l, -1, granted, g), 0);
-    assert_true(ZKT_WAIT_UNTIL(children(dir) == n + 1, 10000));
-    zkt_sleep_ms(zkt_scaled_ms(300));
-    assert_false(grant_done(g));
-    return l;
+    const int d = zkt_scaled_ms(1000);
+    zkr_session_t *s = open_session(10000);
+    zkr_lock_t *w = new_lock(s, "/d/curatortrust", "W");
+    char foreign[256];
+    struct grant g;
+    int64_t t0;
+
+    (void)state;
+    mkdirs("/d/curatortrust");
+    assert_int_equal(
+        zoo_create(
+            raw,
+            "/d/curatortrust/_c_5b7d0e8e-1111-4222-8333-944445555666-lock-",
+            "curator", 7, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+            foreign, sizeof(foreign)),
+        ZOK);
+    assert_int_equal(zkr_lock_set_delay_flags(w, ZKR_DELAY_TRUST_FOREIGN), 0);
+    shared_waiter(w, "/d/curatortrust", d, 1, &g);
+    t0 = zkt_now_ms();
+    assert_int_equal(zoo_delete(raw, foreign, -1), ZOK);
+    expect_delayed(w, &g, t0, d);
+    assert_int_equal(zkr_lock_release(w), 0);
+    zkr_lock_free(w);
+    zkr_session_free(s);
+}
+
+/* A real kazoo Lock (python3-kazoo), driven line by line: it acquires
+ * PATH and prints "held NODE"; a line on its input releases (it prints
+ * "released"); a second line (or EOF) ends it. */
+static const char kazoo_script[] =
+    "import sys\n"
+    "from kazoo.client import KazooClient\n"
+    "zk = KazooClient(hosts=sys.argv[1], timeout=10)\n"
+    "zk.start()\n"
+    "lk = zk.Lock(sys.argv[2], 'kazoo')\n"
+    "lk.acquire()\n"
+    "print('held', lk.node, flush=True)\n"
+    "sys.stdin.readline()\n"
+    "lk.release()\n"
+    "print('released', flush=True)\n"
+    "sys.stdin.readline()\n"
+    "zk.stop()\n";
+
+struct kazoo {
+    pid_t pid;
+    FILE *to, *from;
+};
+
+static void kazoo_start(struct kazoo *k, const char *dir, char *node,
+                        size_t len)
+{
+    int in[2], out[2];
+    char line[512];
+
+    assert_int_equal(pipe(in), 0);
+    assert_int_equal(pipe(out), 0);
+    k->pid = fork();
+    assert_true(k->pid >= 0);
+    if (k->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[1]);
+        close(out[0]);
+        execl("/usr/bin/python3", "python3", "-c", kazoo_script,
+              zkt_server_hosts(server), dir, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    k->to = fdopen(in[1], "w");
+    k->from = fdopen(out[0], "r");
+    assert_non_null(fgets(line, sizeof(line), k->from));
+    assert_int_equal(strncmp(line, "held ", 5), 0);
+    line[strcspn(line, "\n")] = '\0';
+    snprintf(node, len, "%s", line + 5);
+}
+
+/* Tells the kazoo holder to release; returns once it says it did. */
+static void kazoo_release(struct kazoo *k)
+{
+    char line[64];
+
+    fputs("release\n", k->to);
+    fflush(k->to);
+    assert_non_null(fgets(line, sizeof(line), k->from));
+    assert_string_equal(line, "released\n");
+}
+
+static void kazoo_end(struct kazoo *k)
+{
+    int status;
+
+    fclose(k->to);
+    fclose(k->from);
+    assert_int_equal(waitpid(k->pid, &status, 0), k->pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* A kazoo holder releases cleanly while a zkr waiter with delay d waits:
+ * by default that is a death (granted no earlier than d after); trusting
+ * foreign releases, the grant is prompt (d is long). No deadlock either
+ * way. */
+static void kazoo_round(const char *dir, unsigned flags, int d)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_lock_t *w = new_lock(s, dir, "W");
+    char node[512];
+    struct kazoo k;
+    struct grant g;
+    int64_t t0;
+
+    mkdirs(dir);
+    kazoo_start(&k, dir, node, sizeof(node));
+    assert_non_null(strstr(node, "__lock__"));
+    assert_int_equal(zkr_lock_set_delay_flags(w, flags), 0);
+    shared_waiter(w, dir, d, 1, &g);
+    t0 = zkt_now_ms();
+    kazoo_release(&k);
+    if (flags & ZKR_DELAY_TRUST_FOREIGN)
+        expect_prompt(&g, t0);
+    else
+        expect_delayed(w, &g, t0, d);
+    assert_int_equal(zkr_lock_state(w), ZKR_LOCK_HELD);
+    assert_int_equal(zkr_lock_release(w), 0);
+    kazoo_end(&k);
+    zkr_lock_free(w);
+    zkr_session_free(s);
+}
+
+static void test_kazoo_release_is_death(void **state)
+{
+    (void)state;
+    kazoo_round("/d/kazoo", 0, zkt_scaled_ms(1000));
+}
+
+static void test_kazoo_release_trusted(void **state)
+{
+    (void)state;
+    kazoo_round("/d/kazootrust", ZKR_DELAY_TRUST_FOREIGN, 60000);
 }
 
 static zkr_lock_t *semaphore(zkr_session_t *s, const char *dir)
@@ -469,7 +628,7 @@ static void hold(zkr_lock_t *l, char *node, size_t len)
  * once; a permit holder's node deleted (a death) delays it. */
 static void test_semaphore_delay(void **state)
 {
-    const int d = 2000;
+    const int d = zkt_scaled_ms(1000);
     zkr_session_t *s = open_session(10000), *s2 = open_session(10000);
     zkr_lock_t *h1 = semaphore(s, "/d/sem"), *h2 = semaphore(s, "/d/sem");
     char n1[ZKR_NODE_MAX], n2[ZKR_NODE_MAX];
@@ -508,7 +667,7 @@ static void test_semaphore_delay(void **state)
  * delayed. */
 static void test_rwlock_delay(void **state)
 {
-    const int d = 2000;
+    const int d = zkt_scaled_ms(1000);
     zkr_session_t *s = open_session(10000), *s2 = open_session(10000);
     zkr_lock_t *r1 = rw_side(s, "/d/rw", 0), *r2 = rw_side(s, "/d/rw", 0);
     zkr_lock_t *wr, *rd;
@@ -555,7 +714,7 @@ static void test_rwlock_delay(void **state)
  * went. A leader that leaves cleanly hands over at once. */
 static void test_election_delay(void **state)
 {
-    const int d = 2000;
+    const int d = zkt_scaled_ms(1000);
     zkr_session_t *s1 = open_session(10000), *s2 = open_session(10000);
     zkr_election_t *e1 = NULL, *e2 = NULL;
     int64_t t0, led;
@@ -625,6 +784,14 @@ static void test_delay_api(void **state)
     assert_int_equal(zkr_election_set_delay(NULL, 1), ZBADARGUMENTS);
     assert_int_equal(zkr_election_set_delay(e, -1), ZBADARGUMENTS);
     assert_int_equal(zkr_election_set_delay(e, 1000), 0);
+    assert_int_equal(zkr_lock_set_delay_flags(NULL, 0), ZBADARGUMENTS);
+    assert_int_equal(zkr_lock_set_delay_flags(l, 0x2), ZBADARGUMENTS);
+    assert_int_equal(zkr_lock_set_delay_flags(l, ZKR_DELAY_TRUST_FOREIGN), 0);
+    assert_int_equal(zkr_lock_set_delay_flags(l, 0), 0);
+    assert_int_equal(zkr_election_set_delay_flags(NULL, 0), ZBADARGUMENTS);
+    assert_int_equal(zkr_election_set_delay_flags(e, ~0u), ZBADARGUMENTS);
+    assert_int_equal(zkr_election_set_delay_flags(e, ZKR_DELAY_TRUST_FOREIGN),
+                     0);
     {
         int64_t until;
         char cause[8];
@@ -660,6 +827,9 @@ int main(void)
         cmocka_unit_test(test_foreign_writes_cannot_fake_release),
         cmocka_unit_test(test_delayed_waiter_leaves),
         cmocka_unit_test(test_foreign_contender),
+        cmocka_unit_test(test_trust_foreign_not_curator),
+        cmocka_unit_test(test_kazoo_release_is_death),
+        cmocka_unit_test(test_kazoo_release_trusted),
         cmocka_unit_test(test_semaphore_delay),
         cmocka_unit_test(test_rwlock_delay),
         cmocka_unit_test(test_election_delay),

@@ -825,6 +825,31 @@ static zkr__entry_t ent(const char *name, int32_t seq, zkr__kind_t kind,
     return e;
 }
 
+/* Which names are recognisably not zkr's (ZKR_DELAY_TRUST_FOREIGN): zkr
+ * and Curator write "_c_" and a UUID (8-4-4-4-12 hex); nothing else. */
+static void test_name_foreign(void **state)
+{
+    (void)state;
+    assert_int_equal(zkr__name_foreign("_c_5b7d0e8e-1111-4222-8333-"
+                                       "944445555666-lock-0000000001"),
+                     0);
+    assert_int_equal(zkr__name_foreign("_c_5B7D0E8E-1111-4222-8333-"
+                                       "944445555666-__READ__0000000001"),
+                     0);
+    assert_int_equal(zkr__name_foreign("0f3c2b1a9e8d4c7b__lock__0000000001"),
+                     1);
+    assert_int_equal(zkr__name_foreign("0f3c2b1a__rlock__0000000001"), 1);
+    assert_int_equal(zkr__name_foreign("x-1f2e3d-0000000001"), 1);
+    /* go-zookeeper: 32 hex digits, no dashes */
+    assert_int_equal(zkr__name_foreign("_c_5b7d0e8e111142228333944445555666-"
+                                       "lock-0000000001"),
+                     1);
+    assert_int_equal(zkr__name_foreign("_c_5b7d0e8e-1111-4222-8333-94444555-"
+                                       "lock-0000000001"),
+                     1); /* too short */
+    assert_int_equal(zkr__name_foreign("_c_"), 1);
+}
+
 static void test_parse_permits(void **state)
 {
     (void)state;
@@ -908,6 +933,7 @@ int main(void)
         cmocka_unit_test(test_check_path),
         cmocka_unit_test(test_check_id),
         cmocka_unit_test(test_uuid),
+        cmocka_unit_test(test_name_foreign),
         cmocka_unit_test(test_parse_permits),
         cmocka_unit_test(test_pred_semaphore),
         cmocka_unit_test(test_pred_read_write),
