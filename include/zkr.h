@@ -882,15 +882,19 @@ ZKR_EXTERN int zkr_lock_set_listener(zkr_lock_t *l, zkr_lock_listener_t fn,
  * leaves while delayed (timeout, cancel, free) writes how much of the
  * delay was left, and the next waiter serves that remainder; one that
  * dies instead passes on a full delay. A contender granted on its first
- * listing (nobody before it) is never delayed: it observed no
- * disappearance. Design: docs/design/lock-delay.md.
+ * listing (nobody before it) is not delayed: it observed no
+ * disappearance, unless it rejoined (an election candidate whose node or
+ * session was lost while it waited or was delayed), which serves what
+ * the lost node owed. Design: docs/design/lock-delay.md.
  *
  * For a semaphore permit or a writer, every node before it counts; for a
- * reader, only writers and exclusive nodes. When more than one of them
- * went since the contender last waited, and none of them was an exclusive
- * predecessor whose release vouches for the others, no single record can
- * prove them all released: the contender waits the delay (safe, maybe
- * needless).
+ * reader, only writers and exclusive nodes. A departure seen while the
+ * contender goes on waiting is not forgotten: unless a record proves it
+ * released, the grant comes no earlier than the delay after it. When
+ * more than one of them went, and the last exclusive node before the
+ * contender, whose release vouches for those before it, does not cover
+ * them, no single record can prove them all released: the contender
+ * waits the delay (safe, maybe needless).
  * \param delay_ms 0 (off, the default) or the delay in milliseconds.
  * \return 0; ZBADARGUMENTS (NULL, delay_ms < 0); ZKR_ESTATE (an acquire is
  *   in progress).

@@ -723,9 +723,10 @@ struct zkr__contender {
     char **before;        /* the nodes before us that our grant depends on,
                              at the last listing that made us wait */
     int nbefore;
-    char *vouch;          /* our predecessor in that listing if it is
-                             exclusive (its release vouches for all before
+    char *vouch;          /* the last exclusive node before us in that
+                             listing (its release vouches for all before
                              it), or NULL */
+    int nvouched;         /* how many of before precede vouch */
     char *target;         /* DELAYED: the node a record must name, or NULL
                              (more than one went: no record can do) */
     int64_t target_czxid; /* its czxid, 0 if unknown */
@@ -734,6 +735,10 @@ struct zkr__contender {
                              record is being read */
     int64_t delay_seen;   /* when the listing that showed behind gone was
                              answered: the delay runs from there */
+    int64_t carry_until;  /* no grant before this (monotonic ms), -1:
+                             departures this attempt observed that no
+                             record proved, kept across a new wait and a
+                             rejoin (lock-delay.md, 1.5) */
     char *leave_record;   /* aborting while delayed: the record our
                              delete writes (zkr-delay-left), or NULL */
     zkr__cmetrics_t metrics;

@@ -217,8 +217,11 @@ static void clear_node(zkr__contender_t *c);
 static void timed_add(zkr__contender_t *c);
 static void clear_watching(zkr__contender_t *c);
 
+static void carry_observed(zkr__contender_t *c);
+
 static void forget_node(zkr__contender_t *c)
 {
+    carry_observed(c);        /* a rejoin serves what this node observed */
     zkr__metrics_hold_end(c); /* a grant ends with its node */
     clear_node(c);
     zkr__cleanup_unreserve(c->reserve);
@@ -292,7 +295,8 @@ static void finish_acquire(zkr__contender_t *c, int rc)
         c->pub = ZKR_LOCK_IDLE;
         forget_node(c);
     }
-    c->gen++; /* any answer still in flight is now stale */
+    c->carry_until = -1; /* the attempt is over */
+    c->gen++;            /* any answer still in flight is now stale */
     if (c->acq_sync) {
         c->acq_rc = rc;
         c->acq_done = 1;
@@ -1212,16 +1216,91 @@ static int delay_vouches(const zkr__entry_t *e)
            e->kind == ZKR__KIND_WRITE || e->kind == ZKR__KIND_LATCH;
 }
 
-/* A listing made us wait (docs/design/lock-delay.md, 1.3): remember
- * the nodes before us that our grant depends on, our predecessor if it
- * vouches, and the node we will watch (w, or -1), so that a later grant
- * can ask whether the ones gone by then were released. A new wait starts
- * a new question. Returns 0 or ZKR_ENOMEM. */
-static int note_wait(zkr__contender_t *c, const zkr__entry_t *e, int self,
-                     int w)
+/* No grant of this attempt before from + our delay. */
+static void carry_from(zkr__contender_t *c, int64_t from)
 {
+    if (from + c->delay_ms > c->carry_until)
+        c->carry_until = from + c->delay_ms;
+}
+
+/* Our node goes while its grant may owe a delay (docs/design/lock-delay.md,
+ * 1.5): the attempt's next node (a rejoin) serves what is left. Delayed:
+ * until the end decided, or the full delay while the record was being
+ * read; waiting: nodes before us may have gone unseen, so the full delay
+ * from now. */
+static void carry_observed(zkr__contender_t *c)
+{
+    if (c->delay_ms <= 0 || !is_acquiring(c) || c->delay_served)
+        return;
+    if (c->delay_until > c->carry_until)
+        c->carry_until = c->delay_until;
+    else if (c->phase == ZKR__P_DELAYED && c->delay_until < 0)
+        carry_from(c, c->delay_seen);
+    else if (c->before != NULL)
+        carry_from(c, zkr__now_ms());
+}
+
+static void proof_done(int rc, const char *value, int len,
+                       const struct Stat *stat, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr__contender_t *c = op->c;
+    zkr__record_t r;
+
+    (void)stat;
+    zkr__op_begin(op, rc);
+    if (op->gen == c->gen &&
+        (rc != ZOK || zkr__record_parse(value, len, &r) != ZKR__REC_RELEASE ||
+         strcmp(r.node, op->path) != 0))
+        carry_from(c, op->sent); /* not proved released: a death */
+    zkr__op_end(op);
+}
+
+/* A new wait (docs/design/lock-delay.md, 1.5): the nodes we waited behind
+ * that went since, and may have held (no exclusive node still here was
+ * before them), stay owed. One alone may be proved released by the
+ * record, read now: its answer comes before any later listing's (one
+ * session answers in order). Otherwise our grant waits the delay from
+ * now. */
+static void note_departures(zkr__contender_t *c, const zkr__entry_t *e, int n)
+{
+    int gone = 0, blocked = 0;
+    const char *last = NULL;
+    zkr__op_t *op;
+
+    for (int i = 0; i < c->nbefore; i++) {
+        int k = zkr__find_entry(e, n, c->before[i]);
+
+        if (k >= 0)
+            blocked |= delay_vouches(&e[k]);
+        else if (!blocked && ++gone)
+            last = c->before[i];
+    }
+    if (gone == 0)
+        return;
+    if (gone == 1 && (op = zkr__op_new(c->s, c)) != NULL) {
+        if ((op->path = zkr__strdup(last)) != NULL &&
+            zoo_aget(c->s->zh, c->dir, 0, proof_done, op) == ZOK)
+            return;
+        zkr__op_cancel(op);
+    }
+    carry_from(c, zkr__now_ms());
+}
+
+/* A listing made us wait (docs/design/lock-delay.md, 1.3): remember
+ * the nodes before us that our grant depends on, the last exclusive one
+ * (it vouches for those before it), and the node we will watch (w, or
+ * -1), so that a later grant can ask whether the ones gone by then were
+ * released. Departures since the last wait stay owed (note_departures).
+ * Returns 0 or ZKR_ENOMEM. */
+static int note_wait(zkr__contender_t *c, const zkr__entry_t *e, int n,
+                     int self, int w)
+{
+    int k = self - 1;
+
     if (c->delay_ms <= 0)
         return 0;
+    note_departures(c, e, n);
     forget_before(c);
     c->delay_served = 0;
     if (w >= 0 && (c->behind == NULL || strcmp(c->behind, e[w].name) != 0)) {
@@ -1230,44 +1309,54 @@ static int note_wait(zkr__contender_t *c, const zkr__entry_t *e, int self,
         if ((c->behind = zkr__strdup(e[w].name)) == NULL)
             return ZKR_ENOMEM;
     }
-    /* A trusted foreign predecessor vouches for nothing: its library may
-     * not wait for nodes it does not know (kazoo ignores zkr's). */
-    if (self > 0 && delay_vouches(&e[self - 1]) &&
-        !delay_trusted(c, &e[self - 1]) &&
-        (c->vouch = zkr__strdup(e[self - 1].name)) == NULL)
+    while (k >= 0 && !delay_vouches(&e[k]))
+        k--;
+    /* A trusted foreign node vouches for nothing: its library may not wait
+     * for nodes it does not know (kazoo ignores zkr's). */
+    if (k >= 0 && !delay_trusted(c, &e[k]) &&
+        (c->vouch = zkr__strdup(e[k].name)) == NULL)
         return ZKR_ENOMEM;
     if (self > 0 && (c->before = calloc((size_t)self, sizeof(char *))) == NULL)
         return ZKR_ENOMEM;
+    c->nvouched = 0;
     for (int i = 0; i < self; i++) {
         if (!delay_relevant(c, &e[i]))
             continue;
         if ((c->before[c->nbefore] = zkr__strdup(e[i].name)) == NULL)
             return ZKR_ENOMEM;
         c->nbefore++;
+        if (i < k)
+            c->nvouched = c->nbefore;
     }
     return 0;
 }
 
 /* A listing grants us: which of the nodes we waited behind are gone, and
- * which one a record must name for the grant to be immediate? Returns
- * the number gone; *target is that node's name (borrowed), or NULL when
- * more than one went and none vouches for the others. */
+ * which one a record must name for the grant to be immediate? The last
+ * exclusive one covers those before it; any other gone needs its own
+ * record. Returns the number gone; *target is that node's name
+ * (borrowed), or NULL when no one record covers all that went. */
 static int gone_since_wait(const zkr__contender_t *c, const zkr__entry_t *e,
                            int n, const char **target)
 {
-    int gone = 0, vouch_gone = 0;
+    int gone = 0, uncovered = 0, vouch_gone;
     const char *last = NULL;
 
+    vouch_gone = c->vouch != NULL && zkr__find_entry(e, n, c->vouch) < 0;
     for (int i = 0; i < c->nbefore; i++) {
         if (zkr__find_entry(e, n, c->before[i]) >= 0)
             continue;
         gone++;
+        if (vouch_gone &&
+            (i < c->nvouched || strcmp(c->before[i], c->vouch) == 0))
+            continue; /* covered by the vouch's release */
+        uncovered++;
         last = c->before[i];
-        vouch_gone |= c->vouch != NULL && strcmp(c->vouch, last) == 0;
     }
-    if (c->vouch != NULL && zkr__find_entry(e, n, c->vouch) < 0)
-        vouch_gone = 1; /* a predecessor we need not wait for (a reader's) */
-    *target = vouch_gone ? c->vouch : gone == 1 ? last : NULL;
+    if (vouch_gone)
+        *target = uncovered == 0 ? c->vouch : NULL;
+    else
+        *target = gone == 1 ? last : NULL;
     return gone;
 }
 
@@ -1306,20 +1395,59 @@ static void closed_done(int rc, const struct Stat *stat, const void *data)
     zkr__op_end(op);
 }
 
-/* Says in ZooKeeper, for zkr inspect and zkr_lock_contenders(), that the
- * queue is closed until a wall-clock time. Informational: nothing reads it
- * to decide (a wall clock may be wrong); sent once, not retried. */
-static void write_closed(zkr__contender_t *c, int64_t remaining)
+/* Sets the zkr-closed record over the directory's data of version (the
+ * data we judged): a release record written since fails the version. */
+static void set_closed(zkr__contender_t *c, int version)
 {
     char text[ZKR__RECORD_MAX + 1];
     zkr__op_t *op;
 
-    if (!c->s->connected || c->s->zh == NULL ||
-        own_record(c, ZKR__REC_CLOSED, remaining, text, sizeof(text)) == NULL ||
+    if (c->s->zh == NULL ||
+        own_record(c, ZKR__REC_CLOSED, c->delay_until - zkr__now_ms(), text,
+                   sizeof(text)) == NULL ||
         (op = zkr__op_new(c->s, NULL)) == NULL)
         return;
-    if (zoo_aset(c->s->zh, c->dir, text, (int)strlen(text), -1, closed_done,
-                 op) != ZOK)
+    if (zoo_aset(c->s->zh, c->dir, text, (int)strlen(text), version,
+                 closed_done, op) != ZOK)
+        zkr__op_cancel(op);
+}
+
+static void closed_read_done(int rc, const char *value, int len,
+                             const struct Stat *stat, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr__contender_t *c = op->c;
+    zkr__record_t r;
+    int kind;
+
+    zkr__op_begin(op, rc);
+    kind = rc == ZOK ? zkr__record_parse(value, len, &r) : ZKR__REC_NONE;
+    /* A release record we did not judge may be what another waiter reads
+     * next (docs/design/lock-delay.md, 1.4): left alone. */
+    if (rc == ZOK && kind != ZKR__REC_RELEASE && kind != ZKR__REC_LEFT &&
+        op->gen == c->gen && c->delay_until >= 0)
+        set_closed(c, stat->version);
+    zkr__op_end(op);
+}
+
+/* Says in ZooKeeper, for zkr inspect and zkr_lock_contenders(), that the
+ * queue is closed until a wall-clock time. Informational: nothing reads it
+ * to decide (a wall clock may be wrong); sent once, not retried. It
+ * replaces only the data of version (the record we judged), or, with
+ * version -1 (we judged none), data read now that is no release record. */
+static void write_closed(zkr__contender_t *c, int version)
+{
+    zkr__op_t *op;
+
+    if (!c->s->connected || c->s->zh == NULL)
+        return;
+    if (version >= 0) {
+        set_closed(c, version);
+        return;
+    }
+    if ((op = zkr__op_new(c->s, c)) == NULL)
+        return;
+    if (zoo_aget(c->s->zh, c->dir, 0, closed_read_done, op) != ZOK)
         zkr__op_cancel(op);
 }
 
@@ -1335,14 +1463,17 @@ static int names_behind(const zkr__contender_t *c, const zkr__record_t *r)
     return r->node[0] != '\0' && strcmp(r->node, c->target) == 0;
 }
 
-/* Waits out wait ms from our observation: DELAYED for the application
- * too, and said in ZooKeeper (informational); the timer ends it. */
-static void start_delay(zkr__contender_t *c, int64_t wait)
+/* Waits out wait ms from our observation, and whatever is owed from
+ * before (carry_until): DELAYED for the application too, and said in
+ * ZooKeeper (informational; version: write_closed()); the timer ends it. */
+static void start_delay(zkr__contender_t *c, int64_t wait, int version)
 {
     c->delay_until = c->delay_seen + wait;
+    if (c->carry_until > c->delay_until)
+        c->delay_until = c->carry_until; /* owed from before (1.5) */
     timed_add(c);
     notify_state(c, ZKR_LOCK_DELAYED);
-    write_closed(c, c->delay_until - zkr__now_ms());
+    write_closed(c, version);
     zkr__timer_kick(c->s);
 }
 
@@ -1354,8 +1485,14 @@ static int begin_delay(zkr__contender_t *c, const zkr__entry_t *e, int n)
 {
     const char *t;
 
-    if (gone_since_wait(c, e, n, &t) == 0)
-        return 0; /* nothing we depended on went: granted */
+    if (gone_since_wait(c, e, n, &t) == 0) {
+        if (c->carry_until <= zkr__now_ms())
+            return 0;              /* nothing we depended on went: granted */
+        c->phase = ZKR__P_DELAYED; /* only what is owed from before (1.5) */
+        c->delay_seen = zkr__now_ms();
+        start_delay(c, 0, -1);
+        return 0;
+    }
     free(c->target);
     c->target = NULL;
     c->target_czxid = 0;
@@ -1367,7 +1504,7 @@ static int begin_delay(zkr__contender_t *c, const zkr__entry_t *e, int n)
     c->delay_seen = zkr__now_ms();
     c->delay_until = -1;
     if (c->target == NULL)
-        start_delay(c, c->delay_ms);
+        start_delay(c, c->delay_ms, -1);
     return 0;
 }
 
@@ -1380,7 +1517,6 @@ static void record_done(int rc, const char *value, int len,
     int64_t wait;
     int kind;
 
-    (void)stat;
     zkr__op_begin(op, rc);
     if (stale(op, ZKR__P_DELAYED) || c->delay_until >= 0 ||
         zkr__is_connection_error(rc)) {
@@ -1407,14 +1543,14 @@ static void record_done(int rc, const char *value, int len,
         wait = 0;
     else if (kind == ZKR__REC_LEFT && names_behind(c, &r))
         wait = r.remaining_ms < wait ? r.remaining_ms : wait;
-    if (wait <= 0) {
+    if (wait <= 0 && c->carry_until <= zkr__now_ms()) {
         c->delay_served = 1;
         if (c->self_doubt)
             c->phase = ZKR__P_LISTING; /* is our node still ours? */
         else
             finish_acquire(c, 0); /* the listing granted us */
     } else {
-        start_delay(c, wait);
+        start_delay(c, wait, rc == ZOK && stat != NULL ? stat->version : -1);
     }
     zkr__op_end(op);
 }
@@ -1533,8 +1669,8 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
          * the answer comes (zkr__op_end steps us then). */
         if (!c->self_watch)
             issue_self_watch(c);
-    } else if (w == ZKR__GRANT && c->before != NULL && !c->delay_served &&
-               begin_delay(c, e, n) != 0) {
+    } else if (w == ZKR__GRANT && (c->before != NULL || c->carry_until >= 0) &&
+               !c->delay_served && begin_delay(c, e, n) != 0) {
         abort_acquire(c, ZKR_ENOMEM);
     } else if (w == ZKR__GRANT && c->phase == ZKR__P_DELAYED) {
         ; /* the nodes we waited on are gone: released, or dead? */
@@ -1542,7 +1678,7 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
         finish_acquire(c, 0);
     } else if (c->try_once) {
         abort_acquire(c, ZKR_EBUSY);
-    } else if (note_wait(c, e, self, w) != 0) {
+    } else if (note_wait(c, e, n, self, w) != 0) {
         abort_acquire(c, ZKR_ENOMEM);
     } else {
         /* We wait: watch our own node first, so that its deletion reaches
@@ -2107,6 +2243,7 @@ int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
     c->deadline = -1;
     c->watch_due = -1;
     c->delay_until = -1;
+    c->carry_until = -1;
     c->permits = 1;
     c->dir = zkr__strdup(dir);
     c->data = zkr__strdup(id);

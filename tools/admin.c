@@ -143,11 +143,50 @@ static json_t *json_entry(const zkr_contender_t *e, int64_t now)
     return o;
 }
 
-/* A lock-delay in force (zkr_delay_closed()): its end, or 0. */
+/* A lock-delay in force (zkr_delay_closed()): its end, or 0, and the
+ * token (czxid) of the contender serving it, or 0. */
 typedef struct closed {
     int64_t until_ms;
     char cause[32];
+    int64_t czxid;
 } closed_t;
+
+/* The delayed contender's token, from its zkr-closed record in path's data
+ * (docs/design/lock-delay.md, 1.2): granted by the queue's rule, it holds
+ * nothing yet. 0 if it cannot be read. */
+static int64_t closed_czxid(zkr_session_t *s, const char *path)
+{
+    zhandle_t *zh = zkr_session_handle(s);
+    char buf[257], *p;
+    int len = (int)sizeof(buf) - 1;
+    long long czxid = 0;
+
+    if (zh == NULL || zoo_get(zh, path, 0, buf, &len, NULL) != ZOK || len < 0)
+        return 0;
+    buf[len] = '\0';
+    if (strncmp(buf, "zkr-closed ", 11) != 0 ||
+        (p = strstr(buf, " czxid=")) == NULL ||
+        sscanf(p + 7, "%lld", &czxid) != 1)
+        return 0;
+    return czxid;
+}
+
+/* Is e the contender serving the delay (shown as "delayed", not holder)? */
+static int is_delayed(const zkr_contender_t *e, const closed_t *cl)
+{
+    return cl->until_ms > 0 && cl->czxid > 0 && e->czxid == cl->czxid;
+}
+
+/* How many of the first holding the rule grants really hold. */
+static int really_holding(const zkr_contender_t *v, int holding,
+                          const closed_t *cl)
+{
+    int k = holding;
+
+    for (int i = 0; i < holding; i++)
+        k -= is_delayed(&v[i], cl);
+    return k;
+}
 
 /* What a delay's cause word means, for people. */
 static const char *cause_text(const char *cause)
@@ -176,9 +215,18 @@ static int print_json(const char *path, const zkr_contender_t *v, int n,
         bad = json_object_set_new(top, "closed_until_ms",
                                   json_integer(cl->until_ms)) != 0 ||
               cli_json_set_text(top, "closed_cause", cl->cause) != 0;
-    for (int i = 0; !bad && i < n; i++)
-        bad = json_array_append_new(i < holding ? holders : waiters,
-                                    json_entry(&v[i], now)) != 0;
+    for (int i = 0; !bad && i < n; i++) {
+        json_t *o = json_entry(&v[i], now);
+
+        if (o != NULL && is_delayed(&v[i], cl) &&
+            json_object_set_new(o, "delayed", json_true()) != 0) {
+            json_decref(o);
+            o = NULL;
+        }
+        bad = json_array_append_new(
+                  i < holding && !is_delayed(&v[i], cl) ? holders : waiters,
+                  o) != 0;
+    }
     if (!bad) {
         bad = json_object_set(top, "holders", holders) != 0 ||
               json_object_set(top, "waiters", waiters) != 0 ||
@@ -203,15 +251,15 @@ static int print_text(const char *path, const zkr_contender_t *v, int n,
     int64_t now = cli_wall_ms();
     char *p = cli_escaped(path);
     const char *kind = cli_queue_kind(v, n);
+    int held = really_holding(v, holding, cl);
 
     if (p == NULL)
         return CLI_EXIT_OSERR;
     if (strcmp(kind, "semaphore") == 0)
         printf("%s: semaphore of %ld permits, %d holding, %d waiting\n", p,
-               permits_of(v, n), holding, n - holding);
+               permits_of(v, n), held, n - held);
     else
-        printf("%s: %s, %d holding, %d waiting\n", p, kind, holding,
-               n - holding);
+        printf("%s: %s, %d holding, %d waiting\n", p, kind, held, n - held);
     free(p);
     if (cl->until_ms > 0) {
         char when[32], *why = cli_escaped(cause_text(cl->cause));
@@ -244,8 +292,11 @@ static int print_text(const char *path, const zkr_contender_t *v, int n,
             age = 0;
         printf("%-7s %-9s %-56s %-16s %-12" PRId64 " %-16s %" PRId64
                ".%01" PRId64 "s\n",
-               i < holding ? "holder" : "waiter", mode_of(&v[i]), node, id,
-               v[i].czxid, sid, age / 1000, (age % 1000) / 100);
+               is_delayed(&v[i], cl) ? "delayed"
+               : i < holding         ? "holder"
+                                     : "waiter",
+               mode_of(&v[i]), node, id, v[i].czxid, sid, age / 1000,
+               (age % 1000) / 100);
         free(node);
         free(id);
     }
@@ -261,7 +312,7 @@ int cli_inspect(const cli_t *c, int argc, char **argv)
     };
     zkr_session_t *s = NULL;
     zkr_contender_t *v = NULL;
-    closed_t cl = {0, ""};
+    closed_t cl = {0, "", 0};
     int json = 0, n = 0, holding = 0, opt, status;
 
     optind = 0;
@@ -298,6 +349,8 @@ int cli_inspect(const cli_t *c, int argc, char **argv)
     if (status == 0 && zkr_delay_closed(s, argv[optind], &cl.until_ms, cl.cause,
                                         sizeof(cl.cause)) != 1)
         cl.until_ms = 0;
+    if (status == 0 && cl.until_ms > 0)
+        cl.czxid = closed_czxid(s, argv[optind]);
     if (status == 0) {
         if (json)
             status = print_json(argv[optind], v, n, holding, &cl);

@@ -131,6 +131,16 @@ test_paused_machine_lock_delay() {
     "$ZKR" inspect /cli/frozen > "$WORK/inspect.out" 2>&1
     expect "inspect shows no closed-until line: $(cat "$WORK/inspect.out")" \
         grep -q "^closed until .*(lock-delay: .*session expired" "$WORK/inspect.out"
+    # B, granted by the queue's rule but serving the delay, is not the
+    # holder an operator would evict (issue 16 review, F1).
+    expect "inspect calls the delayed contender the holder: $(cat "$WORK/inspect.out")" \
+        grep -q "^/cli/frozen: lock, 0 holding, 1 waiting" "$WORK/inspect.out"
+    expect "inspect shows no delayed row: $(cat "$WORK/inspect.out")" \
+        grep -q "^delayed " "$WORK/inspect.out"
+    "$ZKR" inspect --json /cli/frozen > "$WORK/inspect.json" 2>&1
+    expect "inspect --json lists a holder: $(cat "$WORK/inspect.json")" \
+        jq -e '(.holders | length) == 0 and .waiters[0].delayed == true' \
+        "$WORK/inspect.json"
     kill -CONT "$a" "$guard" "$cpid" $sl
     wait_for 10 dead "$cpid"
     t_gone=$(now_ms)

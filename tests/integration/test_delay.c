@@ -760,6 +760,144 @@ static void test_election_delay(void **state)
 }
 
 /* Arguments and states of the API. */
+/* Issue 16 review (F2): a writer behind readers r1, r2, watching r2. r2's
+ * session expires: the writer lists again, sees r1, waits on. r1 then
+ * releases cleanly. r2 may have held (it was a reader, beside r1): its
+ * death stays owed, so the writer is granted no earlier than D after it. */
+static void test_writer_keeps_earlier_death(void **state)
+{
+    const int d = 3000;
+    const char *dir = "/d/rw-f2";
+    zkr_session_t *s1 = open_session(10000), *s2 = open_session(10000),
+                  *s3 = open_session(10000);
+    zkr_lock_t *r1 = rw_side(s1, dir, 0), *r2 = rw_side(s2, dir, 0), *w;
+    char n1[ZKR_NODE_MAX], n2[ZKR_NODE_MAX];
+    struct grant g;
+    int64_t t0;
+
+    (void)state;
+    mkdirs(dir);
+    hold(r1, n1, sizeof(n1));
+    hold(r2, n2, sizeof(n2));
+    w = shared_waiter(rw_side(s3, dir, 1), dir, d, 2, &g);
+    t0 = zkt_now_ms();
+    expire(s2); /* r2, the node the writer watches, dies */
+    assert_true(ZKT_WAIT_UNTIL(children(dir) == 2, 10000));
+    zkt_sleep_ms(zkt_scaled_ms(300)); /* the writer listed again: waits */
+    assert_false(grant_done(&g));
+    assert_int_equal(zkr_lock_release(r1), 0); /* clean */
+    assert_true(ZKT_WAIT_UNTIL(grant_done(&g), 10000 + d));
+    assert_int_equal(g.rc, 0);
+    assert_true(g.at - t0 >= d);
+    assert_int_equal(zkr_lock_release(w), 0);
+    zkr_lock_free(w);
+    zkr_lock_free(r2);
+    zkr_lock_free(r1);
+    zkr_session_free(s3);
+    zkr_session_free(s2);
+    zkr_session_free(s1);
+}
+
+/* Issue 16 review (F3): writers w1, w2 and readers ra, rb behind them,
+ * both readers with a long delay. w1 and w2 release cleanly: only clean
+ * releases, so both readers are granted at once. (w2 vouches for w1 to
+ * rb too; one reader's informational zkr-closed record never replaces the
+ * release record the other reads.) */
+static void test_readers_after_clean_releases(void **state)
+{
+    const char *dir = "/d/rw-f3";
+    zkr_session_t *s1 = open_session(10000), *s2 = open_session(10000),
+                  *s3 = open_session(10000), *s4 = open_session(10000);
+    zkr_lock_t *w1 = rw_side(s1, dir, 1), *w2, *ra, *rb;
+    char n1[ZKR_NODE_MAX];
+    struct grant g2, ga, gb;
+    int64_t t0;
+
+    (void)state;
+    mkdirs(dir);
+    hold(w1, n1, sizeof(n1));
+    w2 = shared_waiter(rw_side(s2, dir, 1), dir, 0, 1, &g2);
+    ra = shared_waiter(rw_side(s3, dir, 0), dir, 60000, 2, &ga);
+    rb = shared_waiter(rw_side(s4, dir, 0), dir, 60000, 3, &gb);
+    assert_int_equal(zkr_lock_release(w1), 0);
+    assert_true(ZKT_WAIT_UNTIL(grant_done(&g2), 10000));
+    zkt_sleep_ms(zkt_scaled_ms(300));
+    t0 = zkt_now_ms();
+    assert_int_equal(zkr_lock_release(w2), 0);
+    expect_prompt(&ga, t0);
+    expect_prompt(&gb, t0);
+    zkr_lock_free(rb);
+    zkr_lock_free(ra);
+    zkr_lock_free(w2);
+    zkr_lock_free(w1);
+    zkr_session_free(s4);
+    zkr_session_free(s3);
+    zkr_session_free(s2);
+    zkr_session_free(s1);
+}
+
+/* Issue 16 review (F1): a candidate DELAYED by the leader's death loses
+ * its own node (deleted by an operator, or its session expires) and
+ * rejoins inside the library: the new node still serves the delay, so
+ * it leads no earlier than D after the death. */
+static void rejoin_while_delayed(const char *dir, int expire_self)
+{
+    const int d = 3000;
+    zkr_session_t *s1 = open_session(4000), *s2 = NULL;
+    zkr_election_t *e1 = NULL, *e2 = NULL;
+    zkr_session_options_t o;
+    char node[ZKR_NODE_MAX];
+    struct String_vector v;
+    int64_t t0;
+
+    memset(&o, 0, sizeof(o));
+    o.no_reconnect = 1; /* the dead leader does not come back */
+    assert_int_equal(zkr_session_open(&s2, zkt_server_hosts(server), 4000, &o),
+                     0);
+    mkdirs(dir);
+    assert_int_equal(
+        zkr_election_new(&e2, s2, dir, "two", NULL, ZKR_POLICY_SUSPEND), 0);
+    assert_int_equal(
+        zkr_election_new(&e1, s1, dir, "one", NULL, ZKR_POLICY_SUSPEND), 0);
+    assert_int_equal(zkr_election_join(e2), 0);
+    assert_int_equal(zkr_election_await(e2, 10000), 0);
+    assert_int_equal(zkr_election_set_delay(e1, d), 0);
+    assert_int_equal(zkr_election_join(e1), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(dir) == 2, 10000));
+    zkt_sleep_ms(zkt_scaled_ms(300));
+    t0 = zkt_now_ms();
+    expire(s2); /* the leader dies */
+    assert_true(
+        ZKT_WAIT_UNTIL(zkr_election_state(e1) == ZKR_LOCK_DELAYED, 10000));
+    if (expire_self) {
+        expire(s1);
+    } else {
+        assert_int_equal(zoo_get_children(raw, dir, 0, &v), ZOK);
+        assert_int_equal(v.count, 1);
+        snprintf(node, sizeof(node), "%s/%s", dir, v.data[0]);
+        deallocate_String_vector(&v);
+        assert_int_equal(zoo_delete(raw, node, -1), ZOK);
+    }
+    assert_int_equal(zkr_election_await(e1, 20000 + d), 0);
+    assert_true(zkt_now_ms() - t0 >= d);
+    zkr_election_free(e1);
+    zkr_election_free(e2);
+    zkr_session_free(s2);
+    zkr_session_free(s1);
+}
+
+static void test_rejoin_after_own_node_deleted(void **state)
+{
+    (void)state;
+    rejoin_while_delayed("/d/elect-del", 0);
+}
+
+static void test_rejoin_after_own_session_expired(void **state)
+{
+    (void)state;
+    rejoin_while_delayed("/d/elect-exp", 1);
+}
+
 static void test_delay_api(void **state)
 {
     zkr_session_t *s = open_session(10000);
@@ -833,6 +971,10 @@ int main(void)
         cmocka_unit_test(test_semaphore_delay),
         cmocka_unit_test(test_rwlock_delay),
         cmocka_unit_test(test_election_delay),
+        cmocka_unit_test(test_writer_keeps_earlier_death),
+        cmocka_unit_test(test_readers_after_clean_releases),
+        cmocka_unit_test(test_rejoin_after_own_node_deleted),
+        cmocka_unit_test(test_rejoin_after_own_session_expired),
         cmocka_unit_test(test_delay_api),
     };
     return cmocka_run_group_tests_name("delay", tests, setup, teardown);
