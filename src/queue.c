@@ -558,6 +558,25 @@ static void drop_watch(zkr_session_t *s, const char *path,
     zkr__cleanup_add_watch(s, path, wtype, zkr__node_watcher);
 }
 
+/* We stop watching c->watching and list again. The watch is dropped even
+ * if we never set one (our request failed, or found no node): another
+ * contender of this session may have left one there that it kept only for
+ * our sake (path_watched_by_other()), such as the exists() watch a waiter
+ * sets on its own node, which stays on the server when the node is gone.
+ * With no watch there the client answers the removal itself (ZNOWATCHER),
+ * without a request. */
+static void stop_watching(zkr__contender_t *c)
+{
+    char *w = c->watching;
+
+    set_watching(c, NULL);
+    c->phase = ZKR__P_LISTING;
+    if (w != NULL)
+        drop_watch(c->s, w, c,
+                   c->watch_dir ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA);
+    free(w);
+}
+
 /* A watch event on path, for one contender (its node, or what it watches,
  * may be path). The contenders it can concern are those of path in the
  * index, in the session's order; more than ZKR__WATCH_HITS of them and the
@@ -947,8 +966,9 @@ static void watch_done(int rc, const char *value, int len,
         c->behind_czxid = stat->czxid;
     if (stale(op, ZKR__P_WATCHING) || c->watching == NULL ||
         strcmp(c->watching, op->path) != 0) {
-        /* We moved on while the watch was being set: take it back. */
-        if (rc == ZOK)
+        /* We moved on while the watch was being set: take it back (a
+         * NONODE sets none, but one may be there: stop_watching()). */
+        if (rc == ZOK || rc == ZNONODE)
             drop_watch(s, op->path, c, ZWATCHTYPE_DATA);
     } else if (rc == ZNOAUTH) {
         /* Not ours to read (a creator-only ACL, another user's contender):
@@ -965,13 +985,10 @@ static void watch_done(int rc, const char *value, int len,
             step(c);
     } else if (rc == ZNONODE ||
                (rc == ZOK && c->recipe->poke && unseen_write(c, stat))) {
-        /* Gone before we could watch it (getData leaves no watch then),
-         * or (semaphore) written since we listed: take the watch back and
-         * list. */
-        if (rc == ZOK)
-            drop_watch(s, op->path, c, ZWATCHTYPE_DATA);
-        clear_watching(c);
-        c->phase = ZKR__P_LISTING;
+        /* Gone before we could watch it (getData leaves no watch then;
+         * stop_watching()), or (semaphore) written since we listed:
+         * take the watch back and list. */
+        stop_watching(c);
         step(c);
     } else if (zkr__is_connection_error(rc)) {
         clear_watching(c);
@@ -1154,8 +1171,7 @@ static void pred_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat,
         c->unreadable = zkr__strdup(name);
         rc = c->unreadable != NULL ? 0 : ZKR_ENOMEM;
     }
-    clear_watching(c);
-    c->phase = ZKR__P_LISTING;
+    stop_watching(c); /* no watch of ours was set on it */
     if (rc == ZKR_ENOMEM)
         abort_acquire(c, ZKR_ENOMEM);
     else if (rc == ZOK || rc == ZNONODE)
@@ -1763,14 +1779,8 @@ static int take_lost(zkr__contender_t *c)
  * over), and the watch on our predecessor is taken back. */
 static void lose_waiting(zkr__contender_t *c)
 {
-    if (c->watching != NULL) {
-        char *w = c->watching;
-        set_watching(c, NULL);
-        c->phase = ZKR__P_LISTING;
-        drop_watch(c->s, w, c,
-                   c->watch_dir ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA);
-        free(w);
-    }
+    if (c->watching != NULL)
+        stop_watching(c);
     forget_node(c);
     finish_acquire(c, ZKR_ELOST);
 }

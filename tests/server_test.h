@@ -92,6 +92,92 @@ static inline int first_latch(const char *dir, char *node, size_t len)
     return first != NULL ? 0 : -1;
 }
 
+/* Issue 19 (review): contenders of one session made by mk() in dir
+ * queue behind a holder made by mk() in another session, and an operator
+ * deletes each waiter's node as soon as it shows, rounds times n of them. A
+ * waiter watches its own node with exists(), which leaves a watch on the server
+ * when the node is already gone; the waiter behind it, whose request
+ * about that node found it gone too, set no watch but was counted as
+ * needing that one, so nobody removed it. Every acquire must end with
+ * ZKR_ELOST (its node can never be granted), and once the waiters are
+ * freed the server may hold no more watches than before, with the
+ * holder's own. The deletions race the requests: rounds make a leak likely. */
+enum { DELETED_WAITERS_MAX = 64 };
+static volatile int deleted_got[DELETED_WAITERS_MAX],
+    deleted_rc[DELETED_WAITERS_MAX];
+
+static inline void deleted_done(int rc, zkr_lock_t *l, void *data)
+{
+    int i = (int)(intptr_t)data;
+
+    (void)l;
+    deleted_rc[i] = rc;
+    deleted_got[i]++;
+}
+
+static inline void deleted_waiters_leave_no_watch(
+    const char *dir, zkr_lock_t *(*mk)(zkr_session_t *s, const char *dir),
+    int n, int rounds)
+{
+    zkr_session_t *a = open_session(10000), *s = open_session(10000);
+    zkr_lock_t *h = mk(a, dir), *l[DELETED_WAITERS_MAX];
+    long w0 = zkt_total_watches(server) + 1; /* and the holder's own */
+    char hnode[ZKR_NODE_MAX];
+
+    assert_true(n <= DELETED_WAITERS_MAX);
+    assert_int_equal(zkr_lock_acquire(h, -1), 0);
+    assert_int_equal(zkr_lock_node(h, hnode, sizeof(hnode)), 0);
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == w0, 5000));
+    for (int r = 0; r < rounds; r++) {
+        int left = n;
+
+        for (int i = 0; i < n; i++) {
+            deleted_got[i] = 0;
+            l[i] = mk(s, dir);
+            assert_int_equal(zkr_lock_acquire_async(l[i], -1, deleted_done,
+                                                    (void *)(intptr_t)i),
+                             0);
+        }
+        for (int64_t end = zkt_now_ms() + 10000;
+             left > 0 && zkt_now_ms() < end;) {
+            struct String_vector v = {0, NULL};
+
+            if (zoo_get_children(raw, dir, 0, &v) == ZOK) {
+                for (int k = 0; k < v.count; k++) {
+                    char full[512];
+
+                    snprintf(full, sizeof(full), "%s/%s", dir, v.data[k]);
+                    if (strcmp(full, hnode) != 0)
+                        zoo_delete(raw, full, -1);
+                }
+            }
+            deallocate_String_vector(&v);
+            left = 0;
+            for (int i = 0; i < n; i++)
+                left += deleted_got[i] == 0;
+        }
+        for (int i = 0; i < n; i++) {
+            assert_int_equal(deleted_got[i], 1);
+            assert_int_equal(deleted_rc[i], ZKR_ELOST);
+            zkr_lock_free(l[i]);
+        }
+    }
+    assert_int_equal(children(dir), 1);
+    if (!ZKT_WAIT_UNTIL(zkt_total_watches(server) == w0, 5000)) {
+        char *wp = zkt_4lw(server, "wchp");
+
+        print_message("%ld watches, %ld expected:\n%s\n",
+                      zkt_total_watches(server), w0, wp != NULL ? wp : "?");
+        free(wp);
+        fail();
+    }
+    assert_int_equal(zkr_lock_release(h), 0);
+    zkr_lock_free(h);
+    zkr_session_free(s);
+    zkr_session_free(a);
+    assert_int_equal(children(dir), 0);
+}
+
 /* What a run of contender processes (tests/contender) left behind. */
 struct verdict {
     long long counter;   /* final shared counter (locks only), else -1 */

@@ -1143,6 +1143,20 @@ static void test_release_refused(void **state)
     zoo_delete(raw, "/t/nodel", -1);
 }
 
+static zkr_lock_t *waiter_lock(zkr_session_t *s, const char *dir)
+{
+    return new_lock(s, dir, "w");
+}
+
+/* Issue 19 (review): a waiter's exists() watch on its own deleted node,
+ * kept for the waiter behind it (its getData found the node gone too), is
+ * removed (deleted_waiters_leave_no_watch()). */
+static void test_deleted_waiters_leave_no_watch(void **state)
+{
+    (void)state;
+    deleted_waiters_leave_no_watch("/t/dleak", waiter_lock, 40, 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1161,6 +1175,7 @@ int main(void)
         cmocka_unit_test(test_chain_without_write_right),
         cmocka_unit_test(test_foreign_delete_of_waiter),
         cmocka_unit_test(test_waiter_node_deleted),
+        cmocka_unit_test(test_deleted_waiters_leave_no_watch),
         cmocka_unit_test(test_creator_only_contender_ahead),
         cmocka_unit_test(test_application_watch_kept),
         cmocka_unit_test(test_removed_watch_not_retried),

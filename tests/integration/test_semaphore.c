@@ -675,6 +675,21 @@ static void test_semaphore_creator_acl_watches_predecessor(void **state)
         zkr_session_free(s[i]);
 }
 
+static zkr_lock_t *waiter_permit(zkr_session_t *s, const char *dir)
+{
+    return sem(s, dir, 1, NULL);
+}
+
+/* Issue 19 (review), for a semaphore: a waiter behind another asks for its
+ * ACL before it watches it (pred_acl_done()); when that finds the node
+ * gone, the exists() watch the waiter ahead kept for it is removed
+ * (deleted_waiters_leave_no_watch()). */
+static void test_semaphore_deleted_waiters_leave_no_watch(void **state)
+{
+    (void)state;
+    deleted_waiters_leave_no_watch("/s/dleak", waiter_permit, 40, 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -692,6 +707,7 @@ int main(void)
         cmocka_unit_test(test_semaphore_mixed_acl_untouchable_predecessor),
         cmocka_unit_test(test_semaphore_predecessor_acl_changed_while_watched),
         cmocka_unit_test(test_semaphore_creator_acl_watches_predecessor),
+        cmocka_unit_test(test_semaphore_deleted_waiters_leave_no_watch),
     };
     if (getenv("ZKR_TEST_ONLY") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_ONLY"));
