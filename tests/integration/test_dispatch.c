@@ -686,9 +686,11 @@ static void test_example_daemon_uv(void **state)
 
     (void)state;
     free(prog);
+    /* Not cmocka's skip(): Debian's cmocka 1.1.5 reports it as a failure
+     * under TAP. CI installs libuv, so there it is always built. */
     if (!built) {
-        print_message("# examples/evloop_uv not built (no libuv): skipped\n");
-        skip();
+        print_message("# examples/evloop_uv not built (no libuv): not run\n");
+        return;
     }
     run_example_daemon("examples/evloop_uv", "/disp/exuv");
 }
