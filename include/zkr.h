@@ -1452,6 +1452,264 @@ ZKR_EXTERN int zkr_rwlock_new(zkr_lock_t **read, zkr_lock_t **write,
                               zkr_session_t *s, const char *path,
                               const char *id, const struct ACL_vector *acl);
 
+/* ------------------------------------------------------------------------ */
+/* Work queue (docs/design/workq.md)                                         */
+/* ------------------------------------------------------------------------ */
+
+/** A fenced FIFO work queue with fair consumers. Thread-safe. (Not
+ * `zkr_queue_*`: ZooKeeper's contrib C recipes own those names.) */
+typedef struct zkr_workq zkr_workq_t;
+
+/** An item taken from a work queue and claimed by this session, until it
+ * is acked, nacked or freed. Thread-safe. */
+typedef struct zkr_item zkr_item_t;
+
+/** Priority levels: 0 is served first; FIFO within a level. */
+#define ZKR_WORKQ_LEVELS 4
+/** The level of zkr_workq_put() (level 0 is above it, 2 and 3 below). */
+#define ZKR_WORKQ_LEVEL_DEFAULT 1
+/** The largest item, in bytes (an item travels whole in one request, and
+ * ZooKeeper refuses requests above jute.maxbuffer, 1 MiB by default). */
+#define ZKR_WORKQ_DATA_MAX (512 * 1024)
+/** Buffer size that always fits an item id and its NUL. */
+#define ZKR_WORKQ_ID_MAX 128
+
+/**
+ * \brief Creates a work queue handle at path. Does not touch ZooKeeper.
+ *
+ * The same path may be used by any number of handles, processes and
+ * machines, each a producer, a consumer or both. Layout and protocol:
+ * docs/design/workq.md.
+ * \param id identifier of this consumer, stored in its claims and in its
+ *   place in the line of waiting consumers (UTF-8, 1..ZKR_ID_MAX bytes),
+ *   or NULL for "hostname:pid".
+ * \param acl ACL of every node zkr creates, or NULL for
+ *   ZOO_OPEN_ACL_UNSAFE.
+ * \return as zkr_lock_new().
+ */
+ZKR_EXTERN int zkr_workq_new(zkr_workq_t **out, zkr_session_t *s,
+                             const char *path, const char *id,
+                             const struct ACL_vector *acl);
+
+/**
+ * \brief Frees a work queue handle. A pending take ends with
+ *   ZKR_ECANCELED first (its completion runs); items taken through the
+ *   handle stay valid and must be freed on their own. Same rules for
+ *   callbacks as zkr_lock_free(). NULL is a no-op.
+ */
+ZKR_EXTERN void zkr_workq_free(zkr_workq_t *q);
+
+/**
+ * \brief Dead-lettering: an item that has been delivered `max` times and
+ *   becomes available again (its consumer died, or nacked it) is moved to
+ *   dead_path instead of being delivered again.
+ * \param max 0 (never, the default) or the most deliveries of one item.
+ * \param dead_path where dead items go (a persistent node each, named as
+ *   in the queue, with the item's data), or NULL for PATH/dead.
+ * \return 0; ZBADARGUMENTS (NULL q, max < 0, invalid dead_path);
+ *   ZKR_ESTATE (a take is in progress); ZKR_ENOMEM.
+ */
+ZKR_EXTERN int zkr_workq_set_dead_letter(zkr_workq_t *q, int max,
+                                         const char *dead_path);
+
+/**
+ * \brief Puts an item at the back of a priority level.
+ *
+ * Exactly once, also when the connection is lost before the answer: the
+ * item's node name carries a UUID, and a put whose answer was lost looks
+ * for it before trying again.
+ * \param data the item's bytes (may be NULL when len is 0).
+ * \param len 0..ZKR_WORKQ_DATA_MAX.
+ * \param level 0..ZKR_WORKQ_LEVELS-1.
+ * \param id OUT, may be NULL: the item's id (its node path relative to the
+ *   queue's path), NUL-terminated; idlen bytes (ZKR_WORKQ_ID_MAX always
+ *   fit).
+ * \return 0; ZBADARGUMENTS (NULL, len or level out of range, id buffer too
+ *   small); ZKR_EDEADLK (from a callback: use the async form);
+ *   ZKR_ECLOSED; ZKR_ENOMEM; ZooKeeper codes (ZNOAUTH, ZCONNECTIONLOSS once
+ *   the session's request timeout passed without an answer: the item may
+ *   or may not have been put).
+ */
+ZKR_EXTERN int zkr_workq_put(zkr_workq_t *q, const void *data, size_t len,
+                             int level, char *id, size_t idlen);
+
+/** Completion of zkr_workq_put_async(): rc, the item's id (NULL unless rc
+ * is 0; valid during the call only), data last. */
+typedef void (*zkr_put_completion_t)(int rc, const char *item_id, void *data);
+
+/** \brief Asynchronous put; `cb` gets what zkr_workq_put() would return.
+ *   The data is copied. Callable from callbacks.
+ * \return 0 (cb will be called exactly once); else an error as for
+ *   zkr_workq_put() and cb is never called. */
+ZKR_EXTERN int zkr_workq_put_async(zkr_workq_t *q, const void *data,
+                                   size_t len, int level,
+                                   zkr_put_completion_t cb, void *cbdata);
+
+/**
+ * \brief Takes the next item: waits at most timeout_ms for one.
+ *
+ * Consumers are served in the order they began waiting (a FIFO line of
+ * zkr lock contenders at PATH/consumers: only the first in line looks for
+ * items, so a put wakes one consumer whatever their number). The item is
+ * the first available one of the highest level: not claimed by a live
+ * consumer. The item is claimed by this session (an ephemeral node under
+ * the item) and its delivery count incremented in one transaction; the
+ * claim ends with the session, making the item available again.
+ *
+ * \param timeout_ms -1 forever, 0 only what is there now, N ms (as
+ *   zkr_lock_acquire()).
+ * \param out OUT: the item; free it with zkr_item_free().
+ * \return 0; ZKR_ETIMEDOUT (nothing within timeout_ms; also for
+ *   timeout 0 and an empty queue); ZKR_ECANCELED (zkr_workq_cancel());
+ *   ZKR_EALREADY (a take of this handle is in progress: one at a time per
+ *   handle); ZKR_ELOST (the session was lost while waiting); ZKR_ECLOSED;
+ *   ZKR_EDEADLK; ZBADARGUMENTS; ZKR_ENOMEM; ZooKeeper codes (ZNOAUTH).
+ */
+ZKR_EXTERN int zkr_workq_take(zkr_workq_t *q, int timeout_ms,
+                              zkr_item_t **out);
+
+/** Completion of zkr_workq_take_async(): rc, the item (NULL unless rc is
+ * 0; then the application owns it), data last. */
+typedef void (*zkr_take_completion_t)(int rc, zkr_item_t *item, void *data);
+
+/** \brief Asynchronous take; `cb` gets what zkr_workq_take() would
+ *   return. Callable from callbacks.
+ * \return 0 (cb will be called exactly once); else an error as for
+ *   zkr_workq_take() and cb is never called. */
+ZKR_EXTERN int zkr_workq_take_async(zkr_workq_t *q, int timeout_ms,
+                                    zkr_take_completion_t cb, void *data);
+
+/** \brief Cancels a pending take from any thread: it ends with
+ *   ZKR_ECANCELED unless it already had its item.
+ * \return 0; ZKR_ESTATE (no take pending); ZBADARGUMENTS. */
+ZKR_EXTERN int zkr_workq_cancel(zkr_workq_t *q);
+
+/**
+ * \brief The number of items in the queue (available and claimed, every
+ *   level), from the nodes' child counts: no item listing.
+ * \return 0; ZBADARGUMENTS; ZKR_EDEADLK; ZKR_ECLOSED; ZooKeeper codes.
+ *   A queue never used counts 0.
+ */
+ZKR_EXTERN int zkr_workq_len(zkr_workq_t *q, int64_t *count);
+
+/** \brief One item of a queue, as read from ZooKeeper (zkr_workq_items()). */
+typedef struct zkr_item_info {
+    char *id;           /**< item id (relative to the queue's path) */
+    int level;          /**< priority level */
+    int deliveries;     /**< times delivered so far */
+    int claimed;        /**< claimed by a live consumer now */
+    int64_t claim_sid;  /**< the claiming session, when claimed */
+    char *claim_id;     /**< the consumer's identifier, when claimed */
+    int64_t ctime_ms;   /**< when it was put (server clock) */
+    int64_t size;       /**< its data's length */
+} zkr_item_info_t;
+
+/**
+ * \brief Lists up to max items in the order they would be served (for
+ *   zkr inspect and tests): reads bucket by bucket, never the whole queue.
+ * \param out OUT: free with zkr_item_infos_free(); NULL when count is 0.
+ * \return 0; as zkr_workq_len().
+ */
+ZKR_EXTERN int zkr_workq_items(zkr_workq_t *q, int max, zkr_item_info_t **out,
+                               int *count);
+
+/** \brief Frees an array from zkr_workq_items(); NULL is a no-op. */
+ZKR_EXTERN void zkr_item_infos_free(zkr_item_info_t *v, int count);
+
+/** \brief The item's data (valid until zkr_item_free()); its length in
+ *   *len (may be NULL). NULL for NULL it. */
+ZKR_EXTERN const void *zkr_item_data(const zkr_item_t *it, size_t *len);
+
+/** \brief The item's id (relative to the queue's path); "" for NULL. */
+ZKR_EXTERN const char *zkr_item_id(const zkr_item_t *it);
+
+/** \brief How many times the item has been delivered, this delivery
+ *   included (1 the first time); 0 for NULL. */
+ZKR_EXTERN int zkr_item_deliveries(const zkr_item_t *it);
+
+/** \brief The item's priority level; -1 for NULL. */
+ZKR_EXTERN int zkr_item_level(const zkr_item_t *it);
+
+/** \brief State of the claim, as for a lock: ZKR_LOCK_HELD, SUSPENDED,
+ *   LOST, or IDLE after an ack or nack; reading it ends the descriptor's
+ *   signal of earlier changes (as zkr_lock_state()). */
+ZKR_EXTERN zkr_lock_state_t zkr_item_state(zkr_item_t *it);
+
+/** \brief The claim's fencing token (czxid of the claim node): strictly
+ *   greater than that of every earlier delivery of any item of the queue's
+ *   ZooKeeper ensemble. 0; ZKR_ENOTHELD (not HELD or SUSPENDED);
+ *   ZBADARGUMENTS. */
+ZKR_EXTERN int zkr_item_token(zkr_item_t *it, int64_t *token);
+
+/** \brief The claim's sequencer (mode 'x': the claim is an exclusive lock
+ *   whose directory is the item's node): zkr_sequencer_check() tells
+ *   whether the claim is current. 0; ZKR_ENOTHELD; ZBADARGUMENTS. */
+ZKR_EXTERN int zkr_item_sequencer(zkr_item_t *it, zkr_sequencer_t *out);
+
+/** \brief Milliseconds for which the claim is still guaranteed (as
+ *   zkr_lock_valid_ms()). */
+ZKR_EXTERN int64_t zkr_item_valid_ms(zkr_item_t *it);
+
+/** \brief A descriptor readable when the claim's state changed (as
+ *   zkr_lock_fd()). */
+ZKR_EXTERN int zkr_item_fd(zkr_item_t *it);
+
+/** Claim state listener: SUSPENDED, HELD (re-verified), LOST. */
+typedef void (*zkr_item_listener_t)(zkr_item_t *it, zkr_lock_state_t state,
+                                    void *data);
+
+/** \brief Sets (NULL fn clears) the claim's state listener. 0;
+ *   ZBADARGUMENTS. */
+ZKR_EXTERN int zkr_item_set_listener(zkr_item_t *it, zkr_item_listener_t fn,
+                                     void *data);
+
+/**
+ * \brief Completes the item: one transaction deletes the claim and the
+ *   item, and commits only while the claim is still ours (the item's
+ *   version is the one our claim wrote, our claim node exists).
+ * \return 0 (completed: no consumer will get it again); ZKR_ESTALE (the
+ *   claim was lost: the session expired, the process was paused past the
+ *   safe deadline, or someone deleted the claim; nothing changed, and
+ *   another consumer may have the item); ZKR_ESTATE (acked or nacked
+ *   already); ZKR_EDEADLK; ZKR_ECLOSED; ZBADARGUMENTS; ZooKeeper codes
+ *   (the claim stays HELD and the ack may be tried again).
+ */
+ZKR_EXTERN int zkr_item_ack(zkr_item_t *it);
+
+/** Where zkr_item_nack() puts the item back. */
+typedef enum {
+    ZKR_NACK_FRONT = 0, /**< where it was: the next take gets it again */
+    ZKR_NACK_BACK = 1   /**< at the back of its level */
+} zkr_nack_where_t;
+
+/**
+ * \brief Gives the item back: available again, at the front (where it
+ *   was) or the back of its level, its delivery count kept. Commits only
+ *   while the claim is ours, as zkr_item_ack().
+ * \return as zkr_item_ack(); ZBADARGUMENTS also for an unknown where.
+ */
+ZKR_EXTERN int zkr_item_nack(zkr_item_t *it, zkr_nack_where_t where);
+
+/** Completion of an asynchronous ack or nack: rc first, data last. */
+typedef void (*zkr_item_completion_t)(int rc, zkr_item_t *it, void *data);
+
+/** \brief Asynchronous zkr_item_ack(); callable from callbacks. 0 (cb
+ *   will be called once) or an error as for zkr_item_ack(). */
+ZKR_EXTERN int zkr_item_ack_async(zkr_item_t *it, zkr_item_completion_t cb,
+                                  void *data);
+
+/** \brief Asynchronous zkr_item_nack(); callable from callbacks. */
+ZKR_EXTERN int zkr_item_nack_async(zkr_item_t *it, zkr_nack_where_t where,
+                                   zkr_item_completion_t cb, void *data);
+
+/**
+ * \brief Frees an item. A claim still held is given back first
+ *   (zkr_item_nack(ZKR_NACK_FRONT), in the background if the connection
+ *   is down; the session's end gives it back too). Same rules for
+ *   callbacks as zkr_lock_free(). NULL is a no-op.
+ */
+ZKR_EXTERN void zkr_item_free(zkr_item_t *it);
+
 #ifdef __cplusplus
 }
 #endif
