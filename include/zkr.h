@@ -1541,9 +1541,9 @@ typedef void (*zkr_put_completion_t)(int rc, const char *item_id, void *data);
  *   The data is copied. Callable from callbacks.
  * \return 0 (cb will be called exactly once); else an error as for
  *   zkr_workq_put() and cb is never called. */
-ZKR_EXTERN int zkr_workq_put_async(zkr_workq_t *q, const void *data,
-                                   size_t len, int level,
-                                   zkr_put_completion_t cb, void *cbdata);
+ZKR_EXTERN int zkr_workq_put_async(zkr_workq_t *q, const void *data, size_t len,
+                                   int level, zkr_put_completion_t cb,
+                                   void *cbdata);
 
 /**
  * \brief Takes the next item: waits at most timeout_ms for one.
@@ -1565,8 +1565,7 @@ ZKR_EXTERN int zkr_workq_put_async(zkr_workq_t *q, const void *data,
  *   handle); ZKR_ELOST (the session was lost while waiting); ZKR_ECLOSED;
  *   ZKR_EDEADLK; ZBADARGUMENTS; ZKR_ENOMEM; ZooKeeper codes (ZNOAUTH).
  */
-ZKR_EXTERN int zkr_workq_take(zkr_workq_t *q, int timeout_ms,
-                              zkr_item_t **out);
+ZKR_EXTERN int zkr_workq_take(zkr_workq_t *q, int timeout_ms, zkr_item_t **out);
 
 /** Completion of zkr_workq_take_async(): rc, the item (NULL unless rc is
  * 0; then the application owns it), data last. */
@@ -1594,14 +1593,14 @@ ZKR_EXTERN int zkr_workq_len(zkr_workq_t *q, int64_t *count);
 
 /** \brief One item of a queue, as read from ZooKeeper (zkr_workq_items()). */
 typedef struct zkr_item_info {
-    char *id;           /**< item id (relative to the queue's path) */
-    int level;          /**< priority level */
-    int deliveries;     /**< times delivered so far */
-    int claimed;        /**< claimed by a live consumer now */
-    int64_t claim_sid;  /**< the claiming session, when claimed */
-    char *claim_id;     /**< the consumer's identifier, when claimed */
-    int64_t ctime_ms;   /**< when it was put (server clock) */
-    int64_t size;       /**< its data's length */
+    char *id;          /**< item id (relative to the queue's path) */
+    int level;         /**< priority level */
+    int deliveries;    /**< times delivered so far */
+    int claimed;       /**< claimed by a live consumer now */
+    int64_t claim_sid; /**< the claiming session, when claimed */
+    char *claim_id;    /**< the consumer's identifier, when claimed */
+    int64_t ctime_ms;  /**< when it was put (server clock) */
+    int64_t size;      /**< its data's length */
 } zkr_item_info_t;
 
 /**
