@@ -1,0 +1,283 @@
+/* Adversarial review of the work queue (issue 17): reproductions against a
+ * real ZooKeeper server (and the fault proxy). Each test asserts the
+ * contract of zkr.h ("Work queue"); a failing assertion is a finding.
+ * Run: make check TESTS=review17/test_review17 [ZKR_TEST_FILTER=name]. */
+#define _DEFAULT_SOURCE
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../tests/proxy_test.h"
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static zkr_workq_t *new_q(zkr_session_t *s, const char *path, const char *id)
+{
+    zkr_workq_t *q = NULL;
+
+    assert_int_equal(zkr_workq_new(&q, s, path, id, NULL), 0);
+    return q;
+}
+
+/* ---------------------------------------------------------------------
+ * R1: a put whose answer was lost is duplicated when a consumer took and
+ * acked the item before the producer looked for it again.
+ *
+ * zkr.h: "Exactly once, also when the connection is lost before the
+ * answer". put_run() looks for its UUID only among the current children
+ * of the bucket it wrote to; an item already completed (or nacked to the
+ * back under a new name, or dead-lettered, or whose bucket was reaped) is
+ * not there, so the item is created a second time.                      */
+
+static pthread_mutex_t r1_mu = PTHREAD_MUTEX_INITIALIZER;
+static int r1_once; /* deliveries of "once" */
+static int r1_done;
+
+static void r1_acked(int rc, zkr_item_t *it, void *data)
+{
+    (void)data;
+    (void)rc;
+    zkr_item_free(it);
+}
+
+static void r1_took(int rc, zkr_item_t *it, void *data)
+{
+    (void)data;
+    pthread_mutex_lock(&r1_mu);
+    if (rc == 0) {
+        size_t len;
+        const char *d = zkr_item_data(it, &len);
+        if (len == 4 && memcmp(d, "once", 4) == 0)
+            r1_once++;
+    }
+    r1_done = 1;
+    pthread_mutex_unlock(&r1_mu);
+    if (rc == 0 && zkr_item_ack_async(it, r1_acked, NULL) != 0)
+        zkr_item_free(it);
+}
+
+static void test_r1_put_reply_lost_item_consumed(void **state)
+{
+    zkr_session_t *ps = open_proxied(10000); /* producer, through the proxy */
+    zkr_session_t *cs = open_session(10000); /* consumer, direct */
+    zkr_workq_t *pq = new_q(ps, "/r17/r1", "producer");
+    zkr_workq_t *cq = new_q(cs, "/r17/r1", "consumer");
+    zkr_item_t *it = NULL;
+    char id[ZKR_WORKQ_ID_MAX];
+    int rc;
+
+    (void)state;
+    /* The queue's nodes exist. */
+    assert_int_equal(zkr_workq_put(pq, "warm", 4, 1, NULL, 0), 0);
+    assert_int_equal(zkr_workq_take(cq, 5000, &it), 0);
+    assert_int_equal(zkr_item_ack(it), 0);
+    zkr_item_free(it);
+    it = NULL;
+
+    /* A consumer waits: it acks whatever it gets, at once. */
+    assert_int_equal(zkr_workq_take_async(cq, -1, r1_took, NULL), 0);
+    usleep(300 * 1000); /* it holds the turn and watches the bucket */
+
+    /* The put applies, its answer is lost; the producer's reconnection is
+     * slow (300 ms each way), the consumer is not. */
+    assert_int_equal(zkt_proxy_cmd(proxy, "delay 300"), 0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "drop-create-reply"), 0);
+    rc = zkr_workq_put(pq, "once", 4, 1, id, sizeof(id));
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_int_equal(rc, 0);
+
+    for (int64_t end = now_ms() + 10000; now_ms() < end;) {
+        pthread_mutex_lock(&r1_mu);
+        rc = r1_done;
+        pthread_mutex_unlock(&r1_mu);
+        if (rc)
+            break;
+        usleep(10 * 1000);
+    }
+    /* Whatever else is in the queue now is a second copy of "once". */
+    while (zkr_workq_take(cq, 2000, &it) == 0) {
+        size_t len;
+        const char *d = zkr_item_data(it, &len);
+        if (len == 4 && memcmp(d, "once", 4) == 0)
+            r1_once++;
+        assert_int_equal(zkr_item_ack(it), 0);
+        zkr_item_free(it);
+        it = NULL;
+    }
+    printf("# R1: \"once\" delivered and acked %d times (put id %s)\n", r1_once,
+           id);
+    zkr_workq_free(cq);
+    zkr_workq_free(pq);
+    zkr_session_free(cs);
+    zkr_session_free(ps);
+    assert_int_equal(r1_once, 1);
+}
+
+/* ---------------------------------------------------------------------
+ * R2: an ack whose answer was lost reports success although another
+ * consumer completed the item: completed twice.
+ *
+ * zkr.h: ack returns ZKR_ESTALE when "someone deleted the claim"; "0
+ * (completed: no consumer will get it again)". Interleaving:
+ *   A takes X (claim cA), A's ack is sent but never reaches the server;
+ *   an operator deletes cA (a stale-looking claim); B takes X, acks: 0;
+ *   A's connection comes back (same session): exists(cA) -> NONODE, so
+ *   the engine probes X -> NONODE and, probe_version being -1, reports
+ *   A's ack as applied (0). Both A and B were told they completed X.   */
+
+static pthread_mutex_t r2_mu = PTHREAD_MUTEX_INITIALIZER;
+static int r2_rc = 1000, r2_done;
+
+static void r2_acked(int rc, zkr_item_t *it, void *data)
+{
+    (void)it;
+    (void)data;
+    pthread_mutex_lock(&r2_mu);
+    r2_rc = rc;
+    r2_done = 1;
+    pthread_mutex_unlock(&r2_mu);
+}
+
+static void test_r2_lost_ack_answer_claim_deleted(void **state)
+{
+    zkr_session_t *as = open_proxied(10000);
+    zkr_session_t *bs = open_session(10000);
+    zkr_workq_t *aq = new_q(as, "/r17/r2", "A");
+    zkr_workq_t *bq = new_q(bs, "/r17/r2", "B");
+    zkr_item_t *ia = NULL, *ib = NULL;
+    struct String_vector cv = {0, NULL};
+    char ipath[600], cpath[800];
+    int done = 0, rc;
+
+    (void)state;
+    assert_int_equal(zkr_workq_put(bq, "X", 1, 1, NULL, 0), 0);
+    assert_int_equal(zkr_workq_take(aq, 5000, &ia), 0);
+    snprintf(ipath, sizeof(ipath), "/r17/r2/%s", zkr_item_id(ia));
+    /* A's turn in the consumers' line is given back in the background:
+     * wait until it is gone, else B waits behind it. */
+    for (int64_t end = now_ms() + 5000;
+         now_ms() < end && children("/r17/r2/consumers") > 0;)
+        usleep(10 * 1000);
+    assert_int_equal(children("/r17/r2/consumers"), 0);
+
+    /* A's ack is sent into a black hole. */
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    assert_int_equal(zkr_item_ack_async(ia, r2_acked, NULL), 0);
+    usleep(200 * 1000);
+
+    /* An operator deletes A's claim. */
+    assert_int_equal(zoo_get_children(raw, ipath, 0, &cv), ZOK);
+    assert_int_equal(cv.count, 1);
+    snprintf(cpath, sizeof(cpath), "%s/%s", ipath, cv.data[0]);
+    deallocate_String_vector(&cv);
+    assert_int_equal(zoo_delete(raw, cpath, -1), ZOK);
+
+    /* B takes X and completes it. */
+    assert_int_equal(zkr_workq_take(bq, 5000, &ib), 0);
+    assert_string_equal(zkr_item_data(ib, NULL), "X");
+    assert_int_equal(zkr_item_ack(ib), 0);
+
+    /* A's connection comes back. */
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    for (int64_t end = now_ms() + 15000; now_ms() < end && !done;) {
+        usleep(20 * 1000);
+        pthread_mutex_lock(&r2_mu);
+        done = r2_done;
+        pthread_mutex_unlock(&r2_mu);
+    }
+    pthread_mutex_lock(&r2_mu);
+    rc = r2_rc;
+    pthread_mutex_unlock(&r2_mu);
+    printf("# R2: B's ack 0, A's ack (claim deleted, answer lost) %d\n", rc);
+    zkr_item_free(ib);
+    zkr_item_free(ia);
+    zkr_workq_free(aq);
+    zkr_workq_free(bq);
+    zkr_session_free(as);
+    zkr_session_free(bs);
+    assert_true(done);
+    assert_int_equal(rc, ZKR_ESTALE);
+}
+
+/* ---------------------------------------------------------------------
+ * R3: one write by another client wedges every put of a level for good.
+ *
+ * The tail bucket's number is q<L>'s data version. A setData on q<L> (an
+ * operator's note, `set /q/q1 x`) makes it name a bucket that does not
+ * exist; so does deleting an empty tail bucket (Curator's ChildReaper,
+ * an operator's cleanup). put_run() then loops exists+multi without a
+ * pause until its deadline and returns ZCONNECTIONLOSS ("may or may not
+ * have been put"), and so does every later put: nothing repairs it.   */
+
+static void r3_wedge(const char *path, int by_delete)
+{
+    zkr_session_t *s = open_session(4000);
+    zkr_workq_t *q = new_q(s, path, "p");
+    zkr_item_t *it = NULL;
+    char node[400];
+    int64_t t0, t1;
+    int rc, rc2;
+
+    assert_int_equal(zkr_workq_put(q, "a", 1, 1, NULL, 0), 0);
+    if (by_delete) {
+        /* the item done, its bucket is empty; a reaper deletes it */
+        assert_int_equal(zkr_workq_take(q, 5000, &it), 0);
+        assert_int_equal(zkr_item_ack(it), 0);
+        zkr_item_free(it);
+        snprintf(node, sizeof(node), "%s/q1/b0000000000", path);
+        assert_int_equal(zoo_delete(raw, node, -1), ZOK);
+    } else {
+        snprintf(node, sizeof(node), "%s/q1", path);
+        assert_int_equal(zoo_set(raw, node, "note", 4, -1), ZOK);
+    }
+    t0 = now_ms();
+    rc = zkr_workq_put(q, "b", 1, 1, NULL, 0);
+    t1 = now_ms();
+    rc2 = zkr_workq_put(q, "c", 1, 1, NULL, 0);
+    printf("# R3 (%s): put -> %d after %lld ms; the next put -> %d\n",
+           by_delete ? "tail bucket deleted" : "q1 written", rc,
+           (long long)(t1 - t0), rc2);
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    assert_int_equal(rc, 0);
+    assert_int_equal(rc2, 0);
+}
+
+static void test_r3_level_written(void **state)
+{
+    (void)state;
+    r3_wedge("/r17/r3a", 0);
+}
+
+static void test_r3_tail_bucket_deleted(void **state)
+{
+    (void)state;
+    r3_wedge("/r17/r3b", 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_r1_put_reply_lost_item_consumed),
+        cmocka_unit_test(test_r2_lost_ack_answer_claim_deleted),
+        cmocka_unit_test(test_r3_level_written),
+        cmocka_unit_test(test_r3_tail_bucket_deleted),
+    };
+    if (getenv("ZKR_TEST_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
+    return cmocka_run_group_tests_name("review17", tests, proxy_setup,
+                                       proxy_teardown);
+}
