@@ -268,6 +268,78 @@ static void test_r3_tail_bucket_deleted(void **state)
     r3_wedge("/r17/r3b", 1);
 }
 
+/* ---------------------------------------------------------------------
+ * R4: a cancel (or zkr_workq_free) while the waiting consumer's
+ * connection is down is not seen until the connection is back or two
+ * session timeouts have passed.
+ *
+ * zkr.h: zkr_workq_cancel "cancels a pending take from any thread";
+ * zkr_workq_free: "a pending take ends with ZKR_ECANCELED first".
+ * take_run() calls wait_connected(s, -1), which waits up to 2 x the
+ * session timeout and never looks at q->cancel; zkr__cancel(&q->turn)
+ * does nothing to a turn that is held.                               */
+
+static pthread_mutex_t r4_mu = PTHREAD_MUTEX_INITIALIZER;
+static int r4_rc = 1000, r4_done;
+static int64_t r4_at;
+
+static void r4_took(int rc, zkr_item_t *it, void *data)
+{
+    (void)data;
+    zkr_item_free(it);
+    pthread_mutex_lock(&r4_mu);
+    r4_rc = rc;
+    r4_done = 1;
+    r4_at = now_ms();
+    pthread_mutex_unlock(&r4_mu);
+}
+
+static void test_r4_cancel_while_disconnected(void **state)
+{
+    zkr_session_t *s = open_proxied(6000);
+    zkr_workq_t *q = new_q(s, "/r17/r4", "c");
+    int64_t t0, waited;
+    int done = 0, rc;
+
+    (void)state;
+    assert_int_equal(zkr_workq_put(q, "warm", 4, 1, NULL, 0), 0);
+    {
+        zkr_item_t *it = NULL;
+        assert_int_equal(zkr_workq_take(q, 5000, &it), 0);
+        assert_int_equal(zkr_item_ack(it), 0);
+        zkr_item_free(it);
+    }
+    assert_int_equal(zkr_workq_take_async(q, -1, r4_took, NULL), 0);
+    usleep(500 * 1000); /* first in line, waiting for an item */
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    /* the client notices (2/3 of the session timeout) */
+    for (int64_t end = now_ms() + 15000;
+         now_ms() < end && zkr_session_state(s) == ZKR_STATE_CONNECTED;)
+        usleep(20 * 1000);
+    assert_true(zkr_session_state(s) != ZKR_STATE_CONNECTED);
+    usleep(300 * 1000);
+    t0 = now_ms();
+    assert_int_equal(zkr_workq_cancel(q), 0);
+    for (int64_t end = now_ms() + 30000; now_ms() < end && !done;) {
+        usleep(20 * 1000);
+        pthread_mutex_lock(&r4_mu);
+        done = r4_done;
+        pthread_mutex_unlock(&r4_mu);
+    }
+    pthread_mutex_lock(&r4_mu);
+    rc = r4_rc;
+    waited = r4_at - t0;
+    pthread_mutex_unlock(&r4_mu);
+    printf("# R4: cancel while disconnected: take ended %d after %lld ms\n", rc,
+           (long long)waited);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    assert_true(done);
+    assert_int_equal(rc, ZKR_ECANCELED);
+    assert_true(waited < 2000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -275,6 +347,7 @@ int main(void)
         cmocka_unit_test(test_r2_lost_ack_answer_claim_deleted),
         cmocka_unit_test(test_r3_level_written),
         cmocka_unit_test(test_r3_tail_bucket_deleted),
+        cmocka_unit_test(test_r4_cancel_while_disconnected),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
