@@ -340,6 +340,41 @@ static void test_r4_cancel_while_disconnected(void **state)
     assert_true(waited < 2000);
 }
 
+/* ---------------------------------------------------------------------
+ * R5: writes to an item's data by another client count as deliveries:
+ * an item never delivered is dead-lettered.
+ *
+ * zkr.h: an item "that has been delivered `max` times" moves to the dead
+ * path. The count is carry + the item node's data version, so any
+ * setData on the item (an operator fixing a payload) adds a delivery.  */
+
+static void test_r5_write_counts_as_delivery(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_workq_t *q = new_q(s, "/r17/r5", "c");
+    zkr_item_t *it = NULL;
+    char id[ZKR_WORKQ_ID_MAX], ipath[400];
+    int rc;
+
+    (void)state;
+    assert_int_equal(zkr_workq_set_dead_letter(q, 2, NULL), 0);
+    assert_int_equal(zkr_workq_put(q, "job", 3, 1, id, sizeof(id)), 0);
+    snprintf(ipath, sizeof(ipath), "/r17/r5/%s", id);
+    /* an operator corrects the payload, twice */
+    assert_int_equal(zoo_set(raw, ipath, "job1", 4, -1), ZOK);
+    assert_int_equal(zoo_set(raw, ipath, "job2", 4, -1), ZOK);
+    rc = zkr_workq_take(q, 2000, &it);
+    printf("# R5: take of an item never delivered -> %d, dead/ has %d\n", rc,
+           children("/r17/r5/dead"));
+    if (rc == 0) {
+        assert_int_equal(zkr_item_deliveries(it), 1);
+        zkr_item_free(it);
+    }
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    assert_int_equal(rc, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -348,6 +383,7 @@ int main(void)
         cmocka_unit_test(test_r3_level_written),
         cmocka_unit_test(test_r3_tail_bucket_deleted),
         cmocka_unit_test(test_r4_cancel_while_disconnected),
+        cmocka_unit_test(test_r5_write_counts_as_delivery),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
