@@ -375,6 +375,47 @@ static void test_r5_write_counts_as_delivery(void **state)
     assert_int_equal(rc, 0);
 }
 
+/* ---------------------------------------------------------------------
+ * R6: a waiting consumer cut off (partitioned, or SIGSTOPped) while first
+ * in line stalls every other consumer until its session expires, with
+ * items available: head-of-line blocking of the fair line, undocumented
+ * in zkr.h (which says only that the first in line looks for items).  */
+
+static void r6_took(int rc, zkr_item_t *it, void *data)
+{
+    (void)rc;
+    (void)data;
+    zkr_item_free(it);
+}
+
+static void test_r6_stalled_head_of_line(void **state)
+{
+    zkr_session_t *as = open_proxied(10000);
+    zkr_session_t *bs = open_session(10000);
+    zkr_workq_t *aq = new_q(as, "/r17/r6", "A");
+    zkr_workq_t *bq = new_q(bs, "/r17/r6", "B");
+    zkr_item_t *it = NULL;
+    int64_t t0;
+    int rc;
+
+    (void)state;
+    assert_int_equal(zkr_workq_take_async(aq, -1, r6_took, NULL), 0);
+    usleep(500 * 1000); /* A is first in line, waiting */
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    assert_int_equal(zkr_workq_put(bq, "job", 3, 1, NULL, 0), 0);
+    t0 = now_ms();
+    rc = zkr_workq_take(bq, 4000, &it);
+    printf("# R6: B's take with an item there, A cut off: %d after %lld ms\n",
+           rc, (long long)(now_ms() - t0));
+    zkr_item_free(it);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    zkr_workq_free(bq);
+    zkr_workq_free(aq);
+    zkr_session_free(bs);
+    zkr_session_free(as);
+    assert_int_equal(rc, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -384,6 +425,7 @@ int main(void)
         cmocka_unit_test(test_r3_tail_bucket_deleted),
         cmocka_unit_test(test_r4_cancel_while_disconnected),
         cmocka_unit_test(test_r5_write_counts_as_delivery),
+        cmocka_unit_test(test_r6_stalled_head_of_line),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
