@@ -19,11 +19,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
 #define WQ_BUCKET_DEFAULT 1024
 #define WQ_NAME_MAX 96 /* "i-<carry>-<uuid36>-<seq10>" and more */
+
+#define WQ_REPAIRS 20      /* bounded retries of a put or of a repair */
+#define WQ_PIGGYBACK 16    /* receipt deletes carried by one put */
+#define WQ_RECEIPTS_MAX 64 /* confirmed receipts kept: beyond, cleanup */
 
 enum { WQ_AGAIN = 1, WQ_EMPTY = 2 }; /* scan results besides 0 and errors */
 
@@ -47,6 +52,11 @@ struct zkr_workq {
     char **wpath;
     int *wtype;
     int nw, capw;
+    /* receipts of puts whose outcome is known, to delete (session
+     * rcpt_sid): they ride on the next put (workq.md, receipts) */
+    char *rcpt[WQ_RECEIPTS_MAX];
+    int nrcpt;
+    int64_t rcpt_sid;
 };
 
 struct zkr_item {
@@ -224,6 +234,8 @@ static int sync_path(zhandle_t *zh, const char *path)
     return w.rc;
 }
 
+static void receipts_to_cleanup(zkr_workq_t *q, char **v, int n, int64_t sid);
+
 /* ------------------------------------------------------------ handle */
 
 static void turn_deliver(zkr__contender_t *c, const zkr__event_t *ev)
@@ -277,6 +289,8 @@ static void workq_dispose(void *owner)
 
     for (int i = 0; i < q->nw; i++)
         free(q->wpath[i]);
+    for (int i = 0; i < q->nrcpt; i++)
+        free(q->rcpt[i]);
     free(q->wpath);
     free(q->wtype);
     free(q->path);
@@ -301,6 +315,10 @@ void zkr_workq_free(zkr_workq_t *q)
     pthread_mutex_lock(&s->mu);
     while (q->async_puts > 0 || (q->taking && !q->thr_joinable))
         zkr__wait(s, NULL, zkr__now_ms() + 100);
+    /* Receipts not carried away by a put: the session's cleanup deletes
+     * them (they are ephemeral anyway). */
+    receipts_to_cleanup(q, q->rcpt, q->nrcpt, q->rcpt_sid);
+    q->nrcpt = 0;
     pthread_mutex_unlock(&s->mu);
     if (q->thr_joinable)
         pthread_join(q->thr, NULL);
@@ -420,6 +438,11 @@ static int ensure_level(zkr_workq_t *q, zhandle_t *zh, int level)
     snprintf(data, sizeof(data), "zkr-workq 1 bucket=%d", WQ_BUCKET_DEFAULT);
     if ((rc = make_node(zh, q->path, data, q->acl)) != ZOK)
         return rc;
+    /* The puts' receipts (workq.md): a container, made again if reaped. */
+    snprintf(ql, sizeof(ql), "%s/receipts", q->path);
+    rc = zoo_create(zh, ql, "", 0, q->acl, ZOO_CONTAINER, NULL, 0);
+    if (rc != ZOK && rc != ZNODEEXISTS)
+        return rc;
     snprintf(ql, sizeof(ql), "%s/q%d", q->path, level);
     snprintf(b0, sizeof(b0), "%s/b%010d", ql, 0);
     zoo_create_op_init(&ops[0], ql, "", 0, q->acl, ZOO_PERSISTENT, NULL, 0);
@@ -449,7 +472,8 @@ static void seal(zhandle_t *zh, const char *ql, int t,
     (void)zoo_multi(zh, 3, ops, res); /* BADVERSION, NODEEXISTS: sealed */
 }
 
-/* Has bucket bt an item whose name holds uuid? 1, 0, or a code < 0. */
+/* Has bucket bt an item whose name holds uuid (after a sync)? 1, 0, or a
+ * ZooKeeper code (< 0). */
 static int bucket_has(zhandle_t *zh, const char *bt, const char *uuid,
                       char *name, size_t size)
 {
@@ -461,7 +485,7 @@ static int bucket_has(zhandle_t *zh, const char *bt, const char *uuid,
     if (rc == ZNONODE)
         return 0;
     if (rc != ZOK)
-        return rc < 0 ? rc : -rc;
+        return rc < 0 ? rc : ZSYSTEMERROR;
     for (int i = 0; i < v.count && !hit; i++)
         if (strstr(v.data[i], uuid) != NULL) {
             hit = 1;
@@ -471,27 +495,128 @@ static int bucket_has(zhandle_t *zh, const char *bt, const char *uuid,
     return hit;
 }
 
+/* Pauses between the bounded retries of a put whose level keeps changing
+ * under it (foreign writes): never a spin. */
+static void pause_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Mutex held: a confirmed receipt of session sid is to be deleted; it
+ * rides on the next put's multi (no round trip of its own). Receipts of
+ * another session are gone with it. */
+static void receipt_confirmed(zkr_workq_t *q, const char *path, int64_t sid)
+{
+    char *p;
+
+    if (q->rcpt_sid != sid) {
+        for (int i = 0; i < q->nrcpt; i++)
+            free(q->rcpt[i]);
+        q->nrcpt = 0;
+        q->rcpt_sid = sid;
+    }
+    if (q->nrcpt == WQ_RECEIPTS_MAX || (p = zkr__strdup(path)) == NULL) {
+        (void)zkr__cleanup_add(q->s, path, NULL, NULL, sid, NULL);
+        return;
+    }
+    q->rcpt[q->nrcpt++] = p;
+}
+
+/* Mutex held: hands the kept receipts of the current session to the
+ * session's cleanup (a free; a put whose answer was lost). */
+static void receipts_to_cleanup(zkr_workq_t *q, char **v, int n, int64_t sid)
+{
+    for (int i = 0; i < n; i++) {
+        if (sid == q->s->sid)
+            (void)zkr__cleanup_add(q->s, v[i], NULL, NULL, sid, NULL);
+        free(v[i]);
+    }
+}
+
+/* F3: b<t> (t = q<L>'s data version) is missing, or sealed while q<L>
+ * still names it (a foreign write to q<L> or to a bucket, a reaper that
+ * deleted an empty tail bucket). Repairs the level so that the tail is
+ * an open bucket above every existing one: the highest bucket below t is
+ * sealed (if open), b<t> created; a sealed b<t> is followed by b<t+1> with
+ * q<L> moved to it. Every step tolerates a concurrent repair. */
+static int repair_tail(zkr_workq_t *q, zhandle_t *zh, const char *ql, int t,
+                       int sealed)
+{
+    char bt[320];
+    int rc;
+
+    if (sealed) {
+        char next[320];
+        zoo_op_t ops[2];
+        zoo_op_result_t res[2];
+
+        snprintf(next, sizeof(next), "%s/b%010d", ql, t + 1);
+        zoo_set_op_init(&ops[0], ql, "", 0, t, NULL);
+        zoo_create_op_init(&ops[1], next, "", 0, q->acl, ZOO_PERSISTENT, NULL,
+                           0);
+        rc = zoo_multi(zh, 2, ops, res);
+        return rc == ZBADVERSION || rc == ZNODEEXISTS ? ZOK : rc;
+    } else {
+        struct String_vector v = {0, NULL};
+        int n = 0, *bk, below = -1;
+
+        if ((rc = zoo_get_children(zh, ql, 0, &v)) != ZOK)
+            return rc;
+        bk = sorted_buckets(&v, &n);
+        deallocate_String_vector(&v);
+        if (bk == NULL)
+            return ZKR_ENOMEM;
+        for (int i = 0; i < n; i++)
+            if (bk[i] < t)
+                below = bk[i];
+        free(bk);
+        if (below >= 0) {
+            char bb[320];
+
+            /* Sealed before b<t> exists: no put can land below it after. */
+            snprintf(bb, sizeof(bb), "%s/b%010d", ql, below);
+            rc = zoo_set(zh, bb, "sealed", 6, 0);
+            if (rc != ZOK && rc != ZBADVERSION && rc != ZNONODE)
+                return rc;
+        }
+        snprintf(bt, sizeof(bt), "%s/b%010d", ql, t);
+        rc = zoo_create(zh, bt, "", 0, q->acl, ZOO_PERSISTENT, NULL, 0);
+        return rc == ZNODEEXISTS ? ZOK : rc;
+    }
+}
+
 static int put_run(zkr_workq_t *q, const void *data, size_t len, int level,
                    int carry, char *id, size_t idlen)
 {
     zkr_session_t *s = q->s;
-    char uuid[37], ql[300], bt[320], prefix[400], created[512];
+    char uuid[37], ql[300], bt[320], prefix[400], created[512], rdir[300],
+        receipt[340];
     int64_t deadline = zkr__now_ms() +
                        (s->req_timeout > 0 ? s->req_timeout : 10000) +
                        (s->timeout > 0 ? s->timeout : 10000);
-    int rc, t = -1, bsize, unknown = 0;
+    int64_t sent_sid = 0;
+    int rc, t = -1, bsize, unknown = 0, tries = 0;
     zhandle_t *zh;
 
     zkr__uuid(uuid);
     snprintf(ql, sizeof(ql), "%s/q%d", q->path, level);
+    snprintf(rdir, sizeof(rdir), "%s/receipts", q->path);
+    snprintf(receipt, sizeof(receipt), "%s/%s", rdir, uuid);
+    created[0] = '\0';
     for (;;) {
         struct Stat st;
-        zoo_op_t ops[2];
-        zoo_op_result_t res[2];
+        zoo_op_t ops[3 + WQ_PIGGYBACK];
+        zoo_op_result_t res[3 + WQ_PIGGYBACK];
+        char *carried[WQ_PIGGYBACK];
+        int nc = 0, f = -1;
+        int64_t sid;
         const char *name;
 
         if (zkr__now_ms() >= deadline)
             return ZCONNECTIONLOSS;
+        if (tries > WQ_REPAIRS)
+            return rc; /* the level kept changing under us: nothing put */
         if ((rc = zkr__zh_get(s, &zh)) != 0) {
             if (rc != ZCONNECTIONLOSS)
                 return rc;
@@ -499,25 +624,61 @@ static int put_run(zkr_workq_t *q, const void *data, size_t len, int level,
                 return rc == ZKR_ETIMEDOUT ? ZCONNECTIONLOSS : rc;
             continue;
         }
+        pthread_mutex_lock(&s->mu);
+        sid = s->sid;
+        pthread_mutex_unlock(&s->mu);
         if (unknown) {
-            /* Our answer was lost: was the item created? */
+            /* Our answer was lost. The receipt, created in the same
+             * transaction as the item and ephemeral, tells whether it
+             * applied while the session lasts; after a sync, since the
+             * server we reconnected to may lag behind the one that
+             * applied it (queue.c, recover_synced). */
             char hit[WQ_NAME_MAX + 16];
-            int h = bucket_has(zh, bt, uuid, hit, sizeof(hit));
+            int h;
 
-            if (h == 1) {
-                snprintf(created, sizeof(created), "%s/%s", bt, hit);
-                zkr__zh_put(s);
-                goto done;
+            if (sid == sent_sid) {
+                rc = sync_path(zh, rdir);
+                if (rc == ZOK || rc == ZNONODE)
+                    rc = zoo_exists(zh, receipt, 0, &st);
+                if (rc == ZNONODE) {
+                    unknown = 0; /* not applied: put again */
+                    t = -1;
+                    zkr__zh_put(s);
+                    continue;
+                }
+                if (rc != ZOK) {
+                    zkr__zh_put(s);
+                    if (!conn_error(rc))
+                        return rc;
+                    continue;
+                }
             }
+            /* Applied (receipt there), or unknown (the session changed and
+             * the receipt went with it): the item by its UUID. */
+            h = bucket_has(zh, bt, uuid, hit, sizeof(hit));
             if (h < 0) {
-                rc = -h;
                 zkr__zh_put(s);
-                if (!conn_error(rc))
-                    return rc;
+                if (!conn_error(h))
+                    return h;
                 continue;
             }
-            unknown = 0;
-            t = -1;
+            zkr__zh_put(s);
+            if (h == 1) {
+                snprintf(created, sizeof(created), "%s/%s", bt, hit);
+            } else if (sid != sent_sid) {
+                return ZCONNECTIONLOSS; /* may or may not have been put */
+            } else {
+                /* Applied and consumed already: its id without the
+                 * sequence number (zkr.h). */
+                snprintf(created, sizeof(created), "%s/i-%d-%s-", bt, carry,
+                         uuid);
+            }
+            if (sid == sent_sid) {
+                pthread_mutex_lock(&s->mu);
+                receipt_confirmed(q, receipt, sid);
+                pthread_mutex_unlock(&s->mu);
+            }
+            goto done;
         }
         if ((rc = ensure_level(q, zh, level)) != ZOK)
             goto fail;
@@ -538,10 +699,25 @@ static int put_run(zkr_workq_t *q, const void *data, size_t len, int level,
         zoo_check_op_init(&ops[0], bt, 0);
         zoo_create_op_init(&ops[1], prefix, data, (int)len, q->acl,
                            ZOO_PERSISTENT_SEQUENTIAL, created, sizeof(created));
-        rc = zoo_multi(zh, 2, ops, res);
+        zoo_create_op_init(&ops[2], receipt, "", 0, q->acl, ZOO_EPHEMERAL, NULL,
+                           0);
+        /* The receipts confirmed so far ride along (ours, this session). */
+        pthread_mutex_lock(&s->mu);
+        if (q->rcpt_sid == sid)
+            while (q->nrcpt > 0 && nc < WQ_PIGGYBACK)
+                carried[nc++] = q->rcpt[--q->nrcpt];
+        pthread_mutex_unlock(&s->mu);
+        for (int i = 0; i < nc; i++)
+            zoo_delete_op_init(&ops[3 + i], carried[i], -1);
+        rc = zoo_multi(zh, 3 + nc, ops, res);
         if (rc == ZOK) {
             int32_t seq = 0;
 
+            pthread_mutex_lock(&s->mu);
+            for (int i = 0; i < nc; i++)
+                free(carried[i]);
+            receipt_confirmed(q, receipt, sid);
+            pthread_mutex_unlock(&s->mu);
             name = strrchr(created, '-') + 1;
             if (zkr__parse_seq(name, &seq) == 0 && seq >= bsize)
                 seal(zh, ql, t, q->acl);
@@ -549,13 +725,60 @@ static int put_run(zkr_workq_t *q, const void *data, size_t len, int level,
             goto done;
         }
         if (conn_error(rc)) {
+            /* Applied or not, the carried deletes are the cleanup's. */
+            pthread_mutex_lock(&s->mu);
+            receipts_to_cleanup(q, carried, nc, sid);
+            pthread_mutex_unlock(&s->mu);
             unknown = 1;
+            sent_sid = sid;
             zkr__zh_put(s);
             continue;
         }
-        if (res[0].err == ZBADVERSION || res[0].err == ZNONODE) {
-            t = -1; /* sealed (or deleted, so sealed): the tail moved */
+        for (int i = 0; i < 3 + nc && f < 0; i++)
+            if (res[i].err != ZOK && res[i].err != ZRUNTIMEINCONSISTENCY)
+                f = i;
+        pthread_mutex_lock(&s->mu);
+        if (f >= 3) {
+            /* A receipt of ours deleted by someone: the rest are tried
+             * by the cleanup; nothing was put. */
+            receipts_to_cleanup(q, carried, nc, sid);
+        } else {
+            for (int i = 0; i < nc; i++) { /* not applied: kept */
+                receipt_confirmed(q, carried[i], sid);
+                free(carried[i]);
+            }
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (f >= 3) {
             zkr__zh_put(s);
+            continue;
+        }
+        if (f == 2 && res[2].err == ZNONODE) {
+            /* The receipts' container was reaped (empty): again. */
+            rc = zoo_create(zh, rdir, "", 0, q->acl, ZOO_CONTAINER, NULL, 0);
+            zkr__zh_put(s);
+            if (rc != ZOK && rc != ZNODEEXISTS && !conn_error(rc))
+                return rc;
+            tries++;
+            continue;
+        }
+        if (f == 0 && (res[0].err == ZBADVERSION || res[0].err == ZNONODE)) {
+            /* Sealed (or deleted, so sealed): the tail moved, unless q<L>
+             * still names this bucket: a foreign write; repaired. */
+            int was = t, r;
+
+            rc = res[0].err;
+            t = -1;
+            if (zoo_exists(zh, ql, 0, &st) == ZOK && st.version == was) {
+                r = repair_tail(q, zh, ql, was, rc == ZBADVERSION);
+                if (r != ZOK && !conn_error(r)) {
+                    zkr__zh_put(s);
+                    return r;
+                }
+                pause_ms(ZKR__RETRY_MS);
+            }
+            zkr__zh_put(s);
+            tries++;
             continue;
         }
     fail:

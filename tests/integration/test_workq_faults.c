@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "../tests/proxy_test.h"
+#include "../proxy_test.h"
 
 static int64_t now_ms(void)
 {
