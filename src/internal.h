@@ -624,6 +624,12 @@ struct zkr__commit {
      * probe_version. */
     const char *probe;
     int probe_version;
+    /* Or, when set, a receipt: an ephemeral node the multi creates (op
+     * receipt_idx, whose failure keeps the grant as keep's does). After a
+     * lost answer: sync, then the receipt there -> applied; gone and our
+     * node there -> not applied (sent again); both gone -> ZKR_ESTALE. */
+    const char *receipt;
+    int receipt_idx;
     int failed; /* OUT: the index of the op that failed, or -1 */
     /* Called once, mutex held: rc 0 (applied: the contender is IDLE),
      * ZKR_ESTALE (our node was gone, or another op conflicted: nothing

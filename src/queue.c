@@ -2046,7 +2046,8 @@ static void commit_done(int rc, const void *data)
         cm->failed = f;
         if (f == cm->self && e == ZNONODE) {
             end_commit(c, ZKR_ESTALE, 0); /* not ours any more */
-        } else if (f >= 0 && f == cm->keep) {
+        } else if (f >= 0 && (f == cm->keep ||
+                              (cm->receipt != NULL && f == cm->receipt_idx))) {
             end_commit(c, e, 1);
         } else if (e == ZBADVERSION || e == ZNONODE || e == ZNODEEXISTS ||
                    e == ZNOTEMPTY) {
@@ -2099,6 +2100,10 @@ static void commit_node_done(int rc, const struct Stat *stat, const void *data)
     } else if (rc == ZOK && stat->ephemeralOwner == s->sid &&
                stat->czxid == c->czxid) {
         c->commit_unknown = 0; /* not applied: sent again (step) */
+    } else if (cm->receipt != NULL) {
+        /* Our node is gone and so is the receipt (commit_receipt_done):
+         * someone else deleted our node, nothing of ours applied. */
+        end_commit(c, ZKR_ESTALE, 0);
     } else if (rc == ZOK || rc == ZNONODE) {
         /* Our node is gone: by our multi, or not. The probe tells. */
         zkr__op_t *op2 = zkr__op_new(s, c);
@@ -2112,6 +2117,59 @@ static void commit_node_done(int rc, const struct Stat *stat, const void *data)
     zkr__op_end(op);
 }
 
+/* The receipt of a commit whose answer was lost: there, the multi
+ * applied; gone, our node tells whether it is still to be sent. */
+static void commit_receipt_done(int rc, const struct Stat *stat,
+                                const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr__contender_t *c = op->c;
+    zkr__commit_t *cm = c->commit;
+
+    (void)stat;
+    if (stale(op, ZKR__P_COMMITTING) || cm == NULL ||
+        zkr__is_connection_error(rc)) {
+        ; /* probed again once connected */
+    } else if (rc == ZOK) {
+        end_commit(c, 0, 0);
+    } else if (rc == ZNONODE) {
+        zkr__op_t *op2 = zkr__op_new(s, c);
+
+        if (op2 != NULL &&
+            zoo_aexists(s->zh, c->node, 0, commit_node_done, op2) != ZOK)
+            zkr__op_cancel(op2);
+    } else {
+        end_commit(c, ZKR_ESTALE, 0);
+    }
+    zkr__op_end(op);
+}
+
+/* The sync before the receipt is read: the server we reconnected to may
+ * lag behind the one that applied our multi (as recover_synced). */
+static void commit_synced(int rc, const char *value, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr__contender_t *c = op->c;
+    zkr__commit_t *cm = c->commit;
+
+    (void)value;
+    if (stale(op, ZKR__P_COMMITTING) || cm == NULL ||
+        zkr__is_connection_error(rc)) {
+        ; /* probed again once connected */
+    } else if (rc == ZOK) {
+        zkr__op_t *op2 = zkr__op_new(s, c);
+
+        if (op2 != NULL &&
+            zoo_aexists(s->zh, cm->receipt, 0, commit_receipt_done, op2) != ZOK)
+            zkr__op_cancel(op2);
+    } else {
+        end_commit(c, ZKR_ESTALE, 0); /* the session went: our node too */
+    }
+    zkr__op_end(op);
+}
+
 static void issue_commit(zkr__contender_t *c)
 {
     zkr__commit_t *cm = c->commit;
@@ -2120,7 +2178,9 @@ static void issue_commit(zkr__contender_t *c)
 
     if (op == NULL)
         return;
-    if (c->commit_unknown)
+    if (c->commit_unknown && cm->receipt != NULL)
+        rc = zoo_async(c->s->zh, "/", commit_synced, op);
+    else if (c->commit_unknown)
         rc = zoo_aexists(c->s->zh, c->node, 0, commit_node_done, op);
     else
         rc = zoo_amulti(c->s->zh, cm->count, cm->ops, cm->results, commit_done,

@@ -77,12 +77,15 @@ struct zkr_item {
     zkr_item_completion_t cb;
     void *cbdata;
     zkr__commit_t cm;
-    zoo_op_t ops[5];
-    zoo_op_result_t res[5];
+    zoo_op_t ops[6];
+    zoo_op_result_t res[6];
+    char receipt[340]; /* PATH/receipts/<uuid> of the commit in flight */
+    char rdir[300];
     char *tail_path;    /* nack back: q<L>/b<t> */
     char *new_prefix;   /* ... and the new item's name prefix */
     char created[1024]; /* ... its name as created, and (at 512) its prefix */
     int tail;
+    int rdir_made; /* the receipts' container made again for this commit */
 };
 
 /* ------------------------------------------------------------ names */
@@ -1737,6 +1740,17 @@ int zkr_item_set_listener(zkr_item_t *it, zkr_item_listener_t fn, void *data)
 
 static void item_done(zkr__commit_t *cm, int rc);
 
+/* The commit's receipt (workq.md): an ephemeral node created by the
+ * multi, last op; after a lost answer the engine reads it (after a sync)
+ * to tell an applied commit from one to send again. */
+static void add_receipt(zkr_item_t *it)
+{
+    zoo_create_op_init(&it->ops[it->cm.count], it->receipt, "", 0, &it->c.acl,
+                       ZOO_EPHEMERAL, NULL, 0);
+    it->cm.receipt = it->receipt;
+    it->cm.receipt_idx = it->cm.count++;
+}
+
 /* The ops of a nack to the back, for tail bucket it->tail. */
 static int build_back(zkr_item_t *it)
 {
@@ -1770,6 +1784,7 @@ static int build_back(zkr_item_t *it)
     it->cm.keep = 3;
     it->cm.probe = it->ipath;
     it->cm.probe_version = -1;
+    add_receipt(it);
     return 0;
 }
 
@@ -1814,12 +1829,50 @@ static void seal_done(int rc, const void *data)
     zkr__op_end(op);
 }
 
+/* The receipts' container is there again: the commit, again. */
+static void rdir_done(int rc, const char *value, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr_item_t *it = op->c->owner;
+    int r = rc == ZOK || rc == ZNODEEXISTS ? 0
+            : conn_error(rc)               ? ZCONNECTIONLOSS
+                                           : rc;
+
+    (void)s;
+    (void)value;
+    if (r == 0)
+        r = zkr__commit(&it->c, &it->cm);
+    if (r != 0) {
+        it->where = -2; /* report r as is */
+        item_done(&it->cm, r);
+    }
+    zkr__op_end(op);
+}
+
 /* Mutex held: the engine's answer to our ack or nack. */
 static void item_done(zkr__commit_t *cm, int rc)
 {
     zkr_item_t *it = (zkr_item_t *)((char *)cm - offsetof(zkr_item_t, cm));
     zkr_session_t *s = it->s;
 
+    if (cm->receipt != NULL && cm->failed == cm->receipt_idx && rc == ZNONODE &&
+        !it->rdir_made) {
+        /* The receipts' container was reaped (empty): made again, and the
+         * same commit sent again (nothing applied, the claim kept). */
+        zkr__op_t *op = zkr__op_new(s, &it->c);
+
+        it->rdir_made = 1;
+        if (op != NULL && zoo_acreate(s->zh, it->rdir, "", 0, &it->c.acl,
+                                      ZOO_CONTAINER, rdir_done, op) == ZOK)
+            return;
+        if (op != NULL)
+            zkr__op_cancel(op);
+        rc = ZKR_ENOMEM;
+    }
+    if (rc == 0 && cm->receipt != NULL)
+        /* Proven: the receipt goes with the session's cleanup. */
+        (void)zkr__cleanup_add(s, it->receipt, NULL, NULL, s->sid, NULL);
     if (it->where == ZKR_NACK_BACK && cm->failed == 3 && rc == ZBADVERSION) {
         zkr__op_t *op = zkr__op_new(s, &it->c);
         char ql[300];
@@ -1897,6 +1950,13 @@ static int item_commit(zkr_item_t *it, int where, zkr_item_completion_t cb,
         it->cm.results = it->res;
         it->cm.done = item_done;
         it->cm.probe = it->ipath;
+        {
+            char uuid[37];
+
+            zkr__uuid(uuid);
+            snprintf(it->rdir, sizeof(it->rdir), "%s/receipts", it->qpath);
+            snprintf(it->receipt, sizeof(it->receipt), "%s/%s", it->rdir, uuid);
+        }
         if (where == -1) { /* ack */
             zoo_delete_op_init(&it->ops[0], it->c.node, -1);
             zoo_delete_op_init(&it->ops[1], it->ipath, it->version);
@@ -1904,6 +1964,7 @@ static int item_commit(zkr_item_t *it, int where, zkr_item_completion_t cb,
             it->cm.self = 0;
             it->cm.keep = -1;
             it->cm.probe_version = -1;
+            add_receipt(it);
         } else if (where == ZKR_NACK_FRONT) {
             zoo_check_op_init(&it->ops[0], it->ipath, it->version);
             zoo_delete_op_init(&it->ops[1], it->c.node, -1);
@@ -1911,6 +1972,7 @@ static int item_commit(zkr_item_t *it, int where, zkr_item_completion_t cb,
             it->cm.self = 1;
             it->cm.keep = -1;
             it->cm.probe_version = it->version;
+            add_receipt(it);
         } else {
             /* The item's own bucket first: a later one if it is sealed. */
             it->tail = atoi(strchr(it->id, '/') + 2);
@@ -1924,6 +1986,7 @@ static int item_commit(zkr_item_t *it, int where, zkr_item_completion_t cb,
         it->cb = cb;
         it->cbdata = data;
         it->busy = 1;
+        it->rdir_made = 0;
         rc = zkr__commit(&it->c, &it->cm);
         if (rc != 0)
             it->busy = 0;
