@@ -1516,8 +1516,15 @@ ZKR_EXTERN int zkr_workq_set_dead_letter(zkr_workq_t *q, int max,
  * \brief Puts an item at the back of a priority level.
  *
  * Exactly once, also when the connection is lost before the answer: the
- * item's node name carries a UUID, and a put whose answer was lost looks
- * for it before trying again.
+ * put's transaction also creates an ephemeral receipt (PATH/receipts/
+ * <uuid>); a put whose answer was lost reads it (after a sync) in the same
+ * session: there, the put applied; gone, it did not and is sent again.
+ * If the session changed meanwhile (the receipt went with it), the item
+ * is looked for by its UUID in its bucket; not found, the put returns
+ * ZCONNECTIONLOSS (may or may not have been put), never a second copy.
+ * An applied put whose item was already consumed by the time it looked
+ * returns 0 and, as id, the item's id without its sequence number
+ * ("q<L>/b<k>/i-<carry>-<uuid>-").
  * \param data the item's bytes (may be NULL when len is 0).
  * \param len 0..ZKR_WORKQ_DATA_MAX.
  * \param level 0..ZKR_WORKQ_LEVELS-1.
@@ -1527,8 +1534,11 @@ ZKR_EXTERN int zkr_workq_set_dead_letter(zkr_workq_t *q, int max,
  * \return 0; ZBADARGUMENTS (NULL, len or level out of range, id buffer too
  *   small); ZKR_EDEADLK (from a callback: use the async form);
  *   ZKR_ECLOSED; ZKR_ENOMEM; ZooKeeper codes (ZNOAUTH, ZCONNECTIONLOSS once
- *   the session's request timeout passed without an answer: the item may
- *   or may not have been put).
+ *   the session's request timeout passed without an answer, or the answer
+ *   was lost and the session expired before the put could prove its
+ *   outcome: the item may or may not have been put; ZNONODE or
+ *   ZBADVERSION when the level's nodes kept being changed by others for
+ *   every one of a bounded number of retries: nothing was put).
  */
 ZKR_EXTERN int zkr_workq_put(zkr_workq_t *q, const void *data, size_t len,
                              int level, char *id, size_t idlen);
@@ -1555,6 +1565,14 @@ ZKR_EXTERN int zkr_workq_put_async(zkr_workq_t *q, const void *data, size_t len,
  * consumer. The item is claimed by this session (an ephemeral node under
  * the item) and its delivery count incremented in one transaction; the
  * claim ends with the session, making the item available again.
+ *
+ * Head of the line: the first in line holds the turn while it waits for
+ * an item. If that consumer is cut off (partitioned, paused, SIGSTOPped)
+ * the others wait behind it, even with items available, until its
+ * session expires (at most the session timeout after it was cut off,
+ * plus the server's expiry tick) or it comes back: as for a lock holder,
+ * this is inherent to a FIFO line. Give consumers short session timeouts
+ * to bound it.
  *
  * \param timeout_ms -1 forever, 0 only what is there now, N ms (as
  *   zkr_lock_acquire()).
@@ -1623,7 +1641,9 @@ ZKR_EXTERN const void *zkr_item_data(const zkr_item_t *it, size_t *len);
 ZKR_EXTERN const char *zkr_item_id(const zkr_item_t *it);
 
 /** \brief How many times the item has been delivered, this delivery
- *   included (1 the first time); 0 for NULL. */
+ *   included (1 the first time); 0 for NULL. Counted from the claims made
+ *   under the item (its child version: one create and one delete per
+ *   claim), so writes to the item's data by others do not count. */
 ZKR_EXTERN int zkr_item_deliveries(const zkr_item_t *it);
 
 /** \brief The item's priority level; -1 for NULL. */

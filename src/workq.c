@@ -67,8 +67,9 @@ struct zkr_item {
     char *ipath; /* full path of the item node */
     char *name;
     int level, carry;
-    int version; /* the item's data version our claim wrote (v + 1) */
-    int bucket;  /* B of the queue */
+    int version;    /* the item's data version our claim wrote (v + 1) */
+    int deliveries; /* carry + claims before ours (cversion / 2) + 1 */
+    int bucket;     /* B of the queue */
     char *data;
     size_t len;
     int finished; /* acked or nacked */
@@ -178,9 +179,10 @@ static int conn_error(int rc)
 }
 
 /* Waits until the session is connected again, at most until deadline
- * (-1: the session's timeout from now). 0, ZKR_ETIMEDOUT, ZKR_ECLOSED,
- * ZKR_ELOST. */
-static int wait_connected(zkr_session_t *s, int64_t deadline)
+ * (-1: the session's timeout from now), or until *cancel (may be NULL) is
+ * set: a take is cancelled (or its handle freed) while the connection is
+ * down too. 0, ZKR_ETIMEDOUT, ZKR_ECANCELED, ZKR_ECLOSED, ZKR_ELOST. */
+static int wait_connected(zkr_session_t *s, int64_t deadline, const int *cancel)
 {
     int rc = 0;
 
@@ -188,7 +190,9 @@ static int wait_connected(zkr_session_t *s, int64_t deadline)
     if (deadline < 0)
         deadline = zkr__now_ms() + (s->timeout > 0 ? s->timeout : 10000) * 2;
     while (rc == 0 && !(s->connected && s->zh != NULL)) {
-        if (s->closing)
+        if (cancel != NULL && *cancel)
+            rc = ZKR_ECANCELED;
+        else if (s->closing)
             rc = ZKR_ECLOSED;
         else if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
             rc = ZKR_ELOST;
@@ -623,7 +627,7 @@ static int put_run(zkr_workq_t *q, const void *data, size_t len, int level,
         if ((rc = zkr__zh_get(s, &zh)) != 0) {
             if (rc != ZCONNECTIONLOSS)
                 return rc;
-            if ((rc = wait_connected(s, deadline)) != 0)
+            if ((rc = wait_connected(s, deadline, NULL)) != 0)
                 return rc == ZKR_ETIMEDOUT ? ZCONNECTIONLOSS : rc;
             continue;
         }
@@ -948,7 +952,7 @@ static void item_dispose(void *owner)
 
 /* An item handle for the item node ipath, not claimed yet. */
 static zkr_item_t *item_make(zkr_workq_t *q, const char *ipath, int level,
-                             const char *name, int carry, int v,
+                             const char *name, int carry, int v, int cversion,
                              const char *data, int len, int bucket)
 {
     zkr_item_t *it = calloc(1, sizeof(*it));
@@ -975,7 +979,8 @@ static zkr_item_t *item_make(zkr_workq_t *q, const char *ipath, int level,
     it->s = q->s;
     it->level = level;
     it->carry = carry;
-    it->version = v + 1;
+    it->version = v + 1; /* written by the claim: exclusivity */
+    it->deliveries = carry + (cversion + 1) / 2 + 1;
     it->bucket = bucket;
     if (zkr__set_precondition(&it->c, ipath, data, len > 0 ? len : 0, v) != 0) {
         zkr__contender_destroy(&it->c, item_dispose);
@@ -1196,7 +1201,11 @@ static int scan(zkr_workq_t *q, int watch, char *buf, zkr_item_t **out)
                     continue;
                 if (len < 0)
                     len = 0;
-                if (q->dead_max > 0 && e[i].carry + st.version >= q->dead_max) {
+                /* Deliveries so far: each claim is one child created and
+                 * deleted under the item (its cversion), so writes to the
+                 * item's data by others do not count. */
+                if (q->dead_max > 0 &&
+                    e[i].carry + (st.cversion + 1) / 2 >= q->dead_max) {
                     rc = dead_letter(q, zh, ipath, e[i].name, buf, len,
                                      st.version);
                     continue;
@@ -1204,7 +1213,7 @@ static int scan(zkr_workq_t *q, int watch, char *buf, zkr_item_t **out)
                 /* The claim: the zh is given back first (the acquire
                  * waits, and may outlive this handle's connection). */
                 it = item_make(q, ipath, level, e[i].name, e[i].carry,
-                               st.version, buf, len, bsize);
+                               st.version, st.cversion, buf, len, bsize);
                 free(e);
                 deallocate_String_vector(&iv);
                 free(bk);
@@ -1296,7 +1305,7 @@ static int take_run(zkr_workq_t *q, int timeout_ms, zkr_item_t **out)
         if (rc != 0)
             break;
         if (!connected) {
-            rc = wait_connected(s, deadline);
+            rc = wait_connected(s, deadline, &q->cancel);
             if (rc == ZKR_ETIMEDOUT && deadline < 0)
                 rc = 0;
             if (rc != 0)
@@ -1549,7 +1558,7 @@ static int item_info(zkr_workq_t *q, zhandle_t *zh, const char *ipath,
     if (out->id == NULL)
         return ZKR_ENOMEM;
     out->level = level;
-    out->deliveries = carry + st.version;
+    out->deliveries = carry + (st.cversion + 1) / 2; /* a claim now counts */
     out->ctime_ms = st.ctime;
     out->size = st.dataLength;
     if (st.numChildren > 0) {
@@ -1667,7 +1676,7 @@ const char *zkr_item_id(const zkr_item_t *it)
 
 int zkr_item_deliveries(const zkr_item_t *it)
 {
-    return it != NULL ? it->carry + it->version : 0;
+    return it != NULL ? it->deliveries : 0;
 }
 
 int zkr_item_level(const zkr_item_t *it)
@@ -1761,8 +1770,7 @@ static int build_back(zkr_item_t *it)
     if (it->new_prefix == NULL) {
         char uuid[37];
         zkr__uuid(uuid);
-        snprintf(prefix, sizeof(prefix), "i-%d-%s-", it->carry + it->version,
-                 uuid);
+        snprintf(prefix, sizeof(prefix), "i-%d-%s-", it->deliveries, uuid);
         if ((it->new_prefix = zkr__strdup(prefix)) == NULL)
             return ZKR_ENOMEM;
     }
