@@ -305,6 +305,8 @@ static void workq_dispose(void *owner)
     free(q);
 }
 
+static int take_cancel(zkr_workq_t *q);
+
 void zkr_workq_free(zkr_workq_t *q)
 {
     zkr_session_t *s;
@@ -313,10 +315,7 @@ void zkr_workq_free(zkr_workq_t *q)
         return;
     s = q->s;
     pthread_mutex_lock(&s->mu);
-    if (q->taking) {
-        q->cancel = 1;
-        pthread_cond_broadcast(&s->cv);
-    }
+    take_cancel(q);
     pthread_mutex_unlock(&s->mu);
     zkr__cancel(&q->turn); /* ESTATE when not acquiring: fine */
     pthread_mutex_lock(&s->mu);
@@ -1468,18 +1467,34 @@ int zkr_workq_take_async(zkr_workq_t *q, int timeout_ms,
     return 0;
 }
 
+/* Ends the pending take (mutex held; 0 or ZKR_ESTATE). The take may be
+ * about to start waiting for its turn: until its acquire is under way (or
+ * the turn held, or the take over) the turn cannot be canceled, so this
+ * waits for that (briefly: no request stands between). */
+static int take_cancel(zkr_workq_t *q)
+{
+    zkr_session_t *s = q->s;
+
+    if (!q->taking)
+        return ZKR_ESTATE;
+    q->cancel = 1;
+    pthread_cond_broadcast(&s->cv);
+    for (int i = 0;
+         i < 100 && q->taking && q->turn.phase != ZKR__P_HELD &&
+         q->turn.pub != ZKR_LOCK_ACQUIRING && q->turn.pub != ZKR_LOCK_DELAYED;
+         i++)
+        zkr__wait(s, NULL, zkr__now_ms() + 10);
+    return 0;
+}
+
 int zkr_workq_cancel(zkr_workq_t *q)
 {
-    int rc = 0;
+    int rc;
 
     if (q == NULL)
         return ZBADARGUMENTS;
     pthread_mutex_lock(&q->s->mu);
-    if (!q->taking)
-        rc = ZKR_ESTATE;
-    else
-        q->cancel = 1;
-    pthread_cond_broadcast(&q->s->cv);
+    rc = take_cancel(q);
     pthread_mutex_unlock(&q->s->mu);
     if (rc == 0)
         zkr__cancel(&q->turn); /* a wait for the turn ends now */
