@@ -1605,6 +1605,10 @@ static int run_take(const cli_t *c, const opts_t *o)
         lose(&p, "the claim was lost as the command ended: the item was "
                  "not completed and may be delivered again");
     }
+    /* 0 says "acked": a command that ended with 0 after zkr forwarded it
+     * a signal was nacked, and zkr says why it stopped. */
+    if (!ack && status == 0 && p.signo != 0)
+        status = 128 + p.signo;
     if (p.lost) {
         lost_word(&p);
         status = o->lost_code;

@@ -341,6 +341,34 @@ test_claim_lost() {
     "$ZKR" queue take -w 10 /cli/q/lost sh -c "'$ZKQ' \"\$ZKR_SERVER\" delete \"\$ZKR_LOCK_NODE\"; sleep $(scaled 2)" 2>/dev/null || rc=$?
     expect "lost claim: exit $rc, not 4" [ "$rc" -eq 4 ]
     expect "item completed anyway: len $(qlen /cli/q/lost)" [ "$(qlen /cli/q/lost)" = 1 ]
+    # The same, the command ending at once with 0: the ack (or the loss
+    # seen first) finds the claim gone; the item is not completed.
+    rc=0
+    "$ZKR" queue take -w 10 /cli/q/lost sh -c "cat > /dev/null; '$ZKQ' \"\$ZKR_SERVER\" delete \"\$ZKR_LOCK_NODE\"" 2>"$WORK/lost.err" || rc=$?
+    expect "claim gone at the ack: exit $rc, not 4" [ "$rc" -eq 4 ]
+    expect "no word on stderr: $(cat "$WORK/lost.err")" grep -q "claim\|lost" "$WORK/lost.err"
+    expect "item completed without its claim: len $(qlen /cli/q/lost)" [ "$(qlen /cli/q/lost)" = 1 ]
+}
+
+# SIGTERM to zkr while the command runs: forwarded; the command ends with 0
+# (it traps the signal), but zkr signalled it, so it may have stopped
+# half-way: the item goes back (nack), and zkr exits 143 (128+15), never 0,
+# which says "acked".
+test_signal_nacks() {
+    local z rc
+    reset_got
+    : > "$WORK/log"
+    "$ZKR" queue put /cli/q/sig job > /dev/null
+    bg "$ZKR" queue take -w 10 /cli/q/sig sh -c "cat > /dev/null; trap 'exit 0' TERM; echo up >> '$WORK/log'; sleep 60 & wait"
+    z=$!
+    expect "command did not start" wait_for 10 [ -s "$WORK/log" ]
+    kill -TERM "$z"
+    wait_status "$z"
+    expect "zkr exit $st after SIGTERM, not 143" [ "$st" -eq 143 ]
+    expect "an interrupted item was acked: len $(qlen /cli/q/sig)" [ "$(qlen /cli/q/sig)" = 1 ]
+    rc=0
+    "$ZKR" queue take -w 10 /cli/q/sig sh "$RECORD" 0 || rc=$?
+    expect "next delivery '$(got 0 delivery)', not 2" [ "$(got 0 delivery)" = 2 ]
 }
 
 # Usage errors: 64 and one line; a COMMAND that does not exist takes no
@@ -383,5 +411,6 @@ run_test test_setsid_child_holds_claim_nack
 run_test test_fifo_and_levels
 run_test test_inspect_queue
 run_test test_claim_lost
+run_test test_signal_nacks
 run_test test_usage_errors
 done_testing
