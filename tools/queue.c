@@ -464,29 +464,29 @@ static int print_text(const char *path, const view_t *v)
            v->n_consumers == 1 ? "" : "s");
     free(p);
     if (v->n_items > 0)
-        printf("%-62s %-5s %-10s %-8s %-8s %s\n", "ITEM", "LEVEL", "DELIVERIES",
+        printf("%-68s %-5s %-10s %-8s %-8s %s\n", "ITEM", "LEVEL", "DELIVERIES",
                "SIZE", "AGE", "STATE");
     for (int i = 0; !bad && i < v->n_items; i++) {
         const zkr_item_info_t *it = &v->items[i];
-        bad = cell(it->id, 62) != 0;
+        bad = cell(it->id, 68) != 0;
         printf("%-5d %-10d %-8" PRId64 " %-8s ", it->level, it->deliveries,
                it->size, age_text(age_of(it->ctime_ms, now), age));
         if (it->claimed) {
             fputs("claimed by ", stdout);
-            bad = bad || cell(it->claim_id != NULL ? it->claim_id : "", 0);
+            cli_escape(stdout, it->claim_id != NULL ? it->claim_id : "");
         } else {
             fputs("available", stdout);
         }
         putchar('\n');
     }
     if (!bad && claimed_count(v) > 0) {
-        printf("\n%-62s %-16s %-12s %-16s %s\n", "CLAIM OF ITEM", "ID", "TOKEN",
+        printf("\n%-68s %-16s %-12s %-16s %s\n", "CLAIM OF ITEM", "ID", "TOKEN",
                "SESSION", "AGE");
         for (int i = 0; !bad && i < v->n_items; i++)
             for (int j = 0; !bad && j < v->n_claims[i]; j++) {
                 const zkr_contender_t *e = &v->claims[i][j];
                 sid_hex(e->session_id, sid);
-                bad = cell(v->items[i].id, 62) != 0 ||
+                bad = cell(v->items[i].id, 68) != 0 ||
                       cell(e->id != NULL ? e->id : "", 16) != 0;
                 printf("%-12" PRId64 " %-16s %s\n", e->czxid, sid,
                        age_text(age_of(e->ctime_ms, now), age));
