@@ -395,8 +395,20 @@ test_usage_errors() {
     expect "not found: $rc" [ "$rc" -eq 127 ]
     expect "an item was taken for a missing command" \
         [ "$("$ZKR" inspect --json /cli/q/u | json '.items[0].deliveries')" = 0 ]
-    expect "queue --help" "$ZKR" queue --help > /dev/null
-    expect "queue take --help" "$ZKR" queue take --help > /dev/null
+    # --help lists every option (zkr(1)'s lists), exits 0, on stdout.
+    local out opt
+    out=$("$ZKR" queue take --help) || fail "queue take --help: exit $?"
+    for opt in --wait --timeout --nonblock --conflict-exit-code --command \
+        --nack --max-deliveries --dead --id --acl --on-suspend --grace \
+        --lost-exit-code --metrics-file --help ZKR_FENCE ZKR_QUEUE_ITEM \
+        ZKR_QUEUE_DELIVERY; do
+        expect "queue take --help does not list $opt" grep -q -- "$opt\b" <<< "$out"
+    done
+    out=$("$ZKR" queue --help) || fail "queue --help: exit $?"
+    for opt in "queue put" "queue take" "queue len" --level --acl; do
+        expect "queue --help does not list $opt" grep -q -- "$opt\b" <<< "$out"
+    done
+    expect "inspect --help does not list --items" grep -q -- "--items" <<< "$("$ZKR" inspect --help)"
     expect "zkr --help names the queue" grep -q "queue take" <<< "$("$ZKR" --help)"
 }
 
