@@ -303,10 +303,36 @@ static int print_text(const char *path, const zkr_contender_t *v, int n,
     return 0;
 }
 
+/* Whether path is a work queue (zkr queue): its data says so ("zkr-workq
+ * ..."), or, should that have been written by someone else, its layout
+ * does (a line of consumers or a level). A lock's directory has neither:
+ * its children are contenders. */
+static int is_workq(zkr_session_t *s, const char *path)
+{
+    static const char *const kids[] = {"consumers", "q0", "q1", "q2", "q3"};
+    zhandle_t *zh = zkr_session_handle(s);
+    char buf[64], sub[ZKR_PATH_MAX + 16];
+    int len = (int)sizeof(buf) - 1;
+    struct Stat st;
+
+    if (zh == NULL)
+        return 0;
+    if (zoo_get(zh, path, 0, buf, &len, NULL) == ZOK && len >= 9 &&
+        memcmp(buf, "zkr-workq", 9) == 0)
+        return 1;
+    for (size_t i = 0; i < sizeof(kids) / sizeof(kids[0]); i++) {
+        snprintf(sub, sizeof(sub), "%s/%s", path, kids[i]);
+        if (zoo_exists(zh, sub, 0, &st) == ZOK)
+            return 1;
+    }
+    return 0;
+}
+
 int cli_inspect(const cli_t *c, int argc, char **argv)
 {
     static const struct option lopts[] = {
         {"json", no_argument, NULL, 'j'},
+        {"items", required_argument, NULL, 'i'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -314,21 +340,33 @@ int cli_inspect(const cli_t *c, int argc, char **argv)
     zkr_contender_t *v = NULL;
     closed_t cl = {0, "", 0};
     int json = 0, n = 0, holding = 0, opt, status;
+    long items = 20;
 
     optind = 0;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "+jh", lopts, NULL)) != -1) {
         if (opt == 'j') {
             json = 1;
+        } else if (opt == 'i') {
+            if (cli_parse_int(optarg, 0, 100000, &items) != 0)
+                return cli_usage_error(
+                    "inspect", "--items wants 0..100000, not '%s'", optarg);
         } else if (opt == 'h') {
-            printf("usage: zkr inspect [--json] PATH\n\n"
+            printf("usage: zkr inspect [--json] [--items N] PATH\n\n"
                    "Shows the holders and waiters of PATH's queue, and "
                    "whether a lock-delay\n"
-                   "keeps it closed (\"closed until ...\").\n\n"
+                   "keeps it closed (\"closed until ...\"). For a work "
+                   "queue (zkr queue): its\n"
+                   "length, its first items in serve order (level, "
+                   "deliveries, claimed by whom),\n"
+                   "their claims, and the consumers waiting for items.\n\n"
                    "  -j, --json   one JSON object on one line (bytes that "
                    "are not UTF-8:\n"
                    "               U+FFFD, exact bytes in KEY_hex; data "
                    "ends at a NUL)\n"
+                   "      --items N\n"
+                   "               a work queue's items shown (default "
+                   "20)\n"
                    "  -h, --help   this help\n\n"
                    "Exit status: 0; 64 usage; 69 no server or session; 71 "
                    "other error;\n"
@@ -344,6 +382,11 @@ int cli_inspect(const cli_t *c, int argc, char **argv)
     if ((status = cli_check_args("inspect", argv[optind], NULL)) != 0 ||
         (status = cli_open_session(c, &s)) != 0)
         return status;
+    if (is_workq(s, argv[optind])) {
+        status = cli_inspect_workq(c, s, argv[optind], (int)items, json);
+        zkr_session_free(s);
+        return status;
+    }
     status = list(c, s, argv[optind], &v, &n, &holding);
     /* Shown when it can be read; the queue is the answer either way. */
     if (status == 0 && zkr_delay_closed(s, argv[optind], &cl.until_ms, cl.cause,

@@ -1,5 +1,6 @@
 /* The zkr command: shared declarations of its parts (zkr.c: options and
- * dispatch; run.c: lock, sem and elect; admin.c: inspect and release). */
+ * dispatch; run.c: lock, sem, elect and queue take; admin.c: inspect and
+ * release; queue.c: queue put and len, a queue's inspect). */
 #ifndef ZKR_TOOLS_CLI_H
 #define ZKR_TOOLS_CLI_H
 
@@ -132,9 +133,11 @@ void ct_record_foreign(void);
  * (CLOCK_BOOTTIME ms, -1 none) in time, or when zkr dies. 0; -1 (a system
  * call failed) or -2 (execve failed), with *exec_errno set; nothing is
  * left running then, the guard is reaped. fg: the command's process group
- * becomes the foreground group of the controlling terminal. */
+ * becomes the foreground group of the controlling terminal. in: the
+ * command's standard input (the caller closes its own copy), or -1 for
+ * zkr's. */
 int ct_spawn(ct_t *g, const char *file, char **argv, char **env,
-             int64_t deadline, int fg, int *exec_errno);
+             int64_t deadline, int fg, int in, int *exec_errno);
 /* Sets the guard's deadline (-1: none). Never blocks. */
 void ct_heartbeat(ct_t *g, int64_t deadline);
 /* Asks the guard to SIGKILL the tree until none of it is left. */
@@ -166,5 +169,12 @@ int cli_elect(const cli_t *c, int argc, char **argv);
 int cli_inspect(const cli_t *c, int argc, char **argv);
 int cli_release(const cli_t *c, int argc, char **argv);
 int cli_exporter(const cli_t *c, int argc, char **argv);
+int cli_queue(const cli_t *c, int argc, char **argv);
+/* zkr queue take (run.c): argv[0] is "take". */
+int cli_queue_take(const cli_t *c, int argc, char **argv);
+/* zkr inspect of a work queue (admin.c's inspect found one at path): its
+ * items (the first max in serve order), claims and waiting consumers. */
+int cli_inspect_workq(const cli_t *c, zkr_session_t *s, const char *path,
+                      int max, int json);
 
 #endif /* ZKR_TOOLS_CLI_H */

@@ -295,8 +295,8 @@ static void close_except(int a, int b, int c)
     }
 }
 
-static void guard_main(int ctl, int rep, int err, const char *file, char **argv,
-                       char **env, int64_t deadline, int fg)
+static void guard_main(int ctl, int rep, int err, int in, const char *file,
+                       char **argv, char **env, int64_t deadline, int fg)
 {
     struct sigaction ign;
     sigset_t chld;
@@ -310,6 +310,13 @@ static void guard_main(int ctl, int rep, int err, const char *file, char **argv,
     memset(&ign, 0, sizeof(ign));
     ign.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &ign, NULL);
+    /* The command's standard input (zkr queue take: the item's data); the
+     * command inherits it from us. Descriptor 0 itself may be it when zkr
+     * was started with 0 closed: then only its close-on-exec goes. */
+    if (in == 0)
+        fcntl(0, F_SETFD, 0);
+    else if (in > 0 && dup2(in, 0) < 0)
+        _exit(1);
     /* Keep only our pipes: no copy of zkr's ZooKeeper socket, nor any
      * other descriptor (the command gets 0, 1 and 2 only). */
     close_except(ctl, rep, err);
@@ -379,7 +386,7 @@ static void guard_main(int ctl, int rep, int err, const char *file, char **argv,
 }
 
 int ct_spawn(ct_t *g, const char *file, char **argv, char **env,
-             int64_t deadline, int fg, int *exec_errno)
+             int64_t deadline, int fg, int in, int *exec_errno)
 {
     int ctl[2] = {-1, -1}, rep[2] = {-1, -1}, err[2] = {-1, -1};
     struct ct_msg m;
@@ -401,7 +408,7 @@ int ct_spawn(ct_t *g, const char *file, char **argv, char **env,
         goto out;
     }
     if (pid == 0)
-        guard_main(ctl[0], rep[1], err[1], file, argv, env, deadline, fg);
+        guard_main(ctl[0], rep[1], err[1], in, file, argv, env, deadline, fg);
     g->guard = pid;
     close(ctl[0]);
     close(rep[1]);

@@ -1,5 +1,12 @@
-/* zkr lock / sem / elect: run a command while holding a lock, a semaphore
- * permit or leadership, and stop it before anyone else can be granted.
+/* zkr lock / sem / elect / queue take: run a command while holding a lock,
+ * a semaphore permit, leadership or the claim of a work queue's item, and
+ * stop it before anyone else can be granted.
+ *
+ * A work queue's claim is contained exactly as a lock is: it is an
+ * exclusive lock whose directory is the item's node, with the same states
+ * (HELD, SUSPENDED, LOST at the safe deadline), so the same supervisor
+ * runs the command; only the end differs: the command's exit status acks
+ * (0) or nacks the item, once every process of the command is gone.
  *
  * One thread (main) supervises; zkr's callbacks only write small messages
  * to a pipe. Signals are received through a signalfd, so SIGINT, SIGTERM,
@@ -42,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -53,7 +61,7 @@
 
 extern char **environ;
 
-typedef enum { KIND_LOCK, KIND_SEM, KIND_ELECT } kind_t;
+typedef enum { KIND_LOCK, KIND_SEM, KIND_ELECT, KIND_QUEUE } kind_t;
 typedef enum { SUSP_TERM, SUSP_STOP, SUSP_IGNORE } susp_t;
 typedef enum { OWN_HELD, OWN_SUSPENDED, OWN_GONE } own_t;
 
@@ -74,6 +82,9 @@ typedef struct opts {
     const char *metrics_file; /* --metrics-file, or NULL */
     int64_t delay_ms;         /* --lock-delay; -1: the session timeout */
     unsigned delay_flags;     /* --trust-foreign-release */
+    zkr_nack_where_t nack;    /* queue take: --nack front|back */
+    long max_deliveries;      /* queue take: --max-deliveries, 0 none */
+    const char *dead_path;    /* queue take: --dead, or NULL */
     char **cmd;
 } opts_t;
 
@@ -89,6 +100,8 @@ typedef struct sup {
     zkr_session_t *s;
     zkr_lock_t *l;
     zkr_election_t *e;
+    zkr_workq_t *q;  /* queue take: the queue */
+    zkr_item_t *it;  /* queue take: the item taken, once taken */
     int ev[2];       /* message pipe */
     int sfd;         /* signalfd */
     int tty;         /* the controlling terminal, or -1 */
@@ -120,10 +133,77 @@ static int64_t now_ms(void)
 
 /* ------------------------------------------------------------- options */
 
+/* zkr queue take --help. */
+static void help_take(void)
+{
+    fputs("usage: zkr queue take [options] PATH [--] COMMAND [ARG...]\n"
+          "       zkr queue take [options] PATH -c STRING\n\n"
+          "Takes the next item of the work queue PATH (claimed by this "
+          "session) and runs\n"
+          "COMMAND with the item's data on its standard input and "
+          "ZKR_FENCE,\n"
+          "ZKR_QUEUE_ITEM, ZKR_QUEUE_DELIVERY in its environment. Once every "
+          "process of\n"
+          "the command is gone: exit 0 acks the item (done, never delivered "
+          "again), any\n"
+          "other end nacks it (given back). The command is stopped before "
+          "the claim can\n"
+          "pass to another consumer, as in zkr lock.\n\n"
+          "  -c, --command STRING      run STRING with sh -c instead of "
+          "COMMAND\n"
+          "  -w, --wait, --timeout SECONDS\n"
+          "                            give up after SECONDS without an "
+          "item (fractions\n"
+          "                            allowed; default: wait forever)\n"
+          "  -n, --nonblock            only an item available now\n"
+          "  -E, --conflict-exit-code CODE\n"
+          "                            exit CODE when no item came "
+          "(default 1)\n"
+          "      --nack front|back     where a failed item goes back: "
+          "where it was\n"
+          "                            (front, default) or the back of its "
+          "level\n"
+          "      --max-deliveries N    an item delivered N times that comes "
+          "back goes to\n"
+          "                            the dead-letter path instead "
+          "(1..1000000)\n"
+          "      --dead PATH           the dead-letter path (default "
+          "PATH/dead)\n"
+          "      --id ID               identifier stored in the claim "
+          "(default host:pid)\n"
+          "      --acl open|private    ACL of the nodes (private needs "
+          "credentials)\n"
+          "      --on-suspend term|stop|ignore\n"
+          "                            what a connection loss does to the "
+          "command\n"
+          "      --grace SECONDS       SIGTERM to SIGKILL delay (ignore; "
+          "default 5)\n"
+          "      --lost-exit-code CODE exit status when the claim is lost "
+          "(default 4)\n"
+          "      --metrics-file FILE   write the session's metrics there at "
+          "exit\n"
+          "  -h, --help                this help\n\n"
+          "Exit status: the command's (the item was acked if 0, nacked "
+          "otherwise); 1 (-E)\n"
+          "no item; 4 the claim was lost (the ack or nack found it gone: "
+          "another consumer\n"
+          "may get the item); 64 usage; 69 no server or session; 71 other "
+          "error; 77\n"
+          "permission denied; 126/127 COMMAND not executable/not found (no "
+          "item taken).\n"
+          "See zkr(1).\n",
+          stdout);
+}
+
 /* zkr SUBCOMMAND --help: every option of lock, sem and elect. */
 static void help(kind_t kind)
 {
     static const char *const names[] = {"lock", "sem", "elect"};
+
+    if (kind == KIND_QUEUE) {
+        help_take();
+        return;
+    }
 
     printf("usage: zkr %s%s [options] PATH [--] COMMAND [ARG...]\n"
            "       zkr %s%s [options] PATH %s STRING\n\n",
@@ -208,7 +288,10 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
         O_COMMAND,
         O_METRICS,
         O_DELAY,
-        O_TRUST
+        O_TRUST,
+        O_NACK,
+        O_MAXDEL,
+        O_DEAD
     };
     static const struct option lopts[] = {
         {"wait", required_argument, NULL, 'w'},
@@ -229,10 +312,14 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
         {"metrics-file", required_argument, NULL, O_METRICS},
         {"lock-delay", required_argument, NULL, O_DELAY},
         {"trust-foreign-release", no_argument, NULL, O_TRUST},
+        {"nack", required_argument, NULL, O_NACK},
+        {"max-deliveries", required_argument, NULL, O_MAXDEL},
+        {"dead", required_argument, NULL, O_DEAD},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *sub = argv[0], *command = NULL;
+    const char *sub = kind == KIND_QUEUE ? "queue take" : argv[0];
+    const char *command = NULL;
     int opt;
     long v;
 
@@ -332,13 +419,42 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
                 return cli_usage_error(sub, "--metrics-file wants a file");
             o->metrics_file = optarg;
             break;
+        case O_NACK:
+        case O_MAXDEL:
+        case O_DEAD:
+            if (kind != KIND_QUEUE)
+                return cli_usage_error(sub, "%s is an option of queue take",
+                                       opt == O_NACK     ? "--nack"
+                                       : opt == O_MAXDEL ? "--max-deliveries"
+                                                         : "--dead");
+            if (opt == O_DEAD) {
+                o->dead_path = optarg;
+            } else if (opt == O_MAXDEL) {
+                if (cli_parse_int(optarg, 1, 1000000, &o->max_deliveries) != 0)
+                    return cli_usage_error(
+                        sub, "--max-deliveries wants 1..1000000, not '%s'",
+                        optarg);
+            } else if (strcmp(optarg, "front") == 0) {
+                o->nack = ZKR_NACK_FRONT;
+            } else if (strcmp(optarg, "back") == 0) {
+                o->nack = ZKR_NACK_BACK;
+            } else {
+                return cli_usage_error(sub, "--nack wants front or back");
+            }
+            break;
         case O_DELAY:
+            if (kind == KIND_QUEUE)
+                return cli_usage_error(sub, "--lock-delay is not an option "
+                                            "of queue take");
             if (cli_parse_seconds(optarg, &o->delay_ms) != 0 ||
                 o->delay_ms > INT_MAX)
                 return cli_usage_error(sub, "invalid --lock-delay '%s'",
                                        optarg);
             break;
         case O_TRUST:
+            if (kind == KIND_QUEUE)
+                return cli_usage_error(sub, "--trust-foreign-release is not "
+                                            "an option of queue take");
             o->delay_flags = ZKR_DELAY_TRUST_FOREIGN;
             break;
         case 'h':
@@ -351,6 +467,10 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
     }
     if (kind == KIND_SEM && o->permits == 0)
         return cli_usage_error(sub, "--permits N is required");
+    if (o->dead_path != NULL && o->max_deliveries == 0)
+        return cli_usage_error(sub, "--dead needs --max-deliveries");
+    if (o->dead_path != NULL && cli_check_args(sub, o->dead_path, NULL) != 0)
+        return CLI_EXIT_USAGE;
     if (o->read && o->write)
         return cli_usage_error(sub, "--read and --write exclude each other");
     if (optind >= argc)
@@ -408,6 +528,22 @@ static void on_lock_state(zkr_lock_t *l, zkr_lock_state_t st, void *data)
     post(data, M_LOCK_STATE, (int)st, 0);
 }
 
+/* The item is handed over before the message: the pipe orders the store
+ * before the supervisor's read. */
+static void on_taken(int rc, zkr_item_t *it, void *data)
+{
+    sup_t *p = data;
+
+    p->it = it;
+    post(p, M_ACQUIRED, rc, 0);
+}
+
+static void on_item_state(zkr_item_t *it, zkr_lock_state_t st, void *data)
+{
+    (void)it;
+    post(data, M_LOCK_STATE, (int)st, 0);
+}
+
 static void on_leader(zkr_election_t *e, int leader, int rc, void *data)
 {
     (void)e;
@@ -458,15 +594,18 @@ static char *resolve(const char *cmd, int *why)
     return NULL;
 }
 
+/* Every variable zkr sets: an outer zkr's are never passed on. */
 static const char *const our_vars[] = {
-    "ZKR_FENCE",      "ZKR_LOCK_PATH", "ZKR_LOCK_NODE",
-    "ZKR_SESSION_ID", "ZKR_SEQUENCER", "ZKR_LEADER_ID",
+    "ZKR_FENCE",          "ZKR_LOCK_PATH",   "ZKR_LOCK_NODE",  "ZKR_SESSION_ID",
+    "ZKR_SEQUENCER",      "ZKR_LEADER_ID",   "ZKR_QUEUE_PATH", "ZKR_QUEUE_ITEM",
+    "ZKR_QUEUE_DELIVERY", "ZKR_QUEUE_LEVEL",
 };
+#define N_OUR_VARS (sizeof(our_vars) / sizeof(our_vars[0]))
 
 /* The command's environment: environ without our variables, then ours. */
 typedef struct envp {
     char **env;
-    char *ours[6];
+    char *ours[N_OUR_VARS];
     int n_ours;
 } envp_t;
 
@@ -478,7 +617,9 @@ static void free_env(envp_t *e)
     memset(e, 0, sizeof(*e));
 }
 
-static int build_env(envp_t *e, const zkr_sequencer_t *q, const char *leader_id)
+/* it: the item of queue take (its claim is q), or NULL. */
+static int build_env(envp_t *e, const zkr_sequencer_t *q, const char *leader_id,
+                     const char *queue, const zkr_item_t *it)
 {
     char seq[ZKR_SEQUENCER_MAX];
     size_t n = 0, k = 0;
@@ -486,11 +627,11 @@ static int build_env(envp_t *e, const zkr_sequencer_t *q, const char *leader_id)
     memset(e, 0, sizeof(*e));
     while (environ[n] != NULL)
         n++;
-    if ((e->env = calloc(n + 7, sizeof(*e->env))) == NULL)
+    if ((e->env = calloc(n + N_OUR_VARS + 1, sizeof(*e->env))) == NULL)
         return -1;
     for (size_t i = 0; i < n; i++) {
         int ours = 0;
-        for (size_t j = 0; j < sizeof(our_vars) / sizeof(our_vars[0]); j++) {
+        for (size_t j = 0; j < N_OUR_VARS; j++) {
             size_t len = strlen(our_vars[j]);
             if (strncmp(environ[i], our_vars[j], len) == 0 &&
                 environ[i][len] == '=')
@@ -508,7 +649,15 @@ static int build_env(envp_t *e, const zkr_sequencer_t *q, const char *leader_id)
                  (uint64_t)q->session_id) < 0 ||
         asprintf(&e->ours[e->n_ours++], "ZKR_SEQUENCER=%s", seq) < 0 ||
         (leader_id != NULL &&
-         asprintf(&e->ours[e->n_ours++], "ZKR_LEADER_ID=%s", leader_id) < 0)) {
+         asprintf(&e->ours[e->n_ours++], "ZKR_LEADER_ID=%s", leader_id) < 0) ||
+        (it != NULL &&
+         (asprintf(&e->ours[e->n_ours++], "ZKR_QUEUE_PATH=%s", queue) < 0 ||
+          asprintf(&e->ours[e->n_ours++], "ZKR_QUEUE_ITEM=%s",
+                   zkr_item_id(it)) < 0 ||
+          asprintf(&e->ours[e->n_ours++], "ZKR_QUEUE_DELIVERY=%d",
+                   zkr_item_deliveries(it)) < 0 ||
+          asprintf(&e->ours[e->n_ours++], "ZKR_QUEUE_LEVEL=%d",
+                   zkr_item_level(it)) < 0))) {
         e->ours[--e->n_ours] = NULL; /* asprintf left it undefined */
         free_env(e);
         return -1;
@@ -544,14 +693,45 @@ static void take_tty(sup_t *p)
     p->handed = 0;
 }
 
-/* Starts the command, under its guard, with the grant's environment.
- * Returns 0, or an exit status (command not found, ...) with nothing left
- * running. */
+/* The standard input of queue take's command: the item's data, in an
+ * anonymous file (not a pipe: a command that reads none of it, or part,
+ * never blocks us, and any size fits). A descriptor, or -1 after saying
+ * why. */
+static int item_input(const zkr_item_t *it)
+{
+    size_t len = 0, off = 0;
+    const char *data = zkr_item_data(it, &len);
+    int fd = memfd_create("zkr-item", MFD_CLOEXEC);
+
+    while (fd >= 0 && off < len) {
+        ssize_t n = write(fd, data + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            close(fd);
+            fd = -1;
+            break;
+        }
+        off += (size_t)n;
+    }
+    if (fd >= 0 && lseek(fd, 0, SEEK_SET) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    if (fd < 0)
+        cli_err("cannot pass the item's data to the command: %s",
+                strerror(errno));
+    return fd;
+}
+
+/* Starts the command, under its guard, with the grant's environment (and
+ * queue take's item on its standard input). Returns 0, or an exit status
+ * (command not found, ...) with nothing left running. */
 static int spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
 {
     envp_t env;
     char *file;
-    int why = 0, e, rc, fg = foreground(p);
+    int why = 0, e, rc, fg = foreground(p), in = -1;
     /* The guard's first deadline, read with the clock at the same moment
      * (the PATH search below takes time). */
     int64_t deadline = now_ms() + zkr_session_valid_ms(p->s);
@@ -562,12 +742,20 @@ static int spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
                                          : "permission denied");
         return why;
     }
-    if (build_env(&env, q, leader_id) != 0) {
-        cli_err("cannot start %s: %s", p->o->cmd[0], strerror(errno));
+    if (p->it != NULL && (in = item_input(p->it)) < 0) {
         free(file);
         return CLI_EXIT_OSERR;
     }
-    rc = ct_spawn(&p->g, file, p->o->cmd, env.env, deadline, fg, &e);
+    if (build_env(&env, q, leader_id, p->o->path, p->it) != 0) {
+        cli_err("cannot start %s: %s", p->o->cmd[0], strerror(errno));
+        free(file);
+        if (in >= 0)
+            close(in);
+        return CLI_EXIT_OSERR;
+    }
+    rc = ct_spawn(&p->g, file, p->o->cmd, env.env, deadline, fg, in, &e);
+    if (in >= 0)
+        close(in);
     if (rc != 0) {
         cli_err("%s: %s", p->o->cmd[0], strerror(e));
         why = rc == -1      ? CLI_EXIT_OSERR
@@ -722,7 +910,7 @@ static own_t ownership(sup_t *p)
             return OWN_SUSPENDED;
         return OWN_HELD;
     }
-    switch (zkr_lock_state(p->l)) {
+    switch (p->it != NULL ? zkr_item_state(p->it) : zkr_lock_state(p->l)) {
     case ZKR_LOCK_HELD:
         return OWN_HELD;
     case ZKR_LOCK_SUSPENDED:
@@ -1089,6 +1277,8 @@ static void write_metrics(const sup_t *p)
 
 static void teardown(sup_t *p)
 {
+    zkr_item_free(p->it); /* a claim still held is given back */
+    zkr_workq_free(p->q);
     zkr_lock_free(p->l);
     zkr_election_free(p->e);
     write_metrics(p);
@@ -1149,7 +1339,16 @@ static int make_lock(sup_t *p)
     return 0;
 }
 
-/* Waits for the acquire's completion, canceling it on a signal. */
+/* Cancels the pending acquire or take. */
+static void cancel(sup_t *p)
+{
+    if (p->q != NULL)
+        zkr_workq_cancel(p->q);
+    else
+        zkr_lock_cancel(p->l);
+}
+
+/* Waits for the acquire's (take's) completion, canceling it on a signal. */
 static int await_grant(sup_t *p, int *rc)
 {
     struct msg m;
@@ -1163,21 +1362,89 @@ static int await_grant(sup_t *p, int *rc)
             return 0;
         }
         if (p->signo != 0 && sig == 0)
-            zkr_lock_cancel(p->l);
+            cancel(p);
         if (p->wake_at >= 0 && now_ms() >= p->wake_at && p->signo == 0) {
             p->wake_at = -1;
             p->timed_out = 1;
-            zkr_lock_cancel(p->l);
+            cancel(p);
         }
     }
+}
+
+/* After the acquire (take) completed with rc: 1 when granted; else 0 with
+ * *status zkr's exit status (not granted within -w: -E's code). */
+static int granted(sup_t *p, int rc, int *status)
+{
+    const opts_t *o = p->o;
+
+    p->wake_at = -1;
+    if (rc == ZKR_EBUSY || rc == ZKR_ETIMEDOUT) {
+        cli_info(p->cli, "%s: %s", o->path,
+                 rc == ZKR_EBUSY         ? "held by another contender"
+                 : o->kind == KIND_QUEUE ? "no item came in time"
+                                         : "timed out");
+        *status = o->fail_code;
+        return 0;
+    }
+    if (rc == ZKR_ECANCELED) {
+        *status = 128 + p->signo;
+        return 0;
+    }
+    if (rc != 0) {
+        *status = cli_zk_error(p->cli, rc, "%s: cannot %s", o->path,
+                               o->kind == KIND_QUEUE ? "take" : "acquire");
+        return 0;
+    }
+    return 1;
+}
+
+/* What run_granted() leaves to its caller. */
+typedef enum {
+    RAN,       /* the command ran and every process of it is gone */
+    GIVE_BACK, /* it did not run: the grant is to be given back */
+    GONE       /* it did not run: the grant was lost already */
+} ran_t;
+
+/* Runs the command under the grant of a lock, a permit or a claim (the
+ * one code path of lock, sem and queue take) until every process of the
+ * command is gone. *status: the command's exit status (RAN), else zkr's. */
+static ran_t run_granted(sup_t *p, int *status)
+{
+    const opts_t *o = p->o;
+    zkr_sequencer_t q;
+    int rc;
+
+    if (p->signo != 0) { /* granted just as we were told to stop */
+        *status = 128 + p->signo;
+        return GIVE_BACK;
+    }
+    rc = p->it != NULL ? zkr_item_sequencer(p->it, &q)
+                       : zkr_lock_sequencer(p->l, &q);
+    if (rc != 0) {
+        /* Lost between the grant and now. */
+        cli_err("ownership of %s lost before the command started", o->path);
+        *status = o->lost_code;
+        return GONE;
+    }
+    /* PATH (queue take: the item's node, the claim's directory) exists
+     * now: an older, weaker ACL on it would let others delete the holder's
+     * node. */
+    if ((*status = cli_check_path_acl(
+             p->cli, p->s, p->it != NULL ? q.path : o->path, o->acl)) != 0 ||
+        (*status = spawn(p, &q, NULL)) != 0)
+        return GIVE_BACK;
+    /* The grant lasts until every process of the command is gone. */
+    supervise(p);
+    *status = exit_status_of(p->status);
+    return RAN;
 }
 
 static int run_lock(const cli_t *c, const opts_t *o)
 {
     sup_t p;
-    zkr_sequencer_t q;
     zkr_lock_state_t st;
     int rc, status;
+    ran_t ran;
 
     if ((status = setup(&p, c, o)) != 0 || (status = make_lock(&p)) != 0)
         goto out;
@@ -1188,45 +1455,12 @@ static int run_lock(const cli_t *c, const opts_t *o)
                                 &p);
     if (rc == 0)
         await_grant(&p, &rc);
-    p.wake_at = -1;
-    if (rc == ZKR_EBUSY || rc == ZKR_ETIMEDOUT) {
-        cli_info(c, "%s: %s", o->path,
-                 rc == ZKR_EBUSY ? "held by another contender" : "timed out");
-        status = o->fail_code;
+    if (!granted(&p, rc, &status))
         goto out;
-    }
-    if (rc == ZKR_ECANCELED) {
-        status = 128 + p.signo;
-        goto out;
-    }
-    if (rc != 0) {
-        status = cli_zk_error(c, rc, "%s: cannot acquire", o->path);
-        goto out;
-    }
-    if (p.signo != 0) { /* granted just as we were told to stop */
+    if ((ran = run_granted(&p, &status)) == GIVE_BACK)
         zkr_lock_release(p.l);
-        status = 128 + p.signo;
+    if (ran != RAN)
         goto out;
-    }
-    if ((rc = zkr_lock_sequencer(p.l, &q)) != 0) {
-        /* Lost between the grant and now. */
-        cli_err("ownership of %s lost before the command started", o->path);
-        status = o->lost_code;
-        goto out;
-    }
-    /* PATH exists now (it holds our node): an older, weaker ACL on it
-     * would let others delete the holder's node. */
-    if ((status = cli_check_path_acl(c, p.s, o->path, o->acl)) != 0) {
-        zkr_lock_release(p.l);
-        goto out;
-    }
-    if ((status = spawn(&p, &q, NULL)) != 0) {
-        zkr_lock_release(p.l);
-        goto out;
-    }
-    /* The grant lasts until every process of the command is gone. */
-    supervise(&p);
-    status = exit_status_of(p.status);
     /* SUSPENDED too: the release waits for the reconnection that confirms
      * the delete, or for the session's end (which deletes the node). */
     st = zkr_lock_state(p.l);
@@ -1241,6 +1475,140 @@ static int run_lock(const cli_t *c, const opts_t *o)
         else if (rc != 0)
             cli_err("%s: cannot release: %s", o->path, zkr_strerror(rc));
     }
+    if (p.lost) {
+        lost_word(&p);
+        status = o->lost_code;
+    }
+out:
+    teardown(&p);
+    return status;
+}
+
+/* ---------------------------------------------------------- queue take */
+
+/* Errors after which an ack or nack may be sent again: nothing was
+ * changed, the claim still stands (zkr.h). */
+static int retryable(int rc)
+{
+    return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT ||
+           rc == ZKR_ETIMEDOUT;
+}
+
+/* Acks (ack) or nacks the item. A connection loss is waited out: the
+ * claim is then re-verified (HELD again) or declared LOST at the safe
+ * deadline, after which the library answers ZKR_ESTALE without sending;
+ * the wait is bounded by two session timeouts all the same. */
+static int settle(sup_t *p, int ack)
+{
+    int64_t until = now_ms() + 2 * (int64_t)zkr_session_timeout_ms(p->s);
+    int rc;
+
+    for (;;) {
+        rc = ack ? zkr_item_ack(p->it) : zkr_item_nack(p->it, p->o->nack);
+        if (!retryable(rc) || now_ms() >= until)
+            return rc;
+        cli_info(p->cli, "%s: %s: %s; trying again", p->o->path,
+                 ack ? "ack" : "nack", zkr_strerror(rc));
+        poll(NULL, 0, 100);
+    }
+}
+
+/* Resolves COMMAND before any item is taken: a typo must not take items
+ * and give them back (each a delivery, up to --max-deliveries). */
+static int command_runs(const opts_t *o)
+{
+    int why = 0;
+    char *file = resolve(o->cmd[0], &why);
+
+    if (file == NULL) {
+        cli_err("%s: %s", o->cmd[0],
+                why == CLI_EXIT_NOTFOUND ? "command not found"
+                                         : "permission denied");
+        return why;
+    }
+    free(file);
+    return 0;
+}
+
+static int make_queue(sup_t *p)
+{
+    const opts_t *o = p->o;
+    int rc = zkr_workq_new(&p->q, p->s, o->path, o->id, cli_acl(o->acl));
+
+    if (rc == ZBADARGUMENTS)
+        return cli_usage_error(o->sub, "invalid PATH '%s' or --id", o->path);
+    if (rc == 0 && o->max_deliveries > 0) {
+        rc = zkr_workq_set_dead_letter(p->q, (int)o->max_deliveries,
+                                       o->dead_path);
+        if (rc == ZBADARGUMENTS)
+            return cli_usage_error(o->sub, "invalid --dead '%s'",
+                                   o->dead_path != NULL ? o->dead_path : "");
+    }
+    if (rc != 0)
+        return cli_zk_error(p->cli, rc, "%s", o->path);
+    zkr_session_add_listener(p->s, on_session, p);
+    return 0;
+}
+
+static int run_take(const cli_t *c, const opts_t *o)
+{
+    sup_t p;
+    zkr_lock_state_t st;
+    int rc, status, ack;
+    ran_t ran;
+
+    if ((status = command_runs(o)) != 0)
+        return status;
+    if ((status = setup(&p, c, o)) != 0 || (status = make_queue(&p)) != 0)
+        goto out;
+    if (cli_timeout_arg(o->wait_ms) != o->wait_ms)
+        p.wake_at = now_ms() + o->wait_ms;
+    rc = zkr_workq_take_async(p.q, cli_timeout_arg(o->wait_ms), on_taken, &p);
+    if (rc == 0)
+        await_grant(&p, &rc);
+    if (!granted(&p, rc, &status))
+        goto out;
+    zkr_item_set_listener(p.it, on_item_state, &p);
+    cli_info(c, "%s: took %s (delivery %d)", o->path, zkr_item_id(p.it),
+             zkr_item_deliveries(p.it));
+    if ((ran = run_granted(&p, &status)) == GIVE_BACK) {
+        /* Not run: given back where it was (the delivery counts). */
+        if ((rc = settle(&p, 0)) != 0)
+            cli_err("%s: cannot give %s back: %s", o->path, zkr_item_id(p.it),
+                    zkr_strerror(rc));
+    }
+    if (ran != RAN)
+        goto out;
+    /* Done only if the command said so (exit 0) and ran undisturbed: a
+     * command that zkr signalled (a signal to zkr, a suspension) may have
+     * stopped half-way, whatever its status. */
+    ack = status == 0 && p.signo == 0 && !p.lost;
+    st = zkr_item_state(p.it);
+    if (st == ZKR_LOCK_HELD || st == ZKR_LOCK_SUSPENDED) {
+        rc = settle(&p, ack);
+        if (rc == ZKR_ESTALE) {
+            lose(&p, ack ? "the claim was gone at the ack: the item was "
+                           "not completed and may be delivered again"
+                         : "the claim was gone at the nack");
+        } else if (rc != 0) {
+            cli_zk_error(c, rc, "%s: cannot %s %s", o->path,
+                         ack ? "ack" : "nack", zkr_item_id(p.it));
+            if (ack)
+                status = cli_exit_of(rc);
+        } else {
+            cli_info(c, "%s: %s %s", o->path, ack ? "acked" : "nacked",
+                     zkr_item_id(p.it));
+        }
+    } else {
+        /* Lost as the command ended, before we looked: neither acked nor
+         * nacked, whatever the command said. */
+        lose(&p, "the claim was lost as the command ended: the item was "
+                 "not completed and may be delivered again");
+    }
+    /* 0 says "acked": a command that ended with 0 after zkr forwarded it
+     * a signal was nacked, and zkr says why it stopped. */
+    if (!ack && status == 0 && p.signo != 0)
+        status = 128 + p.signo;
     if (p.lost) {
         lost_word(&p);
         status = o->lost_code;
@@ -1357,6 +1725,8 @@ static int run(kind_t kind, const cli_t *c, int argc, char **argv)
 
     if (rc != 0)
         return rc < 0 ? 0 : rc; /* -1: --help printed */
+    if (kind == KIND_QUEUE)
+        return run_take(c, &o);
     return kind == KIND_ELECT ? run_elect(c, &o) : run_lock(c, &o);
 }
 
@@ -1373,4 +1743,9 @@ int cli_sem(const cli_t *c, int argc, char **argv)
 int cli_elect(const cli_t *c, int argc, char **argv)
 {
     return run(KIND_ELECT, c, argc, argv);
+}
+
+int cli_queue_take(const cli_t *c, int argc, char **argv)
+{
+    return run(KIND_QUEUE, c, argc, argv);
 }

@@ -1,5 +1,6 @@
-/* zkr(1): run a command under a ZooKeeper lock, semaphore or leadership;
- * inspect a queue; release a holder by force, with an audit record.
+/* zkr(1): run a command under a ZooKeeper lock, semaphore or leadership,
+ * or on the items of a work queue; inspect a queue; release a holder by
+ * force, with an audit record.
  *
  * This file holds the global options, the dispatch and small helpers. The
  * supervision of a command lives in run.c, the operator's subcommands in
@@ -386,7 +387,14 @@ static void usage(FILE *f)
           "  zkr sem --permits N [options] PATH [--] COMMAND [ARG...]\n"
           "  zkr elect [options] PATH [--] COMMAND [ARG...]  (or PATH -c "
           "STRING)\n"
-          "  zkr inspect [--json] PATH\n"
+          "  zkr queue put [-l LEVEL] PATH [DATA | -]       (prints the "
+          "item's id)\n"
+          "  zkr queue take [options] PATH [--] COMMAND [ARG...]  (item's "
+          "data on stdin;\n"
+          "                                 exit 0 acks it, else it goes "
+          "back)\n"
+          "  zkr queue len PATH\n"
+          "  zkr inspect [--json] [--items N] PATH\n"
           "  zkr release --force --reason TEXT [--node NODE] PATH\n"
           "  zkr exporter [--listen HOST:PORT] [--refresh SECONDS] PATH...\n"
           "\n"
@@ -412,12 +420,16 @@ static void usage(FILE *f)
           "ZKR_LOCK_NODE,\n"
           "ZKR_SESSION_ID and ZKR_SEQUENCER in its environment (elect: also "
           "ZKR_LEADER_ID),\n"
-          "and descriptors 0, 1 and 2 only. Exit status: the command's; 1 "
-          "(or -E) not\n"
-          "acquired; 4 ownership lost while it ran; 64 usage error; 69 "
-          "ZooKeeper\n"
-          "unreachable or no session (retryable); 71 other error; 77 "
-          "permission denied;\n"
+          "and descriptors 0, 1 and 2 only; queue take adds ZKR_QUEUE_ITEM,\n"
+          "ZKR_QUEUE_DELIVERY, ZKR_QUEUE_PATH, ZKR_QUEUE_LEVEL, and the "
+          "item's data on\n"
+          "stdin. Exit status: the command's; 1 (or -E) not acquired, or "
+          "no item; 4\n"
+          "ownership (a claim) lost while the command ran or at the ack; 64 "
+          "usage error;\n"
+          "69 ZooKeeper unreachable or no session (retryable); 71 other "
+          "error; 77\n"
+          "permission denied; "
           "126/127 COMMAND not executable/not found. See zkr(1).\n",
           f);
 }
@@ -441,6 +453,7 @@ int main(int argc, char **argv)
         {"lock", cli_lock},       {"sem", cli_sem},
         {"elect", cli_elect},     {"inspect", cli_inspect},
         {"release", cli_release}, {"exporter", cli_exporter},
+        {"queue", cli_queue},
     };
     static char auth_buf[1024];
     cli_t c = {0};
