@@ -892,13 +892,13 @@ static void run_many(int n, int w)
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int n;            /* items expected */
-    int done;         /* acks that succeeded */
-    int in_flight;    /* puts of the fill or qput not yet completed */
-    int next;         /* next item index to put */
-    int failed;       /* first error of an asynchronous put */
-    int stop;         /* consumers end their loop */
-    int64_t done_at;  /* when the last item was acked */
+    int n;           /* items expected */
+    int done;        /* acks that succeeded */
+    int in_flight;   /* puts of the fill or qput not yet completed */
+    int next;        /* next item index to put */
+    int failed;      /* first error of an asynchronous put */
+    int stop;        /* consumers end their loop */
+    int64_t done_at; /* when the last item was acked */
     unsigned char *seen;
     long dups, stale, bad;
     zkr_workq_t *producer;
@@ -969,8 +969,8 @@ static double qput_run(zkr_workq_t *q, int first, int n, int w)
         char item[QITEM_LEN + 1];
         for (int i = first; i < n; i++) {
             snprintf(item, sizeof(item), "item-%07d", i);
-            if ((rc = zkr_workq_put(q, item, QITEM_LEN,
-                                    ZKR_WORKQ_LEVEL_DEFAULT, NULL, 0)) != 0)
+            if ((rc = zkr_workq_put(q, item, QITEM_LEN, ZKR_WORKQ_LEVEL_DEFAULT,
+                                    NULL, 0)) != 0)
                 die("zkr_workq_put", rc);
         }
         return (double)(now_ns() - t0) / 1e9;
