@@ -938,7 +938,7 @@ static void qput_done(int rc, const char *item_id, void *data)
  * next put, from the event thread, which put_async allows). */
 static void qput_start(void)
 {
-    char item[QITEM_LEN + 1];
+    char item[32]; /* "item-%07d": QITEM_LEN bytes below 10,000,000 */
     int i, rc;
 
     pthread_mutex_lock(&wq.mu);
@@ -966,7 +966,7 @@ static double qput_run(zkr_workq_t *q, int first, int n, int w)
     wq.n = n;
     wq.next = first;
     if (w == 1) {
-        char item[QITEM_LEN + 1];
+        char item[32]; /* "item-%07d": QITEM_LEN bytes below 10,000,000 */
         for (int i = first; i < n; i++) {
             snprintf(item, sizeof(item), "item-%07d", i);
             if ((rc = zkr_workq_put(q, item, QITEM_LEN, ZKR_WORKQ_LEVEL_DEFAULT,
@@ -1158,7 +1158,7 @@ static void run_qnotify(int w, int puts)
     zkr_session_t *s = open_session(), **ss;
     zkr_workq_t *q;
     consumer_t *cs;
-    char path[128], item[QITEM_LEN + 1];
+    char path[128], item[32];
     uint64_t e0, e1;
     int rc;
 
