@@ -257,7 +257,10 @@ def verdicts(data, config):
                     "also drained all (%.0f s)"
                     % (get(d, k, "curator", "drain_s") or 0)))
     notes = sorted(x for x in d if x[0] == "qnotify" and "zkr" in d[x])
-    if notes:
+    if len(notes) == 1:
+        out.append("- (queue notifications per put: one W only, %d: not "
+                   "judged)" % notes[0][1])
+    elif notes:
         ev = [get(d, k, "zkr", "watch_events_per_put") for k in notes]
         line(ev[-1] <= ev[0] * 1.25 + 0.5,
              "queue notifications per put O(1) in idle consumers: %s "
