@@ -34,7 +34,8 @@ def key_of(r):
     m = r["mode"]
     size = {"contended": "contenders", "herd": "waiters", "scale": "locks",
             "semaphore": "contenders", "election": "candidates",
-            "many": "w"}.get(m)
+            "many": "w", "qput": "w", "qtake": "consumers",
+            "qdrain": "items", "qnotify": "consumers"}.get(m)
     return (m, int(r[size]) if size else 0)
 
 
@@ -45,6 +46,11 @@ def collect(rows):
     for r in rows:
         k = key_of(r)
         for f, v in r.items():
+            # A run that gave up has no time or rate to compare: it is
+            # listed under the runs that failed.
+            if r.get("failed") == "1" and f in ("drain_s", "items_per_s",
+                                                "cpu_s_per_10k"):
+                continue
             try:
                 x = float(v)
             except ValueError:
@@ -95,6 +101,15 @@ FIGURES = [
     ("many", "held_bytes_per_lock", "many: client bytes per held lock, W={n}",
      True),
     ("many", "held_fds", "many: open descriptors holding all, W={n}", True),
+    ("qput", "items_per_s", "queue puts/s, W={n} in flight", False),
+    ("qtake", "items_per_s", "queue take+ack/s, K={n} consumers", False),
+    ("qtake", "cpu_s_per_10k",
+     "queue client CPU s per 10k take+ack, K={n}", True),
+    ("qdrain", "drain_s", "queue drain of N={n} items, s", True),
+    ("qdrain", "cpu_s_per_10k", "queue drain client CPU s per 10k, N={n}",
+     True),
+    ("qnotify", "watch_events_per_put",
+     "queue watch notifications per put, W={n} idle", True),
 ]
 
 # Where a handoff is compared with the notify floor: (mode, size, label).
@@ -218,6 +233,39 @@ def verdicts(data, config):
         if z and best and k[1] == 256:
             line(z / best >= 1.5, "many W=256 >= 1.5x the better peer (%s): "
                  "%.2fx (%.0f vs %.0f locks/s)" % (who, z / best, z, best))
+    for k in sorted(x for x in d if x[0] == "qtake" and x[1] >= 4):
+        z = get(d, k, "zkr", "items_per_s")
+        best, who = max((get(d, k, p, "items_per_s") or 0, p)
+                        for p in ("curator", "kazoo"))
+        if z and best:
+            line(z / best >= 2.0, "queue take+ack K=%d >= 2x the better peer "
+                 "(%s): %.2fx (%.0f vs %.0f items/s)"
+                 % (k[1], who, z / best, z, best))
+    drains = sorted(x for x in d if x[0] == "qdrain")
+    if drains:
+        k = drains[-1]
+        zd, zf = get(d, k, "zkr", "drained"), get(d, k, "zkr", "failed")
+        cd, cf = get(d, k, "curator", "drained"), get(d, k, "curator",
+                                                          "failed")
+        if zd is not None:
+            line(zf == 0 and zd == k[1],
+                 "queue drains N=%d: zkr %s in %.0f s; Curator %s"
+                 % (k[1], "all" if zf == 0 else "%d" % zd,
+                    get(d, k, "zkr", "drain_s") or 0,
+                    "not run" if cf is None else
+                    "FAILED after %d items" % cd if cf else
+                    "also drained all (%.0f s)"
+                    % (get(d, k, "curator", "drain_s") or 0)))
+    notes = sorted(x for x in d if x[0] == "qnotify" and "zkr" in d[x])
+    if len(notes) == 1:
+        out.append("- (queue notifications per put: one W only, %d: not "
+                   "judged)" % notes[0][1])
+    elif notes:
+        ev = [get(d, k, "zkr", "watch_events_per_put") for k in notes]
+        line(ev[-1] <= ev[0] * 1.25 + 0.5,
+             "queue notifications per put O(1) in idle consumers: %s "
+             "(W=%s)" % (", ".join("%.2f" % e for e in ev),
+                         ", ".join(str(k[1]) for k in notes)))
     for k in sorted(x for x in d if x[0] == "scale"):
         b = get(d, k, "zkr", "bytes_per_lock")
         if b is not None:
@@ -237,7 +285,11 @@ def plots(data, outdir):
             ("many", "locks_per_s", "bench-many",
              "locks in flight (W)", "distinct locks per second", True),
             ("contended", "cpu_s_per_10k_grants", "bench-cpu",
-             "contenders (K)", "client CPU s per 10,000 grants", True)):
+             "contenders (K)", "client CPU s per 10,000 grants", True),
+            ("qtake", "items_per_s", "bench-queue-take",
+             "consumers (K)", "take+ack per second", True),
+            ("qnotify", "watch_events_per_put", "bench-queue-notify",
+             "idle consumers (W)", "watch notifications per put", True)):
         lines = []
         for config in sorted(data):
             for impl in ("zkr", "raw", "curator", "kazoo"):
@@ -270,13 +322,27 @@ def plots(data, outdir):
     return series
 
 
+def failures(rows, config):
+    """Runs that did not finish (the queue's drains), with their error:
+    printed whole, never averaged away."""
+    return "\n".join(
+        "- %s %s N=%s K=%s: drained %s in %s s; error: %s"
+        % (r["impl"], r["mode"], r.get("items"), r.get("consumers"),
+           r.get("drained"), r.get("drain_s"), r.get("error", "-"))
+        for r in rows if r["config"] == config and r.get("failed") == "1")
+
+
 def main(argv):
     if not argv:
         raise SystemExit("usage: report.py RESULTS [--plots DIR]")
-    data = collect(parse(argv[0]))
+    rows = parse(argv[0])
+    data = collect(rows)
     for config in sorted(data):
         print("### Server: %s\n" % config)
         print(table(data, config))
+        fails = failures(rows, config)
+        if fails:
+            print("\nRuns that failed (%s):\n\n%s" % (config, fails))
         ft = floor_table(data, config)
         if ft:
             print("\n" + ft)

@@ -16,6 +16,11 @@
  *                           watches A's node, A deletes it, B writes
  *   many N W                one session acquires and releases N distinct
  *                           locks, at most W in flight (async API)
+ *   qput N W                work queue: N puts, W in flight
+ *   qtake K N SECS          work queue: K consumers take+ack N items
+ *   qdrain N K SECS         the same (the drain time of N items)
+ *   qnotify W PUTS          work queue: notifications per put, W idle
+ *                           consumers
  *
  * Every mode prints one line of `key=value` fields, starting with
  * `impl=... mode=...`; bench/peers/ print the same lines for Curator and
@@ -861,6 +866,347 @@ static void run_many(int n, int w)
     zkr_session_free(many.s);
 }
 
+/* ------------------------------------------------------------- queue */
+
+/* The work queue (issue 17), against Curator's DistributedQueue with a
+ * lock path and kazoo's LockingQueue (bench/peers/):
+ *
+ *   qput N W           one session puts N items, W in flight (W 1: the
+ *                      synchronous put; else zkr_workq_put_async)
+ *   qtake K N SECS     the queue is filled with N items (not timed), then K
+ *                      consumers, each its own session, take+ack until it
+ *                      is empty; gives up after SECS
+ *   qdrain N K SECS    the same, named for the drain time of N items
+ *   qnotify W PUTS     W idle consumers wait in take; one producer puts
+ *                      PUTS items one at a time, each taken and acked
+ *                      before the next: watch notifications per put, the
+ *                      sum over every session of ZKR_COUNTER_WATCH_EVENTS
+ *
+ * Every item's payload is its index ("item-%07d"): the consumers mark
+ * each index they ack, so that a loss or a second completion is printed
+ * (dups=, and drained= below items= when the run gave up). The client's
+ * CPU over the consuming phase alone (getrusage of this process) is
+ * printed per 10,000 items as cpu_s_per_10k. */
+#define QITEM_LEN 12
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n;           /* items expected */
+    int done;        /* acks that succeeded */
+    int in_flight;   /* puts of the fill or qput not yet completed */
+    int next;        /* next item index to put */
+    int failed;      /* first error of an asynchronous put */
+    int stop;        /* consumers end their loop */
+    int64_t done_at; /* when the last item was acked */
+    unsigned char *seen;
+    long dups, stale, bad;
+    zkr_workq_t *producer;
+} wq = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void queue_path(char *buf, size_t size, const char *mode)
+{
+    snprintf(buf, size, "%s/%s", root, mode);
+}
+
+static double cpu_now_s(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static void qput_start(void);
+
+static void qput_done(int rc, const char *item_id, void *data)
+{
+    (void)item_id;
+    (void)data;
+    pthread_mutex_lock(&wq.mu);
+    wq.in_flight--;
+    if (rc != 0 && wq.failed == 0)
+        wq.failed = rc;
+    pthread_cond_broadcast(&wq.cv);
+    pthread_mutex_unlock(&wq.mu);
+    if (rc == 0)
+        qput_start();
+}
+
+/* Puts the next item if any is left (W slots: each completion starts the
+ * next put, from the event thread, which put_async allows). */
+static void qput_start(void)
+{
+    char item[32]; /* "item-%07d": QITEM_LEN bytes below 10,000,000 */
+    int i, rc;
+
+    pthread_mutex_lock(&wq.mu);
+    if (wq.failed != 0 || wq.next >= wq.n) {
+        pthread_mutex_unlock(&wq.mu);
+        return;
+    }
+    i = wq.next++;
+    wq.in_flight++;
+    pthread_mutex_unlock(&wq.mu);
+    snprintf(item, sizeof(item), "item-%07d", i);
+    rc = zkr_workq_put_async(wq.producer, item, QITEM_LEN,
+                             ZKR_WORKQ_LEVEL_DEFAULT, qput_done, NULL);
+    if (rc != 0)
+        qput_done(rc, NULL, NULL);
+}
+
+/* Puts items first..n-1 through q, w in flight; returns the seconds. */
+static double qput_run(zkr_workq_t *q, int first, int n, int w)
+{
+    int64_t t0 = now_ns();
+    int rc;
+
+    wq.producer = q;
+    wq.n = n;
+    wq.next = first;
+    if (w == 1) {
+        char item[32]; /* "item-%07d": QITEM_LEN bytes below 10,000,000 */
+        for (int i = first; i < n; i++) {
+            snprintf(item, sizeof(item), "item-%07d", i);
+            if ((rc = zkr_workq_put(q, item, QITEM_LEN, ZKR_WORKQ_LEVEL_DEFAULT,
+                                    NULL, 0)) != 0)
+                die("zkr_workq_put", rc);
+        }
+        return (double)(now_ns() - t0) / 1e9;
+    }
+    for (int i = 0; i < w; i++)
+        qput_start();
+    pthread_mutex_lock(&wq.mu);
+    while (wq.in_flight > 0 || (wq.failed == 0 && wq.next < wq.n))
+        pthread_cond_wait(&wq.cv, &wq.mu);
+    pthread_mutex_unlock(&wq.mu);
+    if (wq.failed != 0)
+        die("zkr_workq_put_async", wq.failed);
+    return (double)(now_ns() - t0) / 1e9;
+}
+
+static void run_qput(int n, int w)
+{
+    zkr_session_t *s = open_session();
+    zkr_workq_t *q;
+    char path[128];
+    double secs;
+    int rc;
+
+    queue_path(path, sizeof(path), "qput");
+    if ((rc = zkr_workq_new(&q, s, path, "bench", NULL)) != 0)
+        die("zkr_workq_new", rc);
+    qput_run(q, 0, n / 10 + 10, 1); /* warm up; makes the queue's nodes */
+    secs = qput_run(q, 0, n, w);
+    printf("impl=%s mode=qput n=%d w=%d items_per_s=%.0f\n", impl, n, w,
+           n / secs);
+    zkr_workq_free(q);
+    zkr_session_free(s);
+}
+
+/* Marks item `it` acked; counts a second completion. */
+static void qmark(zkr_item_t *it)
+{
+    size_t len;
+    const char *d = zkr_item_data(it, &len);
+    char buf[QITEM_LEN + 1];
+    int i = -1;
+
+    if (len == QITEM_LEN) { /* sscanf wants a string: copy it */
+        memcpy(buf, d, len);
+        buf[len] = '\0';
+    }
+    if (len == QITEM_LEN && sscanf(buf, "item-%7d", &i) == 1 && i >= 0 &&
+        i < wq.n) {
+        if (wq.seen[i]++)
+            wq.dups++;
+    } else {
+        wq.bad++;
+    }
+}
+
+typedef struct {
+    zkr_session_t *s;
+    zkr_workq_t *q;
+    pthread_t th;
+    atomic_int exited;
+} consumer_t;
+
+/* Takes and acks until told to stop (zkr_workq_cancel ends the take). */
+static void *consumer_main(void *arg)
+{
+    consumer_t *c = arg;
+    zkr_item_t *it;
+    int rc;
+
+    for (;;) {
+        pthread_mutex_lock(&wq.mu);
+        rc = wq.stop;
+        pthread_mutex_unlock(&wq.mu);
+        if (rc)
+            break;
+        rc = zkr_workq_take(c->q, -1, &it);
+        if (rc == ZKR_ECANCELED)
+            continue;
+        if (rc != 0)
+            die("zkr_workq_take", rc);
+        rc = zkr_item_ack(it);
+        pthread_mutex_lock(&wq.mu);
+        if (rc == 0) {
+            qmark(it);
+            if (++wq.done == wq.n)
+                wq.done_at = now_ns();
+            pthread_cond_broadcast(&wq.cv);
+        } else if (rc == ZKR_ESTALE) {
+            wq.stale++;
+        } else {
+            pthread_mutex_unlock(&wq.mu);
+            die("zkr_item_ack", rc);
+        }
+        pthread_mutex_unlock(&wq.mu);
+        zkr_item_free(it);
+    }
+    atomic_store(&c->exited, 1);
+    return NULL;
+}
+
+static consumer_t *consumers_start(int k, const char *path)
+{
+    consumer_t *cs = calloc((size_t)k, sizeof(*cs));
+    int rc;
+
+    if (cs == NULL)
+        die("calloc", ZKR_ENOMEM);
+    for (int i = 0; i < k; i++) {
+        cs[i].s = open_session();
+        if ((rc = zkr_workq_new(&cs[i].q, cs[i].s, path, "bench", NULL)) != 0)
+            die("zkr_workq_new", rc);
+    }
+    for (int i = 0; i < k; i++)
+        pthread_create(&cs[i].th, NULL, consumer_main, &cs[i]);
+    return cs;
+}
+
+/* Stops the consumers: each pending take is cancelled until its thread
+ * has seen the stop flag. */
+static void consumers_stop(consumer_t *cs, int k)
+{
+    pthread_mutex_lock(&wq.mu);
+    wq.stop = 1;
+    pthread_mutex_unlock(&wq.mu);
+    for (int i = 0; i < k; i++) {
+        while (!atomic_load(&cs[i].exited)) {
+            zkr_workq_cancel(cs[i].q); /* ZKR_ESTATE between takes */
+            usleep(2000);
+        }
+        pthread_join(cs[i].th, NULL);
+    }
+    for (int i = 0; i < k; i++) {
+        zkr_workq_free(cs[i].q);
+        zkr_session_free(cs[i].s);
+    }
+    free(cs);
+}
+
+static void run_qtake(const char *mode, int k, int n, int secs)
+{
+    zkr_session_t *s = open_session();
+    zkr_workq_t *q;
+    consumer_t *cs;
+    char path[128];
+    double fill, cpu0, cpu, took;
+    int64_t t0, until;
+    int rc, drained;
+
+    queue_path(path, sizeof(path), mode);
+    if ((rc = zkr_workq_new(&q, s, path, "bench", NULL)) != 0)
+        die("zkr_workq_new", rc);
+    if ((wq.seen = calloc((size_t)n, 1)) == NULL)
+        die("calloc", ZKR_ENOMEM);
+    fill = qput_run(q, 0, n, 256);
+    wq.n = n;
+    cpu0 = cpu_now_s();
+    t0 = now_ns();
+    until = t0 + (int64_t)secs * 1000000000;
+    cs = consumers_start(k, path);
+    pthread_mutex_lock(&wq.mu);
+    while (wq.done < n && now_ns() < until) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&wq.cv, &wq.mu, &ts);
+    }
+    drained = wq.done;
+    took = (double)((drained == n ? wq.done_at : now_ns()) - t0) / 1e9;
+    pthread_mutex_unlock(&wq.mu);
+    cpu = cpu_now_s() - cpu0;
+    consumers_stop(cs, k);
+    printf("impl=%s mode=%s consumers=%d items=%d drained=%d "
+           "items_per_s=%.0f drain_s=%.2f fill_s=%.2f cpu_s_per_10k=%.3f "
+           "dups=%ld stale=%ld failed=%d%s\n",
+           impl, mode, k, n, drained, drained / took, took, fill,
+           drained > 0 ? cpu * 10000 / drained : 0.0, wq.dups, wq.stale,
+           drained < n || wq.bad > 0, drained < n ? " error=deadline" : "");
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    free(wq.seen);
+}
+
+static void run_qnotify(int w, int puts)
+{
+    zkr_session_t *s = open_session(), **ss;
+    zkr_workq_t *q;
+    consumer_t *cs;
+    char path[128], item[32];
+    uint64_t e0, e1;
+    int rc;
+
+    queue_path(path, sizeof(path), "qnotify");
+    if ((rc = zkr_workq_new(&q, s, path, "bench", NULL)) != 0)
+        die("zkr_workq_new", rc);
+    if ((wq.seen = calloc((size_t)puts + 1, 1)) == NULL ||
+        (ss = calloc((size_t)w + 1, sizeof(*ss))) == NULL)
+        die("calloc", ZKR_ENOMEM);
+    wq.n = puts + 1;
+    /* One item before the consumers start: makes the queue's nodes. */
+    snprintf(item, sizeof(item), "item-%07d", 0);
+    if ((rc = zkr_workq_put(q, item, QITEM_LEN, ZKR_WORKQ_LEVEL_DEFAULT, NULL,
+                            0)) != 0)
+        die("zkr_workq_put", rc);
+    cs = consumers_start(w, path);
+    for (int i = 0; i < w; i++)
+        ss[i] = cs[i].s;
+    ss[w] = s;
+    pthread_mutex_lock(&wq.mu);
+    while (wq.done < 1)
+        pthread_cond_wait(&wq.cv, &wq.mu);
+    pthread_mutex_unlock(&wq.mu);
+    usleep(500000); /* every consumer waiting, its watches set */
+    e0 = watch_events(ss, w + 1);
+    for (int i = 1; i <= puts; i++) {
+        snprintf(item, sizeof(item), "item-%07d", i);
+        if ((rc = zkr_workq_put(q, item, QITEM_LEN, ZKR_WORKQ_LEVEL_DEFAULT,
+                                NULL, 0)) != 0)
+            die("zkr_workq_put", rc);
+        pthread_mutex_lock(&wq.mu);
+        while (wq.done < i + 1)
+            pthread_cond_wait(&wq.cv, &wq.mu);
+        pthread_mutex_unlock(&wq.mu);
+        usleep(20000); /* the next consumer in line takes its place */
+    }
+    usleep(200000); /* late notifications count too */
+    e1 = watch_events(ss, w + 1);
+    printf("impl=%s mode=qnotify consumers=%d puts=%d "
+           "watch_events_per_put=%.2f dups=%ld\n",
+           impl, w, puts, (double)(e1 - e0) / puts, wq.dups);
+    consumers_stop(cs, w);
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    free(ss);
+    free(wq.seen);
+}
+
 /* ---------------------------------------------------------- election */
 
 /* K candidates join; each round the leader leaves (the next takes over),
@@ -945,7 +1291,8 @@ static int usage(void)
             "ARGS\n"
             "  uncontended CYCLES | contended K SECONDS | herd W ROUNDS |\n"
             "  scale N | semaphore PERMITS K SECONDS | election K ROUNDS |\n"
-            "  floor ROUNDS (raw only) | many N W\n");
+            "  floor ROUNDS (raw only) | many N W |\n"
+            "  qput N W | qtake K N SECS | qdrain N K SECS | qnotify W PUTS\n");
     return 2;
 }
 
@@ -1028,6 +1375,14 @@ int main(int argc, char **argv)
         run_floor(arg(argv, 1));
     else if (strcmp(mode, "many") == 0 && argc == 3)
         run_many(arg(argv, 1), arg(argv, 2));
+    else if (strcmp(mode, "qput") == 0 && argc == 3)
+        run_qput(arg(argv, 1), arg(argv, 2));
+    else if (strcmp(mode, "qtake") == 0 && argc == 4)
+        run_qtake("qtake", arg(argv, 1), arg(argv, 2), arg(argv, 3));
+    else if (strcmp(mode, "qdrain") == 0 && argc == 4)
+        run_qtake("qdrain", arg(argv, 2), arg(argv, 1), arg(argv, 3));
+    else if (strcmp(mode, "qnotify") == 0 && argc == 3)
+        run_qnotify(arg(argv, 1), arg(argv, 2));
     else
         return usage();
     return 0;

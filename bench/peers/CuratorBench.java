@@ -4,15 +4,17 @@
 //   java -cp BUILD:CURATOR-JARS CuratorBench -s HOSTS MODE ARGS...
 //
 // MODE is uncontended CYCLES | contended K SECONDS | herd W ROUNDS |
-// scale N | semaphore PERMITS K SECONDS | election K ROUNDS | many N W.
+// scale N | semaphore PERMITS K SECONDS | election K ROUNDS | many N W |
+// qput N W | qtake K N SECS | qdrain N K SECS | qnotify W PUTS.
 // Locks are InterProcessMutex, the semaphore is InterProcessSemaphoreV2,
-// the election LeaderLatch. Every contender has its own CuratorFramework
+// the election LeaderLatch, the work queue DistributedQueue with a lock
+// path (its at-least-once mode). Every contender has its own CuratorFramework
 // (its own ZooKeeper session); they are threads of this one JVM.
 // InterProcessMutex must be released by the thread that acquired it, so
 // every contender is a thread and the herd's holder is told to release.
 //
-// Watch notifications (herd) are counted by giving Curator a ZooKeeper
-// whose getData/exists wrap the watcher they are given in a counting one.
+// Watch notifications (herd, qnotify) are counted by giving Curator a ZooKeeper
+// whose getData/exists/getChildren wrap the watcher they are given in a counting one.
 // bench/run compiles this file with javac into a scratch directory.
 
 import java.util.ArrayList;
@@ -32,6 +34,10 @@ import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.framework.recipes.queue.DistributedQueue;
+import org.apache.curator.framework.recipes.queue.QueueBuilder;
+import org.apache.curator.framework.recipes.queue.QueueConsumer;
+import org.apache.curator.framework.recipes.queue.QueueSerializer;
 import org.apache.curator.retry.RetryNTimes;
 import org.apache.curator.utils.ZookeeperFactory;
 import org.apache.zookeeper.AsyncCallback;
@@ -59,6 +65,17 @@ public class CuratorBench {
                 watchEvents.incrementAndGet();
             inner.process(e);
         }
+
+        // The client keeps one registration per watcher object and path:
+        // a wrapper must be equal to another wrapper of the same watcher,
+        // or registering twice would call the watcher twice.
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof CountingWatcher && ((CountingWatcher) o).inner.equals(inner);
+        }
+
+        @Override
+        public int hashCode() { return inner.hashCode(); }
     }
 
     static Watcher wrap(Watcher w) { return w == null ? null : new CountingWatcher(w); }
@@ -77,6 +94,28 @@ public class CuratorBench {
         @Override
         public void getData(String p, Watcher w, AsyncCallback.DataCallback cb, Object ctx) {
             super.getData(p, wrap(w), cb, ctx);
+        }
+
+        @Override
+        public List<String> getChildren(String p, Watcher w)
+                throws KeeperException, InterruptedException {
+            return super.getChildren(p, wrap(w));
+        }
+
+        @Override
+        public List<String> getChildren(String p, Watcher w, Stat s)
+                throws KeeperException, InterruptedException {
+            return super.getChildren(p, wrap(w), s);
+        }
+
+        @Override
+        public void getChildren(String p, Watcher w, AsyncCallback.ChildrenCallback cb, Object ctx) {
+            super.getChildren(p, wrap(w), cb, ctx);
+        }
+
+        @Override
+        public void getChildren(String p, Watcher w, AsyncCallback.Children2Callback cb, Object ctx) {
+            super.getChildren(p, wrap(w), cb, ctx);
         }
 
         @Override
@@ -471,6 +510,211 @@ public class CuratorBench {
 
     static String manyPath(int i) { return String.format("%s/many/l%06d", root, i); }
 
+    // ------------------------------------------------------- work queue
+
+    /** Item i's bytes: "item-%07d", as zkr-bench's. */
+    static final QueueSerializer<Integer> ITEMS = new QueueSerializer<Integer>() {
+        public byte[] serialize(Integer i) {
+            return String.format("item-%07d", i).getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+        }
+
+        public Integer deserialize(byte[] b) {
+            String s = new String(b, java.nio.charset.StandardCharsets.US_ASCII);
+            return s.startsWith("item-") ? Integer.parseInt(s.substring(5)) : -1;
+        }
+    };
+
+    /**
+     * A DistributedQueue with a lock path: Curator's at-least-once mode
+     * (an item is locked with an ephemeral node while consumed, deleted
+     * after consumeMessage returns). consumer null: producer only.
+     */
+    static DistributedQueue<Integer> workq(CuratorFramework c, String path,
+            QueueConsumer<Integer> consumer, boolean background) throws Exception {
+        DistributedQueue<Integer> q = QueueBuilder.builder(c, consumer, ITEMS, path + "/items")
+                .lockPath(path + "/locks").putInBackground(background).buildQueue();
+        q.start();
+        return q;
+    }
+
+    /** Counts acks (consumeMessage returning), seconds, duplicates. */
+    static final class Drain {
+        final int n;
+        final byte[] seen;
+        final AtomicInteger done = new AtomicInteger();
+        final AtomicLong dups = new AtomicLong(), doneAt = new AtomicLong();
+
+        Drain(int n) {
+            this.n = n;
+            seen = new byte[n];
+        }
+
+        void consumed(int i) {
+            if (i >= 0 && i < n) {
+                synchronized (seen) {
+                    if (seen[i]++ != 0)
+                        dups.incrementAndGet();
+                }
+            }
+            if (done.incrementAndGet() == n)
+                doneAt.set(nowNs());
+            synchronized (this) {
+                notifyAll();
+            }
+        }
+    }
+
+    static QueueConsumer<Integer> consumer(Drain d, AtomicInteger suspended) {
+        return new QueueConsumer<Integer>() {
+            public void consumeMessage(Integer i) { d.consumed(i); }
+
+            public void stateChanged(CuratorFramework c, org.apache.curator.framework.state.ConnectionState s) {
+                if (s == org.apache.curator.framework.state.ConnectionState.SUSPENDED
+                        || s == org.apache.curator.framework.state.ConnectionState.LOST)
+                    suspended.incrementAndGet();
+            }
+        };
+    }
+
+    /** qput N W: N puts, W threads each putting synchronously. */
+    static void qput(int n, int w) throws Exception {
+        CuratorFramework c = client();
+        DistributedQueue<Integer> q = workq(c, root + "/qput", null, false);
+        for (int i = 0; i < n / 10 + 10; i++) // warm up (and the JIT)
+            q.put(i);
+        AtomicInteger next = new AtomicInteger();
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(w);
+        ((java.util.concurrent.ThreadPoolExecutor) pool).prestartAllCoreThreads();
+        List<java.util.concurrent.Future<?>> fs = new ArrayList<>();
+        long t0 = nowNs();
+        for (int t = 0; t < w; t++)
+            fs.add(pool.submit(() -> {
+                for (int i; (i = next.getAndIncrement()) < n;)
+                    q.put(i);
+                return null;
+            }));
+        for (java.util.concurrent.Future<?> f : fs)
+            f.get();
+        double secs = (nowNs() - t0) / 1e9;
+        pool.shutdown();
+        System.out.println("impl=curator mode=qput n=" + n + " w=" + w + " items_per_s=" + f0(n / secs));
+        q.close();
+        c.close();
+    }
+
+    static double cpuSeconds() {
+        return ((com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory
+                .getOperatingSystemMXBean()).getProcessCpuTime() / 1e9;
+    }
+
+    /**
+     * qtake K N SECS / qdrain N K SECS: fill N items (background puts, not
+     * timed), then K consumer queues (each its own session) drain them.
+     * Gives up after SECS, or after 30 s without progress; a failed run
+     * prints the error a plain getChildren of the item directory gets
+     * (the 1 MB listing limit, jute.maxbuffer, past about 50,000 names).
+     */
+    static void qtake(String mode, int k, int n, int secs) throws Exception {
+        String path = root + "/" + mode;
+        CuratorFramework p = client();
+        DistributedQueue<Integer> prod = workq(p, path, null, true);
+        long f0 = nowNs();
+        for (int i = 0; i < n; i++)
+            prod.put(i);
+        if (!prod.flushPuts(600, TimeUnit.SECONDS))
+            throw new IllegalStateException("fill did not finish");
+        double fill = (nowNs() - f0) / 1e9;
+        List<CuratorFramework> clients = clients(k);
+        Drain d = new Drain(n);
+        AtomicInteger suspended = new AtomicInteger();
+        List<DistributedQueue<Integer>> qs = new ArrayList<>();
+        double cpu0 = cpuSeconds();
+        long t0 = nowNs(), until = t0 + secs * 1_000_000_000L;
+        for (CuratorFramework c : clients)
+            qs.add(workq(c, path, consumer(d, suspended), false));
+        int last = 0;
+        long lastAt = nowNs();
+        synchronized (d) {
+            while (d.done.get() < n && nowNs() < until && nowNs() - lastAt < 30_000_000_000L) {
+                d.wait(1000);
+                if (d.done.get() != last) {
+                    last = d.done.get();
+                    lastAt = nowNs();
+                }
+            }
+        }
+        int drained = d.done.get();
+        double took = ((drained >= n ? d.doneAt.get() : nowNs()) - t0) / 1e9;
+        double cpu = cpuSeconds() - cpu0;
+        String error = "";
+        if (drained < n) {
+            error = nowNs() >= until ? "deadline" : "no_progress_for_30s";
+            try {
+                int names = p.getZookeeperClient().getZooKeeper()
+                        .getChildren(path + "/items", false).size();
+                error += ";getChildren_ok_" + names + "_names";
+            } catch (Exception e) {
+                error += ";getChildren:" + e.toString();
+            }
+            error = " error=" + error.replaceAll("\\s+", "_");
+        }
+        System.out.println("impl=curator mode=" + mode + " consumers=" + k + " items=" + n
+                + " drained=" + drained + " items_per_s=" + f0(drained / took) + " drain_s="
+                + String.format("%.2f", took) + " fill_s=" + String.format("%.2f", fill)
+                + " cpu_s_per_10k=" + String.format("%.3f", drained > 0 ? cpu * 10000 / drained : 0.0)
+                + " dups=" + d.dups.get() + " suspended=" + suspended.get() + " failed="
+                + (drained < n ? 1 : 0) + error);
+        System.out.flush();
+        for (DistributedQueue<Integer> q : qs)
+            q.close();
+        prod.close();
+        closeAll(clients);
+        p.close();
+    }
+
+    /**
+     * qnotify W PUTS: W consumer queues wait on an empty queue; a producer
+     * puts one item at a time, each consumed before the next. Watch
+     * notifications (every watcher invocation in every session) per put.
+     */
+    static void qnotify(int w, int puts) throws Exception {
+        String path = root + "/qnotify";
+        CuratorFramework p = client();
+        DistributedQueue<Integer> prod = workq(p, path, null, false);
+        List<CuratorFramework> clients = clients(w);
+        Drain d = new Drain(puts + 1);
+        AtomicInteger suspended = new AtomicInteger();
+        List<DistributedQueue<Integer>> qs = new ArrayList<>();
+        for (CuratorFramework c : clients)
+            qs.add(workq(c, path, consumer(d, suspended), false));
+        prod.put(0);
+        synchronized (d) {
+            while (d.done.get() < 1)
+                d.wait(1000);
+        }
+        Thread.sleep(500);
+        long e0 = watchEvents.get();
+        for (int i = 1; i <= puts; i++) {
+            prod.put(i);
+            synchronized (d) {
+                while (d.done.get() < i + 1)
+                    d.wait(1000);
+            }
+            Thread.sleep(20);
+        }
+        Thread.sleep(200);
+        long e1 = watchEvents.get();
+        System.out.println("impl=curator mode=qnotify consumers=" + w + " puts=" + puts
+                + " watch_events_per_put=" + String.format("%.2f", (double) (e1 - e0) / puts)
+                + " dups=" + d.dups.get());
+        System.out.flush();
+        for (DistributedQueue<Integer> q : qs)
+            q.close();
+        prod.close();
+        closeAll(clients);
+        p.close();
+    }
+
     // ------------------------------------------------------------- main
 
     static int num(String s) {
@@ -507,6 +751,14 @@ public class CuratorBench {
             election(num(a[i + 1]), num(a[i + 2]));
         else if (mode.equals("many") && n == 3)
             many(num(a[i + 1]), num(a[i + 2]));
+        else if (mode.equals("qput") && n == 3)
+            qput(num(a[i + 1]), num(a[i + 2]));
+        else if (mode.equals("qtake") && n == 4)
+            qtake("qtake", num(a[i + 1]), num(a[i + 2]), num(a[i + 3]));
+        else if (mode.equals("qdrain") && n == 4)
+            qtake("qdrain", num(a[i + 2]), num(a[i + 1]), num(a[i + 3]));
+        else if (mode.equals("qnotify") && n == 3)
+            qnotify(num(a[i + 1]), num(a[i + 2]));
         else {
             System.err.println("usage: CuratorBench -s HOSTS MODE ARGS");
             System.exit(2);

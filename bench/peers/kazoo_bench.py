@@ -5,16 +5,20 @@ docs/BENCHMARKS.md, with the workloads and output lines of zkr-bench.
     /usr/bin/python3 kazoo_bench.py -s HOSTS MODE ARGS...
 
 MODE is uncontended CYCLES | contended K SECONDS | herd W ROUNDS |
-scale N | semaphore PERMITS K SECONDS | election K ROUNDS | many N W.
+scale N | semaphore PERMITS K SECONDS | election K ROUNDS | many N W |
+qput N W | qtake K N SECS | qdrain N K SECS | qnotify W PUTS.
 Locks are kazoo.recipe.lock.Lock, the semaphore kazoo's Semaphore, the
-election kazoo's Election. Every contender has its own KazooClient (its own
+election kazoo's Election, the work queue kazoo.recipe.queue.LockingQueue. Every contender has its own KazooClient (its own
 ZooKeeper session); they are threads of this one process, so kazoo's figures
 include the interpreter's global lock, as any threaded kazoo program would.
 Watch notifications (herd) are counted by wrapping Lock._watch_predecessor,
-the only watch callback kazoo's Lock sets.
+the only watch callback kazoo's Lock sets; for the queue (qnotify), by
+wrapping the watch function LockingQueue gives get_children (one wrapper
+per function, so that kazoo's set of watchers still holds it once).
 Use Debian's interpreter (/usr/bin/python3), which python3-kazoo belongs to.
 """
 import gc
+import logging
 import os
 import queue
 import sys
@@ -39,6 +43,26 @@ def _counting_watch(self, event):
 
 
 kazoo_lock.Lock._watch_predecessor = _counting_watch
+
+_original_get_children = KazooClient.get_children
+_WRAPPED = {}
+
+
+def _counting_get_children(self, path, watch=None, include_data=False):
+    if watch is not None:
+        with WATCH_MU:
+            w = _WRAPPED.get(watch)
+            if w is None:
+                def w(event, _inner=watch):
+                    with WATCH_MU:
+                        WATCH_EVENTS[0] += 1
+                    return _inner(event)
+                _WRAPPED[watch] = w
+        watch = w
+    return _original_get_children(self, path, watch, include_data)
+
+
+KazooClient.get_children = _counting_get_children
 
 
 def now_ns():
@@ -327,6 +351,173 @@ def many(n, w):
     c.close()
 
 
+# ------------------------------------------------------------ work queue
+
+def item(i):
+    return b"item-%07d" % i
+
+
+def workq(c, path):
+    """kazoo's LockingQueue: an item is locked by an ephemeral node under
+    PATH/taken while consumed; consume() deletes item and lock in one
+    transaction."""
+    return c.LockingQueue(path)
+
+
+def qput(n, w):
+    """N puts from one session, W threads each putting synchronously."""
+    c = client()
+    q = workq(c, ROOT + "/qput")
+    for i in range(n // 10 + 10):
+        q.put(item(i))
+    nxt = iter(range(n))
+    mu = threading.Lock()
+    failed = []
+
+    def run():
+        try:
+            while True:
+                with mu:
+                    i = next(nxt, None)
+                if i is None:
+                    return
+                q.put(item(i))
+        except Exception as e:  # reported after the join, then exit 1
+            failed.append(e)
+
+    threads = [threading.Thread(target=run) for _ in range(w)]
+    t0 = now_ns()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    secs = (now_ns() - t0) / 1e9
+    if failed:
+        raise SystemExit("kazoo_bench: qput: %r" % failed[0])
+    print("impl=kazoo mode=qput n=%d w=%d items_per_s=%.0f" % (n, w, n / secs))
+
+
+class Drain:
+    """Counts consumed items, duplicates, and when the last one came."""
+
+    def __init__(self, n):
+        self.n = n
+        self.seen = bytearray(n)
+        self.done = 0
+        self.dups = 0
+        self.lost_claims = 0
+        self.done_at = 0
+        self.stop = False
+        self.cv = threading.Condition()
+
+    def consumed(self, v):
+        with self.cv:
+            i = int(v[5:]) if v.startswith(b"item-") else -1
+            if 0 <= i < self.n:
+                if self.seen[i]:
+                    self.dups += 1
+                self.seen[i] = 1
+            self.done += 1
+            if self.done == self.n:
+                self.done_at = now_ns()
+            self.cv.notify_all()
+
+
+def consumer_loop(q, d):
+    """get (lock the first unlocked entry) then consume, until told to
+    stop; get's timeout only lets the loop see the stop flag."""
+    while not d.stop:
+        v = q.get(timeout=1)
+        if v is None:
+            continue
+        if q.consume():
+            d.consumed(v)
+        else:
+            with d.cv:
+                d.lost_claims += 1
+
+
+def queue_close(clients):
+    """close_all, with kazoo's log quiet: consumers' watches still fire
+    and their re-listing fails on the closing connection (logged by
+    kazoo's worker thread, expected here)."""
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+    close_all(clients)
+
+
+def qtake(mode, k, n, secs):
+    """Fill N items (put_all transactions of 1,000, not timed), then K
+    consumers, each its own session and thread, drain them; give up after
+    SECS."""
+    path = ROOT + "/" + mode
+    p = client()
+    pq = workq(p, path)
+    f0 = now_ns()
+    for i in range(0, n, 1000):
+        pq.put_all([item(j) for j in range(i, min(n, i + 1000))])
+    fill = (now_ns() - f0) / 1e9
+    clients = [client() for _ in range(k)]
+    qs = [workq(c, path) for c in clients]
+    d = Drain(n)
+    cpu0 = time.process_time()
+    t0 = now_ns()
+    until = t0 + secs * 1000000000
+    threads = [threading.Thread(target=consumer_loop, args=(q, d),
+                                daemon=True) for q in qs]
+    for t in threads:
+        t.start()
+    with d.cv:
+        while d.done < n and now_ns() < until:
+            d.cv.wait(1)
+        drained = d.done
+        took = ((d.done_at if drained >= n else now_ns()) - t0) / 1e9
+        d.stop = True
+    cpu = time.process_time() - cpu0
+    print("impl=kazoo mode=%s consumers=%d items=%d drained=%d "
+          "items_per_s=%.0f drain_s=%.2f fill_s=%.2f cpu_s_per_10k=%.3f "
+          "dups=%d lost_claims=%d failed=%d%s"
+          % (mode, k, n, drained, drained / took, took, fill,
+             cpu * 10000 / drained if drained else 0, d.dups, d.lost_claims,
+             drained < n, " error=deadline" if drained < n else ""))
+    sys.stdout.flush()
+    queue_close(clients + [p])
+
+
+def qnotify(w, puts):
+    """W consumers wait on an empty queue; a producer puts one item at a
+    time, each consumed before the next. Watch notifications: every call
+    of a watch function the recipe gave get_children (counted per event
+    and session), per put."""
+    path = ROOT + "/qnotify"
+    p = client()
+    pq = workq(p, path)
+    clients = [client() for _ in range(w)]
+    qs = [workq(c, path) for c in clients]
+    d = Drain(puts + 1)
+    for q in qs:
+        threading.Thread(target=consumer_loop, args=(q, d), daemon=True).start()
+    pq.put(item(0))
+    with d.cv:
+        while d.done < 1:
+            d.cv.wait(1)
+    time.sleep(0.5)
+    e0 = WATCH_EVENTS[0]
+    for i in range(1, puts + 1):
+        pq.put(item(i))
+        with d.cv:
+            while d.done < i + 1:
+                d.cv.wait(1)
+        time.sleep(0.02)
+    time.sleep(0.2)
+    e1 = WATCH_EVENTS[0]
+    print("impl=kazoo mode=qnotify consumers=%d puts=%d "
+          "watch_events_per_put=%.2f dups=%d"
+          % (w, puts, (e1 - e0) / puts, d.dups))
+    sys.stdout.flush()
+    d.stop = True
+    queue_close(clients + [p])
+
+
 def num(s):
     v = int(s)
     if v < 1:
@@ -358,6 +549,14 @@ def main(argv):
         election(num(args[0]), num(args[1]))
     elif mode == "many" and len(args) == 2:
         many(num(args[0]), num(args[1]))
+    elif mode == "qput" and len(args) == 2:
+        qput(num(args[0]), num(args[1]))
+    elif mode == "qtake" and len(args) == 3:
+        qtake("qtake", num(args[0]), num(args[1]), num(args[2]))
+    elif mode == "qdrain" and len(args) == 3:
+        qtake("qdrain", num(args[1]), num(args[0]), num(args[2]))
+    elif mode == "qnotify" and len(args) == 2:
+        qnotify(num(args[0]), num(args[1]))
     else:
         raise SystemExit(usage)
     sys.stdout.flush()
