@@ -156,7 +156,7 @@
  *   snap-item KEY DELIVERIES TOKEN SID   an item still queued: its delivery
  *                           count, and its claim's token and session (hex,
  *                           as in the first fields) or 0 -
- *   snap-dead KEY DELIVERIES      a dead letter
+ *   snap-dead KEY CARRY     a dead letter (the carry of its name)
  *
  * Queue properties (the second part of the line, "queue: ...", printed
  * when there are queue events):
@@ -172,7 +172,8 @@
  *                      was completed.
  *   delivery_regressions   taken claim after claim (by token), an item's
  *                      delivery count does not grow; or the count at the
- *                      end is below its last delivery's.
+ *                      end (of an item still queued) is below its last
+ *                      delivery's.
  *   item_token_regressions a take whose token is not above that of every
  *                      take of the item logged before it (equal is never
  *                      excused; lower only when the process was frozen
@@ -696,7 +697,8 @@ static int queue_event(struct proc *p, const struct ev *e)
             qs.queued++;
             it->snap_items++;
         }
-        if (e->b > it->snap_delivery)
+        /* A dead letter is a new node: its count is not kept. */
+        if (!dead && e->b > it->snap_delivery)
             it->snap_delivery = e->b;
         if (!dead && e->d[0] != '\0' && strcmp(e->d, "-") != 0) {
             const struct sess *s = sess_of(e->d);
@@ -767,7 +769,7 @@ static void queue_judge(void)
             }
             last = it->takes[j].delivery;
         }
-        if (present > 0 && it->snap_delivery < last) {
+        if (it->snap_items > 0 && it->snap_delivery < last) {
             qs.delivery_regr++;
             violation(&e, "delivery count went back by the end", -1);
         }
