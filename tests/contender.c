@@ -457,6 +457,11 @@ static int run_queue(zkr_session_t *s, const char *path, const char *id,
             len = sizeof(key) - 1;
         memcpy(key, data, len);
         key[len] = '\0';
+        for (size_t k = 0; k < len; k++) /* one word in the history */
+            if (key[k] <= ' ' || key[k] == 0x7f)
+                key[k] = '_';
+        if (len == 0)
+            strcpy(key, "-");
         if (zkr_item_token(it, &token) != 0)
             token = -1; /* lost already (paused, say): still a take */
         hist_str("take", key, zkr_item_deliveries(it), token, zkr_item_id(it));
