@@ -64,6 +64,7 @@
  * (issue 17; see run_queue for what it logs), -x MAX its dead-lettering.
  */
 #define _DEFAULT_SOURCE
+#include <ctype.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -458,7 +459,7 @@ static int run_queue(zkr_session_t *s, const char *path, const char *id,
         memcpy(key, data, len);
         key[len] = '\0';
         for (size_t k = 0; k < len; k++) /* one word in the history */
-            if (key[k] <= ' ' || key[k] == 0x7f)
+            if (!isgraph((unsigned char)key[k]))
                 key[k] = '_';
         if (len == 0)
             strcpy(key, "-");
