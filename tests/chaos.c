@@ -68,7 +68,7 @@
  * names the member (0-2) in its last field.
  *
  * -Q (`make chaos CHAOS_FLAGS=-Q`, issue 17): a work queue at /chaos/queue
- * too, with PRODUCERS (2) putting an item every 30 ms and CONSUMERS (4)
+ * too, with PRODUCERS (2) putting an item every 100 ms and CONSUMERS (4)
  * taking, working 100 ms and acking (nacking front or back 2 times in 10),
  * dead-lettering after MAX (5) deliveries (tests/contender -Q); every
  * other one through the proxy. They are killed and paused like the others
@@ -190,7 +190,7 @@ static void spawn(struct proc *p)
     argv[k++] = "-i";
     argv[k++] = p->id;
     argv[k++] = "-h";
-    argv[k++] = p->queue == 'P' ? "30"
+    argv[k++] = p->queue == 'P' ? "100"
                 : p->queue      ? "100"
                 : p->runner     ? "4000"
                 : p->elector    ? "50"

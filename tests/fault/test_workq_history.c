@@ -324,7 +324,7 @@ static void worker_spawn(struct worker *w, const char *path)
                     "-H", soak_hist,
                     "-t", t,
                     "-i", w->id,
-                    "-h", w->kind == 'P' ? "20" : "60",
+                    "-h", w->kind == 'P' ? "50" : "60",
                     "-Q", kind,
                     "-x", "6",
                     NULL};
@@ -336,7 +336,8 @@ static void worker_spawn(struct worker *w, const char *path)
     free(prog);
 }
 
-/* A soak of `seconds`: 2 producers and 3 consumers on path; every 3 s a
+/* A soak of `seconds`: 2 producers (a put every 50 ms each) and 3
+ * consumers (60 ms of work per item) on path; every 3 s a
  * consumer (or, one time in four, a producer) is killed and started
  * again, and once a consumer is frozen past its session. Then the queue
  * is read into the history and checked. */
