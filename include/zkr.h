@@ -100,7 +100,7 @@ extern "C" {
  * @{
  */
 #define ZKR_VERSION_MAJOR 0
-#define ZKR_VERSION_MINOR 2
+#define ZKR_VERSION_MINOR 3
 #define ZKR_VERSION_PATCH 0
 /** The version as one number: major * 10000 + minor * 100 + patch. */
 #define ZKR_VERSION_NUMBER                                                     \

@@ -398,10 +398,11 @@ struct zkr_session {
     int log_level; /* zkr_log_level_t; 0 = warnings and errors */
     int log_slot;  /* log.c's trampoline for the client, -1 none */
     int forked;    /* this is a forked child's copy: closed, no threads */
-    zhandle_t *zh_forked; /* ... and the parent's handle it must not touch */
-    unsigned forks;       /* fork()s between the session's opening and this
-                             process: objects compare it with what they saw to
-                             forget the calls of threads left in the parent */
+    zhandle_t *zh_forked;  /* ... and the parent's handle it must not touch */
+    uint64_t workq_events; /* work queue watch events so far (workq.c) */
+    unsigned forks;        /* fork()s between the session's opening and this
+                              process: objects compare it with what they saw to
+                              forget the calls of threads left in the parent */
 };
 
 /* ------------------------------------------------------------ logging */
@@ -594,7 +595,43 @@ typedef struct zkr__recipe {
     /* Delivers an event to the application: casts fn back to the
      * recipe's callback type and calls it with the recipe's handle. */
     void (*deliver)(zkr__contender_t *c, const zkr__event_t *ev);
+    int flags;        /* ZKR__R_* */
+    const char *kind; /* metrics kind, or NULL: from mode */
 } zkr__recipe_t;
+
+/* Recipe flags (a work queue's claim, docs/design/workq.md). */
+enum {
+    /* The directory is never created: a missing one ends the acquire
+     * with ZKR_ESTALE (the claimed item is gone). */
+    ZKR__R_NO_PARENTS = 1,
+    /* Released by a plain delete: no lock-delay record is written into
+     * the directory's data (it is the item's payload). */
+    ZKR__R_PLAIN_RELEASE = 2
+};
+
+/* A release by a caller's multi that contains the delete of the
+ * contender's own node (zkr__commit): a work queue's ack and nack. */
+typedef struct zkr__commit zkr__commit_t;
+struct zkr__commit {
+    int count;
+    zoo_op_t *ops;
+    zoo_op_result_t *results;
+    int self; /* index of the delete of our node */
+    int keep; /* index whose failure keeps the grant (the caller retries
+                 with new ops), or -1 */
+    /* An answer lost with the connection, our node gone since: the
+     * commit applied iff probe is gone (probe_version -1), or exists with
+     * probe_version. */
+    const char *probe;
+    int probe_version;
+    int failed; /* OUT: the index of the op that failed, or -1 */
+    /* Called once, mutex held: rc 0 (applied: the contender is IDLE),
+     * ZKR_ESTALE (our node was gone, or another op conflicted: nothing
+     * applied, the contender is IDLE and its node, if any, deleted),
+     * ZKR_ECANCELED (freed meanwhile), or another code (nothing applied,
+     * the grant is kept: failed tells which op; keep's failure too). */
+    void (*done)(zkr__commit_t *cm, int rc);
+};
 
 /* Engine phases: what the contender is doing on the server. */
 typedef enum {
@@ -606,9 +643,10 @@ typedef enum {
     ZKR__P_HELD,
     ZKR__P_ABORTING,  /* deleting our node before failing the acquire */
     ZKR__P_RELEASING, /* deleting our node to release */
-    ZKR__P_DELAYED    /* granted by a listing, but the node we were behind
+    ZKR__P_DELAYED,   /* granted by a listing, but the node we were behind
                          went: reading the directory's record, or waiting
                          out a lock-delay (docs/design/lock-delay.md) */
+    ZKR__P_COMMITTING /* held, releasing by a caller's multi (zkr__commit) */
 } zkr__phase_t;
 
 /* How long a holder waits before watching its own node (queue.c). */
@@ -742,12 +780,36 @@ struct zkr__contender {
     char *leave_record;   /* aborting while delayed: the record our
                              delete writes (zkr-delay-left), or NULL */
     zkr__cmetrics_t metrics;
+    const char *mpath; /* during init: the metrics path, or NULL (dir) */
+    /* Create precondition (zkr__set_precondition): the create is sent in
+     * one multi after setData(pre_path, pre_data, pre_version); its
+     * failure ends the acquire with ZKR_ESTALE. */
+    char *pre_path;
+    char *pre_data;
+    int pre_len;
+    int pre_version;
+    zkr__commit_t *commit; /* COMMITTING: the caller's multi */
+    int commit_unknown;    /* ... its answer was lost: probe first */
 };
 
 int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
                         const zkr__recipe_t *recipe, void *owner,
                         const char *dir, const char *id,
                         const struct ACL_vector *acl);
+/* zkr__contender_init with the metrics kept under mpath instead of dir. */
+int zkr__contender_init2(zkr__contender_t *c, zkr_session_t *s,
+                         const zkr__recipe_t *recipe, void *owner,
+                         const char *dir, const char *mpath, const char *id,
+                         const struct ACL_vector *acl);
+/* Sets the create precondition of the next acquires (data copied): 0 or
+ * ZKR_ENOMEM. Not while acquiring. */
+int zkr__set_precondition(zkr__contender_t *c, const char *path,
+                          const char *data, int len, int version);
+/* Releases a held grant by cm (mutex held): 0 (cm->done will be called
+ * once, maybe before this returns), ZKR_ESTALE (not held: lost, or never
+ * granted; a loss is observed), ZKR_ESTATE (a release or commit is in
+ * progress). cm stays the caller's, untouched after done. */
+int zkr__commit(zkr__contender_t *c, zkr__commit_t *cm);
 /* Frees what init allocated, then dispose(owner); cancels/cleans up;
  * waits for callbacks. On the session's event thread it never waits for
  * events (they queue behind the running callback): if any are queued or

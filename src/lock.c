@@ -21,17 +21,17 @@ static void lock_deliver(zkr__contender_t *c, const zkr__event_t *ev)
 }
 
 static const zkr__recipe_t lock_recipe = {
-    "-lock-", 'x', 0, zkr__pred_mutex, lock_deliver,
+    "-lock-", 'x', 0, zkr__pred_mutex, lock_deliver, 0, NULL,
 };
 static const zkr__recipe_t semaphore_recipe = {
-    "-lock-", 'p', 1, zkr__pred_semaphore, lock_deliver,
+    "-lock-", 'p', 1, zkr__pred_semaphore, lock_deliver, 0, NULL,
 };
 /* Curator's InterProcessReadWriteLock names. */
 static const zkr__recipe_t read_recipe = {
-    "-__READ__", 'r', 0, zkr__pred_read, lock_deliver,
+    "-__READ__", 'r', 0, zkr__pred_read, lock_deliver, 0, NULL,
 };
 static const zkr__recipe_t write_recipe = {
-    "-__WRIT__", 'w', 0, zkr__pred_mutex, lock_deliver,
+    "-__WRIT__", 'w', 0, zkr__pred_mutex, lock_deliver, 0, NULL,
 };
 
 static int lock_make(zkr_lock_t **out, zkr_session_t *s, const char *path,

@@ -104,22 +104,25 @@ static int index_grow(zkr__smetrics_t *sm)
 int zkr__metrics_attach(zkr__contender_t *c)
 {
     zkr__smetrics_t *sm = &c->s->metrics;
-    const char *kind = kind_of(c->recipe->mode);
-    uint32_t h = set_hash(kind, c->dir);
+    const char *kind =
+        c->recipe->kind != NULL ? c->recipe->kind : kind_of(c->recipe->mode);
+    const char *path = c->mpath != NULL ? c->mpath : c->dir;
+    uint32_t h = set_hash(kind, path);
     zkr__mset_t *m = NULL;
     size_t b;
 
     c->metrics.grant_us = -1;
     if (sm->index != NULL)
         for (m = sm->index[h & (sm->nindex - 1)]; m != NULL; m = m->hnext)
-            if (m->hash == h && m->kind == kind && strcmp(m->path, c->dir) == 0)
+            if (m->hash == h && strcmp(m->kind, kind) == 0 &&
+                strcmp(m->path, path) == 0)
                 break;
     if (m == NULL) {
         if (index_grow(sm) != 0)
             return ZKR_ENOMEM;
         if ((m = calloc(1, sizeof(*m))) == NULL)
             return ZKR_ENOMEM;
-        if ((m->path = strdup(c->dir)) == NULL) {
+        if ((m->path = strdup(path)) == NULL) {
             free(m);
             return ZKR_ENOMEM;
         }

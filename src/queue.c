@@ -348,6 +348,8 @@ static int release_to_cleanup(zkr__contender_t *c, zkr__contender_t *owner)
     zkr__record_t r;
     const char *name = strrchr(c->node, '/') + 1;
 
+    if (c->recipe->flags & ZKR__R_PLAIN_RELEASE)
+        return zkr__cleanup_add(c->s, c->node, NULL, NULL, c->node_sid, owner);
     memset(&r, 0, sizeof(r));
     r.kind = ZKR__REC_RELEASE;
     r.czxid = c->czxid;
@@ -655,6 +657,8 @@ void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
 static void create_done(int rc, const char *value, const struct Stat *stat,
                         const void *data);
 static void parents_done(int rc, const char *value, const void *data);
+static int issue_create_multi(zkr__contender_t *c, const char *path,
+                              zkr__op_t *op);
 
 static int stale(const zkr__op_t *op, zkr__phase_t phase)
 {
@@ -684,8 +688,11 @@ static void issue_create(zkr__contender_t *c)
         abort_acquire(c, ZKR_ENOMEM);
         return;
     }
-    rc = zoo_acreate2(s->zh, path, c->data, (int)strlen(c->data), &c->acl,
-                      ZOO_EPHEMERAL_SEQUENTIAL, create_done, op);
+    if (c->pre_path != NULL)
+        rc = issue_create_multi(c, path, op);
+    else
+        rc = zoo_acreate2(s->zh, path, c->data, (int)strlen(c->data), &c->acl,
+                          ZOO_EPHEMERAL_SEQUENTIAL, create_done, op);
     free(path);
     if (rc != ZOK) {
         zkr__cleanup_unreserve(op->ctx);
@@ -757,6 +764,70 @@ static void parents_done(int rc, const char *value, const void *data)
     (void)s;
 }
 
+/* A create with a precondition (zkr__set_precondition): the setData and
+ * the create in one multi, so the node exists only if the write applied
+ * (one transaction: the node's czxid is the write's mzxid). */
+typedef struct create_multi {
+    zkr__cleanup_t *reserve; /* the node's cleanup entry (op->ctx) */
+    zoo_op_t ops[2];
+    zoo_op_result_t results[2];
+    struct Stat stat;
+    char *created; /* the created path's buffer */
+    int created_len;
+} create_multi_t;
+
+static void create_multi_done(int rc, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    create_multi_t *m = op->ctx;
+    struct Stat st;
+
+    op->ctx = m->reserve;
+    memset(&st, 0, sizeof(st));
+    if (rc == ZOK) {
+        st = m->stat;
+        st.czxid = m->stat.mzxid; /* one transaction, one zxid */
+    } else if (!zkr__is_connection_error(rc) && rc != ZCLOSING &&
+               rc != ZSESSIONEXPIRED && rc != ZINVALIDSTATE &&
+               (m->results[0].err == ZBADVERSION ||
+                m->results[0].err == ZNONODE || m->results[1].err == ZNONODE)) {
+        rc = ZKR_ESTALE; /* the precondition failed: someone got there */
+    }
+    create_done(rc, rc == ZOK ? m->created : NULL, &st, op);
+    free(m->created);
+    free(m);
+}
+
+static int issue_create_multi(zkr__contender_t *c, const char *path,
+                              zkr__op_t *op)
+{
+    create_multi_t *m = calloc(1, sizeof(*m));
+    int rc;
+
+    if (m != NULL) {
+        m->created_len = (int)strlen(path) + 16;
+        m->created = malloc((size_t)m->created_len);
+    }
+    if (m == NULL || m->created == NULL) {
+        if (m != NULL)
+            free(m);
+        return ZKR_ENOMEM;
+    }
+    zoo_set_op_init(&m->ops[0], c->pre_path, c->pre_data, c->pre_len,
+                    c->pre_version, &m->stat);
+    zoo_create_op_init(&m->ops[1], path, c->data, (int)strlen(c->data), &c->acl,
+                       ZOO_EPHEMERAL_SEQUENTIAL, m->created, m->created_len);
+    m->reserve = op->ctx;
+    op->ctx = m;
+    rc = zoo_amulti(c->s->zh, 2, m->ops, m->results, create_multi_done, op);
+    if (rc != ZOK) {
+        op->ctx = m->reserve;
+        free(m->created);
+        free(m);
+    }
+    return rc;
+}
+
 static void create_done(int rc, const char *value, const struct Stat *stat,
                         const void *data)
 {
@@ -793,7 +864,8 @@ static void create_done(int rc, const char *value, const struct Stat *stat,
             c->phase = ZKR__P_LISTING;
             step(c);
         }
-    } else if (rc == ZNONODE && c->abort_rc == 0 && c->parents_made < 5) {
+    } else if (rc == ZNONODE && c->abort_rc == 0 && c->parents_made < 5 &&
+               !(c->recipe->flags & ZKR__R_NO_PARENTS)) {
         issue_parents(c);
     } else if (zkr__is_connection_error(rc)) {
         /* The create may or may not have been applied. */
@@ -806,6 +878,8 @@ static void create_done(int rc, const char *value, const struct Stat *stat,
             step(c);
     } else if (c->abort_rc != 0) {
         finish_acquire(c, c->abort_rc);
+    } else if (rc == ZNONODE && (c->recipe->flags & ZKR__R_NO_PARENTS)) {
+        finish_acquire(c, ZKR_ESTALE); /* the directory (the item) is gone */
     } else {
         finish_acquire(c, rc == ZSESSIONEXPIRED || rc == ZCLOSING ||
                                   rc == ZINVALIDSTATE
@@ -1901,6 +1975,202 @@ static void issue_verify(zkr__contender_t *c)
         zkr__op_cancel(op);
 }
 
+/* ----------------------------------------------------------- commit */
+
+/* A release by a caller's multi that holds the delete of our own node
+ * (a work queue's ack or nack, docs/design/workq.md): the multi applies
+ * only while our node exists, so it commits only while the grant is ours.
+ * Its answer lost with the connection, an exists() on our node tells
+ * (same session): still there, not applied (sent again); gone, the
+ * caller's probe path tells. */
+
+/* Hands our node to the cleanup list (a plain delete; short of memory,
+ * with the entry reserved before the create). */
+static void hand_over(zkr__contender_t *c)
+{
+    if (c->node == NULL)
+        return;
+    if (release_to_cleanup(c, NULL) != 0 && c->reserve != NULL) {
+        zkr__cleanup_commit(c->s, c->reserve, c->node, c->node_sid, NULL);
+        c->reserve = NULL;
+    }
+}
+
+/* Ends the commit with rc: the grant kept (keep), or over (IDLE). */
+static void end_commit(zkr__contender_t *c, int rc, int keep)
+{
+    zkr__commit_t *cm = c->commit;
+
+    c->commit = NULL;
+    c->commit_unknown = 0;
+    if (keep) {
+        c->phase = ZKR__P_HELD; /* a suspension is verified by step() */
+    } else {
+        c->phase = ZKR__P_IDLE;
+        c->pub = ZKR_LOCK_IDLE;
+        forget_node(c);
+        fd_observed(c); /* the application learns it from rc */
+        c->gen++;       /* answers about the old node are stale */
+    }
+    pthread_cond_broadcast(&c->s->cv);
+    if (cm != NULL)
+        cm->done(cm, rc);
+}
+
+static void commit_done(int rc, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr__contender_t *c = op->c;
+    zkr__commit_t *cm = c->commit;
+    int f = -1, e = rc;
+
+    if (stale(op, ZKR__P_COMMITTING) || cm == NULL) {
+        zkr__op_end(op);
+        return;
+    }
+    (void)s;
+    if (rc == ZOK) {
+        end_commit(c, 0, 0);
+    } else if (zkr__is_connection_error(rc)) {
+        c->commit_unknown = 1; /* probed once connected (step) */
+    } else if (rc == ZSESSIONEXPIRED || rc == ZCLOSING || rc == ZINVALIDSTATE) {
+        end_commit(c, ZKR_ESTALE, 0); /* our node went with the session */
+    } else {
+        for (int i = 0; i < cm->count && f < 0; i++)
+            if (cm->results[i].err != ZOK &&
+                cm->results[i].err != ZRUNTIMEINCONSISTENCY)
+                f = i;
+        if (f >= 0)
+            e = cm->results[f].err;
+        cm->failed = f;
+        if (f == cm->self && e == ZNONODE) {
+            end_commit(c, ZKR_ESTALE, 0); /* not ours any more */
+        } else if (f >= 0 && f == cm->keep) {
+            end_commit(c, e, 1);
+        } else if (e == ZBADVERSION || e == ZNONODE || e == ZNODEEXISTS ||
+                   e == ZNOTEMPTY) {
+            /* Someone else changed what we meant to commit: the grant is
+             * given back by a plain delete of our node. */
+            hand_over(c);
+            end_commit(c, ZKR_ESTALE, 0);
+        } else {
+            end_commit(c, e, 1); /* ZNOAUTH...: nothing applied, still ours */
+        }
+    }
+    zkr__op_end(op);
+}
+
+static void probe_done(int rc, const struct Stat *stat, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr__contender_t *c = op->c;
+    zkr__commit_t *cm = c->commit;
+
+    (void)s;
+    if (!stale(op, ZKR__P_COMMITTING) && cm != NULL &&
+        !zkr__is_connection_error(rc)) {
+        if (rc == ZOK)
+            end_commit(c,
+                       cm->probe_version >= 0 &&
+                               stat->version == cm->probe_version
+                           ? 0
+                           : ZKR_ESTALE,
+                       0);
+        else if (rc == ZNONODE)
+            end_commit(c, cm->probe_version < 0 ? 0 : ZKR_ESTALE, 0);
+        else
+            end_commit(c, ZKR_ESTALE, 0);
+    }
+    zkr__op_end(op);
+}
+
+static void commit_node_done(int rc, const struct Stat *stat, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr__contender_t *c = op->c;
+    zkr__commit_t *cm = c->commit;
+
+    if (stale(op, ZKR__P_COMMITTING) || cm == NULL ||
+        zkr__is_connection_error(rc)) {
+        ; /* probed again once connected */
+    } else if (rc == ZOK && stat->ephemeralOwner == s->sid &&
+               stat->czxid == c->czxid) {
+        c->commit_unknown = 0; /* not applied: sent again (step) */
+    } else if (rc == ZOK || rc == ZNONODE) {
+        /* Our node is gone: by our multi, or not. The probe tells. */
+        zkr__op_t *op2 = zkr__op_new(s, c);
+
+        if (op2 != NULL &&
+            zoo_aexists(s->zh, cm->probe, 0, probe_done, op2) != ZOK)
+            zkr__op_cancel(op2);
+    } else {
+        end_commit(c, ZKR_ESTALE, 0);
+    }
+    zkr__op_end(op);
+}
+
+static void issue_commit(zkr__contender_t *c)
+{
+    zkr__commit_t *cm = c->commit;
+    zkr__op_t *op = zkr__op_new(c->s, c);
+    int rc;
+
+    if (op == NULL)
+        return;
+    if (c->commit_unknown)
+        rc = zoo_aexists(c->s->zh, c->node, 0, commit_node_done, op);
+    else
+        rc = zoo_amulti(c->s->zh, cm->count, cm->ops, cm->results, commit_done,
+                        op);
+    if (rc != ZOK) {
+        zkr__op_cancel(op);
+        if (rc == ZBADARGUMENTS)
+            end_commit(c, rc, 1);
+    }
+}
+
+int zkr__commit(zkr__contender_t *c, zkr__commit_t *cm)
+{
+    if (c->phase == ZKR__P_RELEASING || c->phase == ZKR__P_COMMITTING)
+        return ZKR_ESTATE;
+    if (c->phase != ZKR__P_HELD) {
+        take_lost(c); /* reported now, as ESTALE */
+        return ZKR_ESTALE;
+    }
+    cm->failed = -1;
+    c->commit = cm;
+    c->commit_unknown = 0;
+    c->phase = ZKR__P_COMMITTING;
+    step(c);
+    return 0;
+}
+
+int zkr__set_precondition(zkr__contender_t *c, const char *path,
+                          const char *data, int len, int version)
+{
+    char *p = zkr__strdup(path), *d = malloc(len > 0 ? (size_t)len : 1);
+
+    if (p == NULL || d == NULL) {
+        free(p);
+        free(d);
+        return ZKR_ENOMEM;
+    }
+    if (len > 0)
+        memcpy(d, data, (size_t)len);
+    pthread_mutex_lock(&c->s->mu);
+    free(c->pre_path);
+    free(c->pre_data);
+    c->pre_path = p;
+    c->pre_data = d;
+    c->pre_len = len;
+    c->pre_version = version;
+    pthread_mutex_unlock(&c->s->mu);
+    return 0;
+}
+
 /* -------------------------------------------------------------- step */
 
 /* Sends the request the contender's phase calls for, if none of its
@@ -1946,6 +2216,9 @@ static void step(zkr__contender_t *c)
             issue_verify(c);
         else if (c->touch_due)
             poke(c);
+        break;
+    case ZKR__P_COMMITTING:
+        issue_commit(c);
         break;
     default:
         break;
@@ -2071,6 +2344,10 @@ void zkr__queue_on_connected(zkr_session_t *s, int new_session)
                 lose_waiting(c);
                 continue;
             }
+            if (c->phase == ZKR__P_COMMITTING) {
+                end_commit(c, ZKR_ESTALE, 0); /* went with the session */
+                continue;
+            }
         }
         if (c->phase == ZKR__P_WATCHING) {
             /* The client re-registers watches on reconnect, but a release
@@ -2085,7 +2362,8 @@ void zkr__queue_on_connected(zkr_session_t *s, int new_session)
 void zkr__queue_on_suspended(zkr_session_t *s)
 {
     for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next)
-        if (c->phase == ZKR__P_HELD && c->pub == ZKR_LOCK_HELD)
+        if ((c->phase == ZKR__P_HELD || c->phase == ZKR__P_COMMITTING) &&
+            c->pub == ZKR_LOCK_HELD)
             notify_state(c, ZKR_LOCK_SUSPENDED);
 }
 
@@ -2101,6 +2379,8 @@ void zkr__queue_on_lost(zkr_session_t *s)
             lose_held(c);
         } else if (c->phase == ZKR__P_RELEASING) {
             finish_release(c, 0); /* the node went with the session */
+        } else if (c->phase == ZKR__P_COMMITTING) {
+            end_commit(c, ZKR_ESTALE, 0); /* documented: workq.md */
         }
     }
 }
@@ -2234,6 +2514,14 @@ int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
                         const char *dir, const char *id,
                         const struct ACL_vector *acl)
 {
+    return zkr__contender_init2(c, s, recipe, owner, dir, NULL, id, acl);
+}
+
+int zkr__contender_init2(zkr__contender_t *c, zkr_session_t *s,
+                         const zkr__recipe_t *recipe, void *owner,
+                         const char *dir, const char *mpath, const char *id,
+                         const struct ACL_vector *acl)
+{
     char idbuf[300];
     int rc;
 
@@ -2274,7 +2562,9 @@ int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
         goto fail;
     }
     pthread_mutex_lock(&s->mu);
+    c->mpath = mpath;
     rc = s->closing ? ZKR_ECLOSED : zkr__metrics_attach(c);
+    c->mpath = NULL;
     if (rc != 0) {
         pthread_mutex_unlock(&s->mu);
         pthread_cond_destroy(&c->done_cv);
@@ -2321,6 +2611,11 @@ void zkr__contender_destroy(zkr__contender_t *c, void (*dispose)(void *))
     } else if (c->phase == ZKR__P_RELEASING) {
         zkr__cleanup_disown(s, c);
         finish_release(c, 0);
+    } else if (c->phase == ZKR__P_COMMITTING) {
+        /* The multi in flight applies or not; either way our node goes
+         * (a plain delete of a node already gone is harmless). */
+        hand_over(c);
+        end_commit(c, ZKR_ECANCELED, 0);
     }
     /* A create still in flight ends in create_done, which sees a stale
      * generation and deletes what it made: wait for it (its answer comes
@@ -2355,6 +2650,8 @@ void zkr__contender_dispose(zkr__contender_t *c)
     forget_node(c);
     free(c->dir);
     free(c->data);
+    free(c->pre_path);
+    free(c->pre_data);
     if (c->acl_owned)
         zkr__acl_free(&c->acl);
     if (c->fd[0] >= 0) {

@@ -1,0 +1,1737 @@
+/* The work queue (issue 17): a fenced FIFO queue with fair consumers.
+ * Protocol, order proof and faults: docs/design/workq.md.
+ *
+ * Items live in buckets (PATH/q<L>/b<k>/i-<carry>-<uuid>-<seq>) so that no
+ * listing grows past B names. Consumers line up on an exclusive zkr lock
+ * (PATH/consumers, the engine): only the first in line scans for an item,
+ * so a put wakes one consumer whatever their number. A claim is an engine
+ * exclusive-lock contender whose directory is the item node, created in
+ * one multi with a versioned setData of the item (the delivery count), so
+ * fencing, SUSPENDED/LOST, the descriptor and the listener are the
+ * engine's. Ack and nack are engine commits: one multi that holds the
+ * delete of the claim node, so they apply only while the claim is ours.
+ *
+ * Puts, scans and listings are synchronous ZooKeeper calls made on the
+ * caller's thread; the asynchronous forms run them on a thread of their
+ * own and post the completion to the session's event thread. */
+#include <ctype.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define WQ_BUCKET_DEFAULT 1024
+#define WQ_NAME_MAX 96 /* "i-<carry>-<uuid36>-<seq10>" and more */
+
+enum { WQ_AGAIN = 1, WQ_EMPTY = 2 }; /* scan results besides 0 and errors */
+
+struct zkr_workq {
+    zkr__contender_t turn; /* PATH/consumers: whose turn it is */
+    zkr_session_t *s;
+    char *path;
+    char *id;
+    const struct ACL_vector *acl; /* &turn.acl */
+    int bucket;                   /* B, 0 until read */
+    int made[ZKR_WORKQ_LEVELS];   /* q<L> and b0 exist (cached) */
+    int dead_max;
+    char *dead_path;
+    /* the take (one at a time) */
+    int taking;
+    int cancel;
+    pthread_t thr; /* an asynchronous take's thread */
+    int thr_joinable;
+    int async_puts; /* asynchronous puts running */
+    /* watches the take set (removed when it ends) */
+    char **wpath;
+    int *wtype;
+    int nw, capw;
+};
+
+struct zkr_item {
+    zkr__contender_t c; /* the claim: directory = the item node */
+    zkr_session_t *s;
+    char *qpath;
+    char *id;    /* q<L>/b<k>/<name> */
+    char *ipath; /* full path of the item node */
+    char *name;
+    int level, carry;
+    int version; /* the item's data version our claim wrote (v + 1) */
+    int bucket;  /* B of the queue */
+    char *data;
+    size_t len;
+    int finished; /* acked or nacked */
+    /* an ack or nack in flight */
+    int busy, sync, done, rc, where; /* where: -1 ack, else the nack's */
+    zkr_item_completion_t cb;
+    void *cbdata;
+    zkr__commit_t cm;
+    zoo_op_t ops[5];
+    zoo_op_result_t res[5];
+    char *tail_path;    /* nack back: q<L>/b<t> */
+    char *new_prefix;   /* ... and the new item's name prefix */
+    char created[1024]; /* ... its name as created, and (at 512) its prefix */
+    int tail;
+};
+
+/* ------------------------------------------------------------ names */
+
+/* Parses "i-<carry>-<uuid36>-<seq%010d>": 0, or -1 when not an item. */
+static int parse_item(const char *name, int *carry, int32_t *seq)
+{
+    const char *p = name;
+    long c = 0;
+
+    if (strncmp(p, "i-", 2) != 0)
+        return -1;
+    p += 2;
+    if (!isdigit((unsigned char)*p))
+        return -1;
+    while (isdigit((unsigned char)*p) && c < 1000000)
+        c = c * 10 + (*p++ - '0');
+    if (*p++ != '-' || strlen(p) != 36 + 1 + 10 || p[36] != '-')
+        return -1;
+    if (zkr__parse_seq(p + 37, seq) != 0)
+        return -1;
+    *carry = (int)c;
+    return 0;
+}
+
+/* "b%010d" -> k, or -1. */
+static int parse_bucket(const char *name)
+{
+    int32_t k;
+
+    if (name[0] != 'b' || strlen(name) != 11 ||
+        !isdigit((unsigned char)name[1]))
+        return -1;
+    return zkr__parse_seq(name + 1, &k) == 0 && k >= 0 ? (int)k : -1;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct {
+    const char *name;
+    int carry;
+    int32_t seq;
+} wq_entry_t;
+
+static int cmp_entry(const void *a, const void *b)
+{
+    const wq_entry_t *x = a, *y = b;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* The buckets of a level listing, ascending; *n of them. */
+static int *sorted_buckets(const struct String_vector *v, int *n)
+{
+    int *k = malloc(sizeof(int) * (size_t)(v->count > 0 ? v->count : 1));
+
+    *n = 0;
+    if (k == NULL)
+        return NULL;
+    for (int i = 0; i < v->count; i++)
+        if ((k[*n] = parse_bucket(v->data[i])) >= 0)
+            (*n)++;
+    qsort(k, (size_t)*n, sizeof(int), cmp_int);
+    return k;
+}
+
+/* The items of a bucket listing by sequence; *n of them. */
+static wq_entry_t *sorted_items(const struct String_vector *v, int *n)
+{
+    wq_entry_t *e = malloc(sizeof(*e) * (size_t)(v->count > 0 ? v->count : 1));
+
+    *n = 0;
+    if (e == NULL)
+        return NULL;
+    for (int i = 0; i < v->count; i++)
+        if (parse_item(v->data[i], &e[*n].carry, &e[*n].seq) == 0)
+            e[(*n)++].name = v->data[i];
+    qsort(e, (size_t)*n, sizeof(*e), cmp_entry);
+    return e;
+}
+
+/* ------------------------------------------------------- connection */
+
+static int conn_error(int rc)
+{
+    return zkr__is_connection_error(rc) || rc == ZOPERATIONTIMEOUT;
+}
+
+/* Waits until the session is connected again, at most until deadline
+ * (-1: the session's timeout from now). 0, ZKR_ETIMEDOUT, ZKR_ECLOSED,
+ * ZKR_ELOST. */
+static int wait_connected(zkr_session_t *s, int64_t deadline)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&s->mu);
+    if (deadline < 0)
+        deadline = zkr__now_ms() + (s->timeout > 0 ? s->timeout : 10000) * 2;
+    while (rc == 0 && !(s->connected && s->zh != NULL)) {
+        if (s->closing)
+            rc = ZKR_ECLOSED;
+        else if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
+            rc = ZKR_ELOST;
+        else
+            rc = zkr__wait(s, NULL, deadline) == ZKR_ETIMEDOUT ? ZKR_ETIMEDOUT
+                                                               : 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+struct sync_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, rc;
+};
+
+static void sync_done(int rc, const char *value, const void *data)
+{
+    struct sync_wait *w = (struct sync_wait *)data;
+
+    (void)value;
+    pthread_mutex_lock(&w->mu);
+    w->rc = rc;
+    w->done = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* A synchronous sync(path): the server then has applied everything
+ * committed before, so a listing that follows shows a create sent earlier
+ * (on a connection since lost) if it was applied (queue.c,
+ * recover_synced). */
+static int sync_path(zhandle_t *zh, const char *path)
+{
+    struct sync_wait w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                          0, 0};
+    int rc = (zoo_async)(zh, path, sync_done, &w);
+
+    if (rc != ZOK)
+        return rc;
+    pthread_mutex_lock(&w.mu);
+    while (!w.done)
+        pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    return w.rc;
+}
+
+/* ------------------------------------------------------------ handle */
+
+static void turn_deliver(zkr__contender_t *c, const zkr__event_t *ev)
+{
+    (void)c;
+    (void)ev; /* the turn's release completion: nothing to tell */
+}
+
+static const zkr__recipe_t turn_recipe = {
+    "-lock-", 'x', 0, zkr__pred_mutex, turn_deliver, 0, NULL,
+};
+
+int zkr_workq_new(zkr_workq_t **out, zkr_session_t *s, const char *path,
+                  const char *id, const struct ACL_vector *acl)
+{
+    zkr_workq_t *q;
+    char *turn;
+    int rc;
+
+    if (out == NULL || s == NULL || zkr__check_path(path) != 0 ||
+        strcmp(path, "/") == 0 || strlen(path) > 256)
+        return ZBADARGUMENTS;
+    *out = NULL;
+    if ((q = calloc(1, sizeof(*q))) == NULL)
+        return ZKR_ENOMEM;
+    turn = zkr__join(path, "consumers");
+    q->path = zkr__strdup(path);
+    if (turn == NULL || q->path == NULL) {
+        free(turn);
+        free(q->path);
+        free(q);
+        return ZKR_ENOMEM;
+    }
+    rc = zkr__contender_init(&q->turn, s, &turn_recipe, q, turn, id, acl);
+    free(turn);
+    if (rc != 0) {
+        free(q->path);
+        free(q);
+        return rc;
+    }
+    q->s = s;
+    q->id = q->turn.data;
+    q->acl = &q->turn.acl;
+    *out = q;
+    return 0;
+}
+
+static void workq_dispose(void *owner)
+{
+    zkr_workq_t *q = owner;
+
+    for (int i = 0; i < q->nw; i++)
+        free(q->wpath[i]);
+    free(q->wpath);
+    free(q->wtype);
+    free(q->path);
+    free(q->dead_path);
+    free(q);
+}
+
+void zkr_workq_free(zkr_workq_t *q)
+{
+    zkr_session_t *s;
+
+    if (q == NULL)
+        return;
+    s = q->s;
+    pthread_mutex_lock(&s->mu);
+    if (q->taking) {
+        q->cancel = 1;
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    zkr__cancel(&q->turn); /* ESTATE when not acquiring: fine */
+    pthread_mutex_lock(&s->mu);
+    while (q->async_puts > 0 || (q->taking && !q->thr_joinable))
+        zkr__wait(s, NULL, zkr__now_ms() + 100);
+    pthread_mutex_unlock(&s->mu);
+    if (q->thr_joinable)
+        pthread_join(q->thr, NULL);
+    zkr__contender_destroy(&q->turn, workq_dispose);
+}
+
+int zkr_workq_set_dead_letter(zkr_workq_t *q, int max, const char *dead_path)
+{
+    char *p = NULL;
+    int rc = 0;
+
+    if (q == NULL || max < 0 ||
+        (dead_path != NULL &&
+         (zkr__check_path(dead_path) != 0 || strcmp(dead_path, "/") == 0)))
+        return ZBADARGUMENTS;
+    p = zkr__strdup(dead_path != NULL ? dead_path : "");
+    if (p == NULL)
+        return ZKR_ENOMEM;
+    if (dead_path == NULL) {
+        free(p);
+        if ((p = zkr__join(q->path, "dead")) == NULL)
+            return ZKR_ENOMEM;
+    }
+    pthread_mutex_lock(&q->s->mu);
+    if (q->taking) {
+        rc = ZKR_ESTATE;
+    } else {
+        free(q->dead_path);
+        q->dead_path = p;
+        q->dead_max = max;
+        p = NULL;
+    }
+    pthread_mutex_unlock(&q->s->mu);
+    free(p);
+    return rc;
+}
+
+/* --------------------------------------------------------------- put */
+
+/* Creates path's missing ancestors as containers. */
+static int make_ancestors(zhandle_t *zh, const char *path,
+                          const struct ACL_vector *acl)
+{
+    char *p = zkr__strdup(path);
+    int rc = ZOK;
+
+    if (p == NULL)
+        return ZKR_ENOMEM;
+    for (char *slash = strchr(p + 1, '/'); slash != NULL && rc == ZOK;
+         slash = strchr(slash + 1, '/')) {
+        *slash = '\0';
+        rc = zoo_create(zh, p, "", 0, acl, ZOO_CONTAINER, NULL, 0);
+        if (rc == ZNODEEXISTS)
+            rc = ZOK;
+        *slash = '/';
+    }
+    free(p);
+    return rc;
+}
+
+/* Creates a persistent node with data; its missing ancestors as
+ * containers. ZOK also when it exists. */
+static int make_node(zhandle_t *zh, const char *path, const char *data,
+                     const struct ACL_vector *acl)
+{
+    for (int tries = 0; tries < 5; tries++) {
+        int rc = zoo_create(zh, path, data, (int)strlen(data), acl,
+                            ZOO_PERSISTENT, NULL, 0);
+        if (rc == ZOK || rc == ZNODEEXISTS)
+            return ZOK;
+        if (rc != ZNONODE)
+            return rc;
+        if ((rc = make_ancestors(zh, path, acl)) != ZOK)
+            return rc;
+    }
+    return ZNONODE;
+}
+
+/* B from the queue's data ("zkr-workq 1 bucket=<B>"), 1024 if absent. */
+static int read_bucket(zkr_workq_t *q, zhandle_t *zh)
+{
+    char buf[128];
+    int len = sizeof(buf) - 1, b = 0;
+    const char *p;
+
+    pthread_mutex_lock(&q->s->mu);
+    b = q->bucket;
+    pthread_mutex_unlock(&q->s->mu);
+    if (b > 0)
+        return b;
+    if (zoo_get(zh, q->path, 0, buf, &len, NULL) != ZOK)
+        return WQ_BUCKET_DEFAULT;
+    buf[len > 0 ? len : 0] = '\0';
+    b = WQ_BUCKET_DEFAULT;
+    if (strncmp(buf, "zkr-workq ", 10) == 0 &&
+        (p = strstr(buf, "bucket=")) != NULL && atoi(p + 7) > 0)
+        b = atoi(p + 7);
+    pthread_mutex_lock(&q->s->mu);
+    q->bucket = b;
+    pthread_mutex_unlock(&q->s->mu);
+    return b;
+}
+
+/* PATH and q<L> (with its first bucket) exist. */
+static int ensure_level(zkr_workq_t *q, zhandle_t *zh, int level)
+{
+    char data[64], ql[300], b0[320];
+    zoo_op_t ops[2];
+    zoo_op_result_t res[2];
+    int made, rc;
+
+    pthread_mutex_lock(&q->s->mu);
+    made = q->made[level];
+    pthread_mutex_unlock(&q->s->mu);
+    if (made)
+        return ZOK;
+    snprintf(data, sizeof(data), "zkr-workq 1 bucket=%d", WQ_BUCKET_DEFAULT);
+    if ((rc = make_node(zh, q->path, data, q->acl)) != ZOK)
+        return rc;
+    snprintf(ql, sizeof(ql), "%s/q%d", q->path, level);
+    snprintf(b0, sizeof(b0), "%s/b%010d", ql, 0);
+    zoo_create_op_init(&ops[0], ql, "", 0, q->acl, ZOO_PERSISTENT, NULL, 0);
+    zoo_create_op_init(&ops[1], b0, "", 0, q->acl, ZOO_PERSISTENT, NULL, 0);
+    rc = zoo_multi(zh, 2, ops, res);
+    if (rc != ZOK && rc != ZNODEEXISTS)
+        return rc;
+    pthread_mutex_lock(&q->s->mu);
+    q->made[level] = 1;
+    pthread_mutex_unlock(&q->s->mu);
+    return ZOK;
+}
+
+/* Seals bucket t of level path ql (best effort: anyone may, once). */
+static void seal(zhandle_t *zh, const char *ql, int t,
+                 const struct ACL_vector *acl)
+{
+    char bt[320], next[320];
+    zoo_op_t ops[3];
+    zoo_op_result_t res[3];
+
+    snprintf(bt, sizeof(bt), "%s/b%010d", ql, t);
+    snprintf(next, sizeof(next), "%s/b%010d", ql, t + 1);
+    zoo_set_op_init(&ops[0], bt, "sealed", 6, 0, NULL);
+    zoo_set_op_init(&ops[1], ql, "", 0, t, NULL);
+    zoo_create_op_init(&ops[2], next, "", 0, acl, ZOO_PERSISTENT, NULL, 0);
+    (void)zoo_multi(zh, 3, ops, res); /* BADVERSION, NODEEXISTS: sealed */
+}
+
+/* Has bucket bt an item whose name holds uuid? 1, 0, or a code < 0. */
+static int bucket_has(zhandle_t *zh, const char *bt, const char *uuid,
+                      char *name, size_t size)
+{
+    struct String_vector v = {0, NULL};
+    int rc = sync_path(zh, bt), hit = 0;
+
+    if (rc == ZOK)
+        rc = zoo_get_children(zh, bt, 0, &v);
+    if (rc == ZNONODE)
+        return 0;
+    if (rc != ZOK)
+        return rc < 0 ? rc : -rc;
+    for (int i = 0; i < v.count && !hit; i++)
+        if (strstr(v.data[i], uuid) != NULL) {
+            hit = 1;
+            snprintf(name, size, "%s", v.data[i]);
+        }
+    deallocate_String_vector(&v);
+    return hit;
+}
+
+static int put_run(zkr_workq_t *q, const void *data, size_t len, int level,
+                   int carry, char *id, size_t idlen)
+{
+    zkr_session_t *s = q->s;
+    char uuid[37], ql[300], bt[320], prefix[400], created[512];
+    int64_t deadline = zkr__now_ms() +
+                       (s->req_timeout > 0 ? s->req_timeout : 10000) +
+                       (s->timeout > 0 ? s->timeout : 10000);
+    int rc, t = -1, bsize, unknown = 0;
+    zhandle_t *zh;
+
+    zkr__uuid(uuid);
+    snprintf(ql, sizeof(ql), "%s/q%d", q->path, level);
+    for (;;) {
+        struct Stat st;
+        zoo_op_t ops[2];
+        zoo_op_result_t res[2];
+        const char *name;
+
+        if (zkr__now_ms() >= deadline)
+            return ZCONNECTIONLOSS;
+        if ((rc = zkr__zh_get(s, &zh)) != 0) {
+            if (rc != ZCONNECTIONLOSS)
+                return rc;
+            if ((rc = wait_connected(s, deadline)) != 0)
+                return rc == ZKR_ETIMEDOUT ? ZCONNECTIONLOSS : rc;
+            continue;
+        }
+        if (unknown) {
+            /* Our answer was lost: was the item created? */
+            char hit[WQ_NAME_MAX + 16];
+            int h = bucket_has(zh, bt, uuid, hit, sizeof(hit));
+
+            if (h == 1) {
+                snprintf(created, sizeof(created), "%s/%s", bt, hit);
+                zkr__zh_put(s);
+                goto done;
+            }
+            if (h < 0) {
+                rc = -h;
+                zkr__zh_put(s);
+                if (!conn_error(rc))
+                    return rc;
+                continue;
+            }
+            unknown = 0;
+            t = -1;
+        }
+        if ((rc = ensure_level(q, zh, level)) != ZOK)
+            goto fail;
+        bsize = read_bucket(q, zh);
+        if (t < 0) {
+            if ((rc = zoo_exists(zh, ql, 0, &st)) != ZOK) {
+                if (rc == ZNONODE) {
+                    pthread_mutex_lock(&s->mu);
+                    q->made[level] = 0; /* deleted by someone: again */
+                    pthread_mutex_unlock(&s->mu);
+                }
+                goto fail;
+            }
+            t = st.version;
+        }
+        snprintf(bt, sizeof(bt), "%s/b%010d", ql, t);
+        snprintf(prefix, sizeof(prefix), "%s/i-%d-%s-", bt, carry, uuid);
+        zoo_check_op_init(&ops[0], bt, 0);
+        zoo_create_op_init(&ops[1], prefix, data, (int)len, q->acl,
+                           ZOO_PERSISTENT_SEQUENTIAL, created, sizeof(created));
+        rc = zoo_multi(zh, 2, ops, res);
+        if (rc == ZOK) {
+            int32_t seq = 0;
+
+            name = strrchr(created, '-') + 1;
+            if (zkr__parse_seq(name, &seq) == 0 && seq >= bsize)
+                seal(zh, ql, t, q->acl);
+            zkr__zh_put(s);
+            goto done;
+        }
+        if (conn_error(rc)) {
+            unknown = 1;
+            zkr__zh_put(s);
+            continue;
+        }
+        if (res[0].err == ZBADVERSION || res[0].err == ZNONODE) {
+            t = -1; /* sealed (or deleted, so sealed): the tail moved */
+            zkr__zh_put(s);
+            continue;
+        }
+    fail:
+        zkr__zh_put(s);
+        if (!conn_error(rc))
+            return rc;
+        t = -1;
+    }
+done:
+    if (id != NULL) {
+        const char *rel = created + strlen(q->path) + 1;
+
+        if (strlen(rel) >= idlen)
+            return ZBADARGUMENTS;
+        strcpy(id, rel);
+    }
+    return 0;
+}
+
+static int put_check(zkr_workq_t *q, const void *data, size_t len, int level)
+{
+    if (q == NULL || (data == NULL && len > 0) || len > ZKR_WORKQ_DATA_MAX ||
+        level < 0 || level >= ZKR_WORKQ_LEVELS)
+        return ZBADARGUMENTS;
+    return 0;
+}
+
+int zkr_workq_put(zkr_workq_t *q, const void *data, size_t len, int level,
+                  char *id, size_t idlen)
+{
+    int rc = put_check(q, data, len, level);
+
+    if (rc != 0)
+        return rc;
+    /* "q<L>/b<%010d>/i-0-<uuid>-<%010d>" and its NUL */
+    if (id != NULL && idlen < 67)
+        return ZBADARGUMENTS;
+    if (zkr__in_callback())
+        return ZKR_EDEADLK;
+    pthread_mutex_lock(&q->s->mu);
+    rc = q->s->closing ? ZKR_ECLOSED : 0;
+    pthread_mutex_unlock(&q->s->mu);
+    if (rc != 0)
+        return rc;
+    return put_run(q, data, len, level, 0, id, idlen);
+}
+
+struct put_job {
+    zkr_workq_t *q;
+    void *data;
+    size_t len;
+    int level;
+    zkr_put_completion_t cb;
+    void *cbdata;
+    int rc;
+    char id[ZKR_WORKQ_ID_MAX + 256];
+};
+
+static void put_deliver(const zkr__event_t *ev)
+{
+    struct put_job *j = ev->data;
+
+    j->cb(ev->a, ev->a == 0 ? j->id : NULL, j->cbdata);
+    free(j);
+}
+
+static void *put_thread(void *arg)
+{
+    struct put_job *j = arg;
+    zkr_workq_t *q = j->q;
+    zkr_session_t *s = q->s;
+    int rc = put_run(q, j->data, j->len, j->level, 0, j->id, sizeof(j->id));
+
+    free(j->data);
+    j->data = NULL;
+    pthread_mutex_lock(&s->mu);
+    if (zkr__post_call(s, put_deliver, rc, NULL, j) != 0)
+        free(j); /* no event even from the reserve: nothing to tell */
+    q->async_puts--;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int zkr_workq_put_async(zkr_workq_t *q, const void *data, size_t len, int level,
+                        zkr_put_completion_t cb, void *cbdata)
+{
+    struct put_job *j;
+    pthread_attr_t a;
+    pthread_t t;
+    int rc = put_check(q, data, len, level);
+
+    if (rc != 0 || cb == NULL)
+        return ZBADARGUMENTS;
+    if ((j = calloc(1, sizeof(*j))) == NULL ||
+        (j->data = malloc(len > 0 ? len : 1)) == NULL) {
+        free(j);
+        return ZKR_ENOMEM;
+    }
+    if (len > 0)
+        memcpy(j->data, data, len);
+    j->q = q;
+    j->len = len;
+    j->level = level;
+    j->cb = cb;
+    j->cbdata = cbdata;
+    pthread_mutex_lock(&q->s->mu);
+    if (q->s->closing) {
+        pthread_mutex_unlock(&q->s->mu);
+        free(j->data);
+        free(j);
+        return ZKR_ECLOSED;
+    }
+    q->async_puts++;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&t, &a, put_thread, j);
+    pthread_attr_destroy(&a);
+    if (rc != 0) {
+        q->async_puts--;
+        pthread_mutex_unlock(&q->s->mu);
+        free(j->data);
+        free(j);
+        return ZKR_ESYS;
+    }
+    pthread_mutex_unlock(&q->s->mu);
+    return 0;
+}
+
+/* -------------------------------------------------------------- item */
+
+static void item_deliver(zkr__contender_t *c, const zkr__event_t *ev)
+{
+    zkr_item_t *it = c->owner;
+
+    if (ev->kind == ZKR__EV_STATE)
+        ((zkr_item_listener_t)ev->fn)(it, (zkr_lock_state_t)ev->a, ev->data);
+    else
+        ((zkr_item_completion_t)ev->fn)(ev->a, it, ev->data);
+}
+
+/* The claim: an exclusive lock whose directory is the item node, never
+ * created by us, released without a lock-delay record (the directory's
+ * data is the payload). */
+static const zkr__recipe_t claim_recipe = {
+    "-lock-",        'x',          0,
+    zkr__pred_mutex, item_deliver, ZKR__R_NO_PARENTS | ZKR__R_PLAIN_RELEASE,
+    "workq",
+};
+
+static void item_dispose(void *owner)
+{
+    zkr_item_t *it = owner;
+
+    free(it->qpath);
+    free(it->id);
+    free(it->ipath);
+    free(it->name);
+    free(it->data);
+    free(it->tail_path);
+    free(it->new_prefix);
+    free(it);
+}
+
+/* An item handle for the item node ipath, not claimed yet. */
+static zkr_item_t *item_make(zkr_workq_t *q, const char *ipath, int level,
+                             const char *name, int carry, int v,
+                             const char *data, int len, int bucket)
+{
+    zkr_item_t *it = calloc(1, sizeof(*it));
+
+    if (it == NULL)
+        return NULL;
+    it->qpath = zkr__strdup(q->path);
+    it->ipath = zkr__strdup(ipath);
+    it->id = zkr__strdup(ipath + strlen(q->path) + 1);
+    it->name = zkr__strdup(name);
+    it->data = malloc(len > 0 ? (size_t)len + 1 : 1);
+    if (it->qpath == NULL || it->ipath == NULL || it->id == NULL ||
+        it->name == NULL || it->data == NULL ||
+        zkr__contender_init2(&it->c, q->s, &claim_recipe, it, ipath, q->path,
+                             q->id, q->turn.acl_owned ? q->acl : NULL) != 0) {
+        it->c.s = NULL;
+        item_dispose(it);
+        return NULL;
+    }
+    if (len > 0)
+        memcpy(it->data, data, (size_t)len);
+    it->data[len > 0 ? len : 0] = '\0';
+    it->len = (size_t)(len > 0 ? len : 0);
+    it->s = q->s;
+    it->level = level;
+    it->carry = carry;
+    it->version = v + 1;
+    it->bucket = bucket;
+    if (zkr__set_precondition(&it->c, ipath, data, len > 0 ? len : 0, v) != 0) {
+        zkr__contender_destroy(&it->c, item_dispose);
+        return NULL;
+    }
+    return it;
+}
+
+void zkr_item_free(zkr_item_t *it)
+{
+    if (it == NULL)
+        return;
+    /* Held: the engine's release (a plain delete of the claim, retried
+     * across suspension) gives it back as a nack to the front would. */
+    zkr__contender_destroy(&it->c, item_dispose);
+}
+
+/* -------------------------------------------------------------- take */
+
+static void wq_watcher(zhandle_t *zh, int type, int state, const char *path,
+                       void *ctx)
+{
+    zkr_session_t *s;
+
+    (void)zh;
+    (void)state;
+    if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT ||
+        path == NULL)
+        return;
+    if ((s = zkr__session_lock_live(ctx)) == NULL)
+        return;
+    s->workq_events++;
+    s->counters[ZKR_COUNTER_WATCH_EVENTS]++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Remembers a watch the take set, to remove it when the take ends. */
+static void note_watch(zkr_workq_t *q, const char *path, int wtype)
+{
+    for (int i = 0; i < q->nw; i++)
+        if (q->wtype[i] == wtype && strcmp(q->wpath[i], path) == 0)
+            return;
+    if (q->nw == q->capw) {
+        int cap = q->capw > 0 ? 2 * q->capw : 8;
+        char **p = realloc(q->wpath, sizeof(*p) * (size_t)cap);
+        int *t;
+
+        if (p == NULL)
+            return;
+        q->wpath = p;
+        if ((t = realloc(q->wtype, sizeof(*t) * (size_t)cap)) == NULL)
+            return;
+        q->wtype = t;
+        q->capw = cap;
+    }
+    if ((q->wpath[q->nw] = zkr__strdup(path)) != NULL)
+        q->wtype[q->nw++] = wtype;
+}
+
+/* The take ends: its watches go (through the session's cleanup list,
+ * which retries across disconnections). */
+static void drop_watches(zkr_workq_t *q)
+{
+    zkr_session_t *s = q->s;
+
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < q->nw; i++) {
+        zkr__cleanup_add_watch(s, q->wpath[i], q->wtype[i], wq_watcher);
+        free(q->wpath[i]);
+    }
+    q->nw = 0;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int list(zkr_workq_t *q, zhandle_t *zh, const char *path, int watch,
+                struct String_vector *v, struct Stat *st)
+{
+    struct Stat dummy;
+    int rc;
+
+    if (st == NULL)
+        st = &dummy;
+    if (watch) {
+        rc = zoo_wget_children2(zh, path, wq_watcher, q->s, v, st);
+        if (rc == ZOK)
+            note_watch(q, path, ZWATCHTYPE_CHILD);
+    } else {
+        rc = zoo_get_children2(zh, path, 0, v, st);
+    }
+    return rc;
+}
+
+/* Moves an item that has been delivered dead_max times to the dead-letter
+ * path: its copy and its deletion in one multi. */
+static int dead_letter(zkr_workq_t *q, zhandle_t *zh, const char *ipath,
+                       const char *name, const char *data, int len, int v)
+{
+    char dead[600];
+    zoo_op_t ops[2];
+    zoo_op_result_t res[2];
+    int rc = ZOK;
+
+    snprintf(dead, sizeof(dead), "%s/%s", q->dead_path, name);
+    for (int tries = 0; tries < 3; tries++) {
+        zoo_create_op_init(&ops[0], dead, data, len, q->acl, ZOO_PERSISTENT,
+                           NULL, 0);
+        zoo_delete_op_init(&ops[1], ipath, v);
+        rc = zoo_multi(zh, 2, ops, res);
+        if (rc == ZOK)
+            return ZOK;
+        if (res[0].err == ZNODEEXISTS) /* moved before, answer lost */
+            return zoo_delete(zh, ipath, v) == ZOK ? ZOK : ZOK;
+        if (res[0].err == ZNONODE) {
+            if ((rc = make_node(zh, q->dead_path, "", q->acl)) != ZOK)
+                return rc;
+            continue;
+        }
+        return conn_error(rc) ? rc : ZOK; /* changed meanwhile: rescan */
+    }
+    return rc;
+}
+
+/* One scan by the consumer whose turn it is: the first available item,
+ * claimed. 0 (*out set), WQ_AGAIN (something changed: scan again),
+ * WQ_EMPTY, or a code. With watch, every place a new item can appear is
+ * watched. */
+static int scan(zkr_workq_t *q, int watch, char *buf, zkr_item_t **out)
+{
+    zkr_session_t *s = q->s;
+    struct String_vector top = {0, NULL};
+    zhandle_t *zh;
+    int rc;
+
+    if ((rc = zkr__zh_get(s, &zh)) != 0)
+        return rc;
+    rc = list(q, zh, q->path, watch, &top, NULL);
+    if (rc == ZNONODE) {
+        struct Stat st;
+
+        if (watch && zoo_wexists(zh, q->path, wq_watcher, s, &st) == ZNONODE)
+            note_watch(q, q->path, ZWATCHTYPE_DATA);
+        zkr__zh_put(s);
+        return WQ_EMPTY;
+    }
+    for (int level = 0; rc == ZOK && level < ZKR_WORKQ_LEVELS; level++) {
+        char ql[300], name[8];
+        struct String_vector bv = {0, NULL};
+        int found = 0, nb = 0, *bk;
+        int bsize = read_bucket(q, zh);
+
+        snprintf(name, sizeof(name), "q%d", level);
+        for (int i = 0; i < top.count && !found; i++)
+            found = strcmp(top.data[i], name) == 0;
+        if (!found)
+            continue;
+        snprintf(ql, sizeof(ql), "%s/%s", q->path, name);
+        if ((rc = list(q, zh, ql, watch, &bv, NULL)) != ZOK) {
+            rc = rc == ZNONODE ? ZOK : rc;
+            continue;
+        }
+        bk = sorted_buckets(&bv, &nb);
+        deallocate_String_vector(&bv);
+        if (bk == NULL) {
+            rc = ZKR_ENOMEM;
+            break;
+        }
+        for (int b = 0; rc == ZOK && b < nb; b++) {
+            char bt[320];
+            struct String_vector iv = {0, NULL};
+            struct Stat bst;
+            wq_entry_t *e;
+            int ni = 0, last = b == nb - 1;
+
+            snprintf(bt, sizeof(bt), "%s/b%010d", ql, bk[b]);
+            if ((rc = list(q, zh, bt, watch && last, &iv, &bst)) != ZOK) {
+                rc = rc == ZNONODE ? ZOK : rc;
+                continue;
+            }
+            if ((e = sorted_items(&iv, &ni)) == NULL) {
+                deallocate_String_vector(&iv);
+                rc = ZKR_ENOMEM;
+                break;
+            }
+            if (ni == 0 && bst.version >= 1 && !last)
+                (void)zoo_delete(zh, bt, -1); /* empty and sealed */
+            for (int i = 0; rc == ZOK && i < ni; i++) {
+                char ipath[512];
+                struct Stat st;
+                int len = ZKR_WORKQ_DATA_MAX;
+                zkr_item_t *it;
+
+                snprintf(ipath, sizeof(ipath), "%s/%s", bt, e[i].name);
+                if ((rc = zoo_exists(zh, ipath, 0, &st)) != ZOK) {
+                    rc = rc == ZNONODE ? ZOK : rc;
+                    continue;
+                }
+                if (st.numChildren > 0) {
+                    /* Claimed: its claim going (a death, a nack) makes it
+                     * available again. */
+                    if (watch) {
+                        struct String_vector cv = {0, NULL};
+                        if (zoo_wget_children(zh, ipath, wq_watcher, s, &cv) ==
+                            ZOK) {
+                            note_watch(q, ipath, ZWATCHTYPE_CHILD);
+                            if (cv.count == 0)
+                                rc = WQ_AGAIN;
+                        }
+                        deallocate_String_vector(&cv);
+                    }
+                    continue;
+                }
+                if ((rc = zoo_get(zh, ipath, 0, buf, &len, &st)) != ZOK) {
+                    rc = rc == ZNONODE ? ZOK : rc;
+                    continue;
+                }
+                if (st.numChildren > 0)
+                    continue;
+                if (len < 0)
+                    len = 0;
+                if (q->dead_max > 0 && e[i].carry + st.version >= q->dead_max) {
+                    rc = dead_letter(q, zh, ipath, e[i].name, buf, len,
+                                     st.version);
+                    continue;
+                }
+                /* The claim: the zh is given back first (the acquire
+                 * waits, and may outlive this handle's connection). */
+                it = item_make(q, ipath, level, e[i].name, e[i].carry,
+                               st.version, buf, len, bsize);
+                free(e);
+                deallocate_String_vector(&iv);
+                free(bk);
+                deallocate_String_vector(&top);
+                zkr__zh_put(s);
+                if (it == NULL)
+                    return ZKR_ENOMEM;
+                rc = zkr__acquire(&it->c, 0, NULL, NULL);
+                if (rc == 0) {
+                    *out = it;
+                    return 0;
+                }
+                zkr_item_free(it);
+                /* ESTALE: another consumer (or a writer) got there;
+                 * EBUSY: a foreign node in the item. */
+                return rc == ZKR_ESTALE || rc == ZKR_EBUSY ? WQ_AGAIN : rc;
+            }
+            free(e);
+            deallocate_String_vector(&iv);
+        }
+        free(bk);
+    }
+    deallocate_String_vector(&top);
+    zkr__zh_put(s);
+    return rc == ZOK ? WQ_EMPTY : rc;
+}
+
+static void turn_released(int rc, void *l, void *data)
+{
+    (void)rc;
+    (void)l;
+    (void)data;
+}
+
+/* Ends a take: watches removed, the turn given back (not awaited). */
+static void take_end(zkr_workq_t *q)
+{
+    drop_watches(q);
+    if (zkr__release(&q->turn, (void (*)(void))turn_released, NULL) ==
+        ZKR_ESTATE)
+        zkr__cancel(&q->turn);
+}
+
+static int take_run(zkr_workq_t *q, int timeout_ms, zkr_item_t **out)
+{
+    zkr_session_t *s = q->s;
+    int64_t deadline = timeout_ms > 0 ? zkr__now_ms() + timeout_ms : -1;
+    int rc, watch = 0, left;
+    char *buf = malloc(ZKR_WORKQ_DATA_MAX);
+
+    *out = NULL;
+    if (buf == NULL)
+        return ZKR_ENOMEM;
+    /* The last take's turn may still be being given back. */
+    pthread_mutex_lock(&s->mu);
+    while (q->turn.phase == ZKR__P_RELEASING && !q->cancel)
+        zkr__wait(s, NULL, zkr__now_ms() + 100);
+    rc = q->cancel ? ZKR_ECANCELED : 0;
+    pthread_mutex_unlock(&s->mu);
+    if (rc != 0) {
+        free(buf);
+        return rc;
+    }
+    left = deadline < 0 ? timeout_ms : (int)(deadline - zkr__now_ms());
+    rc = zkr__acquire(&q->turn,
+                      timeout_ms <= 0 ? timeout_ms
+                      : left > 0      ? left
+                                      : 1,
+                      NULL, NULL);
+    if (rc != 0) {
+        free(buf);
+        return rc == ZKR_EBUSY ? ZKR_ETIMEDOUT : rc;
+    }
+    for (;;) {
+        uint64_t gen;
+        int connected;
+
+        pthread_mutex_lock(&s->mu);
+        zkr__enforce_deadline(s);
+        if (q->cancel)
+            rc = ZKR_ECANCELED;
+        else if (q->turn.phase != ZKR__P_HELD)
+            rc = ZKR_ELOST;
+        else if (deadline >= 0 && zkr__now_ms() >= deadline)
+            rc = ZKR_ETIMEDOUT;
+        gen = s->workq_events;
+        connected = s->connected;
+        pthread_mutex_unlock(&s->mu);
+        if (rc != 0)
+            break;
+        if (!connected) {
+            rc = wait_connected(s, deadline);
+            if (rc == ZKR_ETIMEDOUT && deadline < 0)
+                rc = 0;
+            if (rc != 0)
+                break;
+            continue;
+        }
+        rc = scan(q, watch, buf, out);
+        if (rc == 0)
+            break;
+        if (rc == WQ_AGAIN || conn_error(rc)) {
+            rc = 0;
+            continue;
+        }
+        if (rc != WQ_EMPTY)
+            break;
+        rc = 0;
+        if (!watch) {
+            watch = 1; /* again, watching: nothing can come unseen */
+            continue;
+        }
+        if (timeout_ms == 0) {
+            rc = ZKR_ETIMEDOUT;
+            break;
+        }
+        pthread_mutex_lock(&s->mu);
+        while (s->workq_events == gen && !q->cancel &&
+               q->turn.phase == ZKR__P_HELD && s->connected) {
+            int64_t until = zkr__now_ms() + 500;
+            if (deadline >= 0 && deadline < until)
+                until = deadline;
+            zkr__wait(s, NULL, until);
+            if (deadline >= 0 && zkr__now_ms() >= deadline)
+                break;
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    take_end(q);
+    free(buf);
+    return rc;
+}
+
+static int take_begin(zkr_workq_t *q, int timeout_ms)
+{
+    zkr_session_t *s = q->s;
+    int rc = 0;
+
+    if (timeout_ms < -1)
+        return ZBADARGUMENTS;
+    pthread_mutex_lock(&s->mu);
+    if (s->closing)
+        rc = ZKR_ECLOSED;
+    else if (q->taking)
+        rc = ZKR_EALREADY;
+    else if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
+        rc = ZKR_ELOST;
+    else {
+        q->taking = 1;
+        q->cancel = 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+static void take_finish(zkr_workq_t *q)
+{
+    pthread_mutex_lock(&q->s->mu);
+    q->taking = 0;
+    q->cancel = 0;
+    pthread_cond_broadcast(&q->s->cv);
+    pthread_mutex_unlock(&q->s->mu);
+}
+
+int zkr_workq_take(zkr_workq_t *q, int timeout_ms, zkr_item_t **out)
+{
+    int rc;
+
+    if (q == NULL || out == NULL)
+        return ZBADARGUMENTS;
+    *out = NULL;
+    if (zkr__in_callback())
+        return ZKR_EDEADLK;
+    if ((rc = take_begin(q, timeout_ms)) != 0)
+        return rc;
+    if (q->thr_joinable) {
+        pthread_join(q->thr, NULL);
+        q->thr_joinable = 0;
+    }
+    rc = take_run(q, timeout_ms, out);
+    take_finish(q);
+    return rc;
+}
+
+struct take_job {
+    zkr_workq_t *q;
+    int timeout_ms;
+    zkr_take_completion_t cb;
+    void *cbdata;
+    zkr_item_t *it;
+};
+
+static void take_deliver(const zkr__event_t *ev)
+{
+    struct take_job *j = ev->data;
+
+    j->cb(ev->a, j->it, j->cbdata);
+    free(j);
+}
+
+static void *take_thread(void *arg)
+{
+    struct take_job *j = arg;
+    zkr_workq_t *q = j->q;
+    zkr_session_t *s = q->s;
+    int rc = take_run(q, j->timeout_ms, &j->it);
+
+    pthread_mutex_lock(&s->mu);
+    q->taking = 0;
+    q->cancel = 0;
+    if (zkr__post_call(s, take_deliver, rc, NULL, j) != 0) {
+        zkr_item_t *it = j->it;
+        free(j);
+        pthread_mutex_unlock(&s->mu);
+        zkr_item_free(it); /* nobody can be told: give it back */
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int zkr_workq_take_async(zkr_workq_t *q, int timeout_ms,
+                         zkr_take_completion_t cb, void *data)
+{
+    struct take_job *j;
+    int rc;
+
+    if (q == NULL || cb == NULL)
+        return ZBADARGUMENTS;
+    if ((rc = take_begin(q, timeout_ms)) != 0)
+        return rc;
+    /* The last asynchronous take's thread has ended or is ending. */
+    if (q->thr_joinable) {
+        pthread_join(q->thr, NULL);
+        q->thr_joinable = 0;
+    }
+    if ((j = calloc(1, sizeof(*j))) == NULL) {
+        take_finish(q);
+        return ZKR_ENOMEM;
+    }
+    j->q = q;
+    j->timeout_ms = timeout_ms;
+    j->cb = cb;
+    j->cbdata = data;
+    if (pthread_create(&q->thr, NULL, take_thread, j) != 0) {
+        free(j);
+        take_finish(q);
+        return ZKR_ESYS;
+    }
+    q->thr_joinable = 1;
+    return 0;
+}
+
+int zkr_workq_cancel(zkr_workq_t *q)
+{
+    int rc = 0;
+
+    if (q == NULL)
+        return ZBADARGUMENTS;
+    pthread_mutex_lock(&q->s->mu);
+    if (!q->taking)
+        rc = ZKR_ESTATE;
+    else
+        q->cancel = 1;
+    pthread_cond_broadcast(&q->s->cv);
+    pthread_mutex_unlock(&q->s->mu);
+    if (rc == 0)
+        zkr__cancel(&q->turn); /* a wait for the turn ends now */
+    return rc;
+}
+
+/* ------------------------------------------------------- len, items */
+
+int zkr_workq_len(zkr_workq_t *q, int64_t *count)
+{
+    zhandle_t *zh;
+    int rc;
+
+    if (q == NULL || count == NULL)
+        return ZBADARGUMENTS;
+    *count = 0;
+    if ((rc = zkr__read_begin(q->s, q->path, &zh)) != 0)
+        return rc;
+    for (int level = 0; rc == ZOK && level < ZKR_WORKQ_LEVELS; level++) {
+        char ql[300];
+        struct String_vector bv = {0, NULL};
+        int nb = 0, *bk;
+
+        snprintf(ql, sizeof(ql), "%s/q%d", q->path, level);
+        if ((rc = zoo_get_children(zh, ql, 0, &bv)) != ZOK) {
+            rc = rc == ZNONODE ? ZOK : rc;
+            continue;
+        }
+        bk = sorted_buckets(&bv, &nb);
+        deallocate_String_vector(&bv);
+        if (bk == NULL) {
+            rc = ZKR_ENOMEM;
+            break;
+        }
+        for (int b = 0; rc == ZOK && b < nb; b++) {
+            char bt[320];
+            struct Stat st;
+
+            snprintf(bt, sizeof(bt), "%s/b%010d", ql, bk[b]);
+            rc = zoo_exists(zh, bt, 0, &st);
+            if (rc == ZOK)
+                *count += st.numChildren;
+            else if (rc == ZNONODE)
+                rc = ZOK;
+        }
+        free(bk);
+    }
+    zkr__zh_put(q->s);
+    return rc;
+}
+
+void zkr_item_infos_free(zkr_item_info_t *v, int count)
+{
+    if (v == NULL)
+        return;
+    for (int i = 0; i < count; i++) {
+        free(v[i].id);
+        free(v[i].claim_id);
+    }
+    free(v);
+}
+
+/* Fills one info; 1, 0 (gone), or a code < 0. */
+static int item_info(zkr_workq_t *q, zhandle_t *zh, const char *ipath,
+                     int level, int carry, zkr_item_info_t *out)
+{
+    struct Stat st;
+    int rc = zoo_exists(zh, ipath, 0, &st);
+
+    if (rc == ZNONODE)
+        return 0;
+    if (rc != ZOK)
+        return -rc;
+    memset(out, 0, sizeof(*out));
+    out->id = zkr__strdup(ipath + strlen(q->path) + 1);
+    if (out->id == NULL)
+        return ZKR_ENOMEM;
+    out->level = level;
+    out->deliveries = carry + st.version;
+    out->ctime_ms = st.ctime;
+    out->size = st.dataLength;
+    if (st.numChildren > 0) {
+        struct String_vector cv = {0, NULL};
+        zkr__entry_t *e = NULL;
+        int n = 0;
+
+        if (zoo_get_children(zh, ipath, 0, &cv) == ZOK &&
+            zkr__sort_children(&cv, &e, &n) == 0 && n > 0) {
+            char cpath[700], buf[ZKR_ID_MAX + 1];
+            int len = ZKR_ID_MAX;
+            struct Stat cs;
+
+            snprintf(cpath, sizeof(cpath), "%s/%s", ipath, e[0].name);
+            if (zoo_get(zh, cpath, 0, buf, &len, &cs) == ZOK) {
+                buf[len > 0 ? len : 0] = '\0';
+                out->claimed = 1;
+                out->claim_sid = cs.ephemeralOwner;
+                out->claim_id = zkr__strdup(buf);
+            }
+        }
+        free(e);
+        deallocate_String_vector(&cv);
+    }
+    return 1;
+}
+
+int zkr_workq_items(zkr_workq_t *q, int max, zkr_item_info_t **out, int *count)
+{
+    zkr_item_info_t *v = NULL;
+    zhandle_t *zh;
+    int rc, n = 0;
+
+    if (q == NULL || out == NULL || count == NULL || max < 0)
+        return ZBADARGUMENTS;
+    *out = NULL;
+    *count = 0;
+    if (max == 0)
+        return 0;
+    if ((v = calloc((size_t)max, sizeof(*v))) == NULL)
+        return ZKR_ENOMEM;
+    if ((rc = zkr__read_begin(q->s, q->path, &zh)) != 0) {
+        free(v);
+        return rc;
+    }
+    for (int level = 0; rc == ZOK && level < ZKR_WORKQ_LEVELS && n < max;
+         level++) {
+        char ql[300];
+        struct String_vector bv = {0, NULL};
+        int nb = 0, *bk;
+
+        snprintf(ql, sizeof(ql), "%s/q%d", q->path, level);
+        if ((rc = zoo_get_children(zh, ql, 0, &bv)) != ZOK) {
+            rc = rc == ZNONODE ? ZOK : rc;
+            continue;
+        }
+        bk = sorted_buckets(&bv, &nb);
+        deallocate_String_vector(&bv);
+        if (bk == NULL) {
+            rc = ZKR_ENOMEM;
+            break;
+        }
+        for (int b = 0; rc == ZOK && b < nb && n < max; b++) {
+            char bt[320];
+            struct String_vector iv = {0, NULL};
+            wq_entry_t *e;
+            int ni = 0;
+
+            snprintf(bt, sizeof(bt), "%s/b%010d", ql, bk[b]);
+            if ((rc = zoo_get_children(zh, bt, 0, &iv)) != ZOK) {
+                rc = rc == ZNONODE ? ZOK : rc;
+                continue;
+            }
+            if ((e = sorted_items(&iv, &ni)) == NULL)
+                rc = ZKR_ENOMEM;
+            for (int i = 0; rc == ZOK && i < ni && n < max; i++) {
+                char ipath[512];
+                int r;
+
+                snprintf(ipath, sizeof(ipath), "%s/%s", bt, e[i].name);
+                r = item_info(q, zh, ipath, level, e[i].carry, &v[n]);
+                if (r < 0)
+                    rc = -r;
+                else
+                    n += r;
+            }
+            free(e);
+            deallocate_String_vector(&iv);
+        }
+        free(bk);
+    }
+    zkr__zh_put(q->s);
+    if (rc != ZOK || n == 0) {
+        zkr_item_infos_free(v, n);
+        return rc;
+    }
+    *out = v;
+    *count = n;
+    return 0;
+}
+
+/* ------------------------------------------------------ item access */
+
+const void *zkr_item_data(const zkr_item_t *it, size_t *len)
+{
+    if (len != NULL)
+        *len = it != NULL ? it->len : 0;
+    return it != NULL ? it->data : NULL;
+}
+
+const char *zkr_item_id(const zkr_item_t *it)
+{
+    return it != NULL ? it->id : "";
+}
+
+int zkr_item_deliveries(const zkr_item_t *it)
+{
+    return it != NULL ? it->carry + it->version : 0;
+}
+
+int zkr_item_level(const zkr_item_t *it)
+{
+    return it != NULL ? it->level : -1;
+}
+
+zkr_lock_state_t zkr_item_state(zkr_item_t *it)
+{
+    zkr_lock_state_t st;
+
+    if (it == NULL)
+        return ZKR_LOCK_IDLE;
+    zkr__lock_fresh(it->s);
+    st = it->c.pub;
+    zkr__contender_read(&it->c);
+    pthread_mutex_unlock(&it->s->mu);
+    return st;
+}
+
+int zkr_item_token(zkr_item_t *it, int64_t *token)
+{
+    int rc = 0;
+
+    if (it == NULL || token == NULL)
+        return ZBADARGUMENTS;
+    zkr__lock_fresh(it->s);
+    if (it->c.phase == ZKR__P_HELD || it->c.phase == ZKR__P_COMMITTING)
+        *token = it->c.czxid;
+    else
+        rc = ZKR_ENOTHELD;
+    pthread_mutex_unlock(&it->s->mu);
+    return rc;
+}
+
+int zkr_item_sequencer(zkr_item_t *it, zkr_sequencer_t *out)
+{
+    int rc;
+
+    if (it == NULL || out == NULL)
+        return ZBADARGUMENTS;
+    zkr__lock_fresh(it->s);
+    rc = zkr__sequencer(&it->c, out);
+    pthread_mutex_unlock(&it->s->mu);
+    return rc;
+}
+
+int64_t zkr_item_valid_ms(zkr_item_t *it)
+{
+    return it != NULL ? zkr__valid_ms(&it->c) : 0;
+}
+
+int zkr_item_fd(zkr_item_t *it)
+{
+    return it != NULL ? zkr__contender_fd(&it->c) : -1;
+}
+
+int zkr_item_set_listener(zkr_item_t *it, zkr_item_listener_t fn, void *data)
+{
+    if (it == NULL)
+        return ZBADARGUMENTS;
+    pthread_mutex_lock(&it->s->mu);
+    it->c.lis_fn = (void (*)(void))fn;
+    it->c.lis_data = data;
+    pthread_mutex_unlock(&it->s->mu);
+    return 0;
+}
+
+/* --------------------------------------------------------- ack/nack */
+
+static void item_done(zkr__commit_t *cm, int rc);
+
+/* The ops of a nack to the back, for tail bucket it->tail. */
+static int build_back(zkr_item_t *it)
+{
+    char tail[320], prefix[420];
+
+    snprintf(tail, sizeof(tail), "%s/q%d/b%010d", it->qpath, it->level,
+             it->tail);
+    if (it->new_prefix == NULL) {
+        char uuid[37];
+        zkr__uuid(uuid);
+        snprintf(prefix, sizeof(prefix), "i-%d-%s-", it->carry + it->version,
+                 uuid);
+        if ((it->new_prefix = zkr__strdup(prefix)) == NULL)
+            return ZKR_ENOMEM;
+    }
+    snprintf(prefix, sizeof(prefix), "%s/%s", tail, it->new_prefix);
+    free(it->tail_path);
+    it->tail_path = zkr__strdup(tail);
+    if (it->tail_path == NULL)
+        return ZKR_ENOMEM;
+    /* The create's path must outlive the call: kept in created's tail. */
+    snprintf(it->created + 512, 512, "%s", prefix);
+    zoo_check_op_init(&it->ops[0], it->ipath, it->version);
+    zoo_delete_op_init(&it->ops[1], it->c.node, -1);
+    zoo_delete_op_init(&it->ops[2], it->ipath, it->version);
+    zoo_check_op_init(&it->ops[3], it->tail_path, 0);
+    zoo_create_op_init(&it->ops[4], it->created + 512, it->data, (int)it->len,
+                       &it->c.acl, ZOO_PERSISTENT_SEQUENTIAL, it->created, 512);
+    it->cm.count = 5;
+    it->cm.self = 1;
+    it->cm.keep = 3;
+    it->cm.probe = it->ipath;
+    it->cm.probe_version = -1;
+    return 0;
+}
+
+/* Nack to the back found the tail sealed: its new number. */
+static void tail_done(int rc, const struct Stat *stat, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+    zkr_item_t *it = op->c->owner;
+    int r;
+
+    (void)s;
+    if (rc == ZOK) {
+        it->tail = stat->version;
+        r = build_back(it);
+        if (r == 0)
+            r = zkr__commit(&it->c, &it->cm);
+    } else {
+        r = conn_error(rc) ? ZCONNECTIONLOSS : rc;
+    }
+    if (r != 0) {
+        it->where = -2; /* report r as is */
+        item_done(&it->cm, r);
+    }
+    zkr__op_end(op);
+}
+
+struct seal_job {
+    zoo_op_t ops[3];
+    zoo_op_result_t res[3];
+    char bt[320], ql[300], next[320];
+};
+
+static void seal_done(int rc, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+
+    (void)s;
+    free(op->ctx);
+    op->ctx = NULL;
+    zkr__op_end(op);
+}
+
+/* Mutex held: the engine's answer to our ack or nack. */
+static void item_done(zkr__commit_t *cm, int rc)
+{
+    zkr_item_t *it = (zkr_item_t *)((char *)cm - offsetof(zkr_item_t, cm));
+    zkr_session_t *s = it->s;
+
+    if (it->where == ZKR_NACK_BACK && cm->failed == 3 && rc == ZBADVERSION) {
+        zkr__op_t *op = zkr__op_new(s, &it->c);
+        char ql[300];
+
+        snprintf(ql, sizeof(ql), "%s/q%d", it->qpath, it->level);
+        if (op != NULL && zoo_aexists(s->zh, ql, 0, tail_done, op) == ZOK)
+            return;
+        if (op != NULL)
+            zkr__op_cancel(op);
+        rc = ZKR_ENOMEM;
+    }
+    if (rc == 0 && it->where == ZKR_NACK_BACK) {
+        const char *dash = strrchr(it->created, '-');
+        int32_t seq = 0;
+        struct seal_job *j;
+        zkr__op_t *op;
+
+        if (dash != NULL && zkr__parse_seq(dash + 1, &seq) == 0 &&
+            seq >= it->bucket && (j = calloc(1, sizeof(*j))) != NULL) {
+            snprintf(j->ql, sizeof(j->ql), "%s/q%d", it->qpath, it->level);
+            snprintf(j->bt, sizeof(j->bt), "%s/b%010d", j->ql, it->tail);
+            snprintf(j->next, sizeof(j->next), "%s/b%010d", j->ql,
+                     it->tail + 1);
+            zoo_set_op_init(&j->ops[0], j->bt, "sealed", 6, 0, NULL);
+            zoo_set_op_init(&j->ops[1], j->ql, "", 0, it->tail, NULL);
+            zoo_create_op_init(&j->ops[2], j->next, "", 0, &it->c.acl,
+                               ZOO_PERSISTENT, NULL, 0);
+            if ((op = zkr__op_new(s, NULL)) == NULL) {
+                free(j);
+            } else {
+                op->ctx = j;
+                if (zoo_amulti(s->zh, 3, j->ops, j->res, seal_done, op) !=
+                    ZOK) {
+                    op->ctx = NULL;
+                    zkr__op_cancel(op);
+                    free(j);
+                }
+            }
+        }
+    }
+    it->busy = 0;
+    if (rc == 0)
+        it->finished = 1;
+    if (it->sync) {
+        it->rc = rc;
+        it->done = 1;
+        pthread_cond_broadcast(&s->cv);
+    } else if (it->cb != NULL) {
+        zkr__post(s, ZKR__EV_RELEASED, rc, &it->c, (void (*)(void))it->cb,
+                  it->cbdata);
+    }
+    it->cb = NULL;
+}
+
+static int item_commit(zkr_item_t *it, int where, zkr_item_completion_t cb,
+                       void *data, int sync)
+{
+    zkr_session_t *s;
+    int rc = 0;
+
+    if (it == NULL || (!sync && cb == NULL) ||
+        (where != -1 && where != ZKR_NACK_FRONT && where != ZKR_NACK_BACK))
+        return ZBADARGUMENTS;
+    if (sync && zkr__in_callback())
+        return ZKR_EDEADLK;
+    s = it->s;
+    zkr__lock_fresh(s);
+    if (s->closing)
+        rc = ZKR_ECLOSED;
+    else if (it->finished || it->busy)
+        rc = ZKR_ESTATE;
+    if (rc == 0 && it->c.phase == ZKR__P_HELD && it->c.node != NULL) {
+        memset(&it->cm, 0, sizeof(it->cm));
+        it->cm.ops = it->ops;
+        it->cm.results = it->res;
+        it->cm.done = item_done;
+        it->cm.probe = it->ipath;
+        if (where == -1) { /* ack */
+            zoo_delete_op_init(&it->ops[0], it->c.node, -1);
+            zoo_delete_op_init(&it->ops[1], it->ipath, it->version);
+            it->cm.count = 2;
+            it->cm.self = 0;
+            it->cm.keep = -1;
+            it->cm.probe_version = -1;
+        } else if (where == ZKR_NACK_FRONT) {
+            zoo_check_op_init(&it->ops[0], it->ipath, it->version);
+            zoo_delete_op_init(&it->ops[1], it->c.node, -1);
+            it->cm.count = 2;
+            it->cm.self = 1;
+            it->cm.keep = -1;
+            it->cm.probe_version = it->version;
+        } else {
+            /* The item's own bucket first: a later one if it is sealed. */
+            it->tail = atoi(strchr(it->id, '/') + 2);
+            rc = build_back(it);
+        }
+    }
+    if (rc == 0) {
+        it->where = where;
+        it->sync = sync;
+        it->done = 0;
+        it->cb = cb;
+        it->cbdata = data;
+        it->busy = 1;
+        rc = zkr__commit(&it->c, &it->cm);
+        if (rc != 0)
+            it->busy = 0;
+    }
+    if (rc == 0 && sync) {
+        while (!it->done)
+            zkr__wait(s, &it->done, -1);
+        rc = it->rc;
+        it->sync = 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int zkr_item_ack(zkr_item_t *it)
+{
+    return item_commit(it, -1, NULL, NULL, 1);
+}
+
+int zkr_item_nack(zkr_item_t *it, zkr_nack_where_t where)
+{
+    return item_commit(it, (int)where, NULL, NULL, 1);
+}
+
+int zkr_item_ack_async(zkr_item_t *it, zkr_item_completion_t cb, void *data)
+{
+    return item_commit(it, -1, cb, data, 0);
+}
+
+int zkr_item_nack_async(zkr_item_t *it, zkr_nack_where_t where,
+                        zkr_item_completion_t cb, void *data)
+{
+    return item_commit(it, (int)where, cb, data, 0);
+}
