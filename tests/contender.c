@@ -410,9 +410,9 @@ static int broken_ack_fn(zhandle_t *zh, void *arg)
  * run ("<pid>.<n>"; a level in turn), HOLD_MS apart, and logs
  *   put <key> <rc> 0 <id>
  * A consumer takes (10 s at most under -r), logs take-start before and
- *   take <key> <delivery> <token> <id>      (token -1 if not readable)
- * after, works HOLD_MS, then acks (8 times in 10), nacks to the front or
- * to the back, and logs
+ *   take <key> <delivery> <token> <id>      (token -1 if not readable) * after,
+ * works HOLD_MS, then acks (8 times in 10; logs ack-start <key> 0 <token>
+ * before), nacks to the front or to the back, and logs
  *   ack <key> <rc> <token>   /   nack <key> <rc> <token> front|back
  * -b: its acks skip the claim check (broken_ack_fn), for the checker's
  * self-test. -x MAX: dead-lettering after MAX deliveries. */
@@ -471,11 +471,12 @@ static int run_queue(zkr_session_t *s, const char *path, const char *id,
         if (broken) {
             char node[512];
             struct broken_ack b = {node};
-
             snprintf(node, sizeof(node), "%s/%s", path, zkr_item_id(it));
+            hist_str("ack-start", key, 0, token, "-");
             rc = zkr_session_with_handle(s, broken_ack_fn, &b);
             hist_str("ack", key, rc, token, "-");
         } else if (r < 8) {
+            hist_str("ack-start", key, 0, token, "-");
             rc = zkr_item_ack(it);
             hist_str("ack", key, rc, token, "-");
         } else {

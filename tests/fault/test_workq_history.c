@@ -166,6 +166,30 @@ static void test_checker_queue_rules(void **state)
                    "21 1 0 snap-dead k2 0 0 i-0-u2-0000000001\n" Q_END);
     assert_only(&c, NULL);
     assert_int_equal(field_of(&c, "dead_letters"), 1);
+    /* Killed after it sent its ack, before it could log the answer: the
+     * ack may have committed (in doubt, not lost) ... */
+    c = check_text(dir, "1 10 aa put k1 0 0 -\n"
+                        "2 11 bb take k1 1 100 -\n"
+                        "3 11 bb ack-start k1 0 100 -\n"
+                        "4 1 0 kill 11 0\n"
+                        "20 1 0 snap-begin - 0\n" Q_END);
+    assert_only(&c, NULL);
+    assert_int_equal(field_of(&c, "acks_in_doubt"), 1);
+    /* ... but killed before it sent one, the item must come back ... */
+    c = check_text(dir, "1 10 aa put k1 0 0 -\n"
+                        "2 11 bb take k1 1 100 -\n"
+                        "4 1 0 kill 11 0\n"
+                        "20 1 0 snap-begin - 0\n" Q_END);
+    assert_only(&c, "items_lost");
+    /* ... and an ack begun by a claim taken over since is no excuse. */
+    c = check_text(dir, "1 10 aa put k1 0 0 -\n"
+                        "2 11 bb take k1 1 100 -\n"
+                        "3 11 bb ack-start k1 0 100 -\n"
+                        "4 1 0 kill 11 0\n"
+                        "5 12 cc take k1 2 200 -\n"
+                        "6 1 0 kill 12 0\n"
+                        "20 1 0 snap-begin - 0\n" Q_END);
+    assert_only(&c, "items_lost");
     /* Without a snapshot, a history with puts fails: lost is not judged. */
     c = check_text(dir, Q_HEAD Q_TAKE2 Q_ACK2 Q_NACK);
     assert_int_equal(field_of(&c, "snapshot"), 0);
