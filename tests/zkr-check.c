@@ -606,7 +606,8 @@ static void sess_end(const struct proc *p, long long t)
 }
 
 static struct {
-    long puts, put_errors, takes, acks, acks_stale, nacks, queued, dead;
+    long puts, put_errors, takes, acks, acks_stale, nacks, nacks_stale;
+    long queued, dead;
     long lost, double_acks, superseded, delivery_regr, token_regr;
     long dead_claims, claims_unjudged, acked_present, duplicates;
     long in_doubt;
@@ -693,6 +694,8 @@ static int queue_event(struct proc *p, const struct ev *e)
         if (e->b == 0) {
             qs.nacks++;
             it->nacks_ok++;
+        } else {
+            qs.nacks_stale++;
         }
     } else {
         /* snap-item KEY DELIVERIES CLAIM_TOKEN SID|- (after the run), or
@@ -1131,17 +1134,18 @@ int main(int argc, char **argv)
            attempts, refused, interleaved, early, delayed);
     if (qs.puts + qs.put_errors + qs.takes + qs.queued + qs.dead > 0)
         printf(" queue: puts=%ld put_errors=%ld takes=%ld acks=%ld "
-               "acks_refused=%ld nacks=%ld queued=%ld dead_letters=%ld "
+               "acks_refused=%ld nacks=%ld nacks_refused=%ld queued=%ld "
+               "dead_letters=%ld "
                "snapshot=%d items_lost=%ld double_acks=%ld "
                "superseded_acks=%ld delivery_regressions=%ld "
                "item_token_regressions=%ld dead_claims=%ld "
                "claims_unjudged=%ld acked_present=%ld duplicate_items=%ld "
                "acks_in_doubt=%ld",
                qs.puts, qs.put_errors, qs.takes, qs.acks, qs.acks_stale,
-               qs.nacks, qs.queued, qs.dead, qs.snapshot, qs.lost,
-               qs.double_acks, qs.superseded, qs.delivery_regr, qs.token_regr,
-               qs.dead_claims, qs.claims_unjudged, qs.acked_present,
-               qs.duplicates, qs.in_doubt);
+               qs.nacks, qs.nacks_stale, qs.queued, qs.dead, qs.snapshot,
+               qs.lost, qs.double_acks, qs.superseded, qs.delivery_regr,
+               qs.token_regr, qs.dead_claims, qs.claims_unjudged,
+               qs.acked_present, qs.duplicates, qs.in_doubt);
     printf("\n");
     free(handovers);
     free(evs);

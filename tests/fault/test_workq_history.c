@@ -318,6 +318,7 @@ struct worker {
 };
 
 static char soak_hist[512];
+static struct worker *soak_slow; /* the consumer that works 800 ms */
 static int64_t soak_end_ms;
 
 /* The driver's own history event about pid. */
@@ -334,6 +335,24 @@ static void driver_event(const char *what, pid_t pid)
     fclose(f);
 }
 
+/* Lines of the history by pid that are takes. */
+static int takes_of(pid_t pid)
+{
+    char line[512], what[16];
+    long long t;
+    long p;
+    int n = 0;
+    FILE *f = fopen(soak_hist, "r");
+
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        n += sscanf(line, "%lld %ld %*s %15s", &t, &p, what) == 3 &&
+             p == (long)pid && strcmp(what, "take") == 0;
+    fclose(f);
+    return n;
+}
+
 /* Starts w at path until the soak's end (-r -d: keeps going after
  * errors). */
 static void worker_spawn(struct worker *w, const char *path)
@@ -348,7 +367,7 @@ static void worker_spawn(struct worker *w, const char *path)
                     "-H", soak_hist,
                     "-t", t,
                     "-i", w->id,
-                    "-h", w->kind == 'P' ? "50" : "60",
+                    "-h", w->kind == 'P' ? "50" : w == soak_slow ? "800" : "60",
                     "-Q", kind,
                     "-x", "6",
                     NULL};
@@ -361,7 +380,7 @@ static void worker_spawn(struct worker *w, const char *path)
 }
 
 /* A soak of `seconds`: 2 producers (a put every 50 ms each) and 3
- * consumers (60 ms of work per item) on path; every 3 s a
+ * consumers (60 ms of work per item, 800 for the third) on path; every 3 s a
  * consumer (or, one time in four, a producer) is killed and started
  * again, and once a consumer is frozen past its session. Then the queue
  * is read into the history and checked. */
@@ -372,6 +391,7 @@ static struct check soak(const char *dir, const char *path, int seconds)
     struct check c;
 
     snprintf(soak_hist, sizeof(soak_hist), "%s/history", dir);
+    soak_slow = &w[2];
     soak_end_ms = zkt_now_ms() + 1000LL * seconds;
     for (int i = 0; i < nw; i++) {
         w[i].kind = i < 2 ? 'P' : 'C';
@@ -382,10 +402,13 @@ static struct check soak(const char *dir, const char *path, int seconds)
         zkt_sleep_ms(3000);
         round++;
         if (round == 3) {
-            /* Frozen past its session: its claim passes on, and its late
-             * ack must be refused. */
-            struct worker *v = &w[2];
+            /* Frozen past its session just after it took an item (it
+             * works 800 ms on each): its claim passes on, and its late
+             * ack or nack must be refused. */
+            struct worker *v = soak_slow;
+            int n = takes_of(v->pid);
 
+            assert_true(ZKT_WAIT_UNTIL(takes_of(v->pid) > n, 20000));
             driver_event("pause", v->pid);
             kill(v->pid, SIGSTOP);
             zkt_sleep_ms(SESSION_MS * 3 / 2);
@@ -415,7 +438,8 @@ static struct check soak(const char *dir, const char *path, int seconds)
 }
 
 /* Producers and consumers with kills and a pause: the history passes
- * every rule, items flowed, and the line of consumers is empty. */
+ * every rule, items flowed, the frozen consumer's late ack (or nack) was
+ * refused, and the line of consumers is empty. */
 static void test_workq_soak(void **state)
 {
     char *dir = zkt_mkdtemp("zkr-wqhist-");
@@ -427,6 +451,8 @@ static void test_workq_soak(void **state)
     assert_int_equal(field_of(&c, "snapshot"), 1);
     assert_true(field_of(&c, "puts") > 100);
     assert_true(field_of(&c, "acks") > 50);
+    assert_true(field_of(&c, "acks_refused") + field_of(&c, "nacks_refused") >=
+                1);
     assert_int_equal(children("/wqh/soak/consumers"), 0);
     zkt_rm_rf(dir);
     free(dir);
