@@ -195,7 +195,7 @@ static void test_levels(void **state)
 
 /* ---------------------------------------------------------- fairness */
 
-static volatile int fair_order[8], fair_n;
+static volatile int fair_order[64], fair_n;
 static pthread_mutex_t fair_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static volatile int acked_bad;
@@ -212,7 +212,9 @@ static void fair_taken(int rc, zkr_item_t *it, void *data)
 {
     pthread_mutex_lock(&fair_mu);
     if (rc == 0) {
-        fair_order[fair_n++] = (int)(intptr_t)data;
+        if (fair_n < 64)
+            fair_order[fair_n] = (int)(intptr_t)data;
+        fair_n++;
         if (zkr_item_ack_async(it, acked, NULL) != 0)
             acked_bad = -1;
     }
