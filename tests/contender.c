@@ -409,10 +409,11 @@ static int broken_ack_fn(zhandle_t *zh, void *arg)
 /* The -Q loop. A producer puts items whose data is a key unique in the
  * run ("<pid>.<n>"; a level in turn), HOLD_MS apart, and logs
  *   put <key> <rc> 0 <id>
- * A consumer takes (10 s at most under -r), logs take-start before and
- *   take <key> <delivery> <token> <id>      (token -1 if not readable) * after,
- * works HOLD_MS, then acks (8 times in 10; logs ack-start <key> 0 <token>
- * before), nacks to the front or to the back, and logs
+ * A consumer logs take-start, takes (10 s at most under -r), logs
+ *   take <key> <delivery> <token> <id>
+ * (token -1 if not readable), works HOLD_MS, then acks 8 times in 10,
+ * else nacks to the front or to the back, and logs
+ *   ack-start <key> 0 <token>   (before the ack)
  *   ack <key> <rc> <token>   /   nack <key> <rc> <token> front|back
  * -b: its acks skip the claim check (broken_ack_fn), for the checker's
  * self-test. -x MAX: dead-lettering after MAX deliveries. */
@@ -456,7 +457,8 @@ static int run_queue(zkr_session_t *s, const char *path, const char *id,
         data = zkr_item_data(it, &len);
         if (len >= sizeof(key))
             len = sizeof(key) - 1;
-        memcpy(key, data, len);
+        if (len > 0)
+            memcpy(key, data, len);
         key[len] = '\0';
         for (size_t k = 0; k < len; k++) /* one word in the history */
             if (!isgraph((unsigned char)key[k]))
@@ -471,6 +473,7 @@ static int run_queue(zkr_session_t *s, const char *path, const char *id,
         if (broken) {
             char node[512];
             struct broken_ack b = {node};
+
             snprintf(node, sizeof(node), "%s/%s", path, zkr_item_id(it));
             hist_str("ack-start", key, 0, token, "-");
             rc = zkr_session_with_handle(s, broken_ack_fn, &b);
