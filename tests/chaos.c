@@ -16,6 +16,7 @@
  *
  *   chaos [-d SECONDS] [-l LOCKERS] [-e ELECTORS] [-R RUNNERS]
  *         [-f FOREIGN] [-t SESSION_MS] [-D DELAY_MS] [-s SEED] [-E] [-b]
+ *         [-Q [-P PRODUCERS] [-C CONSUMERS] [-x MAX]]
  *
  * -D gives the lockers a lock-delay (issue 16) and tells the checker,
  * which then also counts a grant earlier than DELAY_MS after a holder's
@@ -66,9 +67,27 @@
  * most), so that one outage is judged at a time. Their fault-start event
  * names the member (0-2) in its last field.
  *
+ * -Q (`make chaos CHAOS_FLAGS=-Q`, issue 17): a work queue at /chaos/queue
+ * too, with PRODUCERS (2) putting an item every 100 ms and CONSUMERS (4)
+ * taking, working 100 ms and acking (nacking front or back 2 times in 10),
+ * dead-lettering after MAX (5) deliveries (tests/contender -Q); every
+ * other one through the proxy. They are killed and paused like the others
+ * (a fourth of the pauses freeze a consumer past its session: its claim
+ * passes on and its late ack must be refused). Once every process has
+ * gone and the killed consumers' claims with their sessions, the queue is
+ * read (tests/workq_snap.h) into the history, and the checker judges it:
+ * nothing lost, nothing acked twice or by a superseded claim, deliveries
+ * and tokens growing per item, no claim of a dead session.
+ * (-l 0 -e 0 -R 0 -f 0 -Q: the queue alone.)
+ *
  * -b: the first locker takes no lock at all, and the first runner's
  * leader function ignores its stop descriptor (tests/contender -b), to
- * show that the checker catches both; the line is then not clean. */
+ * show that the checker catches both; the line is then not clean. With
+ * -Q, the first consumer acks by deleting its item and every claim of it
+ * whatever their versions (the unchecked consume of kazoo's LockingQueue),
+ * which becomes a superseded ack when a pause past its session lets
+ * another consumer claim its item and the item is still there when it
+ * acks (not in every run: the other consumer may have acked it first). */
 #define _DEFAULT_SOURCE
 #include <fcntl.h>
 #include <signal.h>
@@ -81,10 +100,12 @@
 
 #include "harness.h"
 #include "seq.h"
+#include "workq_snap.h"
 
 #define MAX_PROCS 64
 #define LOCK_PATH "/chaos/lock"
 #define ELECT_PATH "/chaos/elect"
+#define QUEUE_PATH "/chaos/queue"
 
 struct proc {
     pid_t pid;
@@ -92,6 +113,7 @@ struct proc {
     int runner; /* runs leader functions (contender -R) */
     int proxied;
     int broken;
+    char queue;        /* 'P' a work queue's producer, 'C' its consumer */
     const char *hosts; /* where it connects */
     char id[16];
 };
@@ -106,10 +128,12 @@ static int nforeign = 1;
 static char hist[512], store[512], estore[512];
 static int session_ms = 3000;
 static int delay_ms;             /* -D: the lockers' lock-delay */
+static char dead_arg[16] = "5";  /* -x: the consumers' dead-lettering */
 static char delay_arg[16] = "0"; /* ... as text */
 static int64_t end_ms;
 static char *contender;
 static zhandle_t *raw; /* direct to the server, for finding the holder */
+static int queue_on;   /* -Q: a work queue's producers and consumers too */
 
 /* One driver event; b is the member a fault between members is aimed at
  * (-E), else 0. */
@@ -156,7 +180,9 @@ static void spawn(struct proc *p)
     argv[k++] = "-s";
     argv[k++] = (char *)p->hosts;
     argv[k++] = "-p";
-    argv[k++] = p->elector || p->runner ? ELECT_PATH : LOCK_PATH;
+    argv[k++] = p->queue                  ? QUEUE_PATH
+                : p->elector || p->runner ? ELECT_PATH
+                                          : LOCK_PATH;
     argv[k++] = "-H";
     argv[k++] = hist;
     argv[k++] = "-t";
@@ -164,14 +190,23 @@ static void spawn(struct proc *p)
     argv[k++] = "-i";
     argv[k++] = p->id;
     argv[k++] = "-h";
-    argv[k++] = p->runner ? "4000" : p->elector ? "50" : "20";
+    argv[k++] = p->queue == 'P' ? "100"
+                : p->queue      ? "100"
+                : p->runner     ? "4000"
+                : p->elector    ? "50"
+                                : "20";
     if (delay_ms > 0 && !p->runner && !p->elector) {
         argv[k++] = "-D";
         argv[k++] = delay_arg;
     }
     if (p->broken)
         argv[k++] = "-b";
-    if (p->runner) {
+    if (p->queue) {
+        argv[k++] = "-Q";
+        argv[k++] = p->queue == 'P' ? "P" : "C";
+        argv[k++] = "-x";
+        argv[k++] = dead_arg;
+    } else if (p->runner) {
         argv[k++] = "-R";
         argv[k++] = "-F";
         argv[k++] = estore;
@@ -239,6 +274,22 @@ static struct proc *first_of(const char *dir, char *node, size_t len,
 static struct proc *lock_holder(void)
 {
     return first_of(LOCK_PATH, NULL, 0, NULL);
+}
+
+/* A consumer of the work queue at random, or NULL. */
+static struct proc *a_consumer(void)
+{
+    int n = 0, k;
+
+    for (int i = 0; i < nprocs; i++)
+        n += procs[i].queue == 'C';
+    if (n == 0)
+        return NULL;
+    k = rand() % n;
+    for (int i = 0; i < nprocs; i++)
+        if (procs[i].queue == 'C' && k-- == 0)
+            return &procs[i];
+    return NULL;
 }
 
 /* The operator's forced release of the election's leader (as `zkr
@@ -384,10 +435,13 @@ static int inject(const char **kinds, int nkinds)
     } else if (strcmp(kind, "pause") == 0) {
         /* Two times in three, freeze the lock's holder or the
          * election's leader past its session timeout: a zombie that will
-         * try a late fenced write (or leader step) when it runs again. */
-        int r = rand() % 3;
+         * try a late fenced write (or leader step) when it runs again.
+         * With -Q, a fourth of the time a consumer, which holds a claim
+         * most of the time, as long: its late ack must be refused. */
+        int r = rand() % (queue_on ? 4 : 3);
         struct proc *h = r == 0   ? lock_holder()
                          : r == 1 ? first_of(ELECT_PATH, NULL, 0, NULL)
+                         : r == 3 ? a_consumer()
                                   : NULL;
         int ms = h != NULL ? rnd(session_ms * 5 / 4, session_ms * 3 / 2)
                            : rnd(200, session_ms * 3 / 2);
@@ -482,6 +536,7 @@ int main(int argc, char **argv)
         "follower-lag",    "member-restart",  "member-restart",
     };
     int seconds = 600, lockers = 6, electors = 3, runners = 2, opt;
+    int producers = 2, consumers = 4, nq;
     int faults = 0, rc;
     int ensemble = 0, broken = 0, stuck = 0;
     unsigned seed = (unsigned)time(NULL);
@@ -490,7 +545,7 @@ int main(int argc, char **argv)
     int orphans, watches;
     int64_t t0;
 
-    while ((opt = getopt(argc, argv, "d:l:e:R:f:t:D:s:Eb")) != -1) {
+    while ((opt = getopt(argc, argv, "d:l:e:R:f:t:D:s:EbQP:C:x:")) != -1) {
         switch (opt) {
         case 'd':
             seconds = atoi(optarg);
@@ -523,16 +578,31 @@ int main(int argc, char **argv)
         case 'b':
             broken = 1;
             break;
+        case 'Q':
+            queue_on = 1;
+            break;
+        case 'P':
+            producers = atoi(optarg);
+            break;
+        case 'C':
+            consumers = atoi(optarg);
+            break;
+        case 'x':
+            snprintf(dead_arg, sizeof(dead_arg), "%d", atoi(optarg));
+            break;
         default:
             fprintf(stderr, "usage: chaos [-d SECONDS] [-l LOCKERS] "
                             "[-e ELECTORS] [-R RUNNERS] [-f FOREIGN] "
                             "[-t SESSION_MS] [-D DELAY_MS] "
-                            "[-s SEED] [-E] [-b]\n");
+                            "[-s SEED] [-E] [-b] [-Q [-P PRODUCERS] "
+                            "[-C CONSUMERS] [-x MAX]]\n");
             return 2;
         }
     }
-    if (lockers + electors + runners > MAX_PROCS || runners < 0 ||
-        lockers + electors + runners < 1 || nforeign < 0 || nforeign > 8)
+    nq = queue_on ? producers + consumers : 0;
+    if (lockers + electors + runners + nq > MAX_PROCS || runners < 0 ||
+        lockers < 0 || electors < 0 || producers < 0 || consumers < 0 ||
+        lockers + electors + runners + nq < 1 || nforeign < 0 || nforeign > 8)
         return 2;
     srand(seed);
     contender = zkt_build_path("tests/contender");
@@ -557,8 +627,10 @@ int main(int argc, char **argv)
     snprintf(estore, sizeof(estore), "%s/store-elect", dir);
     fprintf(stderr,
             "chaos: %d s, %d lockers, %d electors, %d runners, %d foreign, "
-            "session %d ms, seed %u,%s history %s\n",
-            seconds, lockers, electors, runners, nforeign, session_ms, seed,
+            "%d producers, %d consumers, session %d ms, seed %u,%s "
+            "history %s\n",
+            seconds, lockers, electors, runners, nforeign, nq ? producers : 0,
+            nq ? consumers : 0, session_ms, seed,
             ensemble ? " 3-node ensemble," : "", hist);
     t0 = zkt_now_ms();
     end_ms = t0 + 1000LL * seconds;
@@ -587,6 +659,23 @@ int main(int argc, char **argv)
                  : p->elector ? "e"
                               : "l",
                  i);
+        spawn(p);
+    }
+    /* -Q: producers, then consumers; every other one through the proxy
+     * (-b: the first consumer acks without the claim check). */
+    for (int i = 0; i < nq; i++) {
+        struct proc *p = &procs[nprocs++];
+
+        p->queue = i < producers ? 'P' : 'C';
+        p->proxied = i % 2 == 0;
+        p->broken = broken && i == producers;
+        if (p->proxied)
+            p->hosts = zkt_proxy_hosts(proxy);
+        else if (ensemble)
+            p->hosts = zkt_server_hosts(zkt_ensemble_member(ens, i % 3));
+        else
+            p->hosts = zkt_server_hosts(server);
+        snprintf(p->id, sizeof(p->id), "%s%d", p->queue == 'P' ? "p" : "c", i);
         spawn(p);
     }
     for (int i = 0; i < nforeign; i++)
@@ -645,10 +734,21 @@ int main(int argc, char **argv)
     /* Nothing may be left once every process has gone. */
     zh = raw;
     ZKT_WAIT_UNTIL(zkt_count_children(zh, LOCK_PATH) == 0 &&
-                       zkt_count_children(zh, ELECT_PATH) == 0,
+                       zkt_count_children(zh, ELECT_PATH) == 0 &&
+                       zkt_count_children(zh, QUEUE_PATH "/consumers") == 0,
                    2 * session_ms + 2000);
-    orphans =
-        zkt_count_children(zh, LOCK_PATH) + zkt_count_children(zh, ELECT_PATH);
+    orphans = zkt_count_children(zh, LOCK_PATH) +
+              zkt_count_children(zh, ELECT_PATH) +
+              zkt_count_children(zh, QUEUE_PATH "/consumers");
+    if (queue_on) {
+        /* The queue as the run left it, for the checker: claims of killed
+         * consumers have gone within their session timeout (the checker
+         * judges claims of sessions over for SESSION_MS + 5 s). */
+        ZKT_WAIT_UNTIL(zkt_workq_claimed(zh, QUEUE_PATH) == 0,
+                       session_ms + 7000);
+        if (zkt_workq_snapshot(zh, QUEUE_PATH, hist) < 0)
+            fprintf(stderr, "chaos: cannot read the queue at the end\n");
+    }
     zookeeper_close(zh);
     {
         /* The server's own view: ephemerals still listed by "dump". */

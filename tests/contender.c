@@ -2,7 +2,7 @@
  * and processes (mutual exclusion, pausing and killing one contender).
  *
  *   contender -s HOSTS -p PATH [-n ITERS] [-c COUNTER] [-l LOG] [-i ID]
- *             [-t SESSION_MS] [-h HOLD_MS] [-b] [-E | -R]
+ *             [-t SESSION_MS] [-h HOLD_MS] [-b] [-E | -R | -Q P|C [-x MAX]]
  *
  * Each iteration acquires the lock, does a deliberately non-atomic
  * read-modify-write of the integer in COUNTER (read, sleep HOLD_MS, write
@@ -59,8 +59,12 @@
  * exists, so that a test can start all contenders' loops at once.
  *
  * -D MS gives the lock (or permit) a lock-delay of MS (zkr_lock_set_delay).
+ *
+ * -Q P or -Q C makes it a work queue's producer or consumer at PATH
+ * (issue 17; see run_queue for what it logs), -x MAX its dead-lettering.
  */
 #define _DEFAULT_SOURCE
+#include <ctype.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -118,6 +122,24 @@ static void hist_at(long long t, const char *event, long long a, long long b)
 static void hist(const char *event, long long a, long long b)
 {
     hist_at(now_ns(), event, a, b);
+}
+
+/* A queue event: a string, two numbers and a string (tests/zkr-check). */
+static void hist_str(const char *event, const char *a, long long b, long long c,
+                     const char *d)
+{
+    char buf[256];
+    int n;
+
+    if (hist_fd < 0)
+        return;
+    n = snprintf(buf, sizeof(buf), "%lld %ld %" PRIx64 " %s %s %lld %lld %s\n",
+                 now_ns(), (long)getpid(),
+                 hist_session != NULL ? (uint64_t)zkr_session_id(hist_session)
+                                      : 0,
+                 event, a, b, c, d);
+    if (n >= (int)sizeof(buf) || write(hist_fd, buf, (size_t)n) != n)
+        _exit(5);
 }
 
 static void on_session(zkr_session_t *s, zkr_state_t st, void *data)
@@ -361,6 +383,121 @@ static int run_runner(zkr_session_t *s, const char *path, const char *id,
     return resilient ? 0 : rc;
 }
 
+/* -Q: a work queue's producer or consumer (issue 17). */
+struct broken_ack {
+    const char *path; /* the item's node */
+};
+
+/* The broken ack of -Q C -b, as a queue without the claim check does it
+ * (kazoo's LockingQueue consumes so): every child of the item, then the
+ * item, deleted whatever their versions. */
+static int broken_ack_fn(zhandle_t *zh, void *arg)
+{
+    const struct broken_ack *b = arg;
+    struct String_vector v = {0, NULL};
+    char child[512];
+    int rc = zoo_get_children(zh, b->path, 0, &v);
+
+    for (int i = 0; rc == ZOK && i < v.count; i++) {
+        snprintf(child, sizeof(child), "%s/%s", b->path, v.data[i]);
+        zoo_delete(zh, child, -1);
+    }
+    deallocate_String_vector(&v);
+    return rc == ZOK ? zoo_delete(zh, b->path, -1) : rc;
+}
+
+/* The -Q loop. A producer puts items whose data is a key unique in the
+ * run ("<pid>.<n>"; a level in turn), HOLD_MS apart, and logs
+ *   put <key> <rc> 0 <id>
+ * A consumer logs take-start, takes (10 s at most under -r), logs
+ *   take <key> <delivery> <token> <id>
+ * (token -1 if not readable), works HOLD_MS, then acks 8 times in 10,
+ * else nacks to the front or to the back, and logs
+ *   ack-start <key> 0 <token>   (before the ack)
+ *   ack <key> <rc> <token>   /   nack <key> <rc> <token> front|back
+ * -b: its acks skip the claim check (broken_ack_fn), for the checker's
+ * self-test. -x MAX: dead-lettering after MAX deliveries. */
+static int run_queue(zkr_session_t *s, const char *path, const char *id,
+                     int iters, int hold, int broken, int producer,
+                     int dead_max)
+{
+    zkr_workq_t *q = NULL;
+    unsigned seed = (unsigned)getpid();
+    int rc = 0;
+
+    if (zkr_workq_new(&q, s, path, id, NULL) != 0 ||
+        (dead_max > 0 && zkr_workq_set_dead_letter(q, dead_max, NULL) != 0))
+        return 3;
+    for (int i = 0; more(i, iters) && (rc == 0 || resilient); i++) {
+        char key[64], itemid[ZKR_WORKQ_ID_MAX];
+        zkr_item_t *it = NULL;
+        int64_t token = -1;
+        const void *data;
+        size_t len = 0;
+        int r;
+
+        if (producer) {
+            snprintf(key, sizeof(key), "%ld.%d", (long)getpid(), i);
+            itemid[0] = '\0';
+            rc = zkr_workq_put(q, key, strlen(key), i % ZKR_WORKQ_LEVELS,
+                               itemid, sizeof(itemid));
+            hist_str("put", key, rc, 0, rc == 0 ? itemid : "-");
+            usleep((useconds_t)hold * 1000);
+            continue;
+        }
+        hist("take-start", 0, 0);
+        rc = zkr_workq_take(q, resilient ? 10000 : 60000, &it);
+        if (rc != 0) {
+            hist("giveup", rc, 0);
+            if (rc == ZKR_ETIMEDOUT && resilient)
+                continue;
+            usleep(50000);
+            continue;
+        }
+        data = zkr_item_data(it, &len);
+        if (len >= sizeof(key))
+            len = sizeof(key) - 1;
+        if (len > 0)
+            memcpy(key, data, len);
+        key[len] = '\0';
+        for (size_t k = 0; k < len; k++) /* one word in the history */
+            if (!isgraph((unsigned char)key[k]))
+                key[k] = '_';
+        if (len == 0)
+            strcpy(key, "-");
+        if (zkr_item_token(it, &token) != 0)
+            token = -1; /* lost already (paused, say): still a take */
+        hist_str("take", key, zkr_item_deliveries(it), token, zkr_item_id(it));
+        usleep((useconds_t)hold * 1000);
+        r = rand_r(&seed) % 10;
+        if (broken) {
+            char node[512];
+            struct broken_ack b = {node};
+
+            snprintf(node, sizeof(node), "%s/%s", path, zkr_item_id(it));
+            hist_str("ack-start", key, 0, token, "-");
+            rc = zkr_session_with_handle(s, broken_ack_fn, &b);
+            hist_str("ack", key, rc, token, "-");
+        } else if (r < 8) {
+            hist_str("ack-start", key, 0, token, "-");
+            rc = zkr_item_ack(it);
+            hist_str("ack", key, rc, token, "-");
+        } else {
+            zkr_nack_where_t where = r == 8 ? ZKR_NACK_FRONT : ZKR_NACK_BACK;
+
+            rc = zkr_item_nack(it, where);
+            hist_str("nack", key, rc, token,
+                     where == ZKR_NACK_FRONT ? "front" : "back");
+        }
+        zkr_item_free(it);
+        /* ESTALE: the claim was lost meanwhile (the point of the soak). */
+        if (rc == ZKR_ESTALE)
+            rc = 0;
+    }
+    zkr_workq_free(q);
+    return resilient ? 0 : rc;
+}
+
 static void log_line(int fd, const char *what, const char *id, long seq,
                      int64_t token)
 {
@@ -432,11 +569,13 @@ int main(int argc, char **argv)
     const char *store = NULL;   /* -F FILE: fenced store */
     const char *go = NULL;      /* -w FILE: start when it exists */
     int delay = 0;              /* -D MS: the lock's lock-delay */
+    int queue = 0;              /* -Q P|C: a work queue's producer/consumer */
+    int dead_max = 0;           /* -x MAX: its dead-lettering */
     zkr_session_t *s;
     zkr_lock_t *l;
 
-    while ((opt = getopt(argc, argv, "s:p:n:c:l:i:t:h:bP:k:H:F:ERd:rw:D:")) !=
-           -1) {
+    while ((opt = getopt(argc, argv,
+                         "s:p:n:c:l:i:t:h:bP:k:H:F:ERd:rw:D:Q:x:")) != -1) {
         switch (opt) {
         case 's':
             hosts = optarg;
@@ -495,6 +634,12 @@ int main(int argc, char **argv)
         case 'D':
             delay = atoi(optarg);
             break;
+        case 'Q':
+            queue = optarg[0];
+            break;
+        case 'x':
+            dead_max = atoi(optarg);
+            break;
         default:
             return 2;
         }
@@ -520,6 +665,15 @@ int main(int argc, char **argv)
         hist("ready", 0, 0);
         while (access(go, F_OK) != 0)
             usleep(5000);
+    }
+    if (queue == 'P' || queue == 'C') {
+        rc =
+            run_queue(s, path, id, iters, hold, broken, queue == 'P', dead_max);
+        hist("exit", rc, 0);
+        zkr_session_free(s);
+        if (rc != 0)
+            fprintf(stderr, "contender %s: %s\n", id, zkr_strerror(rc));
+        return rc == 0 ? 0 : 1;
     }
     if (elector || runner) {
         rc = runner ? run_runner(s, path, id, iters, hold, broken, store)

@@ -140,6 +140,53 @@
  *                      witness's samples (2 ms) — which matters only if a
  *                      newer leader acted in that instant.
  *
+ * Work queue events (issue 17; KEY is the item's payload, unique per put,
+ * which names the item across a nack to the back and dead-lettering; a
+ * line may carry two more fields, c and d):
+ *
+ *   put KEY RC 0 ID         zkr_workq_put() returned RC (the producer)
+ *   take-start              a consumer calls zkr_workq_take()
+ *   take KEY DELIVERY TOKEN ID   it returned the item: its delivery count
+ *                           and its claim's token (-1: not readable) *
+ * ack-start KEY 0 TOKEN   a consumer calls zkr_item_ack() of claim TOKEN ack
+ * KEY RC TOKEN        zkr_item_ack() of the claim TOKEN returned RC nack KEY RC
+ * TOKEN WHERE zkr_item_nack() (front or back) returned RC kill / pause /
+ * unpause PID    as above (consumers killed or frozen) snap-begin / snap-end
+ * the driver's reading of the queue after the run (tests/workq_snap.h), between
+ * which: snap-item KEY DELIVERIES TOKEN SID   an item still queued: its
+ * delivery count, and its claim's token and session (hex, as in the first
+ * fields) or 0 - snap-dead KEY CARRY     a dead letter (the carry of its name)
+ *
+ * Queue properties (the second part of the line, "queue: ...", printed
+ * when there are queue events):
+ *
+ *   items_lost         an item put (put returned 0, or it was taken) that
+ *                      is neither acked (0), queued nor dead at the end. *
+ * Judged only with a snapshot; puts without one fail. Not lost but counted in
+ * acks_in_doubt: an item whose last claim's ack was begun (ack-start) with no
+ * answer logged (its consumer was killed: the ack may have committed).
+ *   double_acks        an item acked (0) more than once.
+ *   superseded_acks    an ack (0) of a claim when the item has a take with
+ *                      a higher token: another consumer claimed it after
+ *                      that claim, so either the ack committed though the
+ *                      claim was superseded, or the item came back after it
+ *                      was completed.
+ *   delivery_regressions   taken claim after claim (by token), an item's
+ *                      delivery count does not grow; or the count at the
+ *                      end (of an item still queued) is below its last
+ *                      delivery's.
+ *   item_token_regressions a take whose token is not above that of every
+ *                      take of the item logged before it (equal is never
+ *                      excused; lower only when the process was frozen
+ *                      since it began to take: its report came late).
+ *   dead_claims        a claim at the end by a session that ended more
+ *                      than SESSION_MS + MARGIN_MS before (its process was
+ *                      killed or exited, or moved to a new session), or by
+ *                      a session no process of the run had. A session that
+ *                      ended later is counted in claims_unjudged.
+ *   acked_present      an item acked (0) and still queued or dead.
+ *   duplicate_items    an item more than once in the queue or dead.
+ *
  * Also reported: acquisitions, leaderships, stale_rejected (fence-reject
  * count), faults and their kinds, foreign (the foreign actor's contenders,
  * writes and deletes), handover_p99_ms (release or kill of a
@@ -162,9 +209,11 @@ struct ev {
     long pid;
     char sid[24];
     char what[16];
-    char a[32];
+    char a[64];
     long long b;
-    long order; /* position in input, for a stable sort */
+    long long c; /* queue events only (0 when absent) */
+    char d[80];  /* queue events only ("" when absent) */
+    long order;  /* position in input, for a stable sort */
 };
 
 struct proc {
@@ -188,6 +237,8 @@ struct proc {
     int leader;        /* leader-on, no leader-off yet */
     int dead;          /* killed or exited */
     long long seq;     /* sequence of the current grant */
+    int qpaused;       /* paused since its last take-start */
+    char cur_sid[24];  /* session of its last event ("" none yet) */
 };
 
 static struct ev *evs;
@@ -195,7 +246,7 @@ static size_t nev, capev;
 static struct proc *procs;
 static size_t nproc, capproc;
 static int verbose;
-static long long session_ns, grace_ns;
+static long long session_ns, grace_ns, margin_ns;
 static int link_faults;      /* link faults going on now */
 static long long link_bad_t; /* last start or stop of one (ns) */
 
@@ -219,7 +270,7 @@ static struct proc *proc_of(long pid)
 static int read_file(const char *path)
 {
     FILE *f = fopen(path, "r");
-    char line[256];
+    char line[512];
 
     if (f == NULL) {
         perror(path);
@@ -229,8 +280,8 @@ static int read_file(const char *path)
         struct ev e;
 
         memset(&e, 0, sizeof(e));
-        if (sscanf(line, "%lld %ld %23s %15s %31s %lld", &e.t, &e.pid, e.sid,
-                   e.what, e.a, &e.b) < 4)
+        if (sscanf(line, "%lld %ld %23s %15s %63s %lld %lld %79s", &e.t, &e.pid,
+                   e.sid, e.what, e.a, &e.b, &e.c, e.d) < 4)
             continue; /* a torn last line of a killed process */
         if (nev == capev) {
             capev = capev ? capev * 2 : 4096;
@@ -429,6 +480,353 @@ static long other_leaders(const struct proc *p, const struct ev *e)
     return n;
 }
 
+/* ---------------------------------------------------------------- queues */
+
+/* One taken delivery of an item: its claim's token and delivery count. */
+struct take {
+    long long token; /* -1: the consumer could not read it */
+    long long delivery;
+};
+
+/* What the history says of one item, by its key (the payload the producer
+ * gave it: it survives nack-to-back and dead-lettering, the node does
+ * not). */
+struct item {
+    char *key;
+    int put_ok;              /* put returned 0 */
+    int acks_ok;             /* ack returned 0 */
+    int nacks_ok;            /* nack returned 0 */
+    int snap_items;          /* in the queue at the end */
+    int snap_dead;           /* dead-lettered at the end */
+    long long snap_delivery; /* highest delivery count at the end */
+    long long max_token;     /* highest token of a take logged so far */
+    long long pending_ack;   /* ack-start's token, no result logged yet */
+    long long *ack_tokens;   /* tokens of the acks that returned 0 */
+    struct take *takes;
+    size_t ntakes, captakes, nack_tokens;
+};
+
+static struct item **items; /* open addressing, capitems slots */
+static size_t nitems, capitems;
+
+static size_t key_hash(const char *k)
+{
+    size_t h = 5381;
+
+    while (*k != '\0')
+        h = h * 33 + (unsigned char)*k++;
+    return h;
+}
+
+static struct item *item_of(const char *key)
+{
+    size_t i;
+
+    if (2 * (nitems + 1) > capitems) {
+        size_t cap = capitems ? capitems * 2 : 1024;
+        struct item **v = calloc(cap, sizeof(*v));
+
+        if (v == NULL)
+            exit(3);
+        for (size_t k = 0; k < capitems; k++) {
+            if (items[k] == NULL)
+                continue;
+            for (i = key_hash(items[k]->key) % cap; v[i] != NULL;
+                 i = (i + 1) % cap)
+                ;
+            v[i] = items[k];
+        }
+        free(items);
+        items = v;
+        capitems = cap;
+    }
+    for (i = key_hash(key) % capitems; items[i] != NULL; i = (i + 1) % capitems)
+        if (strcmp(items[i]->key, key) == 0)
+            return items[i];
+    items[i] = calloc(1, sizeof(**items));
+    if (items[i] == NULL || (items[i]->key = strdup(key)) == NULL)
+        exit(3);
+    items[i]->max_token = LLONG_MIN;
+    items[i]->pending_ack = LLONG_MIN;
+    nitems++;
+    return items[i];
+}
+
+/* Sessions seen in the history: the process whose events carried it,
+ * and when it ended (-1: not known to have ended). A session ends when
+ * its process is killed or exits, or when the process's events carry a
+ * new session (zkr opens one after LOST). */
+struct sess {
+    char sid[24];
+    long pid;
+    long long end_t;
+};
+static struct sess *sessions;
+static size_t nsessions, capsessions;
+
+static struct sess *sess_of(const char *sid)
+{
+    for (size_t i = 0; i < nsessions; i++)
+        if (strcmp(sessions[i].sid, sid) == 0)
+            return &sessions[i];
+    return NULL;
+}
+
+/* p's event e: p's session is e's. */
+static void sess_note(struct proc *p, const struct ev *e)
+{
+    struct sess *s;
+
+    if (strcmp(e->sid, "0") == 0 || strcmp(e->sid, p->cur_sid) == 0)
+        return;
+    if (p->cur_sid[0] != '\0' && (s = sess_of(p->cur_sid)) != NULL &&
+        s->end_t < 0)
+        s->end_t = e->t;
+    snprintf(p->cur_sid, sizeof(p->cur_sid), "%s", e->sid);
+    if (sess_of(e->sid) != NULL)
+        return;
+    if (nsessions == capsessions) {
+        capsessions = capsessions ? capsessions * 2 : 64;
+        sessions = realloc(sessions, capsessions * sizeof(*sessions));
+        if (sessions == NULL)
+            exit(3);
+    }
+    snprintf(sessions[nsessions].sid, sizeof(sessions[0].sid), "%s", e->sid);
+    sessions[nsessions].pid = p->pid;
+    sessions[nsessions++].end_t = -1;
+}
+
+/* p died (killed, or exited) at t: its session ends. */
+static void sess_end(const struct proc *p, long long t)
+{
+    struct sess *s = sess_of(p->cur_sid);
+
+    if (s != NULL && s->end_t < 0)
+        s->end_t = t;
+}
+
+static struct {
+    long puts, put_errors, takes, acks, acks_stale, nacks, nacks_stale;
+    long queued, dead;
+    long lost, double_acks, superseded, delivery_regr, token_regr;
+    long dead_claims, claims_unjudged, acked_present, duplicates;
+    long in_doubt;
+    int snapshot;     /* a complete snapshot (snap-end) was read */
+    long long snap_t; /* its start */
+} qs;
+
+static void take_push(struct item *it, long long token, long long delivery)
+{
+    if (it->ntakes == it->captakes) {
+        it->captakes = it->captakes ? it->captakes * 2 : 4;
+        it->takes = realloc(it->takes, it->captakes * sizeof(*it->takes));
+        if (it->takes == NULL)
+            exit(3);
+    }
+    it->takes[it->ntakes].token = token;
+    it->takes[it->ntakes++].delivery = delivery;
+}
+
+/* One queue event, in time order. Returns 0 if e is none. */
+static int queue_event(struct proc *p, const struct ev *e)
+{
+    struct item *it;
+
+    if (strcmp(e->what, "take-start") == 0) {
+        p->qpaused = p->paused;
+        return 1;
+    }
+    if (strcmp(e->what, "snap-begin") == 0) {
+        qs.snap_t = e->t;
+        return 1;
+    }
+    if (strcmp(e->what, "snap-end") == 0) {
+        qs.snapshot = 1;
+        return 1;
+    }
+    if (strcmp(e->what, "put") != 0 && strcmp(e->what, "take") != 0 &&
+        strcmp(e->what, "ack-start") != 0 && strcmp(e->what, "ack") != 0 &&
+        strcmp(e->what, "nack") != 0 && strcmp(e->what, "snap-item") != 0 &&
+        strcmp(e->what, "snap-dead") != 0)
+        return 0;
+    it = item_of(e->a);
+    if (strcmp(e->what, "put") == 0) {
+        /* b: put's rc. Not 0: it may or may not have been put. */
+        if (e->b == 0) {
+            qs.puts++;
+            it->put_ok++;
+        } else {
+            qs.put_errors++;
+        }
+    } else if (strcmp(e->what, "take") == 0) {
+        /* b: delivery count, c: token. A token at or below one already
+         * logged for this item: its claim came after the other one's
+         * (czxids only grow), so the other take's report must have been
+         * late, which a process frozen since it began to take explains;
+         * anything else cannot. */
+        qs.takes++;
+        if (e->c >= 0 && it->max_token != LLONG_MIN &&
+            (e->c == it->max_token || (e->c < it->max_token && !p->qpaused))) {
+            qs.token_regr++;
+            violation(e, "item token not above an earlier take's", -1);
+        }
+        if (e->c > it->max_token)
+            it->max_token = e->c;
+        take_push(it, e->c, e->b);
+    } else if (strcmp(e->what, "ack-start") == 0) {
+        it->pending_ack = e->c;
+    } else if (strcmp(e->what, "ack") == 0) {
+        /* b: rc, c: the token of the claim it acked. */
+        if (it->pending_ack == e->c)
+            it->pending_ack = LLONG_MIN;
+        if (e->b == 0) {
+            qs.acks++;
+            it->acks_ok++;
+            it->ack_tokens = realloc(it->ack_tokens,
+                                     (it->nack_tokens + 1) * sizeof(long long));
+            if (it->ack_tokens == NULL)
+                exit(3);
+            it->ack_tokens[it->nack_tokens++] = e->c;
+        } else {
+            qs.acks_stale++;
+        }
+    } else if (strcmp(e->what, "nack") == 0) {
+        if (e->b == 0) {
+            qs.nacks++;
+            it->nacks_ok++;
+        } else {
+            qs.nacks_stale++;
+        }
+    } else {
+        /* snap-item KEY DELIVERIES CLAIM_TOKEN SID|- (after the run), or
+         * snap-dead KEY DELIVERIES. */
+        int dead = strcmp(e->what, "snap-dead") == 0;
+
+        if (dead) {
+            qs.dead++;
+            it->snap_dead++;
+        } else {
+            qs.queued++;
+            it->snap_items++;
+        }
+        /* A dead letter is a new node: its count is not kept. */
+        if (!dead && e->b > it->snap_delivery)
+            it->snap_delivery = e->b;
+        if (!dead && e->d[0] != '\0' && strcmp(e->d, "-") != 0) {
+            const struct sess *s = sess_of(e->d);
+
+            if (s == NULL ||
+                (s->end_t >= 0 && e->t - s->end_t > session_ns + margin_ns)) {
+                qs.dead_claims++;
+                violation(e, "item claimed by a dead session",
+                          s != NULL ? s->pid : -1);
+            } else if (s->end_t >= 0) {
+                qs.claims_unjudged++; /* ended too recently to tell */
+            }
+        }
+    }
+    return 1;
+}
+
+static int by_token(const void *x, const void *y)
+{
+    const struct take *a = x, *b = y;
+
+    return a->token < b->token ? -1 : a->token > b->token;
+}
+
+/* The rules judged over the whole run, per item. */
+static void queue_judge(void)
+{
+    struct ev e;
+
+    memset(&e, 0, sizeof(e));
+    snprintf(e.what, sizeof(e.what), "item");
+    for (size_t k = 0; k < capitems; k++) {
+        struct item *it = items[k];
+        long long last = 0;
+        int present;
+
+        if (it == NULL)
+            continue;
+        snprintf(e.a, sizeof(e.a), "%s", it->key);
+        present = it->snap_items + it->snap_dead;
+        /* Completion is at most once. */
+        if (it->acks_ok > 1) {
+            qs.double_acks += it->acks_ok - 1;
+            violation(&e, "acked twice", -1);
+        }
+        /* A successful ack must be of the item's last claim: a take with a
+         * higher token means that another consumer claimed it after this
+         * claim (the ack committed while superseded), or after the ack
+         * (the item came back after completion). */
+        for (size_t i = 0; i < it->nack_tokens; i++) {
+            for (size_t j = 0; j < it->ntakes; j++) {
+                if (it->takes[j].token > it->ack_tokens[i]) {
+                    qs.superseded++;
+                    violation(&e, "acked by a superseded claim", -1);
+                    break;
+                }
+            }
+        }
+        /* Deliveries only grow, claim after claim, and the count at the
+         * end is no lower than the last delivery's. */
+        qsort(it->takes, it->ntakes, sizeof(*it->takes), by_token);
+        for (size_t j = 0; j < it->ntakes; j++) {
+            if (it->takes[j].token < 0)
+                continue;
+            if (it->takes[j].delivery <= last) {
+                qs.delivery_regr++;
+                violation(&e, "delivery count not above the last", -1);
+            }
+            last = it->takes[j].delivery;
+        }
+        if (it->snap_items > 0 && it->snap_delivery < last) {
+            qs.delivery_regr++;
+            violation(&e, "delivery count went back by the end", -1);
+        }
+        if (!qs.snapshot)
+            continue;
+        /* Nothing lost: an item that was put is acked, still queued or
+         * dead-lettered at the end; once, and not both. */
+        if ((it->put_ok > 0 || it->ntakes > 0) && it->acks_ok == 0 &&
+            present == 0) {
+            /* Unless an ack of its last claim was sent and its consumer
+             * died before it could log the answer: it may have
+             * committed. */
+            if (it->pending_ack != LLONG_MIN &&
+                it->pending_ack >= it->max_token) {
+                qs.in_doubt++;
+            } else {
+                qs.lost++;
+                violation(&e, "item lost", -1);
+            }
+        }
+        if (it->acks_ok > 0 && present > 0) {
+            qs.acked_present++;
+            violation(&e, "acked yet still there at the end", -1);
+        }
+        if (present > 1) {
+            qs.duplicates += present - 1;
+            violation(&e, "there more than once at the end", -1);
+        }
+    }
+}
+
+static void queue_free(void)
+{
+    for (size_t k = 0; k < capitems; k++) {
+        if (items[k] == NULL)
+            continue;
+        free(items[k]->key);
+        free(items[k]->takes);
+        free(items[k]->ack_tokens);
+        free(items[k]);
+    }
+    free(items);
+    free(sessions);
+}
+
 int main(int argc, char **argv)
 {
     long long session_ms = 10000, margin_ms = 5000, grace_ms = 500;
@@ -475,6 +873,7 @@ int main(int argc, char **argv)
     if (optind == argc)
         return 2;
     session_ns = session_ms * 1000000LL;
+    margin_ns = margin_ms * 1000000LL;
     grace_ns = grace_ms * 1000000LL;
     link_bad_t = LLONG_MIN;
     for (int i = optind; i < argc; i++)
@@ -498,6 +897,9 @@ int main(int argc, char **argv)
             violation(e, "late handover after kill", -1);
             handover_from = -1;
         }
+        sess_note(p, e);
+        if (queue_event(p, e))
+            continue;
         /* Anything that may delete a node without a release record, or
          * slow a handover down, ends the judgement of a clean one. */
         if (strcmp(e->what, "released") != 0 && strcmp(e->what, "grant") != 0 &&
@@ -582,6 +984,7 @@ int main(int argc, char **argv)
         } else if (strcmp(e->what, "exit") == 0) {
             p->holding = p->waiting = p->leader = 0;
             p->dead = 1;
+            sess_end(p, e->t);
         } else if (strcmp(e->what, "fence-ok") == 0) {
             if (arg < highest_fence) {
                 fencing++;
@@ -670,6 +1073,7 @@ int main(int argc, char **argv)
             }
             q->bad_t = e->t;
             q->paused = 1;
+            q->qpaused = 1;
             q->impaired |= q->holding;
             q->fn_impaired |= q->fn;
             q->check_paused = 1;
@@ -684,6 +1088,7 @@ int main(int argc, char **argv)
             }
             q->holding = q->waiting = q->leader = 0;
             q->dead = 1;
+            sess_end(q, e->t);
         } else if (strncmp(e->what, "foreign-", 8) == 0) {
             foreign_event(e, arg);
         } else if (strcmp(e->what, "fault-stop") == 0) {
@@ -710,6 +1115,10 @@ int main(int argc, char **argv)
         if (verbose)
             fprintf(stderr, "zkr-check: no grant after the last kill\n");
     }
+    queue_judge();
+    if (qs.puts > 0 && !qs.snapshot && verbose)
+        fprintf(stderr, "zkr-check: items were put but no snapshot of the "
+                        "queue at the end (snap-end): items_lost not judged\n");
     qsort(handovers, nho, sizeof(*handovers), cmp_ll);
     printf("events=%zu acquisitions=%ld leaderships=%ld faults=%ld kinds=%s "
            "mutex_violations=%ld fencing_violations=%ld stale_rejected=%ld "
@@ -717,20 +1126,39 @@ int main(int argc, char **argv)
            "epoch_regressions=%ld deleted_grants=%ld token_regressions=%ld "
            "foreign=%ld/%ld/%ld handover_p99_ms=%lld fn_runs=%ld "
            "effects=%ld effects_refused=%ld fn_interleavings=%ld "
-           "early_grants=%ld delayed_grants=%ld\n",
+           "early_grants=%ld delayed_grants=%ld",
            nev, grants, terms, faults, kinds[0] ? kinds : "none", mutex,
            fencing, stale, fifo, late, leaders, epochs, deleted, tokens,
            foreign_joins, foreign_writes, foreign_deletes,
            nho ? handovers[(nho - 1) * 99 / 100] / 1000000 : 0, fn_runs,
            attempts, refused, interleaved, early, delayed);
+    if (qs.puts + qs.put_errors + qs.takes + qs.queued + qs.dead > 0)
+        printf(" queue: puts=%ld put_errors=%ld takes=%ld acks=%ld "
+               "acks_refused=%ld nacks=%ld nacks_refused=%ld queued=%ld "
+               "dead_letters=%ld "
+               "snapshot=%d items_lost=%ld double_acks=%ld "
+               "superseded_acks=%ld delivery_regressions=%ld "
+               "item_token_regressions=%ld dead_claims=%ld "
+               "claims_unjudged=%ld acked_present=%ld duplicate_items=%ld "
+               "acks_in_doubt=%ld",
+               qs.puts, qs.put_errors, qs.takes, qs.acks, qs.acks_stale,
+               qs.nacks, qs.nacks_stale, qs.queued, qs.dead, qs.snapshot,
+               qs.lost, qs.double_acks, qs.superseded, qs.delivery_regr,
+               qs.token_regr, qs.dead_claims, qs.claims_unjudged,
+               qs.acked_present, qs.duplicates, qs.in_doubt);
+    printf("\n");
     free(handovers);
     free(evs);
     free(procs);
     free(alive);
     free(gone);
     free(ousted);
+    queue_free();
     return mutex || fencing || fifo || late || leaders || epochs || deleted ||
-                   tokens || interleaved || early || delayed
+                   tokens || interleaved || early || delayed ||
+                   (qs.puts > 0 && !qs.snapshot) || qs.lost || qs.double_acks ||
+                   qs.superseded || qs.delivery_regr || qs.token_regr ||
+                   qs.dead_claims || qs.acked_present || qs.duplicates
                ? 1
                : 0;
 }
