@@ -10,7 +10,8 @@
  *   snap-end - COUNT
  *
  * KEY is the item's data (the producers' payload; blanks made '_', "-"
- * when empty). DELIVERIES = the carry in its name + its data version.
+ * when empty). DELIVERIES = the carry in its name + the claims made under it (each
+ * one child created and deleted: its child version, halved, rounded up).
  * A claim is the item's child: its czxid and owner session (hex). */
 #ifndef ZKR_TESTS_WORKQ_SNAP_H
 #define ZKR_TESTS_WORKQ_SNAP_H
@@ -115,7 +116,8 @@ static inline int zkt_snap_item(zhandle_t *zh, FILE *f, const char *path,
     }
     deallocate_String_vector(&claims);
     *nclaimed += token != 0;
-    zkt_snap_line(f, "snap-item", key, carry + st.version, token, sid);
+    zkt_snap_line(f, "snap-item", key, carry + (st.cversion + 1) / 2, token,
+                  sid);
     return ZOK;
 }
 
