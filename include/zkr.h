@@ -1516,15 +1516,16 @@ ZKR_EXTERN int zkr_workq_set_dead_letter(zkr_workq_t *q, int max,
  * \brief Puts an item at the back of a priority level.
  *
  * Exactly once, also when the connection is lost before the answer: the
- * put's transaction also creates an ephemeral receipt (PATH/receipts/
- * <uuid>); a put whose answer was lost reads it (after a sync) in the same
- * session: there, the put applied; gone, it did not and is sent again.
+ * put's transaction also creates an ephemeral receipt (PATH/receipts/,
+ * then the put's UUID); a put whose answer was lost reads it (after a
+ * sync) in the same session: there, the put applied; gone, it did not
+ * and is sent again.
  * If the session changed meanwhile (the receipt went with it), the item
  * is looked for by its UUID in its bucket; not found, the put returns
  * ZCONNECTIONLOSS (may or may not have been put), never a second copy.
  * An applied put whose item was already consumed by the time it looked
- * returns 0 and, as id, the item's id without its sequence number
- * ("q<L>/b<k>/i-<carry>-<uuid>-").
+ * returns 0 and, as id, the item's id without its sequence number (it
+ * ends in the UUID and a '-').
  * \param data the item's bytes (may be NULL when len is 0).
  * \param len 0..ZKR_WORKQ_DATA_MAX.
  * \param level 0..ZKR_WORKQ_LEVELS-1.

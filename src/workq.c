@@ -156,6 +156,22 @@ static int *sorted_buckets(const struct String_vector *v, int *n)
     return k;
 }
 
+/* The buckets of level directory ql, ascending (*bk to free; NULL and
+ * *n 0 when the level does not exist). ZOK, ZKR_ENOMEM or a code. */
+static int level_buckets(zhandle_t *zh, const char *ql, int **bk, int *n)
+{
+    struct String_vector v = {0, NULL};
+    int rc = zoo_get_children(zh, ql, 0, &v);
+
+    *bk = NULL;
+    *n = 0;
+    if (rc != ZOK)
+        return rc == ZNONODE ? ZOK : rc;
+    *bk = sorted_buckets(&v, n);
+    deallocate_String_vector(&v);
+    return *bk != NULL ? ZOK : ZKR_ENOMEM;
+}
+
 /* The items of a bucket listing by sequence; *n of them. */
 static wq_entry_t *sorted_items(const struct String_vector *v, int *n)
 {
@@ -1515,20 +1531,11 @@ int zkr_workq_len(zkr_workq_t *q, int64_t *count)
         return rc;
     for (int level = 0; rc == ZOK && level < ZKR_WORKQ_LEVELS; level++) {
         char ql[300];
-        struct String_vector bv = {0, NULL};
         int nb = 0, *bk;
 
         snprintf(ql, sizeof(ql), "%s/q%d", q->path, level);
-        if ((rc = zoo_get_children(zh, ql, 0, &bv)) != ZOK) {
-            rc = rc == ZNONODE ? ZOK : rc;
-            continue;
-        }
-        bk = sorted_buckets(&bv, &nb);
-        deallocate_String_vector(&bv);
-        if (bk == NULL) {
-            rc = ZKR_ENOMEM;
+        if ((rc = level_buckets(zh, ql, &bk, &nb)) != ZOK)
             break;
-        }
         for (int b = 0; rc == ZOK && b < nb; b++) {
             char bt[320];
             struct Stat st;
@@ -1622,20 +1629,11 @@ int zkr_workq_items(zkr_workq_t *q, int max, zkr_item_info_t **out, int *count)
     for (int level = 0; rc == ZOK && level < ZKR_WORKQ_LEVELS && n < max;
          level++) {
         char ql[300];
-        struct String_vector bv = {0, NULL};
         int nb = 0, *bk;
 
         snprintf(ql, sizeof(ql), "%s/q%d", q->path, level);
-        if ((rc = zoo_get_children(zh, ql, 0, &bv)) != ZOK) {
-            rc = rc == ZNONODE ? ZOK : rc;
-            continue;
-        }
-        bk = sorted_buckets(&bv, &nb);
-        deallocate_String_vector(&bv);
-        if (bk == NULL) {
-            rc = ZKR_ENOMEM;
+        if ((rc = level_buckets(zh, ql, &bk, &nb)) != ZOK)
             break;
-        }
         for (int b = 0; rc == ZOK && b < nb && n < max; b++) {
             char bt[320];
             struct String_vector iv = {0, NULL};

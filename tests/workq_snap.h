@@ -10,8 +10,8 @@
  *   snap-end - COUNT
  *
  * KEY is the item's data (the producers' payload; blanks made '_', "-"
- * when empty). DELIVERIES = the carry in its name + the claims made under it (each
- * one child created and deleted: its child version, halved, rounded up).
+ * when empty). DELIVERIES = the carry in its name + the claims made under it
+ * (each one child created and deleted: its child version, halved, rounded up).
  * A claim is the item's child: its czxid and owner session (hex). */
 #ifndef ZKR_TESTS_WORKQ_SNAP_H
 #define ZKR_TESTS_WORKQ_SNAP_H

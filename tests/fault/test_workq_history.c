@@ -446,7 +446,7 @@ static void test_workq_soak(void **state)
     struct check c;
 
     (void)state;
-    c = soak(dir, "/wqh/soak", 40);
+    c = soak(dir, "/wqh/soak", 30);
     assert_only(&c, NULL);
     assert_int_equal(field_of(&c, "snapshot"), 1);
     assert_true(field_of(&c, "puts") > 100);
