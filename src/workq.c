@@ -86,7 +86,9 @@ struct zkr_item {
     char *new_prefix;   /* ... and the new item's name prefix */
     char created[1024]; /* ... its name as created, and (at 512) its prefix */
     int tail;
-    int rdir_made; /* the receipts' container made again for this commit */
+    int tail_rc;    /* nack back: how b<tail> failed (BADVERSION, NONODE) */
+    int tail_tries; /* ... and how often, this commit (WQ_REPAIRS) */
+    int rdir_made;  /* the receipts' container made again for this commit */
 };
 
 /* ------------------------------------------------------------ names */
@@ -562,8 +564,8 @@ static void receipts_to_cleanup(zkr_workq_t *q, char **v, int n, int64_t sid)
  * an open bucket above every existing one: the highest bucket below t is
  * sealed (if open), b<t> created; a sealed b<t> is followed by b<t+1> with
  * q<L> moved to it. Every step tolerates a concurrent repair. */
-static int repair_tail(zkr_workq_t *q, zhandle_t *zh, const char *ql, int t,
-                       int sealed)
+static int repair_tail(const struct ACL_vector *acl, zhandle_t *zh,
+                       const char *ql, int t, int sealed)
 {
     char bt[320];
     int rc;
@@ -575,8 +577,7 @@ static int repair_tail(zkr_workq_t *q, zhandle_t *zh, const char *ql, int t,
 
         snprintf(next, sizeof(next), "%s/b%010d", ql, t + 1);
         zoo_set_op_init(&ops[0], ql, "", 0, t, NULL);
-        zoo_create_op_init(&ops[1], next, "", 0, q->acl, ZOO_PERSISTENT, NULL,
-                           0);
+        zoo_create_op_init(&ops[1], next, "", 0, acl, ZOO_PERSISTENT, NULL, 0);
         rc = zoo_multi(zh, 2, ops, res);
         return rc == ZBADVERSION || rc == ZNODEEXISTS ? ZOK : rc;
     } else {
@@ -603,7 +604,7 @@ static int repair_tail(zkr_workq_t *q, zhandle_t *zh, const char *ql, int t,
                 return rc;
         }
         snprintf(bt, sizeof(bt), "%s/b%010d", ql, t);
-        rc = zoo_create(zh, bt, "", 0, q->acl, ZOO_PERSISTENT, NULL, 0);
+        rc = zoo_create(zh, bt, "", 0, acl, ZOO_PERSISTENT, NULL, 0);
         return rc == ZNODEEXISTS ? ZOK : rc;
     }
 }
@@ -663,9 +664,21 @@ static int put_run(zkr_workq_t *q, const void *data, size_t len, int level,
                 if (rc == ZOK || rc == ZNONODE)
                     rc = zoo_exists(zh, receipt, 0, &st);
                 if (rc == ZNONODE) {
+                    /* Not applied, unless another client deleted the
+                     * receipt: the item, by its UUID, tells (B2). */
+                    h = bucket_has(zh, bt, uuid, hit, sizeof(hit));
+                    zkr__zh_put(s);
+                    if (h < 0) {
+                        if (!conn_error(h))
+                            return h;
+                        continue;
+                    }
+                    if (h == 1) {
+                        snprintf(created, sizeof(created), "%s/%s", bt, hit);
+                        goto done;
+                    }
                     unknown = 0; /* not applied: put again */
                     t = -1;
-                    zkr__zh_put(s);
                     continue;
                 }
                 if (rc != ZOK) {
@@ -792,7 +805,7 @@ static int put_run(zkr_workq_t *q, const void *data, size_t len, int level,
             rc = res[0].err;
             t = -1;
             if (zoo_exists(zh, ql, 0, &st) == ZOK && st.version == was) {
-                r = repair_tail(q, zh, ql, was, rc == ZBADVERSION);
+                r = repair_tail(q->acl, zh, ql, was, rc == ZBADVERSION);
                 if (r != ZOK && !conn_error(r)) {
                     zkr__zh_put(s);
                     return r;
@@ -1809,7 +1822,100 @@ static int build_back(zkr_item_t *it)
     return 0;
 }
 
-/* Nack to the back found the tail sealed: its new number. */
+static void tail_done(int rc, const struct Stat *stat, const void *data);
+
+/* Mutex held: reads q<L>, whose version names the tail bucket. */
+static int tail_lookup(zkr_item_t *it)
+{
+    zkr_session_t *s = it->s;
+    zkr__op_t *op = zkr__op_new(s, &it->c);
+    char ql[300];
+
+    snprintf(ql, sizeof(ql), "%s/q%d", it->qpath, it->level);
+    if (op != NULL && zoo_aexists(s->zh, ql, 0, tail_done, op) == ZOK)
+        return 0;
+    if (op != NULL)
+        zkr__op_cancel(op);
+    return op != NULL ? ZCONNECTIONLOSS : ZKR_ENOMEM;
+}
+
+struct repair_job {
+    zkr_item_t *it;
+    zkr__op_t *op; /* counts as the item's call in flight: no free ends it */
+    int t, sealed;
+};
+
+/* q<L> still names the bucket our nack failed on: the tail repaired as a
+ * put repairs it (repair_tail: synchronous calls, so on a thread of its
+ * own, after a pause), then the nack sent again. Every round passes
+ * item_done, which bounds them (tail_tries). */
+static void *repair_thread(void *arg)
+{
+    struct repair_job *j = arg;
+    zkr_item_t *it = j->it;
+    zkr_session_t *s = it->s;
+    char ql[300];
+    zhandle_t *zh;
+    int r;
+
+    snprintf(ql, sizeof(ql), "%s/q%d", it->qpath, it->level);
+    pause_ms(ZKR__RETRY_MS);
+    if ((r = zkr__zh_get(s, &zh)) == 0) {
+        r = repair_tail(&it->c.acl, zh, ql, j->t, j->sealed);
+        zkr__zh_put(s);
+    }
+    (void)zkr__op_begin(j->op, r);
+    if (it->c.dispose != NULL) {
+        r = ZKR_ECANCELED; /* freed meanwhile */
+    } else if (r == 0 && !j->sealed) {
+        r = build_back(it); /* b<t> is there now: the same tail */
+        if (r == 0)
+            r = zkr__commit(&it->c, &it->cm);
+    } else if (r == 0 || conn_error(r)) {
+        r = tail_lookup(it); /* sealed: q<L> moved on (by us or not) */
+    }
+    if (r != 0) {
+        it->where = -2; /* report r as is */
+        item_done(&it->cm, conn_error(r) ? ZCONNECTIONLOSS : r);
+    }
+    zkr__op_end(j->op);
+    free(j);
+    return NULL;
+}
+
+/* Mutex held: starts repair_thread for bucket t. */
+static int repair_start(zkr_item_t *it, int t, int sealed)
+{
+    struct repair_job *j = calloc(1, sizeof(*j));
+    pthread_attr_t a;
+    pthread_t thr;
+    int rc;
+
+    if (it->tail_tries++ >= WQ_REPAIRS) {
+        free(j);
+        return it->tail_rc; /* the level keeps changing under us */
+    }
+    if (j == NULL || (j->op = zkr__op_new(it->s, &it->c)) == NULL) {
+        free(j);
+        return ZKR_ENOMEM;
+    }
+    j->it = it;
+    j->t = t;
+    j->sealed = sealed;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&thr, &a, repair_thread, j);
+    pthread_attr_destroy(&a);
+    if (rc != 0) {
+        zkr__op_cancel(j->op);
+        free(j);
+        return ZKR_ESYS;
+    }
+    return 0;
+}
+
+/* Nack to the back found its tail sealed or gone: q<L>'s version names
+ * the tail now; the same one again means a foreign write (F3): repaired. */
 static void tail_done(int rc, const struct Stat *stat, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
@@ -1818,7 +1924,11 @@ static void tail_done(int rc, const struct Stat *stat, const void *data)
     int r;
 
     (void)s;
-    if (rc == ZOK) {
+    if (it->c.dispose != NULL) {
+        r = ZKR_ECANCELED; /* freed meanwhile */
+    } else if (rc == ZOK && stat->version == it->tail) {
+        r = repair_start(it, it->tail, it->tail_rc == ZBADVERSION);
+    } else if (rc == ZOK) {
         it->tail = stat->version;
         r = build_back(it);
         if (r == 0)
@@ -1891,19 +2001,18 @@ static void item_done(zkr__commit_t *cm, int rc)
             zkr__op_cancel(op);
         rc = ZKR_ENOMEM;
     }
-    if (rc == 0 && cm->receipt != NULL)
-        /* Proven: the receipt goes with the session's cleanup. */
+    if ((rc == 0 || rc == ZKR_ECANCELED) && cm->receipt != NULL)
+        /* Proven, or freed while the multi may still apply (B7): the
+         * receipt goes with the session's cleanup, whose delete follows
+         * the multi on the session's connection. */
         (void)zkr__cleanup_add(s, it->receipt, NULL, NULL, s->sid, NULL);
-    if (it->where == ZKR_NACK_BACK && cm->failed == 3 && rc == ZBADVERSION) {
-        zkr__op_t *op = zkr__op_new(s, &it->c);
-        char ql[300];
-
-        snprintf(ql, sizeof(ql), "%s/q%d", it->qpath, it->level);
-        if (op != NULL && zoo_aexists(s->zh, ql, 0, tail_done, op) == ZOK)
+    if (it->where == ZKR_NACK_BACK && cm->failed == 3 &&
+        (rc == ZBADVERSION || rc == ZNONODE) && it->tail_tries++ < WQ_REPAIRS) {
+        /* The tail we aimed at is sealed or gone (nothing applied, the
+         * claim kept): q<L> names the next one, or is repaired (B1). */
+        it->tail_rc = rc;
+        if ((rc = tail_lookup(it)) == 0)
             return;
-        if (op != NULL)
-            zkr__op_cancel(op);
-        rc = ZKR_ENOMEM;
     }
     if (rc == 0 && it->where == ZKR_NACK_BACK) {
         const char *dash = strrchr(it->created, '-');
@@ -2008,6 +2117,7 @@ static int item_commit(zkr_item_t *it, int where, zkr_item_completion_t cb,
         it->cbdata = data;
         it->busy = 1;
         it->rdir_made = 0;
+        it->tail_tries = 0;
         rc = zkr__commit(&it->c, &it->cm);
         if (rc != 0)
             it->busy = 0;

@@ -425,6 +425,229 @@ static void test_r6_stalled_head_of_line(void **state)
     assert_true(waited <= 25000);
 }
 
+/* ---------------------------------------------------------------------
+ * B2 (review17b): a put whose answer was lost, and whose receipt another
+ * client deleted before the producer looked: the put applied, so it must
+ * not be put again. zkr.h: a put is applied exactly once, also when the
+ * connection is lost before the answer.                               */
+
+struct b2_put {
+    zkr_workq_t *q;
+    char id[ZKR_WORKQ_ID_MAX];
+    int rc, done;
+};
+
+static void *b2_putter(void *arg)
+{
+    struct b2_put *p = arg;
+
+    p->rc = zkr_workq_put(p->q, "once", 4, 1, p->id, sizeof(p->id));
+    __atomic_store_n(&p->done, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+static int name_in(const struct String_vector *v, const char *name)
+{
+    for (int i = 0; i < v->count; i++)
+        if (strcmp(v->data[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+static void test_b2_put_reply_lost_receipt_deleted(void **state)
+{
+    zkr_session_t *ps = open_proxied(10000);
+    zkr_session_t *cs = open_session(10000);
+    zkr_workq_t *pq = new_q(ps, "/r17/b2", "producer");
+    zkr_workq_t *cq = new_q(cs, "/r17/b2", "consumer");
+    struct String_vector before = {0, NULL};
+    struct b2_put p = {.q = pq};
+    zkr_item_t *it = NULL;
+    int64_t count = -1;
+    pthread_t thr;
+    int deleted = 0, once = 0;
+
+    (void)state;
+    assert_int_equal(zkr_workq_put(pq, "warm", 4, 1, NULL, 0), 0);
+    assert_int_equal(zoo_get_children(raw, "/r17/b2/receipts", 0, &before),
+                     ZOK);
+
+    /* The put applies, its answer is lost; the reconnection is slow. */
+    assert_int_equal(zkt_proxy_cmd(proxy, "delay 300"), 0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "drop-create-reply"), 0);
+    assert_int_equal(pthread_create(&thr, NULL, b2_putter, &p), 0);
+    /* Meanwhile another client deletes the new receipt. */
+    for (int64_t end = now_ms() + 5000;
+         now_ms() < end && !deleted &&
+         !__atomic_load_n(&p.done, __ATOMIC_SEQ_CST);) {
+        struct String_vector v = {0, NULL};
+
+        if (zoo_get_children(raw, "/r17/b2/receipts", 0, &v) == ZOK)
+            for (int i = 0; i < v.count; i++) {
+                char path[400];
+
+                if (name_in(&before, v.data[i]))
+                    continue;
+                snprintf(path, sizeof(path), "/r17/b2/receipts/%s", v.data[i]);
+                deleted += zoo_delete(raw, path, -1) == ZOK;
+            }
+        deallocate_String_vector(&v);
+        usleep(2 * 1000);
+    }
+    deallocate_String_vector(&before);
+    pthread_join(thr, NULL);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_int_equal(zkr_workq_len(cq, &count), 0);
+    while (zkr_workq_take(cq, 0, &it) == 0) {
+        size_t len;
+        const char *d = zkr_item_data(it, &len);
+
+        once += len == 4 && memcmp(d, "once", 4) == 0;
+        assert_int_equal(zkr_item_ack(it), 0);
+        zkr_item_free(it);
+        it = NULL;
+    }
+    printf("# B2: put -> %d, receipt deleted %d, queue length %lld, "
+           "\"once\" %d times\n",
+           p.rc, deleted, (long long)count, once);
+    zkr_workq_free(cq);
+    zkr_workq_free(pq);
+    zkr_session_free(cs);
+    zkr_session_free(ps);
+    assert_int_equal(deleted, 1); /* the case happened */
+    assert_int_equal(p.rc, 0);
+    assert_int_equal(once, 1);
+    assert_int_equal(count, 2);
+}
+
+/* ---------------------------------------------------------------------
+ * B1 (review17b): a nack to the back while q<L> names a tail bucket that
+ * another client sealed (a setData on it) or that does not exist (a
+ * setData on q<L>). zkr.h: the nack puts the item back at the back of its
+ * level, or fails with the claim kept; it never hangs. The item is then
+ * available again with its delivery count kept.                       */
+
+static pthread_mutex_t b1_mu = PTHREAD_MUTEX_INITIALIZER;
+static int b1_rc, b1_done;
+
+static void b1_nacked(int rc, zkr_item_t *it, void *data)
+{
+    (void)it;
+    (void)data;
+    pthread_mutex_lock(&b1_mu);
+    b1_rc = rc;
+    b1_done = 1;
+    pthread_mutex_unlock(&b1_mu);
+}
+
+static void b1_nack_back(const char *path, int level_written)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_workq_t *q = new_q(s, path, "c");
+    zkr_item_t *it = NULL;
+    char node[400];
+    int done = 0, rc = -1;
+    int64_t t0, took;
+
+    assert_int_equal(zkr_workq_put(q, "X", 1, 1, NULL, 0), 0);
+    assert_int_equal(zkr_workq_take(q, 5000, &it), 0);
+    assert_int_equal(zkr_item_deliveries(it), 1);
+    /* another client seals the only bucket (its data version moves) */
+    snprintf(node, sizeof(node), "%s/q1/b0000000000", path);
+    assert_int_equal(zoo_set(raw, node, "oops", 4, -1), ZOK);
+    if (level_written) { /* and writes q1: it names b1, which is not there */
+        snprintf(node, sizeof(node), "%s/q1", path);
+        assert_int_equal(zoo_set(raw, node, "note", 4, -1), ZOK);
+    }
+    b1_done = 0;
+    t0 = now_ms();
+    assert_int_equal(zkr_item_nack_async(it, ZKR_NACK_BACK, b1_nacked, NULL),
+                     0);
+    for (int64_t end = now_ms() + 10000; now_ms() < end && !done;) {
+        usleep(10 * 1000);
+        pthread_mutex_lock(&b1_mu);
+        done = b1_done;
+        rc = b1_rc;
+        pthread_mutex_unlock(&b1_mu);
+    }
+    took = now_ms() - t0;
+    printf("# B1 (%s): nack to the back -> %d after %lld ms\n",
+           level_written ? "q1 names a missing bucket" : "tail sealed",
+           done ? rc : -1, (long long)took);
+    assert_true(done);
+    assert_int_equal(rc, 0);
+    zkr_item_free(it);
+    it = NULL;
+    /* available again, delivered once so far */
+    assert_int_equal(zkr_workq_take(q, 5000, &it), 0);
+    assert_string_equal(zkr_item_data(it, NULL), "X");
+    assert_int_equal(zkr_item_deliveries(it), 2);
+    assert_int_equal(zkr_item_ack(it), 0);
+    zkr_item_free(it);
+    /* and the level takes puts */
+    assert_int_equal(zkr_workq_put(q, "Y", 1, 1, NULL, 0), 0);
+    assert_int_equal(zkr_workq_take(q, 5000, &it), 0);
+    assert_string_equal(zkr_item_data(it, NULL), "Y");
+    assert_int_equal(zkr_item_ack(it), 0);
+    zkr_item_free(it);
+    zkr_workq_free(q);
+    zkr_session_free(s);
+}
+
+static void test_b1_nack_back_tail_sealed(void **state)
+{
+    (void)state;
+    b1_nack_back("/r17/b1a", 0);
+}
+
+static void test_b1_nack_back_tail_missing(void **state)
+{
+    (void)state;
+    b1_nack_back("/r17/b1b", 1);
+}
+
+/* ---------------------------------------------------------------------
+ * B7 (review17b): items freed while their ack is in flight. The ack's
+ * multi may still apply and create its receipt; no receipt may stay
+ * behind (workq.md: receipts are deleted once their outcome is known). */
+
+static int b7_calls;
+
+static void b7_acked(int rc, zkr_item_t *it, void *data)
+{
+    (void)rc;
+    (void)it;
+    (void)data;
+    __atomic_add_fetch(&b7_calls, 1, __ATOMIC_SEQ_CST);
+}
+
+static void test_b7_free_during_ack(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_workq_t *q = new_q(s, "/r17/b7", "c");
+    int left = -1, n = 50;
+
+    (void)state;
+    for (int i = 0; i < n; i++) {
+        zkr_item_t *it = NULL;
+
+        assert_int_equal(zkr_workq_put(q, "j", 1, 1, NULL, 0), 0);
+        assert_int_equal(zkr_workq_take(q, 5000, &it), 0);
+        assert_int_equal(zkr_item_ack_async(it, b7_acked, NULL), 0);
+        zkr_item_free(it);
+    }
+    zkr_workq_free(q);
+    /* the session lives on: its cleanup deletes what is known */
+    for (int64_t end = now_ms() + 10000;
+         now_ms() < end && (left = children("/r17/b7/receipts")) > 0;)
+        usleep(20 * 1000);
+    printf("# B7: %d acks freed in flight (%d completions), receipts left %d\n",
+           n, __atomic_load_n(&b7_calls, __ATOMIC_SEQ_CST), left);
+    zkr_session_free(s);
+    assert_int_equal(__atomic_load_n(&b7_calls, __ATOMIC_SEQ_CST), n);
+    assert_int_equal(left, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -435,6 +658,10 @@ int main(void)
         cmocka_unit_test(test_r4_cancel_while_disconnected),
         cmocka_unit_test(test_r5_write_counts_as_delivery),
         cmocka_unit_test(test_r6_stalled_head_of_line),
+        cmocka_unit_test(test_b2_put_reply_lost_receipt_deleted),
+        cmocka_unit_test(test_b1_nack_back_tail_sealed),
+        cmocka_unit_test(test_b1_nack_back_tail_missing),
+        cmocka_unit_test(test_b7_free_during_ack),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
