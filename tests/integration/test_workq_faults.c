@@ -4,6 +4,7 @@
  * make check TESTS=tests/integration/test_workq_faults [ZKR_TEST_FILTER=name].
  */
 #define _DEFAULT_SOURCE
+#include <malloc.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -648,6 +649,90 @@ static void test_b7_free_during_ack(void **state)
     assert_int_equal(left, 0);
 }
 
+
+/* ---------------------------------------------------------------------
+ * C1 (review17c): zkr_item_free() from another thread while a blocking
+ * zkr_item_nack(ZKR_NACK_BACK) waits for its tail repair (B1).
+ *
+ * zkr.h: zkr_item_free() has "the same rules for callbacks as
+ * zkr_lock_free()", which cancels a pending call (its completion gets
+ * ZKR_ECANCELED before the free returns). So the nack still waiting must
+ * return a documented code (0, ZKR_ECANCELED, ZKR_ESTALE), read from a
+ * handle that is still there. glibc's M_PERTURB fills freed memory with
+ * a pattern: a nack that reads its item after the free returns the
+ * pattern (0x5a5a5a5a) as its code.                                    */
+
+struct c1_nack {
+    zkr_item_t *it;
+    int rc, done;
+};
+
+static void *c1_nacker(void *arg)
+{
+    struct c1_nack *n = arg;
+
+    n->rc = zkr_item_nack(n->it, ZKR_NACK_BACK);
+    __atomic_store_n(&n->done, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+static void test_c1_free_during_sync_nack_repair(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    int rounds = 30, bad = 0, hung = 0, last_bad = 0, codes[4] = {0};
+
+    (void)state;
+    mallopt(M_PERTURB, 0x5a);
+    for (int i = 0; i < rounds && !hung; i++) {
+        char path[64], node[128];
+        zkr_workq_t *q;
+        zkr_item_t *it = NULL;
+        struct c1_nack *n = calloc(1, sizeof(*n));
+        pthread_t thr;
+
+        snprintf(path, sizeof(path), "/r17/c1/%d", i);
+        q = new_q(s, path, "c");
+        assert_int_equal(zkr_workq_put(q, "X", 1, 1, NULL, 0), 0);
+        assert_int_equal(zkr_workq_take(q, 5000, &it), 0);
+        /* another client seals the tail (q1 still names it): B1 repair */
+        snprintf(node, sizeof(node), "%s/q1/b0000000000", path);
+        assert_int_equal(zoo_set(raw, node, "oops", 4, -1), ZOK);
+        n->it = it;
+        assert_int_equal(pthread_create(&thr, NULL, c1_nacker, n), 0);
+        usleep(8 * 1000); /* the nack is in its repair (pause, multi) */
+        zkr_item_free(it);
+        if (!ZKT_WAIT_UNTIL(__atomic_load_n(&n->done, __ATOMIC_SEQ_CST),
+                            10000)) {
+            hung = 1; /* the nack waits on a freed item: leave it */
+            pthread_detach(thr);
+            break;
+        }
+        pthread_join(thr, NULL);
+        if (n->rc == 0)
+            codes[0]++;
+        else if (n->rc == ZKR_ECANCELED)
+            codes[1]++;
+        else if (n->rc == ZKR_ESTALE)
+            codes[2]++;
+        else {
+            codes[3]++;
+            bad++;
+            last_bad = n->rc;
+        }
+        free(n);
+        zkr_workq_free(q);
+    }
+    mallopt(M_PERTURB, 0);
+    printf("# C1: %d sync nacks freed during repair: 0 x%d, ECANCELED x%d, "
+           "ESTALE x%d, other x%d (last %d = 0x%x), hung %d\n",
+           rounds, codes[0], codes[1], codes[2], codes[3], last_bad,
+           (unsigned)last_bad, hung);
+    if (!hung)
+        zkr_session_free(s);
+    assert_int_equal(hung, 0);
+    assert_int_equal(bad, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -662,6 +747,7 @@ int main(void)
         cmocka_unit_test(test_b1_nack_back_tail_sealed),
         cmocka_unit_test(test_b1_nack_back_tail_missing),
         cmocka_unit_test(test_b7_free_during_ack),
+        cmocka_unit_test(test_c1_free_during_sync_nack_repair),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
