@@ -733,6 +733,129 @@ static void test_c1_free_during_sync_nack_repair(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* ---------------------------------------------------------------------
+ * C2 (review17c): a nack to the back whose tail bucket b<t> is missing
+ * (another client deleted it or wrote q<L>: B1) repairs it and commits
+ * into b<t> without reading q<L> again. Meanwhile the level moved on: a
+ * producer repaired b<t> itself, filled and sealed it (q<L> names b<t+1>)
+ * and put P3 into b<t+1>; the consumers emptied b<t> and the scan deleted
+ * it. The nack's repair then creates b<t> again, open, below b<t+1>, and
+ * the nacked item lands there: ahead of P3.
+ *
+ * zkr.h: FIFO within a level; ZKR_NACK_BACK puts the item "at the back
+ * of its level". The consumer's takes of P1, P2 and P3 returned them
+ * while the nacked item was not available, so the nack took effect after
+ * P3 was put: P3 must be served first.                                  */
+
+static pthread_mutex_t c2_mu = PTHREAD_MUTEX_INITIALIZER;
+static int c2_rc, c2_done;
+
+static void c2_nacked(int rc, zkr_item_t *it, void *data)
+{
+    (void)it;
+    (void)data;
+    pthread_mutex_lock(&c2_mu);
+    c2_rc = rc;
+    c2_done = 1;
+    pthread_mutex_unlock(&c2_mu);
+}
+
+static void test_c2_nack_back_repair_behind_moved_tail(void **state)
+{
+    zkr_session_t *as = open_proxied(10000); /* consumer A, slow link */
+    zkr_session_t *ds = open_session(10000); /* producer P, consumer C */
+    zkr_workq_t *aq, *pq, *cq;
+    zkr_item_t *it = NULL, *a = NULL;
+    struct String_vector v = {0, NULL};
+    char first[16] = "", second[16] = "", buckets[256] = "";
+    int done = 0, rc = -1;
+    int64_t t0;
+
+    (void)state;
+    (void)zoo_create(raw, "/r17", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    /* a queue whose buckets hold 2 items (B = 1: sealed at seq 1) */
+    assert_int_equal(zoo_create(raw, "/r17/c2", "zkr-workq 1 bucket=1", 20,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    aq = new_q(as, "/r17/c2", "A");
+    pq = new_q(ds, "/r17/c2", "P");
+    cq = new_q(ds, "/r17/c2", "C");
+    assert_int_equal(zkr_workq_put(pq, "A", 1, 1, NULL, 0), 0);
+    assert_int_equal(zkr_workq_take(aq, 5000, &a), 0);
+    /* another client seals b0 and writes q1: it names b1, not there */
+    assert_int_equal(zoo_set(raw, "/r17/c2/q1/b0000000000", "oops", 4, -1),
+                     ZOK);
+    assert_int_equal(zoo_set(raw, "/r17/c2/q1", "note", 4, -1), ZOK);
+
+    /* A's link is slow: its nack (b0 sealed, b1 missing, q1 names b1)
+     * reaches its repair of b1 some 2.4 s from now, and the repair's
+     * create of b1 arrives some 1.5 s later. */
+    assert_int_equal(zkt_proxy_cmd(proxy, "delay 300"), 0);
+    t0 = now_ms();
+    assert_int_equal(zkr_item_nack_async(a, ZKR_NACK_BACK, c2_nacked, NULL),
+                     0);
+    usleep(2700 * 1000);
+    /* Meanwhile, on a fast link: P puts P1 (repairing b1 itself), P2
+     * (seals b1: q1 names b2), P3 (into b2). */
+    assert_int_equal(zkr_workq_put(pq, "1", 1, 1, NULL, 0), 0);
+    assert_int_equal(zkr_workq_put(pq, "2", 1, 1, NULL, 0), 0);
+    assert_int_equal(zkr_workq_put(pq, "3", 1, 1, NULL, 0), 0);
+    /* C takes and acks P1 and P2; its next take deletes the empty sealed
+     * b1 and gets P3, which it gives back where it was. */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(zkr_workq_take(cq, 0, &it), 0);
+        assert_int_equal(((const char *)zkr_item_data(it, NULL))[0], '1' + i);
+        assert_int_equal(i < 2 ? zkr_item_ack(it)
+                               : zkr_item_nack(it, ZKR_NACK_FRONT),
+                         0);
+        zkr_item_free(it);
+        it = NULL;
+    }
+    printf("# C2: P1..P3 put, P1 P2 acked, P3 given back at %lld ms\n",
+           (long long)(now_ms() - t0));
+    for (int64_t end = now_ms() + 15000; now_ms() < end && !done;) {
+        usleep(10 * 1000);
+        pthread_mutex_lock(&c2_mu);
+        done = c2_done;
+        rc = c2_rc;
+        pthread_mutex_unlock(&c2_mu);
+    }
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    printf("# C2: A's nack to the back -> %d at %lld ms\n", done ? rc : -1,
+           (long long)(now_ms() - t0));
+    if (zoo_get_children(raw, "/r17/c2/q1", 0, &v) == ZOK)
+        for (int i = 0; i < v.count; i++) {
+            strncat(buckets, v.data[i], sizeof(buckets) - strlen(buckets) - 2);
+            strcat(buckets, " ");
+        }
+    deallocate_String_vector(&v);
+    if (zkr_workq_take(cq, 2000, &it) == 0) {
+        snprintf(first, sizeof(first), "%s", (const char *)zkr_item_data(it, NULL));
+        assert_int_equal(zkr_item_ack(it), 0);
+        zkr_item_free(it);
+        it = NULL;
+    }
+    if (zkr_workq_take(cq, 2000, &it) == 0) {
+        snprintf(second, sizeof(second), "%s",
+                 (const char *)zkr_item_data(it, NULL));
+        assert_int_equal(zkr_item_ack(it), 0);
+        zkr_item_free(it);
+        it = NULL;
+    }
+    printf("# C2: buckets of q1: %s; served next: \"%s\" then \"%s\"\n",
+           buckets, first, second);
+    zkr_item_free(a);
+    zkr_workq_free(aq);
+    zkr_workq_free(pq);
+    zkr_workq_free(cq);
+    zkr_session_free(ds);
+    zkr_session_free(as);
+    assert_true(done);
+    assert_int_equal(rc, 0);
+    assert_string_equal(first, "3"); /* P3 was there before: FIFO */
+    assert_string_equal(second, "A");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -748,6 +871,7 @@ int main(void)
         cmocka_unit_test(test_b1_nack_back_tail_missing),
         cmocka_unit_test(test_b7_free_during_ack),
         cmocka_unit_test(test_c1_free_during_sync_nack_repair),
+        cmocka_unit_test(test_c2_nack_back_repair_behind_moved_tail),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
