@@ -4,6 +4,7 @@
  * make check TESTS=tests/integration/test_workq_faults [ZKR_TEST_FILTER=name].
  */
 #define _DEFAULT_SOURCE
+#include <malloc.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -648,6 +649,213 @@ static void test_b7_free_during_ack(void **state)
     assert_int_equal(left, 0);
 }
 
+
+/* ---------------------------------------------------------------------
+ * C1 (review17c): zkr_item_free() from another thread while a blocking
+ * zkr_item_nack(ZKR_NACK_BACK) waits for its tail repair (B1).
+ *
+ * zkr.h: zkr_item_free() has "the same rules for callbacks as
+ * zkr_lock_free()", which cancels a pending call (its completion gets
+ * ZKR_ECANCELED before the free returns). So the nack still waiting must
+ * return a documented code (0, ZKR_ECANCELED, ZKR_ESTALE), read from a
+ * handle that is still there. glibc's M_PERTURB fills freed memory with
+ * a pattern: a nack that reads its item after the free returns the
+ * pattern (0x5a5a5a5a) as its code.                                    */
+
+struct c1_nack {
+    zkr_item_t *it;
+    int rc, done;
+};
+
+static void *c1_nacker(void *arg)
+{
+    struct c1_nack *n = arg;
+
+    n->rc = zkr_item_nack(n->it, ZKR_NACK_BACK);
+    __atomic_store_n(&n->done, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+static void test_c1_free_during_sync_nack_repair(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    int rounds = 30, bad = 0, hung = 0, last_bad = 0, codes[4] = {0};
+
+    (void)state;
+    mallopt(M_PERTURB, 0x5a);
+    for (int i = 0; i < rounds && !hung; i++) {
+        char path[64], node[128];
+        zkr_workq_t *q;
+        zkr_item_t *it = NULL;
+        struct c1_nack *n = calloc(1, sizeof(*n));
+        pthread_t thr;
+
+        snprintf(path, sizeof(path), "/r17/c1/%d", i);
+        q = new_q(s, path, "c");
+        assert_int_equal(zkr_workq_put(q, "X", 1, 1, NULL, 0), 0);
+        assert_int_equal(zkr_workq_take(q, 5000, &it), 0);
+        /* another client seals the tail (q1 still names it): B1 repair */
+        snprintf(node, sizeof(node), "%s/q1/b0000000000", path);
+        assert_int_equal(zoo_set(raw, node, "oops", 4, -1), ZOK);
+        n->it = it;
+        assert_int_equal(pthread_create(&thr, NULL, c1_nacker, n), 0);
+        usleep(8 * 1000); /* the nack is in its repair (pause, multi) */
+        zkr_item_free(it);
+        if (!ZKT_WAIT_UNTIL(__atomic_load_n(&n->done, __ATOMIC_SEQ_CST),
+                            10000)) {
+            hung = 1; /* the nack waits on a freed item: leave it */
+            pthread_detach(thr);
+            break;
+        }
+        pthread_join(thr, NULL);
+        if (n->rc == 0)
+            codes[0]++;
+        else if (n->rc == ZKR_ECANCELED)
+            codes[1]++;
+        else if (n->rc == ZKR_ESTALE)
+            codes[2]++;
+        else {
+            codes[3]++;
+            bad++;
+            last_bad = n->rc;
+        }
+        free(n);
+        zkr_workq_free(q);
+    }
+    mallopt(M_PERTURB, 0);
+    printf("# C1: %d sync nacks freed during repair: 0 x%d, ECANCELED x%d, "
+           "ESTALE x%d, other x%d (last %d = 0x%x), hung %d\n",
+           rounds, codes[0], codes[1], codes[2], codes[3], last_bad,
+           (unsigned)last_bad, hung);
+    if (!hung)
+        zkr_session_free(s);
+    assert_int_equal(hung, 0);
+    assert_int_equal(bad, 0);
+}
+
+/* ---------------------------------------------------------------------
+ * C2 (review17c): a nack to the back whose tail bucket b<t> is missing
+ * (another client deleted it or wrote q<L>: B1) repairs it and commits
+ * into b<t> without reading q<L> again. Meanwhile the level moved on: a
+ * producer repaired b<t> itself, filled and sealed it (q<L> names b<t+1>)
+ * and put P3 into b<t+1>; the consumers emptied b<t> and the scan deleted
+ * it. The nack's repair then creates b<t> again, open, below b<t+1>, and
+ * the nacked item lands there: ahead of P3.
+ *
+ * zkr.h: FIFO within a level; ZKR_NACK_BACK puts the item "at the back
+ * of its level". The consumer's takes of P1, P2 and P3 returned them
+ * while the nacked item was not available, so the nack took effect after
+ * P3 was put: P3 must be served first.                                  */
+
+static pthread_mutex_t c2_mu = PTHREAD_MUTEX_INITIALIZER;
+static int c2_rc, c2_done;
+
+static void c2_nacked(int rc, zkr_item_t *it, void *data)
+{
+    (void)it;
+    (void)data;
+    pthread_mutex_lock(&c2_mu);
+    c2_rc = rc;
+    c2_done = 1;
+    pthread_mutex_unlock(&c2_mu);
+}
+
+static void test_c2_nack_back_repair_behind_moved_tail(void **state)
+{
+    zkr_session_t *as = open_proxied(10000); /* consumer A, slow link */
+    zkr_session_t *ds = open_session(10000); /* producer P, consumer C */
+    zkr_workq_t *aq, *pq, *cq;
+    zkr_item_t *it = NULL, *a = NULL;
+    struct String_vector v = {0, NULL};
+    char first[16] = "", second[16] = "", buckets[256] = "";
+    int done = 0, rc = -1;
+    int64_t t0;
+
+    (void)state;
+    (void)zoo_create(raw, "/r17", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    /* a queue whose buckets hold 2 items (B = 1: sealed at seq 1) */
+    assert_int_equal(zoo_create(raw, "/r17/c2", "zkr-workq 1 bucket=1", 20,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    aq = new_q(as, "/r17/c2", "A");
+    pq = new_q(ds, "/r17/c2", "P");
+    cq = new_q(ds, "/r17/c2", "C");
+    assert_int_equal(zkr_workq_put(pq, "A", 1, 1, NULL, 0), 0);
+    assert_int_equal(zkr_workq_take(aq, 5000, &a), 0);
+    /* another client seals b0 and writes q1: it names b1, not there */
+    assert_int_equal(zoo_set(raw, "/r17/c2/q1/b0000000000", "oops", 4, -1),
+                     ZOK);
+    assert_int_equal(zoo_set(raw, "/r17/c2/q1", "note", 4, -1), ZOK);
+
+    /* A's link is slow: its nack (b0 sealed, b1 missing, q1 names b1)
+     * reaches its repair of b1 some 2.4 s from now, and the repair's
+     * create of b1 arrives some 1.5 s later. */
+    assert_int_equal(zkt_proxy_cmd(proxy, "delay 300"), 0);
+    t0 = now_ms();
+    assert_int_equal(zkr_item_nack_async(a, ZKR_NACK_BACK, c2_nacked, NULL),
+                     0);
+    usleep(2700 * 1000);
+    /* Meanwhile, on a fast link: P puts P1 (repairing b1 itself), P2
+     * (seals b1: q1 names b2), P3 (into b2). */
+    assert_int_equal(zkr_workq_put(pq, "1", 1, 1, NULL, 0), 0);
+    assert_int_equal(zkr_workq_put(pq, "2", 1, 1, NULL, 0), 0);
+    assert_int_equal(zkr_workq_put(pq, "3", 1, 1, NULL, 0), 0);
+    /* C takes and acks P1 and P2; its next take deletes the empty sealed
+     * b1 and gets P3, which it gives back where it was. */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(zkr_workq_take(cq, 0, &it), 0);
+        assert_int_equal(((const char *)zkr_item_data(it, NULL))[0], '1' + i);
+        assert_int_equal(i < 2 ? zkr_item_ack(it)
+                               : zkr_item_nack(it, ZKR_NACK_FRONT),
+                         0);
+        zkr_item_free(it);
+        it = NULL;
+    }
+    printf("# C2: P1..P3 put, P1 P2 acked, P3 given back at %lld ms\n",
+           (long long)(now_ms() - t0));
+    for (int64_t end = now_ms() + 15000; now_ms() < end && !done;) {
+        usleep(10 * 1000);
+        pthread_mutex_lock(&c2_mu);
+        done = c2_done;
+        rc = c2_rc;
+        pthread_mutex_unlock(&c2_mu);
+    }
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    printf("# C2: A's nack to the back -> %d at %lld ms\n", done ? rc : -1,
+           (long long)(now_ms() - t0));
+    if (zoo_get_children(raw, "/r17/c2/q1", 0, &v) == ZOK)
+        for (int i = 0; i < v.count; i++) {
+            strncat(buckets, v.data[i], sizeof(buckets) - strlen(buckets) - 2);
+            strcat(buckets, " ");
+        }
+    deallocate_String_vector(&v);
+    if (zkr_workq_take(cq, 2000, &it) == 0) {
+        snprintf(first, sizeof(first), "%s", (const char *)zkr_item_data(it, NULL));
+        assert_int_equal(zkr_item_ack(it), 0);
+        zkr_item_free(it);
+        it = NULL;
+    }
+    if (zkr_workq_take(cq, 2000, &it) == 0) {
+        snprintf(second, sizeof(second), "%s",
+                 (const char *)zkr_item_data(it, NULL));
+        assert_int_equal(zkr_item_ack(it), 0);
+        zkr_item_free(it);
+        it = NULL;
+    }
+    printf("# C2: buckets of q1: %s; served next: \"%s\" then \"%s\"\n",
+           buckets, first, second);
+    zkr_item_free(a);
+    zkr_workq_free(aq);
+    zkr_workq_free(pq);
+    zkr_workq_free(cq);
+    zkr_session_free(ds);
+    zkr_session_free(as);
+    assert_true(done);
+    assert_int_equal(rc, 0);
+    assert_string_equal(first, "3"); /* P3 was there before: FIFO */
+    assert_string_equal(second, "A");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -662,6 +870,8 @@ int main(void)
         cmocka_unit_test(test_b1_nack_back_tail_sealed),
         cmocka_unit_test(test_b1_nack_back_tail_missing),
         cmocka_unit_test(test_b7_free_during_ack),
+        cmocka_unit_test(test_c1_free_during_sync_nack_repair),
+        cmocka_unit_test(test_c2_nack_back_repair_behind_moved_tail),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
