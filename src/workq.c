@@ -563,17 +563,19 @@ static void receipts_to_cleanup(zkr_workq_t *q, char **v, int n, int64_t sid)
  * deleted an empty tail bucket). Repairs the level so that the tail is
  * an open bucket above every existing one: the highest bucket below t is
  * sealed (if open), b<t> created; a sealed b<t> is followed by b<t+1> with
- * q<L> moved to it. Every step tolerates a concurrent repair. */
+ * q<L> moved to it. Every step tolerates a concurrent repair. ZOK, or
+ * ZBADVERSION when b<t> is missing and q<L> no longer names t (the caller
+ * reads q<L> again), or the call's error. */
 static int repair_tail(const struct ACL_vector *acl, zhandle_t *zh,
                        const char *ql, int t, int sealed)
 {
     char bt[320];
+    zoo_op_t ops[2];
+    zoo_op_result_t res[2];
     int rc;
 
     if (sealed) {
         char next[320];
-        zoo_op_t ops[2];
-        zoo_op_result_t res[2];
 
         snprintf(next, sizeof(next), "%s/b%010d", ql, t + 1);
         zoo_set_op_init(&ops[0], ql, "", 0, t, NULL);
@@ -603,9 +605,15 @@ static int repair_tail(const struct ACL_vector *acl, zhandle_t *zh,
             if (rc != ZOK && rc != ZBADVERSION && rc != ZNONODE)
                 return rc;
         }
+        /* Only while q<L> still names t: a repair from an old read must
+         * not make a bucket below the tail (review17c C2). */
         snprintf(bt, sizeof(bt), "%s/b%010d", ql, t);
-        rc = zoo_create(zh, bt, "", 0, acl, ZOO_PERSISTENT, NULL, 0);
-        return rc == ZNODEEXISTS ? ZOK : rc;
+        zoo_check_op_init(&ops[0], ql, t);
+        zoo_create_op_init(&ops[1], bt, "", 0, acl, ZOO_PERSISTENT, NULL, 0);
+        rc = zoo_multi(zh, 2, ops, res);
+        if (rc == ZNODEEXISTS && res[0].err == ZOK)
+            return ZOK; /* b<t> is there, and q<L> names it */
+        return rc;      /* ZBADVERSION: q<L> moved, read it again */
     }
 }
 
@@ -806,7 +814,7 @@ static int put_run(zkr_workq_t *q, const void *data, size_t len, int level,
             t = -1;
             if (zoo_exists(zh, ql, 0, &st) == ZOK && st.version == was) {
                 r = repair_tail(q->acl, zh, ql, was, rc == ZBADVERSION);
-                if (r != ZOK && !conn_error(r)) {
+                if (r != ZOK && r != ZBADVERSION && !conn_error(r)) {
                     zkr__zh_put(s);
                     return r;
                 }
@@ -1868,11 +1876,13 @@ static void *repair_thread(void *arg)
     if (it->c.dispose != NULL) {
         r = ZKR_ECANCELED; /* freed meanwhile */
     } else if (r == 0 && !j->sealed) {
-        r = build_back(it); /* b<t> is there now: the same tail */
+        /* b<t> is there and q<L> named it then: the same tail (if it was
+         * sealed since, the commit's check says so). */
+        r = build_back(it);
         if (r == 0)
             r = zkr__commit(&it->c, &it->cm);
-    } else if (r == 0 || conn_error(r)) {
-        r = tail_lookup(it); /* sealed: q<L> moved on (by us or not) */
+    } else if (r == 0 || r == ZBADVERSION || conn_error(r)) {
+        r = tail_lookup(it); /* q<L> moved on (by us or not): read again */
     }
     if (r != 0) {
         it->where = -2; /* report r as is */
@@ -2123,10 +2133,15 @@ static int item_commit(zkr_item_t *it, int where, zkr_item_completion_t cb,
             it->busy = 0;
     }
     if (rc == 0 && sync) {
+        /* Counted: a free from another thread waits for this wait to
+         * end before the item goes (review17c C1). */
+        it->c.sync_waiters++;
         while (!it->done)
             zkr__wait(s, &it->done, -1);
         rc = it->rc;
         it->sync = 0;
+        it->c.sync_waiters--;
+        pthread_cond_broadcast(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
     return rc;

@@ -649,7 +649,6 @@ static void test_b7_free_during_ack(void **state)
     assert_int_equal(left, 0);
 }
 
-
 /* ---------------------------------------------------------------------
  * C1 (review17c): zkr_item_free() from another thread while a blocking
  * zkr_item_nack(ZKR_NACK_BACK) waits for its tail repair (B1).
@@ -792,8 +791,7 @@ static void test_c2_nack_back_repair_behind_moved_tail(void **state)
      * create of b1 arrives some 1.5 s later. */
     assert_int_equal(zkt_proxy_cmd(proxy, "delay 300"), 0);
     t0 = now_ms();
-    assert_int_equal(zkr_item_nack_async(a, ZKR_NACK_BACK, c2_nacked, NULL),
-                     0);
+    assert_int_equal(zkr_item_nack_async(a, ZKR_NACK_BACK, c2_nacked, NULL), 0);
     usleep(2700 * 1000);
     /* Meanwhile, on a fast link: P puts P1 (repairing b1 itself), P2
      * (seals b1: q1 names b2), P3 (into b2). */
@@ -805,9 +803,8 @@ static void test_c2_nack_back_repair_behind_moved_tail(void **state)
     for (int i = 0; i < 3; i++) {
         assert_int_equal(zkr_workq_take(cq, 0, &it), 0);
         assert_int_equal(((const char *)zkr_item_data(it, NULL))[0], '1' + i);
-        assert_int_equal(i < 2 ? zkr_item_ack(it)
-                               : zkr_item_nack(it, ZKR_NACK_FRONT),
-                         0);
+        assert_int_equal(
+            i < 2 ? zkr_item_ack(it) : zkr_item_nack(it, ZKR_NACK_FRONT), 0);
         zkr_item_free(it);
         it = NULL;
     }
@@ -830,7 +827,8 @@ static void test_c2_nack_back_repair_behind_moved_tail(void **state)
         }
     deallocate_String_vector(&v);
     if (zkr_workq_take(cq, 2000, &it) == 0) {
-        snprintf(first, sizeof(first), "%s", (const char *)zkr_item_data(it, NULL));
+        snprintf(first, sizeof(first), "%s",
+                 (const char *)zkr_item_data(it, NULL));
         assert_int_equal(zkr_item_ack(it), 0);
         zkr_item_free(it);
         it = NULL;
