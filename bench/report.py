@@ -25,6 +25,8 @@ def parse(path):
         for line in f:
             fields = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
             if "impl" in fields and "mode" in fields and "config" in fields:
+                if fields["mode"] == "failover":  # one workload per kind
+                    fields["mode"] = "failover_" + fields.get("kind", "?")
                 rows.append(fields)
     return rows
 
@@ -35,7 +37,9 @@ def key_of(r):
     size = {"contended": "contenders", "herd": "waiters", "scale": "locks",
             "semaphore": "contenders", "election": "candidates",
             "many": "w", "qput": "w", "qtake": "consumers",
-            "qdrain": "items", "qnotify": "consumers"}.get(m)
+            "qdrain": "items", "qnotify": "consumers",
+            "failover_kill": "candidates",
+            "failover_term": "candidates"}.get(m)
     return (m, int(r[size]) if size else 0)
 
 
@@ -91,6 +95,14 @@ FIGURES = [
     ("semaphore", "fairness", "semaphore(4) min/max per client, K={n}",
      False),
     ("election", "handoff_p50_us", "election handoff p50 us, K={n}", True),
+    ("failover_kill", "failover_p50_ms",
+     "failover p50 ms, leader process killed, K={n}", True),
+    ("failover_kill", "failover_max_ms",
+     "failover max ms, leader process killed, K={n}", True),
+    ("failover_term", "failover_p50_ms",
+     "failover p50 ms, leader resigns (SIGTERM), K={n}", True),
+    ("failover_term", "failover_max_ms",
+     "failover max ms, leader resigns (SIGTERM), K={n}", True),
     ("floor", "notify_p50_us", "notify floor p50 us (delete to watcher)",
      True),
     ("floor", "notify_p99_us", "notify floor p99 us", True),
@@ -316,10 +328,47 @@ def plots(data, outdir):
             "set grid", "plot " + ", ".join(lines), ""])
         subprocess.run(["gnuplot"], input=script.encode(), check=True)
         series.append(name + ".png")
+    fo = failover_plot(data, outdir)
+    if fo:
+        series.append(fo)
     for f in os.listdir(outdir):
         if f.endswith(".dat"):
             os.remove(os.path.join(outdir, f))
     return series
+
+
+def failover_plot(data, outdir):
+    """Failover p50 per library, one group per server and kind."""
+    locks = ["zkr", "curator", "kazoo"]
+    groups = []
+    for config in sorted(data):
+        for kind in ("kill", "term"):
+            ks = [k for k in data[config] if k[0] == "failover_" + kind]
+            if ks:
+                v = data[config][ks[0]]
+                groups.append(("%s %s" % (config, kind),
+                               [v.get(i, {}).get("failover_p50_ms", 0)
+                                for i in locks]))
+    if not groups:
+        return None
+    dat = os.path.join(outdir, "bench-failover.dat")
+    with open(dat, "w") as f:
+        f.write("group " + " ".join(locks) + "\n")
+        for g, vals in groups:
+            f.write('"%s" %s\n' % (g, " ".join("%g" % x for x in vals)))
+    name = "bench-failover"
+    script = "\n".join([
+        "set terminal pngcairo size 800,500",
+        "set output '%s'" % os.path.join(outdir, name + ".png"),
+        "set style data histograms", "set style histogram clustered",
+        "set style fill solid 0.8 border -1", "set logscale y",
+        "set ylabel 'failover p50 (ms, log scale)'", "set grid ytics",
+        "set key outside right",
+        "plot '%s' using 2:xtic(1) title columnheader(2), "
+        "'' using 3 title columnheader(3), '' using 4 title columnheader(4)"
+        % dat, ""])
+    subprocess.run(["gnuplot"], input=script.encode(), check=True)
+    return name + ".png"
 
 
 def failures(rows, config):

@@ -21,6 +21,9 @@
  *   qdrain N K SECS         the same (the drain time of N items)
  *   qnotify W PUTS          work queue: notifications per put, W idle
  *                           consumers
+ *   candidate PATH MS       one election candidate (session timeout MS),
+ *                           leading until killed or told to resign
+ *                           (bench/failover.py runs K of them)
  *
  * Every mode prints one line of `key=value` fields, starting with
  * `impl=... mode=...`; bench/peers/ print the same lines for Curator and
@@ -42,6 +45,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1282,6 +1286,59 @@ static void run_election(int k, int rounds)
     free(hand.v);
 }
 
+/* --------------------------------------------------------- candidate */
+
+/* One candidate of the failover workload (bench/failover.py starts K of
+ * them, each its own process): joins the election at PATH, prints
+ * "joined", then "elected <microseconds since the epoch>" when it leads,
+ * and leads until it is killed (SIGKILL: its session must expire) or told
+ * to resign (SIGTERM: it leaves the election and closes its session). */
+static volatile sig_atomic_t cand_term;
+
+static void cand_on_term(int sig)
+{
+    (void)sig;
+    cand_term = 1;
+}
+
+static void cand_elected(zkr_election_t *e, int leader, int rc, void *data)
+{
+    struct timespec ts;
+
+    (void)e;
+    (void)data;
+    if (!leader || rc != 0)
+        return;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    printf("elected %lld\n",
+           (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000);
+    fflush(stdout);
+}
+
+static void run_candidate(const char *path)
+{
+    struct sigaction sa;
+    zkr_session_t *s = open_session();
+    zkr_election_t *e;
+    int rc;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = cand_on_term;
+    sigaction(SIGTERM, &sa, NULL);
+    if ((rc = zkr_election_new(&e, s, path, "bench", NULL,
+                               ZKR_POLICY_SUSPEND)) != 0 ||
+        (rc = zkr_election_set_listener(e, cand_elected, NULL)) != 0 ||
+        (rc = zkr_election_join(e)) != 0)
+        die("candidate", rc);
+    printf("joined\n");
+    fflush(stdout);
+    while (!cand_term)
+        pause();
+    (void)zkr_election_leave(e);
+    zkr_election_free(e);
+    zkr_session_free(s);
+}
+
 /* -------------------------------------------------------------- main */
 
 static int usage(void)
@@ -1292,7 +1349,8 @@ static int usage(void)
             "  uncontended CYCLES | contended K SECONDS | herd W ROUNDS |\n"
             "  scale N | semaphore PERMITS K SECONDS | election K ROUNDS |\n"
             "  floor ROUNDS (raw only) | many N W |\n"
-            "  qput N W | qtake K N SECS | qdrain N K SECS | qnotify W PUTS\n");
+            "  qput N W | qtake K N SECS | qdrain N K SECS | qnotify W PUTS |\n"
+            "  candidate PATH SESSION_MS\n");
     return 2;
 }
 
@@ -1352,6 +1410,12 @@ int main(int argc, char **argv)
         }
     }
     zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    if (strcmp(mode, "candidate") == 0 && argc == 3 &&
+        strcmp(impl, "zkr") == 0) {
+        session_timeout_ms = arg(argv, 2);
+        run_candidate(argv[1]); /* its own path: no per-run directory */
+        return 0;
+    }
     snprintf(root, sizeof(root), "/zkr-bench/%s-%ld-%d", impl, (long)getpid(),
              (int)(now_ns() % 100000));
     s = open_session();

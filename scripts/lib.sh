@@ -7,7 +7,8 @@
 #   zkr_build [ARGS...]     autoreconf if needed, ./configure ARGS, make -j2
 #   zkr_server_start        start a throwaway ZooKeeper; exports ZKR_SERVER
 #   zkr_server_restart      kill it and start it again (same port and data)
-#   zkr_server_stop         stop it and remove its scratch dir
+#   zkr_ensemble_start      a three-server loopback ensemble instead
+#   zkr_server_stop         stop it (or them) and remove its scratch dir
 #   zkr_prometheus_start TARGET DIR  a Prometheus scraping TARGET every 1 s
 #   zkr_on_exit CMD         run CMD (eval'd) when the script exits
 #   zkr_curator_cp          class path of Debian's Apache Curator, or ""
@@ -143,6 +144,8 @@ zkr_on_exit() {
 
 ZKR_SERVER_PID=""
 ZKR_SERVER_DIR=""
+ZKR_ENSEMBLE_PIDS=()
+ZKR_ENSEMBLE_PORTS=()
 
 # A command prefix that makes a child die with this shell, even if the
 # shell is SIGKILLed: "${ZKR_PDEATH[@]}" prog args...
@@ -175,9 +178,12 @@ zkr__4lw() { # PORT WORD
 }
 
 # Runs the server of config $1 (client port $2) in the background and
-# waits until it answers ruok; ZKR_SERVER_PID is its PID.
+# waits until it answers ruok; ZKR_SERVER_PID is its PID. $3: the main
+# class (default the standalone server), $4: its log's directory (default
+# ZKR_SERVER_DIR).
 zkr__server_launch() {
-    local cfg=$1 port=$2 cp java
+    local cfg=$1 port=$2 main=${3:-org.apache.zookeeper.server.ZooKeeperServerMain}
+    local logdir=${4:-$ZKR_SERVER_DIR} cp java
     cp=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
     if [ -r /usr/share/java/slf4j-log4j12.jar ] &&
         [ -r /usr/share/java/log4j-1.2.jar ]; then
@@ -187,11 +193,10 @@ zkr__server_launch() {
     "${ZKR_PDEATH[@]}" "$java" -Xmx256m -XX:+UseSerialGC \
         -XX:TieredStopAtLevel=1 -XX:-UsePerfData -Djava.awt.headless=true \
         -Dzookeeper.root.logger=INFO,CONSOLE \
-        -Dzookeeper.log.dir="$ZKR_SERVER_DIR" -cp "$cp" \
-        org.apache.zookeeper.server.ZooKeeperServerMain "$cfg" \
-        </dev/null >>"$ZKR_SERVER_DIR/server.log" 2>&1 &
+        -Dzookeeper.log.dir="$logdir" -cp "$cp" "$main" "$cfg" \
+        </dev/null >>"$logdir/server.log" 2>&1 &
     ZKR_SERVER_PID=$!
-    zkr__await "$ZKR_SERVER_PID" "$ZKR_SERVER_DIR/server.log" ZooKeeper \
+    zkr__await "$ZKR_SERVER_PID" "$logdir/server.log" ZooKeeper \
         zkr__ruok "$port"
 }
 
@@ -255,7 +260,83 @@ zkr_server_restart() {
     zkr__server_launch "$ZKR_SERVER_DIR/zoo.cfg" "${ZKR_SERVER##*:}"
 }
 
+# Starts a loopback ensemble of three servers (QuorumPeerMain), configured
+# as zkr_server_start's (tickTime=200; ZKR_SERVER_SYNC, ZKR_SERVER_PARENT),
+# and waits until each serves (a leader or a follower). ZKR_SERVER lists
+# all three: every client picks one at random, so a run's sessions spread
+# over the leader and the followers. ZKR_ENSEMBLE_PIDS holds their PIDs,
+# ZKR_ENSEMBLE_PORTS their client ports; zkr_server_stop stops them all.
+zkr_ensemble_start() {
+    local i dir peers="" hosts=""
+    ZKR_SERVER_DIR=$(mktemp -d \
+        "${ZKR_SERVER_PARENT:-${TMPDIR:-/tmp}}/zkr-ensemble.XXXXXX")
+    zkr_on_exit zkr_server_stop
+    ZKR_ENSEMBLE_PORTS=()
+    ZKR_ENSEMBLE_PIDS=()
+    for i in 1 2 3; do
+        ZKR_ENSEMBLE_PORTS+=("$(zkr__free_port)")
+        peers+="server.$i=127.0.0.1:$(zkr__free_port):$(zkr__free_port)"$'\n'
+    done
+    for i in 1 2 3; do
+        dir=$ZKR_SERVER_DIR/s$i
+        mkdir -p "$dir/data"
+        echo "$i" >"$dir/data/myid"
+        cat >"$dir/zoo.cfg" <<EOF
+tickTime=200
+initLimit=50
+syncLimit=10
+dataDir=$dir/data
+clientPort=${ZKR_ENSEMBLE_PORTS[i - 1]}
+clientPortAddress=127.0.0.1
+minSessionTimeout=1000
+maxSessionTimeout=60000
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=*
+forceSync=${ZKR_SERVER_SYNC:-no}
+$peers
+EOF
+        zkr__server_launch "$dir/zoo.cfg" "${ZKR_ENSEMBLE_PORTS[i - 1]}" \
+            org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir" ||
+            return 1
+        ZKR_ENSEMBLE_PIDS+=("$ZKR_SERVER_PID")
+        hosts+=${hosts:+,}127.0.0.1:${ZKR_ENSEMBLE_PORTS[i - 1]}
+    done
+    ZKR_SERVER_PID=""
+    for i in 0 1 2; do
+        zkr__await "${ZKR_ENSEMBLE_PIDS[i]}" \
+            "$ZKR_SERVER_DIR/s$((i + 1))/server.log" \
+            "ZooKeeper (ensemble member $((i + 1)))" \
+            zkr__serving "${ZKR_ENSEMBLE_PORTS[i]}" || return 1
+    done
+    ZKR_SERVER=$hosts
+    export ZKR_SERVER
+    zkr_log "ZooKeeper ensemble ready at $ZKR_SERVER (the leader's port:" \
+        "$(zkr_ensemble_leader_port))"
+}
+
+# Serving: a leader or a follower (srvr prints its mode).
+zkr__serving() { zkr__4lw "$1" srvr | grep -qE '^Mode: (leader|follower)'; }
+
+# The client port of the ensemble's leader.
+zkr_ensemble_leader_port() {
+    local p
+    for p in "${ZKR_ENSEMBLE_PORTS[@]}"; do
+        if zkr__4lw "$p" srvr | grep -q '^Mode: leader'; then
+            echo "$p"
+            return 0
+        fi
+    done
+    return 1
+}
+
 zkr_server_stop() {
+    local pid
+    for pid in "${ZKR_ENSEMBLE_PIDS[@]}"; do
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    ZKR_ENSEMBLE_PIDS=()
     if [ -n "$ZKR_SERVER_PID" ]; then
         kill -KILL "$ZKR_SERVER_PID" 2>/dev/null || true
         wait "$ZKR_SERVER_PID" 2>/dev/null || true

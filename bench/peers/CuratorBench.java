@@ -5,7 +5,8 @@
 //
 // MODE is uncontended CYCLES | contended K SECONDS | herd W ROUNDS |
 // scale N | semaphore PERMITS K SECONDS | election K ROUNDS | many N W |
-// qput N W | qtake K N SECS | qdrain N K SECS | qnotify W PUTS.
+// qput N W | qtake K N SECS | qdrain N K SECS | qnotify W PUTS |
+// candidate PATH SESSION_MS (one process of bench/failover.py).
 // Locks are InterProcessMutex, the semaphore is InterProcessSemaphoreV2,
 // the election LeaderLatch, the work queue DistributedQueue with a lock
 // path (its at-least-once mode). Every contender has its own CuratorFramework
@@ -724,6 +725,44 @@ public class CuratorBench {
         return v;
     }
 
+    /**
+     * One candidate of the failover workload (bench/failover.py starts K of
+     * them, each its own JVM): a LeaderLatch at path, its session timeout
+     * sessionMs; prints "joined", then "elected MICROS" (since the epoch)
+     * when it leads, and leads until killed (SIGKILL: its session must
+     * expire) or told to resign (SIGTERM: the shutdown hook closes the
+     * latch and the client).
+     */
+    static void candidate(String path, int sessionMs) throws Exception {
+        CuratorFramework c = CuratorFrameworkFactory.builder().connectString(hosts)
+                .sessionTimeoutMs(sessionMs).connectionTimeoutMs(10000)
+                .retryPolicy(new RetryNTimes(3, 100)).build();
+        c.start();
+        c.blockUntilConnected();
+        LeaderLatch l = new LeaderLatch(c, path, "bench");
+        l.addListener(new LeaderLatchListener() {
+            public void isLeader() {
+                java.time.Instant t = java.time.Instant.now();
+                System.out.println("elected " + (t.getEpochSecond() * 1000000L + t.getNano() / 1000));
+                System.out.flush();
+            }
+
+            public void notLeader() {}
+        });
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            try {
+                l.close();
+            } catch (Exception e) {
+                // resigning anyway: the client's close ends the session
+            }
+            c.close();
+        }));
+        l.start();
+        System.out.println("joined");
+        System.out.flush();
+        Thread.sleep(Long.MAX_VALUE);
+    }
+
     public static void main(String[] a) throws Exception {
         int i = 0;
         if (a.length > 1 && a[0].equals("-s")) {
@@ -759,6 +798,8 @@ public class CuratorBench {
             qtake("qdrain", num(a[i + 2]), num(a[i + 1]), num(a[i + 3]));
         else if (mode.equals("qnotify") && n == 3)
             qnotify(num(a[i + 1]), num(a[i + 2]));
+        else if (mode.equals("candidate") && n == 3)
+            candidate(a[i + 1], num(a[i + 2]));
         else {
             System.err.println("usage: CuratorBench -s HOSTS MODE ARGS");
             System.exit(2);

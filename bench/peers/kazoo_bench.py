@@ -6,7 +6,8 @@ docs/BENCHMARKS.md, with the workloads and output lines of zkr-bench.
 
 MODE is uncontended CYCLES | contended K SECONDS | herd W ROUNDS |
 scale N | semaphore PERMITS K SECONDS | election K ROUNDS | many N W |
-qput N W | qtake K N SECS | qdrain N K SECS | qnotify W PUTS.
+qput N W | qtake K N SECS | qdrain N K SECS | qnotify W PUTS |
+candidate PATH SESSION_MS (one process of bench/failover.py).
 Locks are kazoo.recipe.lock.Lock, the semaphore kazoo's Semaphore, the
 election kazoo's Election, the work queue kazoo.recipe.queue.LockingQueue. Every contender has its own KazooClient (its own
 ZooKeeper session); they are threads of this one process, so kazoo's figures
@@ -518,6 +519,33 @@ def qnotify(w, puts):
     queue_close(clients + [p])
 
 
+def candidate(path, session_ms):
+    """One candidate of the failover workload (bench/failover.py starts K of
+    them, each its own process): kazoo's Election at PATH, its session
+    timeout SESSION_MS; prints "joined", then "elected MICROS" (since the
+    epoch) when it leads, and leads until killed (SIGKILL: its session must
+    expire) or told to resign (SIGTERM: the client stops and closes).
+    """
+    import signal
+    c = KazooClient(hosts=HOSTS, timeout=session_ms / 1000.0)
+    c.start(timeout=30)
+
+    def resign(signum, frame):
+        c.stop()
+        c.close()
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, resign)
+
+    def lead():
+        print("elected %d" % (time.time_ns() // 1000), flush=True)
+        while True:
+            time.sleep(3600)
+
+    print("joined", flush=True)
+    c.Election(path, "bench").run(lead)
+
+
 def num(s):
     v = int(s)
     if v < 1:
@@ -557,6 +585,8 @@ def main(argv):
         qtake("qdrain", num(args[1]), num(args[0]), num(args[2]))
     elif mode == "qnotify" and len(args) == 2:
         qnotify(num(args[0]), num(args[1]))
+    elif mode == "candidate" and len(args) == 2:
+        candidate(args[0], num(args[1]))
     else:
         raise SystemExit(usage)
     sys.stdout.flush()
