@@ -113,6 +113,8 @@ FIGURES = [
     ("many", "held_bytes_per_lock", "many: client bytes per held lock, W={n}",
      True),
     ("many", "held_fds", "many: open descriptors holding all, W={n}", True),
+    ("many", "held_requests_per_s",
+     "many: requests/s the session sends holding all, W={n}", True),
     ("qput", "items_per_s", "queue puts/s, W={n} in flight", False),
     ("qtake", "items_per_s", "queue take+ack/s, K={n} consumers", False),
     ("qtake", "cpu_s_per_10k",

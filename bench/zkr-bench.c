@@ -43,7 +43,9 @@
  * this one process so that an in-process check can see two holders at
  * once. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -52,6 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -822,12 +825,66 @@ static void many_released(int rc, zkr_lock_t *l, void *data)
     many_next(data, rc);
 }
 
-/* Holds N locks at once; prints RSS and descriptors; releases them. */
+/* Requests the server has received from session sid so far: the
+ * "recved" count of its connection in the four-letter word `cons`, asked
+ * of every server of -s (loopback addresses); -1 if none knows it. */
+static long server_recved(int64_t sid)
+{
+    char list[512], want[40], *save = NULL;
+    long got = -1;
+
+    snprintf(list, sizeof(list), "%s", hosts);
+    snprintf(want, sizeof(want), "sid=0x%llx,", (unsigned long long)sid);
+    for (char *h = strtok_r(list, ",", &save); h != NULL && got < 0;
+         h = strtok_r(NULL, ",", &save)) {
+        struct sockaddr_in a = {0};
+        char *colon = strrchr(h, ':'), *buf, *hit, *r;
+        size_t len = 0, cap = 1 << 20;
+        ssize_t k;
+        int fd;
+
+        if (colon == NULL)
+            continue;
+        *colon = '\0';
+        a.sin_family = AF_INET;
+        a.sin_port = htons((uint16_t)atoi(colon + 1));
+        if (inet_pton(AF_INET, h, &a.sin_addr) != 1 ||
+            (fd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+            continue;
+        if ((buf = malloc(cap + 1)) == NULL ||
+            connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+            write(fd, "cons", 4) != 4) {
+            free(buf);
+            close(fd);
+            continue;
+        }
+        while (len < cap && (k = read(fd, buf + len, cap - len)) > 0)
+            len += (size_t)k;
+        close(fd);
+        buf[len] = '\0';
+        if ((hit = strstr(buf, want)) != NULL) {
+            /* "(queued=0,recved=N,sent=M,sid=0x...," */
+            for (r = hit; r > buf && *r != '('; r--)
+                ;
+            if ((r = strstr(r, "recved=")) != NULL && r < hit)
+                got = atol(r + 7);
+        }
+        free(buf);
+    }
+    return got;
+}
+
+/* Holds N locks at once; prints RSS, descriptors and
+ * (ZKR_BENCH_HOLD_S seconds, default 0: not measured) the requests the
+ * session sends meanwhile: its heartbeat traffic while holding; releases them.
+ */
 static void many_hold(void)
 {
     slot_t *slots = calloc((size_t)many.n, sizeof(*slots));
     long rss0 = rss_kib(), rss;
-    int fds;
+    const char *env = getenv("ZKR_BENCH_HOLD_S");
+    int fds, hold_s = env != NULL ? atoi(env) : 0;
+    double hold_rps = -1;
 
     many.held = calloc((size_t)many.n, sizeof(*many.held));
     if (many.held == NULL || slots == NULL)
@@ -836,6 +893,16 @@ static void many_hold(void)
     many_run(256);
     rss = rss_kib();
     fds = open_fds();
+    if (hold_s > 0) {
+        int64_t sid = zoo_client_id(many.zh)->client_id;
+        long r0, r1;
+
+        sleep(1); /* the holders' self-watches (50 ms after each grant) */
+        r0 = server_recved(sid);
+        sleep((unsigned)hold_s);
+        r1 = server_recved(sid);
+        hold_rps = r0 >= 0 && r1 >= r0 ? (double)(r1 - r0) / hold_s : -1;
+    }
     /* Release all, pipelined: one slot per lock, each finishing at once. */
     atomic_store(&many.next, many.n);
     many.active = many.n;
@@ -849,6 +916,8 @@ static void many_hold(void)
         zkr_lock_free(many.held[i]);
     printf(" held=%d held_rss_kib=%ld held_bytes_per_lock=%.0f held_fds=%d",
            many.n, rss, (double)(rss - rss0) * 1024.0 / many.n, fds);
+    if (hold_s > 0)
+        printf(" held_s=%d held_requests_per_s=%.2f", hold_s, hold_rps);
     free(many.held);
     free(slots);
 }
