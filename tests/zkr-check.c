@@ -771,7 +771,8 @@ static void queue_judge(void)
         }
         /* Deliveries only grow, claim after claim, and the count at the
          * end is no lower than the last delivery's. */
-        qsort(it->takes, it->ntakes, sizeof(*it->takes), by_token);
+        if (it->ntakes > 1) /* takes is NULL for an item never taken */
+            qsort(it->takes, it->ntakes, sizeof(*it->takes), by_token);
         for (size_t j = 0; j < it->ntakes; j++) {
             if (it->takes[j].token < 0)
                 continue;
@@ -879,7 +880,8 @@ int main(int argc, char **argv)
     for (int i = optind; i < argc; i++)
         if (read_file(argv[i]) != 0)
             return 2;
-    qsort(evs, nev, sizeof(*evs), by_time);
+    if (nev > 1)
+        qsort(evs, nev, sizeof(*evs), by_time);
     handovers = calloc(nev + 1, sizeof(*handovers));
     if (handovers == NULL)
         return 3;
@@ -1119,7 +1121,8 @@ int main(int argc, char **argv)
     if (qs.puts > 0 && !qs.snapshot && verbose)
         fprintf(stderr, "zkr-check: items were put but no snapshot of the "
                         "queue at the end (snap-end): items_lost not judged\n");
-    qsort(handovers, nho, sizeof(*handovers), cmp_ll);
+    if (nho > 1)
+        qsort(handovers, nho, sizeof(*handovers), cmp_ll);
     printf("events=%zu acquisitions=%ld leaderships=%ld faults=%ld kinds=%s "
            "mutex_violations=%ld fencing_violations=%ld stale_rejected=%ld "
            "fifo_inversions=%ld late_handovers=%ld double_leaders=%ld "
