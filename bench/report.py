@@ -330,13 +330,56 @@ def plots(data, outdir):
             "set grid", "plot " + ", ".join(lines), ""])
         subprocess.run(["gnuplot"], input=script.encode(), check=True)
         series.append(name + ".png")
-    fo = failover_plot(data, outdir)
-    if fo:
-        series.append(fo)
+    for extra in (failover_plot(data, outdir), floor_plot(data, outdir)):
+        if extra:
+            series.append(extra)
     for f in os.listdir(outdir):
         if f.endswith(".dat"):
             os.remove(os.path.join(outdir, f))
     return series
+
+
+def bars(outdir, name, ylabel, columns, groups, logy):
+    """A clustered bar chart: one group per row, one bar per column."""
+    dat = os.path.join(outdir, name + ".dat")
+    with open(dat, "w") as f:
+        f.write("group " + " ".join(columns) + "\n")
+        for g, vals in groups:
+            f.write('"%s" %s\n' % (g, " ".join("%g" % x for x in vals)))
+    plot = ", ".join(
+        "'%s' using %d%s title columnheader(%d)"
+        % (dat if i == 0 else "", i + 2, ":xtic(1)" if i == 0 else "", i + 2)
+        for i in range(len(columns)))
+    script = "\n".join([
+        "set terminal pngcairo size 800,500",
+        "set output '%s'" % os.path.join(outdir, name + ".png"),
+        "set style data histograms", "set style histogram clustered",
+        "set style fill solid 0.8 border -1", "set xtics rotate by -20",
+        "set bmargin 5", "set logscale y" if logy else "set yrange [0:*]",
+        "set ylabel '%s'" % ylabel, "set grid ytics",
+        "set key outside right", "plot " + plot, ""])
+    subprocess.run(["gnuplot"], input=script.encode(), check=True)
+    return name + ".png"
+
+
+def floor_plot(data, outdir):
+    """Each library's handoff p50 as a multiple of the notify floor."""
+    locks = ["zkr", "curator", "kazoo"]
+    groups = []
+    for config in sorted(data):
+        d = data[config]
+        n50 = get(d, ("floor", 0), "raw", "notify_p50_us")
+        if not n50:
+            continue
+        for mode, size, label in FLOOR_HANDOFFS:
+            if (mode, size) in d:
+                groups.append(("%s %s" % (config, label),
+                               [(get(d, (mode, size), i, "handoff_p50_us")
+                                 or 0) / n50 for i in locks]))
+    if not groups:
+        return None
+    return bars(outdir, "bench-floor", "handoff p50 / notify floor p50",
+                locks, groups, False)
 
 
 def failover_plot(data, outdir):
@@ -353,24 +396,8 @@ def failover_plot(data, outdir):
                                 for i in locks]))
     if not groups:
         return None
-    dat = os.path.join(outdir, "bench-failover.dat")
-    with open(dat, "w") as f:
-        f.write("group " + " ".join(locks) + "\n")
-        for g, vals in groups:
-            f.write('"%s" %s\n' % (g, " ".join("%g" % x for x in vals)))
-    name = "bench-failover"
-    script = "\n".join([
-        "set terminal pngcairo size 800,500",
-        "set output '%s'" % os.path.join(outdir, name + ".png"),
-        "set style data histograms", "set style histogram clustered",
-        "set style fill solid 0.8 border -1", "set logscale y",
-        "set ylabel 'failover p50 (ms, log scale)'", "set grid ytics",
-        "set key outside right",
-        "plot '%s' using 2:xtic(1) title columnheader(2), "
-        "'' using 3 title columnheader(3), '' using 4 title columnheader(4)"
-        % dat, ""])
-    subprocess.run(["gnuplot"], input=script.encode(), check=True)
-    return name + ".png"
+    return bars(outdir, "bench-failover", "failover p50 (ms, log scale)",
+                locks, groups, True)
 
 
 def failures(rows, config):
