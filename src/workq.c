@@ -1855,8 +1855,8 @@ struct repair_job {
 
 /* q<L> still names the bucket our nack failed on: the tail repaired as a
  * put repairs it (repair_tail: synchronous calls, so on a thread of its
- * own, after a pause), then the nack sent again. Every round passes
- * item_done, which bounds them (tail_tries). */
+ * own, after a pause), then the nack sent again. tail_tries, counted by
+ * item_done and by repair_start, bounds the rounds (WQ_REPAIRS). */
 static void *repair_thread(void *arg)
 {
     struct repair_job *j = arg;
