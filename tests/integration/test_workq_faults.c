@@ -26,6 +26,21 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Polls *flag (under mu) every 10 ms for at most ms: its last value. */
+static int wait_flag(pthread_mutex_t *mu, const int *flag, int ms)
+{
+    int v = 0;
+
+    for (int64_t end = now_ms() + ms; now_ms() < end && !v;) {
+        pthread_mutex_lock(mu);
+        v = *flag;
+        pthread_mutex_unlock(mu);
+        if (!v)
+            usleep(10 * 1000);
+    }
+    return v;
+}
+
 static zkr_workq_t *new_q(zkr_session_t *s, const char *path, const char *id)
 {
     zkr_workq_t *q = NULL;
@@ -101,14 +116,7 @@ static void test_r1_put_reply_lost_item_consumed(void **state)
     assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
     assert_int_equal(rc, 0);
 
-    for (int64_t end = now_ms() + 10000; now_ms() < end;) {
-        pthread_mutex_lock(&r1_mu);
-        rc = r1_done;
-        pthread_mutex_unlock(&r1_mu);
-        if (rc)
-            break;
-        usleep(10 * 1000);
-    }
+    (void)wait_flag(&r1_mu, &r1_done, 10000);
     /* Whatever else is in the queue now is a second copy of "once". */
     while (zkr_workq_take(cq, 2000, &it) == 0) {
         size_t len;
@@ -194,12 +202,7 @@ static void test_r2_lost_ack_answer_claim_deleted(void **state)
 
     /* A's connection comes back. */
     assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
-    for (int64_t end = now_ms() + 15000; now_ms() < end && !done;) {
-        usleep(20 * 1000);
-        pthread_mutex_lock(&r2_mu);
-        done = r2_done;
-        pthread_mutex_unlock(&r2_mu);
-    }
+    done = wait_flag(&r2_mu, &r2_done, 15000);
     pthread_mutex_lock(&r2_mu);
     rc = r2_rc;
     pthread_mutex_unlock(&r2_mu);
@@ -322,12 +325,7 @@ static void test_r4_cancel_while_disconnected(void **state)
     usleep(300 * 1000);
     t0 = now_ms();
     assert_int_equal(zkr_workq_cancel(q), 0);
-    for (int64_t end = now_ms() + 30000; now_ms() < end && !done;) {
-        usleep(20 * 1000);
-        pthread_mutex_lock(&r4_mu);
-        done = r4_done;
-        pthread_mutex_unlock(&r4_mu);
-    }
+    done = wait_flag(&r4_mu, &r4_done, 30000);
     pthread_mutex_lock(&r4_mu);
     rc = r4_rc;
     waited = r4_at - t0;
@@ -564,13 +562,10 @@ static void b1_nack_back(const char *path, int level_written)
     t0 = now_ms();
     assert_int_equal(zkr_item_nack_async(it, ZKR_NACK_BACK, b1_nacked, NULL),
                      0);
-    for (int64_t end = now_ms() + 10000; now_ms() < end && !done;) {
-        usleep(10 * 1000);
-        pthread_mutex_lock(&b1_mu);
-        done = b1_done;
-        rc = b1_rc;
-        pthread_mutex_unlock(&b1_mu);
-    }
+    done = wait_flag(&b1_mu, &b1_done, 10000);
+    pthread_mutex_lock(&b1_mu);
+    rc = b1_rc;
+    pthread_mutex_unlock(&b1_mu);
     took = now_ms() - t0;
     printf("# B1 (%s): nack to the back -> %d after %lld ms\n",
            level_written ? "q1 names a missing bucket" : "tail sealed",
@@ -810,13 +805,10 @@ static void test_c2_nack_back_repair_behind_moved_tail(void **state)
     }
     printf("# C2: P1..P3 put, P1 P2 acked, P3 given back at %lld ms\n",
            (long long)(now_ms() - t0));
-    for (int64_t end = now_ms() + 15000; now_ms() < end && !done;) {
-        usleep(10 * 1000);
-        pthread_mutex_lock(&c2_mu);
-        done = c2_done;
-        rc = c2_rc;
-        pthread_mutex_unlock(&c2_mu);
-    }
+    done = wait_flag(&c2_mu, &c2_done, 15000);
+    pthread_mutex_lock(&c2_mu);
+    rc = c2_rc;
+    pthread_mutex_unlock(&c2_mu);
     assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
     printf("# C2: A's nack to the back -> %d at %lld ms\n", done ? rc : -1,
            (long long)(now_ms() - t0));
