@@ -223,6 +223,16 @@ zkr__await() {
 # (forceSync=yes: every write fsynced; default no), and ZKR_SERVER_PARENT
 # picks where its scratch dir goes (default $TMPDIR or /tmp; /dev/shm
 # keeps the whole server in memory).
+# Prints a server's zoo.cfg: DATADIR PORT INITLIMIT SYNCLIMIT (the harness's
+# settings: tickTime=200, loopback, 4lw on, ZKR_SERVER_SYNC for forceSync).
+zkr__zoo_cfg() {
+    printf '%s\n' "tickTime=200" "initLimit=$3" "syncLimit=$4" \
+        "dataDir=$1" "clientPort=$2" "clientPortAddress=127.0.0.1" \
+        "minSessionTimeout=1000" "maxSessionTimeout=60000" \
+        "maxClientCnxns=0" "admin.enableServer=false" \
+        "4lw.commands.whitelist=*" "forceSync=${ZKR_SERVER_SYNC:-no}"
+}
+
 zkr_server_start() {
     local port cfg
     ZKR_SERVER_DIR=$(mktemp -d \
@@ -231,20 +241,7 @@ zkr_server_start() {
     port=$(zkr__free_port)
     cfg=$ZKR_SERVER_DIR/zoo.cfg
     mkdir "$ZKR_SERVER_DIR/data"
-    cat > "$cfg" <<EOF
-tickTime=200
-initLimit=10
-syncLimit=5
-dataDir=$ZKR_SERVER_DIR/data
-clientPort=$port
-clientPortAddress=127.0.0.1
-minSessionTimeout=1000
-maxSessionTimeout=60000
-maxClientCnxns=0
-admin.enableServer=false
-4lw.commands.whitelist=*
-forceSync=${ZKR_SERVER_SYNC:-no}
-EOF
+    zkr__zoo_cfg "$ZKR_SERVER_DIR/data" "$port" 10 5 >"$cfg"
     zkr__server_launch "$cfg" "$port" || return 1
     ZKR_SERVER=127.0.0.1:$port
     export ZKR_SERVER
@@ -281,21 +278,8 @@ zkr_ensemble_start() {
         dir=$ZKR_SERVER_DIR/s$i
         mkdir -p "$dir/data"
         echo "$i" >"$dir/data/myid"
-        cat >"$dir/zoo.cfg" <<EOF
-tickTime=200
-initLimit=50
-syncLimit=10
-dataDir=$dir/data
-clientPort=${ZKR_ENSEMBLE_PORTS[i - 1]}
-clientPortAddress=127.0.0.1
-minSessionTimeout=1000
-maxSessionTimeout=60000
-maxClientCnxns=0
-admin.enableServer=false
-4lw.commands.whitelist=*
-forceSync=${ZKR_SERVER_SYNC:-no}
-$peers
-EOF
+        { zkr__zoo_cfg "$dir/data" "${ZKR_ENSEMBLE_PORTS[i - 1]}" 50 10 &&
+            printf '%s' "$peers"; } >"$dir/zoo.cfg"
         zkr__server_launch "$dir/zoo.cfg" "${ZKR_ENSEMBLE_PORTS[i - 1]}" \
             org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir" ||
             return 1
