@@ -18,11 +18,18 @@
 ZKR_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export ZKR_ROOT
 
+# Every tool a test calls is here: a test that finds one missing fails
+# naming its package (zkr_need, tests/cli/lib.sh; zkt_need, tests/harness.h)
+# instead of skipping. Audited against a fresh Debian 12 root
+# (mmdebstrap --variant=apt; .ci/fresh-root).
 ZKR_DEPS=(build-essential autoconf automake libtool pkg-config
     libzookeeper-mt-dev zookeeper default-jre-headless default-jdk-headless
-    libcmocka-dev libcurator-recipes-java
-    libsqlite3-dev libuv1-dev libjansson-dev netcat-openbsd procps valgrind jq
-    libmicrohttpd-dev abigail-tools doxygen spin
+    libcmocka-dev libcurator-recipes-java # test_cli_curator.sh: javac, Curator
+    libsqlite3-dev libuv1-dev libjansson-dev libmicrohttpd-dev
+    netcat-openbsd procps valgrind jq curl # curl, jq: test_cli_exporter.sh
+    python3 python3-kazoo # test_cli_{tty,unix}.sh; test_delay's kazoo peer
+    clang     # test_header_docs.sh: -Wdocumentation
+    abigail-tools doxygen man-db spin # man: tests/installcheck.sh
     prometheus) # prometheus, promtool: tests/cli/test_cli_{metrics,exporter}.sh
 # What scripts/package adds (the packages' Build-Depends come from
 # debian/control).

@@ -122,8 +122,8 @@ fi
 
 # ------------------------------------------------------ man(3) pages
 # The API's page, a link to it per function (here zkr_lock_fd), the
-# structs' pages, and no page named after a struct member; where man is
-# installed, `man 3 zkr_lock_fd` shows the function and groff warns of
+# structs' pages, and no page named after a struct member; `man 3
+# zkr_lock_fd` shows the function and groff warns of
 # nothing in any page.
 man3=$root$mandir/man3
 # A page's text, installed plain or gzipped (Debian's packages).
@@ -151,16 +151,15 @@ man_link_to() {
     text=$(man_page "$1")
     [ "$text" = ".so man3/$2" ] || [ "$text" = "$(man_page "$2")" ]
 }
-if ! command -v doxygen >/dev/null; then
-    ok "man(3) pages skipped: no doxygen"
+if ! command -v doxygen >/dev/null || ! command -v man >/dev/null; then
+    not_ok "man(3) pages: doxygen or man is missing (Debian packages doxygen, man-db)"
 elif man_page zkr.h.3 | grep '^\.SH NAME' >/dev/null &&
     man_link_to zkr_lock_fd.3 zkr.h.3 &&
     man_page zkr_session_options.3 | grep '^\.SH NAME' >/dev/null &&
     [ ! -e "$man3/path.3" ] && [ ! -e "$man3/path.3.gz" ] &&
-    { ! command -v man >/dev/null ||
-        { MANWIDTH=80 man -M "$root$mandir" 3 zkr_lock_fd 2>/dev/null |
-            grep 'int zkr_lock_fd (zkr_lock_t \*l)' >/dev/null &&
-            [ -z "$(man_warnings)" ]; }; }; then
+    MANWIDTH=80 man -M "$root$mandir" 3 zkr_lock_fd 2>/dev/null |
+    grep 'int zkr_lock_fd (zkr_lock_t \*l)' >/dev/null &&
+    [ -z "$(man_warnings)" ]; then
     ok "man(3) pages in $man3: $(find "$man3" -name 'zkr*' | wc -l) zkr* files"
 else
     not_ok "man(3) pages missing or wrong in $man3"

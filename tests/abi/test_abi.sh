@@ -67,7 +67,7 @@ else
 fi
 
 if ! command -v abidiff >/dev/null; then
-    skip "ABI matches abi/libzkr.abi" "abidiff missing (abigail-tools)"
+    not_ok "ABI matches abi/libzkr.abi: abidiff is missing (Debian package abigail-tools)"
 elif ! readelf -S "$lib" | grep -q '\.debug_info'; then
     skip "ABI matches abi/libzkr.abi" "libzkr.so built without -g"
 else

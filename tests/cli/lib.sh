@@ -21,6 +21,16 @@ if [ ! -x "$ZKQ" ]; then
     echo "Bail out! $ZKQ is not built (make check builds it)"
     exit 1
 fi
+# zkr_need TOOL PACKAGE: a test file that needs TOOL bails out, naming the
+# Debian package that provides it (scripts/check installs it); never a skip.
+zkr_need() {
+    if ! command -v "$1" >/dev/null 2>&1; then
+        echo "Bail out! $1 is missing: install the Debian package $2" \
+            "(scripts/check installs it)"
+        exit 99
+    fi
+}
+
 SCALE=${ZKR_TEST_SCALE:-1}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/zkr-cli.XXXXXX")
 zkr_on_exit "rm -rf '$WORK'"

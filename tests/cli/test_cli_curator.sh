@@ -3,14 +3,15 @@
 # on one path (tests/cli/CuratorRw.java): readers share across the two
 # libraries, a writer of either excludes the other's readers and writers,
 # and a random mix of Curator and zkr readers and writers never overlaps
-# a writer with anyone. Skipped when Curator (libcurator-recipes-java) or
-# javac is not installed.
+# a writer with anyone.
 . "${srcdir:-.}/tests/cli/lib.sh"
 
+zkr_need javac default-jdk-headless
 CP=$(zkr_curator_cp)
-if [ -z "$CP" ] || ! command -v javac >/dev/null; then
-    echo "1..0 # SKIP Apache Curator (libcurator-recipes-java) or javac missing"
-    exit 0
+if [ -z "$CP" ]; then
+    echo "Bail out! Apache Curator is missing: install the Debian package" \
+        "libcurator-recipes-java (scripts/check installs it)"
+    exit 99
 fi
 mkdir "$WORK/classes"
 if ! javac -nowarn -d "$WORK/classes" -cp "$CP" \

@@ -6,22 +6,14 @@
 # identifiers; a path with thousands of waiters is not listed per scrape
 # (nor per arrival); --textfile-dir adds other processes' library metrics;
 # the exporter reports and survives a lost session and a
-# ZooKeeper restart. Skipped only when prometheus is not installed.
+# ZooKeeper restart.
 # shellcheck disable=SC2317 # the tests run through run_test
 . "${srcdir:-.}/tests/cli/lib.sh"
 
-if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
-    # The TAP driver's skip: a "1..0 # SKIP" plan and status 0 (it would
-    # count automake's 77 as an error).
-    echo "1..0 # SKIP prometheus (Debian package prometheus) is not installed"
-    exit 0
-fi
-for tool in curl jq; do
-    if ! command -v "$tool" >/dev/null; then
-        echo "Bail out! $tool is needed"
-        exit 99
-    fi
-done
+zkr_need prometheus prometheus
+zkr_need promtool prometheus
+zkr_need curl curl
+zkr_need jq jq
 
 # exporter_start [GLOBAL-OPTION...] -- PATH...: starts zkr exporter on a
 # free port (EXP is its address, EXP_PID its PID), refreshing every 0.2 s,

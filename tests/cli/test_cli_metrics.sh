@@ -2,10 +2,10 @@
 # Library metrics in the Prometheus text format: the exposition of a
 # made-up snapshot (tests/unit/test_metrics --emit: escaped label values,
 # histograms) and the files `zkr lock|sem|elect --metrics-file` write at
-# exit pass `promtool check metrics` (Debian's prometheus package; those
-# checks are skipped only when promtool is missing), and the files count
-# what the runs did.
+# exit pass `promtool check metrics` (Debian's prometheus package), and
+# the files count what the runs did.
 . "${srcdir:-.}/tests/cli/lib.sh"
+zkr_need promtool prometheus
 
 EMIT=$builddir/tests/unit/test_metrics
 
@@ -16,16 +16,6 @@ promtool_ok() {
         sed 's/^/# promtool: /' <<< "$out"
         return 1
     fi
-}
-
-# run_promtool_test NAME: run_test NAME, or a TAP skip without promtool.
-run_promtool_test() {
-    if ! command -v promtool >/dev/null; then
-        t_num=$((t_num + 1))
-        echo "ok $t_num - $1 # SKIP promtool (Debian package prometheus) missing"
-        return
-    fi
-    run_test "$1"
 }
 
 # metric FILE LINE: FILE has exactly this line.
@@ -103,9 +93,9 @@ test_unwritable() {
 }
 
 start_server
-run_promtool_test test_format_promtool
+run_test test_format_promtool
 run_test test_lock_file
 run_test test_busy_sem_elect
-run_promtool_test test_files_promtool
+run_test test_files_promtool
 run_test test_unwritable
 done_testing

@@ -5,6 +5,7 @@
 # when it ends; a command stopped by Ctrl-Z stops zkr with it, and the
 # guard ends it at the session's safe deadline if zkr is not continued.
 . "${srcdir:-.}/tests/cli/lib.sh"
+zkr_need python3 python3
 
 PTY="python3 $top_srcdir/tests/cli/ptyplay.py"
 T=4000 # session timeout, ms

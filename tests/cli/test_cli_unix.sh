@@ -3,6 +3,7 @@
 # cannot break, credentials off the command line, validation before any
 # connection, flock(1)'s sysexits statuses and long options, --help.
 . "${srcdir:-.}/tests/cli/lib.sh"
+zkr_need python3 python3
 
 AUTH=ops:s3cret
 UNREACHABLE=127.0.0.1:1

@@ -530,8 +530,11 @@ static void kazoo_start(struct kazoo *k, const char *dir, char *node,
     close(out[1]);
     k->to = fdopen(in[1], "w");
     k->from = fdopen(out[0], "r");
-    assert_non_null(fgets(line, sizeof(line), k->from));
-    assert_int_equal(strncmp(line, "held ", 5), 0);
+    if (fgets(line, sizeof(line), k->from) == NULL ||
+        strncmp(line, "held ", 5) != 0)
+        fail_msg("the kazoo peer did not take the lock (is the Debian "
+                 "package python3-kazoo installed? scripts/check "
+                 "installs it)");
     line[strcspn(line, "\n")] = '\0';
     snprintf(node, len, "%s", line + 5);
 }
