@@ -391,6 +391,7 @@ test_header_timeout() {
     exporter_start -- --header-timeout 1 /exp/slow
     out=$(python3 "$top_srcdir/tests/cli/slowloris.py" "$EXP" 5 1 \
         127.0.0.1=1)
+    out=${out##*$'\n'} # its counts
     echo "# slowloris: $out"
     expect "slow connection not closed twice: $out" \
         [ "$(echo "$out" | awk '$1 == "opened" { print $6 }')" -ge 2 ]
@@ -420,6 +421,31 @@ EOF
         -v m="$(scaled 3)" 'BEGIN { exit !(i != "" && i + 0 >= 0.5 && i + 0 <= 1 + m) }'
 }
 
+# The limits' options: listed by --help; out of range, or more
+# connections than the open-files hard limit allows (2 N + 64), a usage
+# error (exit 64) before any session is opened.
+test_http_options() {
+    local out rc opt
+    out=$("$ZKR" exporter --help) || fail "--help exited $?"
+    for opt in --max-connections --per-ip-limit --header-timeout; do
+        expect "--help does not list $opt" grep -q -- "$opt\b" <<<"$out"
+    done
+    for opt in "--max-connections 0" "--max-connections 100001" \
+        "--per-ip-limit 0" "--per-ip-limit 129" \
+        "--max-connections 8 --per-ip-limit 9" "--header-timeout 0.05" \
+        "--header-timeout 3601" "--header-timeout x"; do
+        rc=0
+        # shellcheck disable=SC2086 # an option and its value
+        "$ZKR" -s 127.0.0.1:1 exporter $opt /exp/opt 2>"$WORK/err" || rc=$?
+        expect "$opt: exit $rc ($(cat "$WORK/err"))" [ "$rc" -eq 64 ]
+    done
+    rc=0
+    (ulimit -n 256 && "$ZKR" -s 127.0.0.1:1 exporter --max-connections 100 \
+        /exp/opt) 2>"$WORK/err" || rc=$?
+    expect "over the open-files limit: exit $rc ($(cat "$WORK/err"))" \
+        [ "$rc" -eq 64 ]
+}
+
 start_server
 run_test test_prometheus_sees_queue
 run_test test_promtool_and_escaping
@@ -429,4 +455,5 @@ run_test test_session_loss
 run_test test_zookeeper_restart
 run_test test_slowloris
 run_test test_header_timeout
+run_test test_http_options
 done_testing
