@@ -365,7 +365,7 @@ slowloris_phase() {
     expect "$bad of $n scrapes failed $what" [ "$bad" -eq 0 ]
     # --max-connections (default 128) bounds the connections held.
     expect "$most connections held $what" [ "$most" -le 128 ]
-    expect "only $n scrapes in ${window} s" [ "$n" -ge 10 ]
+    expect "only $n scrapes in ${window} s" [ "$n" -ge 5 ]
     expect "slowloris exited $st: $(cat "$WORK/slow.out")" [ "$st" -eq 0 ]
 }
 
@@ -394,7 +394,8 @@ test_header_timeout() {
     out=${out##*$'\n'} # its counts
     echo "# slowloris: $out"
     expect "slow connection not closed twice: $out" \
-        [ "$(echo "$out" | awk '$1 == "opened" { print $6 }')" -ge 2 ]
+        [ "$(echo "$out" | awk '{ for (i = 1; i < NF; i++)
+            if ($i == "closed") print $(i + 1) }')" -ge 2 ]
     expect "closings not counted" [ "$(metric \
         'zkr_exporter_http_closed_total{reason="header_timeout"}')" -ge 2 ]
     idle=$(python3 - "$EXP" <<'EOF'
