@@ -35,8 +35,8 @@
  * or from many, cannot keep a scraper out: a request must arrive whole
  * within --header-timeout, an address holds at most --per-ip-limit
  * connections and all of them at most --max-connections, and a newcomer
- * over a limit closes the connection that has waited longest for its
- * request (see "HTTP connections" below). */
+ * over a limit closes a connection still waiting for its request (see
+ * "HTTP connections" below). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -91,17 +91,25 @@ typedef struct xpath {
     uint64_t listings, errors;
 } xpath_t;
 
+/* A client address with HTTP connections. */
+typedef struct xaddr {
+    struct xaddr *next;
+    struct in_addr ip;
+    int n;    /* its connections not closing */
+    int refs; /* its connections */
+} xaddr_t;
+
 /* One HTTP connection, from libmicrohttpd's notice of its start to that of
  * its end. It waits while none of its requests is being served: from its
  * opening, and again from the end of each response (keep-alive). */
 typedef struct xconn {
     struct xconn *prev, *next;
+    xaddr_t *addr; /* its client's address */
     int fd;
-    struct in_addr ip; /* its client's address */
-    int64_t since_ms;  /* start of its wait */
-    int serving;       /* a request of it is being served */
-    int heard;         /* a request line of it was read, or a request served */
-    int closing;       /* shut down: libmicrohttpd closes it at its next turn */
+    int64_t since_ms; /* start of its wait */
+    int serving;      /* a request of it is being served */
+    int heard;        /* a request line of it was read, or a request served */
+    int closing;      /* shut down: libmicrohttpd closes it at its next turn */
 } xconn_t;
 
 typedef struct exporter {
@@ -119,6 +127,7 @@ typedef struct exporter {
      * the scrape) reads or writes these. */
     xconn_t *conns, *conns_tail; /* oldest first */
     int nconns;                  /* those not closing */
+    xaddr_t *addrs;              /* their client addresses */
     int max_conns, per_ip;       /* --max-connections, --per-ip-limit */
     int64_t header_ms;           /* --header-timeout */
     uint64_t closed_timeout, closed_evicted, closed_refused;
@@ -931,27 +940,39 @@ static void conn_shut(exporter_t *x, xconn_t *c, uint64_t *reason)
 {
     shutdown(c->fd, SHUT_RDWR);
     c->closing = 1;
+    c->addr->n--;
     x->nconns--;
     (*reason)++;
 }
 
+/* 1 when v is to be closed before w: from the address holding more
+ * connections, then heard from before never read, then waiting longer. */
+static int before(const xconn_t *v, const xconn_t *w)
+{
+    if (v->addr->n != w->addr->n)
+        return v->addr->n > w->addr->n;
+    if (v->heard != w->heard)
+        return v->heard > w->heard;
+    return v->since_ms < w->since_ms;
+}
+
 /* The connection to close to make room for c: a waiting one (from c's
- * address when same_ip), one heard from (its request line read, or a
- * request served) before one never read, the longest waiting first. A
- * scraper sends its whole request at once, so it is served as soon as
- * libmicrohttpd first reads it: only a connection never read can be a
- * scraper about to be served, and the newest of those are the last to
- * go. NULL when every other connection is being served. */
-static xconn_t *victim(exporter_t *x, const xconn_t *c, int same_ip)
+ * address when same_addr), the first by before(). Closing from the
+ * address that holds the most keeps a scraper on an address of its own
+ * out of reach however fast other addresses open connections. Within an
+ * address: a scraper sends its whole request at once, so it is served as
+ * soon as libmicrohttpd first reads it; only a connection never read can
+ * be a scraper about to be served, and the newest of those are the last
+ * to go. NULL when every other connection is being served. */
+static xconn_t *victim(exporter_t *x, const xconn_t *c, int same_addr)
 {
     xconn_t *best = NULL;
 
     for (xconn_t *v = x->conns; v != NULL; v = v->next) {
         if (v == c || v->closing || v->serving ||
-            (same_ip && v->ip.s_addr != c->ip.s_addr))
+            (same_addr && v->addr != c->addr))
             continue;
-        if (best == NULL || v->heard > best->heard ||
-            (v->heard == best->heard && v->since_ms < best->since_ms))
+        if (best == NULL || before(v, best))
             best = v;
     }
     return best;
@@ -962,11 +983,8 @@ static xconn_t *victim(exporter_t *x, const xconn_t *c, int same_ip)
 static void make_room(exporter_t *x, xconn_t *c)
 {
     xconn_t *v;
-    int same = 0;
 
-    for (v = x->conns; v != NULL; v = v->next)
-        same += !v->closing && v->ip.s_addr == c->ip.s_addr;
-    if (same > x->per_ip) {
+    if (c->addr->n > x->per_ip) {
         if ((v = victim(x, c, 1)) == NULL) {
             conn_shut(x, c, &x->closed_refused);
             return;
@@ -987,19 +1005,33 @@ static void conn_started(exporter_t *x, struct MHD_Connection *conn, void **ctx)
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     const union MHD_ConnectionInfo *ai =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    struct in_addr ip = {0};
+    xaddr_t *a;
     xconn_t *c;
 
     if (fi == NULL)
         return; /* not a socket: nothing to bound */
-    if ((c = calloc(1, sizeof(*c))) == NULL) {
+    if (ai != NULL && ai->client_addr != NULL &&
+        ai->client_addr->sa_family == AF_INET)
+        ip = ((const struct sockaddr_in *)(void *)ai->client_addr)->sin_addr;
+    for (a = x->addrs; a != NULL && a->ip.s_addr != ip.s_addr; a = a->next)
+        ;
+    if ((c = calloc(1, sizeof(*c))) == NULL ||
+        (a == NULL && (a = calloc(1, sizeof(*a))) == NULL)) {
+        free(c);
         shutdown(fi->connect_fd, SHUT_RDWR); /* cannot be followed */
         x->closed_refused++;
         return;
     }
+    if (a->refs == 0) {
+        a->ip = ip;
+        a->next = x->addrs;
+        x->addrs = a;
+    }
+    a->n++;
+    a->refs++;
+    c->addr = a;
     c->fd = fi->connect_fd;
-    if (ai != NULL && ai->client_addr != NULL &&
-        ai->client_addr->sa_family == AF_INET)
-        c->ip = ((const struct sockaddr_in *)(void *)ai->client_addr)->sin_addr;
     c->since_ms = mono_ms();
     c->prev = x->conns_tail;
     if (x->conns_tail != NULL)
@@ -1022,8 +1054,17 @@ static void conn_free(exporter_t *x, xconn_t *c)
         c->next->prev = c->prev;
     else
         x->conns_tail = c->prev;
-    if (!c->closing)
+    if (!c->closing) {
+        c->addr->n--;
         x->nconns--;
+    }
+    if (--c->addr->refs == 0) {
+        xaddr_t **pa = &x->addrs;
+        while (*pa != c->addr)
+            pa = &(*pa)->next;
+        *pa = c->addr->next;
+        free(c->addr);
+    }
     free(c);
 }
 
@@ -1198,9 +1239,9 @@ static void usage(void)
            "(default %d)\n"
            "      --per-ip-limit N    of them from one client address "
            "(default %d);\n"
-           "                          over a limit, a newcomer closes the "
+           "                          over a limit, a newcomer closes a "
            "connection\n"
-           "                          that waited longest for its request\n"
+           "                          still waiting for its request (zkr(1))\n"
            "      --header-timeout SECONDS\n"
            "                          time a connection has to send a whole "
            "request\n"

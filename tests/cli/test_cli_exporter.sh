@@ -379,6 +379,30 @@ test_slowloris() {
         'zkr_exporter_http_closed_total{reason="evicted"}')" -gt 0 ]
 }
 
+# Over --max-connections, a newcomer closes a connection of the address
+# that holds the most: a slow client alone on its address (the oldest
+# connection, and heard from) outlives a flood from eight others, each
+# under --per-ip-limit, that fills the total again and again.
+test_total_limit_spares_lone_address() {
+    local h out
+    exporter_start -- --max-connections 16 --per-ip-limit 8 \
+        --header-timeout 60 /exp/slow
+    rm -f "$WORK/lone.out"
+    bg python3 "$top_srcdir/tests/cli/slowloris.py" "$EXP" 6 1 \
+        127.0.0.1=1 >"$WORK/lone.out"
+    h=$!
+    expect "slowloris not ready" wait_for 10 lines_ge "$WORK/lone.out" 1 '^ready$'
+    out=$(python3 "$top_srcdir/tests/cli/slowloris.py" "$EXP" 3 1 \
+        127.0.0.{2..9}=8)
+    echo "# flood: ${out##*$'\n'}"
+    wait_status "$h"
+    echo "# lone: $(tail -n 1 "$WORK/lone.out")"
+    expect "lone connection closed: $(tail -n 1 "$WORK/lone.out")" \
+        grep -q ' closed 0 ' "$WORK/lone.out"
+    expect "no connection evicted" [ "$(metric \
+        'zkr_exporter_http_closed_total{reason="evicted"}')" -gt 0 ]
+}
+
 # Below every connection limit, a connection that sends a header line
 # every second (libmicrohttpd's own timeout, between two reads, never
 # runs out) is closed once it has waited --header-timeout (1 s here) for
@@ -455,6 +479,7 @@ run_test test_textfile_dir
 run_test test_session_loss
 run_test test_zookeeper_restart
 run_test test_slowloris
+run_test test_total_limit_spares_lone_address
 run_test test_header_timeout
 run_test test_http_options
 done_testing
