@@ -26,8 +26,17 @@
  *
  * Threads: ZooKeeper's completion thread runs the watchers (they only mark
  * a path and signal), zkr's event thread runs the session listener, the
- * worker does every ZooKeeper call, libmicrohttpd's thread renders. One
- * mutex guards the state; no ZooKeeper call is made while it is held. */
+ * worker does every ZooKeeper call, the main thread runs libmicrohttpd's
+ * event loop (epoll) and renders. One mutex guards the state; no ZooKeeper
+ * call is made while it is held.
+ *
+ * HTTP clients are bounded so that a client that opens many connections
+ * and sends their request headers slowly (a slowloris), from one address
+ * or from many, cannot keep a scraper out: a request must arrive whole
+ * within --header-timeout, an address holds at most --per-ip-limit
+ * connections and all of them at most --max-connections, and a newcomer
+ * over a limit closes a connection still waiting for its request (see
+ * "HTTP connections" below). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -36,16 +45,29 @@
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:9723"
+#define DEFAULT_MAX_CONNECTIONS 128
+#define DEFAULT_PER_IP_LIMIT 32
+#define DEFAULT_HEADER_TIMEOUT_MS 5000
+#define MAX_CONNECTIONS_MAX 100000
+/* libmicrohttpd's time limit between two reads or writes of a connection:
+ * bounds a response that its client does not read. */
+#define IDLE_TIMEOUT_S 10u
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
 typedef struct xpath {
@@ -69,6 +91,27 @@ typedef struct xpath {
     uint64_t listings, errors;
 } xpath_t;
 
+/* A client address with HTTP connections. */
+typedef struct xaddr {
+    struct xaddr *next;
+    struct in_addr ip;
+    int n;    /* its connections not closing */
+    int refs; /* its connections */
+} xaddr_t;
+
+/* One HTTP connection, from libmicrohttpd's notice of its start to that of
+ * its end. It waits while none of its requests is being served: from its
+ * opening, and again from the end of each response (keep-alive). */
+typedef struct xconn {
+    struct xconn *prev, *next;
+    xaddr_t *addr; /* its client's address */
+    int fd;
+    int64_t since_ms; /* start of its wait */
+    int serving;      /* a request of it is being served */
+    int heard;        /* a request line of it was read, or a request served */
+    int closing;      /* shut down: libmicrohttpd closes it at its next turn */
+} xconn_t;
+
 typedef struct exporter {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -80,6 +123,14 @@ typedef struct exporter {
     int64_t refresh_ms;
     const char *textfile_dir; /* --textfile-dir, or NULL */
     uint64_t losses, suspensions, scrapes, textfile_errors;
+    /* HTTP connections: only the main thread (libmicrohttpd's callbacks,
+     * the scrape) reads or writes these. */
+    xconn_t *conns, *conns_tail; /* oldest first */
+    int nconns;                  /* those not closing */
+    xaddr_t *addrs;              /* their client addresses */
+    int max_conns, per_ip;       /* --max-connections, --per-ip-limit */
+    int64_t header_ms;           /* --header-timeout */
+    uint64_t closed_timeout, closed_evicted, closed_refused;
 } exporter_t;
 
 static int64_t mono_ms(void)
@@ -469,6 +520,19 @@ static void render_session(FILE *f, exporter_t *x)
     head(f, "zkr_exporter_scrapes_total", "counter",
          "Scrapes of /metrics served");
     fprintf(f, "zkr_exporter_scrapes_total %" PRIu64 "\n", x->scrapes);
+    head(f, "zkr_exporter_http_connections", "gauge",
+         "HTTP connections open (the scrape's own included)");
+    fprintf(f, "zkr_exporter_http_connections %d\n", x->nconns);
+    head(f, "zkr_exporter_http_closed_total", "counter",
+         "HTTP connections the exporter closed: header_timeout (no whole "
+         "request in --header-timeout), evicted (to make room for a "
+         "newcomer), refused (a newcomer, no room)");
+    fprintf(f,
+            "zkr_exporter_http_closed_total{reason=\"header_timeout\"} "
+            "%" PRIu64 "\n"
+            "zkr_exporter_http_closed_total{reason=\"evicted\"} %" PRIu64 "\n"
+            "zkr_exporter_http_closed_total{reason=\"refused\"} %" PRIu64 "\n",
+            x->closed_timeout, x->closed_evicted, x->closed_refused);
 }
 
 static void render(FILE *f, exporter_t *x)
@@ -851,6 +915,218 @@ static int render_all(FILE *out, exporter_t *x)
     return rc;
 }
 
+/* ---------------------------------------------------- HTTP connections */
+
+/* libmicrohttpd's own timeout is reset by every byte, so a client that
+ * trickles a header line every few seconds would hold a connection for
+ * ever. The exporter follows every connection (notify_conn()) and shuts
+ * the socket of one that waited longer than --header-timeout for a whole
+ * request (reap()), or that must make room for a newcomer (make_room());
+ * libmicrohttpd then reads the end of the socket and closes the
+ * connection. Everything here runs on the main thread, which runs
+ * libmicrohttpd's event loop: a socket is shut only while libmicrohttpd
+ * has not closed it (it calls notify_conn() before closing), so its
+ * descriptor is never another's. */
+
+static xconn_t *conn_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+    return ci != NULL ? ci->socket_context : NULL;
+}
+
+static void conn_shut(exporter_t *x, xconn_t *c, uint64_t *reason)
+{
+    shutdown(c->fd, SHUT_RDWR);
+    c->closing = 1;
+    c->addr->n--;
+    x->nconns--;
+    (*reason)++;
+}
+
+/* 1 when v is to be closed before w: from the address holding more
+ * connections, then heard from before never read, then waiting longer. */
+static int before(const xconn_t *v, const xconn_t *w)
+{
+    if (v->addr->n != w->addr->n)
+        return v->addr->n > w->addr->n;
+    if (v->heard != w->heard)
+        return v->heard > w->heard;
+    return v->since_ms < w->since_ms;
+}
+
+/* The connection to close to make room for c: a waiting one (from c's
+ * address when same_addr), the first by before(). Closing from the
+ * address that holds the most keeps a scraper on an address of its own
+ * out of reach however fast other addresses open connections. Within an
+ * address: a scraper sends its whole request at once, so it is served as
+ * soon as libmicrohttpd first reads it; only a connection never read can
+ * be a scraper about to be served, and the newest of those are the last
+ * to go. NULL when every other connection is being served. */
+static xconn_t *victim(exporter_t *x, const xconn_t *c, int same_addr)
+{
+    xconn_t *best = NULL;
+
+    for (xconn_t *v = x->conns; v != NULL; v = v->next) {
+        if (v == c || v->closing || v->serving ||
+            (same_addr && v->addr != c->addr))
+            continue;
+        if (best == NULL || before(v, best))
+            best = v;
+    }
+    return best;
+}
+
+/* Keeps the limits with newcomer c counted: over a limit, closes the
+ * victim, or c itself when there is none. */
+static void make_room(exporter_t *x, xconn_t *c)
+{
+    xconn_t *v;
+
+    if (c->addr->n > x->per_ip) {
+        if ((v = victim(x, c, 1)) == NULL) {
+            conn_shut(x, c, &x->closed_refused);
+            return;
+        }
+        conn_shut(x, v, &x->closed_evicted);
+    }
+    if (x->nconns > x->max_conns) {
+        if ((v = victim(x, c, 0)) == NULL)
+            conn_shut(x, c, &x->closed_refused);
+        else
+            conn_shut(x, v, &x->closed_evicted);
+    }
+}
+
+static void conn_started(exporter_t *x, struct MHD_Connection *conn, void **ctx)
+{
+    const union MHD_ConnectionInfo *fi =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ai =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    struct in_addr ip = {0};
+    xaddr_t *a;
+    xconn_t *c;
+
+    if (fi == NULL)
+        return; /* not a socket: nothing to bound */
+    if (ai != NULL && ai->client_addr != NULL &&
+        ai->client_addr->sa_family == AF_INET)
+        ip = ((const struct sockaddr_in *)(void *)ai->client_addr)->sin_addr;
+    for (a = x->addrs; a != NULL && a->ip.s_addr != ip.s_addr; a = a->next)
+        ;
+    if ((c = calloc(1, sizeof(*c))) == NULL ||
+        (a == NULL && (a = calloc(1, sizeof(*a))) == NULL)) {
+        free(c);
+        shutdown(fi->connect_fd, SHUT_RDWR); /* cannot be followed */
+        x->closed_refused++;
+        return;
+    }
+    if (a->refs == 0) {
+        a->ip = ip;
+        a->next = x->addrs;
+        x->addrs = a;
+    }
+    a->n++;
+    a->refs++;
+    c->addr = a;
+    c->fd = fi->connect_fd;
+    c->since_ms = mono_ms();
+    c->prev = x->conns_tail;
+    if (x->conns_tail != NULL)
+        x->conns_tail->next = c;
+    else
+        x->conns = c;
+    x->conns_tail = c;
+    x->nconns++;
+    *ctx = c;
+    make_room(x, c);
+}
+
+static void conn_free(exporter_t *x, xconn_t *c)
+{
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        x->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    else
+        x->conns_tail = c->prev;
+    if (!c->closing) {
+        c->addr->n--;
+        x->nconns--;
+    }
+    if (--c->addr->refs == 0) {
+        xaddr_t **pa = &x->addrs;
+        while (*pa != c->addr)
+            pa = &(*pa)->next;
+        *pa = c->addr->next;
+        free(c->addr);
+    }
+    free(c);
+}
+
+static void notify_conn(void *cls, struct MHD_Connection *conn, void **ctx,
+                        enum MHD_ConnectionNotificationCode code)
+{
+    exporter_t *x = cls;
+
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        conn_started(x, conn, ctx);
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *ctx != NULL) {
+        conn_free(x, *ctx);
+        *ctx = NULL;
+    }
+}
+
+/* Called once a request line is read: the connection has been heard. */
+static void *uri_read(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    xconn_t *c = conn_of(conn);
+
+    (void)cls;
+    (void)uri;
+    if (c != NULL)
+        c->heard = 1;
+    return NULL;
+}
+
+/* A response sent: the connection waits for its next request, which must
+ * arrive whole within --header-timeout too. (Other ends close it.) */
+static void request_done(void *cls, struct MHD_Connection *conn, void **req,
+                         enum MHD_RequestTerminationCode toe)
+{
+    xconn_t *c = conn_of(conn);
+
+    (void)cls;
+    (void)req;
+    if (c != NULL && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+        c->serving = 0;
+        c->heard = 1;
+        c->since_ms = mono_ms();
+    }
+}
+
+/* Shuts the connections that waited --header-timeout; returns the time in
+ * ms until the next one will have, or -1. */
+static int64_t reap(exporter_t *x)
+{
+    int64_t now = mono_ms(), next = -1;
+
+    for (xconn_t *c = x->conns; c != NULL; c = c->next) {
+        int64_t due = c->since_ms + x->header_ms;
+        if (c->closing || c->serving)
+            continue;
+        if (due <= now)
+            conn_shut(x, c, &x->closed_timeout);
+        else if (next < 0 || due - now < next)
+            next = due - now;
+    }
+    return next;
+}
+
 /* ---------------------------------------------------------------- HTTP */
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned code,
@@ -878,6 +1154,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
     int metrics = strcmp(url, "/metrics") == 0;
     unsigned code =
         metrics || strcmp(url, "/") == 0 ? MHD_HTTP_OK : MHD_HTTP_NOT_FOUND;
+    static int seen; /* *con_cls once the header was seen */
+    int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    xconn_t *c = conn_of(conn);
     char *body = NULL;
     size_t len = 0;
     int bad = 0;
@@ -885,11 +1164,22 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
 
     (void)version;
     (void)upload;
-    (void)upload_size;
-    (void)con_cls;
+    /* A GET is answered once its request is whole (header, and a body if
+     * any, dropped): libmicrohttpd keeps the connection for a next request
+     * only then. Another method is answered at once, which closes it. */
+    if (get && *con_cls == NULL) {
+        *con_cls = &seen;
+        return MHD_YES;
+    }
+    if (get && *upload_size != 0) {
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (c != NULL)
+        c->serving = 1; /* its request is whole: no longer a slow one */
     if ((f = open_memstream(&body, &len)) == NULL)
         return MHD_NO;
-    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+    if (!get) {
         code = MHD_HTTP_METHOD_NOT_ALLOWED;
         fputs("only GET\n", f);
     } else if (metrics) {
@@ -929,18 +1219,76 @@ static int parse_listen(const char *s, struct sockaddr_in *sa)
 
 /* ---------------------------------------------------------------- main */
 
+static void usage(void)
+{
+    printf("usage: zkr exporter [--listen HOST:PORT] [--refresh SECONDS]\n"
+           "                    [--textfile-dir DIR] [--max-connections N]\n"
+           "                    [--per-ip-limit N] [--header-timeout "
+           "SECONDS] PATH...\n"
+           "Serves /metrics (Prometheus text format) for each recipe "
+           "PATH.\n"
+           "  -l, --listen HOST:PORT  IPv4 address and port "
+           "(default " DEFAULT_LISTEN ")\n"
+           "  -r, --refresh SECONDS   stat interval and least time "
+           "between listings\n"
+           "                          of a path (default 1)\n"
+           "  -t, --textfile-dir DIR  adds the *.prom files of DIR "
+           "(written\n"
+           "                          atomically), label source=FILE\n"
+           "      --max-connections N HTTP connections held at most "
+           "(default %d)\n"
+           "      --per-ip-limit N    of them from one client address "
+           "(default %d);\n"
+           "                          over a limit, a newcomer closes a "
+           "connection\n"
+           "                          still waiting for its request (zkr(1))\n"
+           "      --header-timeout SECONDS\n"
+           "                          time a connection has to send a whole "
+           "request\n"
+           "                          (default %d)\n",
+           DEFAULT_MAX_CONNECTIONS, DEFAULT_PER_IP_LIMIT,
+           DEFAULT_HEADER_TIMEOUT_MS / 1000);
+}
+
+/* The HTTP limits' options (x->max_conns, x->per_ip, x->header_ms). 0 or
+ * a usage error's status. */
+static int parse_http_opt(exporter_t *x, int opt, const char *arg)
+{
+    long n;
+
+    if (opt == 'T') {
+        if (cli_parse_seconds(arg, &x->header_ms) != 0 || x->header_ms < 100 ||
+            x->header_ms > 3600000)
+            return cli_usage_error(
+                "exporter", "--header-timeout wants 0.1 to 3600 seconds");
+        return 0;
+    }
+    if (cli_parse_int(arg, 1, MAX_CONNECTIONS_MAX, &n) != 0)
+        return cli_usage_error("exporter", "--%s wants 1 to %d",
+                               opt == 'M' ? "max-connections" : "per-ip-limit",
+                               MAX_CONNECTIONS_MAX);
+    if (opt == 'M')
+        x->max_conns = (int)n;
+    else
+        x->per_ip = (int)n;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, struct sockaddr_in *sa,
-                      int64_t *refresh_ms, const char **textfile_dir)
+                      exporter_t *x)
 {
     static const struct option lopts[] = {
         {"listen", required_argument, NULL, 'l'},
         {"refresh", required_argument, NULL, 'r'},
         {"textfile-dir", required_argument, NULL, 't'},
+        {"max-connections", required_argument, NULL, 'M'},
+        {"per-ip-limit", required_argument, NULL, 'P'},
+        {"header-timeout", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *addr = DEFAULT_LISTEN;
-    int opt;
+    int opt, rc;
 
     optind = 0;
     opterr = 0;
@@ -948,30 +1296,20 @@ static int parse_args(int argc, char **argv, struct sockaddr_in *sa,
         if (opt == 'l') {
             addr = optarg;
         } else if (opt == 'r') {
-            if (cli_parse_seconds(optarg, refresh_ms) != 0 ||
-                *refresh_ms < 10 || *refresh_ms > 3600000)
+            if (cli_parse_seconds(optarg, &x->refresh_ms) != 0 ||
+                x->refresh_ms < 10 || x->refresh_ms > 3600000)
                 return cli_usage_error("exporter",
                                        "--refresh wants 0.01 to 3600 seconds");
         } else if (opt == 't') {
             if (*optarg == '\0')
                 return cli_usage_error("exporter",
                                        "--textfile-dir wants a directory");
-            *textfile_dir = optarg;
+            x->textfile_dir = optarg;
+        } else if (opt == 'M' || opt == 'P' || opt == 'T') {
+            if ((rc = parse_http_opt(x, opt, optarg)) != 0)
+                return rc;
         } else if (opt == 'h') {
-            printf("usage: zkr exporter [--listen HOST:PORT] [--refresh "
-                   "SECONDS]\n"
-                   "                    [--textfile-dir DIR] PATH...\n"
-                   "Serves /metrics (Prometheus text format) for each recipe "
-                   "PATH.\n"
-                   "  -l, --listen HOST:PORT  IPv4 address and port "
-                   "(default " DEFAULT_LISTEN ")\n"
-                   "  -r, --refresh SECONDS   stat interval and least time "
-                   "between listings\n"
-                   "                          of a path (default 1)\n"
-                   "  -t, --textfile-dir DIR  adds the *.prom files of DIR "
-                   "(written\n"
-                   "                          atomically), label "
-                   "source=FILE\n");
+            usage();
             return -1;
         } else {
             return cli_usage_error("exporter",
@@ -979,6 +1317,10 @@ static int parse_args(int argc, char **argv, struct sockaddr_in *sa,
                                    argv[optind - 1]);
         }
     }
+    if (x->per_ip > x->max_conns)
+        return cli_usage_error("exporter",
+                               "--per-ip-limit %d over --max-connections %d",
+                               x->per_ip, x->max_conns);
     if (optind >= argc)
         return cli_usage_error("exporter", "wants at least one PATH");
     if (parse_listen(addr, sa) != 0)
@@ -990,40 +1332,114 @@ static int parse_args(int argc, char **argv, struct sockaddr_in *sa,
     return 0;
 }
 
+/* Open files for the connections libmicrohttpd may hold: the ones kept,
+ * plus as many shut and not yet closed; the soft limit is raised when it
+ * is lower. 0, or -1 when the hard limit is too low. */
+static int fd_room(const exporter_t *x, rlim_t *need)
+{
+    struct rlimit rl;
+
+    *need = (rlim_t)x->max_conns * 2 + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= *need)
+        return 0;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < *need)
+        return -1;
+    rl.rlim_cur = *need;
+    return setrlimit(RLIMIT_NOFILE, &rl) == 0 ? 0 : -1;
+}
+
+/* libmicrohttpd's messages: one per connection that a client drops or the
+ * exporter closes, a flood under attack; shown with -v only. */
+static void http_log(void *cls, const char *fmt, va_list ap)
+{
+    const exporter_t *x = cls;
+    char m[512];
+
+    if (!x->c->verbose)
+        return;
+    vsnprintf(m, sizeof(m), fmt, ap);
+    m[strcspn(m, "\n")] = '\0';
+    cli_info(x->c, "http: %s", m);
+}
+
+static struct MHD_Daemon *start_http(exporter_t *x, struct sockaddr_in *sa)
+{
+    /* epoll: no FD_SETSIZE bound on descriptors (select() has one), and
+     * an event loop the main thread runs (serve()), with the reaping. */
+    return MHD_start_daemon(
+        MHD_USE_EPOLL | MHD_USE_ERROR_LOG, ntohs(sa->sin_port), NULL, NULL,
+        handle, x, MHD_OPTION_EXTERNAL_LOGGER, http_log, x,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)sa,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)x->max_conns * 2,
+        MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
+        MHD_OPTION_NOTIFY_CONNECTION, notify_conn, x,
+        MHD_OPTION_URI_LOG_CALLBACK, uri_read, x, MHD_OPTION_NOTIFY_COMPLETED,
+        request_done, x, MHD_OPTION_END);
+}
+
+/* libmicrohttpd's event loop with the reaping of slow connections, until
+ * SIGINT or SIGTERM (blocked: they wait for sfd). 0, or -1 on an error. */
+static int http_loop(exporter_t *x, struct MHD_Daemon *d, int sfd)
+{
+    const union MHD_DaemonInfo *di =
+        MHD_get_daemon_info(d, MHD_DAEMON_INFO_EPOLL_FD);
+    MHD_UNSIGNED_LONG_LONG mt;
+
+    if (di == NULL)
+        return -1;
+    for (;;) {
+        int64_t wait = reap(x);
+        struct pollfd pf[2] = {{.fd = di->epoll_fd, .events = POLLIN},
+                               {.fd = sfd, .events = POLLIN}};
+        if (MHD_get_timeout(d, &mt) == MHD_YES &&
+            (wait < 0 || mt < (MHD_UNSIGNED_LONG_LONG)wait))
+            wait = mt < 60000 ? (int64_t)mt : 60000;
+        if (poll(pf, 2, (int)wait) < 0 && errno != EINTR)
+            return -1;
+        if (pf[1].revents != 0)
+            return 0;
+        if (MHD_run(d) != MHD_YES)
+            return -1;
+    }
+}
+
 /* Serves until SIGINT or SIGTERM. */
 static int serve(exporter_t *x, struct sockaddr_in *sa)
 {
-    struct MHD_Daemon *d;
+    struct MHD_Daemon *d = NULL;
     pthread_t th;
     sigset_t set;
-    int sig;
+    int sfd, rc = CLI_EXIT_OSERR;
 
-    if (pthread_create(&th, NULL, worker, x) != 0) {
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    if ((sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0 ||
+        pthread_create(&th, NULL, worker, x) != 0) {
         cli_err("cannot start a thread");
+        if (sfd >= 0)
+            close(sfd);
         return CLI_EXIT_OSERR;
     }
-    d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
-                         ntohs(sa->sin_port), NULL, NULL, handle, x,
-                         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)sa,
-                         MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
-    if (d == NULL) {
+    if ((d = start_http(x, sa)) == NULL) {
         char a[INET_ADDRSTRLEN];
         cli_err("cannot listen on %s:%u",
                 inet_ntop(AF_INET, &sa->sin_addr, a, sizeof(a)),
                 ntohs(sa->sin_port));
+    } else if (http_loop(x, d, sfd) != 0) {
+        cli_err("HTTP event loop failed");
     } else {
-        sigemptyset(&set);
-        sigaddset(&set, SIGINT);
-        sigaddset(&set, SIGTERM);
-        sigwait(&set, &sig);
-        MHD_stop_daemon(d);
+        rc = 0;
     }
+    if (d != NULL)
+        MHD_stop_daemon(d); /* closes every connection: notify_conn() */
+    close(sfd);
     pthread_mutex_lock(&x->mu);
     x->stop = 1;
     pthread_cond_signal(&x->cv);
     pthread_mutex_unlock(&x->mu);
     pthread_join(th, NULL);
-    return d != NULL ? 0 : CLI_EXIT_OSERR;
+    return rc;
 }
 
 int cli_exporter(const cli_t *c, int argc, char **argv)
@@ -1032,14 +1448,22 @@ int cli_exporter(const cli_t *c, int argc, char **argv)
     exporter_t x = {0};
     sigset_t set;
     int status;
+    rlim_t need;
 
     x.c = c;
     x.refresh_ms = 1000;
-    if ((status =
-             parse_args(argc, argv, &sa, &x.refresh_ms, &x.textfile_dir)) != 0)
+    x.max_conns = DEFAULT_MAX_CONNECTIONS;
+    x.per_ip = DEFAULT_PER_IP_LIMIT;
+    x.header_ms = DEFAULT_HEADER_TIMEOUT_MS;
+    if ((status = parse_args(argc, argv, &sa, &x)) != 0)
         return status < 0 ? 0 : status;
-    /* Every thread started from here on inherits the mask: only sigwait()
-     * takes SIGINT and SIGTERM. */
+    if (fd_room(&x, &need) != 0)
+        return cli_usage_error("exporter",
+                               "--max-connections %d needs %llu open files: "
+                               "over the limit (ulimit -n)",
+                               x.max_conns, (unsigned long long)need);
+    /* Every thread started from here on inherits the mask: only serve()'s
+     * signalfd takes SIGINT and SIGTERM. */
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);

@@ -6,7 +6,8 @@
 # identifiers; a path with thousands of waiters is not listed per scrape
 # (nor per arrival); --textfile-dir adds other processes' library metrics;
 # the exporter reports and survives a lost session and a
-# ZooKeeper restart.
+# ZooKeeper restart; scrapes are served while a hostile client holds as
+# many connections as it can (a slowloris).
 # shellcheck disable=SC2317 # the tests run through run_test
 . "${srcdir:-.}/tests/cli/lib.sh"
 
@@ -14,6 +15,7 @@ zkr_need prometheus prometheus
 zkr_need promtool prometheus
 zkr_need curl curl
 zkr_need jq jq
+zkr_need python3 python3
 
 # exporter_start [GLOBAL-OPTION...] -- PATH...: starts zkr exporter on a
 # free port (EXP is its address, EXP_PID its PID), refreshing every 0.2 s,
@@ -316,6 +318,159 @@ test_zookeeper_restart() {
     CONTENDER_OPTS=()
 }
 
+# A slowloris: a hostile client opens as many connections as it can, each
+# sending a request header that never ends (a line every PERIOD seconds),
+# and opens again those the exporter closes. Scrapes from another client
+# must all be served meanwhile (HTTP 200 with the exporter's samples),
+# over a window longer than the exporter's header timeout (5 s, its
+# default: zkr(1)), so that connections it closed for their slowness have
+# been opened again. First from the scraper's own address (more
+# connections than select() can watch), then from eight others (a limit
+# per address alone would not hold those off).
+SLOW_T=5
+SLOW_PERIOD=2
+slowloris_phase() {
+    local what=$1 window=$((2 * SLOW_T + SLOW_PERIOD)) end n=0 bad=0 code h
+    local conns most=0
+    shift
+    rm -f "$WORK/slow.out"
+    bg python3 "$top_srcdir/tests/cli/slowloris.py" "$EXP" \
+        "$((window + 8))" "$SLOW_PERIOD" "$@" >"$WORK/slow.out"
+    h=$!
+    expect "slowloris not ready: $(cat "$WORK/slow.out")" \
+        wait_for 10 lines_ge "$WORK/slow.out" 1 '^ready$'
+    end=$(($(now_ms) + window * 1000))
+    while [ "$(now_ms)" -lt "$end" ] && [ "$n" -lt 500 ]; do
+        n=$((n + 1))
+        code=$(curl -sS --interface 127.0.0.1 --max-time "$(scaled 5)" \
+            -o "$WORK/slow.txt" -w '%{http_code}' "http://$EXP/metrics" \
+            2>"$WORK/slow.err") || code="$code curl exit $?"
+        if [ "$code" != 200 ] ||
+            ! grep -q '^zkr_path_up{path="/exp/slow"} ' "$WORK/slow.txt" ||
+            ! grep -q '^zkr_exporter_session_connected 1$' "$WORK/slow.txt"; then
+            bad=$((bad + 1))
+            [ "$bad" -gt 3 ] ||
+                fail "scrape $n $what: $code $(cat "$WORK/slow.err")"
+        else
+            conns=$(awk '$1 == "zkr_exporter_http_connections" { print $2 }' \
+                "$WORK/slow.txt")
+            [ "${conns:-0}" -le "$most" ] || most=$conns
+        fi
+        rm -f "$WORK/slow.txt"
+        sleep 0.2
+    done
+    wait_status "$h"
+    echo "# $what: $n scrapes, $bad failed, at most $most connections;" \
+        "slowloris: $(tail -n 1 "$WORK/slow.out")"
+    expect "$bad of $n scrapes failed $what" [ "$bad" -eq 0 ]
+    # --max-connections (default 128) bounds the connections held.
+    expect "$most connections held $what" [ "$most" -le 128 ]
+    expect "only $n scrapes in ${window} s" [ "$n" -ge 5 ]
+    expect "slowloris exited $st: $(cat "$WORK/slow.out")" [ "$st" -eq 0 ]
+}
+
+test_slowloris() {
+    exporter_start -- /exp/slow
+    slowloris_phase "from 127.0.0.1" 127.0.0.1=1200
+    slowloris_phase "from 127.0.0.2-9" 127.0.0.{2..9}=160
+    expect "exporter died" alive "$EXP_PID"
+    expect "not served after the slowloris" scrape_ok
+    expect "no connection evicted" [ "$(metric \
+        'zkr_exporter_http_closed_total{reason="evicted"}')" -gt 0 ]
+}
+
+# Over --max-connections, a newcomer closes a connection of the address
+# that holds the most: a slow client alone on its address (the oldest
+# connection, and heard from) outlives a flood from eight others, each
+# under --per-ip-limit, that fills the total again and again.
+test_total_limit_spares_lone_address() {
+    local h out
+    exporter_start -- --max-connections 16 --per-ip-limit 8 \
+        --header-timeout 60 /exp/slow
+    rm -f "$WORK/lone.out"
+    bg python3 "$top_srcdir/tests/cli/slowloris.py" "$EXP" 6 1 \
+        127.0.0.1=1 >"$WORK/lone.out"
+    h=$!
+    expect "slowloris not ready" wait_for 10 lines_ge "$WORK/lone.out" 1 '^ready$'
+    out=$(python3 "$top_srcdir/tests/cli/slowloris.py" "$EXP" 3 1 \
+        127.0.0.{2..9}=8)
+    echo "# flood: ${out##*$'\n'}"
+    wait_status "$h"
+    echo "# lone: $(tail -n 1 "$WORK/lone.out")"
+    expect "lone connection closed: $(tail -n 1 "$WORK/lone.out")" \
+        grep -q ' closed 0 ' "$WORK/lone.out"
+    expect "no connection evicted" [ "$(metric \
+        'zkr_exporter_http_closed_total{reason="evicted"}')" -gt 0 ]
+}
+
+# Below every connection limit, a connection that sends a header line
+# every second (libmicrohttpd's own timeout, between two reads, never
+# runs out) is closed once it has waited --header-timeout (1 s here) for
+# a whole header: the helper, 5 s long, opens it again at each round, and
+# it is closed again. A connection that got its answer has that long
+# again for its next request (keep-alive), not the 10 s libmicrohttpd
+# gives an idle one.
+test_header_timeout() {
+    local out idle
+    exporter_start -- --header-timeout 1 /exp/slow
+    out=$(python3 "$top_srcdir/tests/cli/slowloris.py" "$EXP" 5 1 \
+        127.0.0.1=1)
+    out=${out##*$'\n'} # its counts
+    echo "# slowloris: $out"
+    expect "slow connection not closed twice: $out" \
+        [ "$(echo "$out" | awk '{ for (i = 1; i < NF; i++)
+            if ($i == "closed") print $(i + 1) }')" -ge 2 ]
+    expect "closings not counted" [ "$(metric \
+        'zkr_exporter_http_closed_total{reason="header_timeout"}')" -ge 2 ]
+    idle=$(python3 - "$EXP" <<'EOF'
+import socket, sys, time
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=30)
+s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+got = b""
+while b"\r\n\r\n" not in got:
+    got += s.recv(65536)
+head, body = got.split(b"\r\n\r\n", 1)
+size = [int(l.split(b":")[1]) for l in head.split(b"\r\n")
+        if l.lower().startswith(b"content-length:")][0]
+while len(body) < size:
+    body += s.recv(65536)
+t = time.monotonic()
+while s.recv(65536):
+    pass
+print("%.1f" % (time.monotonic() - t))
+EOF
+)
+    echo "# kept-alive connection closed after ${idle:-?} s"
+    expect "kept-alive connection closed after ${idle:-?} s" awk -v i="$idle" \
+        -v m="$(scaled 3)" 'BEGIN { exit !(i != "" && i + 0 >= 0.5 && i + 0 <= 1 + m) }'
+}
+
+# The limits' options: listed by --help; out of range, or more
+# connections than the open-files hard limit allows (2 N + 64), a usage
+# error (exit 64) before any session is opened.
+test_http_options() {
+    local out rc opt
+    out=$("$ZKR" exporter --help) || fail "--help exited $?"
+    for opt in --max-connections --per-ip-limit --header-timeout; do
+        expect "--help does not list $opt" grep -q -- "$opt\b" <<<"$out"
+    done
+    for opt in "--max-connections 0" "--max-connections 100001" \
+        "--per-ip-limit 0" "--per-ip-limit 129" \
+        "--max-connections 8 --per-ip-limit 9" "--header-timeout 0.05" \
+        "--header-timeout 3601" "--header-timeout x"; do
+        rc=0
+        # shellcheck disable=SC2086 # an option and its value
+        "$ZKR" -s 127.0.0.1:1 exporter $opt /exp/opt 2>"$WORK/err" || rc=$?
+        expect "$opt: exit $rc ($(cat "$WORK/err"))" [ "$rc" -eq 64 ]
+    done
+    rc=0
+    (ulimit -n 256 && "$ZKR" -s 127.0.0.1:1 exporter --max-connections 100 \
+        /exp/opt) 2>"$WORK/err" || rc=$?
+    expect "over the open-files limit: exit $rc ($(cat "$WORK/err"))" \
+        [ "$rc" -eq 64 ]
+}
+
 start_server
 run_test test_prometheus_sees_queue
 run_test test_promtool_and_escaping
@@ -323,4 +478,8 @@ run_test test_thousands_of_waiters
 run_test test_textfile_dir
 run_test test_session_loss
 run_test test_zookeeper_restart
+run_test test_slowloris
+run_test test_total_limit_spares_lone_address
+run_test test_header_timeout
+run_test test_http_options
 done_testing
