@@ -127,6 +127,17 @@ int zkt_wait_connected(zhandle_t *zh, int timeout_ms);
  */
 int zkt_scaled_ms(int ms);
 
+/**
+ * The session timeout of a test whose promise holds only if the server is
+ * back within it (a restart keeps the session, its locks and leaders): the
+ * longest the harness's servers grant (maxSessionTimeout). A ZooKeeper
+ * server's restart is a JVM start plus a snapshot load, seconds on a quiet
+ * machine and far longer on a loaded one; the rule under test says nothing
+ * of how fast the server comes back, so the test gives it all the time the
+ * rule allows. Waits for what follows the restart derive from it too.
+ */
+#define ZKT_RESTART_SESSION_MS 60000
+
 /** CLOCK_MONOTONIC in milliseconds. */
 int64_t zkt_now_ms(void);
 

@@ -154,7 +154,8 @@ static void free_kind(zkr_lock_t *l)
  * token, never LOST. */
 static void restart_keeps(int kind)
 {
-    zkr_session_t *a = open_session(10000);
+    enum { T = ZKT_RESTART_SESSION_MS };
+    zkr_session_t *a = open_session(T);
     zkr_lock_t *la = make_kind(a, "/f/restart", kind);
     static struct rec ra, rs;
     char node1[ZKR_NODE_MAX], node2[ZKR_NODE_MAX];
@@ -181,10 +182,10 @@ static void restart_keeps(int kind)
     assert_int_equal(zkr_lock_valid_ms(la), 0); /* not safe while suspended */
     assert_true(zkr_session_valid_ms(a) > 0);   /* but the lease runs on */
     assert_int_equal(zkt_server_restart(server), 0);
-    raw = zkt_connect(zkt_server_hosts(server), 10000);
+    raw = zkt_connect(zkt_server_hosts(server), T);
     assert_non_null(raw);
 
-    assert_true(ZKT_WAIT_UNTIL(rec_find(&ra, ZKR_LOCK_HELD) >= 0, 10000));
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&ra, ZKR_LOCK_HELD) >= 0, T));
     assert_true(rec_find(&rs, ZKR_STATE_RECONNECTED) >= 0);
     assert_int_equal(rec_find(&ra, ZKR_LOCK_LOST), -1);
     assert_int_equal(rec_find(&rs, ZKR_STATE_LOST), -1);
@@ -324,7 +325,8 @@ static void test_server_restart_beyond_timeout(void **state)
  * delete is confirmed after reconnecting; no node is left behind. */
 static void test_release_while_disconnected(void **state)
 {
-    zkr_session_t *a = open_session(10000);
+    enum { T = ZKT_RESTART_SESSION_MS };
+    zkr_session_t *a = open_session(T);
     zkr_lock_t *la = new_lock(a, "/f/relsusp", NULL);
     struct rec ra, rd;
 
@@ -341,14 +343,14 @@ static void test_release_while_disconnected(void **state)
     assert_int_equal(zkr_lock_state(la), ZKR_LOCK_RELEASING);
     assert_int_equal(zkr_lock_acquire(la, 0), ZKR_ESTATE);
     assert_int_equal(zkt_server_restart(server), 0);
-    raw = zkt_connect(zkt_server_hosts(server), 10000);
+    raw = zkt_connect(zkt_server_hosts(server), T);
     assert_non_null(raw);
-    assert_true(ZKT_WAIT_UNTIL(rec_find(&rd, 1) >= 0, 10000));
+    assert_true(ZKT_WAIT_UNTIL(rec_find(&rd, 1) >= 0, T));
     assert_int_equal(zkr_lock_state(la), ZKR_LOCK_IDLE);
     /* Deleted by us after reconnecting; on a machine so loaded that the
      * restart outlasted the safe deadline, the release completed at LOST
      * and the server removes the node when it expires the session. */
-    assert_true(ZKT_WAIT_UNTIL(children("/f/relsusp") == 0, 15000));
+    assert_true(ZKT_WAIT_UNTIL(children("/f/relsusp") == 0, 2 * T));
     zkr_lock_free(la);
     zkr_session_free(a);
 }

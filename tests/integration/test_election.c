@@ -389,7 +389,8 @@ static zkr_election_t *leader_and_next(zkr_session_t *sa, zkr_session_t *sb,
  * under the session policy it keeps leadership through the blip. */
 static void suspended_leader(zkr_loss_policy_t policy)
 {
-    zkr_session_t *a = open_session(10000), *b = open_session(10000);
+    enum { TR = ZKT_RESTART_SESSION_MS };
+    zkr_session_t *a = open_session(TR), *b = open_session(TR);
     /* Static: a callback must never write into a dead stack frame, even
      * after a failed assertion left a candidate behind. */
     static struct seen va, vb;
@@ -429,16 +430,16 @@ static void suspended_leader(zkr_loss_policy_t policy)
         assert_false(fd_ready(zkr_election_fd(ea)));
     }
     assert_int_equal(zkt_server_restart(server), 0);
-    raw = zkt_connect(zkt_server_hosts(server), 10000);
+    raw = zkt_connect(zkt_server_hosts(server), TR);
     assert_non_null(raw);
     if (policy == ZKR_POLICY_SUSPEND) {
         /* Re-verified: it leads again, which the loop that saw it not
          * leading is woken for. */
         struct pollfd p = {zkr_election_fd(ea), POLLIN, 0};
-        assert_int_equal(poll(&p, 1, 20000), 1);
+        assert_int_equal(poll(&p, 1, TR), 1);
         assert_true(zkr_election_is_leader(ea));
     }
-    assert_int_equal(zkr_election_await(ea, 10000), 0);
+    assert_int_equal(zkr_election_await(ea, TR), 0);
     assert_int_equal(zkr_election_epoch(ea, &epoch2), 0);
     assert_int_equal(epoch1, epoch2); /* the same, re-verified node */
     assert_false(fd_ready(zkr_election_fd(ea))); /* re-verified: no loss */
@@ -1346,7 +1347,8 @@ static int fn_until_fd(zkr_election_t *e, void *data)
 
 static void run_across_reverified_suspension(int requeue)
 {
-    zkr_session_t *a = open_session(10000), *b = open_session(10000);
+    enum { TR = ZKT_RESTART_SESSION_MS };
+    zkr_session_t *a = open_session(TR), *b = open_session(TR);
     static struct runner ra;
     zkr_election_t *ea = NULL, *eb;
     char dir[32];
@@ -1366,9 +1368,9 @@ static void run_across_reverified_suspension(int requeue)
         ZKT_WAIT_UNTIL(zkr_session_state(a) == ZKR_STATE_SUSPENDED, 8000));
     zkt_sleep_ms(300);
     assert_int_equal(zkt_server_restart(server), 0);
-    raw = zkt_connect(zkt_server_hosts(server), 10000);
+    raw = zkt_connect(zkt_server_hosts(server), TR);
     assert_non_null(raw);
-    assert_true(ZKT_WAIT_UNTIL(resus.calls >= 2, 10000));
+    assert_true(ZKT_WAIT_UNTIL(resus.calls >= 2, TR));
     zkt_sleep_ms(500);
     print_message("requeue %d: fn calls %d, epochs %lld then %lld; b leads "
                   "%d\n",
@@ -1417,7 +1419,8 @@ static int fn_stop_after_reverified(zkr_election_t *e, void *data)
 
 static void test_run_resumes_after_slow_stop_past_reverification(void **state)
 {
-    zkr_session_t *a = open_session(10000), *b = open_session(10000);
+    enum { TR = ZKT_RESTART_SESSION_MS };
+    zkr_session_t *a = open_session(TR), *b = open_session(TR);
     static struct runner ra;
     zkr_election_t *ea = NULL, *eb;
     const char *dir = "/e/slowstop";
@@ -1437,9 +1440,9 @@ static void test_run_resumes_after_slow_stop_past_reverification(void **state)
         ZKT_WAIT_UNTIL(zkr_session_state(a) == ZKR_STATE_SUSPENDED, 8000));
     zkt_sleep_ms(300);
     assert_int_equal(zkt_server_restart(server), 0);
-    raw = zkt_connect(zkt_server_hosts(server), 10000);
+    raw = zkt_connect(zkt_server_hosts(server), TR);
     assert_non_null(raw);
-    ZKT_WAIT_UNTIL(resus.calls >= 2 || zkr_election_is_leader(eb), 20000);
+    ZKT_WAIT_UNTIL(resus.calls >= 2 || zkr_election_is_leader(eb), TR);
     zkt_sleep_ms(500);
     print_message("slow stop: fn calls %d, epochs %lld then %lld; a leads "
                   "%d, b leads %d\n",

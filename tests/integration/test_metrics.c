@@ -207,7 +207,8 @@ static void test_expiry_counts(void **state)
  * once, the session reconnects once, with a positive margin left. */
 static void test_reconnect_counts(void **state)
 {
-    zkr_session_t *m = open_session(20000);
+    enum { T = ZKT_RESTART_SESSION_MS };
+    zkr_session_t *m = open_session(T);
     zkr_lock_t *l = new_lock(m, "/m/rc", "m");
     double v;
 
@@ -219,14 +220,14 @@ static void test_reconnect_counts(void **state)
     assert_int_equal(zkr_lock_acquire(l, -1), 0);
     assert_int_equal(zkt_server_restart(server), 0);
     assert_true(
-        ZKT_WAIT_UNTIL(zkr_session_state(m) == ZKR_STATE_RECONNECTED, 20000));
+        ZKT_WAIT_UNTIL(zkr_session_state(m) == ZKR_STATE_RECONNECTED, T));
     assert_true(sv(m, "zkr_session_suspensions_total") == 1);
     assert_true(sv(m, "zkr_session_reconnects_total") == 1);
     assert_true(sv(m, "zkr_session_losses_total") == 0);
     assert_true(sv(m, "zkr_session_reconnect_margin_seconds") > 0);
     assert_true(rv(m, "zkr_suspended_total", "lock", "/m/rc") == 1);
     assert_true(rv(m, "zkr_lost_total", "lock", "/m/rc") == 0);
-    assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(l) == ZKR_LOCK_HELD, 20000));
+    assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(l) == ZKR_LOCK_HELD, T));
     assert_int_equal(zkr_lock_release(l), 0);
     zkr_lock_free(l);
     zkr_session_free(m);
