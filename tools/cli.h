@@ -128,7 +128,9 @@ typedef struct ct {
 int64_t ct_now_ms(void);
 /* Records zkr's children of now: never signalled as the command's. */
 void ct_record_foreign(void);
-/* Starts the guard and, under it, the command (execve(file, argv, env)).
+/* Starts the guard and, under it, the command (execve(file, argv, env);
+ * a file the kernel does not recognize, ENOEXEC, is run by /bin/sh as
+ * execvp() does).
  * The guard kills the command's tree if no heartbeat extends deadline
  * (CLOCK_BOOTTIME ms, -1 none) in time, or when zkr dies. 0; -1 (a system
  * call failed) or -2 (execve failed), with *exec_errno set; nothing is

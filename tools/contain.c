@@ -34,6 +34,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -304,8 +305,8 @@ static void guard_signal(pid_t cmd, int sig)
         kill(ents[idx[i]].pid, sig);
 }
 
-static void exec_command(int err, const char *file, char **argv, char **env,
-                         pid_t guard, int fg)
+static void exec_command(int err, const char *file, char **argv, char **sh_argv,
+                         char **env, pid_t guard, int fg)
 {
     sigset_t none;
     struct sigaction dfl;
@@ -332,6 +333,10 @@ static void exec_command(int err, const char *file, char **argv, char **env,
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     execve(file, argv, env);
+    /* A file the kernel does not recognize (a script without "#!"): run
+     * by /bin/sh, as execvp() does. */
+    if (errno == ENOEXEC)
+        execve(sh_argv[0], sh_argv, env);
     e = errno;
     n = write(err, &e, sizeof(e));
     (void)n;
@@ -365,7 +370,8 @@ static void close_except(int a, int b, int c)
 }
 
 static void guard_main(int ctl, int rep, int err, int in, const char *file,
-                       char **argv, char **env, int64_t deadline, int fg)
+                       char **argv, char **sh_argv, char **env,
+                       int64_t deadline, int fg)
 {
     struct sigaction ign;
     sigset_t chld;
@@ -394,7 +400,7 @@ static void guard_main(int ctl, int rep, int err, int in, const char *file,
     sigprocmask(SIG_BLOCK, &chld, NULL);
     sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
     if ((cmd = fork()) == 0)
-        exec_command(err, file, argv, env, self, fg);
+        exec_command(err, file, argv, sh_argv, env, self, fg);
     close(err);
     if (cmd < 0) {
         send_msg(rep, CT_FAILED, errno, 0);
@@ -460,13 +466,25 @@ int ct_spawn(ct_t *g, const char *file, char **argv, char **env,
     int ctl[2] = {-1, -1}, rep[2] = {-1, -1}, err[2] = {-1, -1};
     struct ct_msg m;
     ssize_t n;
-    int e = 0, rc = -1;
+    int e = 0, rc = -1, argc = 0;
     pid_t pid;
+    char **sh_argv = NULL;
 
     memset(g, 0, sizeof(*g));
     g->guard = g->cmd = -1;
     g->ctl = g->rep = -1;
     *exec_errno = 0;
+    /* /bin/sh FILE ARG...: made here, the guard cannot allocate. */
+    while (argv[argc] != NULL)
+        argc++;
+    if ((sh_argv = calloc((size_t)argc + 2, sizeof(*sh_argv))) == NULL) {
+        *exec_errno = errno;
+        goto out;
+    }
+    sh_argv[0] = (char *)"/bin/sh";
+    sh_argv[1] = (char *)file;
+    for (int i = 1; i < argc; i++)
+        sh_argv[i + 1] = argv[i];
     if (pipe2(ctl, O_CLOEXEC) != 0 || pipe2(rep, O_CLOEXEC) != 0 ||
         pipe2(err, O_CLOEXEC) != 0) {
         *exec_errno = errno;
@@ -477,7 +495,8 @@ int ct_spawn(ct_t *g, const char *file, char **argv, char **env,
         goto out;
     }
     if (pid == 0)
-        guard_main(ctl[0], rep[1], err[1], in, file, argv, env, deadline, fg);
+        guard_main(ctl[0], rep[1], err[1], in, file, argv, sh_argv, env,
+                   deadline, fg);
     g->guard = pid;
     close(ctl[0]);
     close(rep[1]);
@@ -506,6 +525,7 @@ int ct_spawn(ct_t *g, const char *file, char **argv, char **env,
     }
     rc = 0;
 out:
+    free(sh_argv);
     for (int i = 0; i < 2; i++) {
         if (ctl[i] >= 0)
             close(ctl[i]);

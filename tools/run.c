@@ -196,8 +196,10 @@ static void help_take(void)
           "another consumer\n"
           "may get the item); 64 usage; 69 no server or session; 71 other "
           "error; 77\n"
-          "permission denied; 126/127 COMMAND not executable/not found (no "
-          "item taken).\n"
+          "permission denied; 126/127 COMMAND not executable/not found "
+          "(found out\n"
+          "before any item is taken, but for what only exec can tell: "
+          "see zkr(1)).\n"
           "See zkr(1).\n",
           stdout);
 }
@@ -565,40 +567,104 @@ static void on_session(zkr_session_t *s, zkr_state_t st, void *data)
 
 /* ------------------------------------------------------------ command */
 
-/* Finds COMMAND like execvp() would, before forking. NULL with *why set
- * to CLI_EXIT_NOTFOUND or CLI_EXIT_NOEXEC. */
+/* Whether file can be run: 0, or an errno value. A directory, or any
+ * file that is not a regular one, cannot (EACCES, as execve() says). */
+static int runnable(const char *file)
+{
+    struct stat st;
+
+    if (stat(file, &st) != 0)
+        return errno;
+    if (!S_ISREG(st.st_mode))
+        return S_ISDIR(st.st_mode) ? EISDIR : EACCES;
+    return access(file, X_OK) == 0 ? 0 : errno;
+}
+
+/* The interpreter named by file's "#!" line, if it has one and we can
+ * read it (a script the interpreter cannot read fails anyway): 0 if it
+ * has none or it can be run, else an errno value (interp: its name). */
+static int interpreter(const char *file, char *interp, size_t size)
+{
+    char line[256];
+    ssize_t n;
+    size_t i = 2, k = 0;
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+
+    if (fd < 0)
+        return 0;
+    do
+        n = read(fd, line, sizeof(line) - 1);
+    while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n < 2 || line[0] != '#' || line[1] != '!')
+        return 0;
+    line[n] = '\0';
+    while (line[i] == ' ' || line[i] == '\t')
+        i++;
+    while (line[i] != '\0' && line[i] != ' ' && line[i] != '\t' &&
+           line[i] != '\n' && k + 1 < size)
+        interp[k++] = line[i++];
+    interp[k] = '\0';
+    if (k == 0)
+        return ENOEXEC; /* "#!" alone: execve() refuses it */
+    return runnable(interp);
+}
+
+/* Finds COMMAND as execvp() would, before forking: a name with a '/' is
+ * the file; else the first runnable file of that name in $PATH, and if
+ * none, a file of that name that exists is "permission denied" (execvp's
+ * EACCES). A file without "#!" that the kernel does not recognize is run
+ * with /bin/sh, as execvp() does (ct_spawn()), so it is not looked into;
+ * a "#!" interpreter that cannot be run is found out here. NULL, after
+ * saying why on stderr, with *why set to CLI_EXIT_NOTFOUND or
+ * CLI_EXIT_NOEXEC. */
 static char *resolve(const char *cmd, int *why)
 {
     const char *path = getenv("PATH");
-    int seen = 0;
+    char interp[256];
+    char *file = NULL;
+    int err = ENOENT, e;
 
     if (strchr(cmd, '/') != NULL) {
-        if (access(cmd, X_OK) == 0)
-            return strdup(cmd);
-        *why = errno == ENOENT ? CLI_EXIT_NOTFOUND : CLI_EXIT_NOEXEC;
+        if ((err = runnable(cmd)) == 0 && (file = strdup(cmd)) == NULL)
+            err = errno;
+    } else {
+        if (path == NULL || *path == '\0')
+            path = "/usr/local/bin:/usr/bin:/bin";
+        while (*path != '\0' && file == NULL) {
+            size_t n = strcspn(path, ":");
+            if (asprintf(&file, "%.*s/%s", (int)(n != 0 ? n : 1),
+                         n != 0 ? path : ".", cmd) < 0) {
+                file = NULL;
+                err = ENOMEM;
+                break;
+            }
+            if ((e = runnable(file)) != 0) {
+                if (e != ENOENT && e != ENOTDIR)
+                    err = e; /* seen, but cannot be run */
+                free(file);
+                file = NULL;
+            }
+            path += n;
+            if (*path == ':')
+                path++;
+        }
+    }
+    if (file != NULL && (e = interpreter(file, interp, sizeof(interp))) != 0) {
+        cli_err("%s: bad interpreter %s: %s", cmd, interp, strerror(e));
+        free(file);
+        *why = CLI_EXIT_NOEXEC;
         return NULL;
     }
-    if (path == NULL || *path == '\0')
-        path = "/usr/local/bin:/usr/bin:/bin";
-    while (*path != '\0') {
-        size_t n = strcspn(path, ":");
-        char *full = NULL;
-        struct stat st;
-        if (asprintf(&full, "%.*s/%s", (int)(n != 0 ? n : 1),
-                     n != 0 ? path : ".", cmd) < 0)
-            break;
-        if (stat(full, &st) == 0 && S_ISREG(st.st_mode)) {
-            if (access(full, X_OK) == 0)
-                return full;
-            seen = 1;
-        }
-        free(full);
-        path += n;
-        if (*path == ':')
-            path++;
+    if (file == NULL) {
+        *why = err == ENOENT || err == ENOTDIR ? CLI_EXIT_NOTFOUND
+                                               : CLI_EXIT_NOEXEC;
+        cli_err("%s: %s", cmd,
+                *why == CLI_EXIT_NOTFOUND ? "command not found"
+                : err == EACCES           ? "permission denied"
+                                          : strerror(err));
     }
-    *why = seen ? CLI_EXIT_NOEXEC : CLI_EXIT_NOTFOUND;
-    return NULL;
+    return file;
 }
 
 /* Every variable zkr sets: an outer zkr's are never passed on. */
@@ -743,12 +809,8 @@ static int spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
      * (the PATH search below takes time). */
     int64_t deadline = now_ms() + zkr_session_valid_ms(p->s);
 
-    if ((file = resolve(p->o->cmd[0], &why)) == NULL) {
-        cli_err("%s: %s", p->o->cmd[0],
-                why == CLI_EXIT_NOTFOUND ? "command not found"
-                                         : "permission denied");
+    if ((file = resolve(p->o->cmd[0], &why)) == NULL)
         return why;
-    }
     if (p->it != NULL && (in = item_input(p->it)) < 0) {
         free(file);
         return CLI_EXIT_OSERR;
@@ -1598,12 +1660,8 @@ static int command_runs(const opts_t *o)
     int why = 0;
     char *file = resolve(o->cmd[0], &why);
 
-    if (file == NULL) {
-        cli_err("%s: %s", o->cmd[0],
-                why == CLI_EXIT_NOTFOUND ? "command not found"
-                                         : "permission denied");
+    if (file == NULL)
         return why;
-    }
     free(file);
     return 0;
 }
@@ -1650,7 +1708,9 @@ static int run_take(const cli_t *c, const opts_t *o)
     cli_info(c, "%s: took %s (delivery %d)", o->path, zkr_item_id(p.it),
              zkr_item_deliveries(p.it));
     if ((ran = run_granted(&p, &status)) == GIVE_BACK) {
-        /* Not run: given back where it was (the delivery counts). */
+        /* Not run: given back where it was. The delivery counts (the
+         * count is the item's number of claims): resolve() found out
+         * before the take what can be found out without exec. */
         if ((rc = settle(&p, 0)) != 0)
             cli_err("%s: cannot give %s back: %s", o->path, zkr_item_id(p.it),
                     zkr_strerror(rc));
