@@ -4,6 +4,8 @@
 # read it (a prompt, a password, an editor); zkr takes the terminal back
 # when it ends; a command stopped by Ctrl-Z stops zkr with it, and the
 # guard ends it at the session's safe deadline if zkr is not continued.
+# Nested zkr (issue 28) is one job: stopped, continued and interrupted as
+# one. ptyplay.py plays the job-control shell.
 . "${srcdir:-.}/tests/cli/lib.sh"
 zkr_need python3 python3
 
@@ -120,6 +122,27 @@ test_stopped_command_killed() {
         wait_for 10 "$ZKR" lock -n /cli/tty-stop true
 }
 
+# Nested and stopped, never continued: the guards still keep their
+# zkr's safe deadlines (a zkr stops its tree but never a guard): the
+# innermost command is killed, and both locks are free, within about two
+# session timeouts.
+test_nested_stopped_killed() {
+    local cpid
+    rm -f "$WORK/cmd.pid"
+    bg $PTY "$(scaled 30)" expect:ready send:'\x1a' stopped sleep:"$(scaled 20)" -- \
+        "$ZKR" --session-timeout $T lock /cli/tty-nstop-outer \
+        "$ZKR" --session-timeout $T lock /cli/tty-nstop-inner \
+        sh -c "echo \$\$ > '$WORK/cmd.pid'; echo ready; read x"
+    expect "the command did not start" wait_for 10 test -s "$WORK/cmd.pid"
+    cpid=$(cat "$WORK/cmd.pid")
+    expect "stopped command $cpid alive past the session timeout" \
+        wait_for "$(awk -v t=$T 'BEGIN { print 2 * t / 1000 }')" dead "$cpid"
+    expect "the outer lock is held after the session timeout" \
+        wait_for 10 "$ZKR" lock -n /cli/tty-nstop-outer true
+    expect "the inner lock is held after the session timeout" \
+        wait_for 10 "$ZKR" lock -n /cli/tty-nstop-inner true
+}
+
 start_server
 run_test test_command_reads_terminal
 run_test test_command_writes_with_tostop
@@ -129,4 +152,5 @@ run_test test_stopped_command_killed
 run_test test_nested_ctrl_z_fg
 run_test test_nested_tstp_fg
 run_test test_nested_ctrl_z_ctrl_c
+run_test test_nested_stopped_killed
 done_testing
