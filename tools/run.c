@@ -1085,10 +1085,13 @@ static void heartbeat(sup_t *p)
  * continued. The kernel discards these stops in an orphaned process group
  * (nobody there to continue it): then SIGSTOP, which it does not. SIGCONT
  * is blocked, never read by the signalfd: pending, it tells that we were
- * stopped and continued. */
+ * stopped and continued. The signal's default action is ours for the
+ * moment, whatever disposition zkr inherited (the command inherits that
+ * one). */
 static void stop_as_job(int sig, int group)
 {
     struct timespec zero = {0, 0};
+    struct sigaction dfl, old;
     sigset_t cont, one;
 
     sigemptyset(&cont);
@@ -1097,11 +1100,15 @@ static void stop_as_job(int sig, int group)
     sigaddset(&one, sig);
     while (sigtimedwait(&cont, NULL, &zero) > 0)
         ; /* an older continuation */
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigaction(sig, &dfl, &old);
     /* Unblocked in this thread only: the stop is delivered to it, as the
      * call returns. */
     pthread_sigmask(SIG_UNBLOCK, &one, NULL);
     kill(group ? 0 : getpid(), sig);
     pthread_sigmask(SIG_BLOCK, &one, NULL);
+    sigaction(sig, &old, NULL);
     if (sigtimedwait(&cont, NULL, &zero) < 0)
         kill(getpid(), SIGSTOP);
     while (sigtimedwait(&cont, NULL, &zero) > 0)
@@ -1362,10 +1369,6 @@ static int setup(sup_t *p, const cli_t *c, const opts_t *o)
     ct_record_foreign();
     /* A write to the guard after it ended is EPIPE, not our death. */
     signal(SIGPIPE, SIG_IGN);
-    /* zkr stops itself by these (stop_as_job()), whatever it inherited. */
-    signal(SIGTSTP, SIG_DFL);
-    signal(SIGTTIN, SIG_DFL);
-    signal(SIGTTOU, SIG_DFL);
     /* Blocked but not read: a pending SIGCONT tells stop_as_job() that we
      * were stopped (a continuation happens whatever the mask). */
     sigemptyset(&cont);

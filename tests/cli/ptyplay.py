@@ -19,6 +19,7 @@ Every wait ends at TIMEOUT seconds. At the end, waits for COMMAND to exit.
 Prints "stopped by N" at each stop, "exit N" (or "timeout at STEP", after
 which COMMAND's process group is killed) and the output.
 Exit status: 0 if every step passed and COMMAND exited, 1 otherwise."""
+import ctypes
 import fcntl
 import os
 import select
@@ -34,6 +35,7 @@ master, slave = os.openpty()
 
 # The shell is a child of ours: a process group leader (as a process run
 # from a shell is) cannot start a session.
+parent = os.getpid()
 shell = os.fork()
 if shell != 0:
     os.close(slave)
@@ -41,6 +43,12 @@ if shell != 0:
     _, st = os.waitpid(shell, 0)
     sys.exit(os.waitstatus_to_exitcode(st))
 
+# The shell dies with us (a test's cleanup kills us): never a script
+# played on, printing, after the test. Its end hangs the terminal up,
+# which ends the job (SIGHUP).
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PDEATHSIG
+if os.getppid() != parent:
+    os._exit(1)
 os.setsid()
 fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
 # As a job-control shell: its own terminal signals are ignored.
