@@ -34,6 +34,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -49,12 +50,17 @@
 #define FOREIGN_MAX 64
 
 typedef struct ent {
-    pid_t pid, ppid;
+    pid_t pid, ppid, pgrp;
+    char state; /* /proc's: 'T' stopped, 't' traced, ... */
+    char guard; /* named zkr-guard: the guard of a nested zkr */
 } ent_t;
 
 static ent_t ents[SCAN_MAX];
 static pid_t foreign[FOREIGN_MAX];
 static int n_foreign;
+/* The processes ct_stop_tree() stopped, for ct_cont_tree(). */
+static pid_t held[TREE_MAX];
+static int n_held;
 
 int64_t ct_now_ms(void)
 {
@@ -79,14 +85,17 @@ static long digits(const char *s, const char *end)
     return v;
 }
 
-/* The parent of pid from /proc/PID/stat, or -1. */
-static pid_t parent_of(const char *name)
+/* The entry of process name (its pid, in decimal) from /proc/PID/stat:
+ * 0, or -1 if it is gone or unreadable. */
+static int stat_of(const char *name, ent_t *e)
 {
+    static const char guard_name[] = "zkr-guard";
     char path[64] = "/proc/", buf[1024];
     size_t n = strlen(path), k = strlen(name);
-    const char *rp, *q;
+    const char *lp, *rp, *q;
     ssize_t got;
     int fd;
+    long v;
 
     if (k > 20)
         return -1;
@@ -99,19 +108,34 @@ static pid_t parent_of(const char *name)
     if (got <= 0)
         return -1;
     buf[got] = '\0';
-    /* "pid (comm) S ppid ...": comm may hold ')' itself: take the last. */
+    /* "pid (comm) S ppid pgrp ...": comm may hold ')' itself: take the
+     * last. */
+    lp = strchr(buf, '(');
     rp = NULL;
     for (q = buf; *q != '\0'; q++)
         if (*q == ')')
             rp = q;
-    if (rp == NULL || rp[1] != ' ' || rp[2] == '\0' || rp[3] != ' ')
+    if (lp == NULL || rp == NULL || rp < lp || rp[1] != ' ' || rp[2] == '\0' ||
+        rp[3] != ' ')
         return -1;
+    e->state = rp[2];
+    e->guard = (size_t)(rp - lp - 1) == sizeof(guard_name) - 1 &&
+               memcmp(lp + 1, guard_name, sizeof(guard_name) - 1) == 0;
     for (q = rp + 4; *q >= '0' && *q <= '9'; q++)
         ;
-    return (pid_t)digits(rp + 4, q);
+    if ((v = digits(rp + 4, q)) < 0 || *q != ' ')
+        return -1;
+    e->ppid = (pid_t)v;
+    rp = q + 1;
+    for (q = rp; *q >= '0' && *q <= '9'; q++)
+        ;
+    if ((v = digits(rp, q)) < 0)
+        return -1;
+    e->pgrp = (pid_t)v;
+    return 0;
 }
 
-/* Every process's (pid, parent) into ents. Async-signal-safe. */
+/* Every process's entry into ents. Async-signal-safe. */
 static int scan(void)
 {
     char buf[8192] __attribute__((aligned(8)));
@@ -127,11 +151,8 @@ static int scan(void)
             struct dirent64 *d = (struct dirent64 *)(void *)(buf + off);
             long pid = digits(d->d_name, NULL);
             off += d->d_reclen;
-            if (pid > 0 && n < SCAN_MAX) {
-                pid_t pp = parent_of(d->d_name);
-                if (pp >= 0)
-                    ents[n++] = (ent_t){(pid_t)pid, pp};
-            }
+            if (pid > 0 && n < SCAN_MAX && stat_of(d->d_name, &ents[n]) == 0)
+                ents[n++].pid = (pid_t)pid;
         }
     }
     close(dfd);
@@ -147,19 +168,29 @@ static int is_foreign(pid_t pid)
 }
 
 /* The processes descended from root (root excluded), skipping the
- * subtrees of foreign children of root when skip_foreign. */
-static int tree(pid_t root, int skip_foreign, pid_t *out, int max)
+ * subtrees of foreign children of root when skip_foreign: their indexes
+ * in ents. */
+static int tree(pid_t root, int skip_foreign, int *out, int max)
 {
     int n = scan(), k = 0;
 
     for (int i = 0; i < n && k < max; i++)
         if (ents[i].ppid == root && !(skip_foreign && is_foreign(ents[i].pid)))
-            out[k++] = ents[i].pid;
+            out[k++] = i;
     for (int j = 0; j < k; j++)
         for (int i = 0; i < n && k < max; i++)
-            if (ents[i].ppid == out[j])
-                out[k++] = ents[i].pid;
+            if (ents[i].ppid == ents[out[j]].pid)
+                out[k++] = i;
     return k;
+}
+
+/* The command's tree: while the guard lives, below it. After its death
+ * the tree was re-parented to us: our children, but for those recorded
+ * as foreign. */
+static int command_tree(pid_t guard, int *out)
+{
+    return guard > 0 ? tree(guard, 0, out, TREE_MAX)
+                     : tree(getpid(), 1, out, TREE_MAX);
 }
 
 void ct_record_foreign(void)
@@ -173,21 +204,60 @@ void ct_record_foreign(void)
             foreign[n_foreign++] = ents[i].pid;
 }
 
+/* A guard (of a nested zkr) is never stopped: it keeps its own zkr's
+ * safe deadline while that zkr is stopped. */
 int ct_signal_tree(pid_t guard, int sig)
 {
-    static pid_t pids[TREE_MAX];
-    int n, k = 0;
+    static int idx[TREE_MAX];
+    int n = command_tree(guard, idx), k = 0;
 
-    /* While the guard lives, the command's tree is below it. After its
-     * death the tree was re-parented to us: our children, but for those
-     * recorded as foreign. */
-    if (guard > 0)
-        n = tree(guard, 0, pids, TREE_MAX);
-    else
-        n = tree(getpid(), 1, pids, TREE_MAX);
     for (int i = 0; i < n; i++)
-        if (kill(pids[i], sig) == 0)
+        if (!(sig == SIGSTOP && ents[idx[i]].guard) &&
+            kill(ents[idx[i]].pid, sig) == 0)
             k++;
+    return k;
+}
+
+int ct_signal_group(pid_t guard, pid_t pgrp, int sig)
+{
+    static int idx[TREE_MAX];
+    int n = command_tree(guard, idx), k = 0;
+
+    for (int i = 0; i < n; i++)
+        if (ents[idx[i]].pgrp == pgrp && kill(ents[idx[i]].pid, sig) == 0)
+            k++;
+    return k;
+}
+
+int ct_stop_tree(pid_t guard)
+{
+    static int idx[TREE_MAX];
+    int n = command_tree(guard, idx);
+
+    n_held = 0;
+    for (int i = 0; i < n; i++) {
+        const ent_t *e = &ents[idx[i]];
+        if (e->state != 'T' && e->state != 't' && !e->guard &&
+            kill(e->pid, SIGSTOP) == 0)
+            held[n_held++] = e->pid;
+    }
+    return n_held;
+}
+
+int ct_cont_tree(pid_t guard, pid_t pgrp)
+{
+    static int idx[TREE_MAX];
+    int n = command_tree(guard, idx), k = 0;
+
+    for (int i = 0; i < n; i++) {
+        const ent_t *e = &ents[idx[i]];
+        int ours = e->pgrp == pgrp;
+        for (int j = 0; j < n_held && !ours; j++)
+            ours = held[j] == e->pid;
+        if (ours && kill(e->pid, SIGCONT) == 0)
+            k++;
+    }
+    n_held = 0;
     return k;
 }
 
@@ -226,17 +296,17 @@ static void send_msg(int fd, int kind, int value, int64_t at)
  * descendant. */
 static void guard_signal(pid_t cmd, int sig)
 {
-    static pid_t pids[TREE_MAX];
-    int n = tree(getpid(), 0, pids, TREE_MAX);
+    static int idx[TREE_MAX];
+    int n = tree(getpid(), 0, idx, TREE_MAX);
 
     if (cmd > 0)
         kill(-cmd, sig);
     for (int i = 0; i < n; i++)
-        kill(pids[i], sig);
+        kill(ents[idx[i]].pid, sig);
 }
 
-static void exec_command(int err, const char *file, char **argv, char **env,
-                         pid_t guard, int fg)
+static void exec_command(int err, const char *file, char **argv, char **sh_argv,
+                         char **env, pid_t guard, int fg)
 {
     sigset_t none;
     struct sigaction dfl;
@@ -263,6 +333,10 @@ static void exec_command(int err, const char *file, char **argv, char **env,
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     execve(file, argv, env);
+    /* A file the kernel does not recognize (a script without "#!"): run
+     * by /bin/sh, as execvp() does. */
+    if (errno == ENOEXEC)
+        execve(sh_argv[0], sh_argv, env);
     e = errno;
     n = write(err, &e, sizeof(e));
     (void)n;
@@ -296,7 +370,8 @@ static void close_except(int a, int b, int c)
 }
 
 static void guard_main(int ctl, int rep, int err, int in, const char *file,
-                       char **argv, char **env, int64_t deadline, int fg)
+                       char **argv, char **sh_argv, char **env,
+                       int64_t deadline, int fg)
 {
     struct sigaction ign;
     sigset_t chld;
@@ -325,7 +400,7 @@ static void guard_main(int ctl, int rep, int err, int in, const char *file,
     sigprocmask(SIG_BLOCK, &chld, NULL);
     sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
     if ((cmd = fork()) == 0)
-        exec_command(err, file, argv, env, self, fg);
+        exec_command(err, file, argv, sh_argv, env, self, fg);
     close(err);
     if (cmd < 0) {
         send_msg(rep, CT_FAILED, errno, 0);
@@ -391,13 +466,25 @@ int ct_spawn(ct_t *g, const char *file, char **argv, char **env,
     int ctl[2] = {-1, -1}, rep[2] = {-1, -1}, err[2] = {-1, -1};
     struct ct_msg m;
     ssize_t n;
-    int e = 0, rc = -1;
+    int e = 0, rc = -1, argc = 0;
     pid_t pid;
+    char **sh_argv = NULL;
 
     memset(g, 0, sizeof(*g));
     g->guard = g->cmd = -1;
     g->ctl = g->rep = -1;
     *exec_errno = 0;
+    /* /bin/sh FILE ARG...: made here, the guard cannot allocate. */
+    while (argv[argc] != NULL)
+        argc++;
+    if ((sh_argv = calloc((size_t)argc + 2, sizeof(*sh_argv))) == NULL) {
+        *exec_errno = errno;
+        goto out;
+    }
+    sh_argv[0] = (char *)"/bin/sh";
+    sh_argv[1] = (char *)file;
+    for (int i = 1; i < argc; i++)
+        sh_argv[i + 1] = argv[i];
     if (pipe2(ctl, O_CLOEXEC) != 0 || pipe2(rep, O_CLOEXEC) != 0 ||
         pipe2(err, O_CLOEXEC) != 0) {
         *exec_errno = errno;
@@ -408,7 +495,8 @@ int ct_spawn(ct_t *g, const char *file, char **argv, char **env,
         goto out;
     }
     if (pid == 0)
-        guard_main(ctl[0], rep[1], err[1], in, file, argv, env, deadline, fg);
+        guard_main(ctl[0], rep[1], err[1], in, file, argv, sh_argv, env,
+                   deadline, fg);
     g->guard = pid;
     close(ctl[0]);
     close(rep[1]);
@@ -437,6 +525,7 @@ int ct_spawn(ct_t *g, const char *file, char **argv, char **env,
     }
     rc = 0;
 out:
+    free(sh_argv);
     for (int i = 0; i < 2; i++) {
         if (ctl[i] >= 0)
             close(ctl[i]);

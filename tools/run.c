@@ -22,8 +22,12 @@
  *
  * Under a terminal, a foreground zkr makes the command's process group the
  * terminal's foreground group (the command may read it) and takes it back
- * when the command is gone. A command stopped by SIGTSTP/SIGTTIN/SIGTTOU
- * stops zkr too, as Ctrl-Z of zkr does (stop_self()).
+ * when the command is gone. For job control the command's group stands
+ * for zkr's: a command stopped by SIGTSTP/SIGTTIN/SIGTTOU stops zkr's
+ * group with the same signal, as the terminal would have had the command
+ * been in it, so a zkr running a zkr (at any depth) is one job to the
+ * shell; a stop signal to zkr goes to the command's group first (see
+ * stop_self()).
  *
  * What ownership trouble does to the command (--on-suspend):
  *   term    SUSPENDED: SIGTERM to the tree; the safe deadline (LOST):
@@ -120,6 +124,9 @@ typedef struct sup {
     int64_t kill_at; /* CLOCK_BOOTTIME ms: SIGKILL the tree if still there */
     int64_t beat_at; /* next heartbeat to the guard */
     int64_t wake_at; /* -w beyond the library's int: our own deadline */
+    int64_t jc_at;   /* a job-control stop forwarded to the command: stop
+                        the tree ourselves if it has not stopped by then */
+    int jc_sig;      /* that stop's signal */
     int timed_out;   /* we canceled the acquire at wake_at */
     int64_t epoch;   /* elect: the leadership the command runs under */
     int signo;       /* last SIGINT/SIGTERM/SIGHUP received */
@@ -189,8 +196,10 @@ static void help_take(void)
           "another consumer\n"
           "may get the item); 64 usage; 69 no server or session; 71 other "
           "error; 77\n"
-          "permission denied; 126/127 COMMAND not executable/not found (no "
-          "item taken).\n"
+          "permission denied; 126/127 COMMAND not executable/not found "
+          "(found out\n"
+          "before any item is taken, but for what only exec can tell: "
+          "see zkr(1)).\n"
           "See zkr(1).\n",
           stdout);
 }
@@ -558,40 +567,104 @@ static void on_session(zkr_session_t *s, zkr_state_t st, void *data)
 
 /* ------------------------------------------------------------ command */
 
-/* Finds COMMAND like execvp() would, before forking. NULL with *why set
- * to CLI_EXIT_NOTFOUND or CLI_EXIT_NOEXEC. */
+/* Whether file can be run: 0, or an errno value. A directory, or any
+ * file that is not a regular one, cannot (EACCES, as execve() says). */
+static int runnable(const char *file)
+{
+    struct stat st;
+
+    if (stat(file, &st) != 0)
+        return errno;
+    if (!S_ISREG(st.st_mode))
+        return S_ISDIR(st.st_mode) ? EISDIR : EACCES;
+    return access(file, X_OK) == 0 ? 0 : errno;
+}
+
+/* The interpreter named by file's "#!" line, if it has one and we can
+ * read it (a script the interpreter cannot read fails anyway): 0 if it
+ * has none or it can be run, else an errno value (interp: its name). */
+static int interpreter(const char *file, char *interp, size_t size)
+{
+    char line[256];
+    ssize_t n;
+    size_t i = 2, k = 0;
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+
+    if (fd < 0)
+        return 0;
+    do
+        n = read(fd, line, sizeof(line) - 1);
+    while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n < 2 || line[0] != '#' || line[1] != '!')
+        return 0;
+    line[n] = '\0';
+    while (line[i] == ' ' || line[i] == '\t')
+        i++;
+    while (line[i] != '\0' && line[i] != ' ' && line[i] != '\t' &&
+           line[i] != '\n' && k + 1 < size)
+        interp[k++] = line[i++];
+    interp[k] = '\0';
+    if (k == 0)
+        return ENOEXEC; /* "#!" alone: execve() refuses it */
+    return runnable(interp);
+}
+
+/* Finds COMMAND as execvp() would, before forking: a name with a '/' is
+ * the file; else the first runnable file of that name in $PATH, and if
+ * none, a file of that name that exists is "permission denied" (execvp's
+ * EACCES). A file without "#!" that the kernel does not recognize is run
+ * with /bin/sh, as execvp() does (ct_spawn()), so it is not looked into;
+ * a "#!" interpreter that cannot be run is found out here. NULL, after
+ * saying why on stderr, with *why set to CLI_EXIT_NOTFOUND or
+ * CLI_EXIT_NOEXEC. */
 static char *resolve(const char *cmd, int *why)
 {
     const char *path = getenv("PATH");
-    int seen = 0;
+    char interp[256];
+    char *file = NULL;
+    int err = ENOENT, e;
 
     if (strchr(cmd, '/') != NULL) {
-        if (access(cmd, X_OK) == 0)
-            return strdup(cmd);
-        *why = errno == ENOENT ? CLI_EXIT_NOTFOUND : CLI_EXIT_NOEXEC;
+        if ((err = runnable(cmd)) == 0 && (file = strdup(cmd)) == NULL)
+            err = errno;
+    } else {
+        if (path == NULL || *path == '\0')
+            path = "/usr/local/bin:/usr/bin:/bin";
+        while (*path != '\0' && file == NULL) {
+            size_t n = strcspn(path, ":");
+            if (asprintf(&file, "%.*s/%s", (int)(n != 0 ? n : 1),
+                         n != 0 ? path : ".", cmd) < 0) {
+                file = NULL;
+                err = ENOMEM;
+                break;
+            }
+            if ((e = runnable(file)) != 0) {
+                if (e != ENOENT && e != ENOTDIR)
+                    err = e; /* seen, but cannot be run */
+                free(file);
+                file = NULL;
+            }
+            path += n;
+            if (*path == ':')
+                path++;
+        }
+    }
+    if (file != NULL && (e = interpreter(file, interp, sizeof(interp))) != 0) {
+        cli_err("%s: bad interpreter %s: %s", cmd, interp, strerror(e));
+        free(file);
+        *why = CLI_EXIT_NOEXEC;
         return NULL;
     }
-    if (path == NULL || *path == '\0')
-        path = "/usr/local/bin:/usr/bin:/bin";
-    while (*path != '\0') {
-        size_t n = strcspn(path, ":");
-        char *full = NULL;
-        struct stat st;
-        if (asprintf(&full, "%.*s/%s", (int)(n != 0 ? n : 1),
-                     n != 0 ? path : ".", cmd) < 0)
-            break;
-        if (stat(full, &st) == 0 && S_ISREG(st.st_mode)) {
-            if (access(full, X_OK) == 0)
-                return full;
-            seen = 1;
-        }
-        free(full);
-        path += n;
-        if (*path == ':')
-            path++;
+    if (file == NULL) {
+        *why = err == ENOENT || err == ENOTDIR ? CLI_EXIT_NOTFOUND
+                                               : CLI_EXIT_NOEXEC;
+        cli_err("%s: %s", cmd,
+                *why == CLI_EXIT_NOTFOUND ? "command not found"
+                : err == EACCES           ? "permission denied"
+                                          : strerror(err));
     }
-    *why = seen ? CLI_EXIT_NOEXEC : CLI_EXIT_NOTFOUND;
-    return NULL;
+    return file;
 }
 
 /* Every variable zkr sets: an outer zkr's are never passed on. */
@@ -736,12 +809,8 @@ static int spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
      * (the PATH search below takes time). */
     int64_t deadline = now_ms() + zkr_session_valid_ms(p->s);
 
-    if ((file = resolve(p->o->cmd[0], &why)) == NULL) {
-        cli_err("%s: %s", p->o->cmd[0],
-                why == CLI_EXIT_NOTFOUND ? "command not found"
-                                         : "permission denied");
+    if ((file = resolve(p->o->cmd[0], &why)) == NULL)
         return why;
-    }
     if (p->it != NULL && (in = item_input(p->it)) < 0) {
         free(file);
         return CLI_EXIT_OSERR;
@@ -767,7 +836,7 @@ static int spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
         p->exited = p->orphaned = p->killing = 0;
         p->stopped = p->softened = p->hard = p->lost = 0;
         p->why = NULL;
-        p->kill_at = -1;
+        p->kill_at = p->jc_at = -1;
         p->beat_at = 0;
         cli_info(p->cli,
                  "%s %s granted (token %" PRId64 "); started %s, pid %d",
@@ -1005,22 +1074,84 @@ static void heartbeat(sup_t *p)
 
 /* ---------------------------------------------------------- main loop */
 
-/* SIGTSTP, SIGTTIN, SIGTTOU (Ctrl-Z, or sent by hand): the command's tree
- * is stopped with us, and we stop. While we are stopped the guard keeps
- * the session's safe deadline: past it the command is killed. Continued,
- * the command is continued (unless --on-suspend stop holds it). */
-static void stop_self(sup_t *p)
+/* How long a command has to stop after zkr forwarded it a stop signal
+ * (it may catch the signal: an editor restores the terminal first) before
+ * zkr stops its tree with SIGSTOP. */
+#define JC_WAIT_MS 1000
+
+/* Stops zkr by sig (SIGTSTP, SIGTTIN, SIGTTOU), the stop of a job: its
+ * parent (a shell, or the guard of an outer zkr) sees a job-control stop.
+ * group: the whole process group, as the terminal stops a job. Returns once
+ * continued. The kernel discards these stops in an orphaned process group
+ * (nobody there to continue it): then SIGSTOP, which it does not. SIGCONT
+ * is blocked, never read by the signalfd: pending, it tells that we were
+ * stopped and continued. The signal's default action is ours for the
+ * moment, whatever disposition zkr inherited (the command inherits that
+ * one). */
+static void stop_as_job(int sig, int group)
 {
+    struct timespec zero = {0, 0};
+    struct sigaction dfl, old;
+    sigset_t cont, one;
+
+    sigemptyset(&cont);
+    sigaddset(&cont, SIGCONT);
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    while (sigtimedwait(&cont, NULL, &zero) > 0)
+        ; /* an older continuation */
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigaction(sig, &dfl, &old);
+    /* Unblocked in this thread only: the stop is delivered to it, as the
+     * call returns. */
+    pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+    kill(group ? 0 : getpid(), sig);
+    pthread_sigmask(SIG_BLOCK, &one, NULL);
+    sigaction(sig, &old, NULL);
+    if (sigtimedwait(&cont, NULL, &zero) < 0)
+        kill(getpid(), SIGSTOP);
+    while (sigtimedwait(&cont, NULL, &zero) > 0)
+        ;
+}
+
+/* Job control: the command's tree is stopped with us, and we stop by sig
+ * (group: zkr's whole process group, see stop_as_job()). What the
+ * terminal or a nested zkr stopped already is left as it is. While we are
+ * stopped the guard keeps the session's safe deadline: past it the
+ * command is killed. Continued, the command is given the terminal again
+ * (zkr in the foreground) and then continued: its process group and what
+ * we stopped (unless --on-suspend stop holds it); a nested zkr, continued
+ * so, gives the terminal to its own command and continues it. */
+static void stop_self(sup_t *p, int sig, int group)
+{
+    p->jc_at = -1;
     cli_info(p->cli, "stopped: the command is stopped too");
     if (p->running) {
-        signal_tree(p, SIGSTOP);
+        ct_stop_tree(p->g.guard);
         heartbeat(p);
     }
     take_tty(p);
-    kill(getpid(), SIGSTOP);
+    stop_as_job(sig, group);
     give_tty(p);
     if (p->running && !p->stopped && !p->killing)
-        signal_tree(p, SIGCONT);
+        ct_cont_tree(p->g.guard, p->g.cmd);
+}
+
+/* A stop signal for zkr (Ctrl-Z while zkr has the terminal, a shell's
+ * kill -TSTP %1, ...): with a command running, it goes to the command's
+ * process group first, as it would to a job, so that a command that
+ * handles it (an editor, a nested zkr) stops its own way; its stop then
+ * stops zkr (on_report()). Within JC_WAIT_MS zkr stops the tree itself. */
+static void job_stop(sup_t *p, int sig)
+{
+    if (!p->running || p->exited || p->stopped || p->killing) {
+        stop_self(p, sig, 0);
+    } else if (p->jc_at < 0) {
+        p->jc_sig = sig;
+        p->jc_at = now_ms() + JC_WAIT_MS;
+        ct_signal_group(p->g.guard, p->g.cmd, sig);
+    }
 }
 
 static void on_signal(sup_t *p, int sig)
@@ -1031,7 +1162,7 @@ static void on_signal(sup_t *p, int sig)
     case SIGTSTP:
     case SIGTTIN:
     case SIGTTOU:
-        stop_self(p);
+        job_stop(p, sig);
         return;
     default:
         p->signo = sig;
@@ -1053,16 +1184,19 @@ static void on_report(sup_t *p)
     } else if (kind == CT_STOPPED && !p->killing &&
                (value == SIGTSTP || value == SIGTTIN || value == SIGTTOU)) {
         /* Ctrl-Z reached the command (its group owns the terminal), or,
-         * zkr in the background, it read or wrote the terminal. (A
-         * SIGSTOP, ours or anyone's, is not job control: left alone.) A
-         * stopped command must not hold the grant unseen: zkr stops as
-         * a job, and the guard's deadline ends the command if nobody
-         * continues zkr (fg) within the session's safe deadline. */
+         * zkr in the background, it read or wrote the terminal, or it
+         * stopped on a stop signal zkr forwarded, or it is a nested zkr
+         * that stopped so. (A SIGSTOP, ours or anyone's, is not job
+         * control: left alone.) A stopped command must not hold the grant
+         * unseen: zkr stops as a job, with its process group unless the
+         * stop was zkr's own, and the guard's deadline ends the command
+         * if nobody continues zkr (fg) within the session's safe
+         * deadline. */
         cli_err("the command was stopped (%s): zkr stops too; the "
                 "command is killed if zkr is not continued within %" PRId64
                 " ms",
                 strsignal(value), zkr_session_valid_ms(p->s));
-        stop_self(p);
+        stop_self(p, value, p->jc_at < 0);
     } else if (kind == CT_DEADLINE && !p->killing) {
         p->killing = 1;
         lose(p, "zkr was not heard from by the safe deadline");
@@ -1093,6 +1227,8 @@ static int wait_event(sup_t *p, struct msg *m)
             timeout = p->beat_at > now ? p->beat_at - now : 0;
         if (p->kill_at >= 0 && p->kill_at - now < timeout)
             timeout = p->kill_at > now ? p->kill_at - now : 0;
+        if (p->jc_at >= 0 && p->jc_at - now < timeout)
+            timeout = p->jc_at > now ? p->jc_at - now : 0;
     }
     if (timeout > 1000000)
         timeout = 1000000; /* poll() takes an int; we wake and look again */
@@ -1114,6 +1250,8 @@ static int wait_event(sup_t *p, struct msg *m)
     }
     if (p->running && (fds[2].revents & (POLLIN | POLLHUP | POLLERR)))
         on_report(p);
+    if (p->running && p->jc_at >= 0 && now_ms() >= p->jc_at)
+        stop_self(p, p->jc_sig, 0); /* the command did not stop */
     if (p->running && p->orphaned)
         reap_orphans(p);
     if (p->running && p->killing)
@@ -1187,7 +1325,7 @@ static int open_session(sup_t *p, const cli_t *c)
             read(p->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
             if (si.ssi_signo == SIGTSTP || si.ssi_signo == SIGTTIN ||
                 si.ssi_signo == SIGTTOU)
-                kill(getpid(), SIGSTOP);
+                stop_as_job((int)si.ssi_signo, 0);
             else if (si.ssi_signo != SIGCHLD) {
                 /* Nothing was created yet: nothing to clean up. */
                 fflush(stderr);
@@ -1204,14 +1342,14 @@ static int open_session(sup_t *p, const cli_t *c)
 
 static int setup(sup_t *p, const cli_t *c, const opts_t *o)
 {
-    sigset_t set;
+    sigset_t set, cont;
 
     memset(p, 0, sizeof(*p));
     p->cli = c;
     p->o = o;
     p->g.guard = p->g.cmd = -1;
     p->g.ctl = p->g.rep = -1;
-    p->kill_at = p->wake_at = -1;
+    p->kill_at = p->wake_at = p->jc_at = -1;
     p->ev[0] = p->ev[1] = p->sfd = -1;
     p->tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (strcmp(o->acl, "private") == 0 && c->auth == NULL)
@@ -1231,7 +1369,12 @@ static int setup(sup_t *p, const cli_t *c, const opts_t *o)
     ct_record_foreign();
     /* A write to the guard after it ended is EPIPE, not our death. */
     signal(SIGPIPE, SIG_IGN);
-    if (sigprocmask(SIG_BLOCK, &set, NULL) != 0 ||
+    /* Blocked but not read: a pending SIGCONT tells stop_as_job() that we
+     * were stopped (a continuation happens whatever the mask). */
+    sigemptyset(&cont);
+    sigaddset(&cont, SIGCONT);
+    if (sigprocmask(SIG_BLOCK, &cont, NULL) != 0 ||
+        sigprocmask(SIG_BLOCK, &set, NULL) != 0 ||
         (p->sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0 ||
         pipe2(p->ev, O_CLOEXEC) != 0 || prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
         cli_err("setup: %s", strerror(errno));
@@ -1520,12 +1663,8 @@ static int command_runs(const opts_t *o)
     int why = 0;
     char *file = resolve(o->cmd[0], &why);
 
-    if (file == NULL) {
-        cli_err("%s: %s", o->cmd[0],
-                why == CLI_EXIT_NOTFOUND ? "command not found"
-                                         : "permission denied");
+    if (file == NULL)
         return why;
-    }
     free(file);
     return 0;
 }
@@ -1572,7 +1711,9 @@ static int run_take(const cli_t *c, const opts_t *o)
     cli_info(c, "%s: took %s (delivery %d)", o->path, zkr_item_id(p.it),
              zkr_item_deliveries(p.it));
     if ((ran = run_granted(&p, &status)) == GIVE_BACK) {
-        /* Not run: given back where it was (the delivery counts). */
+        /* Not run: given back where it was. The delivery counts (the
+         * count is the item's number of claims): resolve() found out
+         * before the take what can be found out without exec. */
         if ((rc = settle(&p, 0)) != 0)
             cli_err("%s: cannot give %s back: %s", o->path, zkr_item_id(p.it),
                     zkr_strerror(rc));

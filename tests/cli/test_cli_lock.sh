@@ -100,8 +100,10 @@ test_exit_statuses() {
     rc=0
     "$ZKR" lock /cli/x no-such-command-zkr 2>/dev/null || rc=$?
     expect "not found: $rc" [ "$rc" -eq 127 ]
+    printf 'echo not run\n' > "$WORK/not-executable"
+    chmod 644 "$WORK/not-executable"
     rc=0
-    "$ZKR" lock /cli/x /etc/hostname 2>/dev/null || rc=$?
+    "$ZKR" lock /cli/x "$WORK/not-executable" 2>/dev/null || rc=$?
     expect "not executable: $rc" [ "$rc" -eq 126 ]
     for args in "lock" "lock /cli/x" "lock -w abc /cli/x true" \
         "lock -E 300 /cli/x true" "lock --on-suspend maybe /cli/x true" \
@@ -392,6 +394,38 @@ sem_queued() {
     [ $((ended + $(zk_count /cli/sem))) -ge "$2" ]
 }
 
+# COMMAND is found as execvp(3) finds it (zkr(1), PATH), in every
+# subcommand that runs one: a directory is not executable (126), also
+# through $PATH; a script without #! is run by /bin/sh, as execvp and
+# flock(1) do; a #! interpreter that is missing is 126.
+test_command_lookup() {
+    local rc sub
+    mkdir -p "$WORK/bin/zkr-dir"
+    printf 'exit 43\n' > "$WORK/bin/zkr-nosb"
+    printf '#!/nonexistent/zkr-interp\nexit 0\n' > "$WORK/bin/zkr-badinterp"
+    chmod 755 "$WORK/bin/zkr-nosb" "$WORK/bin/zkr-badinterp"
+    # $sub unquoted: sem's option is two words.
+    # shellcheck disable=SC2086
+    for sub in lock "sem --permits 1" elect; do
+        rc=0
+        "$ZKR" $sub /cli/lookup "$WORK/bin/zkr-nosb" || rc=$?
+        expect "$sub, a script without #!: exit $rc, not 43" [ "$rc" -eq 43 ]
+        rc=0
+        PATH="$WORK/bin:$PATH" "$ZKR" $sub /cli/lookup zkr-nosb || rc=$?
+        expect "$sub, a script without #! in PATH: exit $rc, not 43" [ "$rc" -eq 43 ]
+        rc=0
+        "$ZKR" $sub /cli/lookup "$WORK/bin/zkr-dir" 2>/dev/null || rc=$?
+        expect "$sub, a directory: exit $rc, not 126" [ "$rc" -eq 126 ]
+        rc=0
+        PATH="$WORK/bin:$PATH" "$ZKR" $sub /cli/lookup zkr-dir 2>/dev/null || rc=$?
+        expect "$sub, a directory in PATH: exit $rc, not 126" [ "$rc" -eq 126 ]
+        rc=0
+        "$ZKR" $sub /cli/lookup "$WORK/bin/zkr-badinterp" 2>/dev/null || rc=$?
+        expect "$sub, a missing #! interpreter: exit $rc, not 126" [ "$rc" -eq 126 ]
+    done
+    expect "the lock was left held" nodes_eq /cli/lookup 0
+}
+
 # zkr sem -c 2 with six jobs: at most two run at once, started in arrival
 # order.
 test_semaphore_jobs() {
@@ -421,6 +455,7 @@ run_test test_mutual_exclusion_and_fence
 run_test test_rmw_check_catches_no_lock
 run_test test_nonblocking_and_wait
 run_test test_exit_statuses
+run_test test_command_lookup
 run_test test_child_dies_with_zkr
 run_test test_background_child_holds_grant
 run_test test_setsid_child_holds_grant

@@ -412,6 +412,45 @@ test_usage_errors() {
     expect "zkr --help names the queue" grep -q "queue take" <<< "$("$ZKR" --help)"
 }
 
+# A COMMAND that cannot be run is found out before any item is taken
+# (zkr(1), queue take): a directory (given, or found in $PATH), a file
+# without execute permission, a script whose #! interpreter is missing:
+# 126, and the item stays available, never delivered, even with
+# --max-deliveries 1.
+test_command_not_runnable() {
+    local rc c
+    "$ZKR" queue put /cli/q/nx x > /dev/null
+    mkdir -p "$WORK/bin/zkr-dir"
+    printf 'exit 0\n' > "$WORK/bin/zkr-noexec"
+    printf '#!/nonexistent/zkr-interp\nexit 0\n' > "$WORK/bin/zkr-badinterp"
+    chmod 644 "$WORK/bin/zkr-noexec"
+    chmod 755 "$WORK/bin/zkr-badinterp"
+    for c in "$WORK/bin/zkr-dir" zkr-dir "$WORK/bin/zkr-noexec" \
+        "$WORK/bin/zkr-badinterp"; do
+        rc=0
+        PATH="$WORK/bin:$PATH" "$ZKR" queue take --max-deliveries 1 -w 5 \
+            /cli/q/nx "$c" 2>/dev/null || rc=$?
+        expect "$c: exit $rc, not 126" [ "$rc" -eq 126 ]
+    done
+    expect "the item is gone: $(qlen /cli/q/nx) items" [ "$(qlen /cli/q/nx)" -eq 1 ]
+    expect "an item was taken for a command that cannot run" \
+        [ "$("$ZKR" inspect --json /cli/q/nx | json '.items[0].deliveries')" = 0 ]
+}
+
+# A script without #! is run by /bin/sh, as execvp(3) does: it gets the
+# item on its standard input and its exit 0 acks it.
+test_script_without_shebang() {
+    local rc
+    printf 'cat > "%s"\n' "$WORK/nosb.out" > "$WORK/zkr-nosb"
+    chmod 755 "$WORK/zkr-nosb"
+    "$ZKR" queue put /cli/q/sb payload > /dev/null
+    rc=0
+    "$ZKR" queue take -w 5 /cli/q/sb "$WORK/zkr-nosb" || rc=$?
+    expect "exit $rc, not 0" [ "$rc" -eq 0 ]
+    expect "the script did not get the item" [ "$(cat "$WORK/nosb.out" 2>/dev/null)" = payload ]
+    expect "the item was not acked" [ "$(qlen /cli/q/sb)" -eq 0 ]
+}
+
 start_server
 run_test test_put_take_len
 run_test test_nack_redelivers
@@ -425,4 +464,6 @@ run_test test_inspect_queue
 run_test test_claim_lost
 run_test test_signal_nacks
 run_test test_usage_errors
+run_test test_command_not_runnable
+run_test test_script_without_shebang
 done_testing

@@ -269,7 +269,9 @@ test_exit_statuses() {
     expect "holder evicted: exit $st, not 4" [ "$st" -eq 4 ]
     runrc rc "$ZKR" lock /cli/st sh -c 'exit 42'
     expect "command's status: $rc" [ "$rc" -eq 42 ]
-    runrc rc "$ZKR" lock /cli/st /etc/hostname
+    printf 'echo not run\n' > "$WORK/not-executable"
+    chmod 644 "$WORK/not-executable"
+    runrc rc "$ZKR" lock /cli/st "$WORK/not-executable"
     expect "not executable: $rc" [ "$rc" -eq 126 ]
     runrc rc "$ZKR" lock /cli/st no-such-command-zkr
     expect "not found: $rc" [ "$rc" -eq 127 ]
