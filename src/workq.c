@@ -480,20 +480,70 @@ static int ensure_level(zkr_workq_t *q, zhandle_t *zh, int level)
     return ZOK;
 }
 
+/* The ops that move level ql's tail from t to t+1: the seal of b<t>
+ * (when bt is not NULL: its version 0 -> 1), q<L>'s version t -> t+1, and
+ * b<t+1> created or, with adopt, checked to exist: another client may
+ * have made it ahead of the tail (an empty bucket, or one with foreign
+ * children), and the create failing must not keep b<t> open for ever.
+ * No put can have landed in b<t+1> before q<L> names it. n ops. */
+static int advance_ops(zoo_op_t *ops, const char *bt, const char *ql,
+                       const char *next, int t, int adopt,
+                       const struct ACL_vector *acl)
+{
+    int n = 0;
+
+    if (bt != NULL)
+        zoo_set_op_init(&ops[n++], bt, "sealed", 6, 0, NULL);
+    zoo_set_op_init(&ops[n++], ql, "", 0, t, NULL);
+    if (adopt)
+        zoo_check_op_init(&ops[n++], next, -1);
+    else
+        zoo_create_op_init(&ops[n++], next, "", 0, acl, ZOO_PERSISTENT, NULL,
+                           0);
+    return n;
+}
+
+/* Did the advance fail only because b<t+1> exists (its last op, the
+ * create, NODEEXISTS, every op before it fine)? */
+static int next_exists(int rc, const zoo_op_result_t *res, int n)
+{
+    if (rc != ZNODEEXISTS || res[n - 1].err != ZNODEEXISTS)
+        return 0;
+    for (int i = 0; i + 1 < n; i++)
+        if (res[i].err != ZOK)
+            return 0;
+    return 1;
+}
+
+/* Moves level ql's tail from t to t+1 (sealing bt first unless NULL),
+ * creating b<t+1> or adopting it. The multi's code: ZOK, or BADVERSION
+ * when b<t> was sealed or q<L> moved by someone else meanwhile. */
+static int advance(zhandle_t *zh, const char *ql, int t, const char *bt,
+                   const struct ACL_vector *acl)
+{
+    char next[320];
+    zoo_op_t ops[3];
+    zoo_op_result_t res[3];
+    int n, rc;
+
+    snprintf(next, sizeof(next), "%s/b%010d", ql, t + 1);
+    n = advance_ops(ops, bt, ql, next, t, 0, acl);
+    rc = zoo_multi(zh, n, ops, res);
+    if (next_exists(rc, res, n)) {
+        n = advance_ops(ops, bt, ql, next, t, 1, acl);
+        rc = zoo_multi(zh, n, ops, res);
+    }
+    return rc;
+}
+
 /* Seals bucket t of level path ql (best effort: anyone may, once). */
 static void seal(zhandle_t *zh, const char *ql, int t,
                  const struct ACL_vector *acl)
 {
-    char bt[320], next[320];
-    zoo_op_t ops[3];
-    zoo_op_result_t res[3];
+    char bt[320];
 
     snprintf(bt, sizeof(bt), "%s/b%010d", ql, t);
-    snprintf(next, sizeof(next), "%s/b%010d", ql, t + 1);
-    zoo_set_op_init(&ops[0], bt, "sealed", 6, 0, NULL);
-    zoo_set_op_init(&ops[1], ql, "", 0, t, NULL);
-    zoo_create_op_init(&ops[2], next, "", 0, acl, ZOO_PERSISTENT, NULL, 0);
-    (void)zoo_multi(zh, 3, ops, res); /* BADVERSION, NODEEXISTS: sealed */
+    (void)advance(zh, ql, t, bt, acl); /* BADVERSION: sealed by another */
 }
 
 /* Has bucket bt an item whose name holds uuid (after a sync)? 1, 0, or a
@@ -575,13 +625,8 @@ static int repair_tail(const struct ACL_vector *acl, zhandle_t *zh,
     int rc;
 
     if (sealed) {
-        char next[320];
-
-        snprintf(next, sizeof(next), "%s/b%010d", ql, t + 1);
-        zoo_set_op_init(&ops[0], ql, "", 0, t, NULL);
-        zoo_create_op_init(&ops[1], next, "", 0, acl, ZOO_PERSISTENT, NULL, 0);
-        rc = zoo_multi(zh, 2, ops, res);
-        return rc == ZBADVERSION || rc == ZNODEEXISTS ? ZOK : rc;
+        rc = advance(zh, ql, t, NULL, acl);
+        return rc == ZBADVERSION || rc == ZNONODE ? ZOK : rc;
     } else {
         struct String_vector v = {0, NULL};
         int n = 0, *bk, below = -1;
@@ -1165,6 +1210,7 @@ static int scan(zkr_workq_t *q, int watch, char *buf, zkr_item_t **out)
     for (int level = 0; rc == ZOK && level < ZKR_WORKQ_LEVELS; level++) {
         char ql[300], name[8];
         struct String_vector bv = {0, NULL};
+        struct Stat qst;
         int found = 0, nb = 0, *bk;
         int bsize = read_bucket(q, zh);
 
@@ -1174,10 +1220,15 @@ static int scan(zkr_workq_t *q, int watch, char *buf, zkr_item_t **out)
         if (!found)
             continue;
         snprintf(ql, sizeof(ql), "%s/%s", q->path, name);
-        if ((rc = list(q, zh, ql, watch, &bv, NULL)) != ZOK) {
+        if ((rc = list(q, zh, ql, watch, &bv, &qst)) != ZOK) {
             rc = rc == ZNONODE ? ZOK : rc;
             continue;
         }
+        /* q<L>'s version names the tail, where puts go: watched too, and
+         * so is the tail itself below, as it need not be the last bucket
+         * (another client may make one ahead of it). */
+        if (watch && zoo_wexists(zh, ql, wq_watcher, s, &qst) == ZOK)
+            note_watch(q, ql, ZWATCHTYPE_DATA);
         bk = sorted_buckets(&bv, &nb);
         deallocate_String_vector(&bv);
         if (bk == NULL) {
@@ -1190,9 +1241,10 @@ static int scan(zkr_workq_t *q, int watch, char *buf, zkr_item_t **out)
             struct Stat bst;
             wq_entry_t *e;
             int ni = 0, last = b == nb - 1;
+            int tail = last || bk[b] == qst.version;
 
             snprintf(bt, sizeof(bt), "%s/b%010d", ql, bk[b]);
-            if ((rc = list(q, zh, bt, watch && last, &iv, &bst)) != ZOK) {
+            if ((rc = list(q, zh, bt, watch && tail, &iv, &bst)) != ZOK) {
                 rc = rc == ZNONODE ? ZOK : rc;
                 continue;
             }
@@ -1957,16 +2009,30 @@ struct seal_job {
     zoo_op_t ops[3];
     zoo_op_result_t res[3];
     char bt[320], ql[300], next[320];
+    int t, adopt;
 };
 
+/* The nack's seal (advance, asynchronously): b<t+1> made by another
+ * client ahead of the tail is adopted, as a put's seal adopts it. */
 static void seal_done(int rc, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
+    struct seal_job *j = op->ctx;
+    zkr__op_t *op2;
 
-    (void)s;
-    free(op->ctx);
     op->ctx = NULL;
+    if (!j->adopt && next_exists(rc, j->res, 3) && !s->closing &&
+        s->zh != NULL && (op2 = zkr__op_new(s, NULL)) != NULL) {
+        j->adopt = 1;
+        (void)advance_ops(j->ops, j->bt, j->ql, j->next, j->t, 1, NULL);
+        op2->ctx = j;
+        if (zoo_amulti(s->zh, 3, j->ops, j->res, seal_done, op2) == ZOK)
+            j = NULL;
+        else
+            zkr__op_cancel(op2);
+    }
+    free(j);
     zkr__op_end(op);
 }
 
@@ -2036,10 +2102,9 @@ static void item_done(zkr__commit_t *cm, int rc)
             snprintf(j->bt, sizeof(j->bt), "%s/b%010d", j->ql, it->tail);
             snprintf(j->next, sizeof(j->next), "%s/b%010d", j->ql,
                      it->tail + 1);
-            zoo_set_op_init(&j->ops[0], j->bt, "sealed", 6, 0, NULL);
-            zoo_set_op_init(&j->ops[1], j->ql, "", 0, it->tail, NULL);
-            zoo_create_op_init(&j->ops[2], j->next, "", 0, &it->c.acl,
-                               ZOO_PERSISTENT, NULL, 0);
+            j->t = it->tail;
+            (void)advance_ops(j->ops, j->bt, j->ql, j->next, j->t, 0,
+                              &it->c.acl);
             if ((op = zkr__op_new(s, NULL)) == NULL) {
                 free(j);
             } else {

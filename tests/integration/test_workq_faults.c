@@ -846,6 +846,134 @@ static void test_c2_nack_back_repair_behind_moved_tail(void **state)
     assert_string_equal(second, "A");
 }
 
+/* ---------------------------------------------------------------------
+ * Buckets ahead of the tail: another client creates b1 (empty) and b2
+ * (holding a child of its own) before the queue reaches them.
+ *
+ * workq.md: a bucket holds up to B + 1 items plus the puts in flight at
+ * its seal; the largest listing is one bucket. A seal whose create of
+ * b<t+1> fails on the foreign node must still seal b<t> (adopting the
+ * node there), else every put lands in b<t> for ever. A consumer waiting
+ * on an empty queue is woken by a put into the tail even when the tail
+ * is not the last bucket. Items are served in the order they were put. */
+
+static pthread_mutex_t ah_mu = PTHREAD_MUTEX_INITIALIZER;
+static int ah_done, ah_rc = 1000;
+static char ah_data[16];
+
+static void ah_took(int rc, zkr_item_t *it, void *data)
+{
+    (void)data;
+    pthread_mutex_lock(&ah_mu);
+    ah_rc = rc;
+    if (rc == 0) {
+        snprintf(ah_data, sizeof(ah_data), "%s",
+                 (const char *)zkr_item_data(it, NULL));
+        ah_rc = zkr_item_ack_async(it, r1_acked, NULL);
+    }
+    ah_done = 1;
+    pthread_mutex_unlock(&ah_mu);
+}
+
+/* The most items in one bucket of level directory ql. */
+static int fullest_bucket(const char *ql)
+{
+    struct String_vector v = {0, NULL};
+    int most = 0;
+
+    assert_int_equal(zoo_get_children(raw, ql, 0, &v), ZOK);
+    for (int i = 0; i < v.count; i++) {
+        char bt[300];
+        struct String_vector iv = {0, NULL};
+        int items = 0;
+
+        snprintf(bt, sizeof(bt), "%s/%s", ql, v.data[i]);
+        if (zoo_get_children(raw, bt, 0, &iv) != ZOK)
+            continue;
+        for (int k = 0; k < iv.count; k++)
+            items += strncmp(iv.data[k], "i-", 2) == 0;
+        deallocate_String_vector(&iv);
+        if (items > most)
+            most = items;
+    }
+    deallocate_String_vector(&v);
+    return most;
+}
+
+static void test_buckets_made_ahead_by_another_client(void **state)
+{
+    enum { B = 4, N = 40 };
+    zkr_session_t *ps = open_session(10000); /* producer */
+    zkr_session_t *cs = open_session(10000); /* consumer */
+    zkr_workq_t *pq, *cq;
+    zkr_item_t *it = NULL;
+    char buf[16];
+    int most = 0, done, rc, got = 0, in_order = 1;
+
+    (void)state;
+    (void)zoo_create(raw, "/r3w", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(zoo_create(raw, "/r3w/ahead", "zkr-workq 1 bucket=4", 20,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    pq = new_q(ps, "/r3w/ahead", "P");
+    cq = new_q(cs, "/r3w/ahead", "C");
+    assert_int_equal(zkr_workq_put(pq, "warm", 4, 1, NULL, 0), 0);
+    assert_int_equal(zkr_workq_take(cq, 5000, &it), 0);
+    assert_int_equal(zkr_item_ack(it), 0);
+    zkr_item_free(it);
+    it = NULL;
+    /* Another client makes b1 and b2 ahead of the tail (b0). */
+    assert_int_equal(zoo_create(raw, "/r3w/ahead/q1/b0000000001", "", 0,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    assert_int_equal(zoo_create(raw, "/r3w/ahead/q1/b0000000002", "", 0,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    assert_int_equal(zoo_create(raw, "/r3w/ahead/q1/b0000000002/note", "", 0,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+
+    /* A consumer waits on the empty queue; one put into b0 wakes it. */
+    assert_int_equal(zkr_workq_take_async(cq, -1, ah_took, NULL), 0);
+    usleep(300 * 1000);
+    assert_int_equal(zkr_workq_put(pq, "w", 1, 1, NULL, 0), 0);
+    done = wait_flag(&ah_mu, &ah_done, zkt_scaled_ms(5000));
+    if (!done)
+        assert_int_equal(zkr_workq_cancel(cq), 0);
+    (void)wait_flag(&ah_mu, &ah_done, zkt_scaled_ms(5000));
+
+    for (int i = 0; i < N; i++) {
+        int m;
+
+        snprintf(buf, sizeof(buf), "%d", i);
+        assert_int_equal(zkr_workq_put(pq, buf, strlen(buf), 1, NULL, 0), 0);
+        if ((m = fullest_bucket("/r3w/ahead/q1")) > most)
+            most = m;
+    }
+    while (got < N && (rc = zkr_workq_take(cq, 2000, &it)) == 0) {
+        snprintf(buf, sizeof(buf), "%d", got);
+        if (strcmp((const char *)zkr_item_data(it, NULL), buf) != 0)
+            in_order = 0;
+        assert_int_equal(zkr_item_ack(it), 0);
+        zkr_item_free(it);
+        it = NULL;
+        got++;
+    }
+    printf("# ahead: waiting consumer woken %d (%s), fullest bucket %d items "
+           "(B = %d), %d of %d taken, in order %d\n",
+           done, ah_data, most, B, got, N, in_order);
+    zkr_workq_free(cq);
+    zkr_workq_free(pq);
+    zkr_session_free(cs);
+    zkr_session_free(ps);
+    assert_true(done);
+    assert_string_equal(ah_data, "w");
+    /* B + 1 (sealed at seq B); one producer, no put in flight at a seal */
+    assert_true(most <= B + 1);
+    assert_int_equal(got, N);
+    assert_true(in_order);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -862,6 +990,7 @@ int main(void)
         cmocka_unit_test(test_b7_free_during_ack),
         cmocka_unit_test(test_c1_free_during_sync_nack_repair),
         cmocka_unit_test(test_c2_nack_back_repair_behind_moved_tail),
+        cmocka_unit_test(test_buckets_made_ahead_by_another_client),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
