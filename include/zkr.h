@@ -1563,9 +1563,12 @@ ZKR_EXTERN int zkr_workq_put_async(zkr_workq_t *q, const void *data, size_t len,
  * zkr lock contenders at PATH/consumers: only the first in line looks for
  * items, so a put wakes one consumer whatever their number). The item is
  * the first available one of the highest level: not claimed by a live
- * consumer. The item is claimed by this session (an ephemeral node under
- * the item) and its delivery count incremented in one transaction; the
- * claim ends with the session, making the item available again.
+ * consumer (a claim is an ephemeral node under the item; nodes that other
+ * clients make under an item are not claims, and are deleted so that the
+ * item can be taken and completed). The item is claimed by this session (an
+ * ephemeral node under the item) and its delivery count incremented in one
+ * transaction; the claim ends with the session, making the item available
+ * again.
  *
  * Head of the line: the first in line holds the turn while it waits for
  * an item. If that consumer is cut off (partitioned, paused, SIGSTOPped)
@@ -1615,7 +1618,8 @@ typedef struct zkr_item_info {
     char *id;          /**< item id (relative to the queue's path) */
     int level;         /**< priority level */
     int deliveries;    /**< times delivered so far */
-    int claimed;       /**< claimed by a live consumer now */
+    int claimed;       /**< claimed by a live consumer now (its first
+                          contender node is ephemeral) */
     int64_t claim_sid; /**< the claiming session, when claimed */
     char *claim_id;    /**< the consumer's identifier, when claimed */
     int64_t ctime_ms;  /**< when it was put (server clock) */
@@ -1685,8 +1689,8 @@ ZKR_EXTERN int zkr_item_set_listener(zkr_item_t *it, zkr_item_listener_t fn,
 
 /**
  * \brief Completes the item: one transaction deletes the claim and the
- *   item, and commits only while the claim is still ours (the item's
- *   version is the one our claim wrote, our claim node exists).
+ *   item, and commits only while the claim is still ours (our claim node
+ *   exists; writes to the item's data by others do not matter).
  * \return 0 (completed: no consumer will get it again); ZKR_ESTALE (the
  *   claim was lost: the session expired, the process was paused past the
  *   safe deadline, or someone deleted the claim; nothing changed, and
@@ -1705,7 +1709,10 @@ typedef enum {
 /**
  * \brief Gives the item back: available again, at the front (where it
  *   was) or the back of its level, its delivery count kept. Commits only
- *   while the claim is ours, as zkr_item_ack().
+ *   while the claim is ours, as zkr_item_ack(). To the back, the data
+ *   read at the take is put back: if another client wrote the item's data
+ *   meanwhile, the nack returns ZKR_ESTALE and the item, with its new
+ *   data, is available where it was.
  * \return as zkr_item_ack(); ZBADARGUMENTS also for an unknown where.
  */
 ZKR_EXTERN int zkr_item_nack(zkr_item_t *it, zkr_nack_where_t where);

@@ -1185,6 +1185,100 @@ static int dead_letter(zkr_workq_t *q, zhandle_t *zh, const char *ipath,
     return rc;
 }
 
+/* Deletes path and what is below it (at most depth levels below): a
+ * node another client left under an item. ZOK (gone), or a code. */
+static int delete_tree(zhandle_t *zh, const char *path, int depth)
+{
+    struct String_vector v = {0, NULL};
+    int rc = zoo_delete(zh, path, -1);
+
+    if (rc != ZNOTEMPTY || depth <= 0)
+        return rc == ZNONODE ? ZOK : rc;
+    if ((rc = zoo_get_children(zh, path, 0, &v)) != ZOK)
+        return rc == ZNONODE ? ZOK : rc;
+    for (int i = 0; i < v.count && rc == ZOK; i++) {
+        char sub[1024];
+
+        if (snprintf(sub, sizeof(sub), "%s/%s", path, v.data[i]) >=
+            (int)sizeof(sub))
+            rc = ZBADARGUMENTS;
+        else
+            rc = delete_tree(zh, sub, depth - 1);
+    }
+    deallocate_String_vector(&v);
+    if (rc == ZOK)
+        rc = zoo_delete(zh, path, -1);
+    return rc == ZNONODE ? ZOK : rc;
+}
+
+/* Is the item at ipath (with children) claimed? A claim is an ephemeral
+ * contender node (engine name, ephemeral owner): anything else under an
+ * item is not the queue's and would keep the item from ever being taken
+ * or completed, so it is deleted (workq.md, section 3). 1 (claimed by a
+ * live session), 0 (not claimed: nothing else left under it), or a code
+ * (< 0). With watch, a child watch on the item is set. */
+static int item_claimed(zkr_workq_t *q, zhandle_t *zh, const char *ipath,
+                        int watch)
+{
+    for (int round = 0; round < 3; round++) {
+        struct String_vector cv = {0, NULL};
+        zkr__entry_t *e = NULL;
+        int n = 0, rc, junk = 0;
+
+        if (watch) {
+            rc = zoo_wget_children(zh, ipath, wq_watcher, q->s, &cv);
+            if (rc == ZOK)
+                note_watch(q, ipath, ZWATCHTYPE_CHILD);
+        } else {
+            rc = zoo_get_children(zh, ipath, 0, &cv);
+        }
+        if (rc != ZOK)
+            return rc == ZNONODE ? 1 : rc; /* gone: nothing to take */
+        if ((rc = zkr__sort_children(&cv, &e, &n)) != 0) {
+            deallocate_String_vector(&cv);
+            return rc;
+        }
+        for (int i = 0; i < cv.count && rc == ZOK; i++) {
+            char cpath[700];
+            int claim = 0;
+
+            for (int k = 0; k < n && !claim; k++)
+                claim = e[k].name == cv.data[i];
+            if (claim)
+                continue;
+            snprintf(cpath, sizeof(cpath), "%s/%s", ipath, cv.data[i]);
+            rc = delete_tree(zh, cpath, 8);
+            junk = 1;
+        }
+        if (rc == ZOK && n > 0) {
+            /* The first contender holds the item: a claim only if
+             * ephemeral (a persistent node of that name is not one). */
+            char cpath[700];
+            struct Stat cs;
+
+            snprintf(cpath, sizeof(cpath), "%s/%s", ipath, e[0].name);
+            rc = zoo_exists(zh, cpath, 0, &cs);
+            if (rc == ZOK && cs.ephemeralOwner != 0) {
+                free(e);
+                deallocate_String_vector(&cv);
+                return 1;
+            }
+            if (rc == ZOK)
+                rc = delete_tree(zh, cpath, 8);
+            else if (rc == ZNONODE)
+                rc = ZOK;
+            junk = 1;
+        }
+        free(e);
+        deallocate_String_vector(&cv);
+        if (rc != ZOK)
+            return rc;
+        if (!junk)
+            return 0;
+    }
+    return 1; /* still changing: left for the next scan */
+}
+
 /* One scan by the consumer whose turn it is: the first available item,
  * claimed. 0 (*out set), WQ_AGAIN (something changed: scan again),
  * WQ_EMPTY, or a code. With watch, every place a new item can appear is
@@ -1268,18 +1362,14 @@ static int scan(zkr_workq_t *q, int watch, char *buf, zkr_item_t **out)
                 }
                 if (st.numChildren > 0) {
                     /* Claimed: its claim going (a death, a nack) makes it
-                     * available again. */
-                    if (watch) {
-                        struct String_vector cv = {0, NULL};
-                        if (zoo_wget_children(zh, ipath, wq_watcher, s, &cv) ==
-                            ZOK) {
-                            note_watch(q, ipath, ZWATCHTYPE_CHILD);
-                            if (cv.count == 0)
-                                rc = WQ_AGAIN;
-                        }
-                        deallocate_String_vector(&cv);
+                     * available again (watched). Children that are not a
+                     * live claim are deleted: then it is available. */
+                    int r = item_claimed(q, zh, ipath, watch);
+
+                    if (r != 0) {
+                        rc = r == 1 ? ZOK : r;
+                        continue;
                     }
-                    continue;
                 }
                 if ((rc = zoo_get(zh, ipath, 0, buf, &len, &st)) != ZOK) {
                     rc = rc == ZNONODE ? ZOK : rc;
@@ -1668,7 +1758,10 @@ static int item_info(zkr_workq_t *q, zhandle_t *zh, const char *ipath,
             struct Stat cs;
 
             snprintf(cpath, sizeof(cpath), "%s/%s", ipath, e[0].name);
-            if (zoo_get(zh, cpath, 0, buf, &len, &cs) == ZOK) {
+            /* A claim is ephemeral: a node of another client named as
+             * one is not (the next scan deletes it, see item_claimed). */
+            if (zoo_get(zh, cpath, 0, buf, &len, &cs) == ZOK &&
+                cs.ephemeralOwner != 0) {
                 buf[len > 0 ? len : 0] = '\0';
                 out->claimed = 1;
                 out->claim_sid = cs.ephemeralOwner;
@@ -2163,15 +2256,18 @@ static int item_commit(zkr_item_t *it, int where, zkr_item_completion_t cb,
             snprintf(it->receipt, sizeof(it->receipt), "%s/%s", it->rdir, uuid);
         }
         if (where == -1) { /* ack */
+            /* Our claim node proves the claim (workq.md, section 4): the
+             * item's data version is not checked, as writes to it by
+             * others do not count. */
             zoo_delete_op_init(&it->ops[0], it->c.node, -1);
-            zoo_delete_op_init(&it->ops[1], it->ipath, it->version);
+            zoo_delete_op_init(&it->ops[1], it->ipath, -1);
             it->cm.count = 2;
             it->cm.self = 0;
             it->cm.keep = -1;
             it->cm.probe_version = -1;
             add_receipt(it);
         } else if (where == ZKR_NACK_FRONT) {
-            zoo_check_op_init(&it->ops[0], it->ipath, it->version);
+            zoo_check_op_init(&it->ops[0], it->ipath, -1);
             zoo_delete_op_init(&it->ops[1], it->c.node, -1);
             it->cm.count = 2;
             it->cm.self = 1;

@@ -974,6 +974,112 @@ static void test_buckets_made_ahead_by_another_client(void **state)
     assert_true(in_order);
 }
 
+/* ---------------------------------------------------------------------
+ * Writes by another client to a claimed item's data (same bytes): zkr.h
+ * says they do not count; the claim was never lost, so the ack completes
+ * the item (0) and it is not delivered again; a nack to the front gives
+ * it back (0), its delivery count kept. */
+
+static void test_foreign_write_to_claimed_item(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_workq_t *q = new_q(s, "/r3w/write", "c");
+    zkr_item_t *it = NULL;
+    char ipath[400];
+    int64_t n = -1;
+    int ack, nack, again, deliveries = 0;
+
+    (void)state;
+    (void)zoo_create(raw, "/r3w", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(zkr_workq_put(q, "job", 3, 1, NULL, 0), 0);
+    assert_int_equal(zkr_workq_take(q, 5000, &it), 0);
+    snprintf(ipath, sizeof(ipath), "/r3w/write/%s", zkr_item_id(it));
+    assert_int_equal(zoo_set(raw, ipath, "job", 3, -1), ZOK);
+    ack = zkr_item_ack(it);
+    zkr_item_free(it);
+    it = NULL;
+    again = zkr_workq_take(q, 0, &it);
+    zkr_item_free(it);
+    it = NULL;
+
+    assert_int_equal(zkr_workq_put(q, "job2", 4, 1, NULL, 0), 0);
+    assert_int_equal(zkr_workq_take(q, 5000, &it), 0);
+    snprintf(ipath, sizeof(ipath), "/r3w/write/%s", zkr_item_id(it));
+    assert_int_equal(zoo_set(raw, ipath, "job2", 4, -1), ZOK);
+    nack = zkr_item_nack(it, ZKR_NACK_FRONT);
+    zkr_item_free(it);
+    it = NULL;
+    if (zkr_workq_take(q, 5000, &it) == 0) {
+        deliveries = zkr_item_deliveries(it);
+        assert_int_equal(zkr_item_ack(it), 0);
+        zkr_item_free(it);
+    }
+    assert_int_equal(zkr_workq_len(q, &n), 0);
+    printf("# foreign write: ack %d, take after it %d; nack %d, delivered "
+           "again as delivery %d; len %lld\n",
+           ack, again, nack, deliveries, (long long)n);
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    assert_int_equal(ack, 0);
+    assert_int_equal(again, ZKR_ETIMEDOUT);
+    assert_int_equal(nack, 0);
+    assert_int_equal(deliveries, 2);
+    assert_int_equal(n, 0);
+}
+
+/* ---------------------------------------------------------------------
+ * Persistent children that another client makes under an available item
+ * (one with a plain name, one named as a claim): they are not claims.
+ * zkr_workq_items() (zkr inspect) shows the items available, and a take
+ * delivers them (the nodes that are not claims are removed); the acks
+ * complete them; nothing is stuck. */
+
+static void test_foreign_child_under_item(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_workq_t *q = new_q(s, "/r3w/child", "c");
+    zkr_item_t *it = NULL;
+    zkr_item_info_t *info = NULL;
+    char id1[ZKR_WORKQ_ID_MAX], id2[ZKR_WORKQ_ID_MAX], node[600];
+    int count = 0, claimed = -1, took = 0, acked = 0, rc;
+    int64_t n = -1;
+
+    (void)state;
+    (void)zoo_create(raw, "/r3w", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(zkr_workq_put(q, "a", 1, 1, id1, sizeof(id1)), 0);
+    assert_int_equal(zkr_workq_put(q, "b", 1, 1, id2, sizeof(id2)), 0);
+    snprintf(node, sizeof(node), "/r3w/child/%s/note", id1);
+    assert_int_equal(
+        zoo_create(raw, node, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0), ZOK);
+    snprintf(node, sizeof(node), "/r3w/child/%s/note/deeper", id1);
+    assert_int_equal(
+        zoo_create(raw, node, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0), ZOK);
+    snprintf(node, sizeof(node), "/r3w/child/%s/x-lock-0000000001", id2);
+    assert_int_equal(
+        zoo_create(raw, node, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0), ZOK);
+
+    assert_int_equal(zkr_workq_items(q, 10, &info, &count), 0);
+    assert_int_equal(count, 2);
+    claimed = info[0].claimed + info[1].claimed;
+    zkr_item_infos_free(info, count);
+    while ((rc = zkr_workq_take(q, 2000, &it)) == 0) {
+        took++;
+        acked += zkr_item_ack(it) == 0;
+        zkr_item_free(it);
+        it = NULL;
+    }
+    assert_int_equal(zkr_workq_len(q, &n), 0);
+    printf("# foreign children: %d of 2 shown claimed; %d taken, %d acked; "
+           "len %lld\n",
+           claimed, took, acked, (long long)n);
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    assert_int_equal(claimed, 0);
+    assert_int_equal(took, 2);
+    assert_int_equal(acked, 2);
+    assert_int_equal(n, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -991,6 +1097,8 @@ int main(void)
         cmocka_unit_test(test_c1_free_during_sync_nack_repair),
         cmocka_unit_test(test_c2_nack_back_repair_behind_moved_tail),
         cmocka_unit_test(test_buckets_made_ahead_by_another_client),
+        cmocka_unit_test(test_foreign_write_to_claimed_item),
+        cmocka_unit_test(test_foreign_child_under_item),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
