@@ -138,7 +138,8 @@ ZKR_EXTERN const char *zkr_version_string(void);
     X(EINUSE, -1012, "handle still in use")                                    \
     X(ESTALE, -1013, "stale: the grant or token is no longer valid")           \
     X(EFORMAT, -1014, "malformed sequencer string")                            \
-    X(ELIMIT, -1015, "the path is in use with another permit count")
+    X(ELIMIT, -1015, "the path is in use with another permit count")           \
+    X(EINDOUBT, -1016, "outcome unknown: the answer was lost with the session")
 
 typedef enum {
 #define ZKR__ERR_ENUM(name, val, text) ZKR_##name = (val),
@@ -1694,7 +1695,11 @@ ZKR_EXTERN int zkr_item_set_listener(zkr_item_t *it, zkr_item_listener_t fn,
  * \return 0 (completed: no consumer will get it again); ZKR_ESTALE (the
  *   claim was lost: the session expired, the process was paused past the
  *   safe deadline, or someone deleted the claim; nothing changed, and
- *   another consumer may have the item); ZKR_ESTATE (acked or nacked
+ *   another consumer may have the item); ZKR_EINDOUBT (the ack was sent,
+ *   its answer was lost, and the session ended before its outcome could
+ *   be read: it may or may not have completed the item, which another
+ *   consumer may get again if it did not; the ack is not to be sent
+ *   again: later calls return ZKR_ESTATE); ZKR_ESTATE (acked or nacked
  *   already); ZKR_EDEADLK; ZKR_ECLOSED; ZBADARGUMENTS; ZooKeeper codes
  *   (the claim stays HELD and the ack may be tried again).
  */

@@ -2212,8 +2212,8 @@ static void item_done(zkr__commit_t *cm, int rc)
         }
     }
     it->busy = 0;
-    if (rc == 0)
-        it->finished = 1;
+    if (rc == 0 || rc == ZKR_EINDOUBT)
+        it->finished = 1; /* in doubt: not to be sent again either */
     if (it->sync) {
         it->rc = rc;
         it->done = 1;

@@ -1080,6 +1080,77 @@ static void test_foreign_child_under_item(void **state)
     assert_int_equal(n, 0);
 }
 
+/* ---------------------------------------------------------------------
+ * An ack that applied, whose answer was lost, and whose session expired
+ * before its receipt could be read. zkr.h: ZKR_ESTALE means "nothing
+ * changed"; here the item was completed, so the ack must not say that: it
+ * is ZKR_EINDOUBT (the outcome cannot be read any more), and it is not
+ * sent again (ZKR_ESTATE). */
+
+static pthread_mutex_t id_mu = PTHREAD_MUTEX_INITIALIZER;
+static int id_rc = 1000, id_done;
+
+static void id_acked(int rc, zkr_item_t *it, void *data)
+{
+    (void)it;
+    (void)data;
+    pthread_mutex_lock(&id_mu);
+    id_rc = rc;
+    id_done = 1;
+    pthread_mutex_unlock(&id_mu);
+}
+
+static void test_applied_ack_answer_lost_session_expired(void **state)
+{
+    zkr_session_t *cs = open_proxied(10000); /* consumer, through the proxy */
+    zkr_session_t *ps = open_session(10000); /* producer */
+    zkr_workq_t *cq = new_q(cs, "/r3w/doubt", "C");
+    zkr_workq_t *pq = new_q(ps, "/r3w/doubt", "P");
+    zkr_item_t *it = NULL;
+    struct Stat st;
+    char ipath[400];
+    int gone = 0, done, rc, again;
+
+    (void)state;
+    (void)zoo_create(raw, "/r3w", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(zkr_workq_put(pq, "X", 1, 1, NULL, 0), 0);
+    assert_int_equal(zkr_workq_take(cq, 5000, &it), 0);
+    snprintf(ipath, sizeof(ipath), "/r3w/doubt/%s", zkr_item_id(it));
+
+    /* The ack reaches the server and applies; its answer is dropped and
+     * the link goes dark (the consumer cannot come back to read its
+     * receipt); then the session is expired. */
+    assert_int_equal(zkt_proxy_cmd(proxy, "drop-create-reply-blackhole"), 0);
+    assert_int_equal(zkr_item_ack_async(it, id_acked, NULL), 0);
+    for (int64_t end = now_ms() + zkt_scaled_ms(10000); now_ms() < end;) {
+        if (zoo_exists(raw, ipath, 0, &st) == ZNONODE) {
+            gone = 1;
+            break;
+        }
+        usleep(5 * 1000);
+    }
+    assert_true(gone); /* the ack applied */
+    expire(cs);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    done = wait_flag(&id_mu, &id_done, zkt_scaled_ms(30000));
+    pthread_mutex_lock(&id_mu);
+    rc = id_rc;
+    pthread_mutex_unlock(&id_mu);
+    again = done ? zkr_item_ack(it) : -1;
+    printf("# in doubt: ack applied, answer lost, session expired: ack %d, "
+           "ack again %d\n",
+           rc, again);
+    zkr_item_free(it);
+    zkr_workq_free(pq);
+    zkr_workq_free(cq);
+    zkr_session_free(ps);
+    zkr_session_free(cs);
+    assert_true(done);
+    assert_int_not_equal(rc, ZKR_ESTALE);
+    assert_int_equal(rc, ZKR_EINDOUBT);
+    assert_int_equal(again, ZKR_ESTATE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1099,6 +1170,7 @@ int main(void)
         cmocka_unit_test(test_buckets_made_ahead_by_another_client),
         cmocka_unit_test(test_foreign_write_to_claimed_item),
         cmocka_unit_test(test_foreign_child_under_item),
+        cmocka_unit_test(test_applied_ack_answer_lost_session_expired),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
