@@ -1151,6 +1151,52 @@ static void test_applied_ack_answer_lost_session_expired(void **state)
     assert_int_equal(again, ZKR_ESTATE);
 }
 
+/* The same, for the seal a nack to the back makes: with b1 made ahead by
+ * another client, the nack that lands at seq >= B in b0 seals it (q1
+ * names b1), so the next put goes to b1. */
+static void test_nack_back_seal_bucket_made_ahead(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_workq_t *q;
+    zkr_item_t *it = NULL;
+    struct Stat st;
+    char id[ZKR_WORKQ_ID_MAX] = "";
+    int moved = 0;
+
+    (void)state;
+    (void)zoo_create(raw, "/r3w", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(zoo_create(raw, "/r3w/nackahead", "zkr-workq 1 bucket=2",
+                                20, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    q = new_q(s, "/r3w/nackahead", "c");
+    /* b0 gets seq 0 and 1: below B, not sealed */
+    assert_int_equal(zkr_workq_put(q, "a", 1, 1, NULL, 0), 0);
+    assert_int_equal(zkr_workq_put(q, "b", 1, 1, NULL, 0), 0);
+    assert_int_equal(zoo_create(raw, "/r3w/nackahead/q1/b0000000001", "", 0,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    /* "a" back into b0, at seq >= B: the nack seals b0 */
+    assert_int_equal(zkr_workq_take(q, 5000, &it), 0);
+    assert_int_equal(zkr_item_nack(it, ZKR_NACK_BACK), 0);
+    zkr_item_free(it);
+    it = NULL;
+    for (int64_t end = now_ms() + zkt_scaled_ms(5000); now_ms() < end;) {
+        if (zoo_exists(raw, "/r3w/nackahead/q1", 0, &st) == ZOK &&
+            st.version >= 1) {
+            moved = 1;
+            break;
+        }
+        usleep(10 * 1000);
+    }
+    if (moved)
+        assert_int_equal(zkr_workq_put(q, "c", 1, 1, id, sizeof(id)), 0);
+    printf("# nack back, b1 made ahead: q1 moved %d; next put %s\n", moved, id);
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    assert_true(moved);
+    assert_memory_equal(id, "q1/b0000000001/", 15);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1168,6 +1214,7 @@ int main(void)
         cmocka_unit_test(test_c1_free_during_sync_nack_repair),
         cmocka_unit_test(test_c2_nack_back_repair_behind_moved_tail),
         cmocka_unit_test(test_buckets_made_ahead_by_another_client),
+        cmocka_unit_test(test_nack_back_seal_bucket_made_ahead),
         cmocka_unit_test(test_foreign_write_to_claimed_item),
         cmocka_unit_test(test_foreign_child_under_item),
         cmocka_unit_test(test_applied_ack_answer_lost_session_expired),
