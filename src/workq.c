@@ -1215,8 +1215,9 @@ static int delete_tree(zhandle_t *zh, const char *path, int depth)
  * contender node (engine name, ephemeral owner): anything else under an
  * item is not the queue's and would keep the item from ever being taken
  * or completed, so it is deleted (workq.md, section 3). 1 (claimed by a
- * live session), 0 (not claimed: nothing else left under it), or a code
- * (< 0). With watch, a child watch on the item is set. */
+ * live session, or a node there that we may not delete: skipped), 0 (not
+ * claimed: nothing else left under it), or a connection error or
+ * ZKR_ENOMEM (< 0). With watch, a child watch on the item is set. */
 static int item_claimed(zkr_workq_t *q, zhandle_t *zh, const char *ipath,
                         int watch)
 {
@@ -1271,8 +1272,8 @@ static int item_claimed(zkr_workq_t *q, zhandle_t *zh, const char *ipath,
         }
         free(e);
         deallocate_String_vector(&cv);
-        if (rc != ZOK)
-            return rc;
+        if (rc != ZOK) /* a node we may not delete (ZNOAUTH): skipped */
+            return conn_error(rc) || rc == ZKR_ENOMEM ? rc : 1;
         if (!junk)
             return 0;
     }

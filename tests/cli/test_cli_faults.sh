@@ -349,6 +349,8 @@ test_queue_ack_in_doubt() {
         2> "$WORK/a.err"
     a=$!
     expect "the command did not run" wait_for 20 test -e "$WORK/ran"
+    # the take's turn given back first: the next multi is the ack's
+    expect "the turn was not given back" wait_for 20 nodes_eq $q/consumers 0
     expect "arm" proxy_cmd drop-create-reply-blackhole
     touch "$WORK/go"
     # the ack applied: the item and its bucket's only child are gone

@@ -1116,6 +1116,12 @@ static void test_applied_ack_answer_lost_session_expired(void **state)
     assert_int_equal(zkr_workq_put(pq, "X", 1, 1, NULL, 0), 0);
     assert_int_equal(zkr_workq_take(cq, 5000, &it), 0);
     snprintf(ipath, sizeof(ipath), "/r3w/doubt/%s", zkr_item_id(it));
+    /* The take's turn is given back in the background: gone before the
+     * next multi (the ack's) is the one whose answer is dropped. */
+    for (int64_t end = now_ms() + zkt_scaled_ms(5000);
+         now_ms() < end && children("/r3w/doubt/consumers") > 0;)
+        usleep(10 * 1000);
+    assert_int_equal(children("/r3w/doubt/consumers"), 0);
 
     /* The ack reaches the server and applies; its answer is dropped and
      * the link goes dark (the consumer cannot come back to read its
