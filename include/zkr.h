@@ -138,7 +138,8 @@ ZKR_EXTERN const char *zkr_version_string(void);
     X(EINUSE, -1012, "handle still in use")                                    \
     X(ESTALE, -1013, "stale: the grant or token is no longer valid")           \
     X(EFORMAT, -1014, "malformed sequencer string")                            \
-    X(ELIMIT, -1015, "the path is in use with another permit count")
+    X(ELIMIT, -1015, "the path is in use with another permit count")           \
+    X(EINDOUBT, -1016, "outcome unknown: the answer was lost with the session")
 
 typedef enum {
 #define ZKR__ERR_ENUM(name, val, text) ZKR_##name = (val),
@@ -1563,9 +1564,12 @@ ZKR_EXTERN int zkr_workq_put_async(zkr_workq_t *q, const void *data, size_t len,
  * zkr lock contenders at PATH/consumers: only the first in line looks for
  * items, so a put wakes one consumer whatever their number). The item is
  * the first available one of the highest level: not claimed by a live
- * consumer. The item is claimed by this session (an ephemeral node under
- * the item) and its delivery count incremented in one transaction; the
- * claim ends with the session, making the item available again.
+ * consumer (a claim is an ephemeral node under the item; nodes that other
+ * clients make under an item are not claims, and are deleted so that the
+ * item can be taken and completed). The item is claimed by this session (an
+ * ephemeral node under the item) and its delivery count incremented in one
+ * transaction; the claim ends with the session, making the item available
+ * again.
  *
  * Head of the line: the first in line holds the turn while it waits for
  * an item. If that consumer is cut off (partitioned, paused, SIGSTOPped)
@@ -1615,7 +1619,8 @@ typedef struct zkr_item_info {
     char *id;          /**< item id (relative to the queue's path) */
     int level;         /**< priority level */
     int deliveries;    /**< times delivered so far */
-    int claimed;       /**< claimed by a live consumer now */
+    int claimed;       /**< claimed by a live consumer now (its first
+                          contender node is ephemeral) */
     int64_t claim_sid; /**< the claiming session, when claimed */
     char *claim_id;    /**< the consumer's identifier, when claimed */
     int64_t ctime_ms;  /**< when it was put (server clock) */
@@ -1685,12 +1690,16 @@ ZKR_EXTERN int zkr_item_set_listener(zkr_item_t *it, zkr_item_listener_t fn,
 
 /**
  * \brief Completes the item: one transaction deletes the claim and the
- *   item, and commits only while the claim is still ours (the item's
- *   version is the one our claim wrote, our claim node exists).
+ *   item, and commits only while the claim is still ours (our claim node
+ *   exists; writes to the item's data by others do not matter).
  * \return 0 (completed: no consumer will get it again); ZKR_ESTALE (the
  *   claim was lost: the session expired, the process was paused past the
  *   safe deadline, or someone deleted the claim; nothing changed, and
- *   another consumer may have the item); ZKR_ESTATE (acked or nacked
+ *   another consumer may have the item); ZKR_EINDOUBT (the ack was sent,
+ *   its answer was lost, and the session ended before its outcome could
+ *   be read: it may or may not have completed the item, which another
+ *   consumer may get again if it did not; the ack is not to be sent
+ *   again: later calls return ZKR_ESTATE); ZKR_ESTATE (acked or nacked
  *   already); ZKR_EDEADLK; ZKR_ECLOSED; ZBADARGUMENTS; ZooKeeper codes
  *   (the claim stays HELD and the ack may be tried again).
  */
@@ -1705,7 +1714,10 @@ typedef enum {
 /**
  * \brief Gives the item back: available again, at the front (where it
  *   was) or the back of its level, its delivery count kept. Commits only
- *   while the claim is ours, as zkr_item_ack().
+ *   while the claim is ours, as zkr_item_ack(). To the back, the data
+ *   read at the take is put back: if another client wrote the item's data
+ *   meanwhile, the nack returns ZKR_ESTALE and the item, with its new
+ *   data, is available where it was.
  * \return as zkr_item_ack(); ZBADARGUMENTS also for an unknown where.
  */
 ZKR_EXTERN int zkr_item_nack(zkr_item_t *it, zkr_nack_where_t where);

@@ -631,6 +631,7 @@ struct zkr__commit {
     const char *receipt;
     int receipt_idx;
     int failed; /* OUT: the index of the op that failed, or -1 */
+    int sent;   /* the multi is in flight (its answer awaited) */
     /* Called once, mutex held: rc 0 (applied: the contender is IDLE),
      * ZKR_ESTALE (our node was gone, or another op conflicted: nothing
      * applied, the contender is IDLE and its node, if any, deleted),

@@ -1996,6 +1996,17 @@ static void hand_over(zkr__contender_t *c)
     }
 }
 
+/* The session went while committing: if our multi may have applied (its
+ * answer lost, or awaited still), nothing can tell now (the receipt and
+ * our node went with the session): ZKR_EINDOUBT, never ZKR_ESTALE, which
+ * says nothing changed. */
+static int commit_gone_rc(const zkr__contender_t *c)
+{
+    return c->commit_unknown || (c->commit != NULL && c->commit->sent)
+               ? ZKR_EINDOUBT
+               : ZKR_ESTALE;
+}
+
 /* Ends the commit with rc: the grant kept (keep), or over (IDLE). */
 static void end_commit(zkr__contender_t *c, int rc, int keep)
 {
@@ -2030,6 +2041,7 @@ static void commit_done(int rc, const void *data)
         return;
     }
     (void)s;
+    cm->sent = 0;
     if (rc == ZOK) {
         end_commit(c, 0, 0);
     } else if (zkr__is_connection_error(rc)) {
@@ -2100,19 +2112,19 @@ static void commit_node_done(int rc, const struct Stat *stat, const void *data)
     } else if (rc == ZOK && stat->ephemeralOwner == s->sid &&
                stat->czxid == c->czxid) {
         c->commit_unknown = 0; /* not applied: sent again (step) */
+    } else if (rc != ZOK && rc != ZNONODE) {
+        end_commit(c, commit_gone_rc(c), 0); /* the session went */
     } else if (cm->receipt != NULL) {
         /* Our node is gone and so is the receipt (commit_receipt_done):
          * someone else deleted our node, nothing of ours applied. */
         end_commit(c, ZKR_ESTALE, 0);
-    } else if (rc == ZOK || rc == ZNONODE) {
+    } else {
         /* Our node is gone: by our multi, or not. The probe tells. */
         zkr__op_t *op2 = zkr__op_new(s, c);
 
         if (op2 != NULL &&
             zoo_aexists(s->zh, cm->probe, 0, probe_done, op2) != ZOK)
             zkr__op_cancel(op2);
-    } else {
-        end_commit(c, ZKR_ESTALE, 0);
     }
     zkr__op_end(op);
 }
@@ -2140,7 +2152,7 @@ static void commit_receipt_done(int rc, const struct Stat *stat,
             zoo_aexists(s->zh, c->node, 0, commit_node_done, op2) != ZOK)
             zkr__op_cancel(op2);
     } else {
-        end_commit(c, ZKR_ESTALE, 0);
+        end_commit(c, commit_gone_rc(c), 0); /* the session went */
     }
     zkr__op_end(op);
 }
@@ -2165,7 +2177,7 @@ static void commit_synced(int rc, const char *value, const void *data)
             zoo_aexists(s->zh, cm->receipt, 0, commit_receipt_done, op2) != ZOK)
             zkr__op_cancel(op2);
     } else {
-        end_commit(c, ZKR_ESTALE, 0); /* the session went: our node too */
+        end_commit(c, commit_gone_rc(c), 0); /* the session went */
     }
     zkr__op_end(op);
 }
@@ -2182,9 +2194,9 @@ static void issue_commit(zkr__contender_t *c)
         rc = zoo_async(c->s->zh, "/", commit_synced, op);
     else if (c->commit_unknown)
         rc = zoo_aexists(c->s->zh, c->node, 0, commit_node_done, op);
-    else
-        rc = zoo_amulti(c->s->zh, cm->count, cm->ops, cm->results, commit_done,
-                        op);
+    else if ((rc = zoo_amulti(c->s->zh, cm->count, cm->ops, cm->results,
+                              commit_done, op)) == ZOK)
+        cm->sent = 1;
     if (rc != ZOK) {
         zkr__op_cancel(op);
         if (rc == ZBADARGUMENTS)
@@ -2201,6 +2213,7 @@ int zkr__commit(zkr__contender_t *c, zkr__commit_t *cm)
         return ZKR_ESTALE;
     }
     cm->failed = -1;
+    cm->sent = 0;
     c->commit = cm;
     c->commit_unknown = 0;
     c->phase = ZKR__P_COMMITTING;
@@ -2405,7 +2418,7 @@ void zkr__queue_on_connected(zkr_session_t *s, int new_session)
                 continue;
             }
             if (c->phase == ZKR__P_COMMITTING) {
-                end_commit(c, ZKR_ESTALE, 0); /* went with the session */
+                end_commit(c, commit_gone_rc(c), 0); /* the session went */
                 continue;
             }
         }
@@ -2440,7 +2453,7 @@ void zkr__queue_on_lost(zkr_session_t *s)
         } else if (c->phase == ZKR__P_RELEASING) {
             finish_release(c, 0); /* the node went with the session */
         } else if (c->phase == ZKR__P_COMMITTING) {
-            end_commit(c, ZKR_ESTALE, 0); /* documented: workq.md */
+            end_commit(c, commit_gone_rc(c), 0); /* workq.md, section 4 */
         }
     }
 }

@@ -480,20 +480,70 @@ static int ensure_level(zkr_workq_t *q, zhandle_t *zh, int level)
     return ZOK;
 }
 
+/* The ops that move level ql's tail from t to t+1: the seal of b<t>
+ * (when bt is not NULL: its version 0 -> 1), q<L>'s version t -> t+1, and
+ * b<t+1> created or, with adopt, checked to exist: another client may
+ * have made it ahead of the tail (an empty bucket, or one with foreign
+ * children), and the create failing must not keep b<t> open for ever.
+ * No put can have landed in b<t+1> before q<L> names it. n ops. */
+static int advance_ops(zoo_op_t *ops, const char *bt, const char *ql,
+                       const char *next, int t, int adopt,
+                       const struct ACL_vector *acl)
+{
+    int n = 0;
+
+    if (bt != NULL)
+        zoo_set_op_init(&ops[n++], bt, "sealed", 6, 0, NULL);
+    zoo_set_op_init(&ops[n++], ql, "", 0, t, NULL);
+    if (adopt)
+        zoo_check_op_init(&ops[n++], next, -1);
+    else
+        zoo_create_op_init(&ops[n++], next, "", 0, acl, ZOO_PERSISTENT, NULL,
+                           0);
+    return n;
+}
+
+/* Did the advance fail only because b<t+1> exists (its last op, the
+ * create, NODEEXISTS, every op before it fine)? */
+static int next_exists(int rc, const zoo_op_result_t *res, int n)
+{
+    if (rc != ZNODEEXISTS || res[n - 1].err != ZNODEEXISTS)
+        return 0;
+    for (int i = 0; i + 1 < n; i++)
+        if (res[i].err != ZOK)
+            return 0;
+    return 1;
+}
+
+/* Moves level ql's tail from t to t+1 (sealing bt first unless NULL),
+ * creating b<t+1> or adopting it. The multi's code: ZOK, or BADVERSION
+ * when b<t> was sealed or q<L> moved by someone else meanwhile. */
+static int advance(zhandle_t *zh, const char *ql, int t, const char *bt,
+                   const struct ACL_vector *acl)
+{
+    char next[320];
+    zoo_op_t ops[3];
+    zoo_op_result_t res[3];
+    int n, rc;
+
+    snprintf(next, sizeof(next), "%s/b%010d", ql, t + 1);
+    n = advance_ops(ops, bt, ql, next, t, 0, acl);
+    rc = zoo_multi(zh, n, ops, res);
+    if (next_exists(rc, res, n)) {
+        n = advance_ops(ops, bt, ql, next, t, 1, acl);
+        rc = zoo_multi(zh, n, ops, res);
+    }
+    return rc;
+}
+
 /* Seals bucket t of level path ql (best effort: anyone may, once). */
 static void seal(zhandle_t *zh, const char *ql, int t,
                  const struct ACL_vector *acl)
 {
-    char bt[320], next[320];
-    zoo_op_t ops[3];
-    zoo_op_result_t res[3];
+    char bt[320];
 
     snprintf(bt, sizeof(bt), "%s/b%010d", ql, t);
-    snprintf(next, sizeof(next), "%s/b%010d", ql, t + 1);
-    zoo_set_op_init(&ops[0], bt, "sealed", 6, 0, NULL);
-    zoo_set_op_init(&ops[1], ql, "", 0, t, NULL);
-    zoo_create_op_init(&ops[2], next, "", 0, acl, ZOO_PERSISTENT, NULL, 0);
-    (void)zoo_multi(zh, 3, ops, res); /* BADVERSION, NODEEXISTS: sealed */
+    (void)advance(zh, ql, t, bt, acl); /* BADVERSION: sealed by another */
 }
 
 /* Has bucket bt an item whose name holds uuid (after a sync)? 1, 0, or a
@@ -575,13 +625,8 @@ static int repair_tail(const struct ACL_vector *acl, zhandle_t *zh,
     int rc;
 
     if (sealed) {
-        char next[320];
-
-        snprintf(next, sizeof(next), "%s/b%010d", ql, t + 1);
-        zoo_set_op_init(&ops[0], ql, "", 0, t, NULL);
-        zoo_create_op_init(&ops[1], next, "", 0, acl, ZOO_PERSISTENT, NULL, 0);
-        rc = zoo_multi(zh, 2, ops, res);
-        return rc == ZBADVERSION || rc == ZNODEEXISTS ? ZOK : rc;
+        rc = advance(zh, ql, t, NULL, acl);
+        return rc == ZBADVERSION || rc == ZNONODE ? ZOK : rc;
     } else {
         struct String_vector v = {0, NULL};
         int n = 0, *bk, below = -1;
@@ -1140,6 +1185,101 @@ static int dead_letter(zkr_workq_t *q, zhandle_t *zh, const char *ipath,
     return rc;
 }
 
+/* Deletes path and what is below it (at most depth levels below): a
+ * node another client left under an item. ZOK (gone), or a code. */
+static int delete_tree(zhandle_t *zh, const char *path, int depth)
+{
+    struct String_vector v = {0, NULL};
+    int rc = zoo_delete(zh, path, -1);
+
+    if (rc != ZNOTEMPTY || depth <= 0)
+        return rc == ZNONODE ? ZOK : rc;
+    if ((rc = zoo_get_children(zh, path, 0, &v)) != ZOK)
+        return rc == ZNONODE ? ZOK : rc;
+    for (int i = 0; i < v.count && rc == ZOK; i++) {
+        char sub[1024];
+
+        if (snprintf(sub, sizeof(sub), "%s/%s", path, v.data[i]) >=
+            (int)sizeof(sub))
+            rc = ZBADARGUMENTS;
+        else
+            rc = delete_tree(zh, sub, depth - 1);
+    }
+    deallocate_String_vector(&v);
+    if (rc == ZOK)
+        rc = zoo_delete(zh, path, -1);
+    return rc == ZNONODE ? ZOK : rc;
+}
+
+/* Is the item at ipath (with children) claimed? A claim is an ephemeral
+ * contender node (engine name, ephemeral owner): anything else under an
+ * item is not the queue's and would keep the item from ever being taken
+ * or completed, so it is deleted (workq.md, section 3). 1 (claimed by a
+ * live session, or a node there that we may not delete: skipped), 0 (not
+ * claimed: nothing else left under it), or a connection error or
+ * ZKR_ENOMEM (< 0). With watch, a child watch on the item is set. */
+static int item_claimed(zkr_workq_t *q, zhandle_t *zh, const char *ipath,
+                        int watch)
+{
+    for (int round = 0; round < 3; round++) {
+        struct String_vector cv = {0, NULL};
+        zkr__entry_t *e = NULL;
+        int n = 0, rc, junk = 0;
+
+        if (watch) {
+            rc = zoo_wget_children(zh, ipath, wq_watcher, q->s, &cv);
+            if (rc == ZOK)
+                note_watch(q, ipath, ZWATCHTYPE_CHILD);
+        } else {
+            rc = zoo_get_children(zh, ipath, 0, &cv);
+        }
+        if (rc != ZOK)
+            return rc == ZNONODE ? 1 : rc; /* gone: nothing to take */
+        if ((rc = zkr__sort_children(&cv, &e, &n)) != 0) {
+            deallocate_String_vector(&cv);
+            return rc;
+        }
+        for (int i = 0; i < cv.count && rc == ZOK; i++) {
+            char cpath[700];
+            int claim = 0;
+
+            for (int k = 0; k < n && !claim; k++)
+                claim = e[k].name == cv.data[i];
+            if (claim)
+                continue;
+            snprintf(cpath, sizeof(cpath), "%s/%s", ipath, cv.data[i]);
+            rc = delete_tree(zh, cpath, 8);
+            junk = 1;
+        }
+        if (rc == ZOK && n > 0) {
+            /* The first contender holds the item: a claim only if
+             * ephemeral (a persistent node of that name is not one). */
+            char cpath[700];
+            struct Stat cs;
+
+            snprintf(cpath, sizeof(cpath), "%s/%s", ipath, e[0].name);
+            rc = zoo_exists(zh, cpath, 0, &cs);
+            if (rc == ZOK && cs.ephemeralOwner != 0) {
+                free(e);
+                deallocate_String_vector(&cv);
+                return 1;
+            }
+            if (rc == ZOK)
+                rc = delete_tree(zh, cpath, 8);
+            else if (rc == ZNONODE)
+                rc = ZOK;
+            junk = 1;
+        }
+        free(e);
+        deallocate_String_vector(&cv);
+        if (rc != ZOK) /* a node we may not delete (ZNOAUTH): skipped */
+            return conn_error(rc) || rc == ZKR_ENOMEM ? rc : 1;
+        if (!junk)
+            return 0;
+    }
+    return 1; /* still changing: left for the next scan */
+}
+
 /* One scan by the consumer whose turn it is: the first available item,
  * claimed. 0 (*out set), WQ_AGAIN (something changed: scan again),
  * WQ_EMPTY, or a code. With watch, every place a new item can appear is
@@ -1165,6 +1305,7 @@ static int scan(zkr_workq_t *q, int watch, char *buf, zkr_item_t **out)
     for (int level = 0; rc == ZOK && level < ZKR_WORKQ_LEVELS; level++) {
         char ql[300], name[8];
         struct String_vector bv = {0, NULL};
+        struct Stat qst;
         int found = 0, nb = 0, *bk;
         int bsize = read_bucket(q, zh);
 
@@ -1174,10 +1315,15 @@ static int scan(zkr_workq_t *q, int watch, char *buf, zkr_item_t **out)
         if (!found)
             continue;
         snprintf(ql, sizeof(ql), "%s/%s", q->path, name);
-        if ((rc = list(q, zh, ql, watch, &bv, NULL)) != ZOK) {
+        if ((rc = list(q, zh, ql, watch, &bv, &qst)) != ZOK) {
             rc = rc == ZNONODE ? ZOK : rc;
             continue;
         }
+        /* q<L>'s version names the tail, where puts go: watched too, and
+         * so is the tail itself below, as it need not be the last bucket
+         * (another client may make one ahead of it). */
+        if (watch && zoo_wexists(zh, ql, wq_watcher, s, &qst) == ZOK)
+            note_watch(q, ql, ZWATCHTYPE_DATA);
         bk = sorted_buckets(&bv, &nb);
         deallocate_String_vector(&bv);
         if (bk == NULL) {
@@ -1190,9 +1336,10 @@ static int scan(zkr_workq_t *q, int watch, char *buf, zkr_item_t **out)
             struct Stat bst;
             wq_entry_t *e;
             int ni = 0, last = b == nb - 1;
+            int tail = last || bk[b] == qst.version;
 
             snprintf(bt, sizeof(bt), "%s/b%010d", ql, bk[b]);
-            if ((rc = list(q, zh, bt, watch && last, &iv, &bst)) != ZOK) {
+            if ((rc = list(q, zh, bt, watch && tail, &iv, &bst)) != ZOK) {
                 rc = rc == ZNONODE ? ZOK : rc;
                 continue;
             }
@@ -1216,18 +1363,14 @@ static int scan(zkr_workq_t *q, int watch, char *buf, zkr_item_t **out)
                 }
                 if (st.numChildren > 0) {
                     /* Claimed: its claim going (a death, a nack) makes it
-                     * available again. */
-                    if (watch) {
-                        struct String_vector cv = {0, NULL};
-                        if (zoo_wget_children(zh, ipath, wq_watcher, s, &cv) ==
-                            ZOK) {
-                            note_watch(q, ipath, ZWATCHTYPE_CHILD);
-                            if (cv.count == 0)
-                                rc = WQ_AGAIN;
-                        }
-                        deallocate_String_vector(&cv);
+                     * available again (watched). Children that are not a
+                     * live claim are deleted: then it is available. */
+                    int r = item_claimed(q, zh, ipath, watch);
+
+                    if (r != 0) {
+                        rc = r == 1 ? ZOK : r;
+                        continue;
                     }
-                    continue;
                 }
                 if ((rc = zoo_get(zh, ipath, 0, buf, &len, &st)) != ZOK) {
                     rc = rc == ZNONODE ? ZOK : rc;
@@ -1616,7 +1759,10 @@ static int item_info(zkr_workq_t *q, zhandle_t *zh, const char *ipath,
             struct Stat cs;
 
             snprintf(cpath, sizeof(cpath), "%s/%s", ipath, e[0].name);
-            if (zoo_get(zh, cpath, 0, buf, &len, &cs) == ZOK) {
+            /* A claim is ephemeral: a node of another client named as
+             * one is not (the next scan deletes it, see item_claimed). */
+            if (zoo_get(zh, cpath, 0, buf, &len, &cs) == ZOK &&
+                cs.ephemeralOwner != 0) {
                 buf[len > 0 ? len : 0] = '\0';
                 out->claimed = 1;
                 out->claim_sid = cs.ephemeralOwner;
@@ -1957,16 +2103,30 @@ struct seal_job {
     zoo_op_t ops[3];
     zoo_op_result_t res[3];
     char bt[320], ql[300], next[320];
+    int t, adopt;
 };
 
+/* The nack's seal (advance, asynchronously): b<t+1> made by another
+ * client ahead of the tail is adopted, as a put's seal adopts it. */
 static void seal_done(int rc, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
+    struct seal_job *j = op->ctx;
+    zkr__op_t *op2;
 
-    (void)s;
-    free(op->ctx);
     op->ctx = NULL;
+    if (!j->adopt && next_exists(rc, j->res, 3) && !s->closing &&
+        s->zh != NULL && (op2 = zkr__op_new(s, NULL)) != NULL) {
+        j->adopt = 1;
+        (void)advance_ops(j->ops, j->bt, j->ql, j->next, j->t, 1, NULL);
+        op2->ctx = j;
+        if (zoo_amulti(s->zh, 3, j->ops, j->res, seal_done, op2) == ZOK)
+            j = NULL;
+        else
+            zkr__op_cancel(op2);
+    }
+    free(j);
     zkr__op_end(op);
 }
 
@@ -2036,10 +2196,9 @@ static void item_done(zkr__commit_t *cm, int rc)
             snprintf(j->bt, sizeof(j->bt), "%s/b%010d", j->ql, it->tail);
             snprintf(j->next, sizeof(j->next), "%s/b%010d", j->ql,
                      it->tail + 1);
-            zoo_set_op_init(&j->ops[0], j->bt, "sealed", 6, 0, NULL);
-            zoo_set_op_init(&j->ops[1], j->ql, "", 0, it->tail, NULL);
-            zoo_create_op_init(&j->ops[2], j->next, "", 0, &it->c.acl,
-                               ZOO_PERSISTENT, NULL, 0);
+            j->t = it->tail;
+            (void)advance_ops(j->ops, j->bt, j->ql, j->next, j->t, 0,
+                              &it->c.acl);
             if ((op = zkr__op_new(s, NULL)) == NULL) {
                 free(j);
             } else {
@@ -2054,8 +2213,8 @@ static void item_done(zkr__commit_t *cm, int rc)
         }
     }
     it->busy = 0;
-    if (rc == 0)
-        it->finished = 1;
+    if (rc == 0 || rc == ZKR_EINDOUBT)
+        it->finished = 1; /* in doubt: not to be sent again either */
     if (it->sync) {
         it->rc = rc;
         it->done = 1;
@@ -2098,15 +2257,18 @@ static int item_commit(zkr_item_t *it, int where, zkr_item_completion_t cb,
             snprintf(it->receipt, sizeof(it->receipt), "%s/%s", it->rdir, uuid);
         }
         if (where == -1) { /* ack */
+            /* Our claim node proves the claim (workq.md, section 4): the
+             * item's data version is not checked, as writes to it by
+             * others do not count. */
             zoo_delete_op_init(&it->ops[0], it->c.node, -1);
-            zoo_delete_op_init(&it->ops[1], it->ipath, it->version);
+            zoo_delete_op_init(&it->ops[1], it->ipath, -1);
             it->cm.count = 2;
             it->cm.self = 0;
             it->cm.keep = -1;
             it->cm.probe_version = -1;
             add_receipt(it);
         } else if (where == ZKR_NACK_FRONT) {
-            zoo_check_op_init(&it->ops[0], it->ipath, it->version);
+            zoo_check_op_init(&it->ops[0], it->ipath, -1);
             zoo_delete_op_init(&it->ops[1], it->c.node, -1);
             it->cm.count = 2;
             it->cm.self = 1;

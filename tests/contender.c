@@ -490,8 +490,10 @@ static int run_queue(zkr_session_t *s, const char *path, const char *id,
                      where == ZKR_NACK_FRONT ? "front" : "back");
         }
         zkr_item_free(it);
-        /* ESTALE: the claim was lost meanwhile (the point of the soak). */
-        if (rc == ZKR_ESTALE)
+        /* ESTALE: the claim was lost meanwhile (the point of the soak);
+         * EINDOUBT: an ack's answer lost with the session (the checker
+         * counts it in acks_in_doubt). */
+        if (rc == ZKR_ESTALE || rc == ZKR_EINDOUBT)
             rc = 0;
     }
     zkr_workq_free(q);

@@ -164,7 +164,8 @@
  *                      is neither acked (0), queued nor dead at the end. *
  * Judged only with a snapshot; puts without one fail. Not lost but counted in
  * acks_in_doubt: an item whose last claim's ack was begun (ack-start) with no
- * answer logged (its consumer was killed: the ack may have committed).
+ * answer logged (its consumer was killed: the ack may have committed), or
+ * answered ZKR_EINDOUBT (its answer lost with the session).
  *   double_acks        an item acked (0) more than once.
  *   superseded_acks    an ack (0) of a claim when the item has a take with
  *                      a higher token: another consumer claimed it after
@@ -203,6 +204,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* ZKR_EINDOUBT of zkr.h, as logged (this checker reads numbers only). */
+#define IN_DOUBT_RC (-1016)
 
 struct ev {
     long long t; /* ns */
@@ -676,10 +680,13 @@ static int queue_event(struct proc *p, const struct ev *e)
     } else if (strcmp(e->what, "ack-start") == 0) {
         it->pending_ack = e->c;
     } else if (strcmp(e->what, "ack") == 0) {
-        /* b: rc, c: the token of the claim it acked. */
-        if (it->pending_ack == e->c)
+        /* b: rc, c: the token of the claim it acked. ZKR_EINDOUBT: the
+         * answer was lost with the session: as if never logged. */
+        if (it->pending_ack == e->c && e->b != IN_DOUBT_RC)
             it->pending_ack = LLONG_MIN;
-        if (e->b == 0) {
+        if (e->b == IN_DOUBT_RC) {
+            ; /* counted in acks_in_doubt if the item is gone at the end */
+        } else if (e->b == 0) {
             qs.acks++;
             it->acks_ok++;
             it->ack_tokens = realloc(it->ack_tokens,

@@ -26,6 +26,11 @@
  *                      createContainer, createTTL or multi), drop its
  *                      reply and reset that connection: the create is
  *                      applied, the client sees connection loss.
+ *   drop-create-reply-blackhole
+ *                      the same, but the reply and everything after it
+ *                      are dropped as by blackhole (which this mode then
+ *                      is, for every connection, until pass): the client
+ *                      cannot come back to read the outcome.
  *   quit               exit (so does EOF on stdin).
  *
  * One thread, one poll loop. Framing of ZooKeeper's protocol: every
@@ -97,6 +102,7 @@ static struct conn *conns[MAX_CONNS];
 static int blackhole;
 static int delay_ms;
 static int drop_create_armed;
+static int drop_then_blackhole; /* the armed drop turns blackhole on */
 static struct sockaddr_storage target;
 static socklen_t target_len;
 
@@ -298,8 +304,14 @@ static int do_read(int i, int side)
     cut = scan(c, dir, (unsigned char *)buf, (size_t)n);
     if (cut >= 0) {
         enqueue(&c->d[dir], buf, (size_t)cut);
-        c->reset_on_flush = 1;
         c->drop_armed = 0;
+        if (drop_then_blackhole) {
+            drop_then_blackhole = 0;
+            blackhole = 1;
+            c->tainted = 1; /* reset at pass: its stream has a gap */
+        } else {
+            c->reset_on_flush = 1;
+        }
         return 0;
     }
     enqueue(&c->d[dir], buf, (size_t)n);
@@ -421,6 +433,10 @@ static void do_command(char *line, int *quit)
         delay_ms = (int)ms;
     } else if (strcmp(line, "drop-create-reply") == 0) {
         drop_create_armed = 1;
+        drop_then_blackhole = 0;
+    } else if (strcmp(line, "drop-create-reply-blackhole") == 0) {
+        drop_create_armed = 1;
+        drop_then_blackhole = 1;
     } else if (strcmp(line, "quit") == 0) {
         *quit = 1;
         return;

@@ -1629,6 +1629,11 @@ out:
 
 /* ---------------------------------------------------------- queue take */
 
+/* zkr queue take's exit status for an ack in doubt (ZKR_EINDOUBT: sent,
+ * its answer lost with the session): neither 0 (acked) nor 4 (not
+ * completed), as either may be false (zkr(1), EXIT STATUS). */
+#define QUEUE_EXIT_IN_DOUBT 5
+
 /* Errors after which an ack or nack may be sent again: nothing was
  * changed, the claim still stands (zkr.h). */
 static int retryable(int rc)
@@ -1731,6 +1736,15 @@ static int run_take(const cli_t *c, const opts_t *o)
             lose(&p, ack ? "the claim was gone at the ack: the item was "
                            "not completed and may be delivered again"
                          : "the claim was gone at the nack");
+        } else if (rc == ZKR_EINDOUBT) {
+            cli_err("%s: %s %s: the answer was lost with the session: it "
+                    "may or may not have applied (ZooKeeper at %s)%s",
+                    o->path, ack ? "ack of" : "nack of", zkr_item_id(p.it),
+                    c->hosts,
+                    ack ? "; the item may be delivered again if it did not"
+                        : "");
+            if (ack)
+                status = QUEUE_EXIT_IN_DOUBT;
         } else if (rc != 0) {
             cli_zk_error(c, rc, "%s: cannot %s %s", o->path,
                          ack ? "ack" : "nack", zkr_item_id(p.it));

@@ -336,6 +336,33 @@ test_release_after_suspended_end() {
         [ $((t_b - t_pass)) -lt 4000 ]
 }
 
+# queue take's ack applies, its answer is lost and the link stays dark
+# until the session has expired: the outcome cannot be read any more.
+# zkr(1): not 0 (acked) and not 4 (not completed): exit 5, with a line
+# saying the ack may or may not have applied.
+test_queue_ack_in_doubt() {
+    local a q=/cli/doubt
+    expect "proxy did not start" proxy_start
+    "$ZKR" queue put $q X > /dev/null
+    bg "$ZKR" -s "$PROXY_HOSTS" --session-timeout $T queue take $q \
+        sh -c "cat > /dev/null; touch '$WORK/ran'; while [ ! -e '$WORK/go' ]; do sleep 0.05; done" \
+        2> "$WORK/a.err"
+    a=$!
+    expect "the command did not run" wait_for 20 test -e "$WORK/ran"
+    # the take's turn given back first: the next multi is the ack's
+    expect "the turn was not given back" wait_for 20 nodes_eq $q/consumers 0
+    expect "arm" proxy_cmd drop-create-reply-blackhole
+    touch "$WORK/go"
+    # the ack applied: the item and its bucket's only child are gone
+    expect "the ack did not apply" wait_for 20 nodes_eq $q/q1/b0000000000 0
+    sleep "$(scaled $((2 * T / 1000)))"
+    proxy_cmd pass
+    wait_status "$a"
+    expect "exit $st, not 5: $(cat "$WORK/a.err")" [ "$st" -eq 5 ]
+    expect "no line saying so: '$(cat "$WORK/a.err")'" \
+        grep -q "may or may not have applied" "$WORK/a.err"
+}
+
 start_server
 run_test test_partitioned_holder
 run_test test_lost_leader_says_why
@@ -348,4 +375,5 @@ run_test test_ignore_mode_grace
 run_test test_term_mode_two_suspensions
 run_test test_stop_mode_two_suspensions
 run_test test_release_after_suspended_end
+run_test test_queue_ack_in_doubt
 done_testing

@@ -175,6 +175,22 @@ static void test_checker_queue_rules(void **state)
                         "20 1 0 snap-begin - 0\n" Q_END);
     assert_only(&c, NULL);
     assert_int_equal(field_of(&c, "acks_in_doubt"), 1);
+    /* ... so may an ack answered ZKR_EINDOUBT (-1016: its answer lost
+     * with the session) ... */
+    c = check_text(dir, "1 10 aa put k1 0 0 -\n"
+                        "2 11 bb take k1 1 100 -\n"
+                        "3 11 bb ack-start k1 0 100 -\n"
+                        "4 11 bb ack k1 -1016 100 -\n"
+                        "20 1 0 snap-begin - 0\n" Q_END);
+    assert_only(&c, NULL);
+    assert_int_equal(field_of(&c, "acks_in_doubt"), 1);
+    /* ... unlike one answered ZKR_ESTALE (-1013: nothing changed) ... */
+    c = check_text(dir, "1 10 aa put k1 0 0 -\n"
+                        "2 11 bb take k1 1 100 -\n"
+                        "3 11 bb ack-start k1 0 100 -\n"
+                        "4 11 bb ack k1 -1013 100 -\n"
+                        "20 1 0 snap-begin - 0\n" Q_END);
+    assert_only(&c, "items_lost");
     /* ... but killed before it sent one, the item must come back ... */
     c = check_text(dir, "1 10 aa put k1 0 0 -\n"
                         "2 11 bb take k1 1 100 -\n"

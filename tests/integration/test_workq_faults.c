@@ -846,6 +846,363 @@ static void test_c2_nack_back_repair_behind_moved_tail(void **state)
     assert_string_equal(second, "A");
 }
 
+/* ---------------------------------------------------------------------
+ * Buckets ahead of the tail: another client creates b1 (empty) and b2
+ * (holding a child of its own) before the queue reaches them.
+ *
+ * workq.md: a bucket holds up to B + 1 items plus the puts in flight at
+ * its seal; the largest listing is one bucket. A seal whose create of
+ * b<t+1> fails on the foreign node must still seal b<t> (adopting the
+ * node there), else every put lands in b<t> for ever. A consumer waiting
+ * on an empty queue is woken by a put into the tail even when the tail
+ * is not the last bucket. Items are served in the order they were put. */
+
+static pthread_mutex_t ah_mu = PTHREAD_MUTEX_INITIALIZER;
+static int ah_done, ah_rc = 1000;
+static char ah_data[16];
+
+static void ah_took(int rc, zkr_item_t *it, void *data)
+{
+    (void)data;
+    pthread_mutex_lock(&ah_mu);
+    ah_rc = rc;
+    if (rc == 0) {
+        snprintf(ah_data, sizeof(ah_data), "%s",
+                 (const char *)zkr_item_data(it, NULL));
+        ah_rc = zkr_item_ack_async(it, r1_acked, NULL);
+    }
+    ah_done = 1;
+    pthread_mutex_unlock(&ah_mu);
+}
+
+/* The most items in one bucket of level directory ql. */
+static int fullest_bucket(const char *ql)
+{
+    struct String_vector v = {0, NULL};
+    int most = 0;
+
+    assert_int_equal(zoo_get_children(raw, ql, 0, &v), ZOK);
+    for (int i = 0; i < v.count; i++) {
+        char bt[300];
+        struct String_vector iv = {0, NULL};
+        int items = 0;
+
+        snprintf(bt, sizeof(bt), "%s/%s", ql, v.data[i]);
+        if (zoo_get_children(raw, bt, 0, &iv) != ZOK)
+            continue;
+        for (int k = 0; k < iv.count; k++)
+            items += strncmp(iv.data[k], "i-", 2) == 0;
+        deallocate_String_vector(&iv);
+        if (items > most)
+            most = items;
+    }
+    deallocate_String_vector(&v);
+    return most;
+}
+
+static void test_buckets_made_ahead_by_another_client(void **state)
+{
+    enum { B = 4, N = 40 };
+    zkr_session_t *ps = open_session(10000); /* producer */
+    zkr_session_t *cs = open_session(10000); /* consumer */
+    zkr_workq_t *pq, *cq;
+    zkr_item_t *it = NULL;
+    char buf[16];
+    int most = 0, done, rc, got = 0, in_order = 1;
+
+    (void)state;
+    (void)zoo_create(raw, "/r3w", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(zoo_create(raw, "/r3w/ahead", "zkr-workq 1 bucket=4", 20,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    pq = new_q(ps, "/r3w/ahead", "P");
+    cq = new_q(cs, "/r3w/ahead", "C");
+    assert_int_equal(zkr_workq_put(pq, "warm", 4, 1, NULL, 0), 0);
+    assert_int_equal(zkr_workq_take(cq, 5000, &it), 0);
+    assert_int_equal(zkr_item_ack(it), 0);
+    zkr_item_free(it);
+    it = NULL;
+    /* Another client makes b1 and b2 ahead of the tail (b0). */
+    assert_int_equal(zoo_create(raw, "/r3w/ahead/q1/b0000000001", "", 0,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    assert_int_equal(zoo_create(raw, "/r3w/ahead/q1/b0000000002", "", 0,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    assert_int_equal(zoo_create(raw, "/r3w/ahead/q1/b0000000002/note", "", 0,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+
+    /* A consumer waits on the empty queue; one put into b0 wakes it. */
+    assert_int_equal(zkr_workq_take_async(cq, -1, ah_took, NULL), 0);
+    usleep(300 * 1000);
+    assert_int_equal(zkr_workq_put(pq, "w", 1, 1, NULL, 0), 0);
+    done = wait_flag(&ah_mu, &ah_done, zkt_scaled_ms(5000));
+    if (!done)
+        assert_int_equal(zkr_workq_cancel(cq), 0);
+    (void)wait_flag(&ah_mu, &ah_done, zkt_scaled_ms(5000));
+
+    for (int i = 0; i < N; i++) {
+        int m;
+
+        snprintf(buf, sizeof(buf), "%d", i);
+        assert_int_equal(zkr_workq_put(pq, buf, strlen(buf), 1, NULL, 0), 0);
+        if ((m = fullest_bucket("/r3w/ahead/q1")) > most)
+            most = m;
+    }
+    while (got < N && (rc = zkr_workq_take(cq, 2000, &it)) == 0) {
+        snprintf(buf, sizeof(buf), "%d", got);
+        if (strcmp((const char *)zkr_item_data(it, NULL), buf) != 0)
+            in_order = 0;
+        assert_int_equal(zkr_item_ack(it), 0);
+        zkr_item_free(it);
+        it = NULL;
+        got++;
+    }
+    printf("# ahead: waiting consumer woken %d (%s), fullest bucket %d items "
+           "(B = %d), %d of %d taken, in order %d\n",
+           done, ah_data, most, B, got, N, in_order);
+    zkr_workq_free(cq);
+    zkr_workq_free(pq);
+    zkr_session_free(cs);
+    zkr_session_free(ps);
+    assert_true(done);
+    assert_string_equal(ah_data, "w");
+    /* B + 1 (sealed at seq B); one producer, no put in flight at a seal */
+    assert_true(most <= B + 1);
+    assert_int_equal(got, N);
+    assert_true(in_order);
+}
+
+/* ---------------------------------------------------------------------
+ * Writes by another client to a claimed item's data (same bytes): zkr.h
+ * says they do not count; the claim was never lost, so the ack completes
+ * the item (0) and it is not delivered again; a nack to the front gives
+ * it back (0), its delivery count kept. */
+
+static void test_foreign_write_to_claimed_item(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_workq_t *q = new_q(s, "/r3w/write", "c");
+    zkr_item_t *it = NULL;
+    char ipath[400];
+    int64_t n = -1;
+    int ack, nack, again, deliveries = 0;
+
+    (void)state;
+    (void)zoo_create(raw, "/r3w", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(zkr_workq_put(q, "job", 3, 1, NULL, 0), 0);
+    assert_int_equal(zkr_workq_take(q, 5000, &it), 0);
+    snprintf(ipath, sizeof(ipath), "/r3w/write/%s", zkr_item_id(it));
+    assert_int_equal(zoo_set(raw, ipath, "job", 3, -1), ZOK);
+    ack = zkr_item_ack(it);
+    zkr_item_free(it);
+    it = NULL;
+    again = zkr_workq_take(q, 0, &it);
+    zkr_item_free(it);
+    it = NULL;
+
+    assert_int_equal(zkr_workq_put(q, "job2", 4, 1, NULL, 0), 0);
+    assert_int_equal(zkr_workq_take(q, 5000, &it), 0);
+    snprintf(ipath, sizeof(ipath), "/r3w/write/%s", zkr_item_id(it));
+    assert_int_equal(zoo_set(raw, ipath, "job2", 4, -1), ZOK);
+    nack = zkr_item_nack(it, ZKR_NACK_FRONT);
+    zkr_item_free(it);
+    it = NULL;
+    if (zkr_workq_take(q, 5000, &it) == 0) {
+        deliveries = zkr_item_deliveries(it);
+        assert_int_equal(zkr_item_ack(it), 0);
+        zkr_item_free(it);
+    }
+    assert_int_equal(zkr_workq_len(q, &n), 0);
+    printf("# foreign write: ack %d, take after it %d; nack %d, delivered "
+           "again as delivery %d; len %lld\n",
+           ack, again, nack, deliveries, (long long)n);
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    assert_int_equal(ack, 0);
+    assert_int_equal(again, ZKR_ETIMEDOUT);
+    assert_int_equal(nack, 0);
+    assert_int_equal(deliveries, 2);
+    assert_int_equal(n, 0);
+}
+
+/* ---------------------------------------------------------------------
+ * Persistent children that another client makes under an available item
+ * (one with a plain name, one named as a claim): they are not claims.
+ * zkr_workq_items() (zkr inspect) shows the items available, and a take
+ * delivers them (the nodes that are not claims are removed); the acks
+ * complete them; nothing is stuck. */
+
+static void test_foreign_child_under_item(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_workq_t *q = new_q(s, "/r3w/child", "c");
+    zkr_item_t *it = NULL;
+    zkr_item_info_t *info = NULL;
+    char id1[ZKR_WORKQ_ID_MAX], id2[ZKR_WORKQ_ID_MAX], node[600];
+    int count = 0, claimed = -1, took = 0, acked = 0, rc;
+    int64_t n = -1;
+
+    (void)state;
+    (void)zoo_create(raw, "/r3w", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(zkr_workq_put(q, "a", 1, 1, id1, sizeof(id1)), 0);
+    assert_int_equal(zkr_workq_put(q, "b", 1, 1, id2, sizeof(id2)), 0);
+    snprintf(node, sizeof(node), "/r3w/child/%s/note", id1);
+    assert_int_equal(
+        zoo_create(raw, node, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0), ZOK);
+    snprintf(node, sizeof(node), "/r3w/child/%s/note/deeper", id1);
+    assert_int_equal(
+        zoo_create(raw, node, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0), ZOK);
+    snprintf(node, sizeof(node), "/r3w/child/%s/x-lock-0000000001", id2);
+    assert_int_equal(
+        zoo_create(raw, node, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0), ZOK);
+
+    assert_int_equal(zkr_workq_items(q, 10, &info, &count), 0);
+    assert_int_equal(count, 2);
+    claimed = info[0].claimed + info[1].claimed;
+    zkr_item_infos_free(info, count);
+    while ((rc = zkr_workq_take(q, 2000, &it)) == 0) {
+        took++;
+        acked += zkr_item_ack(it) == 0;
+        zkr_item_free(it);
+        it = NULL;
+    }
+    assert_int_equal(zkr_workq_len(q, &n), 0);
+    printf("# foreign children: %d of 2 shown claimed; %d taken, %d acked; "
+           "len %lld\n",
+           claimed, took, acked, (long long)n);
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    assert_int_equal(claimed, 0);
+    assert_int_equal(took, 2);
+    assert_int_equal(acked, 2);
+    assert_int_equal(n, 0);
+}
+
+/* ---------------------------------------------------------------------
+ * An ack that applied, whose answer was lost, and whose session expired
+ * before its receipt could be read. zkr.h: ZKR_ESTALE means "nothing
+ * changed"; here the item was completed, so the ack must not say that: it
+ * is ZKR_EINDOUBT (the outcome cannot be read any more), and it is not
+ * sent again (ZKR_ESTATE). */
+
+static pthread_mutex_t id_mu = PTHREAD_MUTEX_INITIALIZER;
+static int id_rc = 1000, id_done;
+
+static void id_acked(int rc, zkr_item_t *it, void *data)
+{
+    (void)it;
+    (void)data;
+    pthread_mutex_lock(&id_mu);
+    id_rc = rc;
+    id_done = 1;
+    pthread_mutex_unlock(&id_mu);
+}
+
+static void test_applied_ack_answer_lost_session_expired(void **state)
+{
+    zkr_session_t *cs = open_proxied(10000); /* consumer, through the proxy */
+    zkr_session_t *ps = open_session(10000); /* producer */
+    zkr_workq_t *cq = new_q(cs, "/r3w/doubt", "C");
+    zkr_workq_t *pq = new_q(ps, "/r3w/doubt", "P");
+    zkr_item_t *it = NULL;
+    struct Stat st;
+    char ipath[400];
+    int gone = 0, done, rc, again;
+
+    (void)state;
+    (void)zoo_create(raw, "/r3w", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(zkr_workq_put(pq, "X", 1, 1, NULL, 0), 0);
+    assert_int_equal(zkr_workq_take(cq, 5000, &it), 0);
+    snprintf(ipath, sizeof(ipath), "/r3w/doubt/%s", zkr_item_id(it));
+    /* The take's turn is given back in the background: gone before the
+     * next multi (the ack's) is the one whose answer is dropped. */
+    for (int64_t end = now_ms() + zkt_scaled_ms(5000);
+         now_ms() < end && children("/r3w/doubt/consumers") > 0;)
+        usleep(10 * 1000);
+    assert_int_equal(children("/r3w/doubt/consumers"), 0);
+
+    /* The ack reaches the server and applies; its answer is dropped and
+     * the link goes dark (the consumer cannot come back to read its
+     * receipt); then the session is expired. */
+    assert_int_equal(zkt_proxy_cmd(proxy, "drop-create-reply-blackhole"), 0);
+    assert_int_equal(zkr_item_ack_async(it, id_acked, NULL), 0);
+    for (int64_t end = now_ms() + zkt_scaled_ms(10000); now_ms() < end;) {
+        if (zoo_exists(raw, ipath, 0, &st) == ZNONODE) {
+            gone = 1;
+            break;
+        }
+        usleep(5 * 1000);
+    }
+    assert_true(gone); /* the ack applied */
+    expire(cs);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    done = wait_flag(&id_mu, &id_done, zkt_scaled_ms(30000));
+    pthread_mutex_lock(&id_mu);
+    rc = id_rc;
+    pthread_mutex_unlock(&id_mu);
+    again = done ? zkr_item_ack(it) : -1;
+    printf("# in doubt: ack applied, answer lost, session expired: ack %d, "
+           "ack again %d\n",
+           rc, again);
+    zkr_item_free(it);
+    zkr_workq_free(pq);
+    zkr_workq_free(cq);
+    zkr_session_free(ps);
+    zkr_session_free(cs);
+    assert_true(done);
+    assert_int_not_equal(rc, ZKR_ESTALE);
+    assert_int_equal(rc, ZKR_EINDOUBT);
+    assert_int_equal(again, ZKR_ESTATE);
+}
+
+/* The same, for the seal a nack to the back makes: with b1 made ahead by
+ * another client, the nack that lands at seq >= B in b0 seals it (q1
+ * names b1), so the next put goes to b1. */
+static void test_nack_back_seal_bucket_made_ahead(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_workq_t *q;
+    zkr_item_t *it = NULL;
+    struct Stat st;
+    char id[ZKR_WORKQ_ID_MAX] = "";
+    int moved = 0;
+
+    (void)state;
+    (void)zoo_create(raw, "/r3w", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(zoo_create(raw, "/r3w/nackahead", "zkr-workq 1 bucket=2",
+                                20, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    q = new_q(s, "/r3w/nackahead", "c");
+    /* b0 gets seq 0 and 1: below B, not sealed */
+    assert_int_equal(zkr_workq_put(q, "a", 1, 1, NULL, 0), 0);
+    assert_int_equal(zkr_workq_put(q, "b", 1, 1, NULL, 0), 0);
+    assert_int_equal(zoo_create(raw, "/r3w/nackahead/q1/b0000000001", "", 0,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    /* "a" back into b0, at seq >= B: the nack seals b0 */
+    assert_int_equal(zkr_workq_take(q, 5000, &it), 0);
+    assert_int_equal(zkr_item_nack(it, ZKR_NACK_BACK), 0);
+    zkr_item_free(it);
+    it = NULL;
+    for (int64_t end = now_ms() + zkt_scaled_ms(5000); now_ms() < end;) {
+        if (zoo_exists(raw, "/r3w/nackahead/q1", 0, &st) == ZOK &&
+            st.version >= 1) {
+            moved = 1;
+            break;
+        }
+        usleep(10 * 1000);
+    }
+    if (moved)
+        assert_int_equal(zkr_workq_put(q, "c", 1, 1, id, sizeof(id)), 0);
+    printf("# nack back, b1 made ahead: q1 moved %d; next put %s\n", moved, id);
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    assert_true(moved);
+    assert_memory_equal(id, "q1/b0000000001/", 15);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -862,6 +1219,11 @@ int main(void)
         cmocka_unit_test(test_b7_free_during_ack),
         cmocka_unit_test(test_c1_free_during_sync_nack_repair),
         cmocka_unit_test(test_c2_nack_back_repair_behind_moved_tail),
+        cmocka_unit_test(test_buckets_made_ahead_by_another_client),
+        cmocka_unit_test(test_nack_back_seal_bucket_made_ahead),
+        cmocka_unit_test(test_foreign_write_to_claimed_item),
+        cmocka_unit_test(test_foreign_child_under_item),
+        cmocka_unit_test(test_applied_ack_answer_lost_session_expired),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
