@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include <poll.h>
+#include <pthread.h>
 
 #include "../../src/internal.h"
 #include "../rec.h"
@@ -762,6 +763,136 @@ static void test_election_delay(void **state)
     zkr_session_free(s1);
 }
 
+/* An observer in its own session follows an election whose leader dies
+ * (its session expires) with a candidate C behind it that has a delay of
+ * three session timeouts. The observer routes clients to the leader, so
+ * it may report C only once C leads: never while zkr_election_is_leader(C)
+ * is 0 (each report is checked against C's state as it is delivered, and
+ * C's state is polled against the last report), and it reports C, with
+ * C's epoch, once C leads. The participants' listing shows C first all
+ * along; zkr_contenders_holding() counts it only once it leads. */
+struct watch_c {
+    pthread_mutex_t mu;
+    zkr_election_t *c;
+    int reports;   /* reports received */
+    int early;     /* reports of C while C did not lead */
+    int last_is_c; /* the last report named C */
+    int last_none; /* the last report was "no leader" */
+    int64_t epoch; /* ... and its epoch */
+};
+
+static void on_watch_c(zkr_observer_t *o, const char *id, int64_t epoch,
+                       void *data)
+{
+    struct watch_c *w = data;
+
+    (void)o;
+    pthread_mutex_lock(&w->mu);
+    w->reports++;
+    w->last_is_c = id != NULL && strcmp(id, "C") == 0;
+    w->last_none = id == NULL && epoch == 0;
+    w->epoch = epoch;
+    if (w->last_is_c && !zkr_election_is_leader(w->c))
+        w->early++;
+    pthread_mutex_unlock(&w->mu);
+}
+
+static int watch_get(struct watch_c *w, const int *field)
+{
+    int v;
+
+    pthread_mutex_lock(&w->mu);
+    v = *field;
+    pthread_mutex_unlock(&w->mu);
+    return v;
+}
+
+/* Entries listed and holding, from the participants' listing of e. */
+static int holding_of(zkr_election_t *e, int *count, char *first, size_t len)
+{
+    zkr_contender_t *v = NULL;
+    int n = 0, h;
+
+    assert_int_equal(zkr_election_participants(e, &v, &n), 0);
+    h = zkr_contenders_holding(v, n);
+    *count = n;
+    snprintf(first, len, "%s", n > 0 ? v[0].id : "");
+    zkr_contenders_free(v, n);
+    return h;
+}
+
+static void test_observer_waits_out_delay(void **state)
+{
+    const int t = 2000, d = 3 * t;
+    zkr_session_t *s1 = open_session(t), *s2 = open_session(t),
+                  *s3 = open_session(10000);
+    zkr_election_t *l = NULL, *c = NULL;
+    zkr_observer_t *o = NULL;
+    struct watch_c w = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    char first[ZKR_ID_MAX + 1];
+    int64_t t0, epoch = 0;
+    int n = 0, checks = 0;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&l, s1, "/d/observed", "L", NULL, ZKR_POLICY_SUSPEND),
+        0);
+    assert_int_equal(
+        zkr_election_new(&c, s2, "/d/observed", "C", NULL, ZKR_POLICY_SUSPEND),
+        0);
+    w.c = c;
+    assert_int_equal(zkr_election_set_delay(c, d), 0);
+    assert_int_equal(zkr_election_join(l), 0);
+    assert_int_equal(zkr_election_await(l, zkt_scaled_ms(5 * t)), 0);
+    assert_int_equal(zkr_election_join(c), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/d/observed") == 2, 5 * t));
+    assert_int_equal(zkr_observer_new(&o, s3, "/d/observed", on_watch_c, &w),
+                     0);
+    assert_true(ZKT_WAIT_UNTIL(watch_get(&w, &w.reports) > 0, 5 * t));
+    assert_false(watch_get(&w, &w.last_is_c)); /* L leads */
+    assert_false(watch_get(&w, &w.last_none));
+
+    t0 = zkt_now_ms();
+    expire(s1); /* L dies: its node goes without a release */
+    assert_true(ZKT_WAIT_UNTIL(zkr_election_state(c) == ZKR_LOCK_DELAYED ||
+                                   zkr_election_is_leader(c),
+                               zkt_scaled_ms(5 * t)));
+    assert_false(zkr_election_is_leader(c));
+    /* L's node is gone and C waits out its delay: no leader. */
+    assert_true(ZKT_WAIT_UNTIL(watch_get(&w, &w.last_none), 5 * t));
+    while (!zkr_election_is_leader(c) && zkt_now_ms() - t0 < 3 * d) {
+        int h = holding_of(c, &n, first, sizeof(first));
+
+        if (zkr_election_is_leader(c))
+            break;           /* led meanwhile: the listing may show either */
+        assert_true(n >= 1); /* L rejoins with a new session, behind C */
+        assert_string_equal(first, "C"); /* listed, first */
+        assert_int_equal(h, 0);          /* but not holding */
+        assert_false(watch_get(&w, &w.last_is_c));
+        checks++;
+        zkt_sleep_ms(t / 10);
+    }
+    assert_true(checks > 0);
+    assert_true(zkr_election_is_leader(c));
+    assert_true(zkt_now_ms() - t0 >= d);
+    assert_int_equal(zkr_election_epoch(c, &epoch), 0);
+    /* Once C leads the observer says so, with C's epoch, and the listing
+     * counts it. */
+    assert_true(ZKT_WAIT_UNTIL(watch_get(&w, &w.last_is_c), 5 * t));
+    pthread_mutex_lock(&w.mu);
+    assert_true(w.epoch == epoch);
+    assert_int_equal(w.early, 0);
+    pthread_mutex_unlock(&w.mu);
+    assert_int_equal(holding_of(c, &n, first, sizeof(first)), 1);
+    assert_string_equal(first, "C");
+    zkr_observer_free(o);
+    zkr_election_free(c);
+    zkr_election_free(l);
+    zkr_session_free(s3);
+    zkr_session_free(s2);
+    zkr_session_free(s1);
+}
+
 /* Arguments and states of the API. */
 /* Issue 16 review (F2): a writer behind readers r1, r2, watching r2. r2's
  * session expires: the writer lists again, sees r1, waits on. r1 then
@@ -974,6 +1105,7 @@ int main(void)
         cmocka_unit_test(test_semaphore_delay),
         cmocka_unit_test(test_rwlock_delay),
         cmocka_unit_test(test_election_delay),
+        cmocka_unit_test(test_observer_waits_out_delay),
         cmocka_unit_test(test_writer_keeps_earlier_death),
         cmocka_unit_test(test_readers_after_clean_releases),
         cmocka_unit_test(test_rejoin_after_own_node_deleted),
