@@ -821,7 +821,10 @@ static int holding_of(zkr_election_t *e, int *count, char *first, size_t len)
     return h;
 }
 
-static void test_observer_waits_out_delay(void **state)
+/* dir: the election's path; closed_record: whether C can write its
+ * informational zkr-closed record there (else the directory's ACL gives
+ * nobody WRITE, and only C's own node tells). */
+static void observer_round(const char *dir, int closed_record)
 {
     const int t = 2000, d = 3 * t;
     zkr_session_t *s1 = open_session(t), *s2 = open_session(t),
@@ -832,22 +835,28 @@ static void test_observer_waits_out_delay(void **state)
     char first[ZKR_ID_MAX + 1];
     int64_t t0, epoch = 0;
     int n = 0, checks = 0;
+    int64_t until;
 
-    (void)state;
+    if (!closed_record) {
+        struct ACL no_write[] = {
+            {ZOO_PERM_READ | ZOO_PERM_CREATE | ZOO_PERM_DELETE,
+             ZOO_ANYONE_ID_UNSAFE}};
+        struct ACL_vector acl = {1, no_write};
+
+        mkdirs("/d");
+        assert_int_equal(zoo_create(raw, dir, "", 0, &acl, 0, NULL, 0), ZOK);
+    }
     assert_int_equal(
-        zkr_election_new(&l, s1, "/d/observed", "L", NULL, ZKR_POLICY_SUSPEND),
-        0);
+        zkr_election_new(&l, s1, dir, "L", NULL, ZKR_POLICY_SUSPEND), 0);
     assert_int_equal(
-        zkr_election_new(&c, s2, "/d/observed", "C", NULL, ZKR_POLICY_SUSPEND),
-        0);
+        zkr_election_new(&c, s2, dir, "C", NULL, ZKR_POLICY_SUSPEND), 0);
     w.c = c;
     assert_int_equal(zkr_election_set_delay(c, d), 0);
     assert_int_equal(zkr_election_join(l), 0);
     assert_int_equal(zkr_election_await(l, zkt_scaled_ms(5 * t)), 0);
     assert_int_equal(zkr_election_join(c), 0);
-    assert_true(ZKT_WAIT_UNTIL(children("/d/observed") == 2, 5 * t));
-    assert_int_equal(zkr_observer_new(&o, s3, "/d/observed", on_watch_c, &w),
-                     0);
+    assert_true(ZKT_WAIT_UNTIL(children(dir) == 2, 5 * t));
+    assert_int_equal(zkr_observer_new(&o, s3, dir, on_watch_c, &w), 0);
     assert_true(ZKT_WAIT_UNTIL(watch_get(&w, &w.reports) > 0, 5 * t));
     assert_false(watch_get(&w, &w.last_is_c)); /* L leads */
     assert_false(watch_get(&w, &w.last_none));
@@ -869,6 +878,8 @@ static void test_observer_waits_out_delay(void **state)
         assert_string_equal(first, "C"); /* listed, first */
         assert_int_equal(h, 0);          /* but not holding */
         assert_false(watch_get(&w, &w.last_is_c));
+        if (!closed_record) /* C could not say it there */
+            assert_int_equal(zkr_delay_closed(s3, dir, &until, NULL, 0), 0);
         checks++;
         zkt_sleep_ms(t / 10);
     }
@@ -891,6 +902,20 @@ static void test_observer_waits_out_delay(void **state)
     zkr_session_free(s3);
     zkr_session_free(s2);
     zkr_session_free(s1);
+}
+
+static void test_observer_waits_out_delay(void **state)
+{
+    (void)state;
+    observer_round("/d/observed", 1);
+}
+
+/* The same when the directory's ACL lets nobody write its data: no
+ * zkr-closed record, the candidate's node alone says it does not lead. */
+static void test_observer_waits_out_delay_unrecorded(void **state)
+{
+    (void)state;
+    observer_round("/d/observed-nowrite", 0);
 }
 
 /* Arguments and states of the API. */
@@ -1106,6 +1131,7 @@ int main(void)
         cmocka_unit_test(test_rwlock_delay),
         cmocka_unit_test(test_election_delay),
         cmocka_unit_test(test_observer_waits_out_delay),
+        cmocka_unit_test(test_observer_waits_out_delay_unrecorded),
         cmocka_unit_test(test_writer_keeps_earlier_death),
         cmocka_unit_test(test_readers_after_clean_releases),
         cmocka_unit_test(test_rejoin_after_own_node_deleted),
