@@ -179,13 +179,15 @@ static void leader_read(int rc, const char *value, int len,
     if (rc == ZOK && zkr__name_announces(strrchr(op->path, '/') + 1) &&
         (o->watched == NULL || strcmp(o->watched, op->path) != 0)) {
         /* The read set a data watch on this node: the one on the node
-         * read before goes. */
-        if (o->watched != NULL)
-            zkr__cleanup_add_watch(s, o->watched, ZWATCHTYPE_DATA,
-                                   observer_watcher);
-        free(o->watched);
+         * read before goes (once this one is recorded, so that
+         * zkr__observed() no longer claims the old path). */
+        char *old = o->watched;
+
         if ((o->watched = zkr__strdup(op->path)) == NULL)
-            o->again = 1; /* short of memory: read again (no watch lost) */
+            o->again = 1; /* short of memory: read again */
+        if (old != NULL)
+            zkr__cleanup_add_watch(s, old, ZWATCHTYPE_DATA, observer_watcher);
+        free(old);
     }
     if (rc == ZOK && !o->gone &&
         zkr__name_announces(strrchr(op->path, '/') + 1) && st->version == 0) {

@@ -918,6 +918,41 @@ static void test_observer_waits_out_delay_unrecorded(void **state)
     observer_round("/d/observed-nowrite", 0);
 }
 
+/* An observer keeps a data watch on a leader that announced (to hear its
+ * touch); freeing the observer takes it back with the directory's: the
+ * server holds as many watches as before the observer. */
+static void test_observer_free_leaves_no_watch(void **state)
+{
+    zkr_session_t *s2 = open_session(10000), *s3 = open_session(10000);
+    zkr_election_t *c = NULL;
+    zkr_observer_t *o = NULL;
+    struct watch_c w = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    long w0;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&c, s2, "/d/obs-free", "C", NULL, ZKR_POLICY_SUSPEND),
+        0);
+    w.c = c;
+    assert_int_equal(zkr_election_set_delay(c, 60000), 0);
+    assert_int_equal(zkr_election_join(c), 0);
+    assert_int_equal(zkr_election_await(c, zkt_scaled_ms(10000)), 0);
+    zkt_sleep_ms(zkt_scaled_ms(500)); /* C's own watches are set */
+    w0 = zkt_total_watches(server);
+    assert_true(w0 >= 0);
+    assert_int_equal(zkr_observer_new(&o, s3, "/d/obs-free", on_watch_c, &w),
+                     0);
+    assert_true(ZKT_WAIT_UNTIL(watch_get(&w, &w.last_is_c), 10000));
+    /* The data watch on C's node ("wchs" counts data watches). */
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == w0 + 1, 10000));
+    zkr_observer_free(o);
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == w0, 10000));
+    assert_int_equal(watch_get(&w, &w.early), 0);
+    zkr_election_free(c);
+    zkr_session_free(s3);
+    zkr_session_free(s2);
+}
+
 /* Arguments and states of the API. */
 /* Issue 16 review (F2): a writer behind readers r1, r2, watching r2. r2's
  * session expires: the writer lists again, sees r1, waits on. r1 then
@@ -1132,6 +1167,7 @@ int main(void)
         cmocka_unit_test(test_election_delay),
         cmocka_unit_test(test_observer_waits_out_delay),
         cmocka_unit_test(test_observer_waits_out_delay_unrecorded),
+        cmocka_unit_test(test_observer_free_leaves_no_watch),
         cmocka_unit_test(test_writer_keeps_earlier_death),
         cmocka_unit_test(test_readers_after_clean_releases),
         cmocka_unit_test(test_rejoin_after_own_node_deleted),
