@@ -254,13 +254,13 @@ static void forget_node(zkr__contender_t *c)
     c->leave_record = NULL;
 }
 
-/* Ends the pending acquire with rc (0 = granted). */
 /* Did our node's name announce that we touch it once granted? */
 static int announces(const zkr__contender_t *c)
 {
     return c->node != NULL && zkr__name_announces(strrchr(c->node, '/') + 1);
 }
 
+/* Ends the pending acquire with rc (0 = granted). */
 static void finish_acquire(zkr__contender_t *c, int rc)
 {
     zkr_session_t *s = c->s;
@@ -1172,7 +1172,6 @@ static int acl_lets_creator_write(const struct ACL_vector *acl)
     return 0;
 }
 
-/* Whether acl (as stored) lets world:anyone write. */
 /* A new attempt's UUID. An election candidate with a lock-delay, able to
  * write its own node, announces in its name that it touches the node once
  * it leads (zkr__name_announces()): an observer in any process can then
@@ -1186,6 +1185,7 @@ static void new_uuid(zkr__contender_t *c)
         c->uuid[14] = '8';
 }
 
+/* Whether acl (as stored) lets world:anyone write. */
 static int acl_lets_all_write(const struct ACL_vector *acl)
 {
     for (int i = 0; i < acl->count; i++)
