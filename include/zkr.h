@@ -611,6 +611,12 @@ ZKR_EXTERN int zkr_contenders_list(zkr_session_t *s, const char *path,
  *   Entries that share one sequence number (ZooKeeper 3.8 numbers every
  *   child 2147483647 once a directory's counter got there) cannot be told
  *   apart by name: none of them is counted past another.
+ *   An election candidate with a lock-delay (zkr_election_set_delay()) that
+ *   is first but does not lead yet (waiting out its delay) is not counted,
+ *   nor is anyone behind it: 0 while an election has no leader. That is
+ *   known for the array as zkr_contenders_list() returned it (the listing
+ *   read it from the candidate's node, docs/design/lock-delay.md 1.7); a
+ *   copy is judged by names alone.
  * \param v a listing from zkr_contenders_list() (in queue order).
  * \param count its number of entries.
  * \return 0..count (0 for NULL or count <= 0); ZKR_ENOMEM.
@@ -1257,6 +1263,14 @@ ZKR_EXTERN int zkr_election_set_listener(zkr_election_t *e,
  * \brief Sets the lock-delay of this candidate, as zkr_lock_set_delay():
  *   a candidate whose predecessor went without a clean leave (resign,
  *   leave, free) does not lead until delay_ms after it observed that.
+ *   Meanwhile it is first in line, and observers in any process see that
+ *   it does not lead: a candidate with a delay names its node so (a UUID
+ *   of version 8) and touches the node (sets the same identifier again)
+ *   once it leads; until then zkr_observer_new() reports no leader and
+ *   zkr_contenders_holding() counts none (docs/design/lock-delay.md 1.7).
+ *   A candidate whose ACL does not let its creator write its node cannot
+ *   touch it: it does not announce itself, and is reported as soon as it
+ *   is first.
  * \return 0; ZBADARGUMENTS (NULL, delay_ms < 0); ZKR_ESTATE (joined and
  *   not yet leading).
  */
@@ -1366,8 +1380,10 @@ ZKR_EXTERN int zkr_election_run(zkr_election_t *e, zkr_leader_fn fn, void *data,
 
 /**
  * \brief The candidates in order; the first one is the leader (its czxid is
- *   the epoch). As zkr_contenders_list() on the election path; anyone can
- *   call it without joining.
+ *   the epoch) when zkr_contenders_holding() on this listing says 1: with
+ *   0, the first candidate is waiting out its lock-delay and nobody leads
+ *   yet. As zkr_contenders_list() on the election path; anyone can call it
+ *   without joining.
  */
 ZKR_EXTERN int zkr_election_participants(zkr_election_t *e,
                                          zkr_contender_t **out, int *count);
@@ -1377,8 +1393,13 @@ typedef struct zkr_observer zkr_observer_t;
 
 /**
  * Called on every change of leader the observer sees, in order: the new
- * leader's identifier and epoch, or NULL and 0 when there is none. A
- * leadership shorter than one round trip may be missed. When the leader's
+ * leader's identifier and epoch, or NULL and 0 when there is none. The
+ * first candidate is the leader, except while it waits out a lock-delay
+ * (zkr_election_set_delay(), in any process): then there is none, and the
+ * candidate is reported once it leads, one round trip after it knows (it
+ * says so in ZooKeeper: docs/design/lock-delay.md 1.7). Foreign candidates
+ * (Curator, kazoo) and zkr candidates without a delay lead as soon as they
+ * are first. A leadership shorter than one round trip may be missed. When the leader's
  * node (or the election's directory) cannot be read, `leader_id` is NULL
  * and `epoch` is the error, which is negative (ZNOAUTH: the ACL grants us
  * no READ); it is reported once, and the next change as usual.

@@ -168,6 +168,14 @@ int zkr__parse_permits(const char *name);
 /* Is a contender's name recognisably not zkr's (and not Curator's, which
  * zkr shares: "_c_" and a UUID)? 1 or 0. */
 int zkr__name_foreign(const char *name);
+/* Does a contender's name announce that it touches its node once granted
+ * (an election candidate with a lock-delay: UUID version digit 8)? 1/0. */
+int zkr__name_announces(const char *name);
+/* Notes that entry i of a listing from zkr_contenders_list() announced and
+ * does not lead yet (zkr_contenders_holding() stops before it): 0 or
+ * ZKR_ENOMEM. The listing's free forgets it. */
+int zkr__listing_unled(const zkr_contender_t *v, int i);
+void zkr__listing_forget(const zkr_contender_t *v);
 
 /* A recipe's rule: given the sorted queue, our index and our permit count,
  * return ZKR__GRANT, or the index of the one entry (before us) whose

@@ -15,6 +15,7 @@
  *   "-latch-"   Curator LeaderLatch
  *   "x-<hex session>-"  ZooKeeper's contrib C/Java lock recipes
  * Any other child is not a contender and is ignored. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,6 +107,15 @@ int zkr__name_foreign(const char *name)
             return 1;
     }
     return 0;
+}
+
+/* An election candidate with a lock-delay names itself with a UUID whose
+ * version digit is 8 (RFC 9562's vendor-specific version; zkr's other
+ * nodes and Curator's have 4) and touches its node once it leads
+ * (docs/design/lock-delay.md, 1.7). */
+int zkr__name_announces(const char *name)
+{
+    return name != NULL && !zkr__name_foreign(name) && name[3 + 14] == '8';
 }
 
 int zkr__parse_name(const char *name, int32_t *seq, zkr__kind_t *kind)
@@ -372,10 +382,69 @@ int zkr__holding(const zkr__entry_t *v, int n)
     return k;
 }
 
+/* Listings that show a candidate not leading yet although first in line
+ * (zkr__name_announces(), data version 0): zkr_contenders_list() notes
+ * them here, keyed by the array it returns and the entries' node strings,
+ * since zkr_contender_t has no field for it (its layout is ABI). */
+typedef struct unled {
+    struct unled *next;
+    const zkr_contender_t *v;
+    const char *node; /* v[i].node of the entry */
+    int i;
+} unled_t;
+
+static pthread_mutex_t unled_mu = PTHREAD_MUTEX_INITIALIZER;
+static unled_t *unled_list;
+
+int zkr__listing_unled(const zkr_contender_t *v, int i)
+{
+    unled_t *u = malloc(sizeof(*u));
+
+    if (u == NULL)
+        return ZKR_ENOMEM;
+    u->v = v;
+    u->node = v[i].node;
+    u->i = i;
+    pthread_mutex_lock(&unled_mu);
+    u->next = unled_list;
+    unled_list = u;
+    pthread_mutex_unlock(&unled_mu);
+    return 0;
+}
+
+void zkr__listing_forget(const zkr_contender_t *v)
+{
+    pthread_mutex_lock(&unled_mu);
+    for (unled_t **pp = &unled_list; *pp != NULL;) {
+        unled_t *u = *pp;
+        if (u->v == v) {
+            *pp = u->next;
+            free(u);
+        } else {
+            pp = &u->next;
+        }
+    }
+    pthread_mutex_unlock(&unled_mu);
+}
+
+/* The first entry of v before count that zkr_contenders_list() saw not
+ * leading yet, or count. */
+static int first_unled(const zkr_contender_t *v, int count)
+{
+    int k = count;
+
+    pthread_mutex_lock(&unled_mu);
+    for (const unled_t *u = unled_list; u != NULL; u = u->next)
+        if (u->v == v && u->i < k && v[u->i].node == u->node)
+            k = u->i;
+    pthread_mutex_unlock(&unled_mu);
+    return k;
+}
+
 int zkr_contenders_holding(const zkr_contender_t *v, int count)
 {
     zkr__entry_t *e;
-    int k;
+    int k, unled;
 
     if (v == NULL || count <= 0)
         return 0;
@@ -391,5 +460,8 @@ int zkr_contenders_holding(const zkr_contender_t *v, int count)
     }
     k = zkr__holding(e, count);
     free(e);
-    return k;
+    /* A candidate still waiting out its lock-delay holds nothing yet, nor
+     * does anyone behind it. */
+    unled = first_unled(v, count);
+    return unled < k ? unled : k;
 }

@@ -3,7 +3,14 @@
  * "something changed"; each change lists the queue again, and when the
  * first node differs from the one last reported, its data (the leader's
  * identifier) and czxid (its epoch) are read and reported. While the
- * directory does not exist, an exists watch waits for it. */
+ * directory does not exist, an exists watch waits for it.
+ *
+ * A first node is the leader as soon as it is first, except one whose name
+ * announces that it says when it leads (zkr__name_announces(): a zkr
+ * candidate with a lock-delay, docs/design/lock-delay.md 1.7). Such a
+ * candidate may be waiting out its delay while first; it touches its node
+ * once it leads, so a data version of 0 means "not leading yet": "none"
+ * is reported, and a data watch on the node brings the touch. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +23,8 @@ struct zkr_observer {
     zkr_observer_fn fn;
     void *data;
     char *last;       /* node name last reported; NULL = "no leader" reported */
+    char *watched;    /* full path of the node that announced which our data
+                         watch is on (set with its last read), or NULL */
     int last_err;     /* ... and the error reported with it (0: none) */
     int started;      /* something was reported */
     int busy;         /* a request is in flight */
@@ -28,6 +37,7 @@ struct zkr_observer {
 
 static void destroy(zkr_observer_t *o)
 {
+    free(o->watched);
     free(o->last);
     free(o->dir);
     free(o);
@@ -46,7 +56,8 @@ static void observer_watcher(zhandle_t *zh, int type, int state,
         return;
     if (zh == s->zh)
         for (zkr_observer_t *o = s->observers; o != NULL; o = o->next)
-            if (strcmp(o->dir, path) == 0)
+            if (strcmp(o->dir, path) == 0 ||
+                (o->watched != NULL && strcmp(o->watched, path) == 0))
                 refresh(o);
     pthread_mutex_unlock(&s->mu);
 }
@@ -54,7 +65,8 @@ static void observer_watcher(zhandle_t *zh, int type, int state,
 int zkr__observed(zkr_session_t *s, const char *path)
 {
     for (zkr_observer_t *o = s->observers; o != NULL; o = o->next)
-        if (!o->gone && strcmp(o->dir, path) == 0)
+        if (!o->gone && (strcmp(o->dir, path) == 0 ||
+                         (o->watched != NULL && strcmp(o->watched, path) == 0)))
             return 1;
     return 0;
 }
@@ -164,7 +176,25 @@ static void leader_read(int rc, const char *value, int len,
     zkr_session_t *s = zkr__op_begin(op, rc);
     zkr_observer_t *o = op->ctx;
 
-    if (rc == ZOK && !o->gone) {
+    if (rc == ZOK && zkr__name_announces(strrchr(op->path, '/') + 1) &&
+        (o->watched == NULL || strcmp(o->watched, op->path) != 0)) {
+        /* The read set a data watch on this node: the one on the node
+         * read before goes (once this one is recorded, so that
+         * zkr__observed() no longer claims the old path). */
+        char *old = o->watched;
+
+        if ((o->watched = zkr__strdup(op->path)) == NULL)
+            o->again = 1; /* short of memory: read again */
+        if (old != NULL)
+            zkr__cleanup_add_watch(s, old, ZWATCHTYPE_DATA, observer_watcher);
+        free(old);
+    }
+    if (rc == ZOK && !o->gone &&
+        zkr__name_announces(strrchr(op->path, '/') + 1) && st->version == 0) {
+        /* First, but not leading yet (deciding, or waiting out its
+         * lock-delay): none, until its touch fires our data watch. */
+        report(o, NULL, NULL, 0);
+    } else if (rc == ZOK && !o->gone) {
         char *id = malloc((size_t)(len > 0 ? len : 0) + 1);
         if (id != NULL) {
             memcpy(id, value, (size_t)(len > 0 ? len : 0));
@@ -232,8 +262,14 @@ static void listed(int rc, const struct String_vector *v, const void *data)
             if ((op2 = zkr__op_new(s, NULL)) != NULL) {
                 op2->ctx = o;
                 op2->path = zkr__join(o->dir, e[0].name);
+                /* A node that announces gets a data watch with the read:
+                 * its touch says when it leads. */
                 if (op2->path != NULL &&
-                    zoo_aget(s->zh, op2->path, 0, leader_read, op2) == ZOK)
+                    (zkr__name_announces(e[0].name)
+                         ? zoo_awget(s->zh, op2->path, observer_watcher, s,
+                                     leader_read, op2)
+                         : zoo_aget(s->zh, op2->path, 0, leader_read, op2)) ==
+                        ZOK)
                     o->busy = 1;
                 else
                     zkr__op_cancel(op2);
@@ -333,8 +369,12 @@ void zkr_observer_free(zkr_observer_t *o)
         }
     }
     s->ncontenders--;
-    /* Our child and exists watches on the directory go too. */
+    /* Our child and exists watches on the directory go too, and the data
+     * watch on a node that announced. */
     zkr__cleanup_add_watch(s, o->dir, ZWATCHTYPE_ANY, observer_watcher);
+    if (o->watched != NULL)
+        zkr__cleanup_add_watch(s, o->watched, ZWATCHTYPE_DATA,
+                               observer_watcher);
     o->free_pending = later;
     pthread_mutex_unlock(&s->mu);
     if (!later)

@@ -61,6 +61,7 @@ static void lose_waiting(zkr__contender_t *c);
 static void issue_record_read(zkr__contender_t *c);
 static void end_delay(zkr__contender_t *c);
 static void prepare_leave(zkr__contender_t *c);
+static void new_uuid(zkr__contender_t *c);
 
 static int is_acquiring(const zkr__contender_t *c)
 {
@@ -253,6 +254,12 @@ static void forget_node(zkr__contender_t *c)
     c->leave_record = NULL;
 }
 
+/* Did our node's name announce that we touch it once granted? */
+static int announces(const zkr__contender_t *c)
+{
+    return c->node != NULL && zkr__name_announces(strrchr(c->node, '/') + 1);
+}
+
 /* Ends the pending acquire with rc (0 = granted). */
 static void finish_acquire(zkr__contender_t *c, int rc)
 {
@@ -276,8 +283,9 @@ static void finish_acquire(zkr__contender_t *c, int rc)
         c->fd_gained = c->fd_level;
         fd_update(c);
         /* A semaphore permit touches its node (step), to wake the
-         * successor that watches it. */
-        c->touch_due = c->recipe->poke;
+         * successor that watches it; a candidate that announced, to say
+         * that it leads (new_uuid()). */
+        c->touch_due = c->recipe->poke || announces(c);
         /* A waiter watched its own node already, and keeps that watch. One
          * granted on its first listing sets it a little later (see
          * issue_self_watch): most short holds never need it. */
@@ -913,7 +921,7 @@ static void recover_stat_done(int rc, const struct Stat *stat, const void *data)
          * session's ownership is gone); delete it and start over. */
         zkr__cleanup_add(s, op->path, NULL, NULL, s->sid, NULL);
         c->phase = ZKR__P_CREATING;
-        zkr__uuid(c->uuid);
+        new_uuid(c);
         if (c->abort_rc != 0)
             finish_acquire(c, c->abort_rc);
     } else if (rc == ZNONODE) {
@@ -1162,6 +1170,19 @@ static int acl_lets_creator_write(const struct ACL_vector *acl)
             return 1;
     }
     return 0;
+}
+
+/* A new attempt's UUID. An election candidate with a lock-delay, able to
+ * write its own node, announces in its name that it touches the node once
+ * it leads (zkr__name_announces()): an observer in any process can then
+ * tell a first candidate still waiting out its delay (data version 0) from
+ * the leader (docs/design/lock-delay.md, 1.7). */
+static void new_uuid(zkr__contender_t *c)
+{
+    zkr__uuid(c->uuid);
+    if (c->recipe->mode == 'l' && c->delay_ms > 0 &&
+        acl_lets_creator_write(&c->acl))
+        c->uuid[14] = '8';
 }
 
 /* Whether acl (as stored) lets world:anyone write. */
@@ -1953,7 +1974,7 @@ static void verify_done(int rc, const struct Stat *stat, const void *data)
             notify_state(c, ZKR_LOCK_HELD);
             /* A touch lost with the connection would leave a successor
              * watching us for nothing: touch again (step). */
-            c->touch_due = c->recipe->poke;
+            c->touch_due = c->recipe->poke || announces(c);
             if (!c->self_watch)
                 issue_self_watch(c);
         } else if (rc == ZOK || rc == ZNONODE) {
@@ -2745,7 +2766,7 @@ static void start_attempt(zkr__contender_t *c, int timeout_ms)
     forget_node(c);
     zkr__metrics_attempt(c);
     c->gen++;
-    zkr__uuid(c->uuid);
+    new_uuid(c);
     c->phase = ZKR__P_CREATING;
     c->pub = ZKR_LOCK_ACQUIRING;
     c->abort_rc = 0;
@@ -2933,6 +2954,7 @@ void zkr_contenders_free(zkr_contender_t *v, int count)
 {
     if (v == NULL)
         return;
+    zkr__listing_forget(v);
     for (int i = 0; i < count; i++) {
         free(v[i].node);
         free(v[i].id);
@@ -2940,9 +2962,11 @@ void zkr_contenders_free(zkr_contender_t *v, int count)
     free(v);
 }
 
-/* Reads one contender's data and stat. 1 = filled, 0 = gone, <0 error. */
+/* Reads one contender's data and stat. 1 = filled, 0 = gone, <0 error.
+ * *unled: its name announces and it has not touched its node (a candidate
+ * waiting out its lock-delay, new_uuid()). */
 static int read_contender(zhandle_t *zh, const char *dir, const zkr__entry_t *e,
-                          zkr_contender_t *out)
+                          zkr_contender_t *out, int *unled)
 {
     char buf[ZKR_ID_MAX + 1];
     int len = ZKR_ID_MAX;
@@ -2968,6 +2992,7 @@ static int read_contender(zhandle_t *zh, const char *dir, const zkr__entry_t *e,
     out->czxid = st.czxid;
     out->ctime_ms = st.ctime;
     out->session_id = st.ephemeralOwner;
+    *unled = zkr__name_announces(e->name) && st.version == 0;
     return out->id != NULL ? 1 : ZKR_ENOMEM;
 }
 
@@ -2999,12 +3024,14 @@ int zkr_contenders_list(zkr_session_t *s, const char *path,
         goto out;
     }
     for (int i = 0; i < n; i++) {
-        int r = read_contender(zh, path, &e[i], &v[k]);
+        int unled = 0, r = read_contender(zh, path, &e[i], &v[k], &unled);
         if (r < 0) {
             rc = r;
             goto out;
         }
         k += r;
+        if (r == 1 && unled && (rc = zkr__listing_unled(v, k - 1)) != 0)
+            goto out;
     }
     *out = v;
     *count = k;

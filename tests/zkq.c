@@ -8,6 +8,9 @@
  *   zkq HOSTS acl PATH     the ACL, one "scheme:id:perms" (decimal) a line
  *   zkq HOSTS set PATH     replaces the data with stdin (anonymously)
  *   zkq HOSTS create PATH  creates a persistent node with the open ACL
+ *   zkq HOSTS create-nowrite PATH
+ *                          ... whose ACL lets anyone read it, create and
+ *                          delete children, but nobody set its data
  *   zkq HOSTS delete PATH  deletes the node (anonymously)
  *   zkq HOSTS fill PATH N  creates N persistent sequential lock contenders
  *                          (PATH/_c_<zero uuid>-lock-<seq>, data "filler"),
@@ -81,9 +84,9 @@ int main(int argc, char **argv)
     int len = sizeof(buf), rc = ZOK, status = 0;
 
     if (argc != 4 && !(argc == 5 && strcmp(argv[2], "fill") == 0)) {
-        fprintf(stderr,
-                "usage: zkq HOSTS ls|get|czxid|exists|acl|set|create|delete "
-                "PATH\n       zkq HOSTS fill PATH N\n");
+        fprintf(stderr, "usage: zkq HOSTS ls|get|czxid|exists|acl|set|create|"
+                        "create-nowrite|delete "
+                        "PATH\n       zkq HOSTS fill PATH N\n");
         return 2;
     }
     if ((zh = zkt_connect(argv[1], 10000)) == NULL) {
@@ -124,6 +127,12 @@ int main(int argc, char **argv)
     } else if (strcmp(argv[2], "create") == 0) {
         rc =
             zoo_create(zh, argv[3], NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    } else if (strcmp(argv[2], "create-nowrite") == 0) {
+        struct ACL no_write[] = {
+            {ZOO_PERM_READ | ZOO_PERM_CREATE | ZOO_PERM_DELETE,
+             ZOO_ANYONE_ID_UNSAFE}};
+        struct ACL_vector acl = {1, no_write};
+        rc = zoo_create(zh, argv[3], NULL, -1, &acl, 0, NULL, 0);
     } else if (strcmp(argv[2], "delete") == 0) {
         rc = zoo_delete(zh, argv[3], -1);
     } else if (strcmp(argv[2], "fill") == 0) {

@@ -144,11 +144,13 @@ static json_t *json_entry(const zkr_contender_t *e, int64_t now)
 }
 
 /* A lock-delay in force (zkr_delay_closed()): its end, or 0, and the
- * token (czxid) of the contender serving it, or 0. */
+ * token (czxid) of the contender serving it, or 0; and the token of an
+ * election's first candidate that does not lead yet, or 0. */
 typedef struct closed {
     int64_t until_ms;
     char cause[32];
     int64_t czxid;
+    int64_t unled;
 } closed_t;
 
 /* The delayed contender's token, from its zkr-closed record in path's data
@@ -174,7 +176,8 @@ static int64_t closed_czxid(zkr_session_t *s, const char *path)
 /* Is e the contender serving the delay (shown as "delayed", not holder)? */
 static int is_delayed(const zkr_contender_t *e, const closed_t *cl)
 {
-    return cl->until_ms > 0 && cl->czxid > 0 && e->czxid == cl->czxid;
+    return (cl->until_ms > 0 && cl->czxid > 0 && e->czxid == cl->czxid) ||
+           (cl->unled != 0 && e->czxid == cl->unled);
 }
 
 /* How many of the first holding the rule grants really hold. */
@@ -338,7 +341,7 @@ int cli_inspect(const cli_t *c, int argc, char **argv)
     };
     zkr_session_t *s = NULL;
     zkr_contender_t *v = NULL;
-    closed_t cl = {0, "", 0};
+    closed_t cl = {0, "", 0, 0};
     int json = 0, n = 0, holding = 0, opt, status;
     long items = 20;
 
@@ -394,6 +397,12 @@ int cli_inspect(const cli_t *c, int argc, char **argv)
         cl.until_ms = 0;
     if (status == 0 && cl.until_ms > 0)
         cl.czxid = closed_czxid(s, argv[optind]);
+    /* An election with candidates and no holder: the first one says in
+     * its node that it does not lead yet (waiting out its lock-delay,
+     * docs/design/lock-delay.md 1.7). */
+    if (status == 0 && n > 0 && holding == 0 &&
+        strcmp(cli_queue_kind(v, n), "election") == 0)
+        cl.unled = v[0].czxid;
     if (status == 0) {
         if (json)
             status = print_json(argv[optind], v, n, holding, &cl);

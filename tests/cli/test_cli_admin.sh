@@ -232,10 +232,47 @@ test_weaker_acl_refused() {
     expect "node left behind" nodes_eq /cli/open-path 0
 }
 
+# An election whose leader was killed, with a candidate behind it that
+# has a lock-delay of three session timeouts, in a directory nobody may
+# write (so no "closed until" record): inspect shows no holder and the
+# candidate as delayed until it leads, as its node says.
+test_inspect_delayed_candidate() {
+    local t=2000 a b
+    : > "$WORK/log"
+    "$ZKQ" "$ZKR_SERVER" create /cli 2>/dev/null || true
+    expect "directory" "$ZKQ" "$ZKR_SERVER" create-nowrite /cli/el-delay
+    bg "$ZKR" --session-timeout "$t" elect --lock-delay 0 --id A /cli/el-delay sleep 600
+    a=$!
+    expect "A does not lead: $(counts /cli/el-delay)" wait_for 10 counts_are /cli/el-delay "election 1 0"
+    bg "$ZKR" --session-timeout "$t" elect --lock-delay $((3 * t / 1000)) --id B /cli/el-delay sh -c "echo start B >> '$WORK/log'"
+    b=$!
+    expect "B queued" wait_for 10 nodes_eq /cli/el-delay 2
+    kill -KILL "$a"
+    wait "$a" 2>/dev/null
+    # A's session expires about t later; B then waits 3 t before it leads.
+    expect "A's node stayed" wait_for $((3 * t / 1000)) nodes_eq /cli/el-delay 1
+    "$ZKR" inspect /cli/el-delay > "$WORK/inspect.out" 2>&1
+    "$ZKR" inspect --json /cli/el-delay > "$WORK/inspect.json" 2>&1
+    expect "B led before its delay was over" [ ! -s "$WORK/log" ]
+    expect "a closed-until line although nobody may write the directory: $(cat "$WORK/inspect.out")" \
+        sh -c "! grep -q '^closed until' '$WORK/inspect.out'"
+    expect "inspect counts the delayed candidate as holding: $(cat "$WORK/inspect.out")" \
+        grep -q "^/cli/el-delay: election, 0 holding, 1 waiting" "$WORK/inspect.out"
+    expect "inspect shows no delayed row: $(cat "$WORK/inspect.out")" \
+        grep -q "^delayed .* B " "$WORK/inspect.out"
+    expect "inspect --json lists a holder: $(cat "$WORK/inspect.json")" \
+        jq -e '(.holders | length) == 0 and .waiters[0].delayed == true' \
+        "$WORK/inspect.json"
+    wait_status "$b"
+    expect "B exit $st" [ "$st" -eq 0 ]
+    expect "B did not lead" grep -q "^start B" "$WORK/log"
+}
+
 start_server
 run_test test_inspect_matches_queue
 run_test test_inspect_kinds
 run_test test_weaker_acl_refused
 run_test test_forced_release
 run_test test_forced_release_lost_reply
+run_test test_inspect_delayed_candidate
 done_testing

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include <poll.h>
+#include <pthread.h>
 
 #include "../../src/internal.h"
 #include "../rec.h"
@@ -762,6 +763,196 @@ static void test_election_delay(void **state)
     zkr_session_free(s1);
 }
 
+/* An observer in its own session follows an election whose leader dies
+ * (its session expires) with a candidate C behind it that has a delay of
+ * three session timeouts. The observer routes clients to the leader, so
+ * it may report C only once C leads: never while zkr_election_is_leader(C)
+ * is 0 (each report is checked against C's state as it is delivered, and
+ * C's state is polled against the last report), and it reports C, with
+ * C's epoch, once C leads. The participants' listing shows C first all
+ * along; zkr_contenders_holding() counts it only once it leads. */
+struct watch_c {
+    pthread_mutex_t mu;
+    zkr_election_t *c;
+    int reports;   /* reports received */
+    int early;     /* reports of C while C did not lead */
+    int last_is_c; /* the last report named C */
+    int last_none; /* the last report was "no leader" */
+    int64_t epoch; /* ... and its epoch */
+};
+
+static void on_watch_c(zkr_observer_t *o, const char *id, int64_t epoch,
+                       void *data)
+{
+    struct watch_c *w = data;
+
+    (void)o;
+    pthread_mutex_lock(&w->mu);
+    w->reports++;
+    w->last_is_c = id != NULL && strcmp(id, "C") == 0;
+    w->last_none = id == NULL && epoch == 0;
+    w->epoch = epoch;
+    if (w->last_is_c && !zkr_election_is_leader(w->c))
+        w->early++;
+    pthread_mutex_unlock(&w->mu);
+}
+
+static int watch_get(struct watch_c *w, const int *field)
+{
+    int v;
+
+    pthread_mutex_lock(&w->mu);
+    v = *field;
+    pthread_mutex_unlock(&w->mu);
+    return v;
+}
+
+/* Entries listed and holding, from the participants' listing of e. */
+static int holding_of(zkr_election_t *e, int *count, char *first, size_t len)
+{
+    zkr_contender_t *v = NULL;
+    int n = 0, h;
+
+    assert_int_equal(zkr_election_participants(e, &v, &n), 0);
+    h = zkr_contenders_holding(v, n);
+    *count = n;
+    snprintf(first, len, "%s", n > 0 ? v[0].id : "");
+    zkr_contenders_free(v, n);
+    return h;
+}
+
+/* dir: the election's path; closed_record: whether C can write its
+ * informational zkr-closed record there (else the directory's ACL gives
+ * nobody WRITE, and only C's own node tells). */
+static void observer_round(const char *dir, int closed_record)
+{
+    const int t = 2000, d = 3 * t;
+    zkr_session_t *s1 = open_session(t), *s2 = open_session(t),
+                  *s3 = open_session(10000);
+    zkr_election_t *l = NULL, *c = NULL;
+    zkr_observer_t *o = NULL;
+    struct watch_c w = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    char first[ZKR_ID_MAX + 1];
+    int64_t t0, epoch = 0;
+    int n = 0, checks = 0;
+    int64_t until;
+
+    if (!closed_record) {
+        struct ACL no_write[] = {
+            {ZOO_PERM_READ | ZOO_PERM_CREATE | ZOO_PERM_DELETE,
+             ZOO_ANYONE_ID_UNSAFE}};
+        struct ACL_vector acl = {1, no_write};
+
+        mkdirs("/d");
+        assert_int_equal(zoo_create(raw, dir, "", 0, &acl, 0, NULL, 0), ZOK);
+    }
+    assert_int_equal(
+        zkr_election_new(&l, s1, dir, "L", NULL, ZKR_POLICY_SUSPEND), 0);
+    assert_int_equal(
+        zkr_election_new(&c, s2, dir, "C", NULL, ZKR_POLICY_SUSPEND), 0);
+    w.c = c;
+    assert_int_equal(zkr_election_set_delay(c, d), 0);
+    assert_int_equal(zkr_election_join(l), 0);
+    assert_int_equal(zkr_election_await(l, zkt_scaled_ms(5 * t)), 0);
+    assert_int_equal(zkr_election_join(c), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(dir) == 2, 5 * t));
+    assert_int_equal(zkr_observer_new(&o, s3, dir, on_watch_c, &w), 0);
+    assert_true(ZKT_WAIT_UNTIL(watch_get(&w, &w.reports) > 0, 5 * t));
+    assert_false(watch_get(&w, &w.last_is_c)); /* L leads */
+    assert_false(watch_get(&w, &w.last_none));
+
+    t0 = zkt_now_ms();
+    expire(s1); /* L dies: its node goes without a release */
+    assert_true(ZKT_WAIT_UNTIL(zkr_election_state(c) == ZKR_LOCK_DELAYED ||
+                                   zkr_election_is_leader(c),
+                               zkt_scaled_ms(5 * t)));
+    assert_false(zkr_election_is_leader(c));
+    /* L's node is gone and C waits out its delay: no leader. */
+    assert_true(ZKT_WAIT_UNTIL(watch_get(&w, &w.last_none), 5 * t));
+    while (!zkr_election_is_leader(c) && zkt_now_ms() - t0 < 3 * d) {
+        int h = holding_of(c, &n, first, sizeof(first));
+
+        if (zkr_election_is_leader(c))
+            break;           /* led meanwhile: the listing may show either */
+        assert_true(n >= 1); /* L rejoins with a new session, behind C */
+        assert_string_equal(first, "C"); /* listed, first */
+        assert_int_equal(h, 0);          /* but not holding */
+        assert_false(watch_get(&w, &w.last_is_c));
+        if (!closed_record) /* C could not say it there */
+            assert_int_equal(zkr_delay_closed(s3, dir, &until, NULL, 0), 0);
+        checks++;
+        zkt_sleep_ms(t / 10);
+    }
+    assert_true(checks > 0);
+    assert_true(zkr_election_is_leader(c));
+    assert_true(zkt_now_ms() - t0 >= d);
+    assert_int_equal(zkr_election_epoch(c, &epoch), 0);
+    /* Once C leads the observer says so, with C's epoch, and the listing
+     * counts it. */
+    assert_true(ZKT_WAIT_UNTIL(watch_get(&w, &w.last_is_c), 5 * t));
+    pthread_mutex_lock(&w.mu);
+    assert_true(w.epoch == epoch);
+    assert_int_equal(w.early, 0);
+    pthread_mutex_unlock(&w.mu);
+    assert_int_equal(holding_of(c, &n, first, sizeof(first)), 1);
+    assert_string_equal(first, "C");
+    zkr_observer_free(o);
+    zkr_election_free(c);
+    zkr_election_free(l);
+    zkr_session_free(s3);
+    zkr_session_free(s2);
+    zkr_session_free(s1);
+}
+
+static void test_observer_waits_out_delay(void **state)
+{
+    (void)state;
+    observer_round("/d/observed", 1);
+}
+
+/* The same when the directory's ACL lets nobody write its data: no
+ * zkr-closed record, the candidate's node alone says it does not lead. */
+static void test_observer_waits_out_delay_unrecorded(void **state)
+{
+    (void)state;
+    observer_round("/d/observed-nowrite", 0);
+}
+
+/* An observer keeps a data watch on a leader that announced (to hear its
+ * touch); freeing the observer takes it back with the directory's: the
+ * server holds as many watches as before the observer. */
+static void test_observer_free_leaves_no_watch(void **state)
+{
+    zkr_session_t *s2 = open_session(10000), *s3 = open_session(10000);
+    zkr_election_t *c = NULL;
+    zkr_observer_t *o = NULL;
+    struct watch_c w = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    long w0;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&c, s2, "/d/obs-free", "C", NULL, ZKR_POLICY_SUSPEND),
+        0);
+    w.c = c;
+    assert_int_equal(zkr_election_set_delay(c, 60000), 0);
+    assert_int_equal(zkr_election_join(c), 0);
+    assert_int_equal(zkr_election_await(c, zkt_scaled_ms(10000)), 0);
+    zkt_sleep_ms(zkt_scaled_ms(500)); /* C's own watches are set */
+    w0 = zkt_total_watches(server);
+    assert_true(w0 >= 0);
+    assert_int_equal(zkr_observer_new(&o, s3, "/d/obs-free", on_watch_c, &w),
+                     0);
+    assert_true(ZKT_WAIT_UNTIL(watch_get(&w, &w.last_is_c), 10000));
+    /* The data watch on C's node ("wchs" counts data watches). */
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == w0 + 1, 10000));
+    zkr_observer_free(o);
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == w0, 10000));
+    assert_int_equal(watch_get(&w, &w.early), 0);
+    zkr_election_free(c);
+    zkr_session_free(s3);
+    zkr_session_free(s2);
+}
+
 /* Arguments and states of the API. */
 /* Issue 16 review (F2): a writer behind readers r1, r2, watching r2. r2's
  * session expires: the writer lists again, sees r1, waits on. r1 then
@@ -974,6 +1165,9 @@ int main(void)
         cmocka_unit_test(test_semaphore_delay),
         cmocka_unit_test(test_rwlock_delay),
         cmocka_unit_test(test_election_delay),
+        cmocka_unit_test(test_observer_waits_out_delay),
+        cmocka_unit_test(test_observer_waits_out_delay_unrecorded),
+        cmocka_unit_test(test_observer_free_leaves_no_watch),
         cmocka_unit_test(test_writer_keeps_earlier_death),
         cmocka_unit_test(test_readers_after_clean_releases),
         cmocka_unit_test(test_rejoin_after_own_node_deleted),

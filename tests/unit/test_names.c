@@ -850,6 +850,54 @@ static void test_name_foreign(void **state)
     assert_int_equal(zkr__name_foreign("_c_"), 1);
 }
 
+/* An election candidate with a lock-delay announces itself with a
+ * version-8 UUID (docs/design/lock-delay.md 1.7); zkr's other nodes and
+ * Curator's have version 4, and foreign formats never announce. */
+static void test_name_announces(void **state)
+{
+    char u[37], name[80];
+
+    (void)state;
+    assert_int_equal(zkr__name_announces("_c_5b7d0e8e-1111-8222-8333-"
+                                         "944445555666-latch-0000000001"),
+                     1);
+    assert_int_equal(zkr__name_announces("_c_5b7d0e8e-1111-4222-8333-"
+                                         "944445555666-latch-0000000001"),
+                     0);
+    zkr__uuid(u);
+    snprintf(name, sizeof(name), "_c_%s-latch-0000000001", u);
+    assert_int_equal(zkr__name_announces(name), 0);
+    /* kazoo, go-zookeeper (an 8 in the same place), contrib, junk */
+    assert_int_equal(zkr__name_announces("0f3c2b1a9e8d4c7b__lock__0000000001"),
+                     0);
+    assert_int_equal(zkr__name_announces("_c_5b7d0e8e111182228333944445555666-"
+                                         "lock-0000000001"),
+                     0);
+    assert_int_equal(zkr__name_announces("x-1f2e3d-0000000001"), 0);
+    assert_int_equal(zkr__name_announces("_c_"), 0);
+    assert_int_equal(zkr__name_announces(NULL), 0);
+}
+
+/* A listing's entry noted as not leading yet (zkr_contenders_list() reads
+ * it from the node) holds nothing, nor does anyone behind it; a copy of
+ * the array, and the array once forgotten, are judged by names alone. */
+static void test_holding_unled(void **state)
+{
+    zkr_contender_t v[2], copy[2];
+
+    (void)state;
+    memset(v, 0, sizeof(v));
+    v[0].node = "/p/_c_5b7d0e8e-1111-8222-8333-944445555666-latch-0000000001";
+    v[1].node = "/p/_c_5b7d0e8e-1111-4222-8333-944445555667-latch-0000000002";
+    assert_int_equal(zkr_contenders_holding(v, 2), 1);
+    assert_int_equal(zkr__listing_unled(v, 0), 0);
+    assert_int_equal(zkr_contenders_holding(v, 2), 0);
+    memcpy(copy, v, sizeof(v));
+    assert_int_equal(zkr_contenders_holding(copy, 2), 1);
+    zkr__listing_forget(v);
+    assert_int_equal(zkr_contenders_holding(v, 2), 1);
+}
+
 static void test_parse_permits(void **state)
 {
     (void)state;
@@ -934,6 +982,8 @@ int main(void)
         cmocka_unit_test(test_check_id),
         cmocka_unit_test(test_uuid),
         cmocka_unit_test(test_name_foreign),
+        cmocka_unit_test(test_name_announces),
+        cmocka_unit_test(test_holding_unled),
         cmocka_unit_test(test_parse_permits),
         cmocka_unit_test(test_pred_semaphore),
         cmocka_unit_test(test_pred_read_write),
