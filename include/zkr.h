@@ -691,7 +691,9 @@ ZKR_EXTERN int zkr_lock_new(zkr_lock_t **out, zkr_session_t *s,
  * \brief Frees a lock handle.
  *
  * Cancels a pending acquire (its completion gets ZKR_ECANCELED before this
- * returns), releases a held lock (the node is deleted by the session in the
+ * returns; so does one already granted whose completion has not run yet:
+ * the grant ends with the free, see zkr_lock_acquire_async()), releases a
+ * held lock (the node is deleted by the session in the
  * background if the connection is down), and waits for a running callback
  * of this handle, unless called from that callback. NULL is a no-op.
  *
@@ -716,7 +718,9 @@ ZKR_EXTERN void zkr_lock_free(zkr_lock_t *l);
  *   within about 2/3 of the session timeout (the client ends a connection
  *   silent that long) or when zkr closes the handle.
  * \return 0 (held); ZKR_EBUSY (timeout 0 and another contender holds or
- *   waits before us); ZKR_ETIMEDOUT; ZKR_ECANCELED (zkr_lock_cancel());
+ *   waits before us); ZKR_ETIMEDOUT; ZKR_ECANCELED (zkr_lock_cancel();
+ *   or granted, but released or freed by another thread before this call
+ *   could return);
  *   ZKR_ELIMIT (semaphore: the path is in use with another permit count);
  *   ZKR_EALREADY (held or acquiring already); ZKR_ESTATE (a release is in
  *   progress); ZKR_ELOST (the session was lost while acquiring, or our node
@@ -744,7 +748,13 @@ typedef void (*zkr_lock_completion_t)(int rc, zkr_lock_t *l, void *data);
  * The result is the one when `cb` is called: a grant lost before that (the
  * event thread ran late, behind another callback or a paused process, past
  * the safe deadline) is reported as ZKR_ELOST, which counts as having
- * observed the loss (see zkr_lock_fd()); the listener's LOST follows.
+ * observed the loss (see zkr_lock_fd()); the listener's LOST follows. A
+ * grant the application let go before that (the handle freed, the lock
+ * released, or acquired again, before `cb` ran: in event-loop mode before
+ * the next zkr_session_dispatch(), or while the event thread runs another
+ * callback) is reported as ZKR_ECANCELED: its node is gone or going, and
+ * another contender may hold already. `cb` gets 0 only for a grant still
+ * held when it is called.
  * \return 0 (cb will be called exactly once); otherwise an error code as
  *   for zkr_lock_acquire() and cb is never called.
  */

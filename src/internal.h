@@ -716,6 +716,7 @@ struct zkr__contender {
     int parents_made;   /* parents created in this attempt */
     /* pending acquire / release */
     int acq_sync, acq_done, acq_rc;
+    uint64_t acq_gen; /* synchronous acquire: c->gen right after it ended */
     /* Signalled only when acq_done or rel_done is set: a blocked acquire
      * or release is not woken by every completion on the session. */
     pthread_cond_t done_cv;

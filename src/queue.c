@@ -299,6 +299,7 @@ static void finish_acquire(zkr__contender_t *c, int rc)
     c->gen++;            /* any answer still in flight is now stale */
     if (c->acq_sync) {
         c->acq_rc = rc;
+        c->acq_gen = c->gen; /* this grant (grant_result) */
         c->acq_done = 1;
         pthread_cond_broadcast(&c->done_cv);
     } else if (c->acq_fn != NULL && zkr__post(s, ZKR__EV_ACQUIRED, rc, c,
@@ -1848,6 +1849,26 @@ static int take_lost(zkr__contender_t *c)
     return 1;
 }
 
+/* What an acquire granted at generation gen returns when the
+ * application learns of it (a completion delivered, or a synchronous
+ * acquire woken), maybe long after the grant. The grant is still held
+ * while c->gen is unchanged (only a loss, a free, a commit's end or a new
+ * attempt changes it) and the phase is still HELD or COMMITTING (a
+ * release moves it on without a new generation). Otherwise the node the
+ * grant rested on is gone or going, and another contender may hold
+ * already, so 0 would be a lie: a recorded loss is ZKR_ELOST (reported
+ * once, here); a grant the application let go itself (the handle freed,
+ * the lock released, or acquired again, before it was told) is
+ * ZKR_ECANCELED, the code a free gives a pending acquire. */
+static int grant_result(zkr__contender_t *c, uint64_t gen)
+{
+    zkr__enforce_deadline(c->s);
+    if (gen == c->gen &&
+        (c->phase == ZKR__P_HELD || c->phase == ZKR__P_COMMITTING))
+        return 0;
+    return take_lost(c) ? ZKR_ELOST : ZKR_ECANCELED;
+}
+
 /* Our node was deleted by someone else while we waited: it can never be
  * granted. The acquire ends with ZKR_ELOST (a rejoining recipe starts
  * over), and the watch on our predecessor is taken back. */
@@ -2811,10 +2832,10 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
             pthread_cond_wait(&c->done_cv, &s->mu);
         rc = c->acq_rc;
         /* Granted, but this thread may run long after (the process was
-         * paused, say): a lock lost meanwhile is not returned as held. */
-        zkr__enforce_deadline(s);
-        if (rc == 0 && c->phase != ZKR__P_HELD && take_lost(c))
-            rc = ZKR_ELOST;
+         * paused, say): a grant lost or let go meanwhile is not returned
+         * as held. */
+        if (rc == 0)
+            rc = grant_result(c, c->acq_gen);
         c->acq_sync = 0;
         c->sync_waiters--;
         pthread_cond_broadcast(&s->cv);
@@ -2829,14 +2850,10 @@ void zkr__acquired_recheck(zkr__contender_t *c, zkr__event_t *ev)
         return;
     /* Delivered now, posted maybe long ago: the synchronous acquire's
      * check when it wakes (zkr__acquire), at the time the application
-     * learns of the grant. The grant is the current one while c->gen is
-     * unchanged (only a loss, a free or a new attempt changes it); a lost
-     * one is reported here, once, instead of by a later call. */
-    zkr__enforce_deadline(c->s);
-    if (ev->gen != c->gen && c->phase != ZKR__P_HELD && take_lost(c)) {
-        ev->a = ZKR_ELOST;
-        ev->gen = c->gen; /* the loss is reported now, as current */
-    }
+     * learns of the grant. */
+    ev->a = grant_result(c, ev->gen);
+    if (ev->a != 0)
+        ev->gen = c->gen; /* the end is reported now, as current */
 }
 
 int zkr__cancel(zkr__contender_t *c)
