@@ -723,11 +723,13 @@ ZKR_EXTERN void zkr_lock_free(zkr_lock_t *l);
  *   could return);
  *   ZKR_ELIMIT (semaphore: the path is in use with another permit count);
  *   ZKR_EALREADY (held or acquiring already); ZKR_ESTATE (a release is in
- *   progress); ZKR_ELOST (the session was lost while acquiring, or our node
- *   was deleted by someone else: a waiter watches its own node and learns
- *   it at once, and is never granted without it; or the lock was granted
- *   but lost before this call could return: the process was paused past
- *   the session's safe deadline, say); ZKR_ECLOSED; ZKR_EDEADLK (from a
+ *   progress; or a side of a read/write lock whose other side, from the
+ *   same zkr_rwlock_new(), is held, acquiring or releasing); ZKR_ELOST
+ *   (the session was lost while acquiring, or our node was deleted by
+ *   someone else: a waiter watches its own node and learns it at once,
+ *   and is never granted without it; or the lock was granted but lost
+ *   before this call could return: the process was paused past the
+ *   session's safe deadline, say); ZKR_ECLOSED; ZKR_EDEADLK (from a
  *   callback); ZBADARGUMENTS (NULL, timeout below -1); ZooKeeper codes such
  *   as ZNOAUTH (the path's ACL refuses us); ZKR_ENOMEM or the client's
  *   ZMARSHALLINGERROR (a request of the attempt could not be made: some
@@ -1456,6 +1458,16 @@ ZKR_EXTERN int zkr_semaphore_new(zkr_lock_t **out, zkr_session_t *s,
  * everyone before it, so writers are not starved. Nodes carry Curator's
  * `__READ__` / `__WRIT__` markers (`_c_<uuid>-__READ__<seq>`). Both handles
  * are zkr_lock_t (modes 'r' and 'w'); free each with zkr_lock_free().
+ *
+ * The two handles of one call are one owner. Neither side is acquired
+ * while the other has a node: zkr_lock_acquire() (or its async form) on
+ * one side while the other is held, being acquired or being released
+ * returns ZKR_ESTATE at once. There is no upgrade (read to write: the
+ * write node would queue behind our own read node and wait for it without
+ * end) and no downgrade (write to read, which Curator allows): release
+ * one side, then acquire the other, knowing that another contender may be
+ * granted in between. Handles of different calls, in one process or many,
+ * contend as usual. Once one side is freed, the other acquires freely.
  * \return as zkr_lock_new(); on error neither handle is created.
  */
 ZKR_EXTERN int zkr_rwlock_new(zkr_lock_t **read, zkr_lock_t **write,

@@ -714,6 +714,13 @@ struct zkr__contender {
     int try_once;       /* timeout 0 */
     int abort_rc;       /* nonzero: end the acquire with this once safe */
     int parents_made;   /* parents created in this attempt */
+    /* The other side of a pair on one path whose two contenders the
+     * application holds as one owner (a read/write lock's read and write
+     * sides), or NULL. While one side has a node (acquiring or holding),
+     * the other is refused with ZKR_ESTATE: its node would queue behind
+     * ours and could wait for it without end. Set and cleared under the
+     * session's mutex. */
+    zkr__contender_t *pair;
     /* pending acquire / release */
     int acq_sync, acq_done, acq_rc;
     uint64_t acq_gen; /* synchronous acquire: c->gen right after it ended */

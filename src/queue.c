@@ -2812,6 +2812,9 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
         rc = ZKR_ESTATE;
     else if (c->phase != ZKR__P_IDLE || is_acquiring(c))
         rc = ZKR_EALREADY;
+    else if (c->pair != NULL &&
+             (c->pair->phase != ZKR__P_IDLE || is_acquiring(c->pair)))
+        rc = ZKR_ESTATE; /* the pair's other side has a node (see pair) */
     else if (timeout_ms == 0 && !s->connected)
         rc = ZCONNECTIONLOSS;
     if (rc != 0) {
