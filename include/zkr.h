@@ -1251,7 +1251,10 @@ ZKR_EXTERN int zkr_election_await(zkr_election_t *e, int timeout_ms);
  * Every change is reported, in order, even when the event thread runs
  * late: a loss followed by a new grant is reported as 0 then 1 (the state
  * at delivery may already have moved on; zkr_election_epoch() tells which
- * leadership is current). `rc` is nonzero only when participation ended on
+ * leadership is current). A leadership the application gave up itself (a
+ * leave, a free) before the listener was told of it is not reported at
+ * all, neither its gain nor its end: another candidate may lead by then.
+ * `rc` is nonzero only when participation ended on
  * an error (the candidate is then no longer joined). An error delivered
  * late, after the application left and joined again, belongs to the
  * candidacy that is over: it is not reported, and the new one goes on.

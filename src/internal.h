@@ -273,8 +273,9 @@ struct zkr__event {
                             recipe's deliver function */
     void *data;
     void (*run)(const zkr__event_t *ev); /* ZKR__EV_CALL only */
-    uint64_t gen; /* ZKR__EV_ACQUIRED: c->gen right after the acquire ended */
-    uint64_t seq; /* the session's count of posts when this was posted */
+    uint64_t gen;   /* ZKR__EV_ACQUIRED: c->gen right after the acquire ended */
+    uint64_t letgo; /* ZKR__EV_ACQUIRED: c->letgo then */
+    uint64_t seq;   /* the session's count of posts when this was posted */
 };
 
 struct zkr__listener {
@@ -723,7 +724,13 @@ struct zkr__contender {
     zkr__contender_t *pair;
     /* pending acquire / release */
     int acq_sync, acq_done, acq_rc;
-    uint64_t acq_gen; /* synchronous acquire: c->gen right after it ended */
+    uint64_t acq_gen, acq_letgo; /* synchronous acquire: c->gen and
+                                     c->letgo right after it ended */
+    /* Bumps each time the application lets go of what it holds or asks
+     * for: a free, a release or commit started (or a release told of a
+     * loss), a new acquire. A grant delivered after that is not reported
+     * as held (grant_result in queue.c). */
+    uint64_t letgo;
     /* Signalled only when acq_done or rel_done is set: a blocked acquire
      * or release is not woken by every completion on the session. */
     pthread_cond_t done_cv;

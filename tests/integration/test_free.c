@@ -466,7 +466,7 @@ static void test_lock_free_in_session_listener(void **state)
  * reported as held: another session may hold by then. Here the event
  * thread is busy in another handle's slow callback while the grant is
  * queued behind it. */
-enum letgo { G_FREE, G_RELEASE, G_ELECTION };
+enum letgo { G_FREE, G_RELEASE, G_ELECTION, G_LEAVE };
 static int slow_in, slow_go;   /* the slow callback runs; may return */
 static int g_calls, g_rc;      /* the let-go handle's completions */
 static int g_leader;           /* its election listener heard "leader" */
@@ -531,7 +531,7 @@ static void letgo_case(enum letgo how)
     assert_int_equal(zkr_lock_acquire_async(slow, -1, slow_cb, NULL), 0);
     assert_true(ZKT_WAIT_UNTIL(get(&slow_in), zkt_scaled_ms(2 * T)));
     /* Granted: the engine says so, the completion waits behind slow_cb. */
-    if (how == G_ELECTION) {
+    if (how == G_ELECTION || how == G_LEAVE) {
         assert_int_equal(zkr_election_new(&g_elec, s, "/free/g", "g", NULL,
                                           ZKR_POLICY_SUSPEND),
                          0);
@@ -550,10 +550,12 @@ static void letgo_case(enum letgo how)
      * for the queued completion, so it runs on a thread of its own. */
     if (how == G_RELEASE)
         assert_int_equal(zkr_lock_release(g_lock), 0);
+    else if (how == G_LEAVE)
+        assert_int_equal(zkr_election_leave(g_elec), 0);
     else
         assert_int_equal(pthread_create(&th, NULL, letgo_thread, NULL), 0);
     /* Another session is granted meanwhile. */
-    if (how == G_ELECTION) {
+    if (how == G_ELECTION || how == G_LEAVE) {
         assert_int_equal(
             zkr_election_new(&he, h, "/free/g", "h", NULL, ZKR_POLICY_SUSPEND),
             0);
@@ -565,11 +567,19 @@ static void letgo_case(enum letgo how)
         assert_int_equal(zkr_lock_acquire(m, zkt_scaled_ms(2 * T)), 0);
     }
     set(&slow_go, 1);
-    if (how != G_RELEASE)
+    if (how == G_FREE || how == G_ELECTION) {
         pthread_join(th, NULL); /* the free has had its completion run */
-    else
+    } else if (how == G_RELEASE) {
         assert_true(ZKT_WAIT_UNTIL(get(&g_calls) == 1, zkt_scaled_ms(2 * T)));
-    if (how == G_ELECTION) {
+    } else {
+        /* Callbacks run in order: once a later completion of the session
+         * has run, the election's news before it has been delivered. */
+        zkr_lock_t *after = new_lock(s, "/free/after", "a");
+        assert_int_equal(zkr_lock_acquire_async(after, -1, g_done, NULL), 0);
+        assert_true(ZKT_WAIT_UNTIL(get(&g_calls) == 1, zkt_scaled_ms(2 * T)));
+        zkr_lock_free(after);
+    }
+    if (how == G_ELECTION || how == G_LEAVE) {
         /* It never led while the listener could be told so. */
         assert_int_equal(get(&g_leader), 0);
     } else {
@@ -580,6 +590,8 @@ static void letgo_case(enum letgo how)
     }
     if (how == G_RELEASE)
         zkr_lock_free(g_lock);
+    if (how == G_LEAVE)
+        zkr_election_free(g_elec);
     zkr_lock_free(m);
     zkr_election_free(he);
     zkr_lock_free(slow);
@@ -606,6 +618,12 @@ static void test_freed_election_grant_not_reported(void **state)
     letgo_case(G_ELECTION);
 }
 
+static void test_left_election_grant_not_reported(void **state)
+{
+    (void)state;
+    letgo_case(G_LEAVE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -621,6 +639,7 @@ int main(void)
         cmocka_unit_test(test_freed_grant_not_reported),
         cmocka_unit_test(test_released_grant_not_reported),
         cmocka_unit_test(test_freed_election_grant_not_reported),
+        cmocka_unit_test(test_left_election_grant_not_reported),
     };
     /* ZKR_TEST_FILTER=test_free_other_lock runs one case (with the old
      * code, one hang leaves the session wedged for the cases after it). */
