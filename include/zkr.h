@@ -698,7 +698,9 @@ ZKR_EXTERN int zkr_lock_new(zkr_lock_t **out, zkr_session_t *s,
  * \brief Frees a lock handle.
  *
  * Cancels a pending acquire (its completion gets ZKR_ECANCELED before this
- * returns), releases a held lock (the node is deleted by the session in the
+ * returns; so does one already granted whose completion has not run yet:
+ * the grant ends with the free, see zkr_lock_acquire_async()), releases a
+ * held lock (the node is deleted by the session in the
  * background if the connection is down), and waits for a running callback
  * of this handle, unless called from that callback. NULL is a no-op.
  *
@@ -723,14 +725,18 @@ ZKR_EXTERN void zkr_lock_free(zkr_lock_t *l);
  *   within about 2/3 of the session timeout (the client ends a connection
  *   silent that long) or when zkr closes the handle.
  * \return 0 (held); ZKR_EBUSY (timeout 0 and another contender holds or
- *   waits before us); ZKR_ETIMEDOUT; ZKR_ECANCELED (zkr_lock_cancel());
+ *   waits before us); ZKR_ETIMEDOUT; ZKR_ECANCELED (zkr_lock_cancel();
+ *   or granted, but released or freed by another thread before this call
+ *   could return);
  *   ZKR_ELIMIT (semaphore: the path is in use with another permit count);
  *   ZKR_EALREADY (held or acquiring already); ZKR_ESTATE (a release is in
- *   progress); ZKR_ELOST (the session was lost while acquiring, or our node
- *   was deleted by someone else: a waiter watches its own node and learns
- *   it at once, and is never granted without it; or the lock was granted
- *   but lost before this call could return: the process was paused past
- *   the session's safe deadline, say); ZKR_ECLOSED; ZKR_EDEADLK (from a
+ *   progress; or a side of a read/write lock whose other side, from the
+ *   same zkr_rwlock_new(), is held, acquiring or releasing); ZKR_ELOST
+ *   (the session was lost while acquiring, or our node was deleted by
+ *   someone else: a waiter watches its own node and learns it at once,
+ *   and is never granted without it; or the lock was granted but lost
+ *   before this call could return: the process was paused past the
+ *   session's safe deadline, say); ZKR_ECLOSED; ZKR_EDEADLK (from a
  *   callback); ZBADARGUMENTS (NULL, timeout below -1); ZooKeeper codes such
  *   as ZNOAUTH (the path's ACL refuses us); ZKR_ENOMEM or the client's
  *   ZMARSHALLINGERROR (a request of the attempt could not be made: some
@@ -751,7 +757,13 @@ typedef void (*zkr_lock_completion_t)(int rc, zkr_lock_t *l, void *data);
  * The result is the one when `cb` is called: a grant lost before that (the
  * event thread ran late, behind another callback or a paused process, past
  * the safe deadline) is reported as ZKR_ELOST, which counts as having
- * observed the loss (see zkr_lock_fd()); the listener's LOST follows.
+ * observed the loss (see zkr_lock_fd()); the listener's LOST follows. A
+ * grant the application let go before that (the handle freed, the lock
+ * released, or acquired again, before `cb` ran: in event-loop mode before
+ * the next zkr_session_dispatch(), or while the event thread runs another
+ * callback) is reported as ZKR_ECANCELED: its node is gone or going, and
+ * another contender may hold already. `cb` gets 0 only for a grant still
+ * held when it is called.
  * \return 0 (cb will be called exactly once); otherwise an error code as
  *   for zkr_lock_acquire() and cb is never called.
  */
@@ -1246,7 +1258,10 @@ ZKR_EXTERN int zkr_election_await(zkr_election_t *e, int timeout_ms);
  * Every change is reported, in order, even when the event thread runs
  * late: a loss followed by a new grant is reported as 0 then 1 (the state
  * at delivery may already have moved on; zkr_election_epoch() tells which
- * leadership is current). `rc` is nonzero only when participation ended on
+ * leadership is current). A leadership the application gave up itself (a
+ * leave, a free) before the listener was told of it is not reported at
+ * all, neither its gain nor its end: another candidate may lead by then.
+ * `rc` is nonzero only when participation ended on
  * an error (the candidate is then no longer joined). An error delivered
  * late, after the application left and joined again, belongs to the
  * candidacy that is over: it is not reported, and the new one goes on.
@@ -1468,6 +1483,16 @@ ZKR_EXTERN int zkr_semaphore_new(zkr_lock_t **out, zkr_session_t *s,
  * everyone before it, so writers are not starved. Nodes carry Curator's
  * `__READ__` / `__WRIT__` markers (`_c_<uuid>-__READ__<seq>`). Both handles
  * are zkr_lock_t (modes 'r' and 'w'); free each with zkr_lock_free().
+ *
+ * The two handles of one call are one owner. Neither side is acquired
+ * while the other has a node: zkr_lock_acquire() (or its async form) on
+ * one side while the other is held, being acquired or being released
+ * returns ZKR_ESTATE at once. There is no upgrade (read to write: the
+ * write node would queue behind our own read node and wait for it without
+ * end) and no downgrade (write to read, which Curator allows): release
+ * one side, then acquire the other, knowing that another contender may be
+ * granted in between. Handles of different calls, in one process or many,
+ * contend as usual. Once one side is freed, the other acquires freely.
  * \return as zkr_lock_new(); on error neither handle is created.
  */
 ZKR_EXTERN int zkr_rwlock_new(zkr_lock_t **read, zkr_lock_t **write,

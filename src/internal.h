@@ -281,8 +281,9 @@ struct zkr__event {
                             recipe's deliver function */
     void *data;
     void (*run)(const zkr__event_t *ev); /* ZKR__EV_CALL only */
-    uint64_t gen; /* ZKR__EV_ACQUIRED: c->gen right after the acquire ended */
-    uint64_t seq; /* the session's count of posts when this was posted */
+    uint64_t gen;   /* ZKR__EV_ACQUIRED: c->gen right after the acquire ended */
+    uint64_t letgo; /* ZKR__EV_ACQUIRED: c->letgo then */
+    uint64_t seq;   /* the session's count of posts when this was posted */
 };
 
 struct zkr__listener {
@@ -723,8 +724,22 @@ struct zkr__contender {
     int try_once;       /* timeout 0 */
     int abort_rc;       /* nonzero: end the acquire with this once safe */
     int parents_made;   /* parents created in this attempt */
+    /* The other side of a pair on one path whose two contenders the
+     * application holds as one owner (a read/write lock's read and write
+     * sides), or NULL. While one side has a node (acquiring or holding),
+     * the other is refused with ZKR_ESTATE: its node would queue behind
+     * ours and could wait for it without end. Set and cleared under the
+     * session's mutex. */
+    zkr__contender_t *pair;
     /* pending acquire / release */
     int acq_sync, acq_done, acq_rc;
+    uint64_t acq_gen, acq_letgo; /* synchronous acquire: c->gen and
+                                     c->letgo right after it ended */
+    /* Bumps each time the application lets go of what it holds or asks
+     * for: a free, a release or commit started (or a release told of a
+     * loss), a new acquire. A grant delivered after that is not reported
+     * as held (grant_result in queue.c). */
+    uint64_t letgo;
     /* Signalled only when acq_done or rel_done is set: a blocked acquire
      * or release is not woken by every completion on the session. */
     pthread_cond_t done_cv;

@@ -88,6 +88,11 @@ int zkr_rwlock_new(zkr_lock_t **read, zkr_lock_t **write, zkr_session_t *s,
         zkr_lock_free(r);
         return rc;
     }
+    /* One owner: neither side may queue behind the other (zkr.h). */
+    pthread_mutex_lock(&s->mu);
+    r->c.pair = &(*write)->c;
+    (*write)->c.pair = &r->c;
+    pthread_mutex_unlock(&s->mu);
     *read = r;
     return 0;
 }
@@ -96,6 +101,11 @@ void zkr_lock_free(zkr_lock_t *l)
 {
     if (l == NULL)
         return;
+    pthread_mutex_lock(&l->c.s->mu);
+    if (l->c.pair != NULL)
+        l->c.pair->pair = NULL; /* the other side acquires freely now */
+    l->c.pair = NULL;
+    pthread_mutex_unlock(&l->c.s->mu);
     zkr__contender_destroy(&l->c, free);
 }
 

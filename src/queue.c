@@ -307,11 +307,14 @@ static void finish_acquire(zkr__contender_t *c, int rc)
     c->gen++;            /* any answer still in flight is now stale */
     if (c->acq_sync) {
         c->acq_rc = rc;
+        c->acq_gen = c->gen; /* this grant (grant_result) */
+        c->acq_letgo = c->letgo;
         c->acq_done = 1;
         pthread_cond_broadcast(&c->done_cv);
     } else if (c->acq_fn != NULL && zkr__post(s, ZKR__EV_ACQUIRED, rc, c,
                                               c->acq_fn, c->acq_data) == 0) {
         s->ev_tail->gen = c->gen; /* this grant (zkr__acquired_recheck) */
+        s->ev_tail->letgo = c->letgo;
     }
     c->acq_fn = NULL;
 }
@@ -1869,6 +1872,30 @@ static int take_lost(zkr__contender_t *c)
     return 1;
 }
 
+/* What an acquire granted at generation gen returns when the
+ * application learns of it (a completion delivered, or a synchronous
+ * acquire woken), maybe long after the grant. The grant is still held
+ * while c->gen is unchanged (only a loss, a free, a commit's end or a new
+ * attempt changes it) and the phase is still HELD or COMMITTING (a
+ * release moves it on without a new generation): 0. A recorded loss is
+ * ZKR_ELOST, reported once, here. A grant the application let go itself
+ * (letgo moved on: the handle freed, the lock released, the candidate
+ * left, or acquired again, before it was told) is ZKR_ECANCELED, the
+ * code a free gives a pending acquire: its node is gone or going, and
+ * another contender may hold already, so 0 would be a lie. Otherwise the
+ * grant was lost and the engine rejoined (an election): 0, and the loss
+ * follows as a state change, so a late listener hears both in order. */
+static int grant_result(zkr__contender_t *c, uint64_t gen, uint64_t letgo)
+{
+    zkr__enforce_deadline(c->s);
+    if (gen == c->gen &&
+        (c->phase == ZKR__P_HELD || c->phase == ZKR__P_COMMITTING))
+        return 0;
+    if (take_lost(c))
+        return ZKR_ELOST;
+    return letgo != c->letgo ? ZKR_ECANCELED : 0;
+}
+
 /* Our node was deleted by someone else while we waited: it can never be
  * granted. The acquire ends with ZKR_ELOST (a rejoining recipe starts
  * over), and the watch on our predecessor is taken back. */
@@ -2233,6 +2260,7 @@ int zkr__commit(zkr__contender_t *c, zkr__commit_t *cm)
         take_lost(c); /* reported now, as ESTALE */
         return ZKR_ESTALE;
     }
+    c->letgo++;
     cm->failed = -1;
     cm->sent = 0;
     c->commit = cm;
@@ -2682,6 +2710,7 @@ void zkr__contender_destroy(zkr__contender_t *c, void (*dispose)(void *))
 
     pthread_mutex_lock(&s->mu);
     c->dispose = dispose;
+    c->letgo++;
     if (is_acquiring(c)) {
         abort_acquire(c, ZKR_ECANCELED);
         /* Do not wait for a delete, a create or a recovery in flight: the
@@ -2825,6 +2854,9 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
         rc = ZKR_ESTATE;
     else if (c->phase != ZKR__P_IDLE || is_acquiring(c))
         rc = ZKR_EALREADY;
+    else if (c->pair != NULL &&
+             (c->pair->phase != ZKR__P_IDLE || is_acquiring(c->pair)))
+        rc = ZKR_ESTATE; /* the pair's other side has a node (see pair) */
     else if (timeout_ms == 0 && !s->connected)
         rc = ZCONNECTIONLOSS;
     if (rc != 0) {
@@ -2832,6 +2864,7 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
         return rc;
     }
     fd_observed(c); /* the application acquires again: it knows */
+    c->letgo++;
     /* The completion is in place before the attempt starts: a request
      * that cannot even be sent ends the acquire inside start_attempt. */
     c->acq_sync = sync;
@@ -2845,10 +2878,10 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
             pthread_cond_wait(&c->done_cv, &s->mu);
         rc = c->acq_rc;
         /* Granted, but this thread may run long after (the process was
-         * paused, say): a lock lost meanwhile is not returned as held. */
-        zkr__enforce_deadline(s);
-        if (rc == 0 && c->phase != ZKR__P_HELD && take_lost(c))
-            rc = ZKR_ELOST;
+         * paused, say): a grant lost or let go meanwhile is not returned
+         * as held. */
+        if (rc == 0)
+            rc = grant_result(c, c->acq_gen, c->acq_letgo);
         c->acq_sync = 0;
         c->sync_waiters--;
         pthread_cond_broadcast(&s->cv);
@@ -2863,14 +2896,10 @@ void zkr__acquired_recheck(zkr__contender_t *c, zkr__event_t *ev)
         return;
     /* Delivered now, posted maybe long ago: the synchronous acquire's
      * check when it wakes (zkr__acquire), at the time the application
-     * learns of the grant. The grant is the current one while c->gen is
-     * unchanged (only a loss, a free or a new attempt changes it); a lost
-     * one is reported here, once, instead of by a later call. */
-    zkr__enforce_deadline(c->s);
-    if (ev->gen != c->gen && c->phase != ZKR__P_HELD && take_lost(c)) {
-        ev->a = ZKR_ELOST;
-        ev->gen = c->gen; /* the loss is reported now, as current */
-    }
+     * learns of the grant. */
+    ev->a = grant_result(c, ev->gen, ev->letgo);
+    if (ev->a != 0)
+        ev->gen = c->gen; /* the end is reported now, as current */
 }
 
 int zkr__cancel(zkr__contender_t *c)
@@ -2903,6 +2932,8 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
     } else if (c->phase != ZKR__P_HELD) {
         rc = ZKR_ENOTHELD;
     }
+    if (rc == 0 || rc == ZKR_ELOST || rc == ZKR_ENOTHELD)
+        c->letgo++; /* whatever was granted, the application let go */
     if (rc != 0) {
         pthread_mutex_unlock(&s->mu);
         return rc;

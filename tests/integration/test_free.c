@@ -458,6 +458,172 @@ static void test_lock_free_in_session_listener(void **state)
     alarm(0);
 }
 
+/* ------------------------ a grant let go before its completion runs */
+
+/* zkr.h: an async acquire's result "is the one when cb is called", and a
+ * free cancels a pending acquire. So a grant the application let go (the
+ * handle freed, or the lock released) before its completion ran is not
+ * reported as held: another session may hold by then. Here the event
+ * thread is busy in another handle's slow callback while the grant is
+ * queued behind it. */
+enum letgo { G_FREE, G_RELEASE, G_ELECTION, G_LEAVE };
+static int slow_in, slow_go;   /* the slow callback runs; may return */
+static int g_calls, g_rc;      /* the let-go handle's completions */
+static int g_leader;           /* its election listener heard "leader" */
+static zkr_lock_t *g_lock;     /* the lock freed by letgo_thread */
+static zkr_election_t *g_elec; /* the election freed by letgo_thread */
+
+static void slow_cb(int rc, zkr_lock_t *l, void *data)
+{
+    (void)rc;
+    (void)l;
+    (void)data;
+    set(&slow_in, 1);
+    /* Bounded: the test lets it go well before this. */
+    ZKT_WAIT_UNTIL(get(&slow_go), zkt_scaled_ms(20 * T));
+}
+
+static void g_done(int rc, zkr_lock_t *l, void *data)
+{
+    (void)l;
+    (void)data;
+    pthread_mutex_lock(&mu);
+    g_calls++;
+    g_rc = rc;
+    pthread_mutex_unlock(&mu);
+}
+
+static void g_election_cb(zkr_election_t *e, int leader, int rc, void *data)
+{
+    (void)e;
+    (void)rc;
+    (void)data;
+    if (leader)
+        set(&g_leader, 1);
+}
+
+static void *letgo_thread(void *arg)
+{
+    (void)arg;
+    if (g_elec != NULL)
+        zkr_election_free(g_elec);
+    else
+        zkr_lock_free(g_lock);
+    return NULL;
+}
+
+static void letgo_case(enum letgo how)
+{
+    zkr_session_t *s = open_session(T), *h = open_session(T);
+    zkr_lock_t *slow = new_lock(s, "/free/slow", "slow"), *m = NULL;
+    zkr_election_t *he = NULL;
+    pthread_t th;
+
+    watchdog(12 * T / 1000);
+    set(&slow_in, 0);
+    set(&slow_go, 0);
+    set(&g_calls, 0);
+    set(&g_rc, -1);
+    set(&g_leader, 0);
+    g_lock = NULL;
+    g_elec = NULL;
+    /* The event thread enters a callback that lasts until slow_go. */
+    assert_int_equal(zkr_lock_acquire_async(slow, -1, slow_cb, NULL), 0);
+    assert_true(ZKT_WAIT_UNTIL(get(&slow_in), zkt_scaled_ms(2 * T)));
+    /* Granted: the engine says so, the completion waits behind slow_cb. */
+    if (how == G_ELECTION || how == G_LEAVE) {
+        assert_int_equal(zkr_election_new(&g_elec, s, "/free/g", "g", NULL,
+                                          ZKR_POLICY_SUSPEND),
+                         0);
+        assert_int_equal(zkr_election_set_listener(g_elec, g_election_cb, NULL),
+                         0);
+        assert_int_equal(zkr_election_join(g_elec), 0);
+        assert_true(ZKT_WAIT_UNTIL(zkr_election_is_leader(g_elec) == 1,
+                                   zkt_scaled_ms(2 * T)));
+    } else {
+        g_lock = new_lock(s, "/free/g", "g");
+        assert_int_equal(zkr_lock_acquire_async(g_lock, -1, g_done, NULL), 0);
+        assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(g_lock) == ZKR_LOCK_HELD,
+                                   zkt_scaled_ms(2 * T)));
+    }
+    /* Let it go: a release returns once the node is deleted; a free waits
+     * for the queued completion, so it runs on a thread of its own. */
+    if (how == G_RELEASE)
+        assert_int_equal(zkr_lock_release(g_lock), 0);
+    else if (how == G_LEAVE)
+        assert_int_equal(zkr_election_leave(g_elec), 0);
+    else
+        assert_int_equal(pthread_create(&th, NULL, letgo_thread, NULL), 0);
+    /* Another session is granted meanwhile. */
+    if (how == G_ELECTION || how == G_LEAVE) {
+        assert_int_equal(
+            zkr_election_new(&he, h, "/free/g", "h", NULL, ZKR_POLICY_SUSPEND),
+            0);
+        assert_int_equal(zkr_election_join(he), 0);
+        assert_int_equal(zkr_election_await(he, zkt_scaled_ms(2 * T)), 0);
+        assert_int_equal(zkr_election_is_leader(he), 1);
+    } else {
+        m = new_lock(h, "/free/g", "m");
+        assert_int_equal(zkr_lock_acquire(m, zkt_scaled_ms(2 * T)), 0);
+    }
+    set(&slow_go, 1);
+    if (how == G_FREE || how == G_ELECTION) {
+        pthread_join(th, NULL); /* the free has had its completion run */
+    } else if (how == G_RELEASE) {
+        assert_true(ZKT_WAIT_UNTIL(get(&g_calls) == 1, zkt_scaled_ms(2 * T)));
+    } else {
+        /* Callbacks run in order: once a later completion of the session
+         * has run, the election's news before it has been delivered. */
+        zkr_lock_t *after = new_lock(s, "/free/after", "a");
+        assert_int_equal(zkr_lock_acquire_async(after, -1, g_done, NULL), 0);
+        assert_true(ZKT_WAIT_UNTIL(get(&g_calls) == 1, zkt_scaled_ms(2 * T)));
+        zkr_lock_free(after);
+    }
+    if (how == G_ELECTION || how == G_LEAVE) {
+        /* It never led while the listener could be told so. */
+        assert_int_equal(get(&g_leader), 0);
+    } else {
+        /* Once, and not as held: the other session holds. */
+        assert_int_equal(get(&g_calls), 1);
+        assert_int_equal(get(&g_rc), ZKR_ECANCELED);
+        assert_int_equal(zkr_lock_state(m), ZKR_LOCK_HELD);
+    }
+    if (how == G_RELEASE)
+        zkr_lock_free(g_lock);
+    if (how == G_LEAVE)
+        zkr_election_free(g_elec);
+    zkr_lock_free(m);
+    zkr_election_free(he);
+    zkr_lock_free(slow);
+    assert_int_equal(zkr_session_free(s), 0);
+    assert_int_equal(zkr_session_free(h), 0);
+    alarm(0);
+}
+
+static void test_freed_grant_not_reported(void **state)
+{
+    (void)state;
+    letgo_case(G_FREE);
+}
+
+static void test_released_grant_not_reported(void **state)
+{
+    (void)state;
+    letgo_case(G_RELEASE);
+}
+
+static void test_freed_election_grant_not_reported(void **state)
+{
+    (void)state;
+    letgo_case(G_ELECTION);
+}
+
+static void test_left_election_grant_not_reported(void **state)
+{
+    (void)state;
+    letgo_case(G_LEAVE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -470,6 +636,10 @@ int main(void)
         cmocka_unit_test(test_free_other_observer),
         cmocka_unit_test(test_election_free_in_listener_after_loss),
         cmocka_unit_test(test_lock_free_in_session_listener),
+        cmocka_unit_test(test_freed_grant_not_reported),
+        cmocka_unit_test(test_released_grant_not_reported),
+        cmocka_unit_test(test_freed_election_grant_not_reported),
+        cmocka_unit_test(test_left_election_grant_not_reported),
     };
     /* ZKR_TEST_FILTER=test_free_other_lock runs one case (with the old
      * code, one hang leaves the session wedged for the cases after it). */

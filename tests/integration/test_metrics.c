@@ -289,15 +289,18 @@ static void test_election_counts(void **state)
 static void test_kinds(void **state)
 {
     zkr_session_t *m = open_session(10000);
-    zkr_lock_t *r = NULL, *w = NULL, *p = NULL;
+    zkr_lock_t *r = NULL, *w = NULL, *p = NULL, *r2 = NULL, *w2 = NULL;
 
     (void)state;
     assert_int_equal(zkr_rwlock_new(&r, &w, m, "/m/rw", "m", NULL), 0);
+    /* The writer is another pair's: one pair's sides never queue
+     * together (w would be refused with ZKR_ESTATE). */
+    assert_int_equal(zkr_rwlock_new(&r2, &w2, m, "/m/rw", "m", NULL), 0);
     assert_int_equal(zkr_semaphore_new(&p, m, "/m/sem", 2, "m", NULL), 0);
     assert_int_equal(zkr_lock_acquire(r, -1), 0);
     assert_int_equal(zkr_lock_release(r), 0);
     assert_int_equal(zkr_lock_acquire(r, -1), 0);
-    assert_int_equal(zkr_lock_acquire(w, 0), ZKR_EBUSY);
+    assert_int_equal(zkr_lock_acquire(w2, 0), ZKR_EBUSY);
     assert_int_equal(zkr_lock_acquire(p, -1), 0);
     assert_true(rv(m, "zkr_acquisitions_total", "read", "/m/rw") == 2);
     assert_true(rv(m, "zkr_acquire_busy_total", "write", "/m/rw") == 1);
@@ -309,6 +312,8 @@ static void test_kinds(void **state)
     zkr_lock_free(r);
     assert_true(rv(m, "zkr_hold_seconds_count", "read", "/m/rw") == 2);
     zkr_lock_free(w);
+    zkr_lock_free(r2);
+    zkr_lock_free(w2);
     zkr_lock_free(p);
     zkr_session_free(m);
 }

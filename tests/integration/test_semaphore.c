@@ -334,12 +334,14 @@ static void rw(zkr_session_t *s, const char *path, zkr_lock_t **r,
 static void test_rwlock_rules(void **state)
 {
     zkr_session_t *s = open_session(10000);
-    zkr_lock_t *r1, *w1, *r2, *w2, *r3, *w3;
+    zkr_lock_t *r1, *w1, *r2, *w2, *r3, *w3, *rx, *wx;
     struct grant gw = {1, 0, 0}, gr = {1, 0, 0};
     zkr_sequencer_t q;
 
     (void)state;
-    rw(s, "/s/rw", &r1, &w1);
+    /* r1 and w1 from two pairs: one pair's sides never queue together. */
+    rw(s, "/s/rw", &r1, &wx);
+    rw(s, "/s/rw", &rx, &w1);
     rw(s, "/s/rw", &r2, &w2);
     rw(s, "/s/rw", &r3, &w3);
     assert_int_equal(zkr_lock_acquire(r1, 0), 0);
@@ -372,8 +374,62 @@ static void test_rwlock_rules(void **state)
     zkr_lock_free(w2);
     zkr_lock_free(r3);
     zkr_lock_free(w3);
+    zkr_lock_free(rx);
+    zkr_lock_free(wx);
     zkr_session_free(s);
     assert_int_equal(children("/s/rw"), 0);
+}
+
+/* zkr.h (zkr_rwlock_new): the two sides of one pair are one owner, and
+ * neither is acquired while the other has a node: ZKR_ESTATE at once, no
+ * upgrade and no downgrade. A write queued behind our own held read would
+ * wait for it without end. Each refused call is given twice the session
+ * timeout, so one that waited instead fails with ZKR_ETIMEDOUT. */
+static void test_rwlock_pair_never_waits_for_itself(void **state)
+{
+    const int T = 4000, bound = zkt_scaled_ms(2 * T);
+    zkr_session_t *s = open_session(T), *o = open_session(T);
+    zkr_lock_t *r, *w, *ro, *wo;
+    struct grant g = {1, 0, 0}, never = {1, 0, 0};
+
+    (void)state;
+    rw(s, "/s/rwp", &r, &w);
+    rw(o, "/s/rwp", &ro, &wo);
+    /* Holding read: write refused, sync or async (cb never called). */
+    assert_int_equal(zkr_lock_acquire(r, bound), 0);
+    assert_int_equal(zkr_lock_acquire(w, bound), ZKR_ESTATE);
+    assert_int_equal(zkr_lock_acquire(w, -1), ZKR_ESTATE);
+    assert_int_equal(zkr_lock_acquire_async(w, -1, on_grant, &never),
+                     ZKR_ESTATE);
+    assert_int_equal(zkr_lock_state(w), ZKR_LOCK_IDLE);
+    assert_int_equal(children("/s/rwp"), 1); /* no write node was made */
+    /* Released: the write side acquires. */
+    assert_int_equal(zkr_lock_release(r), 0);
+    assert_int_equal(zkr_lock_acquire(w, bound), 0);
+    /* Holding write: read refused (no downgrade). */
+    assert_int_equal(zkr_lock_acquire(r, bound), ZKR_ESTATE);
+    assert_int_equal(children("/s/rwp"), 1);
+    assert_int_equal(zkr_lock_release(w), 0);
+    /* Read still waiting (another session writes): write refused too. */
+    assert_int_equal(zkr_lock_acquire(wo, bound), 0);
+    assert_int_equal(zkr_lock_acquire_async(r, -1, on_grant, &g), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/s/rwp") == 2, bound));
+    assert_int_equal(zkr_lock_acquire(w, 0), ZKR_ESTATE);
+    assert_int_equal(zkr_lock_release(wo), 0);
+    assert_true(ZKT_WAIT_UNTIL(rc_of(&g) == 0, bound));
+    /* Another pair's writer still contends as usual. */
+    assert_int_equal(zkr_lock_acquire(wo, 0), ZKR_EBUSY);
+    /* One side freed: the other acquires freely. */
+    zkr_lock_free(r);
+    assert_int_equal(zkr_lock_acquire(w, bound), 0);
+    assert_int_equal(zkr_lock_release(w), 0);
+    assert_int_equal(rc_of(&never), 1);
+    zkr_lock_free(w);
+    zkr_lock_free(ro);
+    zkr_lock_free(wo);
+    zkr_session_free(s);
+    zkr_session_free(o);
+    assert_int_equal(children("/s/rwp"), 0);
 }
 
 /* Expiry in any position lets the right contenders proceed: a queued
@@ -701,6 +757,7 @@ int main(void)
         cmocka_unit_test(test_semaphore_free_and_depart),
         cmocka_unit_test(test_rwlock_rules),
         cmocka_unit_test(test_rwlock_expiry),
+        cmocka_unit_test(test_rwlock_pair_never_waits_for_itself),
         cmocka_unit_test(test_semaphore_foreign_write),
         cmocka_unit_test(test_semaphore_without_write_right),
         cmocka_unit_test(test_semaphore_conflict_newcomer_only),
