@@ -342,6 +342,7 @@ test_release_after_suspended_end() {
 # saying the ack may or may not have applied.
 test_queue_ack_in_doubt() {
     local a q=/cli/doubt
+    rm -f "$WORK/go" "$WORK/ran" # an earlier test's flags
     expect "proxy did not start" proxy_start
     "$ZKR" queue put $q X > /dev/null
     bg "$ZKR" -s "$PROXY_HOSTS" --session-timeout $T queue take $q \
