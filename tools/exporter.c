@@ -35,8 +35,8 @@
  * or from many, cannot keep a scraper out: a request must arrive whole
  * within --header-timeout, an address holds at most --per-ip-limit
  * connections and all of them at most --max-connections, and a newcomer
- * over a limit closes a connection still waiting for its request (see
- * "HTTP connections" below). */
+ * over a limit closes another connection, one still waiting for its
+ * request first (see "HTTP connections" below). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -946,31 +946,35 @@ static void conn_shut(exporter_t *x, xconn_t *c, uint64_t *reason)
 }
 
 /* 1 when v is to be closed before w: from the address holding more
- * connections, then heard from before never read, then waiting longer. */
+ * connections, then waiting before being served, then heard from before
+ * never read, then waiting longer. */
 static int before(const xconn_t *v, const xconn_t *w)
 {
     if (v->addr->n != w->addr->n)
         return v->addr->n > w->addr->n;
+    if (v->serving != w->serving)
+        return w->serving;
     if (v->heard != w->heard)
         return v->heard > w->heard;
     return v->since_ms < w->since_ms;
 }
 
-/* The connection to close to make room for c: a waiting one (from c's
- * address when same_addr), the first by before(). Closing from the
- * address that holds the most keeps a scraper on an address of its own
- * out of reach however fast other addresses open connections. Within an
- * address: a scraper sends its whole request at once, so it is served as
- * soon as libmicrohttpd first reads it; only a connection never read can
- * be a scraper about to be served, and the newest of those are the last
- * to go. NULL when every other connection is being served. */
+/* The connection to close to make room for c: one from c's address when
+ * same_addr, the first by before(). Closing from the address that holds
+ * the most keeps a scraper on an address of its own out of reach however
+ * fast other addresses open connections. A connection being served is
+ * not spared either: a client that pipelines requests and reads their
+ * responses slowly would otherwise hold its connections for ever. Within
+ * an address: a scraper sends its whole request at once, so it is served
+ * as soon as libmicrohttpd first reads it; only a connection never read
+ * can be a scraper about to be served, and the newest of those are the
+ * last to go. NULL when c is the only connection (of its address). */
 static xconn_t *victim(exporter_t *x, const xconn_t *c, int same_addr)
 {
     xconn_t *best = NULL;
 
     for (xconn_t *v = x->conns; v != NULL; v = v->next) {
-        if (v == c || v->closing || v->serving ||
-            (same_addr && v->addr != c->addr))
+        if (v == c || v->closing || (same_addr && v->addr != c->addr))
             continue;
         if (best == NULL || before(v, best))
             best = v;
@@ -1239,9 +1243,10 @@ static void usage(void)
            "(default %d)\n"
            "      --per-ip-limit N    of them from one client address "
            "(default %d);\n"
-           "                          over a limit, a newcomer closes a "
-           "connection\n"
-           "                          still waiting for its request (zkr(1))\n"
+           "                          over a limit, a newcomer closes "
+           "another\n"
+           "                          connection, a waiting one first "
+           "(zkr(1))\n"
            "      --header-timeout SECONDS\n"
            "                          time a connection has to send a whole "
            "request\n"

@@ -446,6 +446,52 @@ EOF
         -v m="$(scaled 3)" 'BEGIN { exit !(i != "" && i + 0 >= 0.5 && i + 0 <= 1 + m) }'
 }
 
+# A client that pipelines requests and does not read the responses holds
+# connections being served (libmicrohttpd drops one only after 10 s
+# without progress, and a client that reads a little now and then never
+# gets there): with the total filled by such connections from four
+# addresses, a scrape from a fifth must still be served, closing one of
+# them (zkr(1): a newcomer closes a connection of the address holding the
+# most). The scrapes end well within those 10 s.
+test_slow_reader_fills_total() {
+    local h code n bad=0
+    exporter_start -- --max-connections 8 --per-ip-limit 2 /exp/slow
+    rm -f "$WORK/slowread.out"
+    cat >"$WORK/slowread.py" <<'EOF2'
+import socket, sys, time
+host, port = sys.argv[1].rsplit(":", 1)
+req = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 400
+held = []
+for i in range(8):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.bind(("127.0.0.%d" % (2 + i // 2), 0))
+    s.settimeout(5)
+    s.connect((host, int(port)))
+    s.sendall(req)
+    held.append(s)
+print("ready", flush=True)
+time.sleep(9)
+EOF2
+    bg python3 "$WORK/slowread.py" "$EXP" >"$WORK/slowread.out"
+    h=$!
+    expect "slow reader not ready" wait_for 10 lines_ge "$WORK/slowread.out" 1 '^ready$'
+    sleep 1 # the exporter fills the sockets and stalls
+    for n in 1 2 3; do
+        code=$(curl -sS --interface 127.0.0.1 --max-time 2 -o /dev/null \
+            -w '%{http_code}' "http://$EXP/metrics" 2>"$WORK/slowread.err") ||
+            code="$code curl exit $?"
+        [ "$code" = 200 ] || {
+            bad=$((bad + 1))
+            fail "scrape $n: $code $(cat "$WORK/slowread.err")"
+        }
+    done
+    wait_status "$h"
+    echo "# $bad of 3 scrapes failed"
+    expect "no connection evicted" [ "$(metric \
+        'zkr_exporter_http_closed_total{reason="evicted"}')" -gt 0 ]
+}
+
 # The limits' options: listed by --help; out of range, or more
 # connections than the open-files hard limit allows (2 N + 64), a usage
 # error (exit 64) before any session is opened.
@@ -481,5 +527,6 @@ run_test test_zookeeper_restart
 run_test test_slowloris
 run_test test_total_limit_spares_lone_address
 run_test test_header_timeout
+run_test test_slow_reader_fills_total
 run_test test_http_options
 done_testing
