@@ -55,10 +55,19 @@ static void observer_watcher(zhandle_t *zh, int type, int state,
         path == NULL || (s = zkr__session_lock_live(ctx)) == NULL)
         return;
     if (zh == s->zh)
-        for (zkr_observer_t *o = s->observers; o != NULL; o = o->next)
-            if (strcmp(o->dir, path) == 0 ||
-                (o->watched != NULL && strcmp(o->watched, path) == 0))
+        for (zkr_observer_t *o = s->observers; o != NULL; o = o->next) {
+            if (o->watched != NULL && strcmp(o->watched, path) == 0) {
+                /* Our data watch on the node fired: it is used up, and
+                 * zkr__observed() must no longer claim the path (a
+                 * contender of this session watching it takes its own
+                 * watch back). A read that sets it again records it. */
+                free(o->watched);
+                o->watched = NULL;
                 refresh(o);
+            } else if (strcmp(o->dir, path) == 0) {
+                refresh(o);
+            }
+        }
     pthread_mutex_unlock(&s->mu);
 }
 
