@@ -1285,7 +1285,9 @@ ZKR_EXTERN int zkr_election_set_listener(zkr_election_t *e,
  *   zkr_contenders_holding() counts none (docs/design/lock-delay.md 1.7).
  *   A candidate whose ACL does not let its creator write its node cannot
  *   touch it: it does not announce itself, and is reported as soon as it
- *   is first.
+ *   is first. Any write to a waiting candidate's node counts as its
+ *   touch (readers cannot tell who wrote): a client that writes it makes
+ *   it look leading; an ACL that lets only the creator write prevents it.
  * \return 0; ZBADARGUMENTS (NULL, delay_ms < 0); ZKR_ESTATE (joined and
  *   not yet leading).
  */

@@ -25,6 +25,8 @@ struct zkr_observer {
     char *last;       /* node name last reported; NULL = "no leader" reported */
     char *watched;    /* full path of the node that announced which our data
                          watch is on (set with its last read), or NULL */
+    char *reading;    /* path of such a node whose read (setting that data
+                         watch) is in flight (the op's), or NULL */
     int last_err;     /* ... and the error reported with it (0: none) */
     int started;      /* something was reported */
     int busy;         /* a request is in flight */
@@ -55,18 +57,29 @@ static void observer_watcher(zhandle_t *zh, int type, int state,
         path == NULL || (s = zkr__session_lock_live(ctx)) == NULL)
         return;
     if (zh == s->zh)
-        for (zkr_observer_t *o = s->observers; o != NULL; o = o->next)
-            if (strcmp(o->dir, path) == 0 ||
-                (o->watched != NULL && strcmp(o->watched, path) == 0))
+        for (zkr_observer_t *o = s->observers; o != NULL; o = o->next) {
+            if (o->watched != NULL && strcmp(o->watched, path) == 0) {
+                /* Our data watch on the node fired: it is used up, and
+                 * zkr__observed() must no longer claim the path (a
+                 * contender of this session watching it takes its own
+                 * watch back). A read that sets it again records it. */
+                free(o->watched);
+                o->watched = NULL;
                 refresh(o);
+            } else if (strcmp(o->dir, path) == 0) {
+                refresh(o);
+            }
+        }
     pthread_mutex_unlock(&s->mu);
 }
 
 int zkr__observed(zkr_session_t *s, const char *path)
 {
     for (zkr_observer_t *o = s->observers; o != NULL; o = o->next)
-        if (!o->gone && (strcmp(o->dir, path) == 0 ||
-                         (o->watched != NULL && strcmp(o->watched, path) == 0)))
+        if (!o->gone &&
+            (strcmp(o->dir, path) == 0 ||
+             (o->watched != NULL && strcmp(o->watched, path) == 0) ||
+             (o->reading != NULL && strcmp(o->reading, path) == 0)))
             return 1;
     return 0;
 }
@@ -76,6 +89,7 @@ void zkr__observers_forked(zkr_session_t *s)
     for (zkr_observer_t *o = s->observers; o != NULL; o = o->next) {
         o->busy = 0;
         o->events = 0;
+        o->reading = NULL;
     }
 }
 
@@ -176,6 +190,7 @@ static void leader_read(int rc, const char *value, int len,
     zkr_session_t *s = zkr__op_begin(op, rc);
     zkr_observer_t *o = op->ctx;
 
+    o->reading = NULL;
     if (rc == ZOK && zkr__name_announces(strrchr(op->path, '/') + 1) &&
         (o->watched == NULL || strcmp(o->watched, op->path) != 0)) {
         /* The read set a data watch on this node: the one on the node
@@ -269,10 +284,17 @@ static void listed(int rc, const struct String_vector *v, const void *data)
                          ? zoo_awget(s->zh, op2->path, observer_watcher, s,
                                      leader_read, op2)
                          : zoo_aget(s->zh, op2->path, 0, leader_read, op2)) ==
-                        ZOK)
+                        ZOK) {
                     o->busy = 1;
-                else
+                    /* Until its answer, the session's data watch on the
+                     * node (one registration, shared with this session's
+                     * other observers) is ours too: a removal for another
+                     * observer now would take it away (zkr__observed()). */
+                    if (zkr__name_announces(e[0].name))
+                        o->reading = op2->path;
+                } else {
                     zkr__op_cancel(op2);
+                }
             }
         }
         free(e);

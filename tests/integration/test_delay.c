@@ -953,6 +953,136 @@ static void test_observer_free_leaves_no_watch(void **state)
     zkr_session_free(s2);
 }
 
+/* An observer's data watch on an announcing leader's node is used up when
+ * the node changes (here a client writes it): the observer, which reported
+ * that leader already, reads it no more and holds no watch there. A
+ * candidate of the observer's session that waits behind that leader
+ * watches its node; when it leaves, it takes that watch back: the server
+ * holds as many watches as before it joined. */
+static void test_observer_fired_watch_not_kept(void **state)
+{
+    const char *dir = "/d/obs-fired";
+    zkr_session_t *s2 = open_session(10000), *s3 = open_session(10000);
+    zkr_election_t *c = NULL, *d = NULL;
+    zkr_observer_t *o = NULL;
+    struct watch_c w = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    zkr_contender_t *v = NULL;
+    char node[512];
+    int n = 0;
+    long wa, w0;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&c, s2, dir, "C", NULL, ZKR_POLICY_SUSPEND), 0);
+    w.c = c;
+    assert_int_equal(zkr_election_set_delay(c, 60000), 0);
+    assert_int_equal(zkr_election_join(c), 0);
+    assert_int_equal(zkr_election_await(c, zkt_scaled_ms(10000)), 0);
+    assert_int_equal(zkr_observer_new(&o, s3, dir, on_watch_c, &w), 0);
+    assert_true(ZKT_WAIT_UNTIL(watch_get(&w, &w.last_is_c), 10000));
+    zkt_sleep_ms(zkt_scaled_ms(500)); /* C's own watches are set */
+    assert_int_equal(zkr_election_participants(c, &v, &n), 0);
+    assert_int_equal(n, 1);
+    snprintf(node, sizeof(node), "%s", v[0].node);
+    zkr_contenders_free(v, n);
+    wa = zkt_total_watches(server);
+    assert_true(wa >= 2); /* the observer's on the directory and on C */
+    /* A write to C's node uses up the observer's data watch on it (C's
+     * own watch on its node is set again by C). */
+    assert_int_equal(zoo_set(raw, node, "C", 1, -1), ZOK);
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == wa - 1, 10000));
+    zkt_sleep_ms(zkt_scaled_ms(500));
+    w0 = zkt_total_watches(server);
+    assert_int_equal(w0, wa - 1);
+    /* D, in the observer's session, waits behind C, then leaves. */
+    assert_int_equal(
+        zkr_election_new(&d, s3, dir, "D", NULL, ZKR_POLICY_SUSPEND), 0);
+    assert_int_equal(zkr_election_join(d), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(dir) == 2, 10000));
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) > w0, 10000));
+    assert_int_equal(zkr_election_leave(d), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(dir) == 1, 10000));
+    assert_true(ZKT_WAIT_UNTIL(zkt_total_watches(server) == w0, 10000));
+    assert_true(watch_get(&w, &w.last_is_c));
+    assert_int_equal(watch_get(&w, &w.early), 0);
+    zkr_election_free(d);
+    zkr_observer_free(o);
+    zkr_election_free(c);
+    zkr_session_free(s3);
+    zkr_session_free(s2);
+}
+
+/* Observers of one session share its data watch on an announcing first
+ * candidate (one registration per path). An observer freed while another
+ * one's read of that node is in flight must not take the shared watch
+ * away: the remaining observer reports the candidate once it leads. */
+static void test_observer_free_keeps_others_watch(void **state)
+{
+    const char *dir = "/d/obs-share";
+    const int t = 2000, d = 4 * t;
+    zkr_session_t *s1 = open_session(t), *s2 = open_session(t),
+                  *s3 = open_session(10000);
+    zkr_election_t *l = NULL, *c = NULL;
+    zkr_observer_t *a = NULL, *b = NULL;
+    struct watch_c wa = {.mu = PTHREAD_MUTEX_INITIALIZER},
+                   wb = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    struct watch_c *cur = &wa, *next = &wb;
+    int64_t t0;
+    long k;
+
+    (void)state;
+    assert_int_equal(
+        zkr_election_new(&l, s1, dir, "L", NULL, ZKR_POLICY_SUSPEND), 0);
+    assert_int_equal(
+        zkr_election_new(&c, s2, dir, "C", NULL, ZKR_POLICY_SUSPEND), 0);
+    wa.c = wb.c = c;
+    assert_int_equal(zkr_election_set_delay(c, d), 0);
+    assert_int_equal(zkr_election_join(l), 0);
+    assert_int_equal(zkr_election_await(l, zkt_scaled_ms(5 * t)), 0);
+    assert_int_equal(zkr_election_join(c), 0);
+    assert_true(ZKT_WAIT_UNTIL(children(dir) == 2, 5 * t));
+    t0 = zkt_now_ms();
+    expire(s1);
+    assert_true(ZKT_WAIT_UNTIL(zkr_election_state(c) == ZKR_LOCK_DELAYED,
+                               zkt_scaled_ms(5 * t)));
+    assert_int_equal(zkr_observer_new(&a, s3, dir, on_watch_c, &wa), 0);
+    assert_true(ZKT_WAIT_UNTIL(watch_get(&wa, &wa.last_none), 5 * t));
+    zkt_sleep_ms(zkt_scaled_ms(300));
+    k = zkt_total_watches(server); /* includes the data watch on C */
+    /* Replace the observer by a new one, freeing the old one at moments
+     * around the new one's read, while C waits out its delay; until the
+     * server holds our session's data watch on C no more (then the
+     * current observer has to hear C's touch without it). */
+    for (int i = 0;
+         i < 200 && !zkr_election_is_leader(c) && zkt_now_ms() - t0 < d / 2;
+         i++) {
+        memset(next, 0, sizeof(*next));
+        pthread_mutex_init(&next->mu, NULL);
+        next->c = c;
+        assert_int_equal(zkr_observer_new(&b, s3, dir, on_watch_c, next), 0);
+        usleep((useconds_t)(i % 8) * 150);
+        zkr_observer_free(a);
+        a = b;
+        pthread_mutex_destroy(&cur->mu);
+        cur = next;
+        next = cur == &wa ? &wb : &wa;
+        assert_true(ZKT_WAIT_UNTIL(watch_get(cur, &cur->last_none), 5 * t));
+        if (!ZKT_WAIT_UNTIL(zkt_total_watches(server) == k, 200))
+            break;
+    }
+    assert_false(zkr_election_is_leader(c));
+    /* C leads once its delay is over; the observer says so. */
+    assert_true(ZKT_WAIT_UNTIL(zkr_election_is_leader(c), 3 * d));
+    assert_true(ZKT_WAIT_UNTIL(watch_get(cur, &cur->last_is_c), 5 * t));
+    assert_int_equal(watch_get(cur, &cur->early), 0);
+    zkr_observer_free(a);
+    zkr_election_free(c);
+    zkr_election_free(l);
+    zkr_session_free(s3);
+    zkr_session_free(s2);
+    zkr_session_free(s1);
+}
+
 /* Arguments and states of the API. */
 /* Issue 16 review (F2): a writer behind readers r1, r2, watching r2. r2's
  * session expires: the writer lists again, sees r1, waits on. r1 then
@@ -1168,6 +1298,8 @@ int main(void)
         cmocka_unit_test(test_observer_waits_out_delay),
         cmocka_unit_test(test_observer_waits_out_delay_unrecorded),
         cmocka_unit_test(test_observer_free_leaves_no_watch),
+        cmocka_unit_test(test_observer_fired_watch_not_kept),
+        cmocka_unit_test(test_observer_free_keeps_others_watch),
         cmocka_unit_test(test_writer_keeps_earlier_death),
         cmocka_unit_test(test_readers_after_clean_releases),
         cmocka_unit_test(test_rejoin_after_own_node_deleted),
