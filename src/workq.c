@@ -806,6 +806,10 @@ static int put_run(zkr_workq_t *q, const void *data, size_t len, int level,
         pthread_mutex_unlock(&s->mu);
         for (int i = 0; i < nc; i++)
             zoo_delete_op_init(&ops[3 + i], carried[i], -1);
+        /* A multi that failed as a whole (not sent, connection lost,
+         * session expired) leaves the results as they were: read as ZOK,
+         * they name no op. */
+        memset(res, 0, sizeof(res));
         rc = zoo_multi(zh, 3 + nc, ops, res);
         if (rc == ZOK) {
             int32_t seq = 0;
@@ -1181,6 +1185,11 @@ static int dead_letter(zkr_workq_t *q, zhandle_t *zh, const char *ipath,
         zoo_create_op_init(&ops[0], dead, data, len, q->acl, ZOO_PERSISTENT,
                            NULL, 0);
         zoo_delete_op_init(&ops[1], ipath, v);
+        /* Results are only written by a multi the server answered: one
+         * that failed as a whole (the connection lost: it may or may not
+         * have applied) must not read as the dead node already there,
+         * which deletes the item alone. */
+        memset(res, 0, sizeof(res));
         rc = zoo_multi(zh, 2, ops, res);
         if (rc == ZOK)
             return ZOK;
