@@ -629,8 +629,18 @@ static int repair_tail(const struct ACL_vector *acl, zhandle_t *zh,
         return rc == ZBADVERSION || rc == ZNONODE ? ZOK : rc;
     } else {
         struct String_vector v = {0, NULL};
+        struct Stat st;
         int n = 0, *bk, below = -1;
 
+        /* An ephemeral node of another client at b<t> (made ahead of the
+         * tail and adopted, or in place of a deleted tail) can have no
+         * items: it is not a bucket. Deleted, it is missing. */
+        snprintf(bt, sizeof(bt), "%s/b%010d", ql, t);
+        rc = zoo_exists(zh, bt, 0, &st);
+        if (rc == ZOK && st.ephemeralOwner != 0)
+            rc = zoo_delete(zh, bt, st.version);
+        if (rc != ZOK && rc != ZNONODE && rc != ZBADVERSION)
+            return rc;
         if ((rc = zoo_get_children(zh, ql, 0, &v)) != ZOK)
             return rc;
         bk = sorted_buckets(&v, &n);
@@ -652,7 +662,6 @@ static int repair_tail(const struct ACL_vector *acl, zhandle_t *zh,
         }
         /* Only while q<L> still names t: a repair from an old read must
          * not make a bucket below the tail (review17c C2). */
-        snprintf(bt, sizeof(bt), "%s/b%010d", ql, t);
         zoo_check_op_init(&ops[0], ql, t);
         zoo_create_op_init(&ops[1], bt, "", 0, acl, ZOO_PERSISTENT, NULL, 0);
         rc = zoo_multi(zh, 2, ops, res);
@@ -797,6 +806,10 @@ static int put_run(zkr_workq_t *q, const void *data, size_t len, int level,
         pthread_mutex_unlock(&s->mu);
         for (int i = 0; i < nc; i++)
             zoo_delete_op_init(&ops[3 + i], carried[i], -1);
+        /* A multi that failed as a whole (not sent, connection lost,
+         * session expired) leaves the results as they were: read as ZOK,
+         * they name no op. */
+        memset(res, 0, sizeof(res));
         rc = zoo_multi(zh, 3 + nc, ops, res);
         if (rc == ZOK) {
             int32_t seq = 0;
@@ -850,12 +863,14 @@ static int put_run(zkr_workq_t *q, const void *data, size_t len, int level,
             tries++;
             continue;
         }
-        if (f == 0 && (res[0].err == ZBADVERSION || res[0].err == ZNONODE)) {
+        if ((f == 0 && (res[0].err == ZBADVERSION || res[0].err == ZNONODE)) ||
+            (f == 1 && res[1].err == ZNOCHILDRENFOREPHEMERALS)) {
             /* Sealed (or deleted, so sealed): the tail moved, unless q<L>
-             * still names this bucket: a foreign write; repaired. */
+             * still names this bucket: a foreign write; repaired. An
+             * ephemeral node there is not a bucket: repaired as missing. */
             int was = t, r;
 
-            rc = res[0].err;
+            rc = f == 1 ? ZNONODE : res[0].err;
             t = -1;
             if (zoo_exists(zh, ql, 0, &st) == ZOK && st.version == was) {
                 r = repair_tail(q->acl, zh, ql, was, rc == ZBADVERSION);
@@ -1170,6 +1185,11 @@ static int dead_letter(zkr_workq_t *q, zhandle_t *zh, const char *ipath,
         zoo_create_op_init(&ops[0], dead, data, len, q->acl, ZOO_PERSISTENT,
                            NULL, 0);
         zoo_delete_op_init(&ops[1], ipath, v);
+        /* Results are only written by a multi the server answered: one
+         * that failed as a whole (the connection lost: it may or may not
+         * have applied) must not read as the dead node already there,
+         * which deletes the item alone. */
+        memset(res, 0, sizeof(res));
         rc = zoo_multi(zh, 2, ops, res);
         if (rc == ZOK)
             return ZOK;
@@ -1197,13 +1217,11 @@ static int delete_tree(zhandle_t *zh, const char *path, int depth)
     if ((rc = zoo_get_children(zh, path, 0, &v)) != ZOK)
         return rc == ZNONODE ? ZOK : rc;
     for (int i = 0; i < v.count && rc == ZOK; i++) {
-        char sub[1024];
+        /* Names of other clients' nodes can be of any length. */
+        char *sub = zkr__join(path, v.data[i]);
 
-        if (snprintf(sub, sizeof(sub), "%s/%s", path, v.data[i]) >=
-            (int)sizeof(sub))
-            rc = ZBADARGUMENTS;
-        else
-            rc = delete_tree(zh, sub, depth - 1);
+        rc = sub != NULL ? delete_tree(zh, sub, depth - 1) : ZKR_ENOMEM;
+        free(sub);
     }
     deallocate_String_vector(&v);
     if (rc == ZOK)
@@ -1240,26 +1258,28 @@ static int item_claimed(zkr_workq_t *q, zhandle_t *zh, const char *ipath,
             return rc;
         }
         for (int i = 0; i < cv.count && rc == ZOK; i++) {
-            char cpath[700];
+            char *cpath;
             int claim = 0;
 
             for (int k = 0; k < n && !claim; k++)
                 claim = e[k].name == cv.data[i];
             if (claim)
                 continue;
-            snprintf(cpath, sizeof(cpath), "%s/%s", ipath, cv.data[i]);
-            rc = delete_tree(zh, cpath, 8);
+            /* Names of other clients' nodes can be of any length. */
+            cpath = zkr__join(ipath, cv.data[i]);
+            rc = cpath != NULL ? delete_tree(zh, cpath, 8) : ZKR_ENOMEM;
+            free(cpath);
             junk = 1;
         }
         if (rc == ZOK && n > 0) {
             /* The first contender holds the item: a claim only if
              * ephemeral (a persistent node of that name is not one). */
-            char cpath[700];
+            char *cpath = zkr__join(ipath, e[0].name);
             struct Stat cs;
 
-            snprintf(cpath, sizeof(cpath), "%s/%s", ipath, e[0].name);
-            rc = zoo_exists(zh, cpath, 0, &cs);
+            rc = cpath != NULL ? zoo_exists(zh, cpath, 0, &cs) : ZKR_ENOMEM;
             if (rc == ZOK && cs.ephemeralOwner != 0) {
+                free(cpath);
                 free(e);
                 deallocate_String_vector(&cv);
                 return 1;
@@ -1268,6 +1288,7 @@ static int item_claimed(zkr_workq_t *q, zhandle_t *zh, const char *ipath,
                 rc = delete_tree(zh, cpath, 8);
             else if (rc == ZNONODE)
                 rc = ZOK;
+            free(cpath);
             junk = 1;
         }
         free(e);
@@ -1754,20 +1775,20 @@ static int item_info(zkr_workq_t *q, zhandle_t *zh, const char *ipath,
 
         if (zoo_get_children(zh, ipath, 0, &cv) == ZOK &&
             zkr__sort_children(&cv, &e, &n) == 0 && n > 0) {
-            char cpath[700], buf[ZKR_ID_MAX + 1];
+            char *cpath = zkr__join(ipath, e[0].name), buf[ZKR_ID_MAX + 1];
             int len = ZKR_ID_MAX;
             struct Stat cs;
 
-            snprintf(cpath, sizeof(cpath), "%s/%s", ipath, e[0].name);
             /* A claim is ephemeral: a node of another client named as
              * one is not (the next scan deletes it, see item_claimed). */
-            if (zoo_get(zh, cpath, 0, buf, &len, &cs) == ZOK &&
+            if (cpath != NULL && zoo_get(zh, cpath, 0, buf, &len, &cs) == ZOK &&
                 cs.ephemeralOwner != 0) {
                 buf[len > 0 ? len : 0] = '\0';
                 out->claimed = 1;
                 out->claim_sid = cs.ephemeralOwner;
                 out->claim_id = zkr__strdup(buf);
             }
+            free(cpath);
         }
         free(e);
         deallocate_String_vector(&cv);
@@ -2176,11 +2197,14 @@ static void item_done(zkr__commit_t *cm, int rc)
          * receipt goes with the session's cleanup, whose delete follows
          * the multi on the session's connection. */
         (void)zkr__cleanup_add(s, it->receipt, NULL, NULL, s->sid, NULL);
-    if (it->where == ZKR_NACK_BACK && cm->failed == 3 &&
-        (rc == ZBADVERSION || rc == ZNONODE) && it->tail_tries++ < WQ_REPAIRS) {
+    if (it->where == ZKR_NACK_BACK &&
+        ((cm->failed == 3 && (rc == ZBADVERSION || rc == ZNONODE)) ||
+         (cm->failed == 4 && rc == ZNOCHILDRENFOREPHEMERALS)) &&
+        it->tail_tries++ < WQ_REPAIRS) {
         /* The tail we aimed at is sealed or gone (nothing applied, the
-         * claim kept): q<L> names the next one, or is repaired (B1). */
-        it->tail_rc = rc;
+         * claim kept): q<L> names the next one, or is repaired (B1). An
+         * ephemeral node there is not a bucket: repaired as missing. */
+        it->tail_rc = rc == ZNOCHILDRENFOREPHEMERALS ? ZNONODE : rc;
         if ((rc = tail_lookup(it)) == 0)
             return;
     }

@@ -130,9 +130,17 @@ static void unhold(void)
 
 /* ----------------------------------------------------------- scenarios */
 
-enum recipe { R_LOCK, R_SEMAPHORE, R_READ, R_WRITE, R_ELECTION, R_OBSERVER };
-static const char *const recipe_name[] = {"lock",  "semaphore", "read",
-                                          "write", "election",  "observer"};
+enum recipe {
+    R_LOCK,
+    R_SEMAPHORE,
+    R_READ,
+    R_WRITE,
+    R_ELECTION,
+    R_OBSERVER,
+    R_WORKQ
+};
+static const char *const recipe_name[] = {
+    "lock", "semaphore", "read", "write", "election", "observer", "workq"};
 
 static int make(enum recipe r, zkr_session_t *s, const char *dir,
                 zkr_lock_t **l, zkr_lock_t **other)
@@ -258,6 +266,112 @@ static void observer_scenario(zkr_session_t *s, const char *dir, int check)
     zkr_observer_free(o);
 }
 
+/* Deletes path and everything below it (another client's cleanup). */
+static void remove_tree(const char *path)
+{
+    struct String_vector v = {0, NULL};
+
+    if (zoo_get_children(raw, path, 0, &v) == ZOK) {
+        for (int i = 0; i < v.count; i++) {
+            char sub[512];
+
+            snprintf(sub, sizeof(sub), "%s/%s", path, v.data[i]);
+            remove_tree(sub);
+        }
+        deallocate_String_vector(&v);
+    }
+    (void)zoo_delete(raw, path, -1);
+}
+
+/* The work queue: puts, takes (the first behind another client's node
+ * under the item, which the scan removes), an ack, nacks to the front and
+ * to the back, a release by a free, an asynchronous take whose callback
+ * acks asynchronously; an item delivered before goes to the dead letters.
+ * Counted for the check in run(): no item lost or made twice. */
+static int wq_put_ok, wq_put_maybe, wq_acked, wq_doubt;
+
+static void wq_count_ack(int rc)
+{
+    pthread_mutex_lock(&mu);
+    wq_acked += rc == 0;
+    wq_doubt += rc == ZKR_EINDOUBT;
+    pthread_mutex_unlock(&mu);
+}
+
+static void wq_ack_cb(int rc, zkr_item_t *it, void *data)
+{
+    (void)data;
+    wq_count_ack(rc);
+    pthread_mutex_lock(&mu);
+    calls++;
+    pthread_mutex_unlock(&mu);
+    zkr_item_free(it);
+}
+
+static void wq_take_cb(int rc, zkr_item_t *it, void *data)
+{
+    (void)data;
+    if (rc == 0) {
+        int r = zkr_item_ack_async(it, wq_ack_cb, NULL);
+
+        accept_call(r);
+        if (r != 0)
+            zkr_item_free(it);
+    }
+    pthread_mutex_lock(&mu);
+    calls++;
+    pthread_mutex_unlock(&mu);
+}
+
+static void workq_scenario(zkr_session_t *s, const char *dir, int tmo)
+{
+    zkr_workq_t *q = NULL;
+    zkr_item_t *it = NULL;
+    char id[ZKR_WORKQ_ID_MAX], node[300];
+    int rc;
+
+    wq_put_ok = wq_put_maybe = wq_acked = wq_doubt = 0;
+    remove_tree(dir); /* what a failed run left */
+    zoo_create(raw, "/fi", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    if (zkr_workq_new(&q, s, dir, "me", NULL) != 0)
+        return;
+    /* Items delivered once before go to PATH/dead when a scan sees them. */
+    if (zkr_workq_set_dead_letter(q, 1, NULL) != 0) {
+        zkr_workq_free(q);
+        return;
+    }
+    for (int i = 0; i < 5; i++) {
+        rc = zkr_workq_put(q, "x", 1, 1, id, sizeof(id));
+        wq_put_ok += rc == 0;
+        wq_put_maybe += rc == ZCONNECTIONLOSS;
+        if (rc == 0 && i == 0) {
+            snprintf(node, sizeof(node), "%s/%s/note", dir, id);
+            (void)zoo_create(raw, node, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL,
+                             0);
+        }
+    }
+    if (zkr_workq_take(q, tmo, &it) == 0)
+        wq_count_ack(zkr_item_ack(it));
+    zkr_item_free(it);
+    it = NULL;
+    if (zkr_workq_take(q, tmo, &it) == 0)
+        (void)zkr_item_nack(it, ZKR_NACK_FRONT);
+    zkr_item_free(it);
+    it = NULL;
+    if (zkr_workq_take(q, tmo, &it) == 0)
+        (void)zkr_item_nack(it, ZKR_NACK_BACK);
+    zkr_item_free(it);
+    it = NULL;
+    (void)zkr_workq_take(q, tmo, &it); /* freed while held: released */
+    zkr_item_free(it);
+    it = NULL;
+    rc = zkr_workq_take_async(q, tmo, wq_take_cb, NULL);
+    accept_call(rc);
+    settle();
+    settle(); /* the ack its callback started */
+    zkr_workq_free(q);
+}
+
 /* One run: fault point n of kinds fails (n = 0: none). Returns how many
  * points the run passed. */
 static long run(enum recipe r, int kinds, long n, int persist)
@@ -280,6 +394,8 @@ static long run(enum recipe r, int kinds, long n, int persist)
         election_scenario(s, dir, persist ? 500 : -1);
     else if (r == R_OBSERVER)
         observer_scenario(s, dir, !persist);
+    else if (r == R_WORKQ)
+        workq_scenario(s, dir, persist ? 500 : 2000);
     else
         lock_scenario(r, s, dir, persist ? 500 : -1);
     points = zkr__fault_points();
@@ -290,6 +406,33 @@ static long run(enum recipe r, int kinds, long n, int persist)
         fail_msg("%s: %d callbacks for %d accepted calls", wd_what, calls,
                  accepted);
     pthread_mutex_unlock(&mu);
+    if (r == R_WORKQ) {
+        /* No item lost or made twice: those acked and those left (in the
+         * queue or dead) are the puts that returned 0, give or take the puts
+         * that may have applied (ZCONNECTIONLOSS) and the acks in doubt. */
+        zkr_session_t *cs = open_session(T); /* s may be LOST */
+        char dead[80];
+        zkr_workq_t *q = NULL;
+        int64_t left = -1;
+
+        assert_int_equal(zkr_workq_new(&q, cs, dir, "check", NULL), 0);
+        assert_int_equal(zkr_workq_len(q, &left), 0);
+        zkr_workq_free(q);
+        snprintf(dead, sizeof(dead), "%s/dead", dir);
+        if (children(dead) > 0)
+            left += children(dead);
+        assert_int_equal(zkr_session_free(cs), 0);
+        if (wq_acked + left > wq_put_ok + wq_put_maybe ||
+            wq_acked + left + wq_doubt < wq_put_ok)
+            fail_msg("%s: %d puts (and %d maybe), %d acked (%d in doubt), "
+                     "%lld left",
+                     wd_what, wq_put_ok, wq_put_maybe, wq_acked, wq_doubt,
+                     (long long)left);
+        assert_int_equal(zkr_session_free(s), 0);
+        remove_tree(dir);
+        watchdog(0, "");
+        return points;
+    }
     /* No node left behind while the session lives. */
     if (!ZKT_WAIT_UNTIL(children(dir) == 0, 10000))
         fail_msg("%s: %d nodes left in %s", wd_what, children(dir), dir);
@@ -365,6 +508,7 @@ RECIPE_TESTS(R_READ, read)
 RECIPE_TESTS(R_WRITE, write)
 RECIPE_TESTS(R_ELECTION, election)
 RECIPE_TESTS(R_OBSERVER, observer)
+RECIPE_TESTS(R_WORKQ, workq)
 
 /* A failed run leaves the seam armed: disarm before the next test. */
 static int disarm(void **state)
@@ -498,6 +642,8 @@ int main(void)
         cmocka_unit_test_teardown(test_election_alloc, disarm),
         cmocka_unit_test_teardown(test_observer_zk, disarm),
         cmocka_unit_test_teardown(test_observer_alloc, disarm),
+        cmocka_unit_test_teardown(test_workq_zk, disarm),
+        cmocka_unit_test_teardown(test_workq_alloc, disarm),
         cmocka_unit_test_teardown(test_acquire_in_lost_window, disarm),
         cmocka_unit_test_teardown(test_index_growth_alloc, disarm),
     };

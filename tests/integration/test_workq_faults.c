@@ -1203,6 +1203,141 @@ static void test_nack_back_seal_bucket_made_ahead(void **state)
     assert_memory_equal(id, "q1/b0000000001/", 15);
 }
 
+/* ---------------------------------------------------------------------
+ * A node of another client under an item, with a long name (ZooKeeper
+ * limits a name only by the request size). zkr.h: nodes of other clients
+ * under an item are not claims; the item is delivered. The scan must
+ * remove the node by its whole name, whatever its length. */
+
+static void test_foreign_child_long_name(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_workq_t *q = new_q(s, "/r3w/longchild", "c");
+    zkr_item_t *it = NULL;
+    char id[ZKR_WORKQ_ID_MAX], node[1400];
+    int took, acked = -1, n0;
+    int64_t n = -1;
+
+    (void)state;
+    (void)zoo_create(raw, "/r3w", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(zkr_workq_put(q, "a", 1, 1, id, sizeof(id)), 0);
+    n0 = snprintf(node, sizeof(node), "/r3w/longchild/%s/", id);
+    memset(node + n0, 'n', 800);
+    node[n0 + 800] = '\0';
+    assert_int_equal(
+        zoo_create(raw, node, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0), ZOK);
+    /* and one named as a contender (a persistent one: not a claim) */
+    memset(node + n0, 'x', 800);
+    memcpy(node + n0 + 800, "-lock-0000000001", 17);
+    assert_int_equal(
+        zoo_create(raw, node, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0), ZOK);
+    took = zkr_workq_take(q, 2000, &it);
+    if (took == 0) {
+        acked = zkr_item_ack(it);
+        zkr_item_free(it);
+    }
+    assert_int_equal(zkr_workq_len(q, &n), 0);
+    printf("# foreign child with a long name: take %d, ack %d, len %lld\n",
+           took, acked, (long long)n);
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    assert_int_equal(took, 0);
+    assert_int_equal(acked, 0);
+    assert_int_equal(n, 0);
+}
+
+/* ---------------------------------------------------------------------
+ * Another client makes b<t+1> ahead of the tail as an EPHEMERAL node
+ * (its session alive). zkr.h: a put is put exactly once; nodes of other
+ * clients in the queue directory must not make puts fail. A bucket that
+ * cannot have children cannot be the tail. */
+
+static void test_ephemeral_bucket_made_ahead(void **state)
+{
+    enum { B = 2, N = 8 };
+    zkr_session_t *s = open_session(10000);
+    zkr_workq_t *q;
+    zkr_item_t *it = NULL;
+    char buf[16];
+    int put[N], got = 0, in_order = 1, rc;
+
+    (void)state;
+    (void)zoo_create(raw, "/r3w", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(zoo_create(raw, "/r3w/ephahead", "zkr-workq 1 bucket=2",
+                                20, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    q = new_q(s, "/r3w/ephahead", "c");
+    assert_int_equal(zkr_workq_put(q, "0", 1, 1, NULL, 0), 0);
+    assert_int_equal(zoo_create(raw, "/r3w/ephahead/q1/b0000000001", "", 0,
+                                &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, NULL, 0),
+                     ZOK);
+    put[0] = 0;
+    for (int i = 1; i < N; i++) {
+        snprintf(buf, sizeof(buf), "%d", i);
+        put[i] = zkr_workq_put(q, buf, strlen(buf), 1, NULL, 0);
+    }
+    while (got < N && (rc = zkr_workq_take(q, 2000, &it)) == 0) {
+        snprintf(buf, sizeof(buf), "%d", got);
+        if (strcmp((const char *)zkr_item_data(it, NULL), buf) != 0)
+            in_order = 0;
+        (void)zkr_item_ack(it);
+        zkr_item_free(it);
+        it = NULL;
+        got++;
+    }
+    printf("# ephemeral b1 made ahead: puts");
+    for (int i = 0; i < N; i++)
+        printf(" %d", put[i]);
+    printf("; %d of %d taken, in order %d\n", got, N, in_order);
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(put[i], 0);
+    assert_int_equal(got, N);
+    assert_true(in_order);
+    (void)B;
+}
+
+/* The same for a nack to the back: q<L> names an ephemeral node of
+ * another client (made at b1, q1 moved to it, b0 sealed). zkr.h: a nack to the
+ * back puts the item at the back of its level; it is delivered again. */
+static void test_nack_back_ephemeral_tail(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_workq_t *q;
+    zkr_item_t *it = NULL;
+    int nack = 1, again = 1, deliveries = 0;
+
+    (void)state;
+    (void)zoo_create(raw, "/r3w", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    q = new_q(s, "/r3w/ephnack", "c");
+    assert_int_equal(zkr_workq_put(q, "a", 1, 1, NULL, 0), 0);
+    assert_int_equal(zoo_create(raw, "/r3w/ephnack/q1/b0000000001", "", 0,
+                                &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, NULL, 0),
+                     ZOK);
+    assert_int_equal(zoo_set(raw, "/r3w/ephnack/q1", "", 0, 0), ZOK);
+    assert_int_equal(
+        zoo_set(raw, "/r3w/ephnack/q1/b0000000000", "sealed", 6, 0), ZOK);
+    assert_int_equal(zkr_workq_take(q, 5000, &it), 0);
+    nack = zkr_item_nack(it, ZKR_NACK_BACK);
+    zkr_item_free(it);
+    it = NULL;
+    again = zkr_workq_take(q, 2000, &it);
+    if (again == 0) {
+        deliveries = zkr_item_deliveries(it);
+        assert_int_equal(zkr_item_ack(it), 0);
+        zkr_item_free(it);
+    }
+    printf("# nack back, ephemeral tail: nack %d, take again %d, delivery "
+           "%d\n",
+           nack, again, deliveries);
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    assert_int_equal(nack, 0);
+    assert_int_equal(again, 0);
+    assert_int_equal(deliveries, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1224,6 +1359,9 @@ int main(void)
         cmocka_unit_test(test_foreign_write_to_claimed_item),
         cmocka_unit_test(test_foreign_child_under_item),
         cmocka_unit_test(test_applied_ack_answer_lost_session_expired),
+        cmocka_unit_test(test_foreign_child_long_name),
+        cmocka_unit_test(test_ephemeral_bucket_made_ahead),
+        cmocka_unit_test(test_nack_back_ephemeral_tail),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
