@@ -1081,14 +1081,14 @@ static void heartbeat(sup_t *p)
 
 /* Stops zkr by sig (SIGTSTP, SIGTTIN, SIGTTOU), the stop of a job: its
  * parent (a shell, or the guard of an outer zkr) sees a job-control stop.
- * group: the whole process group, as the terminal stops a job. Returns once
- * continued. The kernel discards these stops in an orphaned process group
- * (nobody there to continue it): then SIGSTOP, which it does not. SIGCONT
- * is blocked, never read by the signalfd: pending, it tells that we were
- * stopped and continued. The signal's default action is ours for the
- * moment, whatever disposition zkr inherited (the command inherits that
- * one). */
-static void stop_as_job(int sig, int group)
+ * group: the whole process group, as the terminal stops a job. Returns 1
+ * once continued. The kernel discards these stops in an orphaned process
+ * group (no job control: nobody there would ever continue it): then zkr
+ * does not stop either, and 0 is returned at once. SIGCONT is blocked,
+ * never read by the signalfd: pending, it tells that we were stopped and
+ * continued. The signal's default action is ours for the moment, whatever
+ * disposition zkr inherited (the command inherits that one). */
+static int stop_as_job(int sig, int group)
 {
     struct timespec zero = {0, 0};
     struct sigaction dfl, old;
@@ -1110,9 +1110,10 @@ static void stop_as_job(int sig, int group)
     pthread_sigmask(SIG_BLOCK, &one, NULL);
     sigaction(sig, &old, NULL);
     if (sigtimedwait(&cont, NULL, &zero) < 0)
-        kill(getpid(), SIGSTOP);
+        return 0; /* discarded: not stopped */
     while (sigtimedwait(&cont, NULL, &zero) > 0)
         ;
+    return 1;
 }
 
 /* Job control: the command's tree is stopped with us, and we stop by sig
@@ -1132,7 +1133,9 @@ static void stop_self(sup_t *p, int sig, int group)
         heartbeat(p);
     }
     take_tty(p);
-    stop_as_job(sig, group);
+    if (!stop_as_job(sig, group))
+        cli_err("no job control (orphaned process group): zkr does not "
+                "stop; the command is continued");
     give_tty(p);
     if (p->running && !p->stopped && !p->killing)
         ct_cont_tree(p->g.guard, p->g.cmd);
