@@ -10,8 +10,9 @@
  *
  * One thread (main) supervises; zkr's callbacks only write small messages
  * to a pipe. Signals are received through a signalfd, so SIGINT, SIGTERM,
- * SIGHUP, SIGCHLD, SIGTSTP, SIGTTIN and SIGTTOU are blocked in every thread
- * (zkr's threads are created after the mask is set and inherit it).
+ * SIGHUP, SIGCHLD, SIGTSTP, SIGTTIN, SIGTTOU and SIGCONT are blocked in
+ * every thread (zkr's threads are created after the mask is set and
+ * inherit it).
  *
  * The command runs under a guard process (contain.c) that is its parent
  * and a subreaper: the grant lasts until every process of the command is
@@ -1157,10 +1158,27 @@ static void job_stop(sup_t *p, int sig)
     }
 }
 
+/* zkr continued without having stopped itself: the shell's fg after bg
+ * (zkr and the command were continued with the terminal left to the
+ * shell; now it is zkr's group's), or a kill -CONT. As fg does to a job:
+ * the terminal to the command if zkr has it, and SIGCONT to the command's
+ * group (a nested zkr then does the same for its own command). */
+static void continued(sup_t *p)
+{
+    if (!p->running || p->exited || p->killing)
+        return;
+    give_tty(p);
+    if (!p->stopped)
+        ct_signal_group(p->g.guard, p->g.cmd, SIGCONT);
+}
+
 static void on_signal(sup_t *p, int sig)
 {
     switch (sig) {
     case SIGCHLD:
+        return;
+    case SIGCONT:
+        continued(p);
         return;
     case SIGTSTP:
     case SIGTTIN:
@@ -1329,7 +1347,7 @@ static int open_session(sup_t *p, const cli_t *c)
             if (si.ssi_signo == SIGTSTP || si.ssi_signo == SIGTTIN ||
                 si.ssi_signo == SIGTTOU)
                 stop_as_job((int)si.ssi_signo, 0);
-            else if (si.ssi_signo != SIGCHLD) {
+            else if (si.ssi_signo != SIGCHLD && si.ssi_signo != SIGCONT) {
                 /* Nothing was created yet: nothing to clean up. */
                 fflush(stderr);
                 _exit(128 + (int)si.ssi_signo);
@@ -1366,14 +1384,16 @@ static int setup(sup_t *p, const cli_t *c, const opts_t *o)
     sigaddset(&set, SIGTSTP);
     sigaddset(&set, SIGTTIN);
     sigaddset(&set, SIGTTOU);
+    sigaddset(&set, SIGCONT);
     /* Subreaper: if the guard is killed, the command's tree comes to us
      * rather than to init. What we had as children before is not the
      * command's. */
     ct_record_foreign();
     /* A write to the guard after it ended is EPIPE, not our death. */
     signal(SIGPIPE, SIG_IGN);
-    /* Blocked but not read: a pending SIGCONT tells stop_as_job() that we
-     * were stopped (a continuation happens whatever the mask). */
+    /* Blocked: a pending SIGCONT tells stop_as_job() that we were stopped
+     * (a continuation happens whatever the mask), which takes it; one that
+     * continued us otherwise is read by the signalfd (continued()). */
     sigemptyset(&cont);
     sigaddset(&cont, SIGCONT);
     if (sigprocmask(SIG_BLOCK, &cont, NULL) != 0 ||

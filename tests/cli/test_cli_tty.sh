@@ -143,6 +143,23 @@ test_nested_stopped_killed() {
         wait_for 10 "$ZKR" lock -n /cli/tty-nstop-inner true
 }
 
+# Ctrl-Z, the shell's bg (SIGCONT, the terminal kept by the shell), then
+# fg (the terminal to the job, SIGCONT): the job is in the foreground, so
+# its command reads the terminal, at every depth, without stopping again.
+test_ctrl_z_bg_fg() {
+    local cmd
+    cmd="echo ready; sleep $(scaled 3); read x; echo \"got \$x\""
+    ptyrun expect:ready send:'\x1a' stopped signal:CONT sleep:0.3 cont \
+        send:'go\n' expect:'got go' -- "$ZKR" lock /cli/tty-bg sh -c "$cmd"
+    expect "Ctrl-Z, bg, fg: $(cat "$WORK/pty")" [ "$st" -eq 0 ]
+    expect "the command's status: $(cat "$WORK/pty")" grep -q "^exit 0" "$WORK/pty"
+    ptyrun expect:ready send:'\x1a' stopped signal:CONT sleep:0.3 cont \
+        send:'go\n' expect:'got go' -- "$ZKR" lock /cli/tty-bg-outer \
+        "$ZKR" lock /cli/tty-bg-inner sh -c "$cmd"
+    expect "nested, Ctrl-Z, bg, fg: $(cat "$WORK/pty")" [ "$st" -eq 0 ]
+    expect "the command's status: $(cat "$WORK/pty")" grep -q "^exit 0" "$WORK/pty"
+}
+
 # No job control (a service, a command under setsid: an orphaned process
 # group): the kernel discards SIGTSTP there, as nobody would continue the
 # job. zkr, whose command's group stands for its own, does not stop
@@ -186,5 +203,6 @@ run_test test_nested_ctrl_z_fg
 run_test test_nested_tstp_fg
 run_test test_nested_ctrl_z_ctrl_c
 run_test test_nested_stopped_killed
+run_test test_ctrl_z_bg_fg
 run_test test_orphaned_group_never_stops
 done_testing
