@@ -616,18 +616,22 @@ static int interpreter(const char *file, char *interp, size_t size)
  * none, a file of that name that exists is "permission denied" (execvp's
  * EACCES). A file without "#!" that the kernel does not recognize is run
  * with /bin/sh, as execvp() does (ct_spawn()), so it is not looked into;
- * a "#!" interpreter that cannot be run is found out here. NULL, after
- * saying why on stderr, with *why set to CLI_EXIT_NOTFOUND or
- * CLI_EXIT_NOEXEC. */
+ * a "#!" interpreter that cannot be run is found out here: through $PATH
+ * that file is passed over, as execvp() passes over a file whose execve()
+ * fails so (ENOENT, EACCES), and is what is reported if no later one can
+ * be run. NULL, after saying why on stderr, with *why set to
+ * CLI_EXIT_NOTFOUND or CLI_EXIT_NOEXEC. */
 static char *resolve(const char *cmd, int *why)
 {
     const char *path = getenv("PATH");
-    char interp[256];
+    char interp[256], bad[256] = "";
     char *file = NULL;
-    int err = ENOENT, e;
+    int err = ENOENT, e, bad_err = 0;
 
     if (strchr(cmd, '/') != NULL) {
-        if ((err = runnable(cmd)) == 0 && (file = strdup(cmd)) == NULL)
+        if ((err = runnable(cmd)) == 0 &&
+            (bad_err = interpreter(cmd, bad, sizeof(bad))) == 0 &&
+            (file = strdup(cmd)) == NULL)
             err = errno;
     } else {
         if (path == NULL || *path == '\0')
@@ -640,7 +644,15 @@ static char *resolve(const char *cmd, int *why)
                 err = ENOMEM;
                 break;
             }
-            if ((e = runnable(file)) != 0) {
+            if ((e = runnable(file)) == 0 &&
+                (e = interpreter(file, interp, sizeof(interp))) != 0) {
+                if (bad_err == 0) { /* the first one is reported */
+                    bad_err = e;
+                    memcpy(bad, interp, sizeof(bad));
+                }
+                e = ENOENT;
+            }
+            if (e != 0) {
                 if (e != ENOENT && e != ENOTDIR)
                     err = e; /* seen, but cannot be run */
                 free(file);
@@ -651,9 +663,8 @@ static char *resolve(const char *cmd, int *why)
                 path++;
         }
     }
-    if (file != NULL && (e = interpreter(file, interp, sizeof(interp))) != 0) {
-        cli_err("%s: bad interpreter %s: %s", cmd, interp, strerror(e));
-        free(file);
+    if (file == NULL && bad_err != 0) {
+        cli_err("%s: bad interpreter %s: %s", cmd, bad, strerror(bad_err));
         *why = CLI_EXIT_NOEXEC;
         return NULL;
     }
@@ -666,6 +677,22 @@ static char *resolve(const char *cmd, int *why)
                                           : strerror(err));
     }
     return file;
+}
+
+/* Resolves COMMAND before anything is acquired or taken: a typo must not
+ * wait its turn for a lock or leadership only to fail then, nor take items
+ * and give them back (each a delivery, up to --max-deliveries). spawn()
+ * resolves it again: it may have changed meanwhile. 0, or the exit status
+ * (127, 126) after saying why. */
+static int command_runs(const opts_t *o)
+{
+    int why = 0;
+    char *file = resolve(o->cmd[0], &why);
+
+    if (file == NULL)
+        return why;
+    free(file);
+    return 0;
 }
 
 /* Every variable zkr sets: an outer zkr's are never passed on. */
@@ -1612,6 +1639,8 @@ static int run_lock(const cli_t *c, const opts_t *o)
     int rc, status;
     ran_t ran;
 
+    if ((status = command_runs(o)) != 0)
+        return status;
     if ((status = setup(&p, c, o)) != 0 || (status = make_lock(&p)) != 0)
         goto out;
     /* A wait longer than the library's int of ms: forever, bounded here. */
@@ -1682,19 +1711,6 @@ static int settle(sup_t *p, int ack)
                  ack ? "ack" : "nack", zkr_strerror(rc));
         poll(NULL, 0, 100);
     }
-}
-
-/* Resolves COMMAND before any item is taken: a typo must not take items
- * and give them back (each a delivery, up to --max-deliveries). */
-static int command_runs(const opts_t *o)
-{
-    int why = 0;
-    char *file = resolve(o->cmd[0], &why);
-
-    if (file == NULL)
-        return why;
-    free(file);
-    return 0;
 }
 
 static int make_queue(sup_t *p)
@@ -1833,6 +1849,8 @@ static int run_elect(const cli_t *c, const opts_t *o)
     const char *id = o->id;
     int rc, status;
 
+    if ((status = command_runs(o)) != 0)
+        return status;
     if ((status = setup(&p, c, o)) != 0)
         goto out;
     if (id == NULL) {
