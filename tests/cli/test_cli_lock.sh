@@ -455,6 +455,24 @@ test_command_lookup_shadowed() {
     done
 }
 
+# A binary the kernel refuses (for another machine: ENOEXEC) is 126
+# (zkr(1), EXIT STATUS), never read by /bin/sh as words to run, as a
+# script without #! is.
+test_foreign_binary() {
+    local rc
+    # An ELF header for a machine no kernel runs (e_machine 0xffff),
+    # then a line that sh would run.
+    printf '\177ELF\002\001\001\000\000\000\000\000\000\000\000\000\002\000\377\377\001\000\000\000echo ran-by-sh\n' \
+        > "$WORK/zkr-foreign"
+    chmod 755 "$WORK/zkr-foreign"
+    rc=0
+    "$ZKR" lock /cli/lookup-elf "$WORK/zkr-foreign" > "$WORK/elf.out" 2>&1 || rc=$?
+    expect "a foreign binary: exit $rc, not 126: $(cat "$WORK/elf.out")" [ "$rc" -eq 126 ]
+    expect "a foreign binary was run by sh: $(cat "$WORK/elf.out")" \
+        not_grep ran-by-sh "$WORK/elf.out"
+}
+not_grep() { ! grep -q "$@"; }
+
 # COMMAND is looked up before anything is acquired: a command that cannot
 # run is 127 or 126 at once, not after waiting for the lock, the permit or
 # the leadership.
@@ -514,6 +532,7 @@ run_test test_exit_statuses
 run_test test_command_lookup
 run_test test_command_lookup_shadowed
 run_test test_command_lookup_before_acquire
+run_test test_foreign_binary
 run_test test_child_dies_with_zkr
 run_test test_background_child_holds_grant
 run_test test_setsid_child_holds_grant
