@@ -305,6 +305,22 @@ static void guard_signal(pid_t cmd, int sig)
         kill(ents[idx[i]].pid, sig);
 }
 
+/* Whether file is an ELF binary (one the kernel refused: for another
+ * machine, or damaged), which /bin/sh must not be given as a script.
+ * Async-signal-safe. */
+static int is_elf(const char *file)
+{
+    char magic[4];
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY), elf;
+
+    if (fd < 0)
+        return 0;
+    elf = read(fd, magic, sizeof(magic)) == (ssize_t)sizeof(magic) &&
+          memcmp(magic, "\177ELF", 4) == 0;
+    close(fd);
+    return elf;
+}
+
 static void exec_command(int err, const char *file, char **argv, char **sh_argv,
                          char **env, pid_t guard, int fg)
 {
@@ -334,10 +350,13 @@ static void exec_command(int err, const char *file, char **argv, char **sh_argv,
     sigprocmask(SIG_SETMASK, &none, NULL);
     execve(file, argv, env);
     /* A file the kernel does not recognize (a script without "#!"): run
-     * by /bin/sh, as execvp() does. */
-    if (errno == ENOEXEC)
-        execve(sh_argv[0], sh_argv, env);
+     * by /bin/sh, as execvp() does; not a binary for another machine,
+     * which sh would read as words to run (126, as a shell says). */
     e = errno;
+    if (e == ENOEXEC && !is_elf(file)) {
+        execve(sh_argv[0], sh_argv, env);
+        e = errno;
+    }
     n = write(err, &e, sizeof(e));
     (void)n;
     _exit(CLI_EXIT_NOTFOUND);

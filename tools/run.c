@@ -10,8 +10,9 @@
  *
  * One thread (main) supervises; zkr's callbacks only write small messages
  * to a pipe. Signals are received through a signalfd, so SIGINT, SIGTERM,
- * SIGHUP, SIGCHLD, SIGTSTP, SIGTTIN and SIGTTOU are blocked in every thread
- * (zkr's threads are created after the mask is set and inherit it).
+ * SIGHUP, SIGCHLD, SIGTSTP, SIGTTIN, SIGTTOU and SIGCONT are blocked in
+ * every thread (zkr's threads are created after the mask is set and
+ * inherit it).
  *
  * The command runs under a guard process (contain.c) that is its parent
  * and a subreaper: the grant lasts until every process of the command is
@@ -615,18 +616,22 @@ static int interpreter(const char *file, char *interp, size_t size)
  * none, a file of that name that exists is "permission denied" (execvp's
  * EACCES). A file without "#!" that the kernel does not recognize is run
  * with /bin/sh, as execvp() does (ct_spawn()), so it is not looked into;
- * a "#!" interpreter that cannot be run is found out here. NULL, after
- * saying why on stderr, with *why set to CLI_EXIT_NOTFOUND or
- * CLI_EXIT_NOEXEC. */
+ * a "#!" interpreter that cannot be run is found out here: through $PATH
+ * that file is passed over, as execvp() passes over a file whose execve()
+ * fails so (ENOENT, EACCES), and is what is reported if no later one can
+ * be run. NULL, after saying why on stderr, with *why set to
+ * CLI_EXIT_NOTFOUND or CLI_EXIT_NOEXEC. */
 static char *resolve(const char *cmd, int *why)
 {
     const char *path = getenv("PATH");
-    char interp[256];
+    char interp[256], bad[256] = "";
     char *file = NULL;
-    int err = ENOENT, e;
+    int err = ENOENT, e, bad_err = 0;
 
     if (strchr(cmd, '/') != NULL) {
-        if ((err = runnable(cmd)) == 0 && (file = strdup(cmd)) == NULL)
+        if ((err = runnable(cmd)) == 0 &&
+            (bad_err = interpreter(cmd, bad, sizeof(bad))) == 0 &&
+            (file = strdup(cmd)) == NULL)
             err = errno;
     } else {
         if (path == NULL || *path == '\0')
@@ -639,7 +644,15 @@ static char *resolve(const char *cmd, int *why)
                 err = ENOMEM;
                 break;
             }
-            if ((e = runnable(file)) != 0) {
+            if ((e = runnable(file)) == 0 &&
+                (e = interpreter(file, interp, sizeof(interp))) != 0) {
+                if (bad_err == 0) { /* the first one is reported */
+                    bad_err = e;
+                    memcpy(bad, interp, sizeof(bad));
+                }
+                e = ENOENT;
+            }
+            if (e != 0) {
                 if (e != ENOENT && e != ENOTDIR)
                     err = e; /* seen, but cannot be run */
                 free(file);
@@ -650,9 +663,8 @@ static char *resolve(const char *cmd, int *why)
                 path++;
         }
     }
-    if (file != NULL && (e = interpreter(file, interp, sizeof(interp))) != 0) {
-        cli_err("%s: bad interpreter %s: %s", cmd, interp, strerror(e));
-        free(file);
+    if (file == NULL && bad_err != 0) {
+        cli_err("%s: bad interpreter %s: %s", cmd, bad, strerror(bad_err));
         *why = CLI_EXIT_NOEXEC;
         return NULL;
     }
@@ -665,6 +677,22 @@ static char *resolve(const char *cmd, int *why)
                                           : strerror(err));
     }
     return file;
+}
+
+/* Resolves COMMAND before anything is acquired or taken: a typo must not
+ * wait its turn for a lock or leadership only to fail then, nor take items
+ * and give them back (each a delivery, up to --max-deliveries). spawn()
+ * resolves it again: it may have changed meanwhile. 0, or the exit status
+ * (127, 126) after saying why. */
+static int command_runs(const opts_t *o)
+{
+    int why = 0;
+    char *file = resolve(o->cmd[0], &why);
+
+    if (file == NULL)
+        return why;
+    free(file);
+    return 0;
 }
 
 /* Every variable zkr sets: an outer zkr's are never passed on. */
@@ -1081,14 +1109,14 @@ static void heartbeat(sup_t *p)
 
 /* Stops zkr by sig (SIGTSTP, SIGTTIN, SIGTTOU), the stop of a job: its
  * parent (a shell, or the guard of an outer zkr) sees a job-control stop.
- * group: the whole process group, as the terminal stops a job. Returns once
- * continued. The kernel discards these stops in an orphaned process group
- * (nobody there to continue it): then SIGSTOP, which it does not. SIGCONT
- * is blocked, never read by the signalfd: pending, it tells that we were
- * stopped and continued. The signal's default action is ours for the
- * moment, whatever disposition zkr inherited (the command inherits that
- * one). */
-static void stop_as_job(int sig, int group)
+ * group: the whole process group, as the terminal stops a job. Returns 1
+ * once continued. The kernel discards these stops in an orphaned process
+ * group (no job control: nobody there would ever continue it): then zkr
+ * does not stop either, and 0 is returned at once. SIGCONT is blocked,
+ * never read by the signalfd: pending, it tells that we were stopped and
+ * continued. The signal's default action is ours for the moment, whatever
+ * disposition zkr inherited (the command inherits that one). */
+static int stop_as_job(int sig, int group)
 {
     struct timespec zero = {0, 0};
     struct sigaction dfl, old;
@@ -1110,9 +1138,10 @@ static void stop_as_job(int sig, int group)
     pthread_sigmask(SIG_BLOCK, &one, NULL);
     sigaction(sig, &old, NULL);
     if (sigtimedwait(&cont, NULL, &zero) < 0)
-        kill(getpid(), SIGSTOP);
+        return 0; /* discarded: not stopped */
     while (sigtimedwait(&cont, NULL, &zero) > 0)
         ;
+    return 1;
 }
 
 /* Job control: the command's tree is stopped with us, and we stop by sig
@@ -1132,7 +1161,9 @@ static void stop_self(sup_t *p, int sig, int group)
         heartbeat(p);
     }
     take_tty(p);
-    stop_as_job(sig, group);
+    if (!stop_as_job(sig, group))
+        cli_err("no job control (orphaned process group): zkr does not "
+                "stop; the command is continued");
     give_tty(p);
     if (p->running && !p->stopped && !p->killing)
         ct_cont_tree(p->g.guard, p->g.cmd);
@@ -1154,10 +1185,27 @@ static void job_stop(sup_t *p, int sig)
     }
 }
 
+/* zkr continued without having stopped itself: the shell's fg after bg
+ * (zkr and the command were continued with the terminal left to the
+ * shell; now it is zkr's group's), or a kill -CONT. As fg does to a job:
+ * the terminal to the command if zkr has it, and SIGCONT to the command's
+ * group (a nested zkr then does the same for its own command). */
+static void continued(sup_t *p)
+{
+    if (!p->running || p->exited || p->killing)
+        return;
+    give_tty(p);
+    if (!p->stopped)
+        ct_signal_group(p->g.guard, p->g.cmd, SIGCONT);
+}
+
 static void on_signal(sup_t *p, int sig)
 {
     switch (sig) {
     case SIGCHLD:
+        return;
+    case SIGCONT:
+        continued(p);
         return;
     case SIGTSTP:
     case SIGTTIN:
@@ -1326,7 +1374,7 @@ static int open_session(sup_t *p, const cli_t *c)
             if (si.ssi_signo == SIGTSTP || si.ssi_signo == SIGTTIN ||
                 si.ssi_signo == SIGTTOU)
                 stop_as_job((int)si.ssi_signo, 0);
-            else if (si.ssi_signo != SIGCHLD) {
+            else if (si.ssi_signo != SIGCHLD && si.ssi_signo != SIGCONT) {
                 /* Nothing was created yet: nothing to clean up. */
                 fflush(stderr);
                 _exit(128 + (int)si.ssi_signo);
@@ -1363,14 +1411,16 @@ static int setup(sup_t *p, const cli_t *c, const opts_t *o)
     sigaddset(&set, SIGTSTP);
     sigaddset(&set, SIGTTIN);
     sigaddset(&set, SIGTTOU);
+    sigaddset(&set, SIGCONT);
     /* Subreaper: if the guard is killed, the command's tree comes to us
      * rather than to init. What we had as children before is not the
      * command's. */
     ct_record_foreign();
     /* A write to the guard after it ended is EPIPE, not our death. */
     signal(SIGPIPE, SIG_IGN);
-    /* Blocked but not read: a pending SIGCONT tells stop_as_job() that we
-     * were stopped (a continuation happens whatever the mask). */
+    /* Blocked: a pending SIGCONT tells stop_as_job() that we were stopped
+     * (a continuation happens whatever the mask), which takes it; one that
+     * continued us otherwise is read by the signalfd (continued()). */
     sigemptyset(&cont);
     sigaddset(&cont, SIGCONT);
     if (sigprocmask(SIG_BLOCK, &cont, NULL) != 0 ||
@@ -1589,6 +1639,8 @@ static int run_lock(const cli_t *c, const opts_t *o)
     int rc, status;
     ran_t ran;
 
+    if ((status = command_runs(o)) != 0)
+        return status;
     if ((status = setup(&p, c, o)) != 0 || (status = make_lock(&p)) != 0)
         goto out;
     /* A wait longer than the library's int of ms: forever, bounded here. */
@@ -1659,19 +1711,6 @@ static int settle(sup_t *p, int ack)
                  ack ? "ack" : "nack", zkr_strerror(rc));
         poll(NULL, 0, 100);
     }
-}
-
-/* Resolves COMMAND before any item is taken: a typo must not take items
- * and give them back (each a delivery, up to --max-deliveries). */
-static int command_runs(const opts_t *o)
-{
-    int why = 0;
-    char *file = resolve(o->cmd[0], &why);
-
-    if (file == NULL)
-        return why;
-    free(file);
-    return 0;
 }
 
 static int make_queue(sup_t *p)
@@ -1810,6 +1849,8 @@ static int run_elect(const cli_t *c, const opts_t *o)
     const char *id = o->id;
     int rc, status;
 
+    if ((status = command_runs(o)) != 0)
+        return status;
     if ((status = setup(&p, c, o)) != 0)
         goto out;
     if (id == NULL) {

@@ -426,6 +426,80 @@ test_command_lookup() {
     expect "the lock was left held" nodes_eq /cli/lookup 0
 }
 
+# Through $PATH, execvp(3) passes over a file it cannot run (no execute
+# permission, a #! interpreter that is missing) and runs the next one of
+# that name (zkr(1), PATH).
+test_command_lookup_shadowed() {
+    local rc sub path
+    mkdir -p "$WORK/bin1" "$WORK/bin2"
+    printf '#!/nonexistent/zkr-interp\nexit 0\n' > "$WORK/bin1/zkr-badfirst"
+    printf 'exit 0\n' > "$WORK/bin1/zkr-noxfirst"
+    printf '#!/bin/sh\nexit 44\n' > "$WORK/bin2/zkr-badfirst"
+    printf '#!/bin/sh\nexit 45\n' > "$WORK/bin2/zkr-noxfirst"
+    chmod 755 "$WORK/bin1/zkr-badfirst" "$WORK/bin2/zkr-badfirst" \
+        "$WORK/bin2/zkr-noxfirst"
+    chmod 644 "$WORK/bin1/zkr-noxfirst"
+    # shellcheck disable=SC2086 # sem's option is two words
+    for sub in lock "sem --permits 1" elect "queue take"; do
+        path=/cli/lookup-s-${sub%% *}
+        [ "$sub" = "queue take" ] && "$ZKR" queue put "$path" x > /dev/null
+        rc=0
+        PATH="$WORK/bin1:$WORK/bin2:$PATH" timeout "$(scaled 20)" "$ZKR" $sub "$path" zkr-noxfirst || rc=$?
+        expect "$sub, a file without x shadowing an executable one: exit $rc, not 45" \
+            [ "$rc" -eq 45 ]
+        [ "$sub" = "queue take" ] && "$ZKR" queue put "$path" x > /dev/null
+        rc=0
+        PATH="$WORK/bin1:$WORK/bin2:$PATH" timeout "$(scaled 20)" "$ZKR" $sub "$path" zkr-badfirst || rc=$?
+        expect "$sub, a bad #! interpreter shadowing an executable file: exit $rc, not 44" \
+            [ "$rc" -eq 44 ]
+    done
+}
+
+# A binary the kernel refuses (for another machine: ENOEXEC) is 126
+# (zkr(1), EXIT STATUS), never read by /bin/sh as words to run, as a
+# script without #! is.
+test_foreign_binary() {
+    local rc
+    # An ELF header for a machine no kernel runs (e_machine 0xffff),
+    # then a line that sh would run.
+    printf '\177ELF\002\001\001\000\000\000\000\000\000\000\000\000\002\000\377\377\001\000\000\000echo ran-by-sh\n' \
+        > "$WORK/zkr-foreign"
+    chmod 755 "$WORK/zkr-foreign"
+    rc=0
+    "$ZKR" lock /cli/lookup-elf "$WORK/zkr-foreign" > "$WORK/elf.out" 2>&1 || rc=$?
+    expect "a foreign binary: exit $rc, not 126: $(cat "$WORK/elf.out")" [ "$rc" -eq 126 ]
+    expect "a foreign binary was run by sh: $(cat "$WORK/elf.out")" \
+        not_grep ran-by-sh "$WORK/elf.out"
+}
+not_grep() { ! grep -q "$@"; }
+
+# COMMAND is looked up before anything is acquired: a command that cannot
+# run is 127 or 126 at once, not after waiting for the lock, the permit or
+# the leadership.
+test_command_lookup_before_acquire() {
+    local rc sub holder
+    rm -f "$WORK/held"
+    # shellcheck disable=SC2086 # sem's option is two words
+    for sub in lock "sem --permits 1" elect; do
+        bg "$ZKR" $sub /cli/lookup-held sh -c "touch '$WORK/held'; sleep 60"
+        holder=$!
+        expect "$sub: the holder did not start" wait_for 10 test -e "$WORK/held"
+        rc=0
+        timeout "$(scaled 10)" "$ZKR" $sub /cli/lookup-held "$WORK/zkr-missing" \
+            2> /dev/null || rc=$?
+        expect "$sub, held by another, a missing command: exit $rc, not 127" \
+            [ "$rc" -eq 127 ]
+        rc=0
+        timeout "$(scaled 10)" "$ZKR" $sub /cli/lookup-held "$WORK" \
+            2> /dev/null || rc=$?
+        expect "$sub, held by another, a directory: exit $rc, not 126" \
+            [ "$rc" -eq 126 ]
+        kill -TERM "$holder"
+        wait_status "$holder"
+        rm -f "$WORK/held"
+    done
+}
+
 # zkr sem -c 2 with six jobs: at most two run at once, started in arrival
 # order.
 test_semaphore_jobs() {
@@ -456,6 +530,9 @@ run_test test_rmw_check_catches_no_lock
 run_test test_nonblocking_and_wait
 run_test test_exit_statuses
 run_test test_command_lookup
+run_test test_command_lookup_shadowed
+run_test test_command_lookup_before_acquire
+run_test test_foreign_binary
 run_test test_child_dies_with_zkr
 run_test test_background_child_holds_grant
 run_test test_setsid_child_holds_grant

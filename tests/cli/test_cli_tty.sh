@@ -143,6 +143,56 @@ test_nested_stopped_killed() {
         wait_for 10 "$ZKR" lock -n /cli/tty-nstop-inner true
 }
 
+# Ctrl-Z, the shell's bg (SIGCONT, the terminal kept by the shell), then
+# fg (the terminal to the job, SIGCONT): the job is in the foreground, so
+# its command reads the terminal, at every depth, without stopping again.
+test_ctrl_z_bg_fg() {
+    local cmd
+    cmd="echo ready; sleep $(scaled 3); read x; echo \"got \$x\""
+    ptyrun expect:ready send:'\x1a' stopped signal:CONT sleep:0.3 cont \
+        send:'go\n' expect:'got go' -- "$ZKR" lock /cli/tty-bg sh -c "$cmd"
+    expect "Ctrl-Z, bg, fg: $(cat "$WORK/pty")" [ "$st" -eq 0 ]
+    expect "the command's status: $(cat "$WORK/pty")" grep -q "^exit 0" "$WORK/pty"
+    ptyrun expect:ready send:'\x1a' stopped signal:CONT sleep:0.3 cont \
+        send:'go\n' expect:'got go' -- "$ZKR" lock /cli/tty-bg-outer \
+        "$ZKR" lock /cli/tty-bg-inner sh -c "$cmd"
+    expect "nested, Ctrl-Z, bg, fg: $(cat "$WORK/pty")" [ "$st" -eq 0 ]
+    expect "the command's status: $(cat "$WORK/pty")" grep -q "^exit 0" "$WORK/pty"
+}
+
+# No job control (a service, a command under setsid: an orphaned process
+# group): the kernel discards SIGTSTP there, as nobody would continue the
+# job. zkr, whose command's group stands for its own, does not stop
+# either: a command that stops itself with SIGTSTP is continued, and a
+# SIGTSTP sent to zkr leaves it running; zkr never stops forever with
+# nobody to continue it.
+test_orphaned_group_never_stops() {
+    local zpid
+    rm -f "$WORK/zkr.pid"
+    setsid -f sh -c "echo \$\$ > '$WORK/zkr.pid'; exec '$ZKR' --session-timeout $T lock /cli/tty-orphan sh -c 'kill -TSTP \$\$; echo resumed'" \
+        < /dev/null > "$WORK/orphan.out" 2>&1
+    expect "zkr did not start" wait_for 10 test -s "$WORK/zkr.pid"
+    zpid=$(cat "$WORK/zkr.pid")
+    expect "zkr $zpid still there (stopped?) after two session timeouts: $(cat "$WORK/orphan.out")" \
+        wait_for "$(awk -v t=$T 'BEGIN { print 2 * t / 1000 }')" dead "$zpid"
+    expect "the command was not continued: $(cat "$WORK/orphan.out")" \
+        grep -q "^resumed" "$WORK/orphan.out"
+    kill -KILL "$zpid" 2>/dev/null
+    rm -f "$WORK/zkr.pid"
+    setsid -f sh -c "echo \$\$ > '$WORK/zkr.pid'; exec '$ZKR' --session-timeout $T lock /cli/tty-orphan sh -c 'sleep 1; echo slept'" \
+        < /dev/null > "$WORK/orphan.out" 2>&1
+    expect "zkr did not start" wait_for 10 test -s "$WORK/zkr.pid"
+    zpid=$(cat "$WORK/zkr.pid")
+    expect "the command did not start" wait_for 10 nodes_eq /cli/tty-orphan 1
+    kill -TSTP "$zpid"
+    expect "zkr $zpid still there (stopped?) after two session timeouts: $(cat "$WORK/orphan.out")" \
+        wait_for "$(awk -v t=$T 'BEGIN { print 2 * t / 1000 }')" dead "$zpid"
+    expect "the command was not continued: $(cat "$WORK/orphan.out")" \
+        grep -q "^slept" "$WORK/orphan.out"
+    kill -KILL "$zpid" 2>/dev/null
+    expect "/cli/tty-orphan left held" wait_for 10 nodes_eq /cli/tty-orphan 0
+}
+
 start_server
 run_test test_command_reads_terminal
 run_test test_command_writes_with_tostop
@@ -153,4 +203,6 @@ run_test test_nested_ctrl_z_fg
 run_test test_nested_tstp_fg
 run_test test_nested_ctrl_z_ctrl_c
 run_test test_nested_stopped_killed
+run_test test_ctrl_z_bg_fg
+run_test test_orphaned_group_never_stops
 done_testing
