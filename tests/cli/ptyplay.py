@@ -15,6 +15,7 @@ steps:  expect:TEXT  wait until the output holds TEXT (since the last
         cont         fg: the terminal and SIGCONT to COMMAND's group
         signal:NAME  the signal to COMMAND's group (kill -NAME %1)
         sleep:SEC
+        touch:PATH   create the file PATH (a flag the command waits for)
 Every wait ends at TIMEOUT seconds. At the end, waits for COMMAND to exit.
 Prints "stopped by N" at each stop, "exit N" (or "timeout at STEP", after
 which COMMAND's process group is killed) and the output.
@@ -142,6 +143,8 @@ for step in steps:
         os.killpg(pid, getattr(signal, "SIG" + arg))
     elif kind == "sleep":
         time.sleep(float(arg))
+    elif kind == "touch":
+        open(arg, "a").close()
 if not pump(lambda: isinstance(status, int)):
     finish("timeout at the end (status %s)" % status, 1)
 finish("exit %d" % status, 0)

@@ -147,14 +147,19 @@ test_nested_stopped_killed() {
 # fg (the terminal to the job, SIGCONT): the job is in the foreground, so
 # its command reads the terminal, at every depth, without stopping again.
 test_ctrl_z_bg_fg() {
-    local cmd
-    cmd="echo ready; sleep $(scaled 3); read x; echo \"got \$x\""
+    local cmd flag=$WORK/fg-done
+    # In the background (bg) the command does not touch the terminal; it
+    # reads only once the shell's fg is done (the flag), whatever the load.
+    cmd="echo ready; while [ ! -e '$flag' ]; do sleep 0.05; done; read x; echo \"got \$x\""
+    rm -f "$flag"
     ptyrun expect:ready send:'\x1a' stopped signal:CONT sleep:0.3 cont \
-        send:'go\n' expect:'got go' -- "$ZKR" lock /cli/tty-bg sh -c "$cmd"
+        touch:"$flag" send:'go\n' expect:'got go' -- \
+        "$ZKR" lock /cli/tty-bg sh -c "$cmd"
     expect "Ctrl-Z, bg, fg: $(cat "$WORK/pty")" [ "$st" -eq 0 ]
     expect "the command's status: $(cat "$WORK/pty")" grep -q "^exit 0" "$WORK/pty"
+    rm -f "$flag"
     ptyrun expect:ready send:'\x1a' stopped signal:CONT sleep:0.3 cont \
-        send:'go\n' expect:'got go' -- "$ZKR" lock /cli/tty-bg-outer \
+        touch:"$flag" send:'go\n' expect:'got go' -- "$ZKR" lock /cli/tty-bg-outer \
         "$ZKR" lock /cli/tty-bg-inner sh -c "$cmd"
     expect "nested, Ctrl-Z, bg, fg: $(cat "$WORK/pty")" [ "$st" -eq 0 ]
     expect "the command's status: $(cat "$WORK/pty")" grep -q "^exit 0" "$WORK/pty"
