@@ -1416,9 +1416,9 @@ typedef struct zkr_observer zkr_observer_t;
  * candidate is reported once it leads, one round trip after it knows (it
  * says so in ZooKeeper: docs/design/lock-delay.md 1.7). Foreign candidates
  * (Curator, kazoo) and zkr candidates without a delay lead as soon as they
- * are first. A leadership shorter than one round trip may be missed. When the leader's
- * node (or the election's directory) cannot be read, `leader_id` is NULL
- * and `epoch` is the error, which is negative (ZNOAUTH: the ACL grants us
+ * are first. A leadership shorter than one round trip may be missed. When the
+ * leader's node (or the election's directory) cannot be read, `leader_id` is
+ * NULL and `epoch` is the error, which is negative (ZNOAUTH: the ACL grants us
  * no READ); it is reported once, and the next change as usual.
  */
 typedef void (*zkr_observer_fn)(zkr_observer_t *o, const char *leader_id,
