@@ -74,6 +74,17 @@ bg() {
     t_pids+=($!)
 }
 
+# bg_job CMD...: bg, but CMD gets a process group of its own (set -m), as
+# an interactive shell's job does: its parent (this shell) is in another
+# group of the same session, so the group is not orphaned and job-control
+# stops (SIGTSTP) apply to it, wherever the suite runs (a terminal, CI with
+# none, a service).
+bg_job() {
+    set -m
+    bg "$@"
+    set +m
+}
+
 # wait_status PID: waits for PID (a child of this shell: do not call it
 # in a subshell) and sets $st to its exit status.
 wait_status() {

@@ -85,7 +85,7 @@ test_partitioned_escaped_worker() {
 took_over_from_stopped() {
     local a b cpid b_start
     : > "$WORK/log"
-    bg "$ZKR" --session-timeout $T lock --lost-exit-code 77 /cli/pause$1 sh "$LOGCMD" A
+    bg_job "$ZKR" --session-timeout $T lock --lost-exit-code 77 /cli/pause$1 sh "$LOGCMD" A
     a=$!
     expect "A did not start" wait_for 10 logged start A
     cpid=$(field start A 5)
@@ -181,7 +181,7 @@ test_paused_holder() {
 test_tstp_holder() {
     local a cpid
     : > "$WORK/log"
-    bg "$ZKR" lock /cli/tstp sh "$LOGCMD" A
+    bg_job "$ZKR" lock /cli/tstp sh "$LOGCMD" A
     a=$!
     expect "A did not start" wait_for 10 logged start A
     cpid=$(field start A 5)
