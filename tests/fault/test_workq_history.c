@@ -132,6 +132,11 @@ static void assert_only(const struct check *c, const char *which)
     "11 12 cc nack k2 0 300 front\n"
 #define Q_SNAP_K2 "20 1 0 snap-begin - 0\n21 1 0 snap-item k2 1 0 -\n"
 #define Q_END "22 1 0 snap-end - 1\n"
+/* k1 put, taken by bb, whose ack has begun. */
+#define Q_ACK_START                                                            \
+    "1 10 aa put k1 0 0 -\n"                                                   \
+    "2 11 bb take k1 1 100 -\n"                                                \
+    "3 11 bb ack-start k1 0 100 -\n"
 
 /* Each queue rule catches its broken history, and what the failure model
  * allows passes. Times in ns; session 1 s, margin 5 s. */
@@ -168,28 +173,19 @@ static void test_checker_queue_rules(void **state)
     assert_int_equal(field_of(&c, "dead_letters"), 1);
     /* Killed after it sent its ack, before it could log the answer: the
      * ack may have committed (in doubt, not lost) ... */
-    c = check_text(dir, "1 10 aa put k1 0 0 -\n"
-                        "2 11 bb take k1 1 100 -\n"
-                        "3 11 bb ack-start k1 0 100 -\n"
-                        "4 1 0 kill 11 0\n"
-                        "20 1 0 snap-begin - 0\n" Q_END);
+    c = check_text(dir, Q_ACK_START "4 1 0 kill 11 0\n"
+                                    "20 1 0 snap-begin - 0\n" Q_END);
     assert_only(&c, NULL);
     assert_int_equal(field_of(&c, "acks_in_doubt"), 1);
     /* ... so may an ack answered ZKR_EINDOUBT (-1016: its answer lost
      * with the session) ... */
-    c = check_text(dir, "1 10 aa put k1 0 0 -\n"
-                        "2 11 bb take k1 1 100 -\n"
-                        "3 11 bb ack-start k1 0 100 -\n"
-                        "4 11 bb ack k1 -1016 100 -\n"
-                        "20 1 0 snap-begin - 0\n" Q_END);
+    c = check_text(dir, Q_ACK_START "4 11 bb ack k1 -1016 100 -\n"
+                                    "20 1 0 snap-begin - 0\n" Q_END);
     assert_only(&c, NULL);
     assert_int_equal(field_of(&c, "acks_in_doubt"), 1);
     /* ... unlike one answered ZKR_ESTALE (-1013: nothing changed) ... */
-    c = check_text(dir, "1 10 aa put k1 0 0 -\n"
-                        "2 11 bb take k1 1 100 -\n"
-                        "3 11 bb ack-start k1 0 100 -\n"
-                        "4 11 bb ack k1 -1013 100 -\n"
-                        "20 1 0 snap-begin - 0\n" Q_END);
+    c = check_text(dir, Q_ACK_START "4 11 bb ack k1 -1013 100 -\n"
+                                    "20 1 0 snap-begin - 0\n" Q_END);
     assert_only(&c, "items_lost");
     /* ... but killed before it sent one, the item must come back ... */
     c = check_text(dir, "1 10 aa put k1 0 0 -\n"
@@ -198,13 +194,10 @@ static void test_checker_queue_rules(void **state)
                         "20 1 0 snap-begin - 0\n" Q_END);
     assert_only(&c, "items_lost");
     /* ... and an ack begun by a claim taken over since is no excuse. */
-    c = check_text(dir, "1 10 aa put k1 0 0 -\n"
-                        "2 11 bb take k1 1 100 -\n"
-                        "3 11 bb ack-start k1 0 100 -\n"
-                        "4 1 0 kill 11 0\n"
-                        "5 12 cc take k1 2 200 -\n"
-                        "6 1 0 kill 12 0\n"
-                        "20 1 0 snap-begin - 0\n" Q_END);
+    c = check_text(dir, Q_ACK_START "4 1 0 kill 11 0\n"
+                                    "5 12 cc take k1 2 200 -\n"
+                                    "6 1 0 kill 12 0\n"
+                                    "20 1 0 snap-begin - 0\n" Q_END);
     assert_only(&c, "items_lost");
     /* Without a snapshot, a history with puts fails: lost is not judged. */
     c = check_text(dir, Q_HEAD Q_TAKE2 Q_ACK2 Q_NACK);
