@@ -1,4 +1,4 @@
-/* Lock-delay records (issue 16; docs/design/lock-delay.md): the text a
+/* Lock-delay records (docs/design/lock-delay.md): the text a
  * release, or a delayed contender, writes into the queue's directory, so
  * that the next waiter can tell a clean release from a death.
  *

@@ -1,4 +1,4 @@
-/* The work queue (issue 17): a fenced FIFO queue with fair consumers.
+/* The work queue: a fenced FIFO queue with fair consumers.
  * Protocol, order proof and faults: docs/design/workq.md.
  *
  * Items live in buckets (PATH/q<L>/b<k>/i-<carry>-<uuid>-<seq>) so that no
@@ -661,7 +661,7 @@ static int repair_tail(const struct ACL_vector *acl, zhandle_t *zh,
                 return rc;
         }
         /* Only while q<L> still names t: a repair from an old read must
-         * not make a bucket below the tail (review17c C2). */
+         * not make a bucket below the tail. */
         zoo_check_op_init(&ops[0], ql, t);
         zoo_create_op_init(&ops[1], bt, "", 0, acl, ZOO_PERSISTENT, NULL, 0);
         rc = zoo_multi(zh, 2, ops, res);
@@ -2320,7 +2320,7 @@ static int item_commit(zkr_item_t *it, int where, zkr_item_completion_t cb,
     }
     if (rc == 0 && sync) {
         /* Counted: a free from another thread waits for this wait to
-         * end before the item goes (review17c C1). */
+         * end before the item goes. */
         it->c.sync_waiters++;
         while (!it->done)
             zkr__wait(s, &it->done, -1);
