@@ -35,6 +35,9 @@ ZKR_DEPS=(build-essential autoconf automake libtool pkg-config
 # debian/control).
 # shellcheck disable=SC2034 # used by scripts/package
 ZKR_PACKAGE_DEPS=(debhelper dpkg-dev lintian git)
+# What scripts/lint (`make lint`) and `make compile_commands.json` add.
+# shellcheck disable=SC2034 # used by scripts/lint and .ci/run
+ZKR_LINT_DEPS=(clang-format shellcheck bear git)
 
 # Prints the class path of Apache Curator and its dependencies as Debian
 # installs them (libcurator-recipes-java); nothing when it is missing.

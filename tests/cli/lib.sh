@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # variables (ZKR, st, PROXY_HOSTS...) are for the tests that source this
 # Shell-level tests of the zkr command: a TAP producer, a throwaway
 # ZooKeeper server (scripts/lib.sh), the fault proxy, and process helpers.
 # Sourced by tests/cli/test_*.sh, which `make check` runs with the TAP

@@ -40,7 +40,7 @@ no_node() { ! "$ZKQ" "$ZKR_SERVER" exists "$1"; }
 # item's data on its standard input and its id, delivery count and token
 # in the environment; exit 0 acks (the item is gone).
 test_put_take_len() {
-    local a b c rc big
+    local a b c rc
     reset_got
     a=$("$ZKR" queue put /cli/q/rt "first item")
     printf 'line one\nline two\n\ttabbed\n' > "$WORK/two.txt"
@@ -287,7 +287,7 @@ test_fifo_and_levels() {
 # inspect: the items in serve order (level, deliveries, claimed by whom),
 # the claim with its token, and the consumers waiting in line.
 test_inspect_queue() {
-    local a w1 w2 out x y z fence
+    local a out x y z fence
     : > "$WORK/log"
     x=$("$ZKR" queue put /cli/q/order x)
     y=$("$ZKR" queue put /cli/q/order y)
@@ -306,10 +306,8 @@ test_inspect_queue() {
     expect "worker did not start" wait_for 10 [ -s "$WORK/log" ]
     fence=$(head -1 "$WORK/log")
     bg "$ZKR" queue take --id waiter-1 /cli/q/insp true
-    w1=$!
     expect "waiter-1 not in line" wait_for 10 nodes_eq /cli/q/insp/consumers 1
     bg "$ZKR" queue take --id waiter-2 /cli/q/insp true
-    w2=$!
     expect "waiter-2 not in line" wait_for 10 nodes_eq /cli/q/insp/consumers 2
     out=$("$ZKR" inspect --json /cli/q/insp)
     expect "item: $out" [ "$(json '.items[0].id' <<< "$out")" = "$a" ]
