@@ -8,7 +8,8 @@
 # installed, the man(3) pages made from zkr.h must be installed too.
 #
 #   tests/installcheck.sh [--root DIR] [--libdir DIR] [--bindir DIR]
-#                         [--mandir DIR] [--version VERSION] EXAMPLES-DIR
+#                         [--mandir DIR] [--version VERSION] [--no-cli]
+#                         EXAMPLES-DIR
 #
 #   --root DIR      the files were installed under DIR (make install
 #                   DESTDIR=DIR); pkg-config and the loader are pointed
@@ -19,6 +20,8 @@
 #   --mandir DIR    where the man pages were installed (default
 #                   /usr/share/man).
 #   --version V     the version `zkr --version` must print.
+#   --no-cli        the library alone was built (configure --disable-cli):
+#                   no `zkr` command may be installed.
 #
 # Used by `make installcheck` (a temporary DESTDIR) and by scripts/package
 # (the installed Debian packages). Prints one line per step; exits 0 only
@@ -27,9 +30,14 @@ set -euo pipefail
 # shellcheck source=SCRIPTDIR/../scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 
-root="" libdir="" bindir=/usr/bin mandir=/usr/share/man version=""
+root="" libdir="" bindir=/usr/bin mandir=/usr/share/man version="" cli=1
 while [ $# -gt 1 ]; do
     case $1 in
+    --no-cli)
+        cli=0
+        shift
+        continue
+        ;;
     --root) root=$2 ;;
     --libdir) libdir=$2 ;;
     --bindir) bindir=$2 ;;
@@ -41,7 +49,7 @@ while [ $# -gt 1 ]; do
 done
 if [ $# -ne 1 ] || [ ! -d "$1" ]; then
     echo "usage: ${0##*/} [--root DIR] [--libdir DIR] [--bindir DIR]" \
-        "[--mandir DIR] [--version V] EXAMPLES-DIR" >&2
+        "[--mandir DIR] [--version V] [--no-cli] EXAMPLES-DIR" >&2
     exit 64
 fi
 examples=$(cd "$1" && pwd)
@@ -113,7 +121,13 @@ if [ "$n" -eq 0 ]; then
 fi
 
 # ------------------------------------------------------- the zkr command
-if out=$("$zkr" --version 2>&1) &&
+if [ "$cli" -eq 0 ]; then
+    if [ -e "$zkr" ]; then
+        not_ok "$zkr installed by a build without the command"
+    else
+        ok "no zkr command (the library alone)"
+    fi
+elif out=$("$zkr" --version 2>&1) &&
     { [ -z "$version" ] || [ "$out" = "zkr $version" ]; }; then
     ok "$zkr --version: $out"
 else
@@ -190,7 +204,9 @@ fi
 
 # The command under the lock sees its fencing token.
 # shellcheck disable=SC2016 # expanded by the command's shell
-if out=$("$zkr" -s "$ZKR_SERVER" lock /installcheck/cmd -- \
+if [ "$cli" -eq 0 ]; then
+    : # no command to run
+elif out=$("$zkr" -s "$ZKR_SERVER" lock /installcheck/cmd -- \
     sh -c 'echo "token=$ZKR_FENCE"' 2>&1) &&
     [[ $out =~ ^token=[0-9]+$ ]]; then
     ok "zkr lock ran a command holding token ${out#token=}"
