@@ -48,19 +48,10 @@ static void marker(void)
 {
 }
 
-/* Test-only: with ZKR_TEST_ELECTION_DELAY_US=N in the environment, sleeps
- * N microseconds at the points where another thread's leave() can
- * interleave with join() or run(), so that a bounded test loop reproduces
- * those races (tests/integration/test_election.c). */
-static void race_point(void)
+/* Where another thread's leave() can interleave with join() or run(): a
+ * link seam (src/internal.h), empty here. */
+__attribute__((weak)) void zkr__election_race_point(void)
 {
-    const char *v = getenv("ZKR_TEST_ELECTION_DELAY_US");
-    long us = v != NULL ? atol(v) : 0;
-
-    if (us > 0 && us < 1000000) {
-        struct timespec ts = {0, us * 1000};
-        nanosleep(&ts, NULL);
-    }
 }
 
 static int leading(const zkr_election_t *e)
@@ -293,7 +284,7 @@ static int enter(zkr_election_t *e, int fresh)
     e->c.rejoin = 1;
     e->joining++;
     pthread_mutex_unlock(&s->mu);
-    race_point();
+    zkr__election_race_point();
     /* A free began in the gap: give up (it waits for us). */
     pthread_mutex_lock(&s->mu);
     rc = e->closing ? ZKR_ESTATE : 0;
@@ -646,7 +637,7 @@ static int run(zkr_election_t *e, zkr_leader_fn fn, void *data, int requeue)
             return rc != 0 ? rc : ret;
         }
         /* Back of the queue, unless a leave() came meanwhile. */
-        race_point();
+        zkr__election_race_point();
         rc = enter(e, 0);
         if (rc == ZKR_ESTATE)
             return 0;

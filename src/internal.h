@@ -28,6 +28,14 @@ long zkr__fault_points(void); /* points of the armed kinds passed */
 long zkr__fault_fired(void);  /* of them, how many failed */
 int zkr__fault(int kind);     /* 1: this point fails */
 int zkr__fault_rc(void);      /* the armed ZooKeeper code */
+/* Link seams for tests, empty (weak) in the library: a test program linked
+ * with libzkr_core.la defines its own to act at those points. Called when
+ * an armed fault point fails (tests/fault/test_faultinj.c prints where);
+ * and where another thread's election leave() can interleave with join()
+ * or run() (tests/integration/test_election.c sleeps there to make those
+ * races reproducible). The shipped library reads no test setting. */
+void zkr__fault_fired_at(void);
+void zkr__election_race_point(void);
 void *zkr__fault_malloc(size_t n);
 void *zkr__fault_calloc(size_t n, size_t size);
 void *zkr__fault_realloc(void *p, size_t n);

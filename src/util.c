@@ -1,6 +1,5 @@
 /* Small helpers: time, argument validation, UUIDs, strings, ACLs. */
 #define _DEFAULT_SOURCE /* gethostname, getrandom */
-#include <execinfo.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +45,10 @@ int zkr__fault_rc(void)
     return atomic_load(&fault_zkrc);
 }
 
+__attribute__((weak)) void zkr__fault_fired_at(void)
+{
+}
+
 int zkr__fault(int kind)
 {
     long i, n;
@@ -56,10 +59,7 @@ int zkr__fault(int kind)
     n = atomic_load(&fault_n);
     if (i == n || (i > n && atomic_load(&fault_persist))) {
         atomic_fetch_add(&fault_fired, 1);
-        if (getenv("ZKR_FAULT_TRACE") != NULL) { /* where it failed */
-            void *bt[16];
-            backtrace_symbols_fd(bt, backtrace(bt, 16), 2);
-        }
+        zkr__fault_fired_at();
         return 1;
     }
     return 0;

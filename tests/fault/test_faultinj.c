@@ -11,6 +11,7 @@
  * CI runs a sample of n (every point up to 24, then a stride); the full
  * sweep runs with ZKR_FAULTINJ_FULL=1 (make check-faultinj). */
 #define _DEFAULT_SOURCE
+#include <execinfo.h>
 #include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -33,6 +34,17 @@
 #include "../../src/internal.h"
 
 enum { T = 4000 };
+
+/* Called by the library when an armed point fails (a link seam,
+ * src/internal.h): with ZKR_FAULT_TRACE set, prints where. */
+void zkr__fault_fired_at(void)
+{
+    if (getenv("ZKR_FAULT_TRACE") != NULL) {
+        void *bt[16];
+
+        backtrace_symbols_fd(bt, backtrace(bt, 16), 2);
+    }
+}
 
 /* ------------------------------------------------------------ watchdog */
 

@@ -10,6 +10,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,6 +25,21 @@
 #include "../server_test.h"
 
 enum { T = 4000, N = 5 };
+
+/* The election's race points (a link seam, src/internal.h: this program
+ * links libzkr_core.la): a test sets race_us to sleep there, so that
+ * another thread's leave() lands in the gap. */
+void zkr__election_race_point(void);
+static atomic_long race_us;
+
+void zkr__election_race_point(void)
+{
+    long us = atomic_load(&race_us);
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+
+    if (us > 0)
+        nanosleep(&ts, NULL);
+}
 
 /* ------------------------------------------------------------ history */
 
@@ -821,7 +837,7 @@ static void test_fd_stops_leader(void **state)
 }
 
 /* Issue 20, 2: leave() racing join(). A test hook sleeps after join's
- * unlock (ZKR_TEST_ELECTION_DELAY_US); the leave lands in that gap in most
+ * unlock (race_us); the leave lands in that gap in most
  * rounds. Rule: a leave() that returns 0 leaves nothing behind (no node,
  * not leader, join() works again); one that returns ZKR_ESTATE came before
  * the join, which then stands. */
@@ -862,7 +878,7 @@ static void test_leave_races_join(void **state)
     (void)state;
     assert_int_equal(
         zkr_election_new(&e, s, "/e/race", "r", NULL, ZKR_POLICY_SUSPEND), 0);
-    setenv("ZKR_TEST_ELECTION_DELAY_US", "4000", 1);
+    atomic_store(&race_us, 4000);
     for (int i = 0; i < rounds; i++) {
         struct race j = {e, 0, -1}, l = {e, 500 + (i * 397) % 3000, -1};
         pthread_t tj, tl;
@@ -886,7 +902,7 @@ static void test_leave_races_join(void **state)
         assert_int_equal(zkr_election_leave(e), 0);
         assert_int_equal(children("/e/race"), 0);
     }
-    unsetenv("ZKR_TEST_ELECTION_DELAY_US");
+    atomic_store(&race_us, 0);
     print_message("%d rounds, leave won %d, phantoms %d\n", rounds, won,
                   phantoms);
     assert_int_equal(phantoms, 0);
@@ -916,7 +932,7 @@ static void test_leave_races_requeue(void **state)
     assert_int_equal(
         zkr_election_new(&e, s, "/e/requeue", "r", NULL, ZKR_POLICY_SUSPEND),
         0);
-    setenv("ZKR_TEST_ELECTION_DELAY_US", "4000", 1);
+    atomic_store(&race_us, 4000);
     for (int i = 0; i < rounds; i++) {
         static struct runner r;
         static int calls;
@@ -940,7 +956,7 @@ static void test_leave_races_requeue(void **state)
         assert_int_equal(r.rc, 0);
         assert_int_equal(children("/e/requeue"), 0);
     }
-    unsetenv("ZKR_TEST_ELECTION_DELAY_US");
+    atomic_store(&race_us, 0);
     print_message("%d rounds, leaves ignored %d\n", rounds, ignored);
     assert_int_equal(ignored, 0);
     zkr_election_free(e);
@@ -1754,7 +1770,7 @@ static void test_free_while_join_in_gap(void **state)
     assert_int_equal(
         zkr_election_new(&e, s, "/e/freejoin", "a", NULL, ZKR_POLICY_SUSPEND),
         0);
-    setenv("ZKR_TEST_ELECTION_DELAY_US", "300000", 1);
+    atomic_store(&race_us, 300000);
     j.e = e;
     assert_int_equal(pthread_create(&jth, NULL, race_join, &j), 0);
     /* Marked joined (await says "not yet" rather than "not joined"), the
@@ -1763,7 +1779,7 @@ static void test_free_while_join_in_gap(void **state)
         ZKT_WAIT_UNTIL(zkr_election_await(e, 0) == ZKR_ETIMEDOUT, 10000));
     zkr_election_free(e);
     pthread_join(jth, NULL);
-    unsetenv("ZKR_TEST_ELECTION_DELAY_US");
+    atomic_store(&race_us, 0);
     print_message("join -> %d\n", j.rc);
     assert_int_equal(j.rc, ZKR_ESTATE);
     zkt_sleep_ms(500);
