@@ -23,6 +23,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../harness.h"
 #include "zkr.h"
 
@@ -532,9 +534,7 @@ int main(void)
         cmocka_unit_test(test_lagging_follower_sync),
     };
 
-    /* ZKT_TEST_FILTER=test_leader_* runs the matching tests only. */
-    if (getenv("ZKT_TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("ZKT_TEST_FILTER"));
+    zkt_test_filter();
     return cmocka_run_group_tests_name("ensemble", tests, group_setup,
                                        group_teardown);
 }

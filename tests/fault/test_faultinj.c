@@ -27,6 +27,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../server_test.h"
 
 /* The seam's controls; its call-routing macros stay out of this file. */
@@ -659,7 +661,6 @@ int main(void)
         cmocka_unit_test_teardown(test_acquire_in_lost_window, disarm),
         cmocka_unit_test_teardown(test_index_growth_alloc, disarm),
     };
-    if (getenv("ZKR_TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
+    zkt_test_filter();
     return cmocka_run_group_tests_name("faultinj", tests, setup, teardown);
 }

@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../server_test.h"
 
 #include "../rec.h"
@@ -423,5 +425,6 @@ int main(void)
         cmocka_unit_test(test_connection_lost_during_create),
         cmocka_unit_test(test_server_restart_beyond_timeout),
     };
+    zkt_test_filter();
     return cmocka_run_group_tests_name("faults", tests, setup, teardown);
 }

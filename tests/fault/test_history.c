@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../server_test.h"
 
 /* The checker's output line and exit status. */
@@ -926,8 +928,6 @@ int main(void)
         cmocka_unit_test(test_checker_functions),
         cmocka_unit_test(test_foreign_actor),
     };
-    /* ZKT_TEST_FILTER=test_checker_functions runs only it. */
-    if (getenv("ZKT_TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("ZKT_TEST_FILTER"));
+    zkt_test_filter();
     return cmocka_run_group_tests_name("history", tests, setup, teardown);
 }

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../proxy_test.h"
 #include "../server_test.h"
 
@@ -138,6 +140,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grant_lost_before_delivery),
     };
+    zkt_test_filter();
     return cmocka_run_group_tests_name("late_grant", tests, proxy_setup,
                                        proxy_teardown);
 }

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../proxy_test.h"
 #include "../server_test.h"
 
@@ -892,9 +894,7 @@ int main(void)
         cmocka_unit_test(test_free_with_requests_in_flight),
         cmocka_unit_test(test_acquire_timeout_with_create_unanswered),
     };
-    /* ZKT_TEST_FILTER=test_free_with_requests_in_flight runs only it. */
-    if (getenv("ZKT_TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("ZKT_TEST_FILTER"));
+    zkt_test_filter();
     return cmocka_run_group_tests_name("partition", tests, proxy_setup,
                                        proxy_teardown);
 }

@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../proxy_test.h"
 #include "../server_test.h"
 
@@ -186,6 +188,7 @@ int main(void)
         cmocka_unit_test(test_delay),
         cmocka_unit_test(test_drop_create_reply),
     };
+    zkt_test_filter();
     return cmocka_run_group_tests_name("proxy", tests, proxy_setup,
                                        proxy_teardown);
 }

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../proxy_test.h"
 #include "../server_test.h"
 
@@ -228,5 +230,6 @@ int main(void)
         cmocka_unit_test(test_adopted_lost_then_back),
     };
     alarm(300); /* a hang is a failure, not a stuck CI */
+    zkt_test_filter();
     return cmocka_run_group_tests(tests, proxy_setup, proxy_teardown);
 }

@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../server_test.h"
 #include "../workq_snap.h"
 
@@ -603,8 +605,6 @@ int main(void)
         cmocka_unit_test(test_checker_fails_broken_queue),
         cmocka_unit_test(test_workq_soak),
     };
-    /* ZKT_TEST_FILTER=test_workq_soak runs only it. */
-    if (getenv("ZKT_TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("ZKT_TEST_FILTER"));
+    zkt_test_filter();
     return cmocka_run_group_tests_name("workq_history", tests, setup, teardown);
 }

@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../server_test.h"
 
 /* Reads a whole (small) file; "" if missing. Caller frees. */
@@ -164,5 +166,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_paused_holder_is_fenced),
     };
+    zkt_test_filter();
     return cmocka_run_group_tests_name("zombie", tests, setup, teardown);
 }

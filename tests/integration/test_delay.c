@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include <poll.h>
 #include <pthread.h>
 
@@ -1306,5 +1308,6 @@ int main(void)
         cmocka_unit_test(test_rejoin_after_own_session_expired),
         cmocka_unit_test(test_delay_api),
     };
+    zkt_test_filter();
     return cmocka_run_group_tests_name("delay", tests, setup, teardown);
 }

@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../proxy_test.h"
 
 /* What the callbacks saw. Only the test's thread dispatches, so a
@@ -761,11 +763,7 @@ int main(void)
         cmocka_unit_test(test_example_daemon),
         cmocka_unit_test(test_example_daemon_uv),
     };
-    if (getenv("ZKR_TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
-    /* ZKR_TEST_FILTER=test_free_before_dispatch runs one case. */
-    if (getenv("ZKR_TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
+    zkt_test_filter();
     return cmocka_run_group_tests_name("dispatch", tests, proxy_setup,
                                        proxy_teardown);
 }

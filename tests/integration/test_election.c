@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../server_test.h"
 
 enum { T = 4000, N = 5 };
@@ -1925,8 +1927,6 @@ int main(void)
         cmocka_unit_test(test_stale_error_keeps_next_candidacy),
         cmocka_unit_test(test_fd_signals_end),
     };
-    /* ZKR_TEST_ONLY=pattern runs only the matching tests (debugging). */
-    if (getenv("ZKR_TEST_ONLY") != NULL)
-        cmocka_set_test_filter(getenv("ZKR_TEST_ONLY"));
+    zkt_test_filter();
     return cmocka_run_group_tests_name("election", tests, setup, teardown);
 }

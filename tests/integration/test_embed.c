@@ -28,6 +28,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../server_test.h"
 
 enum { T = 4000 };
@@ -643,7 +645,6 @@ int main(void)
         cmocka_unit_test(test_with_handle_survives_lost),
         cmocka_unit_test(test_calls_from_zookeeper_thread),
     };
-    if (getenv("ZKR_TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
+    zkt_test_filter();
     return cmocka_run_group_tests_name("embed", tests, setup, teardown);
 }

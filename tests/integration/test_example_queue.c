@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../server_test.h"
 
 /* Starts examples/queue with the server's hosts, queue path and args
@@ -215,8 +217,6 @@ int main(void)
         cmocka_unit_test(test_two_consumers_do_every_job_once),
         cmocka_unit_test(test_paused_consumer_is_fenced_off),
     };
-    /* ZKR_TEST_FILTER=pattern runs only the matching tests. */
-    if (getenv("ZKR_TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
+    zkt_test_filter();
     return cmocka_run_group_tests_name("example_queue", tests, setup, teardown);
 }

@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../server_test.h"
 
 /* Valid while held; stale after release, after expiry, and after the same
@@ -561,5 +563,6 @@ int main(void)
         cmocka_unit_test(test_guarded_multi_connection_loss),
         cmocka_unit_test(test_sqlite_example),
     };
+    zkt_test_filter();
     return cmocka_run_group_tests_name("fence", tests, setup, teardown);
 }

@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../server_test.h"
 
 enum { T = 4000 };
@@ -643,7 +645,6 @@ int main(void)
     };
     /* ZKR_TEST_FILTER=test_free_other_lock runs one case (with the old
      * code, one hang leaves the session wedged for the cases after it). */
-    if (getenv("ZKR_TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
+    zkt_test_filter();
     return cmocka_run_group_tests_name("free", tests, setup, teardown);
 }

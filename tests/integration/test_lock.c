@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../server_test.h"
 
 /* ------------------------------------------------------------------ */
@@ -1185,5 +1187,6 @@ int main(void)
         cmocka_unit_test(test_one_session_many_deadlines),
         cmocka_unit_test(test_one_session_many_releases),
     };
+    zkt_test_filter();
     return cmocka_run_group_tests_name("lock", tests, setup, teardown);
 }

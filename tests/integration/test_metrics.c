@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../server_test.h"
 
 /* A recipe metric of session s (kind, path). */
@@ -416,5 +418,6 @@ int main(void)
         cmocka_unit_test(test_kinds),
         cmocka_unit_test(test_many_paths),
     };
+    zkt_test_filter();
     return cmocka_run_group_tests_name("metrics", tests, setup, teardown);
 }

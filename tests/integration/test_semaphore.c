@@ -19,6 +19,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../server_test.h"
 
 static zkr_lock_t *sem(zkr_session_t *s, const char *path, int n,
@@ -766,7 +768,6 @@ int main(void)
         cmocka_unit_test(test_semaphore_creator_acl_watches_predecessor),
         cmocka_unit_test(test_semaphore_deleted_waiters_leave_no_watch),
     };
-    if (getenv("ZKR_TEST_ONLY") != NULL)
-        cmocka_set_test_filter(getenv("ZKR_TEST_ONLY"));
+    zkt_test_filter();
     return cmocka_run_group_tests_name("semaphore", tests, setup, teardown);
 }

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../server_test.h"
 
 struct seen {
@@ -709,8 +711,6 @@ int main(void)
         cmocka_unit_test(test_resolution_delay),
     };
 
-    /* ZKT_TEST_FILTER=test_adopt* runs the matching tests only. */
-    if (getenv("ZKT_TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("ZKT_TEST_FILTER"));
+    zkt_test_filter();
     return cmocka_run_group_tests_name("session", tests, setup, teardown);
 }

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../proxy_test.h"
 
 static zkr_workq_t *new_q(zkr_session_t *s, const char *path, const char *id)
@@ -675,8 +677,7 @@ int main(void)
         cmocka_unit_test(test_reply_lost_put),
         cmocka_unit_test(test_bad_input_and_free),
     };
-    if (getenv("ZKR_TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
+    zkt_test_filter();
     return cmocka_run_group_tests_name("workq", tests, proxy_setup,
                                        proxy_teardown);
 }

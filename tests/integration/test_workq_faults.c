@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../proxy_test.h"
 
 static int64_t now_ms(void)
@@ -1363,8 +1365,7 @@ int main(void)
         cmocka_unit_test(test_ephemeral_bucket_made_ahead),
         cmocka_unit_test(test_nack_back_ephemeral_tail),
     };
-    if (getenv("ZKR_TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
+    zkt_test_filter();
     return cmocka_run_group_tests_name("workq_faults", tests, proxy_setup,
                                        proxy_teardown);
 }

@@ -28,6 +28,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../server_test.h"
 
 #ifndef ZKT_SRCDIR
@@ -331,5 +333,6 @@ int main(void)
         cmocka_unit_test(test_fifo_across_documented_wrap),
         cmocka_unit_test(test_shared_sequence_no_two_holders),
     };
+    zkt_test_filter();
     return cmocka_run_group_tests_name("wrap", tests, wrap_setup, teardown);
 }

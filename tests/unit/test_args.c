@@ -19,6 +19,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "cli.h" /* the zkr command's value parsing (tools/args.c) */
 #include "zkr.h"
 
@@ -1022,5 +1024,6 @@ int main(void)
                                         fx_teardown),
     };
 
+    zkt_test_filter();
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

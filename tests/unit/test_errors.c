@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "zkr.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
@@ -181,5 +183,6 @@ int main(void)
         cmocka_unit_test(test_lock_state_names),
     };
 
+    zkt_test_filter();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

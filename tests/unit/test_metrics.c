@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../../src/internal.h"
 
 /* A path with every character the format escapes. */
@@ -232,5 +234,6 @@ int main(int argc, char **argv)
         make_snapshot();
         return zkr__metrics_format(stdout, &snap) != 0;
     }
+    zkt_test_filter();
     return cmocka_run_group_tests_name("metrics format", tests, NULL, NULL);
 }

@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../../src/internal.h"
 
 #define UUID "3f2a9c1e-7b4d-4e8a-9c01-5d6e7f809a1b"
@@ -990,5 +992,6 @@ int main(void)
         cmocka_unit_test(test_holding),
     };
 
+    zkt_test_filter();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "../../src/internal.h"
 
 static int parse(const char *s, zkr__record_t *r)
@@ -176,5 +178,6 @@ int main(void)
         cmocka_unit_test(test_not_records),
         cmocka_unit_test(test_format_round_trip),
     };
+    zkt_test_filter();
     return cmocka_run_group_tests_name("record", tests, NULL, NULL);
 }

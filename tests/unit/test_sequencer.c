@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "../filter.h"
+
 #include "zkr.h"
 
 #define NODE                                                                   \
@@ -258,5 +260,6 @@ int main(void)
         cmocka_unit_test(test_fence_admit),
         cmocka_unit_test(test_fence_admit_threads),
     };
+    zkt_test_filter();
     return cmocka_run_group_tests_name("sequencer", tests, NULL, NULL);
 }
