@@ -7,6 +7,26 @@
  * contender-queue engine) on top of the ZooKeeper multi-threaded C client
  * (`libzookeeper_mt`).
  *
+ * \section index The calls most programs need
+ *
+ * | To | Call |
+ * |----|------|
+ * | connect, and know when the session is in doubt | zkr_session_open(), zkr_session_add_listener(), zkr_session_free() |
+ * | take and give back an exclusive lock | zkr_lock_new(), zkr_lock_acquire(), zkr_lock_release(), zkr_lock_free() |
+ * | stop acting when the lock is lost | zkr_lock_fd(), zkr_lock_state(), zkr_lock_valid_ms() |
+ * | make the protected resource reject a late holder | zkr_lock_token(), zkr_lock_guarded_multi(), zkr_fence_admit() |
+ * | run as the single leader | zkr_election_new(), zkr_election_run() (or zkr_election_join() and zkr_election_fd()), zkr_election_free() |
+ * | route clients to the leader | zkr_observer_new() |
+ * | limit concurrency to N, or share reads | zkr_semaphore_new(), zkr_rwlock_new() (then the lock calls) |
+ * | hand out work exactly once | zkr_workq_new(), zkr_workq_put(), zkr_workq_take(), zkr_item_ack(), zkr_item_nack(), zkr_item_free() |
+ * | from an event loop | zkr_session_fd(), zkr_session_dispatch(), the `_async` calls |
+ * | say what went wrong | zkr_strerror() |
+ *
+ * The groups below follow that order: versions and errors, the session,
+ * the contenders of a queue (the type the recipes' listing calls return),
+ * the lock, fencing, election, semaphore and read/write lock, the work
+ * queue, and metrics last.
+ *
  * \section contracts The three contracts
  *
  * **Errors.** Every fallible function returns an `int`: 0 (`ZOK`) on success,
@@ -513,65 +533,6 @@ typedef enum {
 ZKR_EXTERN uint64_t zkr_session_counter(zkr_session_t *s, zkr_counter_t c);
 
 /* ------------------------------------------------------------------------ */
-/* Metrics (docs/OBSERVABILITY.md)                                           */
-/* ------------------------------------------------------------------------ */
-
-/**
- * \brief Writes the metrics of a session and of its recipes in the
- *   Prometheus text exposition format (version 0.0.4).
- *
- * Session metrics carry no label; recipe metrics carry `path` (the recipe
- * path) and `kind` (`lock`, `read`, `write`, `semaphore`, `election`), one
- * series per path and kind that a handle of this session has used since
- * the session was opened, freed handles included (their counts stay until
- * zkr_session_free()). Counters and histograms (fixed buckets) are kept
- * by the engine under the lock it already holds, without allocating;
- * writing copies them under that lock and formats them without it, so a
- * slow `f` never delays the session. docs/OBSERVABILITY.md lists every
- * metric and the buckets. Every name starts with `zkr_`. A daemon can
- * serve the text from its own HTTP endpoint, or write it to a file for
- * node_exporter's textfile collector (write a temporary file in the same
- * directory, then rename it: the zkr command's `--metrics-file` does).
- *
- * \param f an open stream; zkr writes to it and neither flushes nor closes
- *   it.
- * \return 0; ZBADARGUMENTS (NULL s or f); ZKR_ENOMEM; ZKR_ESYS (writing to
- *   f failed; errno tells why).
- */
-ZKR_EXTERN int zkr_metrics_write(zkr_session_t *s, FILE *f);
-
-/**
- * \brief zkr_metrics_write() into a new NUL-terminated buffer.
- * \param out OUT: the text; release it with zkr_metrics_text_free().
- * \param len OUT (may be NULL): its length, without the NUL.
- * \return 0; ZBADARGUMENTS (NULL s or out); ZKR_ENOMEM.
- */
-ZKR_EXTERN int zkr_metrics_text(zkr_session_t *s, char **out, size_t *len);
-
-/** \brief Frees a text of zkr_metrics_text(). NULL is a no-op. */
-ZKR_EXTERN void zkr_metrics_text_free(char *text);
-
-/**
- * \brief Reads one value that zkr_metrics_write() would write.
- *
- * `name` is a metric's name as written: a counter or gauge
- * ("zkr_acquisitions_total"), or a histogram's "_count" or "_sum"
- * ("zkr_wait_seconds_count"); times are in seconds. For a recipe metric
- * give its `kind` and `path`; for a session metric both must be NULL.
- * `zkr_session_state` and single buckets are not readable here (see
- * zkr_session_state() and the text).
- * \param out OUT: the value.
- * \return 0; ZBADARGUMENTS (NULL s, name or out, an unknown name, kind
- *   and path missing for a recipe metric or given for a session metric);
- *   ZNONODE (no handle of this session has used that kind and path, the
- *   metric is not one of that kind's, or a gauge not measured yet, such as
- *   the reconnect margin before any reconnection); ZKR_ENOMEM.
- */
-ZKR_EXTERN int zkr_metrics_value(zkr_session_t *s, const char *name,
-                                 const char *kind, const char *path,
-                                 double *out);
-
-/* ------------------------------------------------------------------------ */
 /* Contenders (observability)                                                */
 /* ------------------------------------------------------------------------ */
 
@@ -851,10 +812,8 @@ ZKR_EXTERN int64_t zkr_lock_valid_ms(zkr_lock_t *l);
  * application has observed the loss, i.e. has called zkr_lock_release()
  * (which reports ZKR_ELOST), was told ZKR_ELOST by an acquire or its
  * completion, or acquires again. A release or a new acquire also clears
- * the changes before it. (Changed in this version: it used to stay
- * readable for as long as the lock was SUSPENDED, so that a loop polling
- * it woke without end. zkr_election_fd() signals leadership changes, and
- * is quiet after zkr_election_await() has been told of them.)
+ * the changes before it. (zkr_election_fd() signals leadership changes,
+ * and is quiet after zkr_election_await() has been told of them.)
  * Do not read from or close it. Made on the first call
  * (a handle never asked costs no descriptor), then the same until the
  * handle is freed. -1 for NULL, or when no descriptor can be made (the
@@ -1789,6 +1748,65 @@ ZKR_EXTERN int zkr_item_nack_async(zkr_item_t *it, zkr_nack_where_t where,
  *   callbacks as zkr_lock_free(). NULL is a no-op.
  */
 ZKR_EXTERN void zkr_item_free(zkr_item_t *it);
+
+/* ------------------------------------------------------------------------ */
+/* Metrics (docs/OBSERVABILITY.md)                                           */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * \brief Writes the metrics of a session and of its recipes in the
+ *   Prometheus text exposition format (version 0.0.4).
+ *
+ * Session metrics carry no label; recipe metrics carry `path` (the recipe
+ * path) and `kind` (`lock`, `read`, `write`, `semaphore`, `election`), one
+ * series per path and kind that a handle of this session has used since
+ * the session was opened, freed handles included (their counts stay until
+ * zkr_session_free()). Counters and histograms (fixed buckets) are kept
+ * by the engine under the lock it already holds, without allocating;
+ * writing copies them under that lock and formats them without it, so a
+ * slow `f` never delays the session. docs/OBSERVABILITY.md lists every
+ * metric and the buckets. Every name starts with `zkr_`. A daemon can
+ * serve the text from its own HTTP endpoint, or write it to a file for
+ * node_exporter's textfile collector (write a temporary file in the same
+ * directory, then rename it: the zkr command's `--metrics-file` does).
+ *
+ * \param f an open stream; zkr writes to it and neither flushes nor closes
+ *   it.
+ * \return 0; ZBADARGUMENTS (NULL s or f); ZKR_ENOMEM; ZKR_ESYS (writing to
+ *   f failed; errno tells why).
+ */
+ZKR_EXTERN int zkr_metrics_write(zkr_session_t *s, FILE *f);
+
+/**
+ * \brief zkr_metrics_write() into a new NUL-terminated buffer.
+ * \param out OUT: the text; release it with zkr_metrics_text_free().
+ * \param len OUT (may be NULL): its length, without the NUL.
+ * \return 0; ZBADARGUMENTS (NULL s or out); ZKR_ENOMEM.
+ */
+ZKR_EXTERN int zkr_metrics_text(zkr_session_t *s, char **out, size_t *len);
+
+/** \brief Frees a text of zkr_metrics_text(). NULL is a no-op. */
+ZKR_EXTERN void zkr_metrics_text_free(char *text);
+
+/**
+ * \brief Reads one value that zkr_metrics_write() would write.
+ *
+ * `name` is a metric's name as written: a counter or gauge
+ * ("zkr_acquisitions_total"), or a histogram's "_count" or "_sum"
+ * ("zkr_wait_seconds_count"); times are in seconds. For a recipe metric
+ * give its `kind` and `path`; for a session metric both must be NULL.
+ * `zkr_session_state` and single buckets are not readable here (see
+ * zkr_session_state() and the text).
+ * \param out OUT: the value.
+ * \return 0; ZBADARGUMENTS (NULL s, name or out, an unknown name, kind
+ *   and path missing for a recipe metric or given for a session metric);
+ *   ZNONODE (no handle of this session has used that kind and path, the
+ *   metric is not one of that kind's, or a gauge not measured yet, such as
+ *   the reconnect margin before any reconnection); ZKR_ENOMEM.
+ */
+ZKR_EXTERN int zkr_metrics_value(zkr_session_t *s, const char *name,
+                                 const char *kind, const char *path,
+                                 double *out);
 
 #ifdef __cplusplus
 }
