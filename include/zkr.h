@@ -9,18 +9,24 @@
  *
  * \section index The calls most programs need
  *
- * | To | Call |
- * |----|------|
- * | connect, and know when the session is in doubt | zkr_session_open(), zkr_session_add_listener(), zkr_session_free() |
- * | take and give back an exclusive lock | zkr_lock_new(), zkr_lock_acquire(), zkr_lock_release(), zkr_lock_free() |
- * | stop acting when the lock is lost | zkr_lock_fd(), zkr_lock_state(), zkr_lock_valid_ms() |
- * | make the protected resource reject a late holder | zkr_lock_token(), zkr_lock_guarded_multi(), zkr_fence_admit() |
- * | run as the single leader | zkr_election_new(), zkr_election_run() (or zkr_election_join() and zkr_election_fd()), zkr_election_free() |
- * | route clients to the leader | zkr_observer_new() |
- * | limit concurrency to N, or share reads | zkr_semaphore_new(), zkr_rwlock_new() (then the lock calls) |
- * | hand out work exactly once | zkr_workq_new(), zkr_workq_put(), zkr_workq_take(), zkr_item_ack(), zkr_item_nack(), zkr_item_free() |
- * | from an event loop | zkr_session_fd(), zkr_session_dispatch(), the `_async` calls |
- * | say what went wrong | zkr_strerror() |
+ * - connect, and learn when the session is in doubt: zkr_session_open(),
+ *   zkr_session_add_listener(), zkr_session_free()
+ * - take and give back an exclusive lock: zkr_lock_new(),
+ *   zkr_lock_acquire(), zkr_lock_release(), zkr_lock_free()
+ * - stop acting when the lock is lost: zkr_lock_fd(), zkr_lock_state(),
+ *   zkr_lock_valid_ms()
+ * - make the protected resource reject a late holder: zkr_lock_token(),
+ *   zkr_lock_guarded_multi(), zkr_fence_admit()
+ * - run as the single leader: zkr_election_new(), zkr_election_run() (or
+ *   zkr_election_join() and zkr_election_fd()), zkr_election_free()
+ * - route clients to the leader: zkr_observer_new()
+ * - limit concurrency to N, or share reads: zkr_semaphore_new(),
+ *   zkr_rwlock_new(), then the lock calls
+ * - hand out work exactly once: zkr_workq_new(), zkr_workq_put(),
+ *   zkr_workq_take(), zkr_item_ack(), zkr_item_nack(), zkr_item_free()
+ * - from an event loop: zkr_session_fd(), zkr_session_dispatch(), the
+ *   `_async` calls
+ * - say what went wrong: zkr_strerror()
  *
  * The groups below follow that order: versions and errors, the session,
  * the contenders of a queue (the type the recipes' listing calls return),
