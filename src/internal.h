@@ -197,6 +197,43 @@ typedef int (*zkr__pred_fn)(const zkr__entry_t *v, int n, int self,
 int zkr__pred_mutex(const zkr__entry_t *v, int n, int self, int permits);
 int zkr__pred_semaphore(const zkr__entry_t *v, int n, int self, int permits);
 int zkr__pred_read(const zkr__entry_t *v, int n, int self, int permits);
+/* The grant decision (decide.c): what a listing means for a contender,
+ * with no I/O. */
+typedef struct zkr__listing {
+    const zkr__entry_t *e; /* the sorted contenders (zkr__sort_children) */
+    int n;
+    int self;               /* our index in e, -1 if our node is not there */
+    zkr__pred_fn pred;      /* the recipe's rule */
+    int permits;            /* ours (1 for a lock) */
+    int poke;               /* semaphore: a grant touches its node */
+    int creator_writes;     /* our ACL lets a node's creator write it */
+    const char *unreadable; /* a node found unreadable, or NULL */
+    const char *touchable;  /* the predecessor found touchable, or NULL */
+    int self_doubt;         /* whether our node is still ours is being asked */
+    int delay_due;          /* a lock-delay must be served before a grant */
+    int delayed;            /* serving one (phase DELAYED) */
+    int try_once;           /* timeout 0 */
+} zkr__listing_t;
+typedef enum {
+    ZKR__D_LOST,       /* our node is gone: ZKR_ELOST */
+    ZKR__D_CONFLICT,   /* another permit count on the path: ZKR_ELIMIT */
+    ZKR__D_ASK_SELF,   /* granted, but ask whether our node is ours first */
+    ZKR__D_DELAY,      /* granted, after a lock-delay begun now */
+    ZKR__D_DELAYED,    /* granted; the delay being served decides */
+    ZKR__D_GRANT,      /* held */
+    ZKR__D_BUSY,       /* not granted, and only one try: ZKR_EBUSY */
+    ZKR__D_WATCH_DIR,  /* wait for any change in the directory */
+    ZKR__D_WATCH_NODE, /* wait for the deletion or change of e[target] */
+    ZKR__D_ASK_TOUCH   /* wait on e[target] once its ACL says it can wake us */
+} zkr__decision_t;
+typedef struct zkr__verdict {
+    zkr__decision_t what;
+    int self;   /* our index in the listing, as given */
+    int pred;   /* the rule's answer (ZKR__GRANT, an index, ...) */
+    int target; /* the entry to watch (WATCH_NODE, ASK_TOUCH), else < 0 */
+} zkr__verdict_t;
+zkr__verdict_t zkr__decide(const zkr__listing_t *in);
+
 /* How many leading entries of a sorted queue are granted, each judged by
  * the rule of its own marker (mixed queues included). */
 int zkr__holding(const zkr__entry_t *v, int n);

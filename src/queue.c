@@ -1735,13 +1735,74 @@ int zkr__set_delay_flags(zkr__contender_t *c, unsigned flags)
     return set_delay_option(c, &c->delay_flags, (int)flags);
 }
 
+/* The inputs of the grant decision, from the contender and a listing. */
+static zkr__verdict_t decide(const zkr__contender_t *c, const zkr__entry_t *e,
+                             int n)
+{
+    zkr__listing_t in = {
+        .e = e,
+        .n = n,
+        .self = zkr__find_entry(e, n, strrchr(c->node, '/') + 1),
+        .pred = c->recipe->pred,
+        .permits = c->permits,
+        .poke = c->recipe->poke,
+        .creator_writes = acl_lets_creator_write(&c->acl),
+        .unreadable = c->unreadable,
+        .touchable = c->touchable,
+        .self_doubt = c->self_doubt,
+        .delay_due =
+            (c->before != NULL || c->carry_until >= 0) && !c->delay_served,
+        .delayed = c->phase == ZKR__P_DELAYED,
+        .try_once = c->try_once,
+    };
+
+    return zkr__decide(&in);
+}
+
+/* The listing says wait ([W1]-[W3]): on the directory, on e[d.target], or
+ * on e[d.target] once its ACL is known to let its touch wake us. */
+static void wait_on(zkr__contender_t *c, const zkr__op_t *op,
+                    const zkr__entry_t *e, int n, zkr__verdict_t d)
+{
+    if (note_wait(c, e, n, d.self, d.pred) != 0) {
+        abort_acquire(c, ZKR_ENOMEM);
+        return;
+    }
+    /* Our own node first, so that its deletion reaches us before the
+     * answer to any later request (see zkr__node_watcher). */
+    if (!c->self_watch)
+        issue_self_watch(c);
+    if (d.what == ZKR__D_WATCH_DIR && !op->watched) {
+        /* Any change in the directory matters: list again, with a child
+         * watch; that listing decides. */
+        issue_list_watched(c);
+    } else if (d.what == ZKR__D_WATCH_DIR) {
+        set_watching(c, zkr__strdup(c->dir));
+        c->watch_dir = 1;
+        c->phase = ZKR__P_WATCHING;
+        if (c->watching == NULL)
+            abort_acquire(c, ZKR_ENOMEM);
+    } else if (d.what == ZKR__D_ASK_TOUCH) {
+        set_watching(c, zkr__join(c->dir, e[d.target].name));
+        c->watch_dir = 0;
+        c->phase = ZKR__P_WATCHING;
+        if (c->watching == NULL)
+            abort_acquire(c, ZKR_ENOMEM);
+        else
+            check_pred(c);
+    } else {
+        watch_node(c, e[d.target].name);
+    }
+}
+
 static void list_done(int rc, const struct String_vector *v, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
     zkr__contender_t *c = op->c;
     zkr__entry_t *e = NULL;
-    int n = 0, self, w = ZKR__GRANT;
+    zkr__verdict_t d;
+    int n = 0;
 
     if (stale(op, ZKR__P_LISTING)) {
         if (op->watched && rc == ZOK)
@@ -1769,78 +1830,48 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
     }
     /* The grant rests on this answer alone: it came after our create and
      * after the last notification we acted on, and it shows our node and
-     * who is before it. */
-    self = zkr__find_entry(e, n, strrchr(c->node, '/') + 1);
-    if (self < 0) {
-        /* Our node was deleted by someone else (an administrator, or the
-         * server expiring our session): we can never be granted with it. */
+     * who is before it. What it means is decided without I/O (decide.c);
+     * here it is acted on. */
+    d = decide(c, e, n);
+    switch (d.what) {
+    case ZKR__D_LOST:
         lose_waiting(c);
-    } else if ((w = c->recipe->pred(e, n, self, c->permits)) == ZKR__CONFLICT) {
+        break;
+    case ZKR__D_CONFLICT:
         abort_acquire(c, ZKR_ELIMIT);
-    } else if (w == ZKR__GRANT && c->self_doubt) {
+        break;
+    case ZKR__D_ASK_SELF:
         /* Our name is in the listing, but whether the node is still ours
          * is being asked (a change was reported on it): list again once
          * the answer comes (zkr__op_end steps us then). */
         if (!c->self_watch)
             issue_self_watch(c);
-    } else if (w == ZKR__GRANT && (c->before != NULL || c->carry_until >= 0) &&
-               !c->delay_served && begin_delay(c, e, n) != 0) {
-        abort_acquire(c, ZKR_ENOMEM);
-    } else if (w == ZKR__GRANT && c->phase == ZKR__P_DELAYED) {
-        ; /* the nodes we waited on are gone: released, or dead? */
-    } else if (w == ZKR__GRANT) {
+        break;
+    case ZKR__D_DELAY:
+        /* The nodes we waited behind are gone: released, or dead? The
+         * delay's first step may find no delay is owed: granted now. */
+        if (begin_delay(c, e, n) != 0)
+            abort_acquire(c, ZKR_ENOMEM);
+        else if (c->phase != ZKR__P_DELAYED)
+            finish_acquire(c, 0);
+        break;
+    case ZKR__D_DELAYED:
+        break; /* the delay being served decides */
+    case ZKR__D_GRANT:
         finish_acquire(c, 0);
-    } else if (c->try_once) {
+        break;
+    case ZKR__D_BUSY:
         abort_acquire(c, ZKR_EBUSY);
-    } else if (note_wait(c, e, n, self, w) != 0) {
-        abort_acquire(c, ZKR_ENOMEM);
-    } else {
-        /* We wait: watch our own node first, so that its deletion reaches
-         * us before the answer to any later request (see
-         * zkr__node_watcher). */
-        if (!c->self_watch)
-            issue_self_watch(c);
-        /* A semaphore waiter learns its predecessor's grant from the
-         * predecessor's touch; if our ACL lets no creator touch its node,
-         * a predecessor of the same ACL cannot either: watch the
-         * directory (of another ACL: pred_acl_done() decides). */
-        if (w >= 0 && c->recipe->poke && !acl_lets_creator_write(&c->acl))
-            w = ZKR__WATCH_DIR;
-        /* ... and only a zkr permit of our count touches its node when
-         * granted: behind any other contender (a Curator or kazoo lock
-         * node, a mutex, an operator's node) watch the directory. */
-        if (w >= 0 && c->recipe->poke && e[w].permits != c->permits)
-            w = ZKR__WATCH_DIR;
-        /* A node we may not read cannot be watched (watch_done()). */
-        if (w >= 0 && c->unreadable != NULL &&
-            strcmp(e[w].name, c->unreadable) == 0)
-            w = ZKR__WATCH_DIR;
-        if (w == ZKR__WATCH_DIR && !op->watched) {
-            /* Any change in the directory matters: list again, with a
-             * child watch; that listing decides. */
-            issue_list_watched(c);
-        } else if (w == ZKR__WATCH_DIR) {
-            set_watching(c, zkr__strdup(c->dir));
-            c->watch_dir = 1;
-            c->phase = ZKR__P_WATCHING;
-            if (c->watching == NULL)
-                abort_acquire(c, ZKR_ENOMEM);
-        } else if (c->recipe->poke && (c->touchable == NULL ||
-                                       strcmp(e[w].name, c->touchable) != 0)) {
-            /* A predecessor not yet known to be touchable: ask. */
-            set_watching(c, zkr__join(c->dir, e[w].name));
-            c->watch_dir = 0;
-            c->phase = ZKR__P_WATCHING;
-            if (c->watching == NULL)
-                abort_acquire(c, ZKR_ENOMEM);
-            else
-                check_pred(c);
-        } else {
-            watch_node(c, e[w].name);
-        }
+        break;
+    case ZKR__D_WATCH_DIR:
+    case ZKR__D_WATCH_NODE:
+    case ZKR__D_ASK_TOUCH:
+        wait_on(c, op, e, n, d);
+        break;
     }
     /* A child watch we set but no longer need is taken back. */
-    if (op->watched && !(w == ZKR__WATCH_DIR && c->phase == ZKR__P_WATCHING))
+    if (op->watched &&
+        !(d.what == ZKR__D_WATCH_DIR && c->phase == ZKR__P_WATCHING))
         drop_watch(s, c->dir, c, ZWATCHTYPE_CHILD);
     free(e);
     zkr__op_end(op);
