@@ -120,8 +120,9 @@ inline grant()
 
 
 /* [G3], [G4], [G10]-[G12], [W1], [W2], [W3]: the decision on a listing
- * (zkr__decide in src/decide.c, acted on by list_done). n: the entries before us that block us by our rule; pred:
- * the last of them (for a semaphore, the entry just before us). */
+ * (zkr__decide in src/decide.c, acted on by list_done). n: the entries
+ * before us that block us by our rule; pred: the last of them (for a
+ * semaphore, the entry just before us). */
 inline decide()
 {
     pred = NONE;
