@@ -78,6 +78,8 @@ FIGURES = [
     ("uncontended", "us_per_cycle", "uncontended us/cycle (mean)", True),
     ("uncontended", "p50_us", "uncontended p50 us", True),
     ("uncontended", "p99_us", "uncontended p99 us", True),
+    ("uncontended", "req_per_op",
+     "uncontended ZooKeeper requests per acquire+release", True),
     ("contended", "grants_per_s", "contended grants/s, K={n}", False),
     ("contended", "fairness", "contended min/max per client, K={n}", False),
     ("contended", "violations", "contended overlap violations, K={n}", True),
@@ -85,16 +87,26 @@ FIGURES = [
     ("contended", "handoff_p99_us", "contended handoff p99 us, K={n}", True),
     ("contended", "cpu_s_per_10k_grants",
      "contended client CPU s per 10k grants, K={n}", True),
+    ("contended", "req_per_op",
+     "contended ZooKeeper requests per grant, K={n}", True),
     ("herd", "watch_events_per_release", "herd watch events/release, W={n}",
      True),
     ("herd", "handoff_p50_us", "herd handoff p50 us, W={n}", True),
     ("herd", "handoff_p99_us", "herd handoff p99 us, W={n}", True),
+    ("herd", "req_per_op", "herd ZooKeeper requests per handoff, W={n}",
+     True),
     ("scale", "acquires_per_s", "scale acquires/s, N={n}", False),
     ("scale", "bytes_per_lock", "scale client bytes/held lock, N={n}", True),
+    ("scale", "req_per_op", "scale ZooKeeper requests per lock, N={n}",
+     True),
     ("semaphore", "grants_per_s", "semaphore(4) grants/s, K={n}", False),
     ("semaphore", "fairness", "semaphore(4) min/max per client, K={n}",
      False),
+    ("semaphore", "req_per_op",
+     "semaphore(4) ZooKeeper requests per grant, K={n}", True),
     ("election", "handoff_p50_us", "election handoff p50 us, K={n}", True),
+    ("election", "req_per_op",
+     "election ZooKeeper requests per handoff, K={n}", True),
     ("failover_kill", "failover_p50_ms",
      "failover p50 ms, leader process killed, K={n}", True),
     ("failover_kill", "failover_max_ms",
@@ -115,15 +127,26 @@ FIGURES = [
     ("many", "held_fds", "many: open descriptors holding all, W={n}", True),
     ("many", "held_requests_per_s",
      "many: requests/s the session sends holding all, W={n}", True),
+    ("many", "req_per_op", "many ZooKeeper requests per lock, W={n}",
+     True),
     ("qput", "items_per_s", "queue puts/s, W={n} in flight", False),
+    ("qput", "req_per_op", "queue ZooKeeper requests per put, W={n}",
+     True),
     ("qtake", "items_per_s", "queue take+ack/s, K={n} consumers", False),
     ("qtake", "cpu_s_per_10k",
      "queue client CPU s per 10k take+ack, K={n}", True),
+    ("qtake", "req_per_op",
+     "queue ZooKeeper requests per take+ack, K={n} consumers", True),
     ("qdrain", "drain_s", "queue drain of N={n} items, s", True),
     ("qdrain", "cpu_s_per_10k", "queue drain client CPU s per 10k, N={n}",
      True),
+    ("qdrain", "req_per_op",
+     "queue drain ZooKeeper requests per item, N={n}", True),
     ("qnotify", "watch_events_per_put",
      "queue watch notifications per put, W={n} idle", True),
+
+    ("qnotify", "req_per_op",
+     "queue ZooKeeper requests per put, W={n} idle consumers", True),
 ]
 
 # Where a handoff is compared with the notify floor: (mode, size, label).
@@ -142,24 +165,36 @@ def fmt(x):
 
 
 def table(data, config):
-    out = ["| figure | " + " | ".join(IMPLS) + " | zkr/raw | zkr/curator "
-           "| zkr/kazoo |",
-           "|---|" + "---:|" * (len(IMPLS) + len(PEERS))]
+    """One table per workload (mode), its figures as rows."""
+    head = ["| figure | " + " | ".join(IMPLS) + " | zkr/raw | zkr/curator "
+            "| zkr/kazoo |",
+            "|---|" + "---:|" * (len(IMPLS) + len(PEERS))]
     d = data.get(config, {})
-    for mode, field, label, _ in FIGURES:
-        for k in sorted(x for x in d if x[0] == mode):
-            vals = {i: d[k].get(i, {}).get(field) for i in IMPLS}
-            if all(v is None for v in vals.values()):
+    out, modes = [], []
+    for mode, _, _, _ in FIGURES:
+        if mode not in modes:
+            modes.append(mode)
+    for m in modes:
+        rows = []
+        for mode, field, label, _ in FIGURES:
+            if mode != m:
                 continue
-            ratios = []
-            for p in PEERS:
-                z, v = vals["zkr"], vals[p]
-                ratios.append("%.2f" % (z / v) if z is not None and v
-                              else "–")
-            out.append("| %s | %s | %s |" % (
-                label.format(n=k[1]),
-                " | ".join(fmt(vals[i]) for i in IMPLS), " | ".join(ratios)))
-    return "\n".join(out)
+            for k in sorted(x for x in d if x[0] == mode):
+                vals = {i: d[k].get(i, {}).get(field) for i in IMPLS}
+                if all(v is None for v in vals.values()):
+                    continue
+                ratios = []
+                for p in PEERS:
+                    z, v = vals["zkr"], vals[p]
+                    ratios.append("%.2f" % (z / v) if z is not None and v
+                                  else "–")
+                rows.append("| %s | %s | %s |" % (
+                    label.format(n=k[1]),
+                    " | ".join(fmt(vals[i]) for i in IMPLS),
+                    " | ".join(ratios)))
+        if rows:
+            out += ["", "#### " + m, ""] + head + rows
+    return "\n".join(out).lstrip("\n")
 
 
 def get(d, k, impl, field):
