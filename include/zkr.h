@@ -685,32 +685,43 @@ ZKR_EXTERN void zkr_lock_free(zkr_lock_t *l);
  * Grants are FIFO: in the order contenders' nodes were created. The
  * fencing token is available as soon as this returns 0.
  *
+ * A waiter watches its own node: if someone else deletes it, the
+ * acquire learns it at once and ends ZKR_ELOST; it is never granted
+ * without it. A grant lost before this call could return (the process
+ * paused past the session's safe deadline, say) is ZKR_ELOST too. A
+ * request of the attempt that could not be made (ZKR_ENOMEM, the client's
+ * ZMARSHALLINGERROR) is sent again 20 ms later until the deadline where
+ * that is safe. On every error, no node of this attempt is left behind:
+ * it is deleted before the return when the server can be reached, else by
+ * the session as soon as it can.
+ *
  * \param timeout_ms -1 waits forever; 0 tries once (it still needs a few
  *   round trips to the server); N waits at most N ms, unless a request of
  *   the attempt is still unanswered then: the acquire must learn whether
  *   its create was applied, and returns with that answer, which comes
  *   within about 2/3 of the session timeout (the client ends a connection
  *   silent that long) or when zkr closes the handle.
- * \return 0 (held); ZKR_EBUSY (timeout 0 and another contender holds or
- *   waits before us); ZKR_ETIMEDOUT; ZKR_ECANCELED (zkr_lock_cancel();
- *   or granted, but released or freed by another thread before this call
- *   could return);
- *   ZKR_ELIMIT (semaphore: the path is in use with another permit count);
- *   ZKR_EALREADY (held or acquiring already); ZKR_ESTATE (a release is in
- *   progress; or a side of a read/write lock whose other side, from the
- *   same zkr_rwlock_new(), is held, acquiring or releasing); ZKR_ELOST
- *   (the session was lost while acquiring, or our node was deleted by
- *   someone else: a waiter watches its own node and learns it at once,
- *   and is never granted without it; or the lock was granted but lost
- *   before this call could return: the process was paused past the
- *   session's safe deadline, say); ZKR_ECLOSED; ZKR_EDEADLK (from a
- *   callback); ZBADARGUMENTS (NULL, timeout below -1); ZooKeeper codes such
- *   as ZNOAUTH (the path's ACL refuses us); ZKR_ENOMEM or the client's
- *   ZMARSHALLINGERROR (a request of the attempt could not be made: some
- *   are instead sent again 20 ms later, until the deadline). On every
- *   error, no node of this attempt is left behind (deleted before return
- *   when the server can be reached, else by the session as soon as it
- *   can).
+ *
+ * \retval 0 held
+ * \retval ZKR_EBUSY timeout 0, and another contender holds or waits
+ *   before us
+ * \retval ZKR_ETIMEDOUT not granted in time
+ * \retval ZKR_ECANCELED zkr_lock_cancel(); or granted, then released or
+ *   freed by another thread before this call returned
+ * \retval ZKR_ELIMIT semaphore: the path is in use with another permit
+ *   count
+ * \retval ZKR_EALREADY held or being acquired already
+ * \retval ZKR_ESTATE a release is in progress; or the other side of this
+ *   zkr_rwlock_new() pair is held, acquiring or releasing
+ * \retval ZKR_ELOST the session was lost, or our node deleted, before the
+ *   grant could be returned
+ * \retval ZKR_ECLOSED the session is closed
+ * \retval ZKR_EDEADLK called from a callback
+ * \retval ZBADARGUMENTS NULL handle, timeout below -1
+ * \retval ZKR_ENOMEM, ZMARSHALLINGERROR a request of the attempt could
+ *   not be made
+ * \retval other ZooKeeper codes, such as ZNOAUTH: the path's ACL refuses
+ *   us
  */
 ZKR_EXTERN int zkr_lock_acquire(zkr_lock_t *l, int timeout_ms);
 
@@ -1038,15 +1049,24 @@ ZKR_EXTERN int zkr_sequencer_check_async(zkr_session_t *s,
  *   the ops after the failing one ZRUNTIMEINCONSISTENCY); otherwise each
  *   results[i].err is the code returned (connection loss: outcome unknown)
  *   and its other fields are zero.
- * \return 0 (all applied); ZKR_ENOTHELD (the grant is not held: not locally
- *   HELD or SUSPENDED, or the server found our node gone; nothing was
- *   applied); otherwise the ZooKeeper code of the first failing operation (see
- *   results[i].err; nothing was applied); ZNOAUTH with every results[i].err
- *   ZRUNTIMEINCONSISTENCY: the server refused the guard itself (this
- *   session may not READ its node; the grant may well be held, nothing was
- *   applied); ZBADARGUMENTS; ZKR_EDEADLK; ZKR_ECLOSED; ZKR_ENOMEM;
- *   ZCONNECTIONLOSS or ZOPERATIONTIMEOUT (outcome unknown, as for any
- *   ZooKeeper write); ZSESSIONEXPIRED, ZCLOSING.
+ *
+ * Nothing was applied after any error but a lost answer
+ * (ZCONNECTIONLOSS, ZOPERATIONTIMEOUT: the outcome is unknown, as for any
+ * ZooKeeper write). ZNOAUTH with every results[i].err
+ * ZRUNTIMEINCONSISTENCY is the server refusing the guard itself: this
+ * session may not READ its node, and the grant may well be held.
+ *
+ * \retval 0 all applied
+ * \retval ZKR_ENOTHELD the grant is not held: not locally HELD or
+ *   SUSPENDED, or the server found our node gone
+ * \retval ZBADARGUMENTS NULL arguments, count out of range
+ * \retval ZKR_EDEADLK called from a callback
+ * \retval ZKR_ECLOSED the session is closed
+ * \retval ZKR_ENOMEM out of memory
+ * \retval ZCONNECTIONLOSS, ZOPERATIONTIMEOUT outcome unknown
+ * \retval ZSESSIONEXPIRED, ZCLOSING the session ended
+ * \retval other the ZooKeeper code of the first failing operation (see
+ *   results[i].err)
  */
 ZKR_EXTERN int zkr_lock_guarded_multi(zkr_lock_t *l, int count,
                                       const zoo_op_t *ops,
@@ -1546,14 +1566,22 @@ ZKR_EXTERN int zkr_workq_set_dead_letter(zkr_workq_t *q, int max,
  * \param id OUT, may be NULL: the item's id (its node path relative to the
  *   queue's path), NUL-terminated; idlen bytes (ZKR_WORKQ_ID_MAX always
  *   fit).
- * \return 0; ZBADARGUMENTS (NULL, len or level out of range, id buffer too
- *   small); ZKR_EDEADLK (from a callback: use the async form);
- *   ZKR_ECLOSED; ZKR_ENOMEM; ZooKeeper codes (ZNOAUTH, ZCONNECTIONLOSS once
- *   the session's request timeout passed without an answer, or the answer
- *   was lost and the session expired before the put could prove its
- *   outcome: the item may or may not have been put; ZNONODE or
- *   ZBADVERSION when the level's nodes kept being changed by others for
- *   every one of a bounded number of retries: nothing was put).
+ *
+ * ZCONNECTIONLOSS comes once the session's request timeout passed
+ * without an answer, or when the answer was lost and the session expired
+ * before the put could prove its outcome. ZNONODE or ZBADVERSION come
+ * when the level's nodes kept being changed by others through a bounded
+ * number of retries.
+ *
+ * \retval 0 put
+ * \retval ZBADARGUMENTS NULL, len or level out of range, id buffer too
+ *   small
+ * \retval ZKR_EDEADLK called from a callback: use the async form
+ * \retval ZKR_ECLOSED the session is closed
+ * \retval ZKR_ENOMEM out of memory
+ * \retval ZCONNECTIONLOSS the item may or may not have been put
+ * \retval ZNONODE, ZBADVERSION nothing was put (see above)
+ * \retval other ZooKeeper codes, such as ZNOAUTH: nothing was put
  */
 ZKR_EXTERN int zkr_workq_put(zkr_workq_t *q, const void *data, size_t len,
                              int level, char *id, size_t idlen);
@@ -1705,16 +1733,24 @@ ZKR_EXTERN int zkr_item_set_listener(zkr_item_t *it, zkr_item_listener_t fn,
  * \brief Completes the item: one transaction deletes the claim and the
  *   item, and commits only while the claim is still ours (our claim node
  *   exists; writes to the item's data by others do not matter).
- * \return 0 (completed: no consumer will get it again); ZKR_ESTALE (the
- *   claim was lost: the session expired, the process was paused past the
- *   safe deadline, or someone deleted the claim; nothing changed, and
- *   another consumer may have the item); ZKR_EINDOUBT (the ack was sent,
- *   its answer was lost, and the session ended before its outcome could
- *   be read: it may or may not have completed the item, which another
- *   consumer may get again if it did not; the ack is not to be sent
- *   again: later calls return ZKR_ESTATE); ZKR_ESTATE (acked or nacked
- *   already); ZKR_EDEADLK; ZKR_ECLOSED; ZBADARGUMENTS; ZooKeeper codes
- *   (the claim stays HELD and the ack may be tried again).
+ *
+ * The claim is lost when the session expired, the process was paused past
+ * the safe deadline, or someone deleted the claim node. ZKR_EINDOUBT means
+ * the ack was sent, its answer was lost, and the session ended before its
+ * outcome could be read: the item may or may not be completed, and
+ * another consumer may get it again if it was not. The ack is not sent
+ * again then (later calls return ZKR_ESTATE). After a ZooKeeper error the
+ * claim stays HELD and the ack may be tried again.
+ *
+ * \retval 0 completed: no consumer will get the item again
+ * \retval ZKR_ESTALE the claim was lost: nothing changed, and another
+ *   consumer may have the item
+ * \retval ZKR_EINDOUBT the outcome is unknown (see above)
+ * \retval ZKR_ESTATE acked or nacked already
+ * \retval ZKR_EDEADLK called from a callback
+ * \retval ZKR_ECLOSED the session is closed
+ * \retval ZBADARGUMENTS NULL item
+ * \retval other ZooKeeper codes: nothing changed, the claim is kept
  */
 ZKR_EXTERN int zkr_item_ack(zkr_item_t *it);
 
