@@ -6,7 +6,7 @@
 #     newest node is the header's ZKR_VERSION_MAJOR.ZKR_VERSION_MINOR or
 #     older;
 #  3. abidiff finds no difference between libzkr.so and the baseline
-#     abi/libzkr.abi (types reachable from zkr.h, symbols). A change that
+#     tests/abi/libzkr.abi (types reachable from zkr.h, symbols). A change that
 #     is meant (a new function, a new minor version) comes with a new
 #     baseline: `make abi-baseline`, reviewed like any diff. Skipped when
 #     abigail-tools is missing or the library has no debug information.
@@ -67,20 +67,20 @@ else
 fi
 
 if ! command -v abidiff >/dev/null; then
-    not_ok "ABI matches abi/libzkr.abi: abidiff is missing (Debian package abigail-tools)"
+    not_ok "ABI matches tests/abi/libzkr.abi: abidiff is missing (Debian package abigail-tools)"
 elif ! readelf -S "$lib" | grep -q '\.debug_info'; then
-    skip "ABI matches abi/libzkr.abi" "libzkr.so built without -g"
+    skip "ABI matches tests/abi/libzkr.abi" "libzkr.so built without -g"
 else
     rc=0
-    abidiff --headers-dir2 "$src/include" "$src/abi/libzkr.abi" "$lib" \
+    abidiff --headers-dir2 "$src/include" "$src/tests/abi/libzkr.abi" "$lib" \
         >"$tmp/diff" 2>&1 || rc=$?
     if [ "$rc" -eq 0 ]; then
-        ok "ABI matches abi/libzkr.abi"
+        ok "ABI matches tests/abi/libzkr.abi"
     else
         # abidiff's status: 4 = changed, 8 = incompatible change.
         what="changed"
         [ $((rc & 8)) -ne 0 ] && what="INCOMPATIBLY changed"
-        not_ok "ABI matches abi/libzkr.abi ($what; if meant: make abi-baseline)"
+        not_ok "ABI matches tests/abi/libzkr.abi ($what; if meant: make abi-baseline)"
         sed 's/^/# /' "$tmp/diff"
     fi
 fi
