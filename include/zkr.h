@@ -45,7 +45,8 @@
  * (zkr_lock_free(), zkr_election_free(), zkr_observer_free(), then
  * zkr_session_free()); these return at once, send nothing and delete no
  * node, so the parent's grants are untouched. zkr_lock_release() returns
- * ZKR_ECLOSED there (the parent still holds); other calls return
+ * ZKR_ECLOSED there (the parent still holds), in a child forked from
+ * inside a callback too (the child is not in a callback); other calls return
  * ZKR_ECLOSED or a connection error; no callback runs in the child (the
  * callbacks queued for the parent are dropped there, and still run in the
  * parent). Calls active on the parent's threads (a zkr_election_run() in
