@@ -103,6 +103,16 @@ extern "C" {
 #define ZKR_VERSION_MAJOR 0
 #define ZKR_VERSION_MINOR 3
 #define ZKR_VERSION_PATCH 0
+/** \cond */
+#define ZKR__VERSION_STR2(x) #x
+#define ZKR__VERSION_STR(x) ZKR__VERSION_STR2(x)
+/** \endcond */
+/** The version as text, "MAJOR.MINOR.PATCH" (a string literal made from the
+ *  three numbers above). */
+#define ZKR_VERSION_STRING                                                     \
+    ZKR__VERSION_STR(ZKR_VERSION_MAJOR)                                        \
+    "." ZKR__VERSION_STR(ZKR_VERSION_MINOR) "." ZKR__VERSION_STR(              \
+        ZKR_VERSION_PATCH)
 /** The version as one number: major * 10000 + minor * 100 + patch. */
 #define ZKR_VERSION_NUMBER                                                     \
     (ZKR_VERSION_MAJOR * 10000 + ZKR_VERSION_MINOR * 100 + ZKR_VERSION_PATCH)
@@ -110,7 +120,8 @@ extern "C" {
 
 /** \brief The library's version, as ZKR_VERSION_NUMBER (run time). */
 ZKR_EXTERN unsigned zkr_version(void);
-/** \brief The library's version as text ("0.1.0"); a static string. */
+/** \brief The library's version as text, as ZKR_VERSION_STRING (run time);
+ *  a static string. */
 ZKR_EXTERN const char *zkr_version_string(void);
 
 /** Longest accepted recipe path, in bytes, not counting the final NUL. */

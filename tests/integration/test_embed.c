@@ -575,6 +575,7 @@ static void test_version(void **state)
     snprintf(v, sizeof(v), "%d.%d.%d", ZKR_VERSION_MAJOR, ZKR_VERSION_MINOR,
              ZKR_VERSION_PATCH);
     assert_string_equal(v, PACKAGE_VERSION);
+    assert_string_equal(ZKR_VERSION_STRING, PACKAGE_VERSION);
     assert_string_equal(zkr_version_string(), PACKAGE_VERSION);
     assert_int_equal(zkr_version(), ZKR_VERSION_NUMBER);
 }
