@@ -19,6 +19,7 @@ enum {
     CLI_EXIT_NOT_ACQUIRED = 1, /* default of -E; also "nothing to release" */
     CLI_EXIT_LOST = 4,         /* ownership lost while the command ran */
     CLI_EXIT_USAGE = 64,       /* EX_USAGE: bad arguments, nothing tried */
+    CLI_EXIT_NOINPUT = 66,     /* EX_NOINPUT: inspect's PATH does not exist */
     CLI_EXIT_UNAVAILABLE = 69, /* EX_UNAVAILABLE: no server or no session
                                   (retryable) */
     CLI_EXIT_OSERR = 71,       /* EX_OSERR: any other error */

@@ -427,10 +427,11 @@ static void usage(FILE *f)
           "no item; 4\n"
           "ownership (a claim) lost while the command ran or at the ack; 64 "
           "usage error;\n"
-          "69 ZooKeeper unreachable or no session (retryable); 71 other "
-          "error; 77\n"
-          "permission denied; "
-          "126/127 COMMAND not executable/not found. See zkr(1).\n",
+          "66 inspect: PATH does not exist; 69 ZooKeeper unreachable or no "
+          "session\n"
+          "(retryable); 71 other error; 77 permission denied; 126/127 "
+          "COMMAND not\n"
+          "executable/not found. See zkr(1).\n",
           f);
 }
 
