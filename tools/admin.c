@@ -423,7 +423,7 @@ int cli_inspect(const cli_t *c, int argc, char **argv)
 
     optind = 0;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "+jh", lopts, NULL)) != -1) {
+    while ((opt = cli_getopt(argc, argv, "+jh", lopts)) != -1) {
         if (opt == 'j') {
             json = 1;
         } else if (opt == 'i') {
@@ -1015,7 +1015,7 @@ int cli_release(const cli_t *c, int argc, char **argv)
 
     optind = 0;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "+fr:h", lopts, NULL)) != -1) {
+    while ((opt = cli_getopt(argc, argv, "+fr:h", lopts)) != -1) {
         switch (opt) {
         case 'f':
             force = 1;

@@ -41,6 +41,17 @@ typedef struct cli {
     int verbose;            /* -v */
 } cli_t;
 
+/* getopt_long() for a subcommand's options (shortopts starts with '+'),
+ * which also takes the global options there (zkr lock -s HOST:PORT PATH
+ * ...) and applies them itself: a global option whose name or letter the
+ * subcommand has (-h, --help) is the subcommand's. At the end of the
+ * options, checks the global options as a whole ($ZKR_AUTH, the server
+ * list). Exits with the status on a bad global option, and with 0 after
+ * --version. */
+struct option;
+int cli_getopt(int argc, char **argv, const char *shortopts,
+               const struct option *lopts);
+
 /* Prints "zkr: <message>" on stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "zkr: <message>" when -v was given. */
