@@ -71,7 +71,8 @@
  * (zkr_lock_free(), zkr_election_free(), zkr_observer_free(), then
  * zkr_session_free()); these return at once, send nothing and delete no
  * node, so the parent's grants are untouched. zkr_lock_release() returns
- * ZKR_ECLOSED there (the parent still holds); other calls return
+ * ZKR_ECLOSED there (the parent still holds), in a child forked from
+ * inside a callback too (the child is not in a callback); other calls return
  * ZKR_ECLOSED or a connection error; no callback runs in the child (the
  * callbacks queued for the parent are dropped there, and still run in the
  * parent). Calls active on the parent's threads (a zkr_election_run() in
@@ -122,12 +123,22 @@ extern "C" {
  * The version of this header (configure.ac's AC_INIT; a test checks they
  * agree). zkr_version() gives the library's, which may be newer: the ABI
  * only grows within a major version (symbols are versioned
- * `ZKR_<major>.<minor>` and CI compares the ABI with the baseline in abi/).
+ * `ZKR_<major>.<minor>` and CI compares the ABI with the baseline in tests/abi/).
  * @{
  */
 #define ZKR_VERSION_MAJOR 0
 #define ZKR_VERSION_MINOR 3
 #define ZKR_VERSION_PATCH 0
+/** \cond */
+#define ZKR__VERSION_STR2(x) #x
+#define ZKR__VERSION_STR(x) ZKR__VERSION_STR2(x)
+/** \endcond */
+/** The version as text, "MAJOR.MINOR.PATCH" (a string literal made from the
+ *  three numbers above). */
+#define ZKR_VERSION_STRING                                                     \
+    ZKR__VERSION_STR(ZKR_VERSION_MAJOR)                                        \
+    "." ZKR__VERSION_STR(ZKR_VERSION_MINOR) "." ZKR__VERSION_STR(              \
+        ZKR_VERSION_PATCH)
 /** The version as one number: major * 10000 + minor * 100 + patch. */
 #define ZKR_VERSION_NUMBER                                                     \
     (ZKR_VERSION_MAJOR * 10000 + ZKR_VERSION_MINOR * 100 + ZKR_VERSION_PATCH)
@@ -135,7 +146,8 @@ extern "C" {
 
 /** \brief The library's version, as ZKR_VERSION_NUMBER (run time). */
 ZKR_EXTERN unsigned zkr_version(void);
-/** \brief The library's version as text ("0.1.0"); a static string. */
+/** \brief The library's version as text, as ZKR_VERSION_STRING (run time);
+ *  a static string. */
 ZKR_EXTERN const char *zkr_version_string(void);
 
 /** Longest accepted recipe path, in bytes, not counting the final NUL. */

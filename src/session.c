@@ -157,7 +157,8 @@ zkr_session_t *zkr__session_lock_live(void *ctx)
  * parent's) and none is queued any more, the descriptors shared with the
  * parent (event-loop and loss pipes) are never read nor written, the
  * counts of calls active on the parent's threads are forgotten (an
- * election's: election.c, forget_parent_calls), and the condition
+ * election's: election.c, forget_parent_calls), the forking thread is no
+ * longer a callback's (a fork from inside a callback), and the condition
  * variables, which may count waiters that no longer exist, are made new.
  * The child can then free every handle without the network and without
  * waiting. Lock order as always: live_mu, then each session's mu. */
@@ -192,6 +193,12 @@ static void cond_renew(pthread_cond_t *cv, int monotonic)
 
 static void fork_child(void)
 {
+    /* The child's one thread is the forking one, which may be an event
+     * thread or a client's completion thread in a callback: neither
+     * exists in the child, so its calls are a forked child's (ZKR_ECLOSED),
+     * never refused as a callback's (ZKR_EDEADLK). */
+    tl_event_session = NULL;
+    tl_zk_thread = 0;
     for (zkr_session_t *s = live_head; s != NULL; s = s->live_next) {
         s->forked = 1;
         s->forks++;

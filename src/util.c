@@ -329,9 +329,6 @@ int zkr__default_id(char *buf, size_t len)
     return 0;
 }
 
-#define ZKR__STR2(x) #x
-#define ZKR__STR(x) ZKR__STR2(x)
-
 unsigned zkr_version(void)
 {
     return ZKR_VERSION_NUMBER;
@@ -339,6 +336,5 @@ unsigned zkr_version(void)
 
 const char *zkr_version_string(void)
 {
-    return ZKR__STR(ZKR_VERSION_MAJOR) "." ZKR__STR(
-        ZKR_VERSION_MINOR) "." ZKR__STR(ZKR_VERSION_PATCH);
+    return ZKR_VERSION_STRING;
 }

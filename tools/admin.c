@@ -245,13 +245,97 @@ static int print_json(const char *path, const zkr_contender_t *v, int n,
     return bad ? CLI_EXIT_OSERR : 0;
 }
 
+/* The columns a string takes on a terminal: one per character (cli_escaped()
+ * output is valid UTF-8 without control or format characters). */
+static int text_width(const char *s)
+{
+    int w = 0;
+
+    for (; *s != '\0'; s++)
+        w += ((unsigned char)*s & 0xc0) != 0x80;
+    return w;
+}
+
+/* Prints s padded with spaces to width columns, then a space. */
+static void print_cell(const char *s, int width)
+{
+    int w = text_width(s);
+
+    fputs(s, stdout);
+    printf("%*s", width > w ? width - w : 0, "");
+    putchar(' ');
+}
+
+enum { COL_ROLE, COL_MODE, COL_NODE, COL_ID, COL_TOKEN, COL_SESSION, COLS };
+
+/* The table of entries: each column as wide as its heading or its widest
+ * value, so that a long node name (a semaphore's) or identifier never
+ * pushes the columns after it out of line. */
+static int print_rows(const zkr_contender_t *v, int n, int holding,
+                      const closed_t *cl)
+{
+    static const char *const head[COLS] = {"ROLE", "MODE",  "NODE",
+                                           "ID",   "TOKEN", "SESSION"};
+    int64_t now = cli_wall_ms();
+    char *(*cell)[COLS] = n > 0 ? calloc((size_t)n, sizeof(*cell)) : NULL;
+    int width[COLS], status = 0;
+
+    if (n == 0)
+        return 0;
+    if (cell == NULL)
+        return CLI_EXIT_OSERR;
+    for (int k = 0; k < COLS; k++)
+        width[k] = text_width(head[k]);
+    for (int i = 0; i < n && status == 0; i++) {
+        char tok[24], sid[17];
+
+        snprintf(tok, sizeof(tok), "%" PRId64, v[i].czxid);
+        session_hex(v[i].session_id, sid);
+        cell[i][COL_ROLE] = strdup(is_delayed(&v[i], cl) ? "delayed"
+                                   : i < holding         ? "holder"
+                                                         : "waiter");
+        cell[i][COL_MODE] = strdup(mode_of(&v[i]));
+        cell[i][COL_NODE] = cli_escaped(basename_of(v[i].node));
+        cell[i][COL_ID] = cli_escaped(v[i].id != NULL ? v[i].id : "");
+        cell[i][COL_TOKEN] = strdup(tok);
+        cell[i][COL_SESSION] = strdup(sid);
+        for (int k = 0; k < COLS; k++) {
+            if (cell[i][k] == NULL) {
+                status = CLI_EXIT_OSERR;
+                break;
+            }
+            if (text_width(cell[i][k]) > width[k])
+                width[k] = text_width(cell[i][k]);
+        }
+    }
+    if (status == 0) {
+        for (int k = 0; k < COLS; k++)
+            print_cell(head[k], width[k]);
+        puts("AGE");
+        for (int i = 0; i < n; i++) {
+            int64_t age = now - v[i].ctime_ms;
+
+            if (age < 0)
+                age = 0;
+            for (int k = 0; k < COLS; k++)
+                print_cell(cell[i][k], width[k]);
+            printf("%" PRId64 ".%01" PRId64 "s\n", age / 1000,
+                   (age % 1000) / 100);
+        }
+    }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < COLS; k++)
+            free(cell[i][k]);
+    free(cell);
+    return status;
+}
+
 /* The table escapes what it prints (cli_escape()): a node name or an
  * identifier with a newline or an escape sequence cannot split a row or
  * reach the terminal. */
 static int print_text(const char *path, const zkr_contender_t *v, int n,
                       int holding, const closed_t *cl)
 {
-    int64_t now = cli_wall_ms();
     char *p = cli_escaped(path);
     const char *kind = cli_queue_kind(v, n);
     int held = really_holding(v, holding, cl);
@@ -277,33 +361,7 @@ static int print_text(const char *path, const zkr_contender_t *v, int n,
                (int)(cl->until_ms % 1000), why);
         free(why);
     }
-    if (n > 0)
-        printf("%-7s %-9s %-56s %-16s %-12s %-16s %s\n", "ROLE", "MODE", "NODE",
-               "ID", "TOKEN", "SESSION", "AGE");
-    for (int i = 0; i < n; i++) {
-        int64_t age = now - v[i].ctime_ms;
-        char *node = cli_escaped(basename_of(v[i].node));
-        char *id = cli_escaped(v[i].id != NULL ? v[i].id : "");
-        char sid[17];
-        if (node == NULL || id == NULL) {
-            free(node);
-            free(id);
-            return CLI_EXIT_OSERR;
-        }
-        session_hex(v[i].session_id, sid);
-        if (age < 0)
-            age = 0;
-        printf("%-7s %-9s %-56s %-16s %-12" PRId64 " %-16s %" PRId64
-               ".%01" PRId64 "s\n",
-               is_delayed(&v[i], cl) ? "delayed"
-               : i < holding         ? "holder"
-                                     : "waiter",
-               mode_of(&v[i]), node, id, v[i].czxid, sid, age / 1000,
-               (age % 1000) / 100);
-        free(node);
-        free(id);
-    }
-    return 0;
+    return print_rows(v, n, holding, cl);
 }
 
 /* Whether path is a work queue (zkr queue): its data says so ("zkr-workq
@@ -331,6 +389,24 @@ static int is_workq(zkr_session_t *s, const char *path)
     return 0;
 }
 
+/* Whether path exists: a typo must not look like an idle lock (whose path
+ * exists, with no children). Says so when it does not; any other answer
+ * (an ACL, a lost connection) is left to the listing, which reports it. */
+static int path_exists(const cli_t *c, zkr_session_t *s, const char *path)
+{
+    zhandle_t *zh = zkr_session_handle(s);
+    struct Stat st;
+    char *p;
+
+    if (zh == NULL || zoo_exists(zh, path, 0, &st) != ZNONODE)
+        return 1;
+    p = cli_escaped(path);
+    cli_err("inspect: %s does not exist (ZooKeeper at %s)",
+            p != NULL ? p : "PATH", c->hosts);
+    free(p);
+    return 0;
+}
+
 int cli_inspect(const cli_t *c, int argc, char **argv)
 {
     static const struct option lopts[] = {
@@ -347,7 +423,7 @@ int cli_inspect(const cli_t *c, int argc, char **argv)
 
     optind = 0;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "+jh", lopts, NULL)) != -1) {
+    while ((opt = cli_getopt(argc, argv, "+jh", lopts)) != -1) {
         if (opt == 'j') {
             json = 1;
         } else if (opt == 'i') {
@@ -371,9 +447,9 @@ int cli_inspect(const cli_t *c, int argc, char **argv)
                    "               a work queue's items shown (default "
                    "20)\n"
                    "  -h, --help   this help\n\n"
-                   "Exit status: 0; 64 usage; 69 no server or session; 71 "
-                   "other error;\n"
-                   "77 permission denied. See zkr(1).\n");
+                   "Exit status: 0; 64 usage; 66 PATH does not exist; 69 no "
+                   "server or session;\n"
+                   "71 other error; 77 permission denied. See zkr(1).\n");
             return 0;
         } else {
             return cli_usage_error("inspect", "unknown option '%s'",
@@ -385,6 +461,10 @@ int cli_inspect(const cli_t *c, int argc, char **argv)
     if ((status = cli_check_args("inspect", argv[optind], NULL)) != 0 ||
         (status = cli_open_session(c, &s)) != 0)
         return status;
+    if (!path_exists(c, s, argv[optind])) {
+        zkr_session_free(s);
+        return CLI_EXIT_NOINPUT;
+    }
     if (is_workq(s, argv[optind])) {
         status = cli_inspect_workq(c, s, argv[optind], (int)items, json);
         zkr_session_free(s);
@@ -935,7 +1015,7 @@ int cli_release(const cli_t *c, int argc, char **argv)
 
     optind = 0;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "+fr:h", lopts, NULL)) != -1) {
+    while ((opt = cli_getopt(argc, argv, "+fr:h", lopts)) != -1) {
         switch (opt) {
         case 'f':
             force = 1;

@@ -19,6 +19,7 @@ enum {
     CLI_EXIT_NOT_ACQUIRED = 1, /* default of -E; also "nothing to release" */
     CLI_EXIT_LOST = 4,         /* ownership lost while the command ran */
     CLI_EXIT_USAGE = 64,       /* EX_USAGE: bad arguments, nothing tried */
+    CLI_EXIT_NOINPUT = 66,     /* EX_NOINPUT: inspect's PATH does not exist */
     CLI_EXIT_UNAVAILABLE = 69, /* EX_UNAVAILABLE: no server or no session
                                   (retryable) */
     CLI_EXIT_OSERR = 71,       /* EX_OSERR: any other error */
@@ -39,6 +40,17 @@ typedef struct cli {
                                $ZKR_AUTH), or NULL */
     int verbose;            /* -v */
 } cli_t;
+
+/* getopt_long() for a subcommand's options (shortopts starts with '+'),
+ * which also takes the global options there (zkr lock -s HOST:PORT PATH
+ * ...) and applies them itself: a global option whose name or letter the
+ * subcommand has (-h, --help) is the subcommand's. At the end of the
+ * options, checks the global options as a whole ($ZKR_AUTH, the server
+ * list). Exits with the status on a bad global option, and with 0 after
+ * --version. */
+struct option;
+int cli_getopt(int argc, char **argv, const char *shortopts,
+               const struct option *lopts);
 
 /* Prints "zkr: <message>" on stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

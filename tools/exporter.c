@@ -1297,7 +1297,7 @@ static int parse_args(int argc, char **argv, struct sockaddr_in *sa,
 
     optind = 0;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "+l:r:t:h", lopts, NULL)) != -1) {
+    while ((opt = cli_getopt(argc, argv, "+l:r:t:h", lopts)) != -1) {
         if (opt == 'l') {
             addr = optarg;
         } else if (opt == 'r') {

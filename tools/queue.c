@@ -131,7 +131,7 @@ static int put(const cli_t *c, int argc, char **argv)
 
     optind = 0;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "+l:h", lopts, NULL)) != -1) {
+    while ((opt = cli_getopt(argc, argv, "+l:h", lopts)) != -1) {
         switch (opt) {
         case 'l':
             if (cli_parse_int(optarg, 0, ZKR_WORKQ_LEVELS - 1, &level) != 0)
@@ -205,23 +205,31 @@ static int len_of(const cli_t *c, int argc, char **argv)
     const char *sub = "queue len";
     zkr_session_t *s = NULL;
     zkr_workq_t *q = NULL;
+    static const struct option lopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
     int64_t count = 0;
-    int rc, status;
+    int rc, status, opt;
 
-    if (argc == 2 &&
-        (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-        help(stdout);
-        return 0;
+    optind = 0;
+    opterr = 0;
+    while ((opt = cli_getopt(argc, argv, "+h", lopts)) != -1) {
+        if (opt == 'h') {
+            help(stdout);
+            return 0;
+        }
+        return cli_usage_error(sub, "unknown option '%s'", argv[optind - 1]);
     }
-    if (argc != 2 || argv[1][0] == '-')
+    if (optind != argc - 1)
         return cli_usage_error(sub, "wants exactly one PATH");
-    status = open_queue(c, sub, argv[1], NULL, NULL, &s, &q);
+    status = open_queue(c, sub, argv[optind], NULL, NULL, &s, &q);
     if (status == 0) {
         rc = zkr_workq_len(q, &count);
         if (rc == 0)
             printf("%" PRId64 "\n", count);
         else
-            status = cli_zk_error(c, rc, "%s: cannot count", argv[1]);
+            status = cli_zk_error(c, rc, "%s: cannot count", argv[optind]);
     }
     zkr_workq_free(q);
     zkr_session_free(s);

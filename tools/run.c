@@ -336,7 +336,7 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
     o->delay_ms = -1;
     optind = 0;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "+w:nE:c:h", lopts, NULL)) != -1) {
+    while ((opt = cli_getopt(argc, argv, "+w:nE:c:h", lopts)) != -1) {
         /* Named by the option, not by argv[optind - 1]: that is the
          * option's argument when it has one (-w 1). */
         if (kind == KIND_ELECT && (opt == 'w' || opt == 'n' || opt == 'E'))

@@ -400,7 +400,9 @@ static void usage(FILE *f)
           "\n"
           "'zkr SUBCOMMAND --help' lists the options of each.\n"
           "\n"
-          "Global options:\n"
+          "Global options, before SUBCOMMAND or after it, up to its PATH "
+          "(there -h and\n"
+          "--help are the subcommand's help):\n"
           "  -s, --server HOSTS        ZooKeeper servers (default "
           "$ZKR_SERVER, else\n"
           "                            " DEFAULT_HOSTS ")\n"
@@ -427,25 +429,162 @@ static void usage(FILE *f)
           "no item; 4\n"
           "ownership (a claim) lost while the command ran or at the ack; 64 "
           "usage error;\n"
-          "69 ZooKeeper unreachable or no session (retryable); 71 other "
-          "error; 77\n"
-          "permission denied; "
-          "126/127 COMMAND not executable/not found. See zkr(1).\n",
+          "66 inspect: PATH does not exist; 69 ZooKeeper unreachable or no "
+          "session\n"
+          "(retryable); 71 other error; 77 permission denied; 126/127 "
+          "COMMAND not\n"
+          "executable/not found. See zkr(1).\n",
           f);
+}
+
+/* The global options: given before the subcommand (main) or after it
+ * (cli_getopt), into one cli_t. */
+enum {
+    G_SERVER = 0x10000, /* beyond any subcommand's option values */
+    G_TIMEOUT,
+    G_AUTH,
+    G_AUTH_FILE,
+    G_VERBOSE,
+    G_HELP,
+    G_VERSION
+};
+
+static const struct {
+    struct option lo;
+    int letter; /* its short form, or 0 */
+} globals[] = {
+    {{"server", required_argument, NULL, G_SERVER}, 's'},
+    {{"session-timeout", required_argument, NULL, G_TIMEOUT}, 0},
+    {{"auth", required_argument, NULL, G_AUTH}, 'a'},
+    {{"auth-file", required_argument, NULL, G_AUTH_FILE}, 0},
+    {{"verbose", no_argument, NULL, G_VERBOSE}, 'v'},
+    {{"help", no_argument, NULL, G_HELP}, 'h'},
+    {{"version", no_argument, NULL, G_VERSION}, 'V'},
+};
+enum { N_GLOBALS = sizeof(globals) / sizeof(globals[0]) };
+
+static cli_t cli;
+static const char *auth_from = "ZKR_AUTH";
+
+/* Applies global option g (a G_ value) with its argument: -1 to go on,
+ * else the exit status (0 after --help or --version). */
+static int global_opt(int g, const char *arg)
+{
+    static char auth_buf[1024];
+    long v;
+    int rc;
+
+    switch (g) {
+    case G_SERVER:
+        cli.hosts = arg;
+        return -1;
+    case G_TIMEOUT:
+        if (cli_parse_int(arg, 1, 3600000, &v) != 0)
+            return cli_usage_error(NULL, "invalid --session-timeout '%s'", arg);
+        cli.session_timeout_ms = (int)v;
+        return -1;
+    case G_AUTH:
+        cli.auth = arg;
+        auth_from = "--auth";
+        return -1;
+    case G_AUTH_FILE:
+        if ((rc = read_auth_file(arg, auth_buf, sizeof(auth_buf))) != 0)
+            return rc;
+        cli.auth = auth_buf;
+        auth_from = "--auth-file";
+        return -1;
+    case G_VERBOSE:
+        cli.verbose = 1;
+        return -1;
+    case G_HELP:
+        usage(stdout);
+        return 0;
+    default:
+        printf("zkr %s\n", PACKAGE_VERSION);
+        return 0;
+    }
+}
+
+/* After the last option: $ZKR_AUTH, and the checks of the global options
+ * that need them all. 0 or an exit status. */
+static int globals_done(void)
+{
+    const char *env = getenv("ZKR_AUTH");
+
+    if (cli.auth == NULL && env != NULL && *env != '\0')
+        cli.auth = env;
+    if (cli.auth != NULL && !auth_valid(cli.auth))
+        return cli_usage_error(NULL, "%s wants USER:PASSWORD", auth_from);
+    /* The client's own log would drown our messages; -v shows its errors. */
+    zoo_set_debug_level(cli.verbose ? ZOO_LOG_LEVEL_ERROR : 0);
+    if (*cli.hosts == '\0')
+        return cli_usage_error(NULL, "empty server list");
+    return parse_servers(&cli);
+}
+
+/* Does the subcommand's table (shortopts, lopts) have global option k's
+ * name or letter? Then the subcommand's meaning wins there. */
+static int shadowed(int k, const char *shortopts, const struct option *lopts)
+{
+    int letter = globals[k].letter;
+
+    if (letter != 0 && strchr(shortopts, letter) != NULL)
+        return 1;
+    for (const struct option *o = lopts; o->name != NULL; o++)
+        if (strcmp(o->name, globals[k].lo.name) == 0 ||
+            (letter != 0 && o->val == letter))
+            return 1;
+    return 0;
+}
+
+int cli_getopt(int argc, char **argv, const char *shortopts,
+               const struct option *lopts)
+{
+    static struct option all[64];
+    static char so[64];
+    int n = 0, opt, rc;
+    size_t m = strlen(shortopts);
+
+    memcpy(so, shortopts, m + 1);
+    while (lopts[n].name != NULL && n < 64 - N_GLOBALS - 1) {
+        all[n] = lopts[n];
+        n++;
+    }
+    for (int k = 0; k < N_GLOBALS; k++) {
+        if (shadowed(k, shortopts, lopts))
+            continue;
+        all[n++] = globals[k].lo;
+        if (globals[k].letter != 0 && m + 3 < sizeof(so)) {
+            so[m++] = (char)globals[k].letter;
+            if (globals[k].lo.has_arg == required_argument)
+                so[m++] = ':';
+            so[m] = '\0';
+        }
+    }
+    memset(&all[n], 0, sizeof(all[n]));
+    for (;;) {
+        int g = 0;
+
+        opt = getopt_long(argc, argv, so, all, NULL);
+        if (opt == -1) {
+            if ((rc = globals_done()) != 0)
+                exit(rc);
+            return -1;
+        }
+        if (opt >= G_SERVER && opt <= G_VERSION)
+            g = opt;
+        for (int k = 0; k < N_GLOBALS && g == 0; k++)
+            if (opt == globals[k].letter && !shadowed(k, shortopts, lopts))
+                g = globals[k].lo.val;
+        if (g == 0)
+            return opt;
+        if ((rc = global_opt(g, optarg)) >= 0)
+            exit(rc);
+    }
 }
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"server", required_argument, NULL, 's'},
-        {"session-timeout", required_argument, NULL, 'T'},
-        {"auth", required_argument, NULL, 'a'},
-        {"auth-file", required_argument, NULL, 'A'},
-        {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
-    };
     static const struct {
         const char *name;
         int (*fn)(const cli_t *, int, char **);
@@ -455,67 +594,36 @@ int main(int argc, char **argv)
         {"release", cli_release}, {"exporter", cli_exporter},
         {"queue", cli_queue},
     };
-    static char auth_buf[1024];
-    cli_t c = {0};
+    struct option lopts[N_GLOBALS + 1];
     const char *env = getenv("ZKR_SERVER");
-    const char *auth_from = "ZKR_AUTH";
     int opt, rc;
-    long v;
 
-    c.hosts = env != NULL && *env != '\0' ? env : DEFAULT_HOSTS;
-    c.session_timeout_ms = 10000;
+    for (int k = 0; k < N_GLOBALS; k++)
+        lopts[k] = globals[k].lo;
+    memset(&lopts[N_GLOBALS], 0, sizeof(lopts[N_GLOBALS]));
+    cli.hosts = env != NULL && *env != '\0' ? env : DEFAULT_HOSTS;
+    cli.session_timeout_ms = 10000;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "+s:va:hV", opts, NULL)) != -1) {
-        switch (opt) {
-        case 's':
-            c.hosts = optarg;
-            break;
-        case 'T':
-            if (cli_parse_int(optarg, 1, 3600000, &v) != 0)
-                return cli_usage_error(NULL, "invalid --session-timeout '%s'",
-                                       optarg);
-            c.session_timeout_ms = (int)v;
-            break;
-        case 'a':
-            c.auth = optarg;
-            auth_from = "--auth";
-            break;
-        case 'A':
-            if ((rc = read_auth_file(optarg, auth_buf, sizeof(auth_buf))) != 0)
-                return rc;
-            c.auth = auth_buf;
-            auth_from = "--auth-file";
-            break;
-        case 'v':
-            c.verbose = 1;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        case 'V':
-            printf("zkr %s\n", PACKAGE_VERSION);
-            return 0;
-        default:
+    while ((opt = getopt_long(argc, argv, "+s:va:hV", lopts, NULL)) != -1) {
+        int g = opt;
+
+        for (int k = 0; k < N_GLOBALS; k++)
+            if (opt == globals[k].letter)
+                g = globals[k].lo.val;
+        if (g < G_SERVER || g > G_VERSION)
             return cli_usage_error(NULL, "unknown or incomplete option '%s'",
                                    argv[optind - 1]);
-        }
+        if ((rc = global_opt(g, optarg)) >= 0)
+            return rc;
     }
-    if (c.auth == NULL && (env = getenv("ZKR_AUTH")) != NULL && *env != '\0')
-        c.auth = env;
-    if (c.auth != NULL && !auth_valid(c.auth))
-        return cli_usage_error(NULL, "%s wants USER:PASSWORD", auth_from);
     if (optind >= argc) {
         usage(stderr);
         return CLI_EXIT_USAGE;
     }
-    /* The client's own log would drown our messages; -v shows its errors. */
-    zoo_set_debug_level(c.verbose ? ZOO_LOG_LEVEL_ERROR : 0);
-    if (*c.hosts == '\0')
-        return cli_usage_error(NULL, "empty server list");
-    if ((rc = parse_servers(&c)) != 0)
-        return rc;
+    /* The subcommand's options may include global ones (cli_getopt()),
+     * which it checks once it has them all. */
     for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
         if (strcmp(argv[optind], subs[i].name) == 0)
-            return subs[i].fn(&c, argc - optind, argv + optind);
+            return subs[i].fn(&cli, argc - optind, argv + optind);
     return cli_usage_error(NULL, "unknown subcommand '%s'", argv[optind]);
 }

@@ -40,8 +40,60 @@ test_inspect_matches_queue() {
     out=$("$ZKR" inspect /cli/insp)
     expect "text: $out" grep -q "^holder .*holder-1" <<< "$out"
     expect "text: $out" grep -q "^waiter .*waiter-1" <<< "$out"
-    out=$("$ZKR" inspect --json /cli/nothing-here)
-    expect "empty path: $out" [ "$(echo "$out" | json '(.holders | length) + (.waiters | length)')" -eq 0 ]
+}
+
+# A PATH that does not exist is not an idle lock (zkr(1), EXIT STATUS):
+# inspect says so on stderr and exits 66 (EX_NOINPUT), with --json too
+# (nothing on stdout); an idle lock's PATH, which exists, still gives
+# "none, 0 holding" and 0.
+test_inspect_missing_path() {
+    local out rc
+    out=$("$ZKR" inspect /cli/no/such/path 2> "$WORK/err") && rc=0 || rc=$?
+    expect "missing path: status $rc, not 66" [ "$rc" -eq 66 ]
+    expect "missing path: stdout '$out'" [ -z "$out" ]
+    expect "missing path: stderr $(cat "$WORK/err")" grep -q "/cli/no/such/path.*does not exist" "$WORK/err"
+    out=$("$ZKR" inspect --json /cli/no/such/path 2> "$WORK/err") && rc=0 || rc=$?
+    expect "missing path --json: status $rc, not 66" [ "$rc" -eq 66 ]
+    expect "missing path --json: stdout '$out'" [ -z "$out" ]
+    expect "missing path --json: stderr $(cat "$WORK/err")" grep -q "does not exist" "$WORK/err"
+    expect "idle lock not made" "$ZKR" lock /cli/idle true
+    out=$("$ZKR" inspect /cli/idle) && rc=0 || rc=$?
+    expect "idle lock: status $rc" [ "$rc" -eq 0 ]
+    expect "idle lock: $out" grep -q "^/cli/idle: none, 0 holding, 0 waiting" <<< "$out"
+    out=$("$ZKR" inspect --json /cli/idle) && rc=0 || rc=$?
+    expect "idle lock --json: status $rc" [ "$rc" -eq 0 ]
+    expect "idle lock --json: $out" [ "$(echo "$out" | json '.kind')" = none ]
+}
+
+# Each column of inspect's table starts where its heading does, on every
+# row: a column is as wide as its widest value (a semaphore's node names
+# are longer than a lock's).
+columns_aligned() { # the table on stdin: heading, then rows
+    awk 'NR == 1 { next }
+         /^ROLE / { for (i = 1; i <= NF; i++) start[i] = index($0, $i); head = 1; next }
+         head { pos = 1; line = $0
+                for (i = 1; i <= NF; i++) {
+                    at = index(substr(line, pos), $i) + pos - 1
+                    if (at != start[i]) { print "row " NR " field " i " at " at ", heading at " start[i]; bad = 1 }
+                    pos = at + length($i)
+                } }
+         END { exit bad }'
+}
+
+test_inspect_columns_fit() {
+    local i out
+    for i in 1 2 3; do
+        bg "$ZKR" sem -c 2 --id "sem-$i" /cli/cols-sem sleep 60
+    done
+    expect "semaphore: $(counts /cli/cols-sem)" wait_for 10 counts_are /cli/cols-sem "semaphore 2 1"
+    out=$("$ZKR" inspect /cli/cols-sem)
+    expect "semaphore table misaligned: $(columns_aligned <<< "$out")
+$out" columns_aligned <<< "$out"
+    bg "$ZKR" lock --id a-rather-long-identifier-of-forty-chars /cli/cols-lock sleep 60
+    expect "lock holder" wait_for 10 nodes_eq /cli/cols-lock 1
+    out=$("$ZKR" inspect /cli/cols-lock)
+    expect "lock table misaligned: $(columns_aligned <<< "$out")
+$out" columns_aligned <<< "$out"
 }
 
 test_forced_release() {
@@ -271,6 +323,8 @@ test_inspect_delayed_candidate() {
 start_server
 run_test test_inspect_matches_queue
 run_test test_inspect_kinds
+run_test test_inspect_missing_path
+run_test test_inspect_columns_fit
 run_test test_weaker_acl_refused
 run_test test_forced_release
 run_test test_forced_release_lost_reply

@@ -361,8 +361,51 @@ test_help_lists_every_option() {
         expect "zkr --help does not list $opt" grep -q -- "$opt\b" "$WORK/out"
     done
     for opt in ENVIRONMENT "EXIT STATUS"; do
-        expect "zkr(1) has no $opt section" grep -q "^\.SH \"*$opt" "$top_srcdir/doc/zkr.1"
+        expect "zkr(1) has no $opt section" grep -q "^\.SH \"*$opt" "$builddir/doc/zkr.1"
     done
+}
+
+# Global options may follow the subcommand, up to its PATH (zkr(1),
+# GLOBAL OPTIONS), as etcdctl takes them: there they mean what they mean
+# before it; -h/--help there is the subcommand's own; after PATH every
+# word is the command's.
+test_global_options_after_subcommand() {
+    local rc real=$ZKR_SERVER
+    # shellcheck disable=SC2016 # expanded by the command's shell
+    runrc rc env ZKR_SERVER="$UNREACHABLE" "$ZKR" lock -s "$real" --session-timeout 4000 /cli/gafter -- sh -c 'echo "held $ZKR_LOCK_PATH"'
+    expect "lock -s after the subcommand: exit $rc: $(cat "$WORK/err")" [ "$rc" -eq 0 ]
+    expect "lock -s: the command did not run" grep -q "held /cli/gafter" "$WORK/out"
+    runrc rc env ZKR_SERVER="$UNREACHABLE" "$ZKR" sem --server="$real" --permits 2 /cli/gafter-sem true
+    expect "sem --server=: exit $rc: $(cat "$WORK/err")" [ "$rc" -eq 0 ]
+    runrc rc env ZKR_SERVER="$UNREACHABLE" "$ZKR" elect --server "$real" /cli/gafter-el true
+    expect "elect --server: exit $rc: $(cat "$WORK/err")" [ "$rc" -eq 0 ]
+    runrc rc env ZKR_SERVER="$UNREACHABLE" "$ZKR" inspect --json -s "$real" /cli/gafter
+    expect "inspect -s: exit $rc: $(cat "$WORK/err")" [ "$rc" -eq 0 ]
+    runrc rc env ZKR_SERVER="$UNREACHABLE" "$ZKR" queue put -s "$real" /cli/gafter-q data
+    expect "queue put -s: exit $rc: $(cat "$WORK/err")" [ "$rc" -eq 0 ]
+    runrc rc env ZKR_SERVER="$UNREACHABLE" "$ZKR" queue len -s "$real" /cli/gafter-q
+    expect "queue len -s: exit $rc: $(cat "$WORK/err")" [ "$rc" -eq 0 ]
+    expect "queue len -s: '$(cat "$WORK/out")'" [ "$(cat "$WORK/out")" = 1 ]
+    # The session timeout given after the subcommand is the one used.
+    runrc rc timeout 30 "$ZKR" inspect -s "$UNREACHABLE" --session-timeout 1000 /cli/x
+    expect "inspect --session-timeout after: exit $rc, not 69" [ "$rc" -eq 69 ]
+    expect "inspect --session-timeout after: $(cat "$WORK/err")" grep -q "within 1000 ms" "$WORK/err"
+    # Credentials after the subcommand: --acl private needs them.
+    runrc rc "$ZKR" lock --auth ops:s3cret --acl private /cli/gafter-auth true
+    expect "lock --auth after: exit $rc: $(cat "$WORK/err")" [ "$rc" -eq 0 ]
+    runrc rc "$ZKR" inspect -a nocolon /cli/gafter
+    expect "inspect -a nocolon: exit $rc, not 64" [ "$rc" -eq 64 ]
+    expect "inspect -a nocolon: $(cat "$WORK/err")" grep -q -- "--auth wants USER:PASSWORD" "$WORK/err"
+    runrc rc "$ZKR" lock --session-timeout 0 /cli/gafter true
+    expect "lock --session-timeout 0: exit $rc, not 64" [ "$rc" -eq 64 ]
+    runrc rc "$ZKR" inspect --version
+    expect "inspect --version: exit $rc, '$(cat "$WORK/out")'" [ "$(cat "$WORK/out")" = "$("$ZKR" --version)" ]
+    # -h there is the subcommand's; after PATH, words are the command's.
+    runrc rc "$ZKR" lock -h
+    expect "lock -h is not lock's help: $(head -1 "$WORK/out")" grep -q "^usage: zkr lock" "$WORK/out"
+    runrc rc "$ZKR" lock /cli/gafter echo -s x -v
+    expect "lock PATH echo -s x -v: exit $rc: $(cat "$WORK/err")" [ "$rc" -eq 0 ]
+    expect "the command's -s was taken: '$(cat "$WORK/out")'" [ "$(cat "$WORK/out")" = "-s x -v" ]
 }
 
 start_server
@@ -376,4 +419,5 @@ run_test test_server_list
 run_test test_exit_statuses
 run_test test_long_options
 run_test test_help_lists_every_option
+run_test test_global_options_after_subcommand
 done_testing

@@ -318,6 +318,58 @@ static void test_fork_child_frees_inherited_handles(void **state)
     assert_int_equal(zkr_session_free(s), 0);
 }
 
+/* A fork from inside a completion callback (the event thread's): the
+ * child is the same as any forked child (zkr.h, "fork() and exec"): its
+ * zkr_lock_release() returns ZKR_ECLOSED, its handles free at once, and
+ * the parent keeps its grant. */
+struct fork_cb {
+    zkr_session_t *s;
+    atomic_int rc;  /* the acquire's result, -1 until the callback ran */
+    atomic_int pid; /* the child, forked in the callback */
+};
+
+static void fork_in_completion(int rc, zkr_lock_t *l, void *data)
+{
+    struct fork_cb *f = data;
+    pid_t pid = fork();
+
+    if (pid == 0) {
+        int ok;
+        signal(SIGALRM, SIG_DFL); /* a hang ends the child by SIGALRM */
+        alarm(10);
+        ok = zkr_lock_release(l) == ZKR_ECLOSED &&
+             zkr_lock_state(l) == ZKR_LOCK_HELD;
+        zkr_lock_free(l);
+        child_exit(ok && zkr_session_free(f->s) == 0);
+    }
+    f->pid = pid;
+    f->rc = rc;
+}
+
+static void test_fork_in_completion_callback(void **state)
+{
+    struct fork_cb f = {open_session(T), -1, 0};
+    zkr_lock_t *l = new_lock(f.s, "/embed/forkcb", "parent");
+    int st = -1;
+
+    (void)state;
+    assert_int_equal(zkr_lock_acquire_async(l, 10000, fork_in_completion, &f),
+                     0);
+    for (int i = 0; f.rc == -1 && i < zkt_scaled_ms(10000) / 10; i++)
+        zkt_sleep_ms(10);
+    assert_int_equal(f.rc, 0);
+    assert_true(f.pid > 0);
+    assert_int_equal(zkt_wait_pid(f.pid, zkt_scaled_ms(20000), &st), 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(zkr_lock_state(l), ZKR_LOCK_HELD);
+    assert_int_equal(children("/embed/forkcb"), 1);
+    assert_int_equal(zkr_lock_release(l), 0);
+    assert_int_equal(children("/embed/forkcb"), 0);
+    zkr_lock_free(l);
+    assert_int_equal(zkr_session_free(f.s), 0);
+}
+
 static int fd_readable(int fd)
 {
     struct pollfd p = {fd, POLLIN, 0};
@@ -525,6 +577,7 @@ static void test_version(void **state)
     snprintf(v, sizeof(v), "%d.%d.%d", ZKR_VERSION_MAJOR, ZKR_VERSION_MINOR,
              ZKR_VERSION_PATCH);
     assert_string_equal(v, PACKAGE_VERSION);
+    assert_string_equal(ZKR_VERSION_STRING, PACKAGE_VERSION);
     assert_string_equal(zkr_version_string(), PACKAGE_VERSION);
     assert_int_equal(zkr_version(), ZKR_VERSION_NUMBER);
 }
@@ -638,6 +691,7 @@ int main(void)
         cmocka_unit_test(test_connection_failure_names_host_and_errno),
         cmocka_unit_test(test_bad_log_options),
         cmocka_unit_test(test_fork_child_frees_inherited_handles),
+        cmocka_unit_test(test_fork_in_completion_callback),
         cmocka_unit_test(test_fork_child_frees_running_election),
         cmocka_unit_test(test_fork_child_leaves_parent_dispatch),
         cmocka_unit_test(test_descriptors_are_cloexec),

@@ -1,0 +1,38 @@
+#!/bin/bash
+# Versions are the same everywhere (issue 32): zkr(1)'s title line names
+# the version `zkr --version` prints, and README's symbol-version claims
+# name exactly the version nodes src/libzkr.map defines. TAP.
+set -u
+src=$(cd "$(dirname "$0")/../.." && pwd)
+build=${ZKR_TEST_BUILDDIR:-$src}
+fail=0
+echo "1..2"
+
+# .TH ZKR 1 "date" "zkr VERSION" "User Commands"
+if ! grep -q '^cli_tests = ' "$build/Makefile"; then
+    # configure --disable-cli: neither the command nor its page is built.
+    echo "ok 1 # SKIP no zkr command (configure --disable-cli)"
+else
+    man_v=$(sed -n 's/^\.TH ZKR 1 "[^"]*" "zkr \([^"]*\)".*/\1/p' "$build/doc/zkr.1")
+    cli_v=$("$build/zkr" --version 2>&1)
+    if [ -n "$man_v" ] && [ "zkr $man_v" = "$cli_v" ]; then
+        echo "ok 1 - zkr(1) names the version zkr --version prints ($cli_v)"
+    else
+        echo "not ok 1 - zkr(1) says '${man_v:-no version}'," \
+            "zkr --version says '$cli_v'"
+        fail=1
+    fi
+fi
+
+nodes=$(grep -oE '^ZKR_[0-9]+\.[0-9]+' "$src/src/libzkr.map" | sort -u |
+    tr '\n' ' ')
+claims=$(grep -oE 'ZKR_[0-9]+\.[0-9]+' "$src/README.md" | sort -u |
+    tr '\n' ' ')
+if [ -n "$nodes" ] && [ "$nodes" = "$claims" ]; then
+    echo "ok 2 - README names the symbol versions of src/libzkr.map ($nodes)"
+else
+    echo "not ok 2 - README names symbol versions '$claims';" \
+        "src/libzkr.map defines '$nodes'"
+    fail=1
+fi
+exit $fail
