@@ -812,6 +812,7 @@ struct zkr__contender {
     int fd_away;          /* election: the application's last observation
                              was "not leading" (zkr__contender_away()) */
     int lost_unreported;
+    uint64_t lost_gen;       /* lost_unreported: c->gen of the grant lost */
     uint64_t suspensions;    /* times it became SUSPENDED (an election's run()
                                 asks whether its function was told to stop
                                 by a suspension while it ran) */

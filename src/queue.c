@@ -1908,8 +1908,11 @@ static int take_lost(zkr__contender_t *c)
  * acquire woken), maybe long after the grant. The grant is still held
  * while c->gen is unchanged (only a loss, a free, a commit's end or a new
  * attempt changes it) and the phase is still HELD or COMMITTING (a
- * release moves it on without a new generation): 0. A recorded loss is
- * ZKR_ELOST, reported once, here. A grant the application let go itself
+ * release moves it on without a new generation): 0. A recorded loss of
+ * this grant is ZKR_ELOST, reported once, here; a loss of a later grant
+ * (the lock released and acquired again before this was told) is left
+ * for that grant's own completion, which must not say 0. A grant the
+ * application let go itself
  * (letgo moved on: the handle freed, the lock released, the candidate
  * left, or acquired again, before it was told) is ZKR_ECANCELED, the
  * code a free gives a pending acquire: its node is gone or going, and
@@ -1922,7 +1925,7 @@ static int grant_result(zkr__contender_t *c, uint64_t gen, uint64_t letgo)
     if (gen == c->gen &&
         (c->phase == ZKR__P_HELD || c->phase == ZKR__P_COMMITTING))
         return 0;
-    if (take_lost(c))
+    if (c->lost_unreported && c->lost_gen == gen && take_lost(c))
         return ZKR_ELOST;
     return letgo != c->letgo ? ZKR_ECANCELED : 0;
 }
@@ -1945,7 +1948,8 @@ static void lose_held(zkr__contender_t *c)
 {
     c->phase = ZKR__P_IDLE;
     forget_node(c);
-    c->gen++; /* answers about the old node are stale */
+    c->lost_gen = c->gen; /* the grant lost (grant_result) */
+    c->gen++;             /* answers about the old node are stale */
     c->lost_unreported = 1;
     notify_state(c, ZKR_LOCK_LOST);
     rejoin(c);

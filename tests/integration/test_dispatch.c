@@ -372,6 +372,66 @@ static void test_release_before_dispatch(void **state)
     letgo_before_dispatch(1);
 }
 
+/* Completions told apart by their data (0 or 1): calls and result. */
+static int gen_calls[2], gen_rc[2];
+
+static void on_acquired_gen(int rc, zkr_lock_t *l, void *data)
+{
+    int i = *(const int *)data;
+
+    (void)l;
+    note_thread();
+    gen_calls[i]++;
+    gen_rc[i] = rc;
+}
+
+/* zkr.h: an async acquire's result "is the one when cb is called"; a
+ * completion never says 0 for a grant that is not held then. In
+ * event-loop mode the application releases a grant whose completion is
+ * still due and acquires again on the same handle; that second grant is
+ * lost too (a foreign client deletes its node) before the dispatch. The
+ * first completion is about a grant let go (not 0), and the second must
+ * report the loss: ZKR_ELOST, not 0, however the first was reported. */
+static void test_reacquire_lost_before_dispatch(void **state)
+{
+    zkr_session_t *s = open_connected();
+    zkr_lock_t *l = NULL;
+    static const int first = 0, second = 1;
+    char node[ZKR_NODE_MAX];
+
+    (void)state;
+    memset(&rec, 0, sizeof(rec));
+    rec.main = pthread_self();
+    memset(gen_calls, 0, sizeof(gen_calls));
+    gen_rc[0] = gen_rc[1] = -1;
+    assert_int_equal(zkr_lock_new(&l, s, "/disp/rl", "l", NULL), 0);
+    assert_int_equal(
+        zkr_lock_acquire_async(l, -1, on_acquired_gen, (void *)&first), 0);
+    assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(l) == ZKR_LOCK_HELD,
+                               zkt_scaled_ms(12000)));
+    assert_int_equal(zkr_lock_release(l), 0);
+    assert_int_equal(
+        zkr_lock_acquire_async(l, -1, on_acquired_gen, (void *)&second), 0);
+    assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(l) == ZKR_LOCK_HELD,
+                               zkt_scaled_ms(12000)));
+    assert_int_equal(zkr_lock_node(l, node, sizeof(node)), 0);
+    assert_int_equal(gen_calls[0] + gen_calls[1], 0); /* due, not run */
+    assert_int_equal(zoo_delete(raw, node, -1), ZOK);
+    /* The loss is learnt from the watch on our node (within the session
+     * timeout), not from a dispatch. */
+    assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(l) != ZKR_LOCK_HELD,
+                               zkt_scaled_ms(12000)));
+    assert_true(DISPATCH_UNTIL(s, gen_calls[0] + gen_calls[1] == 2,
+                               zkt_scaled_ms(12000)));
+    assert_int_equal(gen_calls[0], 1);
+    assert_int_equal(gen_calls[1], 1);
+    assert_int_equal(gen_rc[1], ZKR_ELOST);
+    assert_int_equal(gen_rc[0], ZKR_ECANCELED);
+    zkr_lock_free(l);
+    assert_int_equal(zkr_session_free(s), 0);
+    assert_int_equal(rec.foreign, 0);
+}
+
 /* Issue 14 review: zkr_session_free() with a handle open returns
  * ZKR_EINUSE having done nothing (no callback run: it used to dispatch
  * first); and while another thread dispatches, it waits for that dispatch
@@ -756,6 +816,7 @@ int main(void)
         cmocka_unit_test(test_free_waits_for_other_dispatch),
         cmocka_unit_test(test_free_before_dispatch),
         cmocka_unit_test(test_release_before_dispatch),
+        cmocka_unit_test(test_reacquire_lost_before_dispatch),
         cmocka_unit_test(test_session_free_dispatch_rules),
         cmocka_unit_test(test_election_waits_on_dispatcher),
         cmocka_unit_test(test_no_spin_while_suspended),

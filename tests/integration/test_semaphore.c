@@ -434,6 +434,85 @@ static void test_rwlock_pair_never_waits_for_itself(void **state)
     assert_int_equal(children("/s/rwp"), 0);
 }
 
+struct side {
+    zkr_lock_t *l;
+    int timeout_ms;
+    pthread_barrier_t *go;
+    int rc;
+};
+
+static void *acquire_side(void *arg)
+{
+    struct side *a = arg;
+
+    pthread_barrier_wait(a->go);
+    a->rc = zkr_lock_acquire(a->l, a->timeout_ms);
+    return NULL;
+}
+
+/* zkr.h, zkr_rwlock_new(): neither side of one pair is acquired while the
+ * other has a node. Two threads acquire the two sides at the same moment
+ * (blocking, no timeout): each time exactly one is granted and the other
+ * is refused at once with ZKR_ESTATE; neither waits for the other, and the
+ * path never holds two of the pair's nodes. */
+static void test_rwlock_pair_sides_race(void **state)
+{
+    const int T = 4000, bound = zkt_scaled_ms(2 * T);
+    zkr_session_t *s = open_session(T);
+    zkr_lock_t *r, *w;
+    pthread_barrier_t go;
+    int reads = 0, writes = 0;
+
+    (void)state;
+    rw(s, "/s/rwrace", &r, &w);
+    for (int i = 0; i < 20; i++) {
+        struct side a = {r, -1, &go, -1}, b = {w, -1, &go, -1};
+        pthread_t ta, tb;
+
+        assert_int_equal(pthread_barrier_init(&go, NULL, 2), 0);
+        assert_int_equal(pthread_create(&ta, NULL, acquire_side, &a), 0);
+        assert_int_equal(pthread_create(&tb, NULL, acquire_side, &b), 0);
+        assert_int_equal(pthread_join(ta, NULL), 0);
+        assert_int_equal(pthread_join(tb, NULL), 0);
+        pthread_barrier_destroy(&go);
+        assert_true((a.rc == 0 && b.rc == ZKR_ESTATE) ||
+                    (a.rc == ZKR_ESTATE && b.rc == 0));
+        assert_int_equal(children("/s/rwrace"), 1);
+        reads += a.rc == 0;
+        writes += b.rc == 0;
+        assert_int_equal(zkr_lock_release(a.rc == 0 ? r : w), 0);
+    }
+    print_message("pair race: read won %d, write won %d\n", reads, writes);
+    /* Freed while its other side blocks behind a foreign holder: that
+     * acquire is not disturbed, and is granted once the holder goes. */
+    {
+        zkr_session_t *o = open_session(T);
+        zkr_lock_t *wo = NULL, *ro = NULL;
+        struct side b = {w, bound, NULL, -1};
+        pthread_barrier_t one;
+        pthread_t tb;
+
+        rw(o, "/s/rwrace", &ro, &wo);
+        assert_int_equal(zkr_lock_acquire(wo, bound), 0);
+        assert_int_equal(pthread_barrier_init(&one, NULL, 1), 0);
+        b.go = &one;
+        assert_int_equal(pthread_create(&tb, NULL, acquire_side, &b), 0);
+        assert_true(ZKT_WAIT_UNTIL(children("/s/rwrace") == 2, bound));
+        zkr_lock_free(r);
+        assert_int_equal(zkr_lock_release(wo), 0);
+        assert_int_equal(pthread_join(tb, NULL), 0);
+        pthread_barrier_destroy(&one);
+        assert_int_equal(b.rc, 0);
+        assert_int_equal(zkr_lock_release(w), 0);
+        zkr_lock_free(ro);
+        zkr_lock_free(wo);
+        zkr_session_free(o);
+    }
+    zkr_lock_free(w);
+    zkr_session_free(s);
+    assert_int_equal(children("/s/rwrace"), 0);
+}
+
 /* Expiry in any position lets the right contenders proceed: a queued
  * writer between readers, and a reading holder before a writer. */
 static void test_rwlock_expiry(void **state)
@@ -760,6 +839,7 @@ int main(void)
         cmocka_unit_test(test_rwlock_rules),
         cmocka_unit_test(test_rwlock_expiry),
         cmocka_unit_test(test_rwlock_pair_never_waits_for_itself),
+        cmocka_unit_test(test_rwlock_pair_sides_race),
         cmocka_unit_test(test_semaphore_foreign_write),
         cmocka_unit_test(test_semaphore_without_write_right),
         cmocka_unit_test(test_semaphore_conflict_newcomer_only),
