@@ -123,7 +123,8 @@ extern "C" {
  * The version of this header (configure.ac's AC_INIT; a test checks they
  * agree). zkr_version() gives the library's, which may be newer: the ABI
  * only grows within a major version (symbols are versioned
- * `ZKR_<major>.<minor>` and CI compares the ABI with the baseline in tests/abi/).
+ * `ZKR_<major>.<minor>` and CI compares the ABI with the baseline in
+ * tests/abi/).
  * @{
  */
 #define ZKR_VERSION_MAJOR 0
