@@ -723,7 +723,8 @@ ZKR_EXTERN void zkr_lock_free(zkr_lock_t *l);
  *   freed by another thread before this call returned
  * \retval ZKR_ELIMIT semaphore: the path is in use with another permit
  *   count
- * \retval ZKR_EALREADY held or being acquired already
+ * \retval ZKR_EALREADY held or being acquired already, or a blocking
+ *   acquire of this handle has not returned yet
  * \retval ZKR_ESTATE a release is in progress; or the other side of this
  *   zkr_rwlock_new() pair is held, acquiring or releasing
  * \retval ZKR_ELOST the session was lost, or our node deleted, before the

@@ -2887,8 +2887,9 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
         rc = ZKR_ELOST;
     else if (c->phase == ZKR__P_RELEASING)
         rc = ZKR_ESTATE;
-    else if (c->phase != ZKR__P_IDLE || is_acquiring(c))
-        rc = ZKR_EALREADY;
+    else if (c->phase != ZKR__P_IDLE || is_acquiring(c) || c->acq_sync)
+        rc = ZKR_EALREADY; /* acq_sync: a blocking acquire not returned yet,
+                              whose completion fields are in use */
     else if (c->pair != NULL &&
              (c->pair->phase != ZKR__P_IDLE || is_acquiring(c->pair)))
         rc = ZKR_ESTATE; /* the pair's other side has a node (see pair) */

@@ -626,6 +626,78 @@ static void test_left_election_grant_not_reported(void **state)
     letgo_case(G_LEAVE);
 }
 
+/* A blocking acquire is the handle's only acquire until it returns
+ * (zkr.h, zkr_lock_acquire: ZKR_EALREADY while one is in progress): a
+ * release and a new acquire from another thread, in the gap between the
+ * grant and the blocked thread's return, must neither hang that thread
+ * (an asynchronous acquire never wakes it) nor hand it the new grant as
+ * its own (its grant was let go: ZKR_ECANCELED). Many rounds: the gap is
+ * short. */
+static zkr_lock_t *race_lock;
+static int race_rc, race_returned;
+
+static void *blocked_acquire(void *arg)
+{
+    (void)arg;
+    race_rc = zkr_lock_acquire(race_lock, -1);
+    set(&race_returned, 1);
+    return NULL;
+}
+
+static void race_done(int rc, zkr_lock_t *l, void *data)
+{
+    (void)l;
+    (void)data;
+    set(&g_calls, get(&g_calls) + 1);
+    set(&g_rc, rc);
+}
+
+static void test_blocked_acquire_owns_its_grant(void **state)
+{
+    zkr_session_t *s = open_session(T);
+    int rounds = 200, raced = 0;
+
+    (void)state;
+    watchdog(rounds / 2 + 30);
+    race_lock = new_lock(s, "/free/blocked", "a");
+    for (int i = 0; i < rounds; i++) {
+        pthread_t th;
+        int rel, acq;
+
+        set(&g_calls, 0);
+        set(&race_returned, 0);
+        assert_int_equal(pthread_create(&th, NULL, blocked_acquire, NULL), 0);
+        while (zkr_lock_state(race_lock) != ZKR_LOCK_HELD)
+            ;
+        rel = zkr_lock_release(race_lock);
+        acq = rel == 0 ? zkr_lock_acquire_async(race_lock, -1, race_done, NULL)
+                       : -1;
+        /* Returns at all (a hang is caught by the watchdog). */
+        pthread_join(th, NULL);
+        /* Its own grant, or its grant let go by our release: never a
+         * grant of ours. */
+        if (race_rc != 0 && race_rc != ZKR_ECANCELED)
+            fail_msg("round %d: the blocked acquire returned %s", i,
+                     zkr_errname(race_rc));
+        if (rel == 0 && acq == ZKR_EALREADY)
+            raced++; /* refused: the blocked acquire had not returned */
+        else if (rel == 0)
+            assert_int_equal(acq, 0);
+        /* Back to idle for the next round. */
+        if (acq == 0)
+            assert_true(
+                ZKT_WAIT_UNTIL(get(&g_calls) == 1, zkt_scaled_ms(2 * T)));
+        if (zkr_lock_state(race_lock) == ZKR_LOCK_HELD)
+            assert_int_equal(zkr_lock_release(race_lock), 0);
+    }
+    print_message("# %d of %d rounds released before the blocked acquire "
+                  "returned\n",
+                  raced, rounds);
+    zkr_lock_free(race_lock);
+    assert_int_equal(zkr_session_free(s), 0);
+    alarm(0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -642,6 +714,7 @@ int main(void)
         cmocka_unit_test(test_released_grant_not_reported),
         cmocka_unit_test(test_freed_election_grant_not_reported),
         cmocka_unit_test(test_left_election_grant_not_reported),
+        cmocka_unit_test(test_blocked_acquire_owns_its_grant),
     };
     /* ZKR_TEST_FILTER=test_free_other_lock runs one case (with the old
      * code, one hang leaves the session wedged for the cases after it). */
