@@ -26,6 +26,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,8 @@
 
 #include <zkr.h>
 
-static volatile sig_atomic_t resign_asked;
+/* Set by the main thread (sigwait), read by the leader function's: atomic. */
+static atomic_int resign_asked;
 static int logfd = -1;
 static const char *id = "candidate";
 

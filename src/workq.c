@@ -45,9 +45,9 @@ struct zkr_workq {
     /* the take (one at a time) */
     int taking;
     int cancel;
-    pthread_t thr; /* an asynchronous take's thread */
-    int thr_joinable;
-    int async_puts; /* asynchronous puts running */
+    pthread_t thr;    /* an asynchronous take's thread (set under the mutex) */
+    int thr_joinable; /* mutex */
+    int async_puts;   /* asynchronous puts running */
     /* watches the take set (removed when it ends) */
     char **wpath;
     int *wtype;
@@ -328,6 +328,7 @@ static int take_cancel(zkr_workq_t *q);
 void zkr_workq_free(zkr_workq_t *q)
 {
     zkr_session_t *s;
+    int joinable;
 
     if (q == NULL)
         return;
@@ -343,8 +344,9 @@ void zkr_workq_free(zkr_workq_t *q)
      * them (they are ephemeral anyway). */
     receipts_to_cleanup(q, q->rcpt, q->nrcpt, q->rcpt_sid);
     q->nrcpt = 0;
+    joinable = q->thr_joinable;
     pthread_mutex_unlock(&s->mu);
-    if (q->thr_joinable)
+    if (joinable)
         pthread_join(q->thr, NULL);
     zkr__contender_destroy(&q->turn, workq_dispose);
 }
@@ -1659,12 +1661,19 @@ int zkr_workq_take_async(zkr_workq_t *q, int timeout_ms,
     j->timeout_ms = timeout_ms;
     j->cb = cb;
     j->cbdata = data;
+    /* The thread and its flag are set under the mutex: the take may end
+     * and its completion free q (zkr_workq_free reads them under it)
+     * before pthread_create returns here; q is not touched after. */
+    pthread_mutex_lock(&q->s->mu);
     if (pthread_create(&q->thr, NULL, take_thread, j) != 0) {
+        pthread_mutex_unlock(&q->s->mu);
         free(j);
         take_finish(q);
         return ZKR_ESYS;
     }
     q->thr_joinable = 1;
+    pthread_cond_broadcast(&q->s->cv); /* zkr_workq_free may wait for it */
+    pthread_mutex_unlock(&q->s->mu);
     return 0;
 }
 

@@ -4,6 +4,7 @@
 #ifndef ZKR_TESTS_SERVER_TEST_H
 #define ZKR_TESTS_SERVER_TEST_H
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,7 +104,7 @@ static inline int first_latch(const char *dir, char *node, size_t len)
  * freed the server may hold no more watches than before, with the
  * holder's own. The deletions race the requests: rounds make a leak likely. */
 enum { DELETED_WAITERS_MAX = 64 };
-static volatile int deleted_got[DELETED_WAITERS_MAX],
+static atomic_int deleted_got[DELETED_WAITERS_MAX],
     deleted_rc[DELETED_WAITERS_MAX];
 
 static inline void deleted_done(int rc, zkr_lock_t *l, void *data)

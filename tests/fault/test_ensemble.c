@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -480,7 +481,7 @@ static void test_leader_isolated(void **state)
 static void sync_done(int rc, const char *value, const void *data)
 {
     (void)value;
-    __atomic_store_n((int *)data, rc == ZOK ? 1 : -1, __ATOMIC_SEQ_CST);
+    *(atomic_int *)data = rc == ZOK ? 1 : -1;
 }
 
 /* Issue 12.8's premise and its fix, on a follower made to lag (its quorum
@@ -491,7 +492,7 @@ static void sync_done(int rc, const char *value, const void *data)
  * recover_synced; session.c, cleanup_synced). */
 static void test_lagging_follower_sync(void **state)
 {
-    static int synced; /* the completion may outlive a failed test */
+    static atomic_int synced; /* the completion may outlive a failed test */
     int leader, f;
     zhandle_t *zl, *zf;
     struct Stat st;

@@ -17,6 +17,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -580,12 +581,12 @@ static void test_acquire_in_lost_window(void **state)
  * watched, deleted by someone else, must reach it (LOST): no holder is
  * unreachable by its events. */
 enum { GROW_K = 17 };
-static volatile int grow_seen[GROW_K];
+static atomic_int grow_seen[GROW_K];
 
 static void grow_state(zkr_lock_t *l, zkr_lock_state_t st, void *data)
 {
     (void)l;
-    *(volatile int *)data = (int)st;
+    *(atomic_int *)data = (int)st;
 }
 
 static void test_index_growth_alloc(void **state)

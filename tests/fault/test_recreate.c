@@ -171,8 +171,9 @@ static void test_holder_node_recreated_in_window(void **state)
 
 /* (b)/(c) Adopted handle: LOST at the safe deadline, then the same
  * session reconnects. The header promises "earlier grants stay lost and
- * their nodes are deleted". */
-static zkr_session_t *volatile g_adopted;
+ * their nodes are deleted". g_adopted is read by the client's event thread
+ * and set by the test's: atomic. */
+static zkr_session_t *_Atomic g_adopted;
 static void app_watcher(zhandle_t *zh, int type, int st, const char *path,
                         void *ctx)
 {

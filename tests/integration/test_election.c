@@ -675,7 +675,27 @@ static void test_observer_unreadable_leader(void **state)
 /* On a session that will never come back (an adopted handle that
  * expired), a candidate does not wait forever: participation ends with
  * ZKR_ELOST. */
-static zkr_session_t *adopted;
+/* Read by the client's event thread, set by the test's: atomic. Cleared
+ * before the session is freed, so the watcher never passes a freed one. */
+static zkr_session_t *_Atomic adopted;
+
+static int adopt(zhandle_t *zh)
+{
+    zkr_session_t *s;
+    int rc = zkr_session_adopt(&s, zh);
+
+    if (rc == 0)
+        adopted = s;
+    return rc;
+}
+
+static int free_adopted(void)
+{
+    zkr_session_t *s = adopted;
+
+    adopted = NULL;
+    return zkr_session_free(s);
+}
 
 static void forward(zhandle_t *zh, int type, int state, const char *path,
                     void *ctx)
@@ -697,7 +717,7 @@ static void test_adopted_session_lost(void **state)
     (void)state;
     assert_non_null(zh);
     assert_int_equal(zkt_wait_connected(zh, 10000), 0);
-    assert_int_equal(zkr_session_adopt(&adopted, zh), 0);
+    assert_int_equal(adopt(zh), 0);
     e = cand(adopted, "/e/adopted", "x", ZKR_POLICY_SUSPEND, NULL);
     assert_int_equal(zkr_election_await(e, 5000), 0);
     cid = *zoo_client_id(zh);
@@ -709,8 +729,7 @@ static void test_adopted_session_lost(void **state)
     assert_int_equal(zkr_election_await(e, 10000), ZKR_ELOST);
     assert_false(zkr_election_is_leader(e));
     zkr_election_free(e);
-    assert_int_equal(zkr_session_free(adopted), 0);
-    adopted = NULL;
+    assert_int_equal(free_adopted(), 0);
     zookeeper_close(zh);
 }
 
@@ -728,7 +747,7 @@ struct runner {
     zkr_leader_fn fn;
     void *arg;
     int requeue;
-    volatile int done;
+    atomic_int done;
     int rc;
     pthread_t th;
 };
@@ -760,8 +779,8 @@ static int runner_done(struct runner *r)
 /* Shared by the two leader functions of test_fd_stops_leader. */
 static struct stopfd {
     zkr_election_t *a;
-    volatile int a_started, a_readable_late, b_started, b_saw_stop, b_done;
-    int64_t a_epoch;
+    atomic_int a_started, a_readable_late, b_started, b_saw_stop, b_done;
+    _Atomic int64_t a_epoch;
 } sf;
 
 /* Candidate a's function: it learns of its loss only late, after b led
@@ -920,7 +939,7 @@ static void test_leave_races_join(void **state)
 static int quick_fn(zkr_election_t *e, void *data)
 {
     (void)e;
-    __atomic_add_fetch((int *)data, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch((atomic_int *)data, 1, __ATOMIC_SEQ_CST);
     return 0;
 }
 
@@ -937,7 +956,7 @@ static void test_leave_races_requeue(void **state)
     atomic_store(&race_us, 4000);
     for (int i = 0; i < rounds; i++) {
         static struct runner r;
-        static int calls;
+        static atomic_int calls;
         struct race l = {e, (i * 397) % 5000, -1};
         pthread_t tl;
 
@@ -1345,7 +1364,7 @@ static void test_run_functions_never_overlap(void **state)
  * candidate never leads. With and without requeue (review20, 4: run()
  * resigned, so every blip cost the leadership). */
 static struct {
-    volatile int calls;
+    atomic_int calls;
     int64_t epochs[8];
 } resus;
 
@@ -1499,7 +1518,7 @@ static void test_run_requeue_resumes_after_reverified_suspension(void **state)
  * run() returned, a join works and the candidate leads (alone). Before the
  * fix (review20, 5) the join said 0, run() resigned what it won, and the
  * candidate stayed "joined" with no node: join EALREADY, await never 0. */
-static volatile int sl_left, sl_go;
+static atomic_int sl_left, sl_go;
 
 static int fn_selfleave(zkr_election_t *e, void *data)
 {
@@ -1559,8 +1578,8 @@ static void test_join_while_self_leave_pending(void **state)
  * never leads beside it, and run() never touches the freed handle (ASan,
  * valgrind). Before the fix (review20, 2) b led while a's function ran. */
 static struct {
-    volatile int started, pollin;
-    volatile int64_t ended, b_led;
+    atomic_int started, pollin;
+    _Atomic int64_t ended, b_led;
 } fw;
 
 static int fn_stop_slowly(zkr_election_t *e, void *data)
@@ -1626,7 +1645,7 @@ static void test_free_while_leader_fn_runs(void **state)
 static int fn_free_self(zkr_election_t *e, void *data)
 {
     zkr_election_free(e);
-    __atomic_store_n((volatile int *)data, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n((atomic_int *)data, 1, __ATOMIC_SEQ_CST);
     return 5;
 }
 
@@ -1634,7 +1653,7 @@ static void test_free_from_leader_fn(void **state)
 {
     zkr_session_t *a = open_session(10000), *b = open_session(10000);
     zkr_election_t *ea, *eb;
-    volatile int freed = 0;
+    atomic_int freed = 0;
 
     (void)state;
     ea = leader_and_next(a, b, "/e/freeself", &eb);
@@ -1651,7 +1670,7 @@ static void test_free_from_leader_fn(void **state)
  * node is deleted (operator, or the session lost) and a third thread
  * join()s: refused (ZKR_ESTATE, still leaving). Once leave returned 0 the
  * candidate holds no node and can be joined again, and then leads. */
-static volatile int lj_stop, lj_go;
+static atomic_int lj_stop, lj_go;
 
 static int fn_slow_stop(zkr_election_t *e, void *data)
 {
@@ -1706,7 +1725,7 @@ static void test_join_while_leave_waits(void **state)
  * fix (rereview20, 1) the free waited for run() only, and leave() went on
  * into resign() with the freed handle: valgrind's invalid reads in
  * zkr_election_leave and resign (CI), and here a node left behind. */
-static volatile int fl_started, fl_stopping;
+static atomic_int fl_started, fl_stopping;
 
 static int fn_stop_in_300ms(zkr_election_t *e, void *data)
 {

@@ -4,6 +4,7 @@
 #define _DEFAULT_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -69,7 +70,7 @@ static void test_sequencer_validity(void **state)
 }
 
 struct async_result {
-    int done, rc;
+    atomic_int done, rc;
 };
 
 static void async_done(int rc, void *data)

@@ -3,6 +3,7 @@
 #define _DEFAULT_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,14 +45,14 @@ static void test_mutual_exclusion_processes(void **state)
 
 /* FIFO: waiters enqueued one after another are granted in that order. */
 struct order {
-    int n;
+    atomic_int n; /* written last: who and tok below it are complete */
     int who[16];
     int64_t tok[16];
 };
 static struct order fifo;
 
 /* cmocka's assertions must run on the test's thread: callbacks record. */
-static int fifo_bad;
+static atomic_int fifo_bad;
 
 static void fifo_released(int rc, zkr_lock_t *l, void *data)
 {
@@ -65,8 +66,11 @@ static void fifo_done(int rc, zkr_lock_t *l, void *data)
 {
     int i = (int)(intptr_t)data;
     if (rc == 0) {
-        zkr_lock_token(l, &fifo.tok[fifo.n]);
-        fifo.who[fifo.n++] = i;
+        int k = fifo.n;
+
+        zkr_lock_token(l, &fifo.tok[k]);
+        fifo.who[k] = i;
+        fifo.n = k + 1;
         /* Blocking calls are refused in callbacks; the async one works. */
         if (zkr_lock_release(l) != ZKR_EDEADLK)
             fifo_bad = -1;
@@ -116,7 +120,7 @@ static void test_fifo_order(void **state)
 static void cancel_done(int rc, zkr_lock_t *l, void *data)
 {
     (void)l;
-    *(int *)data = rc;
+    *(atomic_int *)data = rc;
 }
 
 static void test_try_timeout_cancel(void **state)
@@ -126,7 +130,7 @@ static void test_try_timeout_cancel(void **state)
                *lb = new_lock(b, "/t/try", "b");
     long watches0;
     int64_t t0;
-    int got = 1;
+    atomic_int got = 1;
 
     (void)state;
     watches0 = zkt_total_watches(server);
@@ -288,7 +292,7 @@ static void test_vanished_parent(void **state)
  * its predecessor (and its own node, which only its own deletion
  * changes), so the server delivers exactly one notification, and the woken
  * waiter lists once and is granted. */
-static int granted[21];
+static atomic_int granted[21];
 
 static void herd_done(int rc, zkr_lock_t *l, void *data)
 {
@@ -359,7 +363,7 @@ static void test_release_wakes_one(void **state)
 static void on_state(zkr_lock_t *l, zkr_lock_state_t st, void *data)
 {
     (void)l;
-    *(volatile int *)data = (int)st;
+    *(atomic_int *)data = (int)st;
 }
 
 static void test_forced_deletion_noticed(void **state)
@@ -368,7 +372,7 @@ static void test_forced_deletion_noticed(void **state)
     zkr_lock_t *la = new_lock(a, "/t/forced", "a"),
                *lb = new_lock(b, "/t/forced", "b");
     char node[ZKR_NODE_MAX];
-    volatile int seen = -1;
+    atomic_int seen = -1;
     long w0;
     int64_t t0;
 
@@ -409,7 +413,7 @@ static void test_forced_deletion_noticed(void **state)
  * handle left in the index after its free is a use after free (ASan,
  * valgrind); one missing from it is never woken (the wait fails). */
 enum { MANY = 30, MANY_PATHS = 40 };
-static volatile int many_got[MANY_PATHS], many_rc[MANY_PATHS];
+static atomic_int many_got[MANY_PATHS], many_rc[MANY_PATHS];
 
 static void many_done(int rc, zkr_lock_t *l, void *data)
 {
@@ -498,7 +502,7 @@ static void test_one_session_many_paths(void **state)
 {
     zkr_session_t *s = open_session(10000);
     zkr_lock_t *l[MANY_PATHS];
-    volatile int seen[MANY_PATHS];
+    atomic_int seen[MANY_PATHS];
     char node[MANY_PATHS][ZKR_NODE_MAX];
     int order[MANY_PATHS];
     long w0 = zkt_total_watches(server);
@@ -533,7 +537,7 @@ static void test_one_session_many_paths(void **state)
  * deadline, in random order; each of the others must end with
  * ZKR_ETIMEDOUT, and not before its own deadline. */
 enum { MANY_TIMED = 20 };
-static volatile int64_t timed_at[MANY_TIMED];
+static _Atomic int64_t timed_at[MANY_TIMED];
 
 static void timed_done(int rc, zkr_lock_t *l, void *data)
 {
@@ -633,7 +637,7 @@ static void test_one_session_many_releases(void **state)
  * listings the sessions made from the grant of contender `from` to the
  * end. */
 enum { CHAIN_MAX = 40, CHAIN_S = 4 };
-static int chain_got[CHAIN_MAX];
+static atomic_int chain_got[CHAIN_MAX];
 
 static uint64_t run_chain(const char *path, int n, int from,
                           const struct ACL_vector *acl)
@@ -725,8 +729,8 @@ static void test_foreign_writes(void **state)
     zkr_session_t *s[3];
     zkr_lock_t *l[3];
     char node[ZKR_NODE_MAX];
-    volatile int seen = -1;
-    int got[3] = {1, 1, 1};
+    atomic_int seen = -1;
+    atomic_int got[3] = {1, 1, 1};
 
     (void)state;
     for (int i = 0; i < 3; i++) {
@@ -822,7 +826,7 @@ static void test_free_while_acquiring(void **state)
 {
     zkr_session_t *s = open_session(10000);
     zkr_lock_t *a = new_lock(s, "/t/freewait", NULL), *b, *c;
-    int rb = 1, rc = 1;
+    atomic_int rb = 1, rc = 1;
 
     (void)state;
     assert_int_equal(zkr_lock_acquire(a, -1), 0);
@@ -871,7 +875,7 @@ static void foreign_delete_round(const char *path, int multi)
     zkr_session_t *s[3];
     zkr_lock_t *h, *w, *w2;
     zhandle_t *other = zkt_connect(zkt_server_hosts(server), 10000);
-    int got = 1, got2 = 1;
+    atomic_int got = 1, got2 = 1;
     char *p;
 
     assert_non_null(other);
@@ -941,7 +945,7 @@ static void test_waiter_node_deleted(void **state)
     zkr_session_t *s[3];
     zkr_lock_t *h, *w, *w2;
     char node[ZKR_NODE_MAX];
-    int got = 1, got2 = 1;
+    atomic_int got = 1, got2 = 1;
 
     (void)state;
     for (int i = 0; i < 3; i++)
@@ -1002,7 +1006,8 @@ static void test_creator_only_contender_ahead(void **state)
     zkr_session_t *s = open_session(10000);
     zkr_lock_t *w = new_lock(s, "/t/creator", "W");
     char *p, buf[16];
-    int len = sizeof(buf), got = 1;
+    int len = sizeof(buf);
+    atomic_int got = 1;
 
     (void)state;
     assert_non_null(other);
@@ -1033,7 +1038,7 @@ static void test_creator_only_contender_ahead(void **state)
 /* Issue 20.10 (watches). On a handle the application also uses
  * (zkr_session_handle()), taking back zkr's watch on a node must not take
  * the application's own watch on it. */
-static volatile int app_events;
+static atomic_int app_events;
 
 static void app_watcher(zhandle_t *zh, int type, int st, const char *path,
                         void *ctx)
@@ -1084,7 +1089,7 @@ static void test_removed_watch_not_retried(void **state)
     zhandle_t *zh = zkr_session_handle(b);
     char node[ZKR_NODE_MAX];
     int64_t t0;
-    int got = 1;
+    atomic_int got = 1;
 
     (void)state;
     /* The application removes every watch on the path zkr waits on. */

@@ -8,6 +8,7 @@
 #define _DEFAULT_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,7 +43,7 @@ static double sv(zkr_session_t *s, const char *name)
 static void done(int rc, zkr_lock_t *l, void *data)
 {
     (void)l;
-    *(volatile int *)data = rc;
+    *(atomic_int *)data = rc;
 }
 
 /* Checks the text has this exact line. */
@@ -81,7 +82,7 @@ static void test_acquire_outcomes(void **state)
 {
     zkr_session_t *m = open_session(10000), *h = open_session(10000);
     zkr_lock_t *l = new_lock(m, "/m/x", "m"), *hl = new_lock(h, "/m/x", "h");
-    volatile int got = 1;
+    atomic_int got = 1;
     double v;
 
     (void)state;
@@ -178,7 +179,7 @@ static void test_expiry_counts(void **state)
     zkr_lock_t *l = new_lock(m, "/m/exp", "m"),
                *w = new_lock(m, "/m/wait", "w");
     zkr_lock_t *hl = new_lock(h, "/m/wait", "h");
-    volatile int got = 1;
+    atomic_int got = 1;
 
     (void)state;
     assert_true(sv(m, "zkr_sessions_total") == 1);

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -76,9 +77,29 @@ static void test_states_and_listeners(void **state)
 }
 
 /* The application keeps its handle and its own global watcher, and
- * forwards session events to zkr. */
-static zkr_session_t *adopted;
-static int app_events;
+ * forwards session events to zkr. `adopted` is read by the client's event
+ * thread and set by the test's: atomic, and cleared before the session is
+ * freed so that the watcher stops passing it on. */
+static zkr_session_t *_Atomic adopted;
+
+static int adopt_into(zkr_session_t *_Atomic *slot, zhandle_t *zh)
+{
+    zkr_session_t *s;
+    int rc = zkr_session_adopt(&s, zh);
+
+    if (rc == 0)
+        *slot = s;
+    return rc;
+}
+
+static int free_adopted(zkr_session_t *_Atomic *slot)
+{
+    zkr_session_t *s = *slot;
+
+    *slot = NULL;
+    return zkr_session_free(s);
+}
+static atomic_int app_events;
 
 static void app_watcher(zhandle_t *zh, int type, int st, const char *path,
                         void *ctx)
@@ -87,7 +108,7 @@ static void app_watcher(zhandle_t *zh, int type, int st, const char *path,
     (void)path;
     (void)ctx;
     if (type != ZOO_SESSION_EVENT)
-        __atomic_add_fetch(&app_events, 1, __ATOMIC_SEQ_CST);
+        app_events++;
     if (adopted != NULL)
         zkr_session_process_event(adopted, type, st);
 }
@@ -103,7 +124,7 @@ static void test_adopt_application_handle(void **state)
     (void)state;
     assert_non_null(zh);
     assert_int_equal(zkt_wait_connected(zh, 10000), 0);
-    assert_int_equal(zkr_session_adopt(&adopted, zh), 0);
+    assert_int_equal(adopt_into(&adopted, zh), 0);
     assert_int_equal(zkr_session_state(adopted), ZKR_STATE_CONNECTED);
     assert_ptr_equal(zkr_session_handle(adopted), zh);
     assert_int_equal(zkr_lock_new(&l, adopted, "/s/adopt", "app", NULL), 0);
@@ -117,13 +138,12 @@ static void test_adopt_application_handle(void **state)
     assert_true(ZKT_WAIT_UNTIL(app_events == 1, 5000));
     assert_int_equal(zkr_lock_release(l), 0);
     zkr_lock_free(l);
-    assert_int_equal(zkr_session_free(adopted), 0);
-    adopted = NULL;
+    assert_int_equal(free_adopted(&adopted), 0);
     /* The handle is still the application's, open and usable. */
     assert_int_equal(zoo_exists(zh, "/s", 0, &st), ZOK);
 
     /* An adopted session that expires is LOST for good. */
-    assert_int_equal(zkr_session_adopt(&adopted, zh), 0);
+    assert_int_equal(adopt_into(&adopted, zh), 0);
     assert_int_equal(zkr_lock_new(&l, adopted, "/s/adopt", NULL, NULL), 0);
     cid = *zoo_client_id(zh);
     assert_int_equal(zkt_expire_session(zkt_server_hosts(server), &cid, 10000),
@@ -133,8 +153,7 @@ static void test_adopt_application_handle(void **state)
     assert_int_equal(zkr_lock_acquire(l, 1000), ZKR_ELOST);
     assert_int_equal(zkr_session_wait_connected(adopted, 100), ZKR_ELOST);
     zkr_lock_free(l);
-    assert_int_equal(zkr_session_free(adopted), 0);
-    adopted = NULL;
+    assert_int_equal(free_adopted(&adopted), 0);
     zookeeper_close(zh);
 }
 
@@ -143,7 +162,7 @@ static void test_adopt_application_handle(void **state)
  * header promises that the nodes of the lost grants are deleted: a waiter
  * on another session must be granted while the application still has its
  * handle, connected with the same session. */
-static zkr_session_t *adopted2;
+static zkr_session_t *_Atomic adopted2;
 
 static void app_watcher2(zhandle_t *zh, int type, int st, const char *path,
                          void *ctx)
@@ -178,7 +197,7 @@ static void test_adopted_lost_deletes_nodes(void **state)
     assert_non_null(zh);
     assert_int_equal(zkt_wait_connected(zh, 10000), 0);
     cid = *zoo_client_id(zh);
-    assert_int_equal(zkr_session_adopt(&adopted2, zh), 0);
+    assert_int_equal(adopt_into(&adopted2, zh), 0);
     assert_int_equal(zkr_lock_new(&l, adopted2, "/s/adopt-lost", "app", NULL),
                      0);
     assert_int_equal(zkr_lock_acquire(l, 5000), 0);
@@ -206,8 +225,7 @@ static void test_adopted_lost_deletes_nodes(void **state)
     zkr_lock_free(lw);
     zkr_session_free(w);
     zkr_lock_free(l);
-    assert_int_equal(zkr_session_free(adopted2), 0);
-    adopted2 = NULL;
+    assert_int_equal(free_adopted(&adopted2), 0);
     zookeeper_close(zh);
     zkt_proxy_stop(p);
 }
@@ -261,7 +279,7 @@ static void test_adopted_lost_live_link(void **state)
     zh = zookeeper_init(zkt_proxy_hosts(p), app_watcher2, T, NULL, NULL, 0);
     assert_non_null(zh);
     assert_int_equal(zkt_wait_connected(zh, 10000), 0);
-    assert_int_equal(zkr_session_adopt(&adopted2, zh), 0);
+    assert_int_equal(adopt_into(&adopted2, zh), 0);
     l = new_lock(adopted2, path, "app");
     assert_int_equal(zkr_lock_acquire(l, 5000), 0);
     assert_int_equal(zkt_count_children(raw, path), 1);
@@ -296,8 +314,7 @@ static void test_adopted_lost_live_link(void **state)
     assert_int_equal(zkt_proxy_cmd(p, "pass"), 0);
     assert_int_equal(zkr_lock_release(l), ZKR_ELOST);
     zkr_lock_free(l);
-    assert_int_equal(zkr_session_free(adopted2), 0);
-    adopted2 = NULL;
+    assert_int_equal(free_adopted(&adopted2), 0);
     zookeeper_close(zh);
     zkt_proxy_stop(p);
 }

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -197,10 +198,10 @@ static void test_levels(void **state)
 
 /* ---------------------------------------------------------- fairness */
 
-static volatile int fair_order[64], fair_n;
+static atomic_int fair_order[64], fair_n;
 static pthread_mutex_t fair_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static volatile int acked_bad;
+static atomic_int acked_bad;
 
 static void acked(int rc, zkr_item_t *it, void *data)
 {
@@ -419,7 +420,7 @@ static void test_dead_letter(void **state)
  * then timed out or were canceled leave no watch behind: the session's
  * client has none left on those paths (ZooKeeper's wchs counts only data
  * watches, so the client is asked). */
-static volatile int leak_done, leak_rc;
+static atomic_int leak_done, leak_rc;
 
 static void leak_taken(int rc, zkr_item_t *it, void *data)
 {
@@ -478,7 +479,7 @@ static void test_idle_consumers_o1(void **state)
     enum { N = 20, PUTS = 10 };
     zkr_session_t *cs = open_session(10000), *ps = open_session(10000);
     zkr_workq_t *q[N], *p = new_q(ps, "/t/wq/herd", "p");
-    static volatile int got;
+    static atomic_int got;
     uint64_t e0, e1;
 
     (void)state;
