@@ -246,7 +246,14 @@ typedef struct zkr_session_options {
      *  and errors only, so a healthy session logs nothing. The client's
      *  messages arrive only as far as the process-wide
      *  zoo_set_debug_level() lets them (its default: INFO); zkr never
-     *  changes that level. */
+     *  changes that level. While the servers cannot be reached (an open
+     *  that does not connect, or an outage), the errors of the repeated
+     *  attempts are summarised: the first of the outage comes at its own
+     *  level (it names the server and the errno), the repeats at
+     *  ZKR_LOG_DEBUG, plus at most one ZKR_LOG_WARN line every 10 s
+     *  ("still cannot reach H:P after N attempts in S s (...), last
+     *  error: ..."); reaching the servers again is one ZKR_LOG_WARN line
+     *  ("reached H:P again after N failed attempts in S s"). */
     int log_level;
     /** Nonzero: no zkr event thread. Callbacks wait until the application
      *  calls zkr_session_dispatch(), for instance from an event loop when

@@ -167,14 +167,18 @@ static void ev_drop_all(zkr_session_t *s);
 static void fork_prepare(void)
 {
     pthread_mutex_lock(&live_mu);
-    for (zkr_session_t *s = live_head; s != NULL; s = s->live_next)
+    for (zkr_session_t *s = live_head; s != NULL; s = s->live_next) {
         pthread_mutex_lock(&s->mu);
+        pthread_mutex_lock(&s->log_mu);
+    }
 }
 
 static void fork_parent(void)
 {
-    for (zkr_session_t *s = live_head; s != NULL; s = s->live_next)
+    for (zkr_session_t *s = live_head; s != NULL; s = s->live_next) {
+        pthread_mutex_unlock(&s->log_mu);
         pthread_mutex_unlock(&s->mu);
+    }
     pthread_mutex_unlock(&live_mu);
 }
 
@@ -223,6 +227,7 @@ static void fork_child(void)
          * (it posts nothing, and has nothing signalled to drain). */
         ev_drop_all(s);
         s->ev_signalled = 0;
+        pthread_mutex_unlock(&s->log_mu);
         pthread_mutex_unlock(&s->mu);
     }
     pthread_mutex_unlock(&live_mu);
@@ -1265,6 +1270,7 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
                          forwards what zkr_session_adopt() saw already) */
         s->connected = 1;
         zkr__trace_note("connected", NULL);
+        zkr__log_reachable(s);
         s->timeout = zoo_recv_timeout(zh);
         /* A new connection: heartbeat at once, and the proofs of the old
          * one's follower do not carry over (see the top of the file). */
@@ -1425,9 +1431,9 @@ static zhandle_t *open_handle(zkr_session_t *s)
                                     NULL, s, 0, zkr__log_callback(s));
 
     if (zh == NULL)
-        zkr__log(s, ZKR_LOG_ERROR,
-                 "cannot create a ZooKeeper handle for %s: %s", s->hosts,
-                 strerror(errno));
+        zkr__log_conn_error(s, ZKR_LOG_ERROR,
+                            "cannot create a ZooKeeper handle for %s: %s",
+                            s->hosts, strerror(errno));
     /* Cannot fail: the value is valid. */
     if (zh != NULL)
         zoo_set_servers_resolution_delay(zh, ZKR__RESOLVE_DELAY_MS);
@@ -1557,8 +1563,9 @@ static void *timer_main(void *arg)
             now >= s->connect_deadline) {
             /* A re-created handle that could not connect: try another. */
             s->connect_deadline = -1;
-            zkr__log(s, ZKR_LOG_WARN, "no connection to %s within %d ms",
-                     s->hosts, s->req_timeout > 0 ? s->req_timeout : 10000);
+            zkr__log_conn_error(s, ZKR_LOG_WARN,
+                                "no connection to %s within %d ms", s->hosts,
+                                s->req_timeout > 0 ? s->req_timeout : 10000);
             if (s->owned && s->state == ZKR_STATE_LOST) {
                 s->replace = 1;
                 continue;
@@ -1637,6 +1644,7 @@ static void session_destroy(zkr_session_t *s)
     }
     ev_drop_all(s);
     pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->log_mu);
     pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->tcv);
     pthread_cond_destroy(&s->ecv);
@@ -1661,6 +1669,7 @@ static int session_alloc(zkr_session_t **out)
     s->timer_next = -1;
     s->log_slot = -1;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->log_mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->cv, &ca);
