@@ -139,7 +139,13 @@ ZKR_EXTERN const char *zkr_version_string(void);
     X(ESTALE, -1013, "stale: the grant or token is no longer valid")           \
     X(EFORMAT, -1014, "malformed sequencer string")                            \
     X(ELIMIT, -1015, "the path is in use with another permit count")           \
-    X(EINDOUBT, -1016, "outcome unknown: the answer was lost with the session")
+    X(EINDOUBT, -1016,                                                         \
+      "outcome unknown: the answer was lost with the session")                 \
+    X(EBADADDR, -1017,                                                         \
+      "a server of the list is not HOST:PORT: check each entry has a port "    \
+      "(1..65535)")                                                            \
+    X(ERESOLVE, -1018,                                                         \
+      "a server's host name does not resolve: check the name and DNS")
 
 typedef enum {
 #define ZKR__ERR_ENUM(name, val, text) ZKR_##name = (val),
@@ -280,7 +286,10 @@ typedef struct zkr_session_options {
  *   `reserved_`); ZKR_ETIMEDOUT (no connection within
  *   the connect timeout); ZAUTHFAILED (digest credentials refused);
  *   ZKR_ENOMEM; ZKR_ESYS (thread or pipe creation failed);
- *   ZSYSTEMERROR (zookeeper_init failed).
+ *   ZKR_EBADADDR (an entry of `hosts` is not HOST:PORT, [IPv6]:PORT
+ *   included, with a port 1..65535); ZKR_ERESOLVE (the client could not
+ *   start and a host name of the list does not resolve: the log says
+ *   which); ZSYSTEMERROR (zookeeper_init failed otherwise).
  */
 ZKR_EXTERN int zkr_session_open(zkr_session_t **out, const char *hosts,
                                 int session_timeout_ms,

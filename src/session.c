@@ -81,6 +81,7 @@
 #define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1722,6 +1723,71 @@ static void stop_threads(zkr_session_t *s)
         pthread_join(s->event_thread, NULL);
 }
 
+/* Each entry of the comma-separated list is HOST:PORT (HOST nonempty, the
+ * port 1..65535 in decimal digits). 0 or ZKR_EBADADDR. */
+static int check_hosts(const char *hosts)
+{
+    const char *p = hosts;
+
+    for (;;) {
+        const char *end = strchr(p, ',');
+        const char *colon = NULL;
+        size_t n = end != NULL ? (size_t)(end - p) : strlen(p);
+        long port = 0;
+        size_t digits = 0;
+
+        for (size_t i = 0; i < n; i++)
+            if (p[i] == ':')
+                colon = p + i;
+        if (colon == NULL || colon == p)
+            return ZKR_EBADADDR;
+        for (const char *d = colon + 1; d < p + n; d++, digits++) {
+            if (*d < '0' || *d > '9' || digits >= 5)
+                return ZKR_EBADADDR;
+            port = port * 10 + (*d - '0');
+        }
+        if (digits == 0 || port < 1 || port > 65535)
+            return ZKR_EBADADDR;
+        if (end == NULL)
+            return 0;
+        p = end + 1;
+    }
+}
+
+/* The client could not start: ZKR_ERESOLVE (logged) if a host of the
+ * list does not resolve, else ZSYSTEMERROR. */
+static int why_no_handle(zkr_session_t *s, const char *hosts)
+{
+    char *buf = zkr__strdup(hosts), *entry, *save = NULL;
+    int rc = ZSYSTEMERROR;
+
+    if (buf == NULL)
+        return ZKR_ENOMEM;
+    for (entry = strtok_r(buf, ",", &save); entry != NULL && rc != ZKR_ERESOLVE;
+         entry = strtok_r(NULL, ",", &save)) {
+        struct addrinfo hints = {0}, *res = NULL;
+        char *colon = strrchr(entry, ':'), *host = entry;
+        int g;
+
+        *colon = '\0';
+        if (host[0] == '[' && colon > host + 1 && colon[-1] == ']') {
+            host++;
+            colon[-1] = '\0';
+        }
+        hints.ai_socktype = SOCK_STREAM;
+        g = getaddrinfo(host, colon + 1, &hints, &res);
+        if (res != NULL)
+            freeaddrinfo(res);
+        if (g != 0) {
+            zkr__log(s, ZKR_LOG_ERROR, "cannot resolve %s: %s", host,
+                     g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
+            rc = ZKR_ERESOLVE;
+        }
+    }
+    free(buf);
+    return rc;
+}
+
 static char *build_hosts(const char *hosts, const char *chroot)
 {
     size_t a = strlen(hosts), b = chroot ? strlen(chroot) : 0;
@@ -1752,6 +1818,8 @@ int zkr_session_open(zkr_session_t **out, const char *hosts,
         return ZBADARGUMENTS;
     if (o.chroot != NULL && zkr__check_path(o.chroot) != 0)
         return ZBADARGUMENTS;
+    if (check_hosts(hosts) != 0)
+        return ZKR_EBADADDR;
     if (o.digest != NULL &&
         (strchr(o.digest, ':') == NULL || o.digest[0] == ':'))
         return ZBADARGUMENTS;
@@ -1791,9 +1859,10 @@ int zkr_session_open(zkr_session_t **out, const char *hosts,
     s->zh = open_handle(s);
     if (s->zh == NULL) {
         pthread_mutex_unlock(&s->mu);
+        rc = why_no_handle(s, hosts);
         stop_threads(s);
         session_destroy(s);
-        return ZSYSTEMERROR;
+        return rc;
     }
     deadline =
         o.connect_timeout_ms < 0

@@ -364,6 +364,50 @@ static void test_outage_log_is_summarised(void **state)
     assert_true(sink_find(&k, ZKR_LOG_WARN, "reached") >= 0);
 }
 
+/* ------------------------------------------ errors that name their cause */
+
+/* A server list entry that is not HOST:PORT: ZKR_EBADADDR, whose text says
+ * what to check; a well-formed list still opens. */
+static void test_bad_address_is_named(void **state)
+{
+    static const char *const bad[] = {"127.0.0.1",   "127.0.0.1:", ":2181",
+                                      "127.0.0.1:0", "h:65536",    "h:12x",
+                                      "h:1,h2",      "h:1,,h:2"};
+    zkr_session_t *s = NULL;
+    char hosts[128];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(zkr_session_open(&s, bad[i], T, NULL), ZKR_EBADADDR);
+    assert_null(s);
+    assert_non_null(strstr(zkr_strerror(ZKR_EBADADDR), "HOST:PORT"));
+    assert_string_equal(zkr_errname(ZKR_EBADADDR), "ZKR_EBADADDR");
+    snprintf(hosts, sizeof(hosts), "localhost:%d", zkt_server_port(server));
+    assert_int_equal(zkr_session_open(&s, hosts, T, NULL), 0);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* A host name that does not resolve (".invalid" never does, RFC 6761):
+ * ZKR_ERESOLVE, and the log names the host. */
+static void test_unresolvable_host_is_named(void **state)
+{
+    static struct sink k;
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+
+    (void)state;
+    sink_init(&k);
+    o.log_fn = sink_fn;
+    o.log_data = &k;
+    assert_int_equal(zkr_session_open(&s, "no-such-host.invalid:2181", T, &o),
+                     ZKR_ERESOLVE);
+    assert_null(s);
+    assert_true(sink_find(&k, ZKR_LOG_ERROR,
+                          "cannot resolve no-such-host.invalid") >= 0);
+    assert_non_null(strstr(zkr_strerror(ZKR_ERESOLVE), "DNS"));
+    assert_string_equal(zkr_errname(ZKR_ERESOLVE), "ZKR_ERESOLVE");
+}
+
 /* Bad options are refused with ZBADARGUMENTS. */
 static void test_bad_log_options(void **state)
 {
@@ -765,6 +809,8 @@ int main(void)
         cmocka_unit_test(test_calls_from_zookeeper_thread),
         cmocka_unit_test(test_refused_open_log_is_summarised),
         cmocka_unit_test(test_outage_log_is_summarised),
+        cmocka_unit_test(test_bad_address_is_named),
+        cmocka_unit_test(test_unresolvable_host_is_named),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
