@@ -145,7 +145,10 @@ ZKR_EXTERN const char *zkr_version_string(void);
       "a server of the list is not HOST:PORT: check each entry has a port "    \
       "(1..65535)")                                                            \
     X(ERESOLVE, -1018,                                                         \
-      "a server's host name does not resolve: check the name and DNS")
+      "a server's host name does not resolve: check the name and DNS")         \
+    X(ENOCHROOT, -1019,                                                        \
+      "the chroot does not exist on the server: create it, or check the "      \
+      "path after HOST:PORT")
 
 typedef enum {
 #define ZKR__ERR_ENUM(name, val, text) ZKR_##name = (val),
@@ -289,7 +292,9 @@ typedef struct zkr_session_options {
  *   ZKR_EBADADDR (an entry of `hosts` is not HOST:PORT, [IPv6]:PORT
  *   included, with a port 1..65535); ZKR_ERESOLVE (the client could not
  *   start and a host name of the list does not resolve: the log says
- *   which); ZSYSTEMERROR (zookeeper_init failed otherwise).
+ *   which); ZKR_ENOCHROOT (connected, but `opts->chroot` does not exist
+ *   on the server: zkr does not create it); ZSYSTEMERROR (zookeeper_init
+ *   failed otherwise).
  */
 ZKR_EXTERN int zkr_session_open(zkr_session_t **out, const char *hosts,
                                 int session_timeout_ms,

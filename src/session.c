@@ -1788,6 +1788,27 @@ static int why_no_handle(zkr_session_t *s, const char *hosts)
     return rc;
 }
 
+/* Just connected with a chroot: ZKR_ENOCHROOT (logged) if the server has
+ * no such node, so that the first request does not fail with ZNONODE
+ * instead. Any other answer (a connection lost meanwhile) is left to the
+ * requests to come, as without a chroot. */
+static int check_chroot(zkr_session_t *s, const char *chroot)
+{
+    zhandle_t *zh = NULL;
+    struct Stat st;
+    int zrc;
+
+    if (zkr__zh_get(s, &zh) != 0)
+        return 0;
+    zrc = zoo_exists(zh, "/", 0, &st); /* "/" is the chroot */
+    zkr__zh_put(s);
+    if (zrc != ZNONODE)
+        return 0;
+    zkr__log(s, ZKR_LOG_ERROR, "the chroot %s does not exist on %s", chroot,
+             s->hosts);
+    return ZKR_ENOCHROOT;
+}
+
 static char *build_hosts(const char *hosts, const char *chroot)
 {
     size_t a = strlen(hosts), b = chroot ? strlen(chroot) : 0;
@@ -1876,6 +1897,8 @@ int zkr_session_open(zkr_session_t **out, const char *hosts,
          : s->auth_failed                ? ZAUTHFAILED
                                          : ZKR_ETIMEDOUT;
     pthread_mutex_unlock(&s->mu);
+    if (rc == 0 && o.chroot != NULL)
+        rc = check_chroot(s, o.chroot);
     if (rc != 0) {
         zkr_session_t *tmp = s;
         pthread_mutex_lock(&tmp->mu);

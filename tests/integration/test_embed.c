@@ -408,6 +408,31 @@ static void test_unresolvable_host_is_named(void **state)
     assert_string_equal(zkr_errname(ZKR_ERESOLVE), "ZKR_ERESOLVE");
 }
 
+/* A chroot the server does not have: ZKR_ENOCHROOT at open (not ZNONODE
+ * at the first request), logged; once created, the same open works. */
+static void test_missing_chroot_is_named(void **state)
+{
+    static struct sink k;
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+
+    (void)state;
+    sink_init(&k);
+    o.log_fn = sink_fn;
+    o.log_data = &k;
+    o.chroot = "/embed-no-chroot";
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), T, &o),
+                     ZKR_ENOCHROOT);
+    assert_null(s);
+    assert_true(sink_find(&k, ZKR_LOG_ERROR, "/embed-no-chroot") >= 0);
+    assert_non_null(strstr(zkr_strerror(ZKR_ENOCHROOT), "chroot"));
+    assert_int_equal(zoo_create(raw, "/embed-no-chroot", "", 0,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), T, &o), 0);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
 /* Bad options are refused with ZBADARGUMENTS. */
 static void test_bad_log_options(void **state)
 {
@@ -811,6 +836,7 @@ int main(void)
         cmocka_unit_test(test_outage_log_is_summarised),
         cmocka_unit_test(test_bad_address_is_named),
         cmocka_unit_test(test_unresolvable_host_is_named),
+        cmocka_unit_test(test_missing_chroot_is_named),
     };
     if (getenv("ZKR_TEST_FILTER") != NULL)
         cmocka_set_test_filter(getenv("ZKR_TEST_FILTER"));
