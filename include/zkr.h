@@ -178,7 +178,16 @@ ZKR_EXTERN const char *zkr_version_string(void);
     X(ESTALE, -1013, "stale: the grant or token is no longer valid")           \
     X(EFORMAT, -1014, "malformed sequencer string")                            \
     X(ELIMIT, -1015, "the path is in use with another permit count")           \
-    X(EINDOUBT, -1016, "outcome unknown: the answer was lost with the session")
+    X(EINDOUBT, -1016,                                                         \
+      "outcome unknown: the answer was lost with the session")                 \
+    X(EBADADDR, -1017,                                                         \
+      "a server of the list is not HOST:PORT: check each entry has a port "    \
+      "(1..65535)")                                                            \
+    X(ERESOLVE, -1018,                                                         \
+      "a server's host name does not resolve: check the name and DNS")         \
+    X(ENOCHROOT, -1019,                                                        \
+      "the chroot does not exist on the server: create it, or check the "      \
+      "path after HOST:PORT")
 
 typedef enum {
 #define ZKR__ERR_ENUM(name, val, text) ZKR_##name = (val),
@@ -285,7 +294,14 @@ typedef struct zkr_session_options {
      *  and errors only, so a healthy session logs nothing. The client's
      *  messages arrive only as far as the process-wide
      *  zoo_set_debug_level() lets them (its default: INFO); zkr never
-     *  changes that level. */
+     *  changes that level. While the servers cannot be reached (an open
+     *  that does not connect, or an outage), the errors of the repeated
+     *  attempts are summarised: the first of the outage comes at its own
+     *  level (it names the server and the errno), the repeats at
+     *  ZKR_LOG_DEBUG, plus at most one ZKR_LOG_WARN line every 10 s
+     *  ("still cannot reach H:P after N attempts in S s (...), last
+     *  error: ..."); reaching the servers again is one ZKR_LOG_WARN line
+     *  ("reached H:P again after N failed attempts in S s"). */
     int log_level;
     /** Nonzero: no zkr event thread. Callbacks wait until the application
      *  calls zkr_session_dispatch(), for instance from an event loop when
@@ -312,7 +328,12 @@ typedef struct zkr_session_options {
  *   `reserved_`); ZKR_ETIMEDOUT (no connection within
  *   the connect timeout); ZAUTHFAILED (digest credentials refused);
  *   ZKR_ENOMEM; ZKR_ESYS (thread or pipe creation failed);
- *   ZSYSTEMERROR (zookeeper_init failed).
+ *   ZKR_EBADADDR (an entry of `hosts` is not HOST:PORT, [IPv6]:PORT
+ *   included, with a port 1..65535); ZKR_ERESOLVE (the client could not
+ *   start and a host name of the list does not resolve: the log says
+ *   which); ZKR_ENOCHROOT (connected, but `opts->chroot` does not exist
+ *   on the server: zkr does not create it); ZSYSTEMERROR (zookeeper_init
+ *   failed otherwise).
  */
 ZKR_EXTERN int zkr_session_open(zkr_session_t **out, const char *hosts,
                                 int session_timeout_ms,

@@ -451,7 +451,15 @@ struct zkr_session {
     void *log_data;
     int log_level; /* zkr_log_level_t; 0 = warnings and errors */
     int log_slot;  /* log.c's trampoline for the client, -1 none */
-    int forked;    /* this is a forked child's copy: closed, no threads */
+    /* Repeated connection errors, summarised (log.c); under log_mu. */
+    pthread_mutex_t log_mu;
+    int log_failing;         /* an error since the last connection */
+    unsigned long log_tries; /* failed attempts in this outage */
+    unsigned long log_quiet; /* messages held back since the summary */
+    int64_t log_fail_since;  /* the outage's first error (monotonic ms) */
+    int64_t log_summary_at;  /* last error or summary delivered */
+    char log_last[384];      /* the last error held back */
+    int forked; /* this is a forked child's copy: closed, no threads */
     zhandle_t *zh_forked;  /* ... and the parent's handle it must not touch */
     uint64_t workq_events; /* work queue watch events so far (workq.c) */
     unsigned forks;        /* fork()s between the session's opening and this
@@ -473,6 +481,19 @@ void zkr__log_attach(zkr_session_t *s);
 void zkr__log_detach(zkr_session_t *s);
 /* The callback for zookeeper_init2() for s's handles. */
 log_callback_fn zkr__log_callback(const zkr_session_t *s);
+
+/* Repeated connection errors (the client's and zkr's own) are summarised:
+ * the first of an outage is delivered at its level, the next ones at
+ * DEBUG, and one WARN summary at most every ZKR__LOG_SUMMARY_MS. */
+#define ZKR__LOG_SUMMARY_MS 10000
+/* Logs a failed attempt to reach the servers of s (as zkr__log, but
+ * summarised as above). */
+void zkr__log_conn_error(zkr_session_t *s, zkr_log_level_t level,
+                         const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* s has a connection again: the outage ends (one WARN line if errors
+ * were logged during it). Called with s->mu held. */
+void zkr__log_reachable(zkr_session_t *s);
 
 /* Is the current thread the event thread of some session (running a
  * callback), or a ZooKeeper client's completion thread (running the

@@ -50,8 +50,118 @@ void zkr__log(zkr_session_t *s, zkr_log_level_t level, const char *fmt, ...)
     emit(s, level, buf);
 }
 
+/* Messages of the client that report a failed attempt to reach a server
+ * (zookeeper 3.8, zookeeper.c), and those that come with every failed
+ * round of attempts without being one. */
+static const char *const conn_failures[] = {
+    "zk retcode=", "getaddrinfo:", "timed out (exceeded timeout by",
+    "socket() call failed", "connect() call failed"};
+static const char *const conn_noise[] = {
+    "Delaying connection after exhaustively trying all servers",
+    "failed to send PING request"};
+
+static int matches(const char *msg, const char *const *pats, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strstr(msg, pats[i]) != NULL)
+            return 1;
+    return 0;
+}
+
+/* What to do with one connection error of s: deliver it at `level` (the
+ * first of an outage), or hold it back to DEBUG and maybe deliver a
+ * summary (into `summary`, nonempty then). */
+static zkr_log_level_t conn_error(zkr_session_t *s, zkr_log_level_t level,
+                                  const char *msg, int attempt, char *summary,
+                                  size_t len)
+{
+    int64_t now = zkr__now_ms();
+
+    summary[0] = '\0';
+    pthread_mutex_lock(&s->log_mu);
+    if (!s->log_failing && !attempt) {
+        /* Only a failed attempt begins an outage. */
+    } else if (!s->log_failing) {
+        s->log_failing = 1;
+        s->log_tries = 1;
+        s->log_fail_since = now;
+        s->log_summary_at = now;
+        s->log_quiet = 0;
+        snprintf(s->log_last, sizeof(s->log_last), "%s", msg);
+    } else {
+        if (attempt) {
+            s->log_tries++;
+            snprintf(s->log_last, sizeof(s->log_last), "%s", msg);
+        }
+        s->log_quiet++;
+        if (now - s->log_summary_at >= ZKR__LOG_SUMMARY_MS) {
+            snprintf(summary, len,
+                     "still cannot reach %s after %lu attempts in %lld s "
+                     "(%lu messages at DEBUG), last error: %s",
+                     s->hosts, s->log_tries,
+                     (long long)((now - s->log_fail_since) / 1000),
+                     s->log_quiet, s->log_last);
+            s->log_summary_at = now;
+            s->log_quiet = 0;
+        }
+        level = ZKR_LOG_DEBUG;
+    }
+    pthread_mutex_unlock(&s->log_mu);
+    return level;
+}
+
+static void deliver(zkr_session_t *s, zkr_log_level_t level, const char *msg,
+                    int attempt)
+{
+    char summary[768];
+
+    if (s == NULL) {
+        emit(s, level, msg); /* no session, no summary (beyond the slots) */
+        return;
+    }
+    level = conn_error(s, level, msg, attempt, summary, sizeof(summary));
+    emit(s, level, msg);
+    if (summary[0] != '\0')
+        emit(s, ZKR_LOG_WARN, summary);
+}
+
+void zkr__log_conn_error(zkr_session_t *s, zkr_log_level_t level,
+                         const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+
+    if (s != NULL && s->log_level == ZKR_LOG_NONE)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    deliver(s, level, buf, 1);
+}
+
+void zkr__log_reachable(zkr_session_t *s)
+{
+    unsigned long tries;
+    int64_t since;
+    int failing;
+
+    pthread_mutex_lock(&s->log_mu);
+    failing = s->log_failing;
+    tries = s->log_tries;
+    since = s->log_fail_since;
+    s->log_failing = 0;
+    s->log_tries = 0;
+    s->log_quiet = 0;
+    pthread_mutex_unlock(&s->log_mu);
+    if (failing)
+        zkr__log(s, ZKR_LOG_WARN,
+                 "reached %s again after %lu failed attempts in %lld s",
+                 s->hosts, tries, (long long)((zkr__now_ms() - since) / 1000));
+}
+
 /* The client formats "time:pid(0xthread):ZOO_LEVEL@function@line: text"
- * (zookeeper 3.8, log.c). We keep "function@line: text". */
+ * (zookeeper 3.8, log.c). We keep "function@line: text". Its errors
+ * about reaching the servers are summarised (deliver). */
 static void from_client(zkr_session_t *s, const char *msg)
 {
     static const struct {
@@ -61,6 +171,8 @@ static void from_client(zkr_session_t *s, const char *msg)
                 {":ZOO_WARN@", ZKR_LOG_WARN},
                 {":ZOO_INFO@", ZKR_LOG_INFO},
                 {":ZOO_DEBUG@", ZKR_LOG_DEBUG}};
+    const size_t nf = sizeof(conn_failures) / sizeof(conn_failures[0]);
+    const size_t nn = sizeof(conn_noise) / sizeof(conn_noise[0]);
 
     if (s != NULL && s->log_level == ZKR_LOG_NONE)
         return;
@@ -74,7 +186,12 @@ static void from_client(zkr_session_t *s, const char *msg)
             n = strlen(buf);
             while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
                 buf[--n] = '\0';
-            emit(s, tags[i].level, buf);
+            if (tags[i].level <= ZKR_LOG_WARN &&
+                (matches(buf, conn_failures, nf) ||
+                 matches(buf, conn_noise, nn)))
+                deliver(s, tags[i].level, buf, matches(buf, conn_failures, nf));
+            else
+                emit(s, tags[i].level, buf);
             return;
         }
     }

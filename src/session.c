@@ -81,6 +81,7 @@
 #define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,14 +169,18 @@ static void ev_drop_all(zkr_session_t *s);
 static void fork_prepare(void)
 {
     pthread_mutex_lock(&live_mu);
-    for (zkr_session_t *s = live_head; s != NULL; s = s->live_next)
+    for (zkr_session_t *s = live_head; s != NULL; s = s->live_next) {
         pthread_mutex_lock(&s->mu);
+        pthread_mutex_lock(&s->log_mu);
+    }
 }
 
 static void fork_parent(void)
 {
-    for (zkr_session_t *s = live_head; s != NULL; s = s->live_next)
+    for (zkr_session_t *s = live_head; s != NULL; s = s->live_next) {
+        pthread_mutex_unlock(&s->log_mu);
         pthread_mutex_unlock(&s->mu);
+    }
     pthread_mutex_unlock(&live_mu);
 }
 
@@ -230,6 +235,7 @@ static void fork_child(void)
          * (it posts nothing, and has nothing signalled to drain). */
         ev_drop_all(s);
         s->ev_signalled = 0;
+        pthread_mutex_unlock(&s->log_mu);
         pthread_mutex_unlock(&s->mu);
     }
     pthread_mutex_unlock(&live_mu);
@@ -1272,6 +1278,7 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
                          forwards what zkr_session_adopt() saw already) */
         s->connected = 1;
         zkr__trace_note("connected", NULL);
+        zkr__log_reachable(s);
         s->timeout = zoo_recv_timeout(zh);
         /* A new connection: heartbeat at once, and the proofs of the old
          * one's follower do not carry over (see the top of the file). */
@@ -1432,9 +1439,9 @@ static zhandle_t *open_handle(zkr_session_t *s)
                                     NULL, s, 0, zkr__log_callback(s));
 
     if (zh == NULL)
-        zkr__log(s, ZKR_LOG_ERROR,
-                 "cannot create a ZooKeeper handle for %s: %s", s->hosts,
-                 strerror(errno));
+        zkr__log_conn_error(s, ZKR_LOG_ERROR,
+                            "cannot create a ZooKeeper handle for %s: %s",
+                            s->hosts, strerror(errno));
     /* Cannot fail: the value is valid. */
     if (zh != NULL)
         zoo_set_servers_resolution_delay(zh, ZKR__RESOLVE_DELAY_MS);
@@ -1564,8 +1571,9 @@ static void *timer_main(void *arg)
             now >= s->connect_deadline) {
             /* A re-created handle that could not connect: try another. */
             s->connect_deadline = -1;
-            zkr__log(s, ZKR_LOG_WARN, "no connection to %s within %d ms",
-                     s->hosts, s->req_timeout > 0 ? s->req_timeout : 10000);
+            zkr__log_conn_error(s, ZKR_LOG_WARN,
+                                "no connection to %s within %d ms", s->hosts,
+                                s->req_timeout > 0 ? s->req_timeout : 10000);
             if (s->owned && s->state == ZKR_STATE_LOST) {
                 s->replace = 1;
                 continue;
@@ -1644,6 +1652,7 @@ static void session_destroy(zkr_session_t *s)
     }
     ev_drop_all(s);
     pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->log_mu);
     pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->tcv);
     pthread_cond_destroy(&s->ecv);
@@ -1668,6 +1677,7 @@ static int session_alloc(zkr_session_t **out)
     s->timer_next = -1;
     s->log_slot = -1;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->log_mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->cv, &ca);
@@ -1720,6 +1730,92 @@ static void stop_threads(zkr_session_t *s)
         pthread_join(s->event_thread, NULL);
 }
 
+/* Each entry of the comma-separated list is HOST:PORT (HOST nonempty, the
+ * port 1..65535 in decimal digits). 0 or ZKR_EBADADDR. */
+static int check_hosts(const char *hosts)
+{
+    const char *p = hosts;
+
+    for (;;) {
+        const char *end = strchr(p, ',');
+        const char *colon = NULL;
+        size_t n = end != NULL ? (size_t)(end - p) : strlen(p);
+        long port = 0;
+        size_t digits = 0;
+
+        for (size_t i = 0; i < n; i++)
+            if (p[i] == ':')
+                colon = p + i;
+        if (colon == NULL || colon == p)
+            return ZKR_EBADADDR;
+        for (const char *d = colon + 1; d < p + n; d++, digits++) {
+            if (*d < '0' || *d > '9' || digits >= 5)
+                return ZKR_EBADADDR;
+            port = port * 10 + (*d - '0');
+        }
+        if (digits == 0 || port < 1 || port > 65535)
+            return ZKR_EBADADDR;
+        if (end == NULL)
+            return 0;
+        p = end + 1;
+    }
+}
+
+/* The client could not start: ZKR_ERESOLVE (logged) if a host of the
+ * list does not resolve, else ZSYSTEMERROR. */
+static int why_no_handle(zkr_session_t *s, const char *hosts)
+{
+    char *buf = zkr__strdup(hosts), *entry, *save = NULL;
+    int rc = ZSYSTEMERROR;
+
+    if (buf == NULL)
+        return ZKR_ENOMEM;
+    for (entry = strtok_r(buf, ",", &save); entry != NULL && rc != ZKR_ERESOLVE;
+         entry = strtok_r(NULL, ",", &save)) {
+        struct addrinfo hints = {0}, *res = NULL;
+        char *colon = strrchr(entry, ':'), *host = entry;
+        int g;
+
+        *colon = '\0';
+        if (host[0] == '[' && colon > host + 1 && colon[-1] == ']') {
+            host++;
+            colon[-1] = '\0';
+        }
+        hints.ai_socktype = SOCK_STREAM;
+        g = getaddrinfo(host, colon + 1, &hints, &res);
+        if (res != NULL)
+            freeaddrinfo(res);
+        if (g != 0) {
+            zkr__log(s, ZKR_LOG_ERROR, "cannot resolve %s: %s", host,
+                     g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
+            rc = ZKR_ERESOLVE;
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+/* Just connected with a chroot: ZKR_ENOCHROOT (logged) if the server has
+ * no such node, so that the first request does not fail with ZNONODE
+ * instead. Any other answer (a connection lost meanwhile) is left to the
+ * requests to come, as without a chroot. */
+static int check_chroot(zkr_session_t *s, const char *chroot)
+{
+    zhandle_t *zh = NULL;
+    struct Stat st;
+    int zrc;
+
+    if (zkr__zh_get(s, &zh) != 0)
+        return 0;
+    zrc = zoo_exists(zh, "/", 0, &st); /* "/" is the chroot */
+    zkr__zh_put(s);
+    if (zrc != ZNONODE)
+        return 0;
+    zkr__log(s, ZKR_LOG_ERROR, "the chroot %s does not exist on %s", chroot,
+             s->hosts);
+    return ZKR_ENOCHROOT;
+}
+
 static char *build_hosts(const char *hosts, const char *chroot)
 {
     size_t a = strlen(hosts), b = chroot ? strlen(chroot) : 0;
@@ -1750,6 +1846,8 @@ int zkr_session_open(zkr_session_t **out, const char *hosts,
         return ZBADARGUMENTS;
     if (o.chroot != NULL && zkr__check_path(o.chroot) != 0)
         return ZBADARGUMENTS;
+    if (check_hosts(hosts) != 0)
+        return ZKR_EBADADDR;
     if (o.digest != NULL &&
         (strchr(o.digest, ':') == NULL || o.digest[0] == ':'))
         return ZBADARGUMENTS;
@@ -1789,9 +1887,10 @@ int zkr_session_open(zkr_session_t **out, const char *hosts,
     s->zh = open_handle(s);
     if (s->zh == NULL) {
         pthread_mutex_unlock(&s->mu);
+        rc = why_no_handle(s, hosts);
         stop_threads(s);
         session_destroy(s);
-        return ZSYSTEMERROR;
+        return rc;
     }
     deadline =
         o.connect_timeout_ms < 0
@@ -1805,6 +1904,8 @@ int zkr_session_open(zkr_session_t **out, const char *hosts,
          : s->auth_failed                ? ZAUTHFAILED
                                          : ZKR_ETIMEDOUT;
     pthread_mutex_unlock(&s->mu);
+    if (rc == 0 && o.chroot != NULL)
+        rc = check_chroot(s, o.chroot);
     if (rc != 0) {
         zkr_session_t *tmp = s;
         pthread_mutex_lock(&tmp->mu);

@@ -214,7 +214,7 @@ int cli_open_session(const cli_t *c, zkr_session_t **out)
     }
     /* The client could not start: most often a host it cannot resolve
      * (a DNS failure may pass: retryable). */
-    if (rc == ZSYSTEMERROR && unresolved(c))
+    if ((rc == ZSYSTEMERROR || rc == ZKR_ERESOLVE) && unresolved(c))
         return CLI_EXIT_UNAVAILABLE;
     return cli_zk_error(c, rc, "cannot open a session");
 }

@@ -79,6 +79,7 @@ struct sink {
     char text[64][512];
     zkr_log_level_t level[64];
     zkr_session_t *session[64];
+    int count[ZKR_LOG_DEBUG + 1]; /* every message, by level */
 };
 
 static void sink_fn(zkr_session_t *s, zkr_log_level_t level,
@@ -87,6 +88,7 @@ static void sink_fn(zkr_session_t *s, zkr_log_level_t level,
     struct sink *k = data;
 
     pthread_mutex_lock(&k->mu);
+    k->count[level]++;
     if (k->n < 64) {
         snprintf(k->text[k->n], sizeof(k->text[0]), "%s", message);
         k->level[k->n] = level;
@@ -243,6 +245,194 @@ static void test_connection_failure_names_host_and_errno(void **state)
     assert_int_equal(zkr_session_open(&s, hosts, T, &o), ZKR_ETIMEDOUT);
     assert_true(sink_find(&k, ZKR_LOG_ERROR, hosts) >= 0);
     assert_true(sink_find(&k, ZKR_LOG_ERROR, "errno=111") >= 0);
+}
+
+/* ----------------------------------------- repeated connection errors */
+
+/* zkr.h: while the servers cannot be reached, the first error of the
+ * outage is delivered at its level, the repeats at DEBUG, and a WARN
+ * summary at most every LOG_SUMMARY_MS; reaching them again is one WARN
+ * line. */
+enum { LOG_SUMMARY_MS = 10000, OUTAGE_MS = 20000 };
+
+/* A loopback port nobody listens on ("127.0.0.1:PORT" into hosts). */
+static void refused_hosts(char *hosts, size_t len)
+{
+    struct sockaddr_in sa = {0};
+    socklen_t sl = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    assert_true(fd >= 0);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+    close(fd);
+    snprintf(hosts, len, "127.0.0.1:%d", ntohs(sa.sin_port));
+}
+
+static int sink_lines(struct sink *k)
+{
+    int n = 0;
+
+    pthread_mutex_lock(&k->mu);
+    for (int l = ZKR_LOG_ERROR; l <= ZKR_LOG_DEBUG; l++)
+        n += k->count[l];
+    pthread_mutex_unlock(&k->mu);
+    return n;
+}
+
+/* An open against a refused port for OUTAGE_MS, at the default level: one
+ * line for the failure, then summaries only; at DEBUG every attempt's
+ * error is still there. */
+static void test_refused_open_log_is_summarised(void **state)
+{
+    static struct sink k, d;
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+    char hosts[64];
+
+    (void)state;
+    refused_hosts(hosts, sizeof(hosts));
+    sink_init(&k);
+    zoo_set_debug_level(ZOO_LOG_LEVEL_INFO);
+    o.log_fn = sink_fn;
+    o.log_data = &k;
+    o.connect_timeout_ms = OUTAGE_MS;
+    assert_int_equal(zkr_session_open(&s, hosts, T, &o), ZKR_ETIMEDOUT);
+    /* The state change (the first error, naming host and errno), plus
+     * one summary per interval. */
+    fprintf(stderr, "# %d lines at the default level in %d ms\n",
+            sink_lines(&k), OUTAGE_MS);
+    assert_true(sink_lines(&k) <= 1 + OUTAGE_MS / LOG_SUMMARY_MS);
+    assert_int_equal(sink_find(&k, ZKR_LOG_ERROR, "errno=111"), 0);
+    assert_true(sink_find(&k, ZKR_LOG_WARN, "still cannot reach") > 0);
+    assert_true(sink_find(&k, ZKR_LOG_WARN, hosts) > 0);
+    assert_true(sink_find(&k, ZKR_LOG_WARN, "last error:") > 0);
+    assert_true(sink_find(&k, ZKR_LOG_WARN, "Connection refused") > 0);
+    assert_int_equal(k.count[ZKR_LOG_DEBUG] + k.count[ZKR_LOG_INFO], 0);
+
+    /* At DEBUG the repeated errors are delivered, each one. */
+    sink_init(&d);
+    o.log_data = &d;
+    o.log_level = ZKR_LOG_DEBUG;
+    o.connect_timeout_ms = 3000;
+    assert_int_equal(zkr_session_open(&s, hosts, T, &o), ZKR_ETIMEDOUT);
+    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    assert_true(sink_find(&d, ZKR_LOG_ERROR, "errno=111") >= 0);
+    assert_true(sink_find(&d, ZKR_LOG_DEBUG, "errno=111") > 0);
+    assert_true(sink_find(&d, ZKR_LOG_DEBUG, "Delaying connection") >= 0);
+}
+
+static zkr_state_t state_of(zkr_session_t *s)
+{
+    return zkr_session_state(s);
+}
+
+/* The server is stopped for OUTAGE_MS under an open session, at the
+ * default level: a line per state change (the connection's loss, LOST,
+ * the servers reached again) and one summary per interval, however many
+ * times the client retries meanwhile. */
+static void test_outage_log_is_summarised(void **state)
+{
+    static struct sink k;
+    zkr_session_t *s;
+    int64_t down;
+    int lines;
+
+    (void)state;
+    sink_init(&k);
+    zoo_set_debug_level(ZOO_LOG_LEVEL_INFO);
+    s = open_logged(zkt_server_hosts(server), &k, ZKR_LOG_DEFAULT);
+    assert_int_equal(sink_lines(&k), 0); /* a healthy session: nothing */
+    down = zkt_now_ms();
+    assert_int_equal(zkt_server_kill(server), 0);
+    zkt_sleep_ms(OUTAGE_MS);
+    assert_int_equal(zkt_server_restart(server), 0);
+    /* "reached again" is logged before the state turns CONNECTED. */
+    assert_true(ZKT_WAIT_UNTIL(state_of(s) == ZKR_STATE_CONNECTED,
+                               zkt_scaled_ms(60000)));
+    down = zkt_now_ms() - down;
+    lines = sink_lines(&k);
+    assert_int_equal(zkr_session_free(s), 0);
+    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+    fprintf(stderr, "# %d lines at the default level in %lld ms\n", lines,
+            (long long)down);
+    for (int i = 0; i < k.n && i < 64; i++)
+        fprintf(stderr, "#   %d %s\n", (int)k.level[i], k.text[i]);
+    assert_true(lines <= 3 + down / LOG_SUMMARY_MS);
+    assert_true(sink_find(&k, ZKR_LOG_WARN, "LOST") >= 0);
+    assert_true(sink_find(&k, ZKR_LOG_WARN, "still cannot reach") >= 0);
+    assert_true(sink_find(&k, ZKR_LOG_WARN, "reached") >= 0);
+}
+
+/* ------------------------------------------ errors that name their cause */
+
+/* A server list entry that is not HOST:PORT: ZKR_EBADADDR, whose text says
+ * what to check; a well-formed list still opens. */
+static void test_bad_address_is_named(void **state)
+{
+    static const char *const bad[] = {"127.0.0.1",   "127.0.0.1:", ":2181",
+                                      "127.0.0.1:0", "h:65536",    "h:12x",
+                                      "h:1,h2",      "h:1,,h:2"};
+    zkr_session_t *s = NULL;
+    char hosts[128];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(zkr_session_open(&s, bad[i], T, NULL), ZKR_EBADADDR);
+    assert_null(s);
+    assert_non_null(strstr(zkr_strerror(ZKR_EBADADDR), "HOST:PORT"));
+    assert_string_equal(zkr_errname(ZKR_EBADADDR), "ZKR_EBADADDR");
+    snprintf(hosts, sizeof(hosts), "localhost:%d", zkt_server_port(server));
+    assert_int_equal(zkr_session_open(&s, hosts, T, NULL), 0);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* A host name that does not resolve (".invalid" never does, RFC 6761):
+ * ZKR_ERESOLVE, and the log names the host. */
+static void test_unresolvable_host_is_named(void **state)
+{
+    static struct sink k;
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+
+    (void)state;
+    sink_init(&k);
+    o.log_fn = sink_fn;
+    o.log_data = &k;
+    assert_int_equal(zkr_session_open(&s, "no-such-host.invalid:2181", T, &o),
+                     ZKR_ERESOLVE);
+    assert_null(s);
+    assert_true(sink_find(&k, ZKR_LOG_ERROR,
+                          "cannot resolve no-such-host.invalid") >= 0);
+    assert_non_null(strstr(zkr_strerror(ZKR_ERESOLVE), "DNS"));
+    assert_string_equal(zkr_errname(ZKR_ERESOLVE), "ZKR_ERESOLVE");
+}
+
+/* A chroot the server does not have: ZKR_ENOCHROOT at open (not ZNONODE
+ * at the first request), logged; once created, the same open works. */
+static void test_missing_chroot_is_named(void **state)
+{
+    static struct sink k;
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+
+    (void)state;
+    sink_init(&k);
+    o.log_fn = sink_fn;
+    o.log_data = &k;
+    o.chroot = "/embed-no-chroot";
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), T, &o),
+                     ZKR_ENOCHROOT);
+    assert_null(s);
+    assert_true(sink_find(&k, ZKR_LOG_ERROR, "/embed-no-chroot") >= 0);
+    assert_non_null(strstr(zkr_strerror(ZKR_ENOCHROOT), "chroot"));
+    assert_int_equal(zoo_create(raw, "/embed-no-chroot", "", 0,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), T, &o), 0);
+    assert_int_equal(zkr_session_free(s), 0);
 }
 
 /* Bad options are refused with ZBADARGUMENTS. */
@@ -698,6 +888,11 @@ int main(void)
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_with_handle_survives_lost),
         cmocka_unit_test(test_calls_from_zookeeper_thread),
+        cmocka_unit_test(test_refused_open_log_is_summarised),
+        cmocka_unit_test(test_outage_log_is_summarised),
+        cmocka_unit_test(test_bad_address_is_named),
+        cmocka_unit_test(test_unresolvable_host_is_named),
+        cmocka_unit_test(test_missing_chroot_is_named),
     };
     zkt_test_filter();
     return cmocka_run_group_tests_name("embed", tests, setup, teardown);
