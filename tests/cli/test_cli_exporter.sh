@@ -510,6 +510,12 @@ test_http_options() {
     for opt in --max-connections --per-ip-limit --header-timeout; do
         expect "--help does not list $opt" grep -q -- "$opt\b" <<<"$out"
     done
+    # Its exit statuses (zkr(1)), each on a line of its own.
+    expect "--help lists no exit status" grep -q '^Exit status' <<<"$out"
+    for opt in 0 64 69 71; do
+        expect "--help does not list exit status $opt" \
+            grep -Eq "^ +$opt +[a-z]" <<<"$out"
+    done
     for opt in "--max-connections 0" "--max-connections 100001" \
         "--per-ip-limit 0" "--per-ip-limit 129" \
         "--max-connections 8 --per-ip-limit 9" "--header-timeout 0.05" \
@@ -526,6 +532,63 @@ test_http_options() {
         [ "$rc" -eq 64 ]
 }
 
+# --listen takes a host name, an IPv6 address in brackets, and :PORT
+# (every address, IPv4 and IPv6); a malformed address is a usage error
+# (64), and a host that does not exist too.
+test_listen_forms() {
+    local port form url rc
+    for form in localhost '[::1]' ''; do
+        port=$(zkr__free_port)
+        bg "$ZKR" exporter --listen "$form:$port" /exp/listen \
+            2>>"$WORK/exporter.log"
+        EXP_PID=$!
+        case $form in
+        localhost) url=http://localhost:$port/metrics ;;
+        *) url=http://${form:-[::1]}:$port/metrics ;;
+        esac
+        expect "--listen $form:$port: not served at $url" \
+            wait_for 10 curl -gsf -o /dev/null "$url"
+        expect "--listen $form:$port: zkr_up not 1" \
+            wait_for 10 eval "curl -gsf '$url' | grep -qx 'zkr_up 1'"
+        if [ -z "$form" ]; then
+            expect "--listen :$port: not served over IPv4" \
+                curl -sf -o /dev/null "http://127.0.0.1:$port/metrics"
+        fi
+        kill "$EXP_PID"
+        wait_status "$EXP_PID"
+        expect "--listen $form:$port: exit $st after SIGTERM" [ "$st" -eq 0 ]
+    done
+    for form in ::1:9799 '[::1' '[::1]' :0 :65536 host 127.0.0.1: \
+        nosuchhost.invalid:9799; do
+        rc=0
+        "$ZKR" -s 127.0.0.1:1 exporter --listen "$form" /exp/listen \
+            2>"$WORK/err" || rc=$?
+        expect "--listen $form: exit $rc ($(cat "$WORK/err"))" [ "$rc" -eq 64 ]
+    done
+}
+
+# ZooKeeper down when the exporter starts: it serves at once, with zkr_up
+# 0 and the reason, and Prometheus scrapes that; once ZooKeeper is up,
+# zkr_up is 1 and the paths are read.
+test_start_while_zookeeper_down() {
+    kill -KILL "$ZKR_SERVER_PID"
+    wait "$ZKR_SERVER_PID" 2>/dev/null
+    exporter_start --session-timeout 2000 -- /exp/down
+    expect "prometheus did not start" prom_start
+    expect "prometheus did not scrape zkr_up 0" wait_for 20 prom_eq zkr_up 0
+    expect "no reason for zkr_up 0" \
+        prom_eq 'zkr_exporter_down_info{reason="connecting"}' 1
+    expect "a path said current while down" \
+        prom_eq 'zkr_path_up{path="/exp/down"}' 0
+    expect "zookeeper did not start again" zkr_server_restart
+    expect "prometheus did not scrape zkr_up 1" wait_for 30 prom_eq zkr_up 1
+    expect "the path not read once up" \
+        wait_for 20 prom_eq 'zkr_path_up{path="/exp/down"}' 1
+    expect "a reason left once up" \
+        [ -z "$(prom 'zkr_exporter_down_info')" ]
+    expect "exporter died" alive "$EXP_PID"
+}
+
 start_server
 run_test test_prometheus_sees_queue
 run_test test_promtool_and_escaping
@@ -538,4 +601,6 @@ run_test test_total_limit_spares_lone_address
 run_test test_header_timeout
 run_test test_slow_reader_fills_total
 run_test test_http_options
+run_test test_listen_forms
+run_test test_start_while_zookeeper_down
 done_testing
