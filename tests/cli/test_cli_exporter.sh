@@ -589,6 +589,26 @@ test_start_while_zookeeper_down() {
     expect "exporter died" alive "$EXP_PID"
 }
 
+# The alerting rules shipped in examples/monitoring: promtool checks them
+# and runs their unit tests (each alert fires on the series that should
+# trip it, not on a near miss), and every zkr_ metric they name is a
+# family of a real scrape (a rename would leave a rule that never fires).
+test_alert_rules() {
+    local dir=$top_srcdir/examples/monitoring name
+    expect "promtool check rules: $(promtool check rules \
+        "$dir/zkr-alerts.yml" 2>&1)" \
+        promtool check rules "$dir/zkr-alerts.yml"
+    expect "promtool test rules: $(cd "$dir" && promtool test rules \
+        zkr-alerts.test.yml 2>&1)" \
+        eval "(cd '$dir' && promtool test rules zkr-alerts.test.yml)"
+    exporter_start -- /exp/rules
+    expect "no scrape" wait_for 10 eval "scrape >'$WORK/rules.txt'"
+    while read -r name; do
+        grep -q "^# TYPE $name " "$WORK/rules.txt" ||
+            fail "the rules name $name, not in a scrape"
+    done < <(grep -o 'zkr_[a-z_]*' "$dir/zkr-alerts.yml" | sort -u)
+}
+
 start_server
 run_test test_prometheus_sees_queue
 run_test test_promtool_and_escaping
@@ -603,4 +623,5 @@ run_test test_slow_reader_fills_total
 run_test test_http_options
 run_test test_listen_forms
 run_test test_start_while_zookeeper_down
+run_test test_alert_rules
 done_testing
