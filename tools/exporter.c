@@ -134,7 +134,7 @@ typedef struct exporter {
     int npaths;
     int64_t refresh_ms;
     const char *textfile_dir; /* --textfile-dir, or NULL */
-    uint64_t losses, suspensions, scrapes, textfile_errors;
+    uint64_t scrapes, textfile_errors;
     /* HTTP connections: only the main thread (libmicrohttpd's callbacks,
      * the scrape) reads or writes these. */
     xconn_t *conns, *conns_tail; /* oldest first */
@@ -183,10 +183,6 @@ static void on_state(zkr_session_t *s, zkr_state_t st, void *data)
     uint64_t sessions = zkr_session_counter(s, ZKR_COUNTER_SESSIONS);
 
     pthread_mutex_lock(&x->mu);
-    if (st == ZKR_STATE_LOST)
-        x->losses++;
-    if (st == ZKR_STATE_SUSPENDED)
-        x->suspensions++;
     for (int i = 0; i < x->npaths; i++) {
         if (st == ZKR_STATE_SUSPENDED || st == ZKR_STATE_LOST)
             x->paths[i].up = 0;
@@ -624,34 +620,10 @@ static void render_session(FILE *f, exporter_t *x)
     fprintf(f, "zkr_exporter_connect_failures_total %" PRIu64 "\n",
             x->connect_failures);
 
-    head(f, "zkr_exporter_session_state", "gauge",
-         "1 for the current state of the exporter's own session");
-    for (int i = ZKR_STATE_CONNECTING; i <= ZKR_STATE_CLOSED; i++)
-        fprintf(f, "zkr_exporter_session_state{state=\"%s\"} %d\n",
-                zkr_state_name((zkr_state_t)i), (int)st == i);
-    head(f, "zkr_exporter_session_connected", "gauge",
-         "1 while the session is CONNECTED or RECONNECTED");
-    fprintf(f, "zkr_exporter_session_connected %d\n",
-            st == ZKR_STATE_CONNECTED || st == ZKR_STATE_RECONNECTED);
-    head(f, "zkr_exporter_session_valid_seconds", "gauge",
-         "How long the session's claims stay safe (zkr_session_valid_ms)");
-    fprintf(f, "zkr_exporter_session_valid_seconds %.3f\n",
-            x->s != NULL ? (double)zkr_session_valid_ms(x->s) / 1000.0 : 0.0);
-    head(f, "zkr_exporter_session_timeout_seconds", "gauge",
-         "The negotiated session timeout");
-    fprintf(f, "zkr_exporter_session_timeout_seconds %.3f\n",
-            x->s != NULL ? (double)zkr_session_timeout_ms(x->s) / 1000.0 : 0.0);
-    head(f, "zkr_exporter_sessions_total", "counter",
-         "ZooKeeper sessions established, the first one included");
-    fprintf(f, "zkr_exporter_sessions_total %" PRIu64 "\n",
-            x->s != NULL ? zkr_session_counter(x->s, ZKR_COUNTER_SESSIONS) : 0);
-    head(f, "zkr_exporter_session_losses_total", "counter",
-         "Times the session was LOST (expired or past its safe deadline)");
-    fprintf(f, "zkr_exporter_session_losses_total %" PRIu64 "\n", x->losses);
-    head(f, "zkr_exporter_session_suspensions_total", "counter",
-         "Times the connection was lost (SUSPENDED)");
-    fprintf(f, "zkr_exporter_session_suspensions_total %" PRIu64 "\n",
-            x->suspensions);
+    head(f, "zkr_build_info", "gauge",
+         "1, with the zkr command's version and the library's");
+    fprintf(f, "zkr_build_info{version=\"%s\",library_version=\"%s\"} 1\n",
+            PACKAGE_VERSION, zkr_version_string());
     head(f, "zkr_exporter_scrapes_total", "counter",
          "Scrapes of /metrics served");
     fprintf(f, "zkr_exporter_scrapes_total %" PRIu64 "\n", x->scrapes);
@@ -678,7 +650,9 @@ static void render(FILE *f, exporter_t *x)
            "1 when the path's values are current (0: session down, or the "
            "last read failed)",
            v_up, 0);
-    family(f, x, "zkr_path_exists", "gauge", "1 when the path's node exists",
+    family(f, x, "zkr_path_exists", "gauge",
+           "1 when the path's node exists (0 is normal for an idle recipe, "
+           "whose node may be removed when empty)",
            v_exists, 0);
     family(f, x, "zkr_path_queue_depth", "gauge",
            "Children of the path (numChildren): contenders and any other",
@@ -691,7 +665,7 @@ static void render(FILE *f, exporter_t *x)
     head(f, "zkr_path_holder_info", "gauge",
          "The oldest holder's identifier (1 while it holds)");
     holder_info(f, x, "zkr_path_holder_info", 0);
-    family(f, x, "zkr_path_holder_since_seconds", "gauge",
+    family(f, x, "zkr_path_holder_created_timestamp_seconds", "gauge",
            "Creation time of the oldest holder's node (server clock, "
            "seconds since the epoch)",
            v_since, 1);
@@ -715,6 +689,73 @@ static void render(FILE *f, exporter_t *x)
            "Failed reads of the path (retried)", v_errors, 0);
     render_session(f, x); /* its counters are under the lock too */
     pthread_mutex_unlock(&x->mu);
+}
+
+/* The process_* families of the Prometheus client libraries (Linux: from
+ * /proc/self), so that the exporter's own CPU, memory and descriptors are
+ * watched as any other process's. A family that cannot be read is left
+ * out. */
+static void render_process(FILE *f)
+{
+    unsigned long long utime, stime, start, vsize;
+    long long rss;
+    long ticks = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    char buf[1024], *p = NULL;
+    unsigned long long btime = 0;
+    struct rlimit rl;
+    FILE *in;
+    DIR *d;
+    size_t n = 0;
+
+    if ((in = fopen("/proc/self/stat", "r")) != NULL) {
+        n = fread(buf, 1, sizeof(buf) - 1, in);
+        fclose(in);
+    }
+    buf[n] = '\0';
+    p = strrchr(buf, ')'); /* the command name may hold anything */
+    /* After ") ": state (3), then fields 4..13, utime (14), stime (15),
+     * fields 16..21, starttime (22), vsize (23), rss (24). */
+    if (p != NULL && ticks > 0 && page > 0 &&
+        sscanf(p + 2,
+               "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d "
+               "%*d %*d %*d %*d %*d %llu %llu %lld",
+               &utime, &stime, &start, &vsize, &rss) == 5) {
+        head(f, "process_cpu_seconds_total", "counter",
+             "User and system CPU time spent in seconds");
+        fprintf(f, "process_cpu_seconds_total %.2f\n",
+                (double)(utime + stime) / (double)ticks);
+        head(f, "process_virtual_memory_bytes", "gauge",
+             "Virtual memory size in bytes");
+        fprintf(f, "process_virtual_memory_bytes %llu\n", vsize);
+        head(f, "process_resident_memory_bytes", "gauge",
+             "Resident memory size in bytes");
+        fprintf(f, "process_resident_memory_bytes %lld\n", rss * page);
+        if ((in = fopen("/proc/stat", "r")) != NULL) {
+            while (fgets(buf, sizeof(buf), in) != NULL &&
+                   sscanf(buf, "btime %llu", &btime) != 1)
+                ;
+            fclose(in);
+        }
+        if (btime > 0) {
+            head(f, "process_start_time_seconds", "gauge",
+                 "Start time of the process since unix epoch in seconds");
+            fprintf(f, "process_start_time_seconds %.2f\n",
+                    (double)btime + (double)start / (double)ticks);
+        }
+    }
+    if ((d = opendir("/proc/self/fd")) != NULL) {
+        long fds = -1; /* the directory's own descriptor is not counted */
+        while (readdir(d) != NULL)
+            fds++;
+        closedir(d);
+        head(f, "process_open_fds", "gauge", "Number of open file descriptors");
+        fprintf(f, "process_open_fds %ld\n", fds - 2); /* . and .. */
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        head(f, "process_max_fds", "gauge",
+             "Maximum number of open file descriptors");
+        fprintf(f, "process_max_fds %llu\n", (unsigned long long)rl.rlim_cur);
+    }
 }
 
 /* ------------------------------------------------------------- merging */
@@ -1018,6 +1059,7 @@ static int render_all(FILE *out, exporter_t *x)
     if (f == NULL)
         return ZKR_ENOMEM;
     render(f, x);
+    render_process(f);
     if (fclose(f) != 0) {
         free(own);
         return ZKR_ENOMEM;
