@@ -41,9 +41,11 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <microhttpd.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -69,6 +71,12 @@
  * bounds a response that its client does not read. */
 #define IDLE_TIMEOUT_S 10u
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+/* Opening the session while no server answers: an attempt waits this
+ * long at most, and attempts are OPEN_PAUSE_MIN_MS apart, doubling up to
+ * OPEN_PAUSE_MAX_MS. Short attempts keep a SIGTERM prompt. */
+#define OPEN_ATTEMPT_MS 2000
+#define OPEN_PAUSE_MIN_MS 250
+#define OPEN_PAUSE_MAX_MS 5000
 
 typedef struct xpath {
     struct exporter *x; /* for the watcher, whose context is the path */
@@ -94,9 +102,9 @@ typedef struct xpath {
 /* A client address with HTTP connections. */
 typedef struct xaddr {
     struct xaddr *next;
-    struct in_addr ip;
-    int n;    /* its connections not closing */
-    int refs; /* its connections */
+    unsigned char ip[16]; /* IPv6, or IPv4 mapped (::ffff:a.b.c.d) */
+    int n;                /* its connections not closing */
+    int refs;             /* its connections */
 } xaddr_t;
 
 /* One HTTP connection, from libmicrohttpd's notice of its start to that of
@@ -117,12 +125,16 @@ typedef struct exporter {
     pthread_cond_t cv;
     int stop;
     const cli_t *c;
-    zkr_session_t *s;
+    zkr_session_t *s; /* NULL until the worker has opened it */
+    const char *down; /* why there is no session yet (a reason label) */
+    uint64_t connect_failures;
+    int fatal;     /* an exit status the worker stopped the exporter for */
+    int listen_fd; /* bound by parse_args()'s address (open_listen()) */
     xpath_t *paths;
     int npaths;
     int64_t refresh_ms;
     const char *textfile_dir; /* --textfile-dir, or NULL */
-    uint64_t losses, suspensions, scrapes, textfile_errors;
+    uint64_t scrapes, textfile_errors;
     /* HTTP connections: only the main thread (libmicrohttpd's callbacks,
      * the scrape) reads or writes these. */
     xconn_t *conns, *conns_tail; /* oldest first */
@@ -171,10 +183,6 @@ static void on_state(zkr_session_t *s, zkr_state_t st, void *data)
     uint64_t sessions = zkr_session_counter(s, ZKR_COUNTER_SESSIONS);
 
     pthread_mutex_lock(&x->mu);
-    if (st == ZKR_STATE_LOST)
-        x->losses++;
-    if (st == ZKR_STATE_SUSPENDED)
-        x->suspensions++;
     for (int i = 0; i < x->npaths; i++) {
         if (st == ZKR_STATE_SUSPENDED || st == ZKR_STATE_LOST)
             x->paths[i].up = 0;
@@ -327,11 +335,105 @@ static void record_error(exporter_t *x, xpath_t *p, int rc)
     pthread_mutex_unlock(&x->mu);
 }
 
+/* Waits up to ms on the worker's condition, or until stopped. Called with
+ * x->mu held. */
+static void worker_wait(exporter_t *x, int64_t ms)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&x->cv, &x->mu, &ts);
+}
+
+/* The reason label of zkr_exporter_down_info for a failed open. */
+static const char *open_failure(int rc)
+{
+    if (rc == ZKR_ETIMEDOUT)
+        return "connecting"; /* no server answered in time */
+    if (rc == ZAUTHFAILED)
+        return "auth_failed";
+    if (rc == ZSYSTEMERROR)
+        return "client_init"; /* most often a host that does not resolve */
+    return "error";
+}
+
+/* Opens the exporter's session, trying again until it opens or the
+ * exporter stops: each attempt waits at most OPEN_ATTEMPT_MS (or the
+ * session timeout, if shorter) for a server, then the next one starts
+ * after a pause that doubles up to OPEN_PAUSE_MAX_MS. Meanwhile x->down
+ * says why; a reason is logged when it changes. A server list the client
+ * rejects stops the exporter (exit 64). 0, or -1 when stopping. */
+static int open_session(exporter_t *x)
+{
+    const cli_t *c = x->c;
+    zkr_session_options_t o = {0};
+    int64_t pause = OPEN_PAUSE_MIN_MS;
+    const char *logged = NULL;
+
+    o.digest = c->auth;
+    o.chroot = c->chroot;
+    o.log_level = c->verbose ? ZKR_LOG_WARN : ZKR_LOG_NONE;
+    o.connect_timeout_ms = c->session_timeout_ms < OPEN_ATTEMPT_MS
+                               ? c->session_timeout_ms
+                               : OPEN_ATTEMPT_MS;
+    for (;;) {
+        zkr_session_t *s = NULL;
+        int rc = zkr_session_open(&s, c->servers, c->session_timeout_ms, &o);
+
+        pthread_mutex_lock(&x->mu);
+        if (rc == 0 && !x->stop &&
+            zkr_session_add_listener(s, on_state, x) == 0) {
+            x->s = s;
+            x->down = NULL;
+            pthread_mutex_unlock(&x->mu);
+            cli_info(c, "connected to %s, session %016llx, timeout %d ms",
+                     c->hosts, (unsigned long long)zkr_session_id(s),
+                     zkr_session_timeout_ms(s));
+            return 0;
+        }
+        if (rc == 0) {
+            pthread_mutex_unlock(&x->mu);
+            zkr_session_free(s);
+            return -1; /* stopping, or out of memory for the listener */
+        }
+        if (rc == ZBADARGUMENTS) {
+            x->fatal = CLI_EXIT_USAGE;
+            pthread_mutex_unlock(&x->mu);
+            cli_err("invalid server list '%s' or credentials", c->hosts);
+            kill(getpid(), SIGTERM); /* serve()'s signalfd takes it */
+            return -1;
+        }
+        x->down = open_failure(rc);
+        x->connect_failures++;
+        if (x->down != logged)
+            cli_err("no session with ZooKeeper at %s yet (%s): serving "
+                    "zkr_up 0, trying again",
+                    c->hosts, zkr_strerror(rc));
+        logged = x->down;
+        if (!x->stop)
+            worker_wait(x, pause);
+        pause = pause * 2 < OPEN_PAUSE_MAX_MS ? pause * 2 : OPEN_PAUSE_MAX_MS;
+        if (x->stop) {
+            pthread_mutex_unlock(&x->mu);
+            return -1;
+        }
+        pthread_mutex_unlock(&x->mu);
+    }
+}
+
 static void *worker(void *arg)
 {
     exporter_t *x = arg;
     int64_t next_depth = 0;
 
+    if (open_session(x) != 0)
+        return NULL;
     pthread_mutex_lock(&x->mu);
     while (!x->stop) {
         int64_t now = mono_ms(), wake = next_depth;
@@ -368,17 +470,8 @@ static void *worker(void *arg)
         if (x->stop)
             break;
         now = mono_ms();
-        if (wake > now) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += (wake - now) / 1000;
-            ts.tv_nsec += (long)((wake - now) % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&x->cv, &x->mu, &ts);
-        }
+        if (wake > now)
+            worker_wait(x, wake - now);
     }
     pthread_mutex_unlock(&x->mu);
     return NULL;
@@ -485,38 +578,52 @@ static void holder_info(FILE *f, const exporter_t *x, const char *name,
     }
 }
 
+/* Why zkr_up is 0: a label value of a fixed set (docs/OBSERVABILITY.md). */
+static const char *down_reason(const exporter_t *x, zkr_state_t st)
+{
+    if (x->s == NULL)
+        return x->down;
+    switch (st) {
+    case ZKR_STATE_CONNECTED:
+    case ZKR_STATE_RECONNECTED:
+        return NULL;
+    case ZKR_STATE_SUSPENDED:
+        return "suspended";
+    case ZKR_STATE_LOST:
+        return "lost";
+    case ZKR_STATE_CLOSED:
+        return "closed";
+    default:
+        return "connecting";
+    }
+}
+
+/* Called with x->mu held (x->s is set under it). Before the session is
+ * open, it is CONNECTING, with nothing established. */
 static void render_session(FILE *f, exporter_t *x)
 {
-    zkr_state_t st = zkr_session_state(x->s);
+    zkr_state_t st =
+        x->s != NULL ? zkr_session_state(x->s) : ZKR_STATE_CONNECTING;
+    const char *down = down_reason(x, st);
 
-    head(f, "zkr_exporter_session_state", "gauge",
-         "1 for the current state of the exporter's own session");
-    for (int i = ZKR_STATE_CONNECTING; i <= ZKR_STATE_CLOSED; i++)
-        fprintf(f, "zkr_exporter_session_state{state=\"%s\"} %d\n",
-                zkr_state_name((zkr_state_t)i), (int)st == i);
-    head(f, "zkr_exporter_session_connected", "gauge",
-         "1 while the session is CONNECTED or RECONNECTED");
-    fprintf(f, "zkr_exporter_session_connected %d\n",
-            st == ZKR_STATE_CONNECTED || st == ZKR_STATE_RECONNECTED);
-    head(f, "zkr_exporter_session_valid_seconds", "gauge",
-         "How long the session's claims stay safe (zkr_session_valid_ms)");
-    fprintf(f, "zkr_exporter_session_valid_seconds %.3f\n",
-            (double)zkr_session_valid_ms(x->s) / 1000.0);
-    head(f, "zkr_exporter_session_timeout_seconds", "gauge",
-         "The negotiated session timeout");
-    fprintf(f, "zkr_exporter_session_timeout_seconds %.3f\n",
-            (double)zkr_session_timeout_ms(x->s) / 1000.0);
-    head(f, "zkr_exporter_sessions_total", "counter",
-         "ZooKeeper sessions established, the first one included");
-    fprintf(f, "zkr_exporter_sessions_total %" PRIu64 "\n",
-            zkr_session_counter(x->s, ZKR_COUNTER_SESSIONS));
-    head(f, "zkr_exporter_session_losses_total", "counter",
-         "Times the session was LOST (expired or past its safe deadline)");
-    fprintf(f, "zkr_exporter_session_losses_total %" PRIu64 "\n", x->losses);
-    head(f, "zkr_exporter_session_suspensions_total", "counter",
-         "Times the connection was lost (SUSPENDED)");
-    fprintf(f, "zkr_exporter_session_suspensions_total %" PRIu64 "\n",
-            x->suspensions);
+    head(f, "zkr_up", "gauge",
+         "1 while the exporter has a session with ZooKeeper (CONNECTED or "
+         "RECONNECTED): the per-path values can be current");
+    fprintf(f, "zkr_up %d\n", down == NULL);
+    head(f, "zkr_exporter_down_info", "gauge",
+         "While zkr_up is 0: 1, with the reason (connecting, client_init, "
+         "auth_failed, error, suspended, lost, closed)");
+    if (down != NULL)
+        fprintf(f, "zkr_exporter_down_info{reason=\"%s\"} 1\n", down);
+    head(f, "zkr_exporter_connect_failures_total", "counter",
+         "Attempts to open the exporter's first session that failed");
+    fprintf(f, "zkr_exporter_connect_failures_total %" PRIu64 "\n",
+            x->connect_failures);
+
+    head(f, "zkr_build_info", "gauge",
+         "1, with the zkr command's version and the library's");
+    fprintf(f, "zkr_build_info{version=\"%s\",library_version=\"%s\"} 1\n",
+            PACKAGE_VERSION, zkr_version_string());
     head(f, "zkr_exporter_scrapes_total", "counter",
          "Scrapes of /metrics served");
     fprintf(f, "zkr_exporter_scrapes_total %" PRIu64 "\n", x->scrapes);
@@ -543,7 +650,9 @@ static void render(FILE *f, exporter_t *x)
            "1 when the path's values are current (0: session down, or the "
            "last read failed)",
            v_up, 0);
-    family(f, x, "zkr_path_exists", "gauge", "1 when the path's node exists",
+    family(f, x, "zkr_path_exists", "gauge",
+           "1 when the path's node exists (0 is normal for an idle recipe, "
+           "whose node may be removed when empty)",
            v_exists, 0);
     family(f, x, "zkr_path_queue_depth", "gauge",
            "Children of the path (numChildren): contenders and any other",
@@ -556,7 +665,7 @@ static void render(FILE *f, exporter_t *x)
     head(f, "zkr_path_holder_info", "gauge",
          "The oldest holder's identifier (1 while it holds)");
     holder_info(f, x, "zkr_path_holder_info", 0);
-    family(f, x, "zkr_path_holder_since_seconds", "gauge",
+    family(f, x, "zkr_path_holder_created_timestamp_seconds", "gauge",
            "Creation time of the oldest holder's node (server clock, "
            "seconds since the epoch)",
            v_since, 1);
@@ -580,6 +689,73 @@ static void render(FILE *f, exporter_t *x)
            "Failed reads of the path (retried)", v_errors, 0);
     render_session(f, x); /* its counters are under the lock too */
     pthread_mutex_unlock(&x->mu);
+}
+
+/* The process_* families of the Prometheus client libraries (Linux: from
+ * /proc/self), so that the exporter's own CPU, memory and descriptors are
+ * watched as any other process's. A family that cannot be read is left
+ * out. */
+static void render_process(FILE *f)
+{
+    unsigned long long utime, stime, start, vsize;
+    long long rss;
+    long ticks = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    char buf[1024], *p = NULL;
+    unsigned long long btime = 0;
+    struct rlimit rl;
+    FILE *in;
+    DIR *d;
+    size_t n = 0;
+
+    if ((in = fopen("/proc/self/stat", "r")) != NULL) {
+        n = fread(buf, 1, sizeof(buf) - 1, in);
+        fclose(in);
+    }
+    buf[n] = '\0';
+    p = strrchr(buf, ')'); /* the command name may hold anything */
+    /* After ") ": state (3), then fields 4..13, utime (14), stime (15),
+     * fields 16..21, starttime (22), vsize (23), rss (24). */
+    if (p != NULL && ticks > 0 && page > 0 &&
+        sscanf(p + 2,
+               "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d "
+               "%*d %*d %*d %*d %*d %llu %llu %lld",
+               &utime, &stime, &start, &vsize, &rss) == 5) {
+        head(f, "process_cpu_seconds_total", "counter",
+             "User and system CPU time spent in seconds");
+        fprintf(f, "process_cpu_seconds_total %.2f\n",
+                (double)(utime + stime) / (double)ticks);
+        head(f, "process_virtual_memory_bytes", "gauge",
+             "Virtual memory size in bytes");
+        fprintf(f, "process_virtual_memory_bytes %llu\n", vsize);
+        head(f, "process_resident_memory_bytes", "gauge",
+             "Resident memory size in bytes");
+        fprintf(f, "process_resident_memory_bytes %lld\n", rss * page);
+        if ((in = fopen("/proc/stat", "r")) != NULL) {
+            while (fgets(buf, sizeof(buf), in) != NULL &&
+                   sscanf(buf, "btime %llu", &btime) != 1)
+                ;
+            fclose(in);
+        }
+        if (btime > 0) {
+            head(f, "process_start_time_seconds", "gauge",
+                 "Start time of the process since unix epoch in seconds");
+            fprintf(f, "process_start_time_seconds %.2f\n",
+                    (double)btime + (double)start / (double)ticks);
+        }
+    }
+    if ((d = opendir("/proc/self/fd")) != NULL) {
+        long fds = -1; /* the directory's own descriptor is not counted */
+        while (readdir(d) != NULL)
+            fds++;
+        closedir(d);
+        head(f, "process_open_fds", "gauge", "Number of open file descriptors");
+        fprintf(f, "process_open_fds %ld\n", fds - 2); /* . and .. */
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        head(f, "process_max_fds", "gauge",
+             "Maximum number of open file descriptors");
+        fprintf(f, "process_max_fds %llu\n", (unsigned long long)rl.rlim_cur);
+    }
 }
 
 /* ------------------------------------------------------------- merging */
@@ -874,6 +1050,7 @@ static int merge_write(FILE *f, merge_t *m)
 static int render_all(FILE *out, exporter_t *x)
 {
     merge_t m = {0};
+    zkr_session_t *s;
     char *own = NULL, *lib = NULL;
     size_t len = 0;
     int rc, files = 0;
@@ -882,12 +1059,16 @@ static int render_all(FILE *out, exporter_t *x)
     if (f == NULL)
         return ZKR_ENOMEM;
     render(f, x);
+    render_process(f);
     if (fclose(f) != 0) {
         free(own);
         return ZKR_ENOMEM;
     }
+    pthread_mutex_lock(&x->mu);
+    s = x->s; /* set once; freed only after the HTTP loop */
+    pthread_mutex_unlock(&x->mu);
     rc = merge_add(&m, own, NULL);
-    if (rc == 0 && (rc = zkr_metrics_text(x->s, &lib, NULL)) == 0)
+    if (rc == 0 && s != NULL && (rc = zkr_metrics_text(s, &lib, NULL)) == 0)
         rc = merge_add(&m, lib, NULL);
     if (rc == 0 && x->textfile_dir != NULL)
         rc = merge_textfiles(x, &m, &files);
@@ -1003,22 +1184,37 @@ static void make_room(exporter_t *x, xconn_t *c)
     }
 }
 
+/* A client's address as 16 bytes: IPv6, or IPv4 mapped into IPv6, so that
+ * an IPv4 client counts as one address whether the listening socket is
+ * IPv4 or dual-stack IPv6. */
+static void client_key(const struct sockaddr *sa, unsigned char ip[16])
+{
+    if (sa->sa_family == AF_INET6) {
+        memcpy(ip, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr,
+               16);
+    } else if (sa->sa_family == AF_INET) {
+        ip[10] = ip[11] = 0xff;
+        memcpy(ip + 12,
+               &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+    }
+}
+
 static void conn_started(exporter_t *x, struct MHD_Connection *conn, void **ctx)
 {
     const union MHD_ConnectionInfo *fi =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     const union MHD_ConnectionInfo *ai =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    struct in_addr ip = {0};
+    unsigned char ip[16] = {0};
     xaddr_t *a;
     xconn_t *c;
 
     if (fi == NULL)
         return; /* not a socket: nothing to bound */
-    if (ai != NULL && ai->client_addr != NULL &&
-        ai->client_addr->sa_family == AF_INET)
-        ip = ((const struct sockaddr_in *)(void *)ai->client_addr)->sin_addr;
-    for (a = x->addrs; a != NULL && a->ip.s_addr != ip.s_addr; a = a->next)
+    if (ai != NULL && ai->client_addr != NULL)
+        client_key(ai->client_addr, ip);
+    for (a = x->addrs; a != NULL && memcmp(a->ip, ip, sizeof(ip)) != 0;
+         a = a->next)
         ;
     if ((c = calloc(1, sizeof(*c))) == NULL ||
         (a == NULL && (a = calloc(1, sizeof(*a))) == NULL)) {
@@ -1028,7 +1224,7 @@ static void conn_started(exporter_t *x, struct MHD_Connection *conn, void **ctx)
         return;
     }
     if (a->refs == 0) {
-        a->ip = ip;
+        memcpy(a->ip, ip, sizeof(ip));
         a->next = x->addrs;
         x->addrs = a;
     }
@@ -1203,22 +1399,102 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn,
     return reply(conn, code, body, len, CONTENT_TYPE);
 }
 
-/* "HOST:PORT" with an IPv4 HOST. 0 or -1. */
-static int parse_listen(const char *s, struct sockaddr_in *sa)
+/* --listen: "HOST:PORT" (a host name or an IPv4 address), "[IPV6]:PORT",
+ * or ":PORT" (every address). Splits it into host ("" for every address)
+ * and port. 0, or -1 when malformed. */
+static int split_listen(const char *s, char *host, size_t hsize,
+                        const char **port)
 {
-    const char *colon = strrchr(s, ':');
-    char host[64];
-    long port;
+    const char *colon = strrchr(s, ':'), *h = s;
+    size_t hl;
+    long n;
 
-    if (colon == NULL || colon == s || (size_t)(colon - s) >= sizeof(host) ||
-        cli_parse_int(colon + 1, 1, 65535, &port) != 0)
+    if (colon == NULL || cli_parse_int(colon + 1, 1, 65535, &n) != 0)
         return -1;
-    memcpy(host, s, (size_t)(colon - s));
-    host[colon - s] = '\0';
-    memset(sa, 0, sizeof(*sa));
-    sa->sin_family = AF_INET;
-    sa->sin_port = htons((uint16_t)port);
-    return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -1;
+    hl = (size_t)(colon - s);
+    if (hl > 0 && s[0] == '[') {
+        if (hl < 3 || s[hl - 1] != ']')
+            return -1;
+        h = s + 1;
+        hl -= 2;
+    } else if (memchr(s, ':', hl) != NULL || memchr(s, ']', hl) != NULL) {
+        return -1; /* an IPv6 address wants its brackets */
+    }
+    if (hl >= hsize || memchr(h, '[', hl) != NULL)
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port = colon + 1;
+    return 0;
+}
+
+/* A listening TCP socket bound to ai, or -1 (errno set). An IPv6 socket
+ * takes IPv4 clients too (IPV6_V6ONLY off): ":PORT" binds "::" for both. */
+static int bind_one(const struct addrinfo *ai)
+{
+    int one = 1, zero = 0, e;
+    int fd =
+        socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+
+    if (fd < 0)
+        return -1;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
+        (ai->ai_family != AF_INET6 ||
+         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) == 0) &&
+        bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        listen(fd, SOMAXCONN) == 0 &&
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) == 0)
+        return fd;
+    e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+}
+
+/* Resolves --listen and binds the first of its addresses that can be
+ * bound (for ":PORT": "::", IPv6 and IPv4 together, else "0.0.0.0"). 0,
+ * CLI_EXIT_USAGE (malformed, or a host name that does not exist),
+ * CLI_EXIT_UNAVAILABLE (the name could not be resolved now) or
+ * CLI_EXIT_OSERR (no address could be bound). */
+static int open_listen(const char *s, int *fd)
+{
+    static const int any[] = {AF_INET6, AF_INET};
+    char host[256];
+    const char *port;
+    int rc = 0, e = 0;
+
+    *fd = -1;
+    if (split_listen(s, host, sizeof(host), &port) != 0)
+        return cli_usage_error("exporter",
+                               "invalid --listen '%s' (HOST:PORT, "
+                               "[IPV6-ADDRESS]:PORT or :PORT)",
+                               s);
+    for (int i = 0; i < (host[0] == '\0' ? 2 : 1) && *fd < 0; i++) {
+        struct addrinfo hints = {0}, *res = NULL;
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+        hints.ai_family = host[0] == '\0' ? any[i] : AF_UNSPEC;
+        rc = getaddrinfo(host[0] == '\0' ? NULL : host, port, &hints, &res);
+        for (const struct addrinfo *ai = res; rc == 0 && ai != NULL && *fd < 0;
+             ai = ai->ai_next)
+            if ((*fd = bind_one(ai)) < 0)
+                e = errno;
+        if (res != NULL)
+            freeaddrinfo(res);
+    }
+    if (*fd >= 0)
+        return 0;
+    if (host[0] != '\0' && (rc == EAI_NONAME || rc == EAI_FAMILY)) {
+        cli_err("cannot listen on %s: unknown host %s", s, host);
+        return CLI_EXIT_USAGE;
+    }
+    if (rc != 0 && e == 0) {
+        cli_err("cannot listen on %s: cannot resolve %s (%s)", s, host,
+                rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+        return CLI_EXIT_UNAVAILABLE;
+    }
+    cli_err("cannot listen on %s: %s", s, strerror(e));
+    return CLI_EXIT_OSERR;
 }
 
 /* ---------------------------------------------------------------- main */
@@ -1231,7 +1507,9 @@ static void usage(void)
            "SECONDS] PATH...\n"
            "Serves /metrics (Prometheus text format) for each recipe "
            "PATH.\n"
-           "  -l, --listen HOST:PORT  IPv4 address and port "
+           "  -l, --listen HOST:PORT  host name or IPv4 address and port, "
+           "[IPV6]:PORT,\n"
+           "                          or :PORT for every address "
            "(default " DEFAULT_LISTEN ")\n"
            "  -r, --refresh SECONDS   stat interval and least time "
            "between listings\n"
@@ -1250,7 +1528,18 @@ static void usage(void)
            "      --header-timeout SECONDS\n"
            "                          time a connection has to send a whole "
            "request\n"
-           "                          (default %d)\n",
+           "                          (default %d)\n"
+           "/metrics is served from the start: zkr_up is 0 (and "
+           "zkr_exporter_down_info\n"
+           "says why) until a session with ZooKeeper is open.\n"
+           "Exit status:\n"
+           "  0   stopped by SIGINT or SIGTERM (or --help)\n"
+           "  64  bad arguments, an unknown --listen host, or a server "
+           "list the client\n"
+           "      rejects\n"
+           "  69  the --listen host could not be resolved now (retryable)\n"
+           "  71  the --listen address cannot be bound, or another system "
+           "error\n",
            DEFAULT_MAX_CONNECTIONS, DEFAULT_PER_IP_LIMIT,
            DEFAULT_HEADER_TIMEOUT_MS / 1000);
 }
@@ -1279,7 +1568,7 @@ static int parse_http_opt(exporter_t *x, int opt, const char *arg)
     return 0;
 }
 
-static int parse_args(int argc, char **argv, struct sockaddr_in *sa,
+static int parse_args(int argc, char **argv, const char **listen_at,
                       exporter_t *x)
 {
     static const struct option lopts[] = {
@@ -1328,9 +1617,7 @@ static int parse_args(int argc, char **argv, struct sockaddr_in *sa,
                                x->per_ip, x->max_conns);
     if (optind >= argc)
         return cli_usage_error("exporter", "wants at least one PATH");
-    if (parse_listen(addr, sa) != 0)
-        return cli_usage_error(
-            "exporter", "invalid --listen '%s' (IPv4-ADDRESS:PORT)", addr);
+    *listen_at = addr;
     for (int i = optind; i < argc; i++)
         if (cli_check_args("exporter", argv[i], NULL) != 0)
             return CLI_EXIT_USAGE;
@@ -1367,17 +1654,16 @@ static void http_log(void *cls, const char *fmt, va_list ap)
     cli_info(x->c, "http: %s", m);
 }
 
-static struct MHD_Daemon *start_http(exporter_t *x, struct sockaddr_in *sa)
+static struct MHD_Daemon *start_http(exporter_t *x)
 {
     /* epoll: no FD_SETSIZE bound on descriptors (select() has one), and
      * an event loop the main thread runs (serve()), with the reaping. */
     return MHD_start_daemon(
-        MHD_USE_EPOLL | MHD_USE_ERROR_LOG, ntohs(sa->sin_port), NULL, NULL,
-        handle, x, MHD_OPTION_EXTERNAL_LOGGER, http_log, x,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)sa,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)x->max_conns * 2,
-        MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
-        MHD_OPTION_NOTIFY_CONNECTION, notify_conn, x,
+        MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, handle, x,
+        MHD_OPTION_EXTERNAL_LOGGER, http_log, x, MHD_OPTION_LISTEN_SOCKET,
+        (MHD_socket)x->listen_fd, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)x->max_conns * 2, MHD_OPTION_CONNECTION_TIMEOUT,
+        IDLE_TIMEOUT_S, MHD_OPTION_NOTIFY_CONNECTION, notify_conn, x,
         MHD_OPTION_URI_LOG_CALLBACK, uri_read, x, MHD_OPTION_NOTIFY_COMPLETED,
         request_done, x, MHD_OPTION_END);
 }
@@ -1409,7 +1695,7 @@ static int http_loop(exporter_t *x, struct MHD_Daemon *d, int sfd)
 }
 
 /* Serves until SIGINT or SIGTERM. */
-static int serve(exporter_t *x, struct sockaddr_in *sa)
+static int serve(exporter_t *x)
 {
     struct MHD_Daemon *d = NULL;
     pthread_t th;
@@ -1424,13 +1710,12 @@ static int serve(exporter_t *x, struct sockaddr_in *sa)
         cli_err("cannot start a thread");
         if (sfd >= 0)
             close(sfd);
+        close(x->listen_fd);
         return CLI_EXIT_OSERR;
     }
-    if ((d = start_http(x, sa)) == NULL) {
-        char a[INET_ADDRSTRLEN];
-        cli_err("cannot listen on %s:%u",
-                inet_ntop(AF_INET, &sa->sin_addr, a, sizeof(a)),
-                ntohs(sa->sin_port));
+    if ((d = start_http(x)) == NULL) {
+        close(x->listen_fd); /* libmicrohttpd closes it once started */
+        cli_err("cannot serve HTTP");
     } else if (http_loop(x, d, sfd) != 0) {
         cli_err("HTTP event loop failed");
     } else {
@@ -1449,8 +1734,8 @@ static int serve(exporter_t *x, struct sockaddr_in *sa)
 
 int cli_exporter(const cli_t *c, int argc, char **argv)
 {
-    struct sockaddr_in sa;
     exporter_t x = {0};
+    const char *listen_at = NULL;
     sigset_t set;
     int status;
     rlim_t need;
@@ -1460,13 +1745,16 @@ int cli_exporter(const cli_t *c, int argc, char **argv)
     x.max_conns = DEFAULT_MAX_CONNECTIONS;
     x.per_ip = DEFAULT_PER_IP_LIMIT;
     x.header_ms = DEFAULT_HEADER_TIMEOUT_MS;
-    if ((status = parse_args(argc, argv, &sa, &x)) != 0)
+    x.down = "connecting";
+    if ((status = parse_args(argc, argv, &listen_at, &x)) != 0)
         return status < 0 ? 0 : status;
     if (fd_room(&x, &need) != 0)
         return cli_usage_error("exporter",
                                "--max-connections %d needs %llu open files: "
                                "over the limit (ulimit -n)",
                                x.max_conns, (unsigned long long)need);
+    if ((status = open_listen(listen_at, &x.listen_fd)) != 0)
+        return status;
     /* Every thread started from here on inherits the mask: only serve()'s
      * signalfd takes SIGINT and SIGTERM. */
     sigemptyset(&set);
@@ -1476,20 +1764,22 @@ int cli_exporter(const cli_t *c, int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     x.npaths = argc - optind;
     x.paths = calloc((size_t)x.npaths, sizeof(xpath_t));
-    if (x.paths == NULL)
+    if (x.paths == NULL) {
+        close(x.listen_fd);
         return CLI_EXIT_OSERR;
+    }
     pthread_mutex_init(&x.mu, NULL);
     pthread_cond_init(&x.cv, NULL);
-    status = cli_open_session(c, &x.s);
-    for (int i = 0; status == 0 && i < x.npaths; i++) {
+    for (int i = 0; i < x.npaths; i++) {
         x.paths[i].x = &x;
         x.paths[i].path = argv[optind + i];
         x.paths[i].dirty = 1;
     }
-    if (status == 0 && zkr_session_add_listener(x.s, on_state, &x) != 0)
-        status = CLI_EXIT_OSERR;
-    if (status == 0)
-        status = serve(&x, &sa);
+    /* The worker opens the session: /metrics is served from the start,
+     * with zkr_up 0 while ZooKeeper cannot be reached. */
+    status = serve(&x);
+    if (status == 0 && x.fatal != 0)
+        status = x.fatal;
     if (x.s != NULL) {
         zkr_session_remove_listener(x.s, on_state, &x);
         zkr_session_free(x.s);
