@@ -30,6 +30,7 @@ ZKR_DEPS=(build-essential autoconf automake libtool pkg-config
     python3 python3-kazoo # test_cli_{tty,unix}.sh; test_delay's kazoo peer
     clang     # test_header_docs.sh: -Wdocumentation
     abigail-tools doxygen man-db spin # man: tests/installcheck.sh
+    systemd # systemd-analyze: test_cli_exporter.sh checks the example unit
     prometheus) # prometheus, promtool: tests/cli/test_cli_{metrics,exporter}.sh
 # What scripts/package adds (the packages' Build-Depends come from
 # debian/control).
