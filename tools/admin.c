@@ -3,12 +3,14 @@
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <inttypes.h>
+#include <locale.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <wchar.h>
 
 #include "cli.h"
 
@@ -245,14 +247,39 @@ static int print_json(const char *path, const zkr_contender_t *v, int n,
     return bad ? CLI_EXIT_OSERR : 0;
 }
 
-/* The columns a string takes on a terminal: one per character (cli_escaped()
- * output is valid UTF-8 without control or format characters). */
+/* The columns a string takes on a terminal: cli_escaped() output is valid
+ * UTF-8 without control or format characters, decoded here and measured
+ * by wcwidth() in the C.UTF-8 locale whatever the user's locale (an East
+ * Asian wide character takes two columns, a combining mark none); one
+ * column per character when that locale is missing. */
 static int text_width(const char *s)
 {
+    static locale_t utf8;
+    static int tried;
+    const unsigned char *p = (const unsigned char *)s;
+    locale_t old = (locale_t)0;
     int w = 0;
 
-    for (; *s != '\0'; s++)
-        w += ((unsigned char)*s & 0xc0) != 0x80;
+    if (!tried) {
+        tried = 1;
+        utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+    }
+    if (utf8 != (locale_t)0)
+        old = uselocale(utf8);
+    while (*p != '\0') {
+        int len = *p < 0x80 ? 1 : *p < 0xe0 ? 2 : *p < 0xf0 ? 3 : 4, cw = 1;
+        wchar_t c = len == 1 ? *p : *p & (0x7f >> len);
+
+        for (int i = 1; i < len && (p[i] & 0xc0) == 0x80; i++)
+            c = (wchar_t)((c << 6) | (p[i] & 0x3f));
+        if (utf8 != (locale_t)0 && (cw = wcwidth(c)) < 0)
+            cw = 1;
+        w += cw;
+        for (p++; (*p & 0xc0) == 0x80; p++)
+            ;
+    }
+    if (utf8 != (locale_t)0)
+        uselocale(old);
     return w;
 }
 

@@ -96,6 +96,28 @@ $out" columns_aligned <<< "$out"
 $out" columns_aligned <<< "$out"
 }
 
+# A terminal shows an East Asian wide character in two columns and a
+# combining mark in none: the columns are fitted to what the terminal shows
+# (wc -L measures it in a UTF-8 locale), so TOKEN starts at one column on
+# the heading and on every row.
+token_columns() { # the table on stdin: the display column of each line's TOKEN
+    sed -E '/^ROLE /s/TOKEN.*//; /^ROLE /!s/^(([^ ]+ +){4}).*/\1/' | tail -n +2 |
+        while IFS= read -r pre; do
+            printf '%s\n' "$pre" | LC_ALL=C.UTF-8 wc -L
+        done | sort -u
+}
+
+test_inspect_columns_fit_wide_characters() {
+    local id out
+    for id in 漢字漢字漢字漢字 abcdefghijklmnop "$(printf 'e\xcc\x81%.0s' 1 2 3 4 5 6 7 8 9 10 11 12)"; do
+        bg "$ZKR" sem -c 3 --id "$id" /cli/cols-wide sleep 60
+    done
+    expect "semaphore: $(counts /cli/cols-wide)" wait_for 10 counts_are /cli/cols-wide "semaphore 3 0"
+    out=$("$ZKR" inspect /cli/cols-wide)
+    expect "TOKEN at several columns ($(token_columns <<< "$out" | tr '\n' ' ')):
+$out" [ "$(token_columns <<< "$out" | wc -l)" -eq 1 ]
+}
+
 test_forced_release() {
     local h w hn out rc
     : > "$WORK/log"
@@ -325,6 +347,7 @@ run_test test_inspect_matches_queue
 run_test test_inspect_kinds
 run_test test_inspect_missing_path
 run_test test_inspect_columns_fit
+run_test test_inspect_columns_fit_wide_characters
 run_test test_weaker_acl_refused
 run_test test_forced_release
 run_test test_forced_release_lost_reply
