@@ -59,7 +59,13 @@ pid = os.fork()
 if pid == 0:
     os.setpgid(0, 0)
     os.tcsetpgrp(slave, os.getpid())
-    for sig in (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU):
+    # The job starts with the terminal signals' default actions, as a
+    # login shell's job on a new terminal does, whatever ptyplay inherited:
+    # started in the background by a shell without job control (a script's
+    # `cmd &`, a CI step), ptyplay has SIGINT and SIGQUIT ignored, and an
+    # ignored disposition survives exec: Ctrl-C would end nothing.
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP, signal.SIGTTIN,
+                signal.SIGTTOU):
         signal.signal(sig, signal.SIG_DFL)
     for fd in (0, 1, 2):
         os.dup2(slave, fd)
