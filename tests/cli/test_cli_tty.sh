@@ -91,20 +91,34 @@ test_nested_tstp_fg() {
     done
 }
 
-# Ctrl-Z of a command under queue take under lock, fg, then Ctrl-C: the
-# job ends (the interrupted command's status), the item is given back,
-# the lock released.
+# Ctrl-Z of a command under queue take under lock (and under lock under
+# queue take), fg, then Ctrl-C: the shell sees its job stopped by SIGTSTP,
+# the command continues, Ctrl-C ends the job (the interrupted command's
+# status), the item is given back and the lock released.
 test_nested_ctrl_z_ctrl_c() {
-    "$ZKR" queue put /cli/tty-q item > /dev/null
-    ptyrun expect:ready send:'\x1a' stopped sleep:0.3 cont send:'go\n' expect:again \
-        send:'\x03' -- \
-        "$ZKR" lock /cli/tty-qlock "$ZKR" queue take -n /cli/tty-q \
-        sh -c 'echo ready; read x < /dev/tty; echo again; read y < /dev/tty'
-    expect "nested, Ctrl-Z, fg, Ctrl-C: $(cat "$WORK/pty")" [ "$st" -eq 0 ]
-    expect "not interrupted: $(cat "$WORK/pty")" grep -q "^exit 130" "$WORK/pty"
-    expect "/cli/tty-qlock left held" wait_for 5 nodes_eq /cli/tty-qlock 0
-    expect "the item was not given back" \
-        [ "$("$ZKR" queue len /cli/tty-q)" -eq 1 ]
+    local order
+    for order in lock-queue queue-lock; do
+        "$ZKR" queue put /cli/tty-q-$order item > /dev/null
+        if [ $order = lock-queue ]; then
+            set -- "$ZKR" lock /cli/tty-qlock-$order \
+                "$ZKR" queue take -n /cli/tty-q-$order
+        else
+            set -- "$ZKR" queue take -n /cli/tty-q-$order \
+                "$ZKR" lock /cli/tty-qlock-$order
+        fi
+        ptyrun expect:ready send:'\x1a' stopped sleep:0.3 cont send:'go\n' \
+            expect:again send:'\x03' -- "$@" \
+            sh -c 'echo ready; read x < /dev/tty; echo again; read y < /dev/tty'
+        expect "$order: Ctrl-Z, fg, Ctrl-C: $(cat "$WORK/pty")" [ "$st" -eq 0 ]
+        expect "$order: the shell did not see a job-control stop: $(cat "$WORK/pty")" \
+            grep -q "^stopped by $(kill -l TSTP)\$" "$WORK/pty"
+        expect "$order: not interrupted: $(cat "$WORK/pty")" \
+            grep -q "^exit 130" "$WORK/pty"
+        expect "$order: /cli/tty-qlock-$order left held" \
+            wait_for 5 nodes_eq /cli/tty-qlock-$order 0
+        expect "$order: the item was not given back" \
+            [ "$("$ZKR" queue len /cli/tty-q-$order)" -eq 1 ]
+    done
 }
 
 # Stopped and never continued, the command does not hold the lock
