@@ -163,15 +163,20 @@ test_nested_stopped_killed() {
 test_ctrl_z_bg_fg() {
     local cmd flag=$WORK/fg-done
     # In the background (bg) the command does not touch the terminal; it
-    # reads only once the shell's fg is done (the flag), whatever the load.
-    cmd="echo ready; while [ ! -e '$flag' ]; do sleep 0.05; done; read x; echo \"got \$x\""
+    # reads only once the shell's fg is done (ptyplay's touch opens the
+    # FIFO), whatever the load. It waits in open(), without forking: a
+    # Ctrl-Z that finds dash between vfork() and exec() stops the child
+    # while dash waits for it uninterruptibly, and the job never stops.
+    cmd="echo ready; read f < '$flag'; read x; echo \"got \$x\""
     rm -f "$flag"
+    mkfifo "$flag"
     ptyrun expect:ready send:'\x1a' stopped signal:CONT sleep:0.3 cont \
         touch:"$flag" send:'go\n' expect:'got go' -- \
         "$ZKR" lock /cli/tty-bg sh -c "$cmd"
     expect "Ctrl-Z, bg, fg: $(cat "$WORK/pty")" [ "$st" -eq 0 ]
     expect "the command's status: $(cat "$WORK/pty")" grep -q "^exit 0" "$WORK/pty"
     rm -f "$flag"
+    mkfifo "$flag"
     ptyrun expect:ready send:'\x1a' stopped signal:CONT sleep:0.3 cont \
         touch:"$flag" send:'go\n' expect:'got go' -- "$ZKR" lock /cli/tty-bg-outer \
         "$ZKR" lock /cli/tty-bg-inner sh -c "$cmd"
