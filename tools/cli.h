@@ -168,6 +168,8 @@ int ct_signal_tree(pid_t guard, int sig);
 /* Sends sig to the processes of the command (as ct_signal_tree()) that are
  * in process group pgrp. Returns how many. */
 int ct_signal_group(pid_t guard, pid_t pgrp, int sig);
+/* Whether process pid is stopped now (/proc: stopped or traced). */
+int ct_is_stopped(pid_t pid);
 /* Job control: SIGSTOP to the processes of the command that are not
  * stopped already (nor guards), recorded for ct_cont_tree(). */
 int ct_stop_tree(pid_t guard);

@@ -34,6 +34,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -216,6 +217,15 @@ int ct_signal_tree(pid_t guard, int sig)
             kill(ents[idx[i]].pid, sig) == 0)
             k++;
     return k;
+}
+
+int ct_is_stopped(pid_t pid)
+{
+    char name[24];
+    ent_t e;
+
+    snprintf(name, sizeof(name), "%ld", (long)pid);
+    return stat_of(name, &e) == 0 && (e.state == 'T' || e.state == 't');
 }
 
 int ct_signal_group(pid_t guard, pid_t pgrp, int sig)

@@ -785,6 +785,26 @@ static void give_tty(sup_t *p)
         p->handed = 1;
 }
 
+/* Whether zkr's job has the terminal: zkr's process group or its
+ * command's is the terminal's foreground group. */
+static int job_has_tty(const sup_t *p)
+{
+    pid_t fg;
+
+    if (p->tty < 0 || p->g.cmd <= 0)
+        return 0;
+    fg = tcgetpgrp(p->tty);
+    return fg == getpgrp() || fg == p->g.cmd;
+}
+
+/* Gives the terminal to the command's group if zkr's job has it: 1 when
+ * the command's group has it now. */
+static int hand_tty(sup_t *p)
+{
+    give_tty(p);
+    return p->running && p->g.cmd > 0 && tcgetpgrp(p->tty) == p->g.cmd;
+}
+
 /* Takes the terminal back from the command's group, unless someone (a
  * shell) has given it to another group meanwhile. */
 static void take_tty(sup_t *p)
@@ -1194,6 +1214,7 @@ static void continued(sup_t *p)
 {
     if (!p->running || p->exited || p->killing)
         return;
+    p->jc_at = -1; /* a stop forwarded before is called off */
     give_tty(p);
     if (!p->stopped)
         ct_signal_group(p->g.guard, p->g.cmd, SIGCONT);
@@ -1229,6 +1250,19 @@ static void on_report(sup_t *p)
     if (kind == CT_EXITED) {
         p->status = value;
         p->exited = 1;
+    } else if (kind == CT_STOPPED && !p->killing && !ct_is_stopped(p->g.cmd)) {
+        /* Continued since (by fg through us, or by anyone): a stop that
+         * is over is no reason to stop the job now. */
+    } else if (kind == CT_STOPPED && !p->killing && !p->stopped &&
+               (value == SIGTTIN || value == SIGTTOU) && job_has_tty(p) &&
+               hand_tty(p)) {
+        /* The command touched the terminal while the shell's fg was still
+         * on its way down to it (zkr, or a nested zkr, in the foreground
+         * but the terminal not yet passed on): now it has the terminal,
+         * and continues, as if fg had been quicker. */
+        ct_signal_group(p->g.guard, p->g.cmd, SIGCONT);
+        cli_info(p->cli, "the command touched the terminal before it was "
+                         "given it: given, the command is continued");
     } else if (kind == CT_STOPPED && !p->killing &&
                (value == SIGTSTP || value == SIGTTIN || value == SIGTTOU)) {
         /* Ctrl-Z reached the command (its group owns the terminal), or,
