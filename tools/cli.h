@@ -162,8 +162,22 @@ void ct_kill(ct_t *g);
 int ct_read(ct_t *g, int *kind, int *value);
 /* Sends sig to every process of the command: those below the guard, or,
  * once the guard is gone (guard -1), those below zkr but for the processes
- * recorded by ct_record_foreign() and theirs. Returns how many. */
+ * recorded by ct_record_foreign() and theirs. SIGSTOP spares the guards of
+ * nested zkrs. Returns how many. */
 int ct_signal_tree(pid_t guard, int sig);
+/* Sends sig to the processes of the command (as ct_signal_tree()) that are
+ * in process group pgrp. Returns how many. */
+int ct_signal_group(pid_t guard, pid_t pgrp, int sig);
+/* Whether process pid is stopped now (/proc: stopped or traced). */
+int ct_is_stopped(pid_t pid);
+/* Job control: SIGSTOP to the processes of the command that are not
+ * stopped already (nor guards), recorded for ct_cont_tree(). */
+int ct_stop_tree(pid_t guard);
+/* SIGCONT to the processes of the command that ct_stop_tree() stopped and
+ * to those of process group pgrp (the command's: stopped by the terminal);
+ * a process stopped by someone else (a nested zkr's command, a job of an
+ * interactive shell run as the command) is left to that one. */
+int ct_cont_tree(pid_t guard, pid_t pgrp);
 /* How many children zkr has besides the guard and the foreign ones. */
 int ct_orphans(pid_t guard);
 

@@ -34,6 +34,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -50,12 +51,17 @@
 #define FOREIGN_MAX 64
 
 typedef struct ent {
-    pid_t pid, ppid;
+    pid_t pid, ppid, pgrp;
+    char state; /* /proc's: 'T' stopped, 't' traced, ... */
+    char guard; /* named zkr-guard: the guard of a nested zkr */
 } ent_t;
 
 static ent_t ents[SCAN_MAX];
 static pid_t foreign[FOREIGN_MAX];
 static int n_foreign;
+/* The processes ct_stop_tree() stopped, for ct_cont_tree(). */
+static pid_t held[TREE_MAX];
+static int n_held;
 
 int64_t ct_now_ms(void)
 {
@@ -80,14 +86,17 @@ static long digits(const char *s, const char *end)
     return v;
 }
 
-/* The parent of pid from /proc/PID/stat, or -1. */
-static pid_t parent_of(const char *name)
+/* The entry of process name (its pid, in decimal) from /proc/PID/stat:
+ * 0, or -1 if it is gone or unreadable. */
+static int stat_of(const char *name, ent_t *e)
 {
+    static const char guard_name[] = "zkr-guard";
     char path[64] = "/proc/", buf[1024];
     size_t n = strlen(path), k = strlen(name);
-    const char *rp, *q;
+    const char *lp, *rp, *q;
     ssize_t got;
     int fd;
+    long v;
 
     if (k > 20)
         return -1;
@@ -100,19 +109,34 @@ static pid_t parent_of(const char *name)
     if (got <= 0)
         return -1;
     buf[got] = '\0';
-    /* "pid (comm) S ppid ...": comm may hold ')' itself: take the last. */
+    /* "pid (comm) S ppid pgrp ...": comm may hold ')' itself: take the
+     * last. */
+    lp = strchr(buf, '(');
     rp = NULL;
     for (q = buf; *q != '\0'; q++)
         if (*q == ')')
             rp = q;
-    if (rp == NULL || rp[1] != ' ' || rp[2] == '\0' || rp[3] != ' ')
+    if (lp == NULL || rp == NULL || rp < lp || rp[1] != ' ' || rp[2] == '\0' ||
+        rp[3] != ' ')
         return -1;
+    e->state = rp[2];
+    e->guard = (size_t)(rp - lp - 1) == sizeof(guard_name) - 1 &&
+               memcmp(lp + 1, guard_name, sizeof(guard_name) - 1) == 0;
     for (q = rp + 4; *q >= '0' && *q <= '9'; q++)
         ;
-    return (pid_t)digits(rp + 4, q);
+    if ((v = digits(rp + 4, q)) < 0 || *q != ' ')
+        return -1;
+    e->ppid = (pid_t)v;
+    rp = q + 1;
+    for (q = rp; *q >= '0' && *q <= '9'; q++)
+        ;
+    if ((v = digits(rp, q)) < 0)
+        return -1;
+    e->pgrp = (pid_t)v;
+    return 0;
 }
 
-/* Every process's (pid, parent) into ents. Async-signal-safe. */
+/* Every process's entry into ents. Async-signal-safe. */
 static int scan(void)
 {
     char buf[8192] __attribute__((aligned(8)));
@@ -128,11 +152,8 @@ static int scan(void)
             struct dirent64 *d = (struct dirent64 *)(void *)(buf + off);
             long pid = digits(d->d_name, NULL);
             off += d->d_reclen;
-            if (pid > 0 && n < SCAN_MAX) {
-                pid_t pp = parent_of(d->d_name);
-                if (pp >= 0)
-                    ents[n++] = (ent_t){(pid_t)pid, pp};
-            }
+            if (pid > 0 && n < SCAN_MAX && stat_of(d->d_name, &ents[n]) == 0)
+                ents[n++].pid = (pid_t)pid;
         }
     }
     close(dfd);
@@ -148,19 +169,29 @@ static int is_foreign(pid_t pid)
 }
 
 /* The processes descended from root (root excluded), skipping the
- * subtrees of foreign children of root when skip_foreign. */
-static int tree(pid_t root, int skip_foreign, pid_t *out, int max)
+ * subtrees of foreign children of root when skip_foreign: their indexes
+ * in ents. */
+static int tree(pid_t root, int skip_foreign, int *out, int max)
 {
     int n = scan(), k = 0;
 
     for (int i = 0; i < n && k < max; i++)
         if (ents[i].ppid == root && !(skip_foreign && is_foreign(ents[i].pid)))
-            out[k++] = ents[i].pid;
+            out[k++] = i;
     for (int j = 0; j < k; j++)
         for (int i = 0; i < n && k < max; i++)
-            if (ents[i].ppid == out[j])
-                out[k++] = ents[i].pid;
+            if (ents[i].ppid == ents[out[j]].pid)
+                out[k++] = i;
     return k;
+}
+
+/* The command's tree: while the guard lives, below it. After its death
+ * the tree was re-parented to us: our children, but for those recorded
+ * as foreign. */
+static int command_tree(pid_t guard, int *out)
+{
+    return guard > 0 ? tree(guard, 0, out, TREE_MAX)
+                     : tree(getpid(), 1, out, TREE_MAX);
 }
 
 void ct_record_foreign(void)
@@ -174,21 +205,69 @@ void ct_record_foreign(void)
             foreign[n_foreign++] = ents[i].pid;
 }
 
+/* A guard (of a nested zkr) is never stopped: it keeps its own zkr's
+ * safe deadline while that zkr is stopped. */
 int ct_signal_tree(pid_t guard, int sig)
 {
-    static pid_t pids[TREE_MAX];
-    int n, k = 0;
+    static int idx[TREE_MAX];
+    int n = command_tree(guard, idx), k = 0;
 
-    /* While the guard lives, the command's tree is below it. After its
-     * death the tree was re-parented to us: our children, but for those
-     * recorded as foreign. */
-    if (guard > 0)
-        n = tree(guard, 0, pids, TREE_MAX);
-    else
-        n = tree(getpid(), 1, pids, TREE_MAX);
     for (int i = 0; i < n; i++)
-        if (kill(pids[i], sig) == 0)
+        if (!(sig == SIGSTOP && ents[idx[i]].guard) &&
+            kill(ents[idx[i]].pid, sig) == 0)
             k++;
+    return k;
+}
+
+int ct_is_stopped(pid_t pid)
+{
+    char name[24];
+    ent_t e;
+
+    snprintf(name, sizeof(name), "%ld", (long)pid);
+    return stat_of(name, &e) == 0 && (e.state == 'T' || e.state == 't');
+}
+
+int ct_signal_group(pid_t guard, pid_t pgrp, int sig)
+{
+    static int idx[TREE_MAX];
+    int n = command_tree(guard, idx), k = 0;
+
+    for (int i = 0; i < n; i++)
+        if (ents[idx[i]].pgrp == pgrp && kill(ents[idx[i]].pid, sig) == 0)
+            k++;
+    return k;
+}
+
+int ct_stop_tree(pid_t guard)
+{
+    static int idx[TREE_MAX];
+    int n = command_tree(guard, idx);
+
+    n_held = 0;
+    for (int i = 0; i < n; i++) {
+        const ent_t *e = &ents[idx[i]];
+        if (e->state != 'T' && e->state != 't' && !e->guard &&
+            kill(e->pid, SIGSTOP) == 0)
+            held[n_held++] = e->pid;
+    }
+    return n_held;
+}
+
+int ct_cont_tree(pid_t guard, pid_t pgrp)
+{
+    static int idx[TREE_MAX];
+    int n = command_tree(guard, idx), k = 0;
+
+    for (int i = 0; i < n; i++) {
+        const ent_t *e = &ents[idx[i]];
+        int ours = e->pgrp == pgrp;
+        for (int j = 0; j < n_held && !ours; j++)
+            ours = held[j] == e->pid;
+        if (ours && kill(e->pid, SIGCONT) == 0)
+            k++;
+    }
+    n_held = 0;
     return k;
 }
 
@@ -227,13 +306,13 @@ static void send_msg(int fd, int kind, int value, int64_t at)
  * descendant. */
 static void guard_signal(pid_t cmd, int sig)
 {
-    static pid_t pids[TREE_MAX];
-    int n = tree(getpid(), 0, pids, TREE_MAX);
+    static int idx[TREE_MAX];
+    int n = tree(getpid(), 0, idx, TREE_MAX);
 
     if (cmd > 0)
         kill(-cmd, sig);
     for (int i = 0; i < n; i++)
-        kill(pids[i], sig);
+        kill(ents[idx[i]].pid, sig);
 }
 
 /* Whether file is an ELF binary (one the kernel refused: for another

@@ -10,8 +10,9 @@
  *
  * One thread (main) supervises; zkr's callbacks only write small messages
  * to a pipe. Signals are received through a signalfd, so SIGINT, SIGTERM,
- * SIGHUP, SIGCHLD, SIGTSTP, SIGTTIN and SIGTTOU are blocked in every thread
- * (zkr's threads are created after the mask is set and inherit it).
+ * SIGHUP, SIGCHLD, SIGTSTP, SIGTTIN, SIGTTOU and SIGCONT are blocked in
+ * every thread (zkr's threads are created after the mask is set and
+ * inherit it).
  *
  * The command runs under a guard process (contain.c) that is its parent
  * and a subreaper: the grant lasts until every process of the command is
@@ -22,8 +23,12 @@
  *
  * Under a terminal, a foreground zkr makes the command's process group the
  * terminal's foreground group (the command may read it) and takes it back
- * when the command is gone. A command stopped by SIGTSTP/SIGTTIN/SIGTTOU
- * stops zkr too, as Ctrl-Z of zkr does (stop_self()).
+ * when the command is gone. For job control the command's group stands
+ * for zkr's: a command stopped by SIGTSTP/SIGTTIN/SIGTTOU stops zkr's
+ * group with the same signal, as the terminal would have had the command
+ * been in it, so a zkr running a zkr (at any depth) is one job to the
+ * shell; a stop signal to zkr goes to the command's group first (see
+ * stop_self()).
  *
  * What ownership trouble does to the command (--on-suspend):
  *   term    SUSPENDED: SIGTERM to the tree; the safe deadline (LOST):
@@ -120,6 +125,9 @@ typedef struct sup {
     int64_t kill_at; /* CLOCK_BOOTTIME ms: SIGKILL the tree if still there */
     int64_t beat_at; /* next heartbeat to the guard */
     int64_t wake_at; /* -w beyond the library's int: our own deadline */
+    int64_t jc_at;   /* a job-control stop forwarded to the command: stop
+                        the tree ourselves if it has not stopped by then */
+    int jc_sig;      /* that stop's signal */
     int timed_out;   /* we canceled the acquire at wake_at */
     int64_t epoch;   /* elect: the leadership the command runs under */
     int signo;       /* last SIGINT/SIGTERM/SIGHUP received */
@@ -777,6 +785,26 @@ static void give_tty(sup_t *p)
         p->handed = 1;
 }
 
+/* Whether zkr's job has the terminal: zkr's process group or its
+ * command's is the terminal's foreground group. */
+static int job_has_tty(const sup_t *p)
+{
+    pid_t fg;
+
+    if (p->tty < 0 || p->g.cmd <= 0)
+        return 0;
+    fg = tcgetpgrp(p->tty);
+    return fg == getpgrp() || fg == p->g.cmd;
+}
+
+/* Gives the terminal to the command's group if zkr's job has it: 1 when
+ * the command's group has it now. */
+static int hand_tty(sup_t *p)
+{
+    give_tty(p);
+    return p->running && p->g.cmd > 0 && tcgetpgrp(p->tty) == p->g.cmd;
+}
+
 /* Takes the terminal back from the command's group, unless someone (a
  * shell) has given it to another group meanwhile. */
 static void take_tty(sup_t *p)
@@ -856,7 +884,7 @@ static int spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
         p->exited = p->orphaned = p->killing = 0;
         p->stopped = p->softened = p->hard = p->lost = 0;
         p->why = NULL;
-        p->kill_at = -1;
+        p->kill_at = p->jc_at = -1;
         p->beat_at = 0;
         cli_info(p->cli,
                  "%s %s granted (token %" PRId64 "); started %s, pid %d",
@@ -1094,22 +1122,102 @@ static void heartbeat(sup_t *p)
 
 /* ---------------------------------------------------------- main loop */
 
-/* SIGTSTP, SIGTTIN, SIGTTOU (Ctrl-Z, or sent by hand): the command's tree
- * is stopped with us, and we stop. While we are stopped the guard keeps
- * the session's safe deadline: past it the command is killed. Continued,
- * the command is continued (unless --on-suspend stop holds it). */
-static void stop_self(sup_t *p)
+/* How long a command has to stop after zkr forwarded it a stop signal
+ * (it may catch the signal: an editor restores the terminal first) before
+ * zkr stops its tree with SIGSTOP. */
+#define JC_WAIT_MS 1000
+
+/* Stops zkr by sig (SIGTSTP, SIGTTIN, SIGTTOU), the stop of a job: its
+ * parent (a shell, or the guard of an outer zkr) sees a job-control stop.
+ * group: the whole process group, as the terminal stops a job. Returns 1
+ * once continued. The kernel discards these stops in an orphaned process
+ * group (no job control: nobody there would ever continue it): then zkr
+ * does not stop either, and 0 is returned at once. SIGCONT is blocked,
+ * never read by the signalfd: pending, it tells that we were stopped and
+ * continued. The signal's default action is ours for the moment, whatever
+ * disposition zkr inherited (the command inherits that one). */
+static int stop_as_job(int sig, int group)
 {
+    struct timespec zero = {0, 0};
+    struct sigaction dfl, old;
+    sigset_t cont, one;
+
+    sigemptyset(&cont);
+    sigaddset(&cont, SIGCONT);
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    while (sigtimedwait(&cont, NULL, &zero) > 0)
+        ; /* an older continuation */
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigaction(sig, &dfl, &old);
+    /* Unblocked in this thread only: the stop is delivered to it, as the
+     * call returns. */
+    pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+    kill(group ? 0 : getpid(), sig);
+    pthread_sigmask(SIG_BLOCK, &one, NULL);
+    sigaction(sig, &old, NULL);
+    if (sigtimedwait(&cont, NULL, &zero) < 0)
+        return 0; /* discarded: not stopped */
+    while (sigtimedwait(&cont, NULL, &zero) > 0)
+        ;
+    return 1;
+}
+
+/* Job control: the command's tree is stopped with us, and we stop by sig
+ * (group: zkr's whole process group, see stop_as_job()). What the
+ * terminal or a nested zkr stopped already is left as it is. While we are
+ * stopped the guard keeps the session's safe deadline: past it the
+ * command is killed. Continued, the command is given the terminal again
+ * (zkr in the foreground) and then continued: its process group and what
+ * we stopped (unless --on-suspend stop holds it); a nested zkr, continued
+ * so, gives the terminal to its own command and continues it. */
+static void stop_self(sup_t *p, int sig, int group)
+{
+    p->jc_at = -1;
     cli_info(p->cli, "stopped: the command is stopped too");
     if (p->running) {
-        signal_tree(p, SIGSTOP);
+        ct_stop_tree(p->g.guard);
         heartbeat(p);
     }
     take_tty(p);
-    kill(getpid(), SIGSTOP);
+    if (!stop_as_job(sig, group))
+        cli_err("no job control (orphaned process group): zkr does not "
+                "stop; the command is continued");
     give_tty(p);
     if (p->running && !p->stopped && !p->killing)
-        signal_tree(p, SIGCONT);
+        ct_cont_tree(p->g.guard, p->g.cmd);
+}
+
+/* A stop signal for zkr (Ctrl-Z while zkr has the terminal, a shell's
+ * kill -TSTP %1, ...): with a command running, it goes to the command's
+ * process group first, as it would to a job, so that a command that
+ * handles it (an editor, a nested zkr) stops its own way; its stop then
+ * stops zkr (on_report()). Within JC_WAIT_MS zkr stops the tree itself. */
+static void job_stop(sup_t *p, int sig)
+{
+    if (!p->running || p->exited || p->stopped || p->killing) {
+        stop_self(p, sig, 0);
+    } else if (p->jc_at < 0) {
+        p->jc_sig = sig;
+        p->jc_at = now_ms() + JC_WAIT_MS;
+        ct_signal_group(p->g.guard, p->g.cmd, sig);
+    }
+}
+
+/* zkr continued without having stopped itself: the shell's fg after bg
+ * (zkr and the command were continued with the terminal left to the
+ * shell; now it is zkr's group's), or a kill -CONT. As fg does to a job:
+ * the terminal to the command if zkr has it, and SIGCONT to the command's
+ * group (a nested zkr then does the same for its own command). */
+static void continued(sup_t *p)
+{
+    if (!p->running || p->exited || p->killing)
+        return;
+    p->jc_at = -1; /* a stop forwarded before is called off */
+    give_tty(p);
+    if (!p->stopped)
+        ct_signal_group(p->g.guard, p->g.cmd, SIGCONT);
 }
 
 static void on_signal(sup_t *p, int sig)
@@ -1117,10 +1225,13 @@ static void on_signal(sup_t *p, int sig)
     switch (sig) {
     case SIGCHLD:
         return;
+    case SIGCONT:
+        continued(p);
+        return;
     case SIGTSTP:
     case SIGTTIN:
     case SIGTTOU:
-        stop_self(p);
+        job_stop(p, sig);
         return;
     default:
         p->signo = sig;
@@ -1139,19 +1250,35 @@ static void on_report(sup_t *p)
     if (kind == CT_EXITED) {
         p->status = value;
         p->exited = 1;
+    } else if (kind == CT_STOPPED && !p->killing && !ct_is_stopped(p->g.cmd)) {
+        /* Continued since (by fg through us, or by anyone): a stop that
+         * is over is no reason to stop the job now. */
+    } else if (kind == CT_STOPPED && !p->killing && !p->stopped &&
+               (value == SIGTTIN || value == SIGTTOU) && job_has_tty(p) &&
+               hand_tty(p)) {
+        /* The command touched the terminal while the shell's fg was still
+         * on its way down to it (zkr, or a nested zkr, in the foreground
+         * but the terminal not yet passed on): now it has the terminal,
+         * and continues, as if fg had been quicker. */
+        ct_signal_group(p->g.guard, p->g.cmd, SIGCONT);
+        cli_info(p->cli, "the command touched the terminal before it was "
+                         "given it: given, the command is continued");
     } else if (kind == CT_STOPPED && !p->killing &&
                (value == SIGTSTP || value == SIGTTIN || value == SIGTTOU)) {
         /* Ctrl-Z reached the command (its group owns the terminal), or,
-         * zkr in the background, it read or wrote the terminal. (A
-         * SIGSTOP, ours or anyone's, is not job control: left alone.) A
-         * stopped command must not hold the grant unseen: zkr stops as
-         * a job, and the guard's deadline ends the command if nobody
-         * continues zkr (fg) within the session's safe deadline. */
+         * zkr in the background, it read or wrote the terminal, or it
+         * stopped on a stop signal zkr forwarded, or it is a nested zkr
+         * that stopped so. (A SIGSTOP, ours or anyone's, is not job
+         * control: left alone.) A stopped command must not hold the grant
+         * unseen: zkr stops as a job, with its process group unless the
+         * stop was zkr's own, and the guard's deadline ends the command
+         * if nobody continues zkr (fg) within the session's safe
+         * deadline. */
         cli_err("the command was stopped (%s): zkr stops too; the "
                 "command is killed if zkr is not continued within %" PRId64
                 " ms",
                 strsignal(value), zkr_session_valid_ms(p->s));
-        stop_self(p);
+        stop_self(p, value, p->jc_at < 0);
     } else if (kind == CT_DEADLINE && !p->killing) {
         p->killing = 1;
         lose(p, "zkr was not heard from by the safe deadline");
@@ -1182,6 +1309,8 @@ static int wait_event(sup_t *p, struct msg *m)
             timeout = p->beat_at > now ? p->beat_at - now : 0;
         if (p->kill_at >= 0 && p->kill_at - now < timeout)
             timeout = p->kill_at > now ? p->kill_at - now : 0;
+        if (p->jc_at >= 0 && p->jc_at - now < timeout)
+            timeout = p->jc_at > now ? p->jc_at - now : 0;
     }
     if (timeout > 1000000)
         timeout = 1000000; /* poll() takes an int; we wake and look again */
@@ -1203,6 +1332,8 @@ static int wait_event(sup_t *p, struct msg *m)
     }
     if (p->running && (fds[2].revents & (POLLIN | POLLHUP | POLLERR)))
         on_report(p);
+    if (p->running && p->jc_at >= 0 && now_ms() >= p->jc_at)
+        stop_self(p, p->jc_sig, 0); /* the command did not stop */
     if (p->running && p->orphaned)
         reap_orphans(p);
     if (p->running && p->killing)
@@ -1276,8 +1407,8 @@ static int open_session(sup_t *p, const cli_t *c)
             read(p->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
             if (si.ssi_signo == SIGTSTP || si.ssi_signo == SIGTTIN ||
                 si.ssi_signo == SIGTTOU)
-                kill(getpid(), SIGSTOP);
-            else if (si.ssi_signo != SIGCHLD) {
+                stop_as_job((int)si.ssi_signo, 0);
+            else if (si.ssi_signo != SIGCHLD && si.ssi_signo != SIGCONT) {
                 /* Nothing was created yet: nothing to clean up. */
                 fflush(stderr);
                 _exit(128 + (int)si.ssi_signo);
@@ -1293,14 +1424,14 @@ static int open_session(sup_t *p, const cli_t *c)
 
 static int setup(sup_t *p, const cli_t *c, const opts_t *o)
 {
-    sigset_t set;
+    sigset_t set, cont;
 
     memset(p, 0, sizeof(*p));
     p->cli = c;
     p->o = o;
     p->g.guard = p->g.cmd = -1;
     p->g.ctl = p->g.rep = -1;
-    p->kill_at = p->wake_at = -1;
+    p->kill_at = p->wake_at = p->jc_at = -1;
     p->ev[0] = p->ev[1] = p->sfd = -1;
     p->tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (strcmp(o->acl, "private") == 0 && c->auth == NULL)
@@ -1314,13 +1445,20 @@ static int setup(sup_t *p, const cli_t *c, const opts_t *o)
     sigaddset(&set, SIGTSTP);
     sigaddset(&set, SIGTTIN);
     sigaddset(&set, SIGTTOU);
+    sigaddset(&set, SIGCONT);
     /* Subreaper: if the guard is killed, the command's tree comes to us
      * rather than to init. What we had as children before is not the
      * command's. */
     ct_record_foreign();
     /* A write to the guard after it ended is EPIPE, not our death. */
     signal(SIGPIPE, SIG_IGN);
-    if (sigprocmask(SIG_BLOCK, &set, NULL) != 0 ||
+    /* Blocked: a pending SIGCONT tells stop_as_job() that we were stopped
+     * (a continuation happens whatever the mask), which takes it; one that
+     * continued us otherwise is read by the signalfd (continued()). */
+    sigemptyset(&cont);
+    sigaddset(&cont, SIGCONT);
+    if (sigprocmask(SIG_BLOCK, &cont, NULL) != 0 ||
+        sigprocmask(SIG_BLOCK, &set, NULL) != 0 ||
         (p->sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0 ||
         pipe2(p->ev, O_CLOEXEC) != 0 || prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
         cli_err("setup: %s", strerror(errno));
