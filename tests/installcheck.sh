@@ -120,6 +120,25 @@ if [ "$n" -eq 0 ]; then
     not_ok "no example in $examples"
 fi
 
+# ------------------------------------------------- the static library
+# Where libzkr.a is installed (libzkr-dev), a program links it with the
+# command README gives; the ZooKeeper client and libc stay shared. The
+# lock example so linked must need no libzkr.so (it runs below).
+static_cmd='cc lock.c -o lock-static $(pkg-config --cflags zkr) -Wl,-Bstatic $(pkg-config --libs-only-L zkr) -lzkr -Wl,-Bdynamic -lzookeeper_mt -lpthread'
+zkr_libdir=${libdir:-$(pkg-config --variable=libdir zkr 2>/dev/null || true)}
+if [ -e "$root$zkr_libdir/libzkr.a" ] && [ -e "$examples/lock.c" ]; then
+    if (cd "$work" && sh -c "$static_cmd") >"$work/static.cc.log" 2>&1 &&
+        ! readelf -d "$work/lock-static" | grep -q 'NEEDED.*libzkr'; then
+        ok "lock.c links the static library with: $static_cmd"
+    else
+        not_ok "lock.c does not link the static library alone with: $static_cmd"
+        sed 's/^/    /' "$work/static.cc.log"
+        rm -f "$work/lock-static"
+    fi
+else
+    ok "no static library in $root$zkr_libdir (configure --enable-static builds it)"
+fi
+
 # ------------------------------------------------------- the zkr command
 if [ "$cli" -eq 0 ]; then
     if [ -e "$zkr" ]; then
@@ -200,6 +219,18 @@ if [ -x "$work/lock" ]; then
     fi
 else
     not_ok "lock example not built: not run"
+fi
+if [ -x "$work/lock-static" ]; then
+    store=$work/store.static
+    : >"$store"
+    if (cd "$work" && ./lock-static -s "$ZKR_SERVER" -p /installcheck/lock \
+        -f "$store" -n 1 -w 1) >"$work/lock-static.log" 2>&1 &&
+        [ "$(awk '{ print $2 }' "$store")" = "1" ]; then
+        ok "lock example linked statically: 1 fenced round"
+    else
+        not_ok "lock example linked statically; its output:"
+        sed 's/^/    /' "$work/lock-static.log"
+    fi
 fi
 
 # The command under the lock sees its fencing token.
