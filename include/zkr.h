@@ -187,7 +187,10 @@ ZKR_EXTERN const char *zkr_version_string(void);
       "a server's host name does not resolve: check the name and DNS")         \
     X(ENOCHROOT, -1019,                                                        \
       "the chroot does not exist on the server: create it, or check the "      \
-      "path after HOST:PORT")
+      "path after HOST:PORT")                                                  \
+    X(EREFUSED, -1020,                                                         \
+      "every server refused the connection: check that ZooKeeper runs and "    \
+      "listens on the ports listed")
 
 typedef enum {
 #define ZKR__ERR_ENUM(name, val, text) ZKR_##name = (val),
@@ -326,8 +329,10 @@ typedef struct zkr_session_options {
  * \return 0; ZBADARGUMENTS (NULL out or hosts, empty hosts, negative
  *   timeout, invalid chroot or digest, log_level out of range, a nonzero
  *   `reserved_`); ZKR_ETIMEDOUT (no connection within
- *   the connect timeout); ZAUTHFAILED (digest credentials refused);
- *   ZKR_ENOMEM; ZKR_ESYS (thread or pipe creation failed);
+ *   the connect timeout); ZKR_EREFUSED (no connection within the connect
+ *   timeout, and then every address of the list refused a TCP connection
+ *   at once: nothing listens there; logged per address); ZAUTHFAILED (digest
+ * credentials refused); ZKR_ENOMEM; ZKR_ESYS (thread or pipe creation failed);
  *   ZKR_EBADADDR (an entry of `hosts` is not HOST:PORT, [IPv6]:PORT
  *   included, with a port 1..65535); ZKR_ERESOLVE (the client could not
  *   start and a host name of the list does not resolve: the log says

@@ -82,9 +82,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1795,6 +1797,105 @@ static int why_no_handle(zkr_session_t *s, const char *hosts)
     return rc;
 }
 
+/* No connection within the connect timeout: ZKR_EREFUSED (each address
+ * logged) if every address of the list refuses a TCP connection now (an
+ * answer, not a silence: nothing listens there), else ZKR_ETIMEDOUT. The
+ * probes run at once; an address that neither accepts nor refuses within
+ * PROBE_MS counts as not refused. */
+#define PROBE_MS 1000
+#define PROBE_MAX 64
+static int why_not_connected(zkr_session_t *s, const char *hosts)
+{
+    char *buf = zkr__strdup(hosts), *entry, *save = NULL;
+    struct pollfd fds[PROBE_MAX];
+    char names[PROBE_MAX][80];
+    int n = 0, refused = 0, other = 0;
+    int64_t deadline = zkr__now_ms() + PROBE_MS;
+
+    if (buf == NULL)
+        return ZKR_ETIMEDOUT;
+    for (entry = strtok_r(buf, ",", &save); entry != NULL && !other;
+         entry = strtok_r(NULL, ",", &save)) {
+        struct addrinfo hints = {0}, *res = NULL, *ai;
+        char *colon = strrchr(entry, ':'), *host = entry;
+
+        if (colon == NULL) {
+            other = 1;
+            break;
+        }
+        *colon = '\0';
+        if (host[0] == '[' && colon > host + 1 && colon[-1] == ']') {
+            host++;
+            colon[-1] = '\0';
+        }
+        hints.ai_socktype = SOCK_STREAM;
+        if (getaddrinfo(host, colon + 1, &hints, &res) != 0) {
+            other = 1;
+            break;
+        }
+        for (ai = res; ai != NULL && !other; ai = ai->ai_next) {
+            int fd;
+            if (n == PROBE_MAX ||
+                (fd = socket(ai->ai_family,
+                             SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) <
+                    0) {
+                other = 1;
+                break;
+            }
+            snprintf(names[n], sizeof(names[n]), "%s:%s", host, colon + 1);
+            if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 ||
+                (errno != EINPROGRESS && errno != ECONNREFUSED)) {
+                close(fd);
+                other = 1;
+            } else if (errno == ECONNREFUSED) {
+                close(fd);
+                refused++;
+                zkr__log(s, ZKR_LOG_ERROR, "%s refused the connection",
+                         names[n]);
+            } else {
+                fds[n].fd = fd;
+                fds[n].events = POLLOUT;
+                fds[n].revents = 0;
+                n++;
+            }
+        }
+        freeaddrinfo(res);
+    }
+    free(buf);
+    /* The connects under way: each must fail with ECONNREFUSED. */
+    for (int done = 0; !other && done < n;) {
+        int64_t left = deadline - zkr__now_ms();
+        int r = left > 0 ? poll(fds, (nfds_t)n, (int)left) : 0;
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            other = 1;
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            int err = 0;
+            socklen_t len = sizeof(err);
+            if (fds[i].fd < 0 || fds[i].revents == 0)
+                continue;
+            if (getsockopt(fds[i].fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 ||
+                err != ECONNREFUSED) {
+                other = 1;
+            } else {
+                refused++;
+                zkr__log(s, ZKR_LOG_ERROR, "%s refused the connection",
+                         names[i]);
+            }
+            close(fds[i].fd);
+            fds[i].fd = -1;
+            done++;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (fds[i].fd >= 0)
+            close(fds[i].fd);
+    return !other && refused > 0 ? ZKR_EREFUSED : ZKR_ETIMEDOUT;
+}
+
 /* Just connected with a chroot: ZKR_ENOCHROOT (logged) if the server has
  * no such node, so that the first request does not fail with ZNONODE
  * instead. Any other answer (a connection lost meanwhile) is left to the
@@ -1904,6 +2005,8 @@ int zkr_session_open(zkr_session_t **out, const char *hosts,
          : s->auth_failed                ? ZAUTHFAILED
                                          : ZKR_ETIMEDOUT;
     pthread_mutex_unlock(&s->mu);
+    if (rc == ZKR_ETIMEDOUT)
+        rc = why_not_connected(s, hosts);
     if (rc == 0 && o.chroot != NULL)
         rc = check_chroot(s, o.chroot);
     if (rc != 0) {

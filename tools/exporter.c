@@ -356,6 +356,8 @@ static const char *open_failure(int rc)
 {
     if (rc == ZKR_ETIMEDOUT)
         return "connecting"; /* no server answered in time */
+    if (rc == ZKR_EREFUSED)
+        return "refused"; /* every server refused the connection */
     if (rc == ZAUTHFAILED)
         return "auth_failed";
     if (rc == ZSYSTEMERROR)

@@ -89,6 +89,7 @@ int cli_exit_of(int rc)
     case ZAUTHFAILED:
         return CLI_EXIT_NOPERM;
     case ZKR_ETIMEDOUT:
+    case ZKR_EREFUSED:
     case ZKR_ELOST:
     case ZKR_ECLOSED:
     case ZCONNECTIONLOSS:
@@ -202,6 +203,12 @@ int cli_open_session(const cli_t *c, zkr_session_t **out)
     if (rc == ZKR_ETIMEDOUT) {
         cli_err("cannot reach ZooKeeper at %s (no session within %d ms)",
                 c->hosts, c->session_timeout_ms);
+        return CLI_EXIT_UNAVAILABLE;
+    }
+    if (rc == ZKR_EREFUSED) {
+        cli_err("cannot reach ZooKeeper at %s: connection refused (is it "
+                "running, on that port?)",
+                c->hosts);
         return CLI_EXIT_UNAVAILABLE;
     }
     if (rc == ZAUTHFAILED) {

@@ -120,6 +120,8 @@ test_exit_statuses() {
     err=$("$ZKR" -s 127.0.0.1:1 --session-timeout 1000 lock /cli/x true 2>&1) || rc=$?
     expect "unreachable: exit $rc" [ "$rc" -eq 69 ]
     expect "unreachable: '$err'" [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ]
+    # Port 1 refuses: the line says so, not only that no session came.
+    expect "refused port: '$err'" grep -q "connection refused" <<<"$err"
     expect "nodes left behind" [ "$(zk_count /cli/x)" -eq 0 ]
 }
 

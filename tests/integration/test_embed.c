@@ -242,9 +242,55 @@ static void test_connection_failure_names_host_and_errno(void **state)
     o.log_fn = sink_fn;
     o.log_data = &k;
     o.connect_timeout_ms = 1500;
-    assert_int_equal(zkr_session_open(&s, hosts, T, &o), ZKR_ETIMEDOUT);
+    assert_int_equal(zkr_session_open(&s, hosts, T, &o), ZKR_EREFUSED);
+    assert_null(s);
     assert_true(sink_find(&k, ZKR_LOG_ERROR, hosts) >= 0);
     assert_true(sink_find(&k, ZKR_LOG_ERROR, "errno=111") >= 0);
+}
+
+static void refused_hosts(char *hosts, size_t len);
+
+/* zkr.h: no connection within the connect timeout is ZKR_EREFUSED when
+ * every address then refuses a TCP connection (nothing listens there), and
+ * ZKR_ETIMEDOUT when one accepts it but no session comes (a port that
+ * listens and never speaks, as a hung server or the wrong service). */
+static void test_refused_port_is_named(void **state)
+{
+    static struct sink k;
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+    struct sockaddr_in sa = {0};
+    socklen_t len = sizeof(sa);
+    char hosts[64], both[160];
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    (void)state;
+    sink_init(&k);
+    o.log_fn = sink_fn;
+    o.log_data = &k;
+    o.connect_timeout_ms = 1500;
+    refused_hosts(hosts, sizeof(hosts));
+    assert_int_equal(zkr_session_open(&s, hosts, T, &o), ZKR_EREFUSED);
+    assert_null(s);
+    assert_true(sink_find(&k, ZKR_LOG_ERROR, "refused the connection") >= 0);
+    assert_string_equal(zkr_errname(ZKR_EREFUSED), "ZKR_EREFUSED");
+    assert_non_null(strstr(zkr_strerror(ZKR_EREFUSED), "refused"));
+    assert_non_null(strstr(zkr_strerror(ZKR_EREFUSED), "listens"));
+
+    /* A port that listens and never answers: a timeout, not a refusal. */
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(fd, 16), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    snprintf(both, sizeof(both), "127.0.0.1:%d", ntohs(sa.sin_port));
+    assert_int_equal(zkr_session_open(&s, both, T, &o), ZKR_ETIMEDOUT);
+    assert_null(s);
+    /* One refusing, one silent: not every server refused. */
+    snprintf(both, sizeof(both), "%s,127.0.0.1:%d", hosts, ntohs(sa.sin_port));
+    assert_int_equal(zkr_session_open(&s, both, T, &o), ZKR_ETIMEDOUT);
+    assert_null(s);
+    close(fd);
 }
 
 /* ----------------------------------------- repeated connection errors */
@@ -299,12 +345,12 @@ static void test_refused_open_log_is_summarised(void **state)
     o.log_fn = sink_fn;
     o.log_data = &k;
     o.connect_timeout_ms = OUTAGE_MS;
-    assert_int_equal(zkr_session_open(&s, hosts, T, &o), ZKR_ETIMEDOUT);
-    /* The state change (the first error, naming host and errno), plus
-     * one summary per interval. */
+    assert_int_equal(zkr_session_open(&s, hosts, T, &o), ZKR_EREFUSED);
+    /* The state change (the first error, naming host and errno), one
+     * summary per interval, and the verdict (refused). */
     fprintf(stderr, "# %d lines at the default level in %d ms\n",
             sink_lines(&k), OUTAGE_MS);
-    assert_true(sink_lines(&k) <= 1 + OUTAGE_MS / LOG_SUMMARY_MS);
+    assert_true(sink_lines(&k) <= 2 + OUTAGE_MS / LOG_SUMMARY_MS);
     assert_int_equal(sink_find(&k, ZKR_LOG_ERROR, "errno=111"), 0);
     assert_true(sink_find(&k, ZKR_LOG_WARN, "still cannot reach") > 0);
     assert_true(sink_find(&k, ZKR_LOG_WARN, hosts) > 0);
@@ -317,7 +363,7 @@ static void test_refused_open_log_is_summarised(void **state)
     o.log_data = &d;
     o.log_level = ZKR_LOG_DEBUG;
     o.connect_timeout_ms = 3000;
-    assert_int_equal(zkr_session_open(&s, hosts, T, &o), ZKR_ETIMEDOUT);
+    assert_int_equal(zkr_session_open(&s, hosts, T, &o), ZKR_EREFUSED);
     zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
     assert_true(sink_find(&d, ZKR_LOG_ERROR, "errno=111") >= 0);
     assert_true(sink_find(&d, ZKR_LOG_DEBUG, "errno=111") > 0);
@@ -885,6 +931,7 @@ int main(void)
         cmocka_unit_test(test_log_callback_per_session),
         cmocka_unit_test(test_lost_is_logged),
         cmocka_unit_test(test_connection_failure_names_host_and_errno),
+        cmocka_unit_test(test_refused_port_is_named),
         cmocka_unit_test(test_bad_log_options),
         cmocka_unit_test(test_fork_child_frees_inherited_handles),
         cmocka_unit_test(test_fork_in_completion_callback),
