@@ -202,7 +202,8 @@ typedef enum {
  * \brief Describes an error code.
  * \param rc a zkr code, a ZooKeeper code, or 0.
  * \return a static string; never NULL. ZooKeeper codes are described by
- *   ZooKeeper's zerror().
+ *   ZooKeeper's zerror(); for ZNOAUTH, ZINVALIDACL and ZAUTHFAILED (a
+ *   misconfiguration's codes) that text is followed by what to check.
  */
 ZKR_EXTERN const char *zkr_strerror(int rc);
 

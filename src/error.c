@@ -13,6 +13,23 @@ const char *zkr_strerror(int rc)
     default:
         break;
     }
+    /* The ZooKeeper codes a misconfiguration causes: zerror()'s text, then
+     * what to check. */
+    switch (rc) {
+    case ZNOAUTH:
+        return "not authenticated: the node's ACL, or its parent's, does not "
+               "give this session the permission; check the path's ACL "
+               "(getAcl) and the session's credentials (digest)";
+    case ZINVALIDACL:
+        return "invalid acl: an ACL of 'auth' or 'digest' ids (such as "
+               "ZOO_CREATOR_ALL_ACL) needs credentials added to the session "
+               "first (digest), or the ACL vector is empty or malformed";
+    case ZAUTHFAILED:
+        return "authentication failed: the server refused the "
+               "credentials; check the user:password of the digest";
+    default:
+        break;
+    }
     if (rc > -1000) {
         const char *z = zerror(rc);
         if (z != NULL)

@@ -487,6 +487,40 @@ static void test_missing_chroot_is_named(void **state)
     assert_int_equal(zkr_session_free(s), 0);
 }
 
+/* ACL causes (zkr.h: ZooKeeper's codes pass through; zkr_strerror() says
+ * what to check): a directory whose ACL lets this session only read
+ * gives ZNOAUTH at acquire, and an ACL of the creator's ids on a session
+ * without credentials ZINVALIDACL; both texts name the ACL or the
+ * credentials, and neither leaves a node. */
+static void test_acl_errors_say_what_to_check(void **state)
+{
+    static struct ACL read_only[] = {
+        {0x01 /* ZOO_PERM_READ */, {"world", "anyone"}}};
+    struct ACL_vector ro = {1, read_only};
+    zkr_session_t *s = open_session(T);
+    zkr_lock_t *l = NULL;
+    int rc;
+
+    (void)state;
+    assert_int_equal(zoo_create(raw, "/embed-ro", "", 0, &ro, 0, NULL, 0), ZOK);
+    l = new_lock(s, "/embed-ro/lock", "a");
+    rc = zkr_lock_acquire(l, 0);
+    assert_int_equal(rc, ZNOAUTH);
+    assert_non_null(strstr(zkr_strerror(rc), "ACL"));
+    assert_int_equal(zkr_lock_state(l), ZKR_LOCK_IDLE);
+    zkr_lock_free(l);
+    assert_int_equal(children("/embed-ro"), 0);
+
+    assert_int_equal(
+        zkr_lock_new(&l, s, "/embed-creator", "a", &ZOO_CREATOR_ALL_ACL), 0);
+    rc = zkr_lock_acquire(l, 0);
+    assert_int_equal(rc, ZINVALIDACL);
+    assert_non_null(strstr(zkr_strerror(rc), "credentials"));
+    zkr_lock_free(l);
+    assert_int_equal(zoo_exists(raw, "/embed-creator", 0, NULL), ZNONODE);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
 /* Bad options are refused with ZBADARGUMENTS. */
 static void test_bad_log_options(void **state)
 {
@@ -932,6 +966,7 @@ int main(void)
         cmocka_unit_test(test_lost_is_logged),
         cmocka_unit_test(test_connection_failure_names_host_and_errno),
         cmocka_unit_test(test_refused_port_is_named),
+        cmocka_unit_test(test_acl_errors_say_what_to_check),
         cmocka_unit_test(test_bad_log_options),
         cmocka_unit_test(test_fork_child_frees_inherited_handles),
         cmocka_unit_test(test_fork_in_completion_callback),
