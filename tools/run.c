@@ -1467,12 +1467,69 @@ static int setup(sup_t *p, const cli_t *c, const opts_t *o)
     return open_session(p, c);
 }
 
-/* --metrics-file: the session's metrics, written to a temporary file in
- * the same directory and renamed over FILE, so that a reader (such as
- * node_exporter's textfile collector) never sees half a file. A failure
- * is reported but does not change the exit status: the command's result
- * is what the status tells. */
-static void write_metrics(const sup_t *p)
+#define LAST_SUCCESS "zkr_run_last_success_timestamp_seconds"
+
+/* The value of LAST_SUCCESS in the file a previous run wrote, or NULL. */
+static char *previous_success(const char *file, char *buf, size_t len)
+{
+    FILE *f = fopen(file, "r");
+    char line[256];
+    char *found = NULL;
+
+    if (f == NULL)
+        return NULL;
+    while (found == NULL && fgets(line, sizeof(line), f) != NULL) {
+        size_t n = strlen(LAST_SUCCESS);
+        char *end;
+        if (strncmp(line, LAST_SUCCESS, n) != 0 || line[n] != ' ')
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        (void)strtod(line + n + 1, &end);
+        if (end != line + n + 1 && *end == '\0' && strlen(line + n + 1) < len) {
+            strcpy(buf, line + n + 1);
+            found = buf;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* What a batch job's monitoring needs beside the session's metrics: when
+ * this run ended, its exit status, and when a run last succeeded (exit 0;
+ * a failed run carries the time over from the file it replaces, so that
+ * an alert on "no success for a day" works with one file per job). */
+static void write_run_metrics(FILE *f, const char *file, int status)
+{
+    struct timespec ts;
+    char prev[64], *last = NULL, now[64];
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(now, sizeof(now), "%lld.%03ld", (long long)ts.tv_sec,
+             ts.tv_nsec / 1000000);
+    fprintf(f,
+            "# HELP zkr_run_end_timestamp_seconds When this zkr run ended "
+            "(Unix time).\n# TYPE zkr_run_end_timestamp_seconds gauge\n"
+            "zkr_run_end_timestamp_seconds %s\n",
+            now);
+    fprintf(f,
+            "# HELP zkr_run_exit_status The exit status of this zkr run.\n"
+            "# TYPE zkr_run_exit_status gauge\nzkr_run_exit_status %d\n",
+            status);
+    last = status == 0 ? now : previous_success(file, prev, sizeof(prev));
+    if (last != NULL)
+        fprintf(f,
+                "# HELP " LAST_SUCCESS " When a run writing this file last "
+                "ended with status 0 (Unix time).\n# TYPE " LAST_SUCCESS
+                " gauge\n" LAST_SUCCESS " %s\n",
+                last);
+}
+
+/* --metrics-file: the session's metrics and the run's, written to a
+ * temporary file in the same directory and renamed over FILE, so that a
+ * reader (such as node_exporter's textfile collector) never sees half a
+ * file. A failure is reported but does not change the exit status: the
+ * command's result is what the status tells. */
+static void write_metrics(const sup_t *p, int status)
 {
     const char *file = p->o->metrics_file;
     char tmp[4096];
@@ -1486,6 +1543,8 @@ static void write_metrics(const sup_t *p)
         errno = ENAMETOOLONG;
     } else if ((f = fopen(tmp, "w")) != NULL) {
         rc = zkr_metrics_write(p->s, f);
+        if (rc == 0)
+            write_run_metrics(f, file, status);
         if (fclose(f) != 0 && rc == 0)
             rc = ZKR_ESYS;
         if (rc == 0 && rename(tmp, file) != 0)
@@ -1502,13 +1561,13 @@ static void write_metrics(const sup_t *p)
         cli_err("cannot write --metrics-file %s: %s", file, zkr_strerror(rc));
 }
 
-static void teardown(sup_t *p)
+static void teardown(sup_t *p, int status)
 {
     zkr_item_free(p->it); /* a claim still held is given back */
     zkr_workq_free(p->q);
     zkr_lock_free(p->l);
     zkr_election_free(p->e);
-    write_metrics(p);
+    write_metrics(p, status);
     if (p->s != NULL) {
         zkr_session_remove_listener(p->s, on_session, p);
         zkr_session_free(p->s);
@@ -1709,7 +1768,7 @@ static int run_lock(const cli_t *c, const opts_t *o)
         status = o->lost_code;
     }
 out:
-    teardown(&p);
+    teardown(&p, status);
     return status;
 }
 
@@ -1842,7 +1901,7 @@ static int run_take(const cli_t *c, const opts_t *o)
         status = o->lost_code;
     }
 out:
-    teardown(&p);
+    teardown(&p, status);
     return status;
 }
 
@@ -1942,7 +2001,7 @@ static int run_elect(const cli_t *c, const opts_t *o)
         }
     }
 out:
-    teardown(&p);
+    teardown(&p, status);
     return status;
 }
 

@@ -78,6 +78,38 @@ test_files_promtool() {
     done
 }
 
+# A batch job's file says when the run ended, its exit status, and when a
+# run last succeeded: a failed run keeps the time of the last success
+# from the file it replaces (an alert on "no success for a day" works
+# with one file per job); with no success ever, there is no such sample.
+test_run_metrics() {
+    local f=$WORK/job.prom t0 t1 ok1 st
+    rm -f "$f"
+    t0=$(date +%s)
+    "$ZKR" lock --metrics-file "$f" /cli/metrics/job sh -c 'exit 3'
+    st=$?
+    expect "exit $st" [ "$st" -eq 3 ]
+    expect "exit status not 3: $(grep zkr_run "$f")" metric "$f" 'zkr_run_exit_status 3'
+    expect "a success before any" [ "$(grep -c '^zkr_run_last_success' "$f")" = 0 ]
+    "$ZKR" lock --metrics-file "$f" /cli/metrics/job true
+    t1=$(date +%s)
+    expect "exit status not 0" metric "$f" 'zkr_run_exit_status 0'
+    ok1=$(awk '$1 == "zkr_run_last_success_timestamp_seconds" { print $2 }' "$f")
+    expect "last success $ok1 not within [$t0, $t1]" awk -v v="$ok1" \
+        -v a="$t0" -v b="$t1" 'BEGIN { exit !(v != "" && v >= a && v <= b + 1) }'
+    expect "end time not the success's" [ "$(awk \
+        '$1 == "zkr_run_end_timestamp_seconds" { print $2 }' "$f")" = "$ok1" ]
+    sleep 1
+    "$ZKR" lock --metrics-file "$f" /cli/metrics/job false
+    expect "exit status not 1" metric "$f" 'zkr_run_exit_status 1'
+    expect "the last success not carried over: $(grep zkr_run "$f")" \
+        metric "$f" "zkr_run_last_success_timestamp_seconds $ok1"
+    expect "end time not moved on" awk -v e="$(awk \
+        '$1 == "zkr_run_end_timestamp_seconds" { print $2 }' "$f")" \
+        -v s="$ok1" 'BEGIN { exit !(e > s) }'
+    expect "promtool rejects job.prom" promtool_ok "$f"
+}
+
 # An unwritable FILE is reported; the exit status stays the command's.
 test_unwritable() {
     local st
@@ -97,5 +129,6 @@ run_test test_format_promtool
 run_test test_lock_file
 run_test test_busy_sem_elect
 run_test test_files_promtool
+run_test test_run_metrics
 run_test test_unwritable
 done_testing
