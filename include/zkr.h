@@ -118,13 +118,15 @@ extern "C" {
 #define ZKR_EXTERN
 #endif
 
+/** \defgroup zkr_errors Versions, error codes and their names
+ * @{
+ */
 /**
  * \name Versions
  * The version of this header (configure.ac's AC_INIT; a test checks they
  * agree). zkr_version() gives the library's, which may be newer: the ABI
- * only grows within a major version (symbols are versioned
- * `ZKR_<major>.<minor>` and CI compares the ABI with the baseline in
- * tests/abi/).
+ * only grows within a major version (each symbol is versioned
+ * `ZKR_<major>.<minor>`, the version that introduced it).
  * @{
  */
 #define ZKR_VERSION_MAJOR 0
@@ -192,6 +194,8 @@ ZKR_EXTERN const char *zkr_version_string(void);
       "every server refused the connection: check that ZooKeeper runs and "    \
       "listens on the ports listed")
 
+/** zkr's own error codes, all below -1000 (the values and texts of
+ *  ZKR_ERRNO_MAP); zkr_strerror() describes each, zkr_errname() names it. */
 typedef enum {
 #define ZKR__ERR_ENUM(name, val, text) ZKR_##name = (val),
     ZKR_ERRNO_MAP(ZKR__ERR_ENUM)
@@ -213,9 +217,14 @@ ZKR_EXTERN const char *zkr_strerror(int rc);
  */
 ZKR_EXTERN const char *zkr_errname(int rc);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Session                                                                   */
 /* ------------------------------------------------------------------------ */
+/** \defgroup zkr_session Sessions: open, listen, dispatch, close
+ * @{
+ */
 
 /** A zkr session: one ZooKeeper handle and its connection state. */
 typedef struct zkr_session zkr_session_t;
@@ -578,9 +587,14 @@ typedef enum {
 /** \brief Reads a counter; 0 for NULL or an unknown counter. */
 ZKR_EXTERN uint64_t zkr_session_counter(zkr_session_t *s, zkr_counter_t c);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Contenders (observability)                                                */
 /* ------------------------------------------------------------------------ */
+/** \defgroup zkr_contenders Contenders: who holds and who waits on a path
+ * @{
+ */
 
 /** \brief One contender of a queue, as read from ZooKeeper. */
 typedef struct zkr_contender {
@@ -655,9 +669,14 @@ ZKR_EXTERN int zkr_delay_closed(zkr_session_t *s, const char *path,
 /** \brief Frees an array from zkr_contenders_list(); NULL is a no-op. */
 ZKR_EXTERN void zkr_contenders_free(zkr_contender_t *v, int count);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Exclusive lock                                                            */
 /* ------------------------------------------------------------------------ */
+/** \defgroup zkr_lock Distributed exclusive lock with fencing tokens
+ * @{
+ */
 
 /** A fair (FIFO) exclusive lock. Thread-safe. */
 typedef struct zkr_lock zkr_lock_t;
@@ -969,9 +988,15 @@ ZKR_EXTERN int zkr_lock_set_delay_flags(zkr_lock_t *l, unsigned flags);
 ZKR_EXTERN int zkr_lock_contenders(zkr_lock_t *l, zkr_contender_t **out,
                                    int *count);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Fencing: sequencers, guarded writes, resource-side checks                 */
 /* ------------------------------------------------------------------------ */
+/** \defgroup zkr_fence Fencing tokens: sequencers, guarded writes
+ * The checks a resource makes on the tokens it is given are here too.
+ * @{
+ */
 
 /** Buffer size that always fits a formatted sequencer and its NUL. */
 #define ZKR_SEQUENCER_MAX (ZKR_NODE_MAX + 64)
@@ -1151,9 +1176,14 @@ ZKR_EXTERN int zkr_lock_guarded_multi_async(zkr_lock_t *l, int count,
  */
 ZKR_EXTERN int zkr_fence_admit(int64_t *highest, int64_t token);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Leader election                                                           */
 /* ------------------------------------------------------------------------ */
+/** \defgroup zkr_election Leader election and observers
+ * @{
+ */
 
 /** A candidate in a leader election. Thread-safe. */
 typedef struct zkr_election zkr_election_t;
@@ -1467,9 +1497,14 @@ ZKR_EXTERN int zkr_observer_new(zkr_observer_t **out, zkr_session_t *s,
  */
 ZKR_EXTERN void zkr_observer_free(zkr_observer_t *o);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Counting semaphore and read/write lock                                    */
 /* ------------------------------------------------------------------------ */
+/** \defgroup zkr_semaphore Counting semaphore and read/write lock
+ * @{
+ */
 
 /**
  * \brief Creates one permit handle of a FIFO counting semaphore of
@@ -1527,9 +1562,14 @@ ZKR_EXTERN int zkr_rwlock_new(zkr_lock_t **read, zkr_lock_t **write,
                               zkr_session_t *s, const char *path,
                               const char *id, const struct ACL_vector *acl);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Work queue (docs/design/workq.md)                                         */
 /* ------------------------------------------------------------------------ */
+/** \defgroup zkr_workq Fenced FIFO work queue with priorities
+ * @{
+ */
 
 /** A fenced FIFO work queue with fair consumers. Thread-safe. (Not
  * `zkr_queue_*`: ZooKeeper's contrib C recipes own those names.) */
@@ -1832,9 +1872,14 @@ ZKR_EXTERN int zkr_item_nack_async(zkr_item_t *it, zkr_nack_where_t where,
  */
 ZKR_EXTERN void zkr_item_free(zkr_item_t *it);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Metrics (docs/OBSERVABILITY.md)                                           */
 /* ------------------------------------------------------------------------ */
+/** \defgroup zkr_metrics Metrics in the Prometheus text format
+ * @{
+ */
 
 /**
  * \brief Writes the metrics of a session and of its recipes in the
@@ -1890,6 +1935,8 @@ ZKR_EXTERN void zkr_metrics_text_free(char *text);
 ZKR_EXTERN int zkr_metrics_value(zkr_session_t *s, const char *name,
                                  const char *kind, const char *path,
                                  double *out);
+
+/** @} */
 
 #ifdef __cplusplus
 }

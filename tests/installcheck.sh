@@ -154,10 +154,10 @@ else
 fi
 
 # ------------------------------------------------------ man(3) pages
-# The API's page, a link to it per function (here zkr_lock_fd), the
-# structs' pages, and no page named after a struct member; `man 3
-# zkr_lock_fd` shows the function and groff warns of
-# nothing in any page.
+# The API's page, a page per family of calls (here zkr_lock) and a link
+# to it per function (here zkr_lock_fd), the structs' pages, no page named
+# after a struct member, and zkr(7); `man 3 zkr_lock_fd` shows the
+# function and groff warns of nothing in any page.
 man3=$root$mandir/man3
 # A page's text, installed plain or gzipped (Debian's packages).
 man_page() {
@@ -187,7 +187,8 @@ man_link_to() {
 if ! command -v doxygen >/dev/null || ! command -v man >/dev/null; then
     not_ok "man(3) pages: doxygen or man is missing (Debian packages doxygen, man-db)"
 elif man_page zkr.h.3 | grep '^\.SH NAME' >/dev/null &&
-    man_link_to zkr_lock_fd.3 zkr.h.3 &&
+    man_link_to zkr_lock_fd.3 zkr_lock.3 &&
+    man_page zkr_lock.3 | grep '^zkr_lock \\- ' >/dev/null &&
     man_page zkr_session_options.3 | grep '^\.SH NAME' >/dev/null &&
     [ ! -e "$man3/path.3" ] && [ ! -e "$man3/path.3.gz" ] &&
     MANWIDTH=80 man -M "$root$mandir" 3 zkr_lock_fd 2>/dev/null |
@@ -197,6 +198,12 @@ elif man_page zkr.h.3 | grep '^\.SH NAME' >/dev/null &&
 else
     not_ok "man(3) pages missing or wrong in $man3"
     man_warnings | sed 's/^/    /'
+fi
+man7=$root$mandir/man7
+if [ -e "$man7/zkr.7" ] || [ -e "$man7/zkr.7.gz" ]; then
+    ok "zkr(7) in $man7"
+else
+    not_ok "zkr(7) missing from $man7"
 fi
 
 # ------------------------------------------- against a throwaway server
