@@ -407,23 +407,35 @@ static int sequential(const char *name)
     if (n < 10)
         return 0;
     for (size_t i = n - 10; i < n; i++)
-        if (name[i] < '0' || name[i] > '9')
-            return 0;
+        if ((name[i] < '0' || name[i] > '9') &&
+            !(i == n - 10 && name[i] == '-'))
+            return 0; /* past 2^31 the server writes "-000000001" */
     return 1;
+}
+
+/* 1 when a child's name is one of a zkr work queue's own nodes: the node
+ * above may be a work queue (cli_is_workq() decides). */
+static int workq_child(const char *name)
+{
+    return strcmp(name, "consumers") == 0 ||
+           (name[0] == 'q' && name[1] >= '0' && name[1] <= '3' &&
+            name[2] == '\0');
 }
 
 /* Walks the tree below each --prefix (breadth first, at most
  * DISCOVER_DEPTH levels and DISCOVER_NODES nodes a pass) and watches every
  * node with a child named as a sequential node (a lock, read/write lock,
- * semaphore or election; a work queue's consumers' line) that it does not
- * watch yet; it does not descend below such a node. A path found is
+ * semaphore or election) that it does not watch yet; it does not descend
+ * below such a node, nor below a work queue (whose consumers' line and
+ * buckets hold sequential nodes too: the exporter has no work-queue
+ * metrics; `zkr queue len` and `zkr inspect` read one). A path found is
  * watched until the exporter stops (its node may go when idle: exists 0).
  * No ZooKeeper call is made with x->mu held. */
 static void discover(exporter_t *x)
 {
     zhandle_t *zh = zkr_session_handle(x->s);
     char **queue = NULL;
-    int *depth = NULL, head = 0, tail = 0, visited = 0, rc = ZOK;
+    int *depth = NULL, head = 0, tail = 0, rc = ZOK;
 
     if (zh == NULL ||
         (queue = calloc(DISCOVER_NODES, sizeof(*queue))) == NULL ||
@@ -437,12 +449,17 @@ static void discover(exporter_t *x)
     while (head < tail && rc != ZCONNECTIONLOSS && rc != ZSESSIONEXPIRED) {
         struct String_vector kids = {0};
         char *path = queue[head];
-        int d = depth[head++], recipe = 0;
+        int d = depth[head++], recipe = 0, queue_like = 0;
 
-        visited++;
         rc = zoo_get_children(zh, path, 0, &kids);
         if (rc == ZNONODE)
             rc = ZOK; /* gone meanwhile, or a prefix not made yet */
+        for (int k = 0; rc == ZOK && k < kids.count && !queue_like; k++)
+            queue_like = workq_child(kids.data[k]);
+        if (queue_like && cli_is_workq(x->s, path)) {
+            deallocate_String_vector(&kids);
+            continue;
+        }
         for (int k = 0; rc == ZOK && k < kids.count && !recipe; k++)
             recipe = sequential(kids.data[k]);
         if (recipe) {
@@ -486,7 +503,6 @@ static void discover(exporter_t *x)
         free(queue[i]);
     free(queue);
     free(depth);
-    (void)visited;
 }
 
 /* The reason label of zkr_exporter_down_info for a failed open. */

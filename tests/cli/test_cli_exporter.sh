@@ -736,11 +736,18 @@ test_prefix_discovery() {
         'zkr_path_leader_info{path="/pfx/b/c/el",kind="election",id="e1"}' 1
     expect "a plain node taken for a recipe" \
         [ "$(scrape | grep -c 'path="/pfx/plain')" = 0 ]
+    # A work queue's consumers' line and buckets hold sequential nodes
+    # too; none is taken for a lock.
+    "$ZKR" queue put /pfx/jobs <<<"job" >/dev/null
+    bg "$ZKR" queue take /pfx/jobs sleep 60
+    pids+=($!)
     bg "$ZKR" lock --id late /pfx/late sleep 60
     pids+=($!)
     expect "a lock made later not found" wait_for "$(scaled 10)" metric_eq \
         'zkr_path_holder_info{path="/pfx/late",kind="lock",id="late"}' 1
     expect "discoveries not 4" metric_eq zkr_exporter_discovered_paths_total 4
+    expect "a work queue's node taken for a recipe: $(scrape | grep 'path="/pfx/jobs')" \
+        [ "$(scrape | grep -c 'path="/pfx/jobs')" = 0 ]
     kill "${pids[@]}" 2>/dev/null
     # Usage: a PATH or a --prefix wanted; an invalid prefix is refused.
     rc=0
