@@ -955,7 +955,8 @@ typedef struct fam {
 } fam_t;
 
 typedef struct merge {
-    fam_t *v;
+    fam_t **v; /* each allocated once: its memstream writes to its buf and
+                  len, which must not move when v grows */
     int n, cap;
 } merge_t;
 
@@ -964,39 +965,41 @@ static fam_t *fam_get(merge_t *m, const char *name, size_t nlen, int add)
     fam_t *e;
 
     for (int i = 0; i < m->n; i++)
-        if (strlen(m->v[i].name) == nlen &&
-            memcmp(m->v[i].name, name, nlen) == 0)
-            return &m->v[i];
+        if (strlen(m->v[i]->name) == nlen &&
+            memcmp(m->v[i]->name, name, nlen) == 0)
+            return m->v[i];
     if (!add)
         return NULL;
     if (m->n == m->cap) {
         int cap = m->cap > 0 ? 2 * m->cap : 64;
-        fam_t *v = realloc(m->v, (size_t)cap * sizeof(*v));
+        fam_t **v = realloc(m->v, (size_t)cap * sizeof(*v));
         if (v == NULL)
             return NULL;
         m->v = v;
         m->cap = cap;
     }
-    e = &m->v[m->n];
-    memset(e, 0, sizeof(*e));
+    if ((e = calloc(1, sizeof(*e))) == NULL)
+        return NULL;
     if ((e->name = strndup(name, nlen)) == NULL ||
         (e->f = open_memstream(&e->buf, &e->len)) == NULL) {
         free(e->name);
+        free(e);
         return NULL;
     }
-    m->n++;
+    m->v[m->n++] = e;
     return e;
 }
 
 static void merge_free(merge_t *m)
 {
     for (int i = 0; i < m->n; i++) {
-        if (m->v[i].f != NULL)
-            fclose(m->v[i].f);
-        free(m->v[i].buf);
-        free(m->v[i].name);
-        free(m->v[i].help);
-        free(m->v[i].type);
+        if (m->v[i]->f != NULL)
+            fclose(m->v[i]->f);
+        free(m->v[i]->buf);
+        free(m->v[i]->name);
+        free(m->v[i]->help);
+        free(m->v[i]->type);
+        free(m->v[i]);
     }
     free(m->v);
 }
@@ -1209,7 +1212,7 @@ static int merge_textfiles(exporter_t *x, merge_t *m, int *files)
 static int merge_write(FILE *f, merge_t *m)
 {
     for (int i = 0; i < m->n; i++) {
-        fam_t *e = &m->v[i];
+        fam_t *e = m->v[i];
         if (fclose(e->f) != 0) {
             e->f = NULL;
             return ZKR_ENOMEM;

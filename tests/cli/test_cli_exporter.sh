@@ -224,6 +224,10 @@ test_textfile_dir() {
     "$ZKR" lock --metrics-file "$tf/job-b.prom.tmp" /exp/tf true
     printf 'this is not a metric\n' > "$tf/bad.prom"
     printf 'hidden_total 1\n' > "$tf/.hidden.prom"
+    # More families than the merge starts with room for (any number works).
+    awk 'BEGIN { for (i = 0; i < 150; i++)
+        printf "# HELP many_%d_total A family.\n# TYPE many_%d_total counter\nmany_%d_total %d\n", i, i, i, i }' \
+        > "$tf/many.prom"
     exporter_start -- --textfile-dir "$tf" /exp/tf
     scrape > "$WORK/tf-scrape.txt"
     rc=0
@@ -244,7 +248,10 @@ test_textfile_dir() {
         'BEGIN { exit !(l != "" && l + 0 > 0) }'
     expect "files other than *.prom served" \
         [ "$(grep -c 'hidden_total\|source="job-b.prom' "$WORK/tf-scrape.txt")" = 0 ]
-    expect "files in the scrape" metric_eq zkr_exporter_textfiles 2
+    expect "files in the scrape" metric_eq zkr_exporter_textfiles 3
+    expect "150 families of one file not all served" [ "$(grep -c \
+        '^many_[0-9]*_total{source="many"}' "$WORK/tf-scrape.txt")" = 150 ]
+    expect "a family's value" metric_eq 'many_149_total{source="many"}' 149
     expect "bad.prom not counted" [ "$(metric \
         zkr_exporter_textfile_errors_total)" -ge 1 ]
     # A file replaced (written elsewhere, renamed in) shows at the next
