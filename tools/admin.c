@@ -395,7 +395,7 @@ static int print_text(const char *path, const zkr_contender_t *v, int n,
  * ..."), or, should that have been written by someone else, its layout
  * does (a line of consumers or a level). A lock's directory has neither:
  * its children are contenders. */
-static int is_workq(zkr_session_t *s, const char *path)
+int cli_is_workq(zkr_session_t *s, const char *path)
 {
     static const char *const kids[] = {"consumers", "q0", "q1", "q2", "q3"};
     zhandle_t *zh = zkr_session_handle(s);
@@ -492,7 +492,7 @@ int cli_inspect(const cli_t *c, int argc, char **argv)
         zkr_session_free(s);
         return CLI_EXIT_NOINPUT;
     }
-    if (is_workq(s, argv[optind])) {
+    if (cli_is_workq(s, argv[optind])) {
         status = cli_inspect_workq(c, s, argv[optind], (int)items, json);
         zkr_session_free(s);
         return status;

@@ -75,6 +75,11 @@
  * long at most, and attempts are OPEN_PAUSE_MIN_MS apart, doubling up to
  * OPEN_PAUSE_MAX_MS. Short attempts keep a SIGTERM prompt. */
 #define OPEN_ATTEMPT_MS 2000
+/* --prefix: the walk's bounds, and the paths watched at most. */
+#define DISCOVER_DEPTH 8
+#define DISCOVER_NODES 10000
+#define MAX_PATHS 1000
+#define MAX_PREFIXES 16
 #define OPEN_PAUSE_MIN_MS 250
 #define OPEN_PAUSE_MAX_MS 5000
 
@@ -128,10 +133,15 @@ typedef struct exporter {
     zkr_session_t *s; /* NULL until the worker has opened it */
     const char *down; /* why there is no session yet (a reason label) */
     uint64_t connect_failures;
-    int fatal;     /* an exit status the worker stopped the exporter for */
-    int listen_fd; /* bound by parse_args()'s address (open_listen()) */
-    xpath_t *paths;
-    int npaths;
+    int fatal;       /* an exit status the worker stopped the exporter for */
+    int listen_fd;   /* bound by parse_args()'s address (open_listen()) */
+    xpath_t **paths; /* each allocated once, freed at exit: watches point
+                        to them */
+    int npaths, cap;
+    const char **prefixes; /* --prefix */
+    int nprefixes;
+    int64_t next_discovery_ms;
+    uint64_t discoveries, discovery_errors, discovery_skipped;
     int64_t refresh_ms;
     const char *textfile_dir; /* --textfile-dir, or NULL */
     uint64_t scrapes, textfile_errors;
@@ -185,11 +195,11 @@ static void on_state(zkr_session_t *s, zkr_state_t st, void *data)
     pthread_mutex_lock(&x->mu);
     for (int i = 0; i < x->npaths; i++) {
         if (st == ZKR_STATE_SUSPENDED || st == ZKR_STATE_LOST)
-            x->paths[i].up = 0;
+            x->paths[i]->up = 0;
         else if (st == ZKR_STATE_RECONNECTED ||
                  (st == ZKR_STATE_CONNECTED &&
-                  x->paths[i].session_listed != sessions))
-            x->paths[i].dirty = 1; /* a listing in this session stands */
+                  x->paths[i]->session_listed != sessions))
+            x->paths[i]->dirty = 1; /* a listing in this session stands */
     }
     pthread_cond_signal(&x->cv);
     pthread_mutex_unlock(&x->mu);
@@ -335,6 +345,15 @@ static void record_error(exporter_t *x, xpath_t *p, int rc)
     pthread_mutex_unlock(&x->mu);
 }
 
+/* The interval between two walks of the --prefix trees: ten --refresh
+ * intervals, from 1 s to 60 s. */
+static int64_t discover_every(const exporter_t *x)
+{
+    int64_t ms = 10 * x->refresh_ms;
+
+    return ms < 1000 ? 1000 : ms > 60000 ? 60000 : ms;
+}
+
 /* Waits up to ms on the worker's condition, or until stopped. Called with
  * x->mu held. */
 static void worker_wait(exporter_t *x, int64_t ms)
@@ -349,6 +368,141 @@ static void worker_wait(exporter_t *x, int64_t ms)
         ts.tv_nsec -= 1000000000L;
     }
     pthread_cond_timedwait(&x->cv, &x->mu, &ts);
+}
+
+/* Adds a path (copied) to watch; the caller holds x->mu. 0, or -1 when
+ * out of memory or at MAX_PATHS. */
+static int add_path(exporter_t *x, const char *path)
+{
+    xpath_t *p;
+
+    if (x->npaths >= MAX_PATHS)
+        return -1;
+    if (x->npaths == x->cap) {
+        int cap = x->cap > 0 ? 2 * x->cap : 16;
+        xpath_t **v = realloc(x->paths, (size_t)cap * sizeof(*v));
+        if (v == NULL)
+            return -1;
+        x->paths = v;
+        x->cap = cap;
+    }
+    if ((p = calloc(1, sizeof(*p))) == NULL ||
+        (p->path = strdup(path)) == NULL) {
+        free(p);
+        return -1;
+    }
+    p->x = x;
+    p->dirty = 1;
+    x->paths[x->npaths++] = p;
+    return 0;
+}
+
+/* 1 when a child's name ends in a sequence number (ten digits, as
+ * ZooKeeper appends to a sequential node): the node above it is taken for
+ * a recipe path, whoever's recipe it is (zkr, Curator, kazoo). */
+static int sequential(const char *name)
+{
+    size_t n = strlen(name);
+
+    if (n < 10)
+        return 0;
+    for (size_t i = n - 10; i < n; i++)
+        if ((name[i] < '0' || name[i] > '9') &&
+            !(i == n - 10 && name[i] == '-'))
+            return 0; /* past 2^31 the server writes "-000000001" */
+    return 1;
+}
+
+/* 1 when a child's name is one of a zkr work queue's own nodes: the node
+ * above may be a work queue (cli_is_workq() decides). */
+static int workq_child(const char *name)
+{
+    return strcmp(name, "consumers") == 0 ||
+           (name[0] == 'q' && name[1] >= '0' && name[1] <= '3' &&
+            name[2] == '\0');
+}
+
+/* Walks the tree below each --prefix (breadth first, at most
+ * DISCOVER_DEPTH levels and DISCOVER_NODES nodes a pass) and watches every
+ * node with a child named as a sequential node (a lock, read/write lock,
+ * semaphore or election) that it does not watch yet; it does not descend
+ * below such a node, nor below a work queue (whose consumers' line and
+ * buckets hold sequential nodes too: the exporter has no work-queue
+ * metrics; `zkr queue len` and `zkr inspect` read one). A path found is
+ * watched until the exporter stops (its node may go when idle: exists 0).
+ * No ZooKeeper call is made with x->mu held. */
+static void discover(exporter_t *x)
+{
+    zhandle_t *zh = zkr_session_handle(x->s);
+    char **queue = NULL;
+    int *depth = NULL, head = 0, tail = 0, rc = ZOK;
+
+    if (zh == NULL ||
+        (queue = calloc(DISCOVER_NODES, sizeof(*queue))) == NULL ||
+        (depth = calloc(DISCOVER_NODES, sizeof(*depth))) == NULL) {
+        free(queue);
+        return;
+    }
+    for (int i = 0; i < x->nprefixes && tail < DISCOVER_NODES; i++)
+        if ((queue[tail] = strdup(x->prefixes[i])) != NULL)
+            depth[tail++] = 0;
+    while (head < tail && rc != ZCONNECTIONLOSS && rc != ZSESSIONEXPIRED) {
+        struct String_vector kids = {0};
+        char *path = queue[head];
+        int d = depth[head++], recipe = 0, queue_like = 0;
+
+        rc = zoo_get_children(zh, path, 0, &kids);
+        if (rc == ZNONODE)
+            rc = ZOK; /* gone meanwhile, or a prefix not made yet */
+        for (int k = 0; rc == ZOK && k < kids.count && !queue_like; k++)
+            queue_like = workq_child(kids.data[k]);
+        if (queue_like && cli_is_workq(x->s, path)) {
+            deallocate_String_vector(&kids);
+            continue;
+        }
+        for (int k = 0; rc == ZOK && k < kids.count && !recipe; k++)
+            recipe = sequential(kids.data[k]);
+        if (recipe) {
+            int known = 0;
+            pthread_mutex_lock(&x->mu);
+            for (int i = 0; i < x->npaths && !known; i++)
+                known = strcmp(x->paths[i]->path, path) == 0;
+            if (!known && add_path(x, path) == 0)
+                x->discoveries++;
+            else if (!known)
+                x->discovery_skipped++;
+            pthread_mutex_unlock(&x->mu);
+        }
+        for (int k = 0;
+             rc == ZOK && !recipe && d < DISCOVER_DEPTH && k < kids.count;
+             k++) {
+            if (tail == DISCOVER_NODES) {
+                pthread_mutex_lock(&x->mu);
+                x->discovery_skipped++;
+                pthread_mutex_unlock(&x->mu);
+                break;
+            }
+            if (asprintf(&queue[tail], "%s%s%s", path,
+                         strcmp(path, "/") == 0 ? "" : "/", kids.data[k]) < 0) {
+                queue[tail] = NULL;
+                break;
+            }
+            depth[tail++] = d + 1;
+        }
+        deallocate_String_vector(&kids);
+        if (rc != ZOK) {
+            pthread_mutex_lock(&x->mu);
+            x->discovery_errors++;
+            pthread_mutex_unlock(&x->mu);
+            cli_info(x->c, "--prefix: %s: %s", path, zkr_strerror(rc));
+            if (rc != ZCONNECTIONLOSS && rc != ZSESSIONEXPIRED)
+                rc = ZOK; /* ZNOAUTH on one node: go on with the others */
+        }
+    }
+    for (int i = 0; i < tail; i++)
+        free(queue[i]);
+    free(queue);
+    free(depth);
 }
 
 /* The reason label of zkr_exporter_down_info for a failed open. */
@@ -444,14 +598,22 @@ static void *worker(void *arg)
         /* While the session is down, nothing is read (a read would only
          * fail): the handle may be replaced meanwhile, and the listener
          * wakes us when the session is back. */
-        int npaths = st == ZKR_STATE_CONNECTED || st == ZKR_STATE_RECONNECTED
-                         ? x->npaths
-                         : 0;
+        int up = st == ZKR_STATE_CONNECTED || st == ZKR_STATE_RECONNECTED;
+        int npaths = up ? x->npaths : 0;
 
         if (depth_due)
             next_depth = now + x->refresh_ms;
+        if (x->nprefixes > 0 && up && now >= x->next_discovery_ms) {
+            x->next_discovery_ms = now + discover_every(x);
+            pthread_mutex_unlock(&x->mu);
+            discover(x);
+            pthread_mutex_lock(&x->mu);
+            npaths = x->npaths;
+        }
+        if (x->nprefixes > 0 && up && x->next_discovery_ms < wake)
+            wake = x->next_discovery_ms;
         for (int i = 0; i < npaths && !x->stop; i++) {
-            xpath_t *p = &x->paths[i];
+            xpath_t *p = x->paths[i];
             int rc = ZOK, list;
 
             list = p->dirty && now - p->last_list_ms >= x->refresh_ms;
@@ -521,10 +683,10 @@ static void family(FILE *f, const exporter_t *x, const char *name,
 
     head(f, name, type, help);
     for (int i = 0; i < x->npaths; i++) {
-        if (!fn(&x->paths[i], now, &v))
+        if (!fn(x->paths[i], now, &v))
             continue;
         fprintf(f, "%s{path=\"", name);
-        label(f, x->paths[i].path);
+        label(f, x->paths[i]->path);
         if (ms)
             fprintf(f, "\"} %s%" PRId64 ".%03d\n", v < 0 ? "-" : "",
                     (v < 0 ? -v : v) / 1000, (int)((v < 0 ? -v : v) % 1000));
@@ -568,7 +730,7 @@ static void holder_info(FILE *f, const exporter_t *x, const char *name,
                         int leaders)
 {
     for (int i = 0; i < x->npaths; i++) {
-        const xpath_t *p = &x->paths[i];
+        const xpath_t *p = x->paths[i];
         if (!p->listed || p->holders == 0 || p->holder_id == NULL ||
             (strcmp(p->kind, "election") == 0) != leaders)
             continue;
@@ -626,6 +788,21 @@ static void render_session(FILE *f, exporter_t *x)
          "1, with the zkr command's version and the library's");
     fprintf(f, "zkr_build_info{version=\"%s\",library_version=\"%s\"} 1\n",
             PACKAGE_VERSION, zkr_version_string());
+    if (x->nprefixes > 0) {
+        head(f, "zkr_exporter_discovered_paths_total", "counter",
+             "Recipe paths found below the --prefix paths");
+        fprintf(f, "zkr_exporter_discovered_paths_total %" PRIu64 "\n",
+                x->discoveries);
+        head(f, "zkr_exporter_discovery_errors_total", "counter",
+             "Failed reads while walking the --prefix trees");
+        fprintf(f, "zkr_exporter_discovery_errors_total %" PRIu64 "\n",
+                x->discovery_errors);
+        head(f, "zkr_exporter_discovery_skipped_total", "counter",
+             "Paths or subtrees left out: over the paths watched at most, "
+             "or the nodes a walk visits at most");
+        fprintf(f, "zkr_exporter_discovery_skipped_total %" PRIu64 "\n",
+                x->discovery_skipped);
+    }
     head(f, "zkr_exporter_scrapes_total", "counter",
          "Scrapes of /metrics served");
     fprintf(f, "zkr_exporter_scrapes_total %" PRIu64 "\n", x->scrapes);
@@ -1509,7 +1686,8 @@ static void usage(void)
     printf("usage: zkr exporter [--listen HOST:PORT] [--refresh SECONDS]\n"
            "                    [--textfile-dir DIR] [--max-connections N]\n"
            "                    [--per-ip-limit N] [--header-timeout "
-           "SECONDS] PATH...\n"
+           "SECONDS]\n"
+           "                    [--prefix PATH]... [PATH...]\n"
            "Serves /metrics (Prometheus text format) for each recipe "
            "PATH.\n"
            "  -l, --listen HOST:PORT  host name or IPv4 address and port, "
@@ -1519,6 +1697,9 @@ static void usage(void)
            "  -r, --refresh SECONDS   stat interval and least time "
            "between listings\n"
            "                          of a path (default 1)\n"
+           "  -p, --prefix PATH       watches every lock, read/write lock, "
+           "semaphore and\n"
+           "                          election below PATH (repeatable)\n"
            "  -t, --textfile-dir DIR  adds the *.prom files of DIR "
            "(written\n"
            "                          atomically), label source=FILE\n"
@@ -1583,6 +1764,7 @@ static int parse_args(int argc, char **argv, const char **listen_at,
         {"max-connections", required_argument, NULL, 'M'},
         {"per-ip-limit", required_argument, NULL, 'P'},
         {"header-timeout", required_argument, NULL, 'T'},
+        {"prefix", required_argument, NULL, 'p'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -1591,7 +1773,7 @@ static int parse_args(int argc, char **argv, const char **listen_at,
 
     optind = 0;
     opterr = 0;
-    while ((opt = cli_getopt(argc, argv, "+l:r:t:h", lopts)) != -1) {
+    while ((opt = cli_getopt(argc, argv, "+l:r:t:p:h", lopts)) != -1) {
         if (opt == 'l') {
             addr = optarg;
         } else if (opt == 'r') {
@@ -1604,6 +1786,13 @@ static int parse_args(int argc, char **argv, const char **listen_at,
                 return cli_usage_error("exporter",
                                        "--textfile-dir wants a directory");
             x->textfile_dir = optarg;
+        } else if (opt == 'p') {
+            if (x->nprefixes == MAX_PREFIXES)
+                return cli_usage_error("exporter", "at most %d --prefix",
+                                       MAX_PREFIXES);
+            if (cli_check_args("exporter", optarg, NULL) != 0)
+                return CLI_EXIT_USAGE;
+            x->prefixes[x->nprefixes++] = optarg;
         } else if (opt == 'M' || opt == 'P' || opt == 'T') {
             if ((rc = parse_http_opt(x, opt, optarg)) != 0)
                 return rc;
@@ -1620,8 +1809,11 @@ static int parse_args(int argc, char **argv, const char **listen_at,
         return cli_usage_error("exporter",
                                "--per-ip-limit %d over --max-connections %d",
                                x->per_ip, x->max_conns);
-    if (optind >= argc)
-        return cli_usage_error("exporter", "wants at least one PATH");
+    if (optind >= argc && x->nprefixes == 0)
+        return cli_usage_error("exporter",
+                               "wants at least one PATH or --prefix");
+    if (argc - optind > MAX_PATHS)
+        return cli_usage_error("exporter", "at most %d PATHs", MAX_PATHS);
     *listen_at = addr;
     for (int i = optind; i < argc; i++)
         if (cli_check_args("exporter", argv[i], NULL) != 0)
@@ -1740,6 +1932,7 @@ static int serve(exporter_t *x)
 int cli_exporter(const cli_t *c, int argc, char **argv)
 {
     exporter_t x = {0};
+    const char *prefixes[MAX_PREFIXES];
     const char *listen_at = NULL;
     sigset_t set;
     int status;
@@ -1751,6 +1944,7 @@ int cli_exporter(const cli_t *c, int argc, char **argv)
     x.per_ip = DEFAULT_PER_IP_LIMIT;
     x.header_ms = DEFAULT_HEADER_TIMEOUT_MS;
     x.down = "connecting";
+    x.prefixes = prefixes;
     if ((status = parse_args(argc, argv, &listen_at, &x)) != 0)
         return status < 0 ? 0 : status;
     if (fd_room(&x, &need) != 0)
@@ -1767,18 +1961,14 @@ int cli_exporter(const cli_t *c, int argc, char **argv)
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
-    x.npaths = argc - optind;
-    x.paths = calloc((size_t)x.npaths, sizeof(xpath_t));
-    if (x.paths == NULL) {
-        close(x.listen_fd);
-        return CLI_EXIT_OSERR;
-    }
     pthread_mutex_init(&x.mu, NULL);
     pthread_cond_init(&x.cv, NULL);
-    for (int i = 0; i < x.npaths; i++) {
-        x.paths[i].x = &x;
-        x.paths[i].path = argv[optind + i];
-        x.paths[i].dirty = 1;
+    for (int i = optind; i < argc; i++) {
+        if (add_path(&x, argv[i]) != 0) {
+            close(x.listen_fd);
+            status = CLI_EXIT_OSERR;
+            goto out;
+        }
     }
     /* The worker opens the session: /metrics is served from the start,
      * with zkr_up 0 while ZooKeeper cannot be reached. */
@@ -1789,8 +1979,12 @@ int cli_exporter(const cli_t *c, int argc, char **argv)
         zkr_session_remove_listener(x.s, on_state, &x);
         zkr_session_free(x.s);
     }
-    for (int i = 0; i < x.npaths; i++)
-        free(x.paths[i].holder_id);
+out:
+    for (int i = 0; i < x.npaths; i++) {
+        free(x.paths[i]->holder_id);
+        free(x.paths[i]->path);
+        free(x.paths[i]);
+    }
     free(x.paths);
     pthread_cond_destroy(&x.cv);
     pthread_mutex_destroy(&x.mu);

@@ -664,6 +664,7 @@ test_dashboard_and_unit() {
     (
         # shellcheck source=/dev/null # the example environment file
         . "$dir/zkr-exporter.env"
+        # shellcheck disable=SC2030 # the unit's environment, in its subshell
         ZKR_SERVER=$zk
         ZKR_EXPORTER_LISTEN=127.0.0.1:$port
         export ZKR_SERVER
@@ -713,6 +714,57 @@ test_metric_conventions() {
         -v t="$t0" -v n="$(date +%s)" 'BEGIN { exit !(v >= t && v <= n + 1) }'
 }
 
+# --prefix: the locks, semaphores and elections below a path are found
+# and watched, at any depth, without naming them; a node whose children
+# are not sequential (plain data) is not taken for one; a lock made later
+# is found at a later walk (every 10 --refresh intervals, at least 1 s).
+test_prefix_discovery() {
+    local pids=() rc
+    # shellcheck disable=SC2031 # the test's server, not the unit's
+    "$ZKQ" "$ZKR_SERVER" create /pfx >/dev/null 2>&1
+    # shellcheck disable=SC2031
+    "$ZKQ" "$ZKR_SERVER" create /pfx/plain >/dev/null 2>&1
+    # shellcheck disable=SC2031
+    "$ZKQ" "$ZKR_SERVER" create /pfx/plain/data >/dev/null 2>&1
+    bg "$ZKR" lock --id l1 /pfx/a/lock1 sleep 60
+    pids+=($!)
+    bg "$ZKR" sem -c 2 --id s1 /pfx/sem sleep 60
+    pids+=($!)
+    bg "$ZKR" elect --id e1 /pfx/b/c/el sleep 60
+    pids+=($!)
+    expect "contenders not queued" wait_for 10 eval \
+        "nodes_eq /pfx/a/lock1 1 && nodes_eq /pfx/sem 1 && nodes_eq /pfx/b/c/el 1"
+    exporter_start -- --prefix /pfx
+    expect "lock below the prefix not found" wait_for 10 metric_eq \
+        'zkr_path_holder_info{path="/pfx/a/lock1",kind="lock",id="l1"}' 1
+    expect "semaphore below the prefix not found" wait_for 10 metric_eq \
+        'zkr_path_holders{path="/pfx/sem"}' 1
+    expect "election below the prefix not found" wait_for 10 metric_eq \
+        'zkr_path_leader_info{path="/pfx/b/c/el",kind="election",id="e1"}' 1
+    expect "a plain node taken for a recipe" \
+        [ "$(scrape | grep -c 'path="/pfx/plain')" = 0 ]
+    # A work queue's consumers' line and buckets hold sequential nodes
+    # too; none is taken for a lock.
+    "$ZKR" queue put /pfx/jobs <<<"job" >/dev/null
+    bg "$ZKR" queue take /pfx/jobs sleep 60
+    pids+=($!)
+    bg "$ZKR" lock --id late /pfx/late sleep 60
+    pids+=($!)
+    expect "a lock made later not found" wait_for "$(scaled 10)" metric_eq \
+        'zkr_path_holder_info{path="/pfx/late",kind="lock",id="late"}' 1
+    expect "discoveries not 4" metric_eq zkr_exporter_discovered_paths_total 4
+    expect "a work queue's node taken for a recipe: $(scrape | grep 'path="/pfx/jobs')" \
+        [ "$(scrape | grep -c 'path="/pfx/jobs')" = 0 ]
+    kill "${pids[@]}" 2>/dev/null
+    # Usage: a PATH or a --prefix wanted; an invalid prefix is refused.
+    rc=0
+    "$ZKR" -s 127.0.0.1:1 exporter 2>/dev/null || rc=$?
+    expect "neither PATH nor --prefix: exit $rc" [ "$rc" -eq 64 ]
+    rc=0
+    "$ZKR" -s 127.0.0.1:1 exporter --prefix nope 2>/dev/null || rc=$?
+    expect "--prefix nope: exit $rc" [ "$rc" -eq 64 ]
+}
+
 start_server
 run_test test_prometheus_sees_queue
 run_test test_promtool_and_escaping
@@ -730,4 +782,5 @@ run_test test_start_while_zookeeper_down
 run_test test_alert_rules
 run_test test_metric_conventions
 run_test test_dashboard_and_unit
+run_test test_prefix_discovery
 done_testing
