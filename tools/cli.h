@@ -36,6 +36,7 @@ typedef struct cli {
     const char *servers;    /* hosts without the chroot */
     const char *chroot;     /* the chroot suffix of hosts, or NULL */
     int session_timeout_ms; /* --session-timeout */
+    int connect_timeout_ms; /* --connect-timeout; 0: the session timeout */
     const char *auth;       /* USER:PASSWORD (--auth, --auth-file,
                                $ZKR_AUTH), or NULL */
     int verbose;            /* -v */

@@ -193,6 +193,7 @@ int cli_open_session(const cli_t *c, zkr_session_t **out)
     o.log_level =
         c->verbose ? ZKR_LOG_WARN : ZKR_LOG_NONE; /* quiet unless -v */
     o.chroot = c->chroot;
+    o.connect_timeout_ms = c->connect_timeout_ms;
     rc = zkr_session_open(out, c->servers, c->session_timeout_ms, &o);
     if (rc == 0) {
         cli_info(c, "connected to %s, session %016llx, timeout %d ms", c->hosts,
@@ -202,7 +203,9 @@ int cli_open_session(const cli_t *c, zkr_session_t **out)
     }
     if (rc == ZKR_ETIMEDOUT) {
         cli_err("cannot reach ZooKeeper at %s (no session within %d ms)",
-                c->hosts, c->session_timeout_ms);
+                c->hosts,
+                c->connect_timeout_ms > 0 ? c->connect_timeout_ms
+                                          : c->session_timeout_ms);
         return CLI_EXIT_UNAVAILABLE;
     }
     if (rc == ZKR_EREFUSED) {
@@ -414,6 +417,9 @@ static void usage(FILE *f)
           "$ZKR_SERVER, else\n"
           "                            " DEFAULT_HOSTS ")\n"
           "      --session-timeout MS  session timeout (default 10000)\n"
+          "      --connect-timeout MS  how long to wait for a first session "
+          "(default:\n"
+          "                            the session timeout)\n"
           "      --auth-file FILE      digest credentials USER:PASSWORD from "
           "the first\n"
           "                            line of FILE (mode 0600 or "
@@ -449,6 +455,7 @@ static void usage(FILE *f)
 enum {
     G_SERVER = 0x10000, /* beyond any subcommand's option values */
     G_TIMEOUT,
+    G_CONNECT_TIMEOUT,
     G_AUTH,
     G_AUTH_FILE,
     G_VERBOSE,
@@ -462,6 +469,7 @@ static const struct {
 } globals[] = {
     {{"server", required_argument, NULL, G_SERVER}, 's'},
     {{"session-timeout", required_argument, NULL, G_TIMEOUT}, 0},
+    {{"connect-timeout", required_argument, NULL, G_CONNECT_TIMEOUT}, 0},
     {{"auth", required_argument, NULL, G_AUTH}, 'a'},
     {{"auth-file", required_argument, NULL, G_AUTH_FILE}, 0},
     {{"verbose", no_argument, NULL, G_VERBOSE}, 'v'},
@@ -489,6 +497,11 @@ static int global_opt(int g, const char *arg)
         if (cli_parse_int(arg, 1, 3600000, &v) != 0)
             return cli_usage_error(NULL, "invalid --session-timeout '%s'", arg);
         cli.session_timeout_ms = (int)v;
+        return -1;
+    case G_CONNECT_TIMEOUT:
+        if (cli_parse_int(arg, 1, 3600000, &v) != 0)
+            return cli_usage_error(NULL, "invalid --connect-timeout '%s'", arg);
+        cli.connect_timeout_ms = (int)v;
         return -1;
     case G_AUTH:
         cli.auth = arg;

@@ -122,6 +122,16 @@ test_exit_statuses() {
     expect "unreachable: '$err'" [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ]
     # Port 1 refuses: the line says so, not only that no session came.
     expect "refused port: '$err'" grep -q "connection refused" <<<"$err"
+    # --connect-timeout bounds the wait for the first session, not the
+    # session timeout: with a 60 s session timeout zkr ends long before it.
+    rc=0
+    err=$(timeout 45 "$ZKR" -s 127.0.0.1:1 --session-timeout 60000 \
+        --connect-timeout 300 lock /cli/x true 2>&1) || rc=$?
+    expect "--connect-timeout: exit $rc ($err)" [ "$rc" -eq 69 ]
+    expect "--connect-timeout: '$err'" grep -q "connection refused" <<<"$err"
+    rc=0
+    "$ZKR" --connect-timeout 0 lock /cli/x true 2>/dev/null || rc=$?
+    expect "--connect-timeout 0: exit $rc, not 64" [ "$rc" -eq 64 ]
     expect "nodes left behind" [ "$(zk_count /cli/x)" -eq 0 ]
 }
 
