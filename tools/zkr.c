@@ -209,9 +209,11 @@ int cli_open_session(const cli_t *c, zkr_session_t **out)
         return CLI_EXIT_UNAVAILABLE;
     }
     if (rc == ZKR_EREFUSED) {
-        cli_err("cannot reach ZooKeeper at %s: connection refused (is it "
-                "running, on that port?)",
-                c->hosts);
+        cli_err("cannot reach ZooKeeper at %s: connection refused (no "
+                "session within %d ms; is it running, on that port?)",
+                c->hosts,
+                c->connect_timeout_ms > 0 ? c->connect_timeout_ms
+                                          : c->session_timeout_ms);
         return CLI_EXIT_UNAVAILABLE;
     }
     if (rc == ZAUTHFAILED) {
