@@ -201,10 +201,10 @@ int cli_exporter(const cli_t *c, int argc, char **argv);
 int cli_queue(const cli_t *c, int argc, char **argv);
 /* zkr queue take (run.c): argv[0] is "take". */
 int cli_queue_take(const cli_t *c, int argc, char **argv);
-/* zkr inspect of a work queue (admin.c's inspect found one at path): its
- * items (the first max in serve order), claims and waiting consumers. */
 /* Whether path is a zkr work queue: its data, or its layout, says so. */
 int cli_is_workq(zkr_session_t *s, const char *path);
+/* zkr inspect of a work queue (admin.c's inspect found one at path): its
+ * items (the first max in serve order), claims and waiting consumers. */
 int cli_inspect_workq(const cli_t *c, zkr_session_t *s, const char *path,
                       int max, int json);
 

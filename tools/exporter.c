@@ -1074,8 +1074,22 @@ static int sample_ok(const char *l, size_t len)
     return j == len || j + 1 < len;
 }
 
+/* 1 when t (len bytes) is a metric type of the text format. */
+static int type_ok(const char *t, size_t len)
+{
+    static const char *const types[] = {"counter", "gauge", "histogram",
+                                        "summary", "untyped"};
+
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        if (strlen(types[i]) == len && memcmp(types[i], t, len) == 0)
+            return 1;
+    return 0;
+}
+
 /* Checks text (NUL-terminated): 0 when every line is a comment, blank or
- * a sample, and no TYPE contradicts one the merge has. */
+ * a sample, every HELP and TYPE line names a metric (and a TYPE one of
+ * the format's types: Prometheus rejects a whole scrape for one bad line),
+ * and no TYPE contradicts one the merge has. */
 static int merge_check(merge_t *m, const char *text)
 {
     for (const char *l = text; *l != '\0';) {
@@ -1086,10 +1100,15 @@ static int merge_check(merge_t *m, const char *text)
             size_t n = name_len(l + 7);
             fam_t *f = fam_get(m, l + 7, n, 0);
             const char *t = l + 7 + n + 1;
-            if (n == 0 || l[7 + n] != ' ' ||
+            if (n == 0 || 7 + n >= len || l[7 + n] != ' ' ||
+                !type_ok(t, len - 8 - n) ||
                 (f != NULL && f->type != NULL &&
                  (strlen(f->type) != len - 8 - n ||
                   strncmp(f->type, t, len - 8 - n) != 0)))
+                return -1;
+        } else if (strncmp(l, "# HELP ", 7) == 0) {
+            size_t n = name_len(l + 7);
+            if (n == 0 || (7 + n < len && l[7 + n] != ' '))
                 return -1;
         } else if (len > 0 && l[0] != '#' && !sample_ok(l, len)) {
             return -1;

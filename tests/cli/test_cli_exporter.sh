@@ -224,6 +224,10 @@ test_textfile_dir() {
     "$ZKR" lock --metrics-file "$tf/job-b.prom.tmp" /exp/tf true
     printf 'this is not a metric\n' > "$tf/bad.prom"
     printf 'hidden_total 1\n' > "$tf/.hidden.prom"
+    # HELP and TYPE lines Prometheus rejects (a name that is not one, a
+    # type it does not know): each file is left out, not the whole scrape.
+    printf '# HELP 9bad A family.\nok_total 1\n' > "$tf/badhelp.prom"
+    printf '# TYPE bt_total bogus\nbt_total 1\n' > "$tf/badtype.prom"
     # More families than the merge starts with room for (any number works).
     awk 'BEGIN { for (i = 0; i < 150; i++)
         printf "# HELP many_%d_total A family.\n# TYPE many_%d_total counter\nmany_%d_total %d\n", i, i, i, i }' \
@@ -252,8 +256,10 @@ test_textfile_dir() {
     expect "150 families of one file not all served" [ "$(grep -c \
         '^many_[0-9]*_total{source="many"}' "$WORK/tf-scrape.txt")" = 150 ]
     expect "a family's value" metric_eq 'many_149_total{source="many"}' 149
-    expect "bad.prom not counted" [ "$(metric \
-        zkr_exporter_textfile_errors_total)" -ge 1 ]
+    expect "bad.prom, badhelp.prom, badtype.prom not counted" [ "$(metric \
+        zkr_exporter_textfile_errors_total)" -ge 3 ]
+    expect "badhelp.prom or badtype.prom served" \
+        [ "$(grep -c 'source="bad' "$WORK/tf-scrape.txt")" = 0 ]
     # A file replaced (written elsewhere, renamed in) shows at the next
     # scrape, and what it no longer has goes.
     "$ZKR" sem -c 2 --metrics-file "$WORK/job-a.prom" /exp/tfs true
