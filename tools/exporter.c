@@ -671,6 +671,13 @@ static void head(FILE *f, const char *name, const char *type, const char *help)
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A counter family of one unlabelled sample. */
+static void counter(FILE *f, const char *name, const char *help, uint64_t v)
+{
+    head(f, name, "counter", help);
+    fprintf(f, "%s %" PRIu64 "\n", name, v);
+}
+
 /* One sample per path of a family; a function returning 0 skips the path.
  * Values are integers (tokens are 64-bit: a double would round them),
  * milliseconds for the families in seconds (ms set). */
@@ -775,13 +782,12 @@ static void render_session(FILE *f, exporter_t *x)
          "RECONNECTED): the per-path values can be current");
     fprintf(f, "zkr_up %d\n", down == NULL);
     head(f, "zkr_exporter_down_info", "gauge",
-         "While zkr_up is 0: 1, with the reason (connecting, client_init, "
-         "auth_failed, error, suspended, lost, closed)");
+         "While zkr_up is 0: 1, with the reason (connecting, refused, "
+         "client_init, auth_failed, error, suspended, lost, closed)");
     if (down != NULL)
         fprintf(f, "zkr_exporter_down_info{reason=\"%s\"} 1\n", down);
-    head(f, "zkr_exporter_connect_failures_total", "counter",
-         "Attempts to open the exporter's first session that failed");
-    fprintf(f, "zkr_exporter_connect_failures_total %" PRIu64 "\n",
+    counter(f, "zkr_exporter_connect_failures_total",
+            "Attempts to open the exporter's first session that failed",
             x->connect_failures);
 
     head(f, "zkr_build_info", "gauge",
@@ -789,23 +795,18 @@ static void render_session(FILE *f, exporter_t *x)
     fprintf(f, "zkr_build_info{version=\"%s\",library_version=\"%s\"} 1\n",
             PACKAGE_VERSION, zkr_version_string());
     if (x->nprefixes > 0) {
-        head(f, "zkr_exporter_discovered_paths_total", "counter",
-             "Recipe paths found below the --prefix paths");
-        fprintf(f, "zkr_exporter_discovered_paths_total %" PRIu64 "\n",
-                x->discoveries);
-        head(f, "zkr_exporter_discovery_errors_total", "counter",
-             "Failed reads while walking the --prefix trees");
-        fprintf(f, "zkr_exporter_discovery_errors_total %" PRIu64 "\n",
+        counter(f, "zkr_exporter_discovered_paths_total",
+                "Recipe paths found below the --prefix paths", x->discoveries);
+        counter(f, "zkr_exporter_discovery_errors_total",
+                "Failed reads while walking the --prefix trees",
                 x->discovery_errors);
-        head(f, "zkr_exporter_discovery_skipped_total", "counter",
-             "Paths or subtrees left out: over the paths watched at most, "
-             "or the nodes a walk visits at most");
-        fprintf(f, "zkr_exporter_discovery_skipped_total %" PRIu64 "\n",
+        counter(f, "zkr_exporter_discovery_skipped_total",
+                "Paths or subtrees left out: over the paths watched at most, "
+                "or the nodes a walk visits at most",
                 x->discovery_skipped);
     }
-    head(f, "zkr_exporter_scrapes_total", "counter",
-         "Scrapes of /metrics served");
-    fprintf(f, "zkr_exporter_scrapes_total %" PRIu64 "\n", x->scrapes);
+    counter(f, "zkr_exporter_scrapes_total", "Scrapes of /metrics served",
+            x->scrapes);
     head(f, "zkr_exporter_http_connections", "gauge",
          "HTTP connections open (the scrape's own included)");
     fprintf(f, "zkr_exporter_http_connections %d\n", x->nconns);

@@ -219,25 +219,42 @@ static void test_lost_is_logged(void **state)
         assert_true(k.level[i] <= ZKR_LOG_WARN);
 }
 
+/* A TCP socket bound to a free loopback port: its descriptor, the port in
+ * *port. */
+static int loopback_socket(int *port)
+{
+    struct sockaddr_in sa = {0};
+    socklen_t sl = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    assert_true(fd >= 0);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+/* "127.0.0.1:PORT" of a port nobody listens on: bound, noted, closed. */
+static void refused_hosts(char *hosts, size_t len)
+{
+    int port;
+
+    close(loopback_socket(&port));
+    snprintf(hosts, len, "127.0.0.1:%d", port);
+}
+
 /* A refused connection names the host and the errno, as an error. */
 static void test_connection_failure_names_host_and_errno(void **state)
 {
     static struct sink k;
     zkr_session_options_t o = {0};
     zkr_session_t *s = NULL;
-    struct sockaddr_in sa = {0};
-    socklen_t len = sizeof(sa);
     char hosts[64];
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
 
     (void)state;
-    /* A port nobody listens on: bind one, note it, close it. */
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    close(fd);
-    snprintf(hosts, sizeof(hosts), "127.0.0.1:%d", ntohs(sa.sin_port));
+    refused_hosts(hosts, sizeof(hosts));
     sink_init(&k);
     o.log_fn = sink_fn;
     o.log_data = &k;
@@ -248,8 +265,6 @@ static void test_connection_failure_names_host_and_errno(void **state)
     assert_true(sink_find(&k, ZKR_LOG_ERROR, "errno=111") >= 0);
 }
 
-static void refused_hosts(char *hosts, size_t len);
-
 /* zkr.h: no connection within the connect timeout is ZKR_EREFUSED when
  * every address then refuses a TCP connection (nothing listens there), and
  * ZKR_ETIMEDOUT when one accepts it but no session comes (a port that
@@ -259,10 +274,8 @@ static void test_refused_port_is_named(void **state)
     static struct sink k;
     zkr_session_options_t o = {0};
     zkr_session_t *s = NULL;
-    struct sockaddr_in sa = {0};
-    socklen_t len = sizeof(sa);
     char hosts[64], both[160];
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd, port;
 
     (void)state;
     sink_init(&k);
@@ -278,16 +291,13 @@ static void test_refused_port_is_named(void **state)
     assert_non_null(strstr(zkr_strerror(ZKR_EREFUSED), "listens"));
 
     /* A port that listens and never answers: a timeout, not a refusal. */
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    fd = loopback_socket(&port);
     assert_int_equal(listen(fd, 16), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    snprintf(both, sizeof(both), "127.0.0.1:%d", ntohs(sa.sin_port));
+    snprintf(both, sizeof(both), "127.0.0.1:%d", port);
     assert_int_equal(zkr_session_open(&s, both, T, &o), ZKR_ETIMEDOUT);
     assert_null(s);
     /* One refusing, one silent: not every server refused. */
-    snprintf(both, sizeof(both), "%s,127.0.0.1:%d", hosts, ntohs(sa.sin_port));
+    snprintf(both, sizeof(both), "%s,127.0.0.1:%d", hosts, port);
     assert_int_equal(zkr_session_open(&s, both, T, &o), ZKR_ETIMEDOUT);
     assert_null(s);
     close(fd);
@@ -302,20 +312,6 @@ static void test_refused_port_is_named(void **state)
 enum { LOG_SUMMARY_MS = 10000, OUTAGE_MS = 20000 };
 
 /* A loopback port nobody listens on ("127.0.0.1:PORT" into hosts). */
-static void refused_hosts(char *hosts, size_t len)
-{
-    struct sockaddr_in sa = {0};
-    socklen_t sl = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-    assert_true(fd >= 0);
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-    close(fd);
-    snprintf(hosts, len, "127.0.0.1:%d", ntohs(sa.sin_port));
-}
 
 static int sink_lines(struct sink *k)
 {
