@@ -90,7 +90,7 @@ static void election_deliver(zkr__contender_t *c, const zkr__event_t *ev)
     int lead, rc = 0, tell;
 
     pthread_mutex_lock(&c->s->mu);
-    if (c->freeing) { /* freed from a callback: no more news */
+    if (c->m.freeing) { /* freed from a callback: no more news */
         pthread_mutex_unlock(&c->s->mu);
         return;
     }
@@ -338,7 +338,7 @@ static int resign(zkr_election_t *e)
      * the other's in flight returns only when the node is gone too. */
     while (e->c.pub == ZKR_LOCK_RELEASING)
         pthread_cond_wait(&s->cv, &s->mu);
-    zkr__post(s, ZKR__EV_STATE, (int)ZKR_LOCK_IDLE, &e->c, marker, NULL);
+    zkr__post(s, ZKR__EV_STATE, (int)ZKR_LOCK_IDLE, &e->c.m, marker, NULL);
     pthread_mutex_unlock(&s->mu);
     /* Not holding, or held by a session now lost: either way it is gone. */
     return rc == ZKR_ENOTHELD || rc == ZKR_ELOST ? 0 : rc;

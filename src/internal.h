@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -294,18 +295,57 @@ typedef struct zkr__smetrics {
 
 typedef struct zkr__contender zkr__contender_t;
 typedef struct zkr__cleanup zkr__cleanup_t;
-
-/* A contender in the session's path index (queue.c): its node's path, or
- * the path it watches, is where the watch events that concern it come
- * from. Links sharing a bucket are chained. */
-typedef struct zkr__plink {
-    struct zkr__plink *next; /* the same bucket */
-    zkr__contender_t *c;
-    uint32_t hash; /* of the path */
-    int on;        /* linked */
-} zkr__plink_t;
-#define ZKR__PIDX_SMALL 16
+typedef struct zkr__member zkr__member_t;
 typedef struct zkr__event zkr__event_t;
+
+/* A recipe handle as the session sees it: the engine embeds one in each
+ * contender (zkr__contender_t.m). The session counts what is in flight
+ * for it and never looks further; everything else about it reaches the
+ * engine through the session's hooks. */
+struct zkr__member {
+    zkr__member_t *prev, *next; /* s->members, newest first */
+    uint64_t order;             /* s->attached when attached: list order */
+    int busy;                   /* requests in flight (zkr__op_new) */
+    int stalled;        /* a request of its could not be sent: the hooks'
+                           retry takes its step again */
+    int events;         /* events queued or running for it */
+    int freeing;        /* freed with events due: the last of them
+                           finishes the free (hooks' dispose) */
+    int cleanups_owned; /* cleanup entries that tell it when done */
+};
+
+/* What the session calls in the layer above it (the engine), which hands
+ * it this table when the session is made (zkr__session_open). Each is
+ * called with the session's mutex held. */
+typedef struct zkr__session_hooks {
+    /* Bytes of the engine's per-session state (zeroed, zkr__session_engine)
+     * and what frees what it holds (the session frees the bytes). */
+    size_t size;
+    void (*fini)(zkr_session_t *s);
+    /* The session (re)connected: new_session when it is a new one. */
+    void (*connected)(zkr_session_t *s, int new_session);
+    /* The connection was lost (SUSPENDED). */
+    void (*suspended)(zkr_session_t *s);
+    /* The session is LOST. */
+    void (*lost)(zkr_session_t *s);
+    /* Requests that could not be sent are due again (timer thread). */
+    void (*retry)(zkr_session_t *s);
+    /* Timer thread: deadlines due at now; lowers *next to the next one. */
+    void (*deadline)(zkr_session_t *s, int64_t now, int64_t *next);
+    /* In a forked child's copy: no thread of the parent's runs here. */
+    void (*forked)(zkr_session_t *s);
+    /* Runs a member's event (ev->m): may unlock around the application's
+     * callback; returns 1 if a callback ran. */
+    int (*deliver)(zkr__event_t *ev);
+    /* A freeing member's last event has run: finish its free. */
+    void (*dispose)(zkr__member_t *m);
+    /* An answer for m has been handled: take the step it may have
+     * skipped meanwhile. */
+    void (*step)(zkr__member_t *m);
+    /* A cleanup entry m owns is done (rc: the delete's result). */
+    void (*cleanup_done)(zkr__member_t *m, int rc);
+} zkr__session_hooks_t;
+
 typedef struct zkr__listener zkr__listener_t;
 
 /* Kinds of events delivered on the session's event thread. */
@@ -321,9 +361,9 @@ struct zkr__event {
     zkr__event_t *next;
     int kind;
     int a;
-    zkr__contender_t *c; /* NULL for session events */
-    void (*fn)(void);    /* the application's callback, cast back by the
-                            recipe's deliver function */
+    zkr__member_t *m; /* NULL for session events */
+    void (*fn)(void); /* the application's callback, cast back by the
+                         recipe's deliver function */
     void *data;
     void (*run)(const zkr__event_t *ev); /* ZKR__EV_CALL only */
     uint64_t gen;   /* ZKR__EV_ACQUIRED: c->gen right after the acquire ended */
@@ -346,12 +386,12 @@ struct zkr__cleanup {
     char *dir;  /* with uuid: the directory to search */
     char uuid[37];
     int64_t sid;
-    int busy;                /* an operation is in flight */
-    int dead;                /* dropped: free once not busy */
-    int watch;               /* remove our watches on path instead: */
-    int wtype;               /* ... of this ZooKeeper watcher type */
-    watcher_fn watcher;      /* ... set with this watcher (and the session) */
-    zkr__contender_t *owner; /* told when done (release/abort), or NULL */
+    int busy;             /* an operation is in flight */
+    int dead;             /* dropped: free once not busy */
+    int watch;            /* remove our watches on path instead: */
+    int wtype;            /* ... of this ZooKeeper watcher type */
+    watcher_fn watcher;   /* ... set with this watcher (and the session) */
+    zkr__member_t *owner; /* told when done (release/abort), or NULL */
     /* A release's (or a delayed contender's) record: delete path and write
      * record into record_dir's data in one multi (docs/design/
      * lock-delay.md, 1.2). NULL: a plain delete. */
@@ -416,18 +456,12 @@ struct zkr_session {
     int zh_users;         /* threads using zh outside the mutex (sync calls) */
     zkr__listener_t *listeners;
     int ev_busy_session; /* event thread is running session listeners */
-    zkr__contender_t *contenders; /* doubly linked, newest first */
-    int ncontenders;              /* recipe handles, observers included */
-    uint64_t attached;            /* contenders attached so far */
-    /* The contenders by the paths of their nodes and of their watches
-     * (queue.c): pidx has npidx buckets, or is NULL and pidx_small is the
-     * table (a failed growth keeps the table it had). */
-    zkr__plink_t **pidx;
-    size_t npidx, npaths;
-    zkr__plink_t *pidx_small[ZKR__PIDX_SMALL];
-    /* The contenders that may have a timer (queue.c, timed_add()). */
-    zkr__contender_t *timed;
-    struct zkr_observer *observers;
+    const zkr__session_hooks_t *hooks; /* the engine's */
+    void *engine;                      /* its state, hooks->size bytes */
+    zkr__member_t *members;            /* doubly linked, newest first */
+    int nmembers;      /* recipe handles (zkr__session_attach), and
+                          observers (zkr__session_hold) */
+    uint64_t attached; /* members attached so far */
     zkr__cleanup_t *cleanups;
     int cleanups_idle; /* of them, those not busy (session.c) */
     zkr__event_t *ev_head, *ev_tail;
@@ -460,11 +494,10 @@ struct zkr_session {
     int64_t log_summary_at;  /* last error or summary delivered */
     char log_last[384];      /* the last error held back */
     int forked; /* this is a forked child's copy: closed, no threads */
-    zhandle_t *zh_forked;  /* ... and the parent's handle it must not touch */
-    uint64_t workq_events; /* work queue watch events so far (workq.c) */
-    unsigned forks;        /* fork()s between the session's opening and this
-                              process: objects compare it with what they saw to
-                              forget the calls of threads left in the parent */
+    zhandle_t *zh_forked; /* ... and the parent's handle it must not touch */
+    unsigned forks;       /* fork()s between the session's opening and this
+                             process: objects compare it with what they saw to
+                             forget the calls of threads left in the parent */
 };
 
 /* ------------------------------------------------------------ logging */
@@ -516,7 +549,7 @@ int zkr__callbacks_later(const zkr_session_t *s);
 int zkr__is_dispatcher(zkr_session_t *s);
 
 /* Posts an event; the session mutex must be held. Returns 0/ZKR_ENOMEM. */
-int zkr__post(zkr_session_t *s, int kind, int a, zkr__contender_t *c,
+int zkr__post(zkr_session_t *s, int kind, int a, zkr__member_t *m,
               void (*fn)(void), void *data);
 
 /* Posts a one-shot completion: run(ev) is called on the event thread with
@@ -531,22 +564,17 @@ int zkr__wait(zkr_session_t *s, const int *flag, int64_t deadline);
 
 /* Adds a node to delete; mutex held. */
 int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
-                     const char *uuid, int64_t sid, zkr__contender_t *owner);
+                     const char *uuid, int64_t sid, zkr__member_t *owner);
 /* Adds a node to delete together with a record written into dir's data,
  * in one multi (a release: nothing is written if the node is gone
  * already); mutex held. */
 int zkr__cleanup_add_record(zkr_session_t *s, const char *path, const char *dir,
                             const char *record, int64_t sid,
-                            zkr__contender_t *owner);
+                            zkr__member_t *owner);
 /* Adds a removal of zkr's watches of a type on path, set with watcher and
  * the session as context; mutex held. */
 int zkr__cleanup_add_watch(zkr_session_t *s, const char *path, int wtype,
                            watcher_fn watcher);
-/* In a forked child: no observer request is in flight, and no callback
- * queued (session.c, fork_child). */
-void zkr__observers_forked(zkr_session_t *s);
-/* Observers list again after (re)connecting; mutex held. */
-void zkr__observers_refresh(zkr_session_t *s);
 /* Does something of s still need its watches of this type on path? */
 int zkr__path_watched(zkr_session_t *s, const char *path, int wtype);
 /* Does an observer of s follow path? */
@@ -561,10 +589,10 @@ void zkr__cleanup_pump(zkr_session_t *s);
  * unreserve frees an entry that was not committed (NULL: no-op). */
 zkr__cleanup_t *zkr__cleanup_reserve(size_t pathlen);
 void zkr__cleanup_commit(zkr_session_t *s, zkr__cleanup_t *cl, const char *path,
-                         int64_t sid, zkr__contender_t *owner);
+                         int64_t sid, zkr__member_t *owner);
 void zkr__cleanup_unreserve(zkr__cleanup_t *cl);
 /* Detaches a contender from pending cleanups (it is being freed). */
-void zkr__cleanup_disown(zkr_session_t *s, zkr__contender_t *c);
+void zkr__cleanup_disown(zkr_session_t *s, zkr__member_t *m);
 
 /* A request could not be sent: the timer thread retries stalled
  * contenders and cleanups ZKR__RETRY_MS later. Mutex held. */
@@ -616,8 +644,8 @@ enum {
 /* An asynchronous ZooKeeper call in flight: its completion context. */
 typedef struct zkr__op {
     zkr_session_t *s;
-    zkr__contender_t *c; /* contender ops (c->busy counts them) */
-    zkr__cleanup_t *cl;  /* cleanup ops */
+    zkr__member_t *m;   /* contender ops (m->busy counts them) */
+    zkr__cleanup_t *cl; /* cleanup ops */
     uint64_t gen;
     int64_t sent; /* monotonic ms when issued */
     int64_t sid;  /* session id when issued */
@@ -635,7 +663,7 @@ typedef struct zkr__op {
 
 /* Allocates an op and counts it in flight (mutex held); NULL on ENOMEM
  * (the contender, if any, is then stalled: see zkr__retry_later). */
-zkr__op_t *zkr__op_new(zkr_session_t *s, zkr__contender_t *c);
+zkr__op_t *zkr__op_new(zkr_session_t *s, zkr__member_t *m);
 /* Completion prologue: locks, uncounts, records server contact. */
 zkr_session_t *zkr__op_begin(zkr__op_t *op, int rc);
 /* Completion epilogue: broadcasts, unlocks, frees op. */
@@ -654,11 +682,61 @@ void zkr__op_cancel(zkr__op_t *op);
  * NULL. For watchers whose handle may outlive the session. */
 zkr_session_t *zkr__session_lock_live(void *ctx);
 
-/* Registers/unregisters a contender with its session; mutex held. */
-void zkr__session_attach(zkr_session_t *s, zkr__contender_t *c);
-void zkr__session_detach(zkr_session_t *s, zkr__contender_t *c);
+/* Re-initialises a condition variable in a forked child (the parent's
+ * waiters are gone); monotonic: on CLOCK_MONOTONIC. */
+void zkr__cond_renew(pthread_cond_t *cv, int monotonic);
+
+/* Registers/unregisters a member with its session; mutex held. */
+void zkr__session_attach(zkr_session_t *s, zkr__member_t *m);
+void zkr__session_detach(zkr_session_t *s, zkr__member_t *m);
+/* Counts (or uncounts) a handle with no member (an observer) as open:
+ * zkr_session_free() refuses while any is. Mutex held. */
+void zkr__session_hold(zkr_session_t *s, int delta);
+
+/* zkr_session_open and zkr_session_adopt, for the layer above that hands
+ * the session its hooks (engine.c). */
+int zkr__session_open(zkr_session_t **out, const char *hosts,
+                      int session_timeout_ms, const zkr_session_options_t *opts,
+                      const zkr__session_hooks_t *hooks);
+int zkr__session_adopt(zkr_session_t **out, zhandle_t *zh,
+                       const zkr__session_hooks_t *hooks);
+/* The engine's per-session state (hooks->size bytes). */
+static inline void *zkr__session_engine(const zkr_session_t *s)
+{
+    return s->engine;
+}
 
 /* ----------------------------------------------------------- queue.c */
+
+/* A contender in the session's path index (queue.c): its node's path, or
+ * the path it watches, is where the watch events that concern it come
+ * from. Links sharing a bucket are chained. */
+typedef struct zkr__plink {
+    struct zkr__plink *next; /* the same bucket */
+    zkr__contender_t *c;
+    uint32_t hash; /* of the path */
+    int on;        /* linked */
+} zkr__plink_t;
+#define ZKR__PIDX_SMALL 16
+
+/* The engine's state in each session (zkr__session_engine()). */
+typedef struct zkr__engine {
+    /* The contenders by the paths of their nodes and of their watches
+     * (queue.c): pidx has npidx buckets, or is NULL and pidx_small is the
+     * table (a failed growth keeps the table it had). */
+    zkr__plink_t **pidx;
+    size_t npidx, npaths;
+    zkr__plink_t *pidx_small[ZKR__PIDX_SMALL];
+    /* The contenders that may have a timer (queue.c, timed_add()). */
+    zkr__contender_t *timed;
+    struct zkr_observer *observers;
+    uint64_t workq_events; /* work queue watch events so far (workq.c) */
+} zkr__engine_t;
+
+static inline zkr__engine_t *zkr__engine(const zkr_session_t *s)
+{
+    return (zkr__engine_t *)zkr__session_engine(s);
+}
 
 /* What a recipe gives the engine. */
 typedef struct zkr__recipe {
@@ -735,8 +813,7 @@ typedef enum {
 #define ZKR__SELF_WATCH_DELAY_MS 50
 
 struct zkr__contender {
-    zkr__contender_t *prev, *next; /* in the session's list */
-    uint64_t order;                /* s->attached when attached: list order */
+    zkr__member_t m; /* in the session's list; its requests and events */
     /* In the session's path index while node (node_link) or watching
      * (watch_link) is set: both change only through queue.c's set_node()
      * and set_watching(). */
@@ -785,7 +862,6 @@ struct zkr__contender {
     int permits;        /* semaphore size (1 for the others) */
     char infix[24];     /* inserted before the marker: "-permits-<N>" */
     uint64_t gen;       /* bumps per attempt: stale completions ignored */
-    int busy;           /* one engine operation in flight */
     int64_t deadline;   /* acquire deadline (monotonic ms), -1 none */
     int try_once;       /* timeout 0 */
     int abort_rc;       /* nonzero: end the acquire with this once safe */
@@ -840,15 +916,9 @@ struct zkr__contender {
     int rejoin;              /* start over after a loss (elections) */
     void (*rejoin_fn)(void); /* ... with this completion */
     void *rejoin_data;
-    int events;              /* events queued or running for this contender */
-    int sync_waiters;        /* threads blocked in acquire/release on it */
-    int stalled;             /* a request of its could not be sent: retried
-                                by zkr__queue_retry */
-    zkr__cleanup_t *reserve; /* while we have a node: its cleanup entry,
-                                made before the create was sent */
-    int cleanups_owned;      /* cleanup entries whose owner it is */
-    int freeing;             /* freed on the event thread: its last event
-                                finishes the free (zkr__contender_dispose) */
+    int sync_waiters;             /* threads blocked in acquire/release on it */
+    zkr__cleanup_t *reserve;      /* while we have a node: its cleanup entry,
+                                     made before the create was sent */
     void (*dispose)(void *owner); /* frees the recipe's handle */
     /* Lock-delay (docs/design/lock-delay.md, 1.3). */
     int delay_ms;         /* 0: off */
@@ -958,7 +1028,22 @@ int zkr__guarded_multi(zkr__contender_t *c, int count, const zoo_op_t *ops,
                        zoo_op_result_t *results, zkr_result_completion_t cb,
                        void *data);
 
-/* Session hooks into the engine (mutex held). */
+/* The contender a member is, and one of the session's members. */
+static inline zkr__contender_t *zkr__c(zkr__member_t *m)
+{
+    return m != NULL
+               ? (zkr__contender_t *)((char *)m - offsetof(zkr__contender_t, m))
+               : NULL;
+}
+/* Each contender of session s, newest first. */
+#define ZKR__EACH_CONTENDER(c, s)                                              \
+    for (zkr__contender_t *c = zkr__c((s)->members); c != NULL;                \
+         c = zkr__c(c->m.next))
+/* zkr__op_new for a contender's request: the op remembers its attempt. */
+zkr__op_t *zkr__cop_new(zkr__contender_t *c);
+
+/* What the session calls in the engine (engine.c gives the table). Mutex
+ * held. */
 void zkr__queue_on_connected(zkr_session_t *s, int new_session);
 void zkr__queue_on_suspended(zkr_session_t *s);
 void zkr__queue_on_lost(zkr_session_t *s);
@@ -966,6 +1051,11 @@ void zkr__queue_on_deadline(zkr_session_t *s, int64_t now, int64_t *next);
 void zkr__queue_cleanup_done(zkr__contender_t *c, int rc);
 /* Takes again the step of each stalled contender (timer thread). */
 void zkr__queue_retry(zkr_session_t *s);
+/* In a forked child: no observer request is in flight, and no callback
+ * queued (session.c, fork_child). */
+void zkr__observers_forked(zkr_session_t *s);
+/* Observers list again after (re)connecting; mutex held. */
+void zkr__observers_refresh(zkr_session_t *s);
 void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
                        void *ctx);
 

@@ -57,7 +57,8 @@ static void observer_watcher(zhandle_t *zh, int type, int state,
         path == NULL || (s = zkr__session_lock_live(ctx)) == NULL)
         return;
     if (zh == s->zh)
-        for (zkr_observer_t *o = s->observers; o != NULL; o = o->next) {
+        for (zkr_observer_t *o = zkr__engine(s)->observers; o != NULL;
+             o = o->next) {
             if (o->watched != NULL && strcmp(o->watched, path) == 0) {
                 /* Our data watch on the node fired: it is used up, and
                  * zkr__observed() must no longer claim the path (a
@@ -75,7 +76,7 @@ static void observer_watcher(zhandle_t *zh, int type, int state,
 
 int zkr__observed(zkr_session_t *s, const char *path)
 {
-    for (zkr_observer_t *o = s->observers; o != NULL; o = o->next)
+    for (zkr_observer_t *o = zkr__engine(s)->observers; o != NULL; o = o->next)
         if (!o->gone &&
             (strcmp(o->dir, path) == 0 ||
              (o->watched != NULL && strcmp(o->watched, path) == 0) ||
@@ -86,7 +87,8 @@ int zkr__observed(zkr_session_t *s, const char *path)
 
 void zkr__observers_forked(zkr_session_t *s)
 {
-    for (zkr_observer_t *o = s->observers; o != NULL; o = o->next) {
+    for (zkr_observer_t *o = zkr__engine(s)->observers; o != NULL;
+         o = o->next) {
         o->busy = 0;
         o->events = 0;
         o->reading = NULL;
@@ -95,7 +97,7 @@ void zkr__observers_forked(zkr_session_t *s)
 
 void zkr__observers_refresh(zkr_session_t *s)
 {
-    for (zkr_observer_t *o = s->observers; o != NULL; o = o->next)
+    for (zkr_observer_t *o = zkr__engine(s)->observers; o != NULL; o = o->next)
         refresh(o);
 }
 
@@ -356,9 +358,10 @@ int zkr_observer_new(zkr_observer_t **out, zkr_session_t *s, const char *path,
         free(o);
         return ZKR_ECLOSED;
     }
-    o->next = s->observers;
-    s->observers = o;
-    s->ncontenders++; /* keeps zkr_session_free() from closing under us */
+    o->next = zkr__engine(s)->observers;
+    zkr__engine(s)->observers = o;
+    zkr__session_hold(s,
+                      1); /* keeps zkr_session_free() from closing under us */
     refresh(o);
     pthread_mutex_unlock(&s->mu);
     *out = o;
@@ -384,13 +387,13 @@ void zkr_observer_free(zkr_observer_t *o)
         pthread_cond_wait(&s->cv, &s->mu);
     while (!(later = o->events > 0 && zkr__callbacks_later(s)) && o->events > 0)
         pthread_cond_wait(&s->cv, &s->mu);
-    for (pp = &s->observers; *pp != NULL; pp = &(*pp)->next) {
+    for (pp = &zkr__engine(s)->observers; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == o) {
             *pp = o->next;
             break;
         }
     }
-    s->ncontenders--;
+    zkr__session_hold(s, -1);
     /* Our child and exists watches on the directory go too, and the data
      * watch on a node that announced. */
     zkr__cleanup_add_watch(s, o->dir, ZWATCHTYPE_ANY, observer_watcher);

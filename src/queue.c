@@ -199,7 +199,7 @@ static void notify_state(zkr__contender_t *c, zkr_lock_state_t st)
     c->fd_changed = 1;
     fd_update(c);
     if (c->lis_fn != NULL)
-        zkr__post(c->s, ZKR__EV_STATE, (int)st, c, c->lis_fn, c->lis_data);
+        zkr__post(c->s, ZKR__EV_STATE, (int)st, &c->m, c->lis_fn, c->lis_data);
 }
 
 /* Lock-delay: the nodes before us at the last wait. */
@@ -311,7 +311,7 @@ static void finish_acquire(zkr__contender_t *c, int rc)
         c->acq_letgo = c->letgo;
         c->acq_done = 1;
         pthread_cond_broadcast(&c->done_cv);
-    } else if (c->acq_fn != NULL && zkr__post(s, ZKR__EV_ACQUIRED, rc, c,
+    } else if (c->acq_fn != NULL && zkr__post(s, ZKR__EV_ACQUIRED, rc, &c->m,
                                               c->acq_fn, c->acq_data) == 0) {
         s->ev_tail->gen = c->gen; /* this grant (zkr__acquired_recheck) */
         s->ev_tail->letgo = c->letgo;
@@ -343,7 +343,7 @@ static void finish_release(zkr__contender_t *c, int rc)
         c->rel_done = 1;
         pthread_cond_broadcast(&c->done_cv);
     } else if (c->rel_fn != NULL) {
-        zkr__post(s, ZKR__EV_RELEASED, rc, c, c->rel_fn, c->rel_data);
+        zkr__post(s, ZKR__EV_RELEASED, rc, &c->m, c->rel_fn, c->rel_data);
     }
     c->rel_fn = NULL;
 }
@@ -353,7 +353,7 @@ static void finish_release(zkr__contender_t *c, int rc)
  * record exists only if this very delete removed the node. Written on
  * every release, whatever our own delay: a delayed waiter behind us must
  * not take us for a death. Returns 0 or ZKR_ENOMEM. */
-static int release_to_cleanup(zkr__contender_t *c, zkr__contender_t *owner)
+static int release_to_cleanup(zkr__contender_t *c, zkr__member_t *owner)
 {
     char text[ZKR__RECORD_MAX + 1];
     zkr__record_t r;
@@ -397,8 +397,10 @@ static const char *link_path(const zkr__plink_t *l)
 
 static zkr__plink_t **pidx_table(zkr_session_t *s, size_t *n)
 {
-    *n = s->pidx != NULL ? s->npidx : ZKR__PIDX_SMALL;
-    return s->pidx != NULL ? s->pidx : s->pidx_small;
+    zkr__engine_t *e = zkr__engine(s);
+
+    *n = e->pidx != NULL ? e->npidx : ZKR__PIDX_SMALL;
+    return e->pidx != NULL ? e->pidx : e->pidx_small;
 }
 
 static void pidx_unlink(zkr_session_t *s, zkr__plink_t *l)
@@ -413,16 +415,17 @@ static void pidx_unlink(zkr_session_t *s, zkr__plink_t *l)
     *pp = l->next;
     l->next = NULL;
     l->on = 0;
-    s->npaths--;
+    zkr__engine(s)->npaths--;
 }
 
 /* Doubles the table once it holds more links than buckets. */
 static void pidx_grow(zkr_session_t *s)
 {
+    zkr__engine_t *e = zkr__engine(s);
     size_t n, m;
     zkr__plink_t **t = pidx_table(s, &n), **u;
 
-    if (s->npaths <= n || n > SIZE_MAX / 2 / sizeof(*u))
+    if (e->npaths <= n || n > SIZE_MAX / 2 / sizeof(*u))
         return;
     m = 2 * n;
     if ((u = calloc(m, sizeof(*u))) == NULL)
@@ -435,9 +438,9 @@ static void pidx_grow(zkr_session_t *s)
             u[l->hash % m] = l;
         }
     }
-    free(s->pidx);
-    s->pidx = u;
-    s->npidx = m;
+    free(e->pidx);
+    e->pidx = u;
+    e->npidx = m;
 }
 
 /* Points *field (c->node or c->watching, whose link is l) at path, NULL
@@ -456,7 +459,7 @@ static void pidx_set(zkr__contender_t *c, zkr__plink_t *l, char **field,
     l->c = c;
     l->hash = path_hash(path);
     l->on = 1;
-    s->npaths++;
+    zkr__engine(s)->npaths++;
     pidx_grow(s);
     t = pidx_table(s, &n);
     l->next = t[l->hash % n];
@@ -524,7 +527,7 @@ static int pidx_find(zkr_session_t *s, const char *path, zkr__contender_t **out,
             continue;
         if (k == max)
             return -1;
-        for (i = k; i > 0 && out[i - 1]->order < l->c->order; i--)
+        for (i = k; i > 0 && out[i - 1]->m.order < l->c->m.order; i--)
             out[i] = out[i - 1];
         out[i] = l->c;
         k++;
@@ -654,8 +657,8 @@ void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
             for (int i = 0; i < k; i++)
                 watch_event(hit[i], type, path, &woke);
         } else {
-            for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next)
-                watch_event(c, type, path, &woke);
+            ZKR__EACH_CONTENDER(c, s)
+            watch_event(c, type, path, &woke);
         }
         s->counters[woke ? ZKR_COUNTER_WATCH_EVENTS
                          : ZKR_COUNTER_HOLDER_EVENTS]++;
@@ -673,7 +676,7 @@ static int issue_create_multi(zkr__contender_t *c, const char *path,
 
 static int stale(const zkr__op_t *op, zkr__phase_t phase)
 {
-    return op->gen != op->c->gen || op->c->phase != phase;
+    return op->gen != zkr__c(op->m)->gen || zkr__c(op->m)->phase != phase;
 }
 
 static void issue_create(zkr__contender_t *c)
@@ -687,7 +690,7 @@ static void issue_create(zkr__contender_t *c)
     snprintf(name, sizeof(name), "_c_%s%s%s", c->uuid, c->infix,
              c->recipe->marker);
     path = zkr__join(c->dir, name);
-    op = path != NULL ? zkr__op_new(s, c) : NULL;
+    op = path != NULL ? zkr__cop_new(c) : NULL;
     /* The node's cleanup entry first, room for the sequence included. */
     if (op != NULL &&
         (op->ctx = zkr__cleanup_reserve(strlen(path) + 11)) == NULL) {
@@ -741,7 +744,7 @@ static void issue_parents(zkr__contender_t *c)
         if (p[i] != '/' && p[i] != '\0')
             continue;
         p[i] = '\0';
-        op = zkr__op_new(s, c);
+        op = zkr__cop_new(c);
         if (op == NULL)
             break;
         op->last = i == len;
@@ -759,10 +762,10 @@ static void parents_done(int rc, const char *value, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
-    zkr__contender_t *c = op->c;
+    zkr__contender_t *c = zkr__c(op->m);
 
     (void)value;
-    if (op->last && !stale(op, ZKR__P_CREATING) && c->busy == 0) {
+    if (op->last && !stale(op, ZKR__P_CREATING) && c->m.busy == 0) {
         if (c->abort_rc != 0)
             finish_acquire(c, c->abort_rc);
         else if (rc == ZOK || rc == ZNODEEXISTS || zkr__is_connection_error(rc))
@@ -844,7 +847,7 @@ static void create_done(int rc, const char *value, const struct Stat *stat,
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
-    zkr__contender_t *c = op->c;
+    zkr__contender_t *c = zkr__c(op->m);
     zkr__cleanup_t *reserve = op->ctx; /* our node's cleanup entry */
 
     op->ctx = NULL;
@@ -906,7 +909,7 @@ static void recover_stat_done(int rc, const struct Stat *stat, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
-    zkr__contender_t *c = op->c;
+    zkr__contender_t *c = zkr__c(op->m);
 
     if (stale(op, ZKR__P_RECOVER)) {
         ;
@@ -941,7 +944,7 @@ static void recover_list_done(int rc, const struct String_vector *v,
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
-    zkr__contender_t *c = op->c;
+    zkr__contender_t *c = zkr__c(op->m);
     const char *hit = NULL;
 
     if (stale(op, ZKR__P_RECOVER)) {
@@ -953,7 +956,7 @@ static void recover_list_done(int rc, const struct String_vector *v,
             if (strstr(v->data[i], c->uuid) != NULL)
                 hit = v->data[i];
     if (rc == ZOK && hit != NULL) {
-        zkr__op_t *op2 = zkr__op_new(s, c);
+        zkr__op_t *op2 = zkr__cop_new(c);
         if (op2 != NULL)
             op2->path = zkr__join(c->dir, hit);
         if (op2 == NULL || op2->path == NULL ||
@@ -987,13 +990,13 @@ static void recover_synced(int rc, const char *value, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
-    zkr__contender_t *c = op->c;
+    zkr__contender_t *c = zkr__c(op->m);
 
     (void)value;
     if (stale(op, ZKR__P_RECOVER)) {
         ;
     } else if (rc == ZOK) {
-        zkr__op_t *op2 = zkr__op_new(s, c);
+        zkr__op_t *op2 = zkr__cop_new(c);
         if (op2 != NULL &&
             zoo_aget_children(s->zh, c->dir, 0, recover_list_done, op2) != ZOK)
             zkr__op_cancel(op2);
@@ -1006,7 +1009,7 @@ static void recover_synced(int rc, const char *value, const void *data)
 
 static void issue_recover(zkr__contender_t *c)
 {
-    zkr__op_t *op = zkr__op_new(c->s, c);
+    zkr__op_t *op = zkr__cop_new(c);
 
     if (op == NULL)
         return;
@@ -1040,7 +1043,7 @@ static void watch_done(int rc, const char *value, int len,
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
-    zkr__contender_t *c = op->c;
+    zkr__contender_t *c = zkr__c(op->m);
 
     (void)value;
     (void)len;
@@ -1099,7 +1102,7 @@ static void watch_node(zkr__contender_t *c, const char *name)
 
     set_watching(c, zkr__join(c->dir, name));
     c->watch_dir = 0;
-    op2 = c->watching != NULL ? zkr__op_new(s, c) : NULL;
+    op2 = c->watching != NULL ? zkr__cop_new(c) : NULL;
     if (op2 != NULL)
         op2->path = zkr__strdup(c->watching);
     c->phase = ZKR__P_WATCHING;
@@ -1118,7 +1121,7 @@ static void watch_node(zkr__contender_t *c, const char *name)
 /* Lists with a child watch on the directory (op->watched marks it). */
 static void issue_list_watched(zkr__contender_t *c)
 {
-    zkr__op_t *op = zkr__op_new(c->s, c);
+    zkr__op_t *op = zkr__cop_new(c);
 
     if (op == NULL)
         return;
@@ -1133,7 +1136,7 @@ static void issue_list_watched(zkr__contender_t *c)
 static void poke_done(int rc, const struct Stat *stat, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
-    zkr__contender_t *c = op->c;
+    zkr__contender_t *c = zkr__c(op->m);
 
     (void)stat;
     zkr__op_begin(op, rc);
@@ -1150,7 +1153,7 @@ static void poke_done(int rc, const struct Stat *stat, const void *data)
  * (semaphore). */
 static void poke(zkr__contender_t *c)
 {
-    zkr__op_t *op = zkr__op_new(c->s, c);
+    zkr__op_t *op = zkr__cop_new(c);
 
     if (op == NULL)
         return;
@@ -1232,7 +1235,7 @@ static void pred_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat,
                           const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
-    zkr__contender_t *c = op->c;
+    zkr__contender_t *c = zkr__c(op->m);
     const char *name;
 
     (void)stat;
@@ -1284,7 +1287,7 @@ static void pred_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat,
  * if that is needed and not known yet (see pred_acl_done()). */
 static void check_pred(zkr__contender_t *c)
 {
-    zkr__op_t *op = zkr__op_new(c->s, c);
+    zkr__op_t *op = zkr__cop_new(c);
     int own = c->own_acl.count == 0 && !acl_lets_all_write(&c->acl);
 
     if (op != NULL && !own)
@@ -1358,7 +1361,7 @@ static void proof_done(int rc, const char *value, int len,
                        const struct Stat *stat, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
-    zkr__contender_t *c = op->c;
+    zkr__contender_t *c = zkr__c(op->m);
     zkr__record_t r;
 
     (void)stat;
@@ -1392,7 +1395,7 @@ static void note_departures(zkr__contender_t *c, const zkr__entry_t *e, int n)
     }
     if (gone == 0)
         return;
-    if (gone == 1 && (op = zkr__op_new(c->s, c)) != NULL) {
+    if (gone == 1 && (op = zkr__cop_new(c)) != NULL) {
         if ((op->path = zkr__strdup(last)) != NULL &&
             zoo_aget(c->s->zh, c->dir, 0, proof_done, op) == ZOK)
             return;
@@ -1530,7 +1533,7 @@ static void closed_read_done(int rc, const char *value, int len,
                              const struct Stat *stat, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
-    zkr__contender_t *c = op->c;
+    zkr__contender_t *c = zkr__c(op->m);
     zkr__record_t r;
     int kind;
 
@@ -1559,7 +1562,7 @@ static void write_closed(zkr__contender_t *c, int version)
         set_closed(c, version);
         return;
     }
-    if ((op = zkr__op_new(c->s, c)) == NULL)
+    if ((op = zkr__cop_new(c)) == NULL)
         return;
     if (zoo_aget(c->s->zh, c->dir, 0, closed_read_done, op) != ZOK)
         zkr__op_cancel(op);
@@ -1626,7 +1629,7 @@ static void record_done(int rc, const char *value, int len,
                         const struct Stat *stat, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
-    zkr__contender_t *c = op->c;
+    zkr__contender_t *c = zkr__c(op->m);
     zkr__record_t r;
     int64_t wait;
     int kind;
@@ -1671,7 +1674,7 @@ static void record_done(int rc, const char *value, int len,
 
 static void issue_record_read(zkr__contender_t *c)
 {
-    zkr__op_t *op = zkr__op_new(c->s, c);
+    zkr__op_t *op = zkr__cop_new(c);
 
     if (op == NULL)
         return;
@@ -1799,7 +1802,7 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
-    zkr__contender_t *c = op->c;
+    zkr__contender_t *c = zkr__c(op->m);
     zkr__entry_t *e = NULL;
     zkr__verdict_t d;
     int n = 0;
@@ -1879,7 +1882,7 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
 
 static void issue_list(zkr__contender_t *c)
 {
-    zkr__op_t *op = zkr__op_new(c->s, c);
+    zkr__op_t *op = zkr__cop_new(c);
 
     if (op == NULL)
         return;
@@ -1959,7 +1962,7 @@ static void self_watch_done(int rc, const struct Stat *stat, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
-    zkr__contender_t *c = op->c;
+    zkr__contender_t *c = zkr__c(op->m);
 
     /* Still about the node we have? (Our paths are never reused by us;
      * anyone else may create a node at one: its czxid or owner differs.) */
@@ -2006,7 +2009,7 @@ static void issue_self_watch(zkr__contender_t *c)
     zkr__op_t *op;
 
     c->watch_due = -1;
-    op = zkr__op_new(c->s, c);
+    op = zkr__cop_new(c);
     if (op != NULL)
         op->path = zkr__strdup(c->node);
     if (op == NULL || op->path == NULL) {
@@ -2028,7 +2031,7 @@ static void verify_done(int rc, const struct Stat *stat, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
-    zkr__contender_t *c = op->c;
+    zkr__contender_t *c = zkr__c(op->m);
 
     if (!stale(op, ZKR__P_HELD) && c->pub == ZKR_LOCK_SUSPENDED) {
         if (rc == ZOK && stat->ephemeralOwner == s->sid &&
@@ -2050,7 +2053,7 @@ static void verify_done(int rc, const struct Stat *stat, const void *data)
 
 static void issue_verify(zkr__contender_t *c)
 {
-    zkr__op_t *op = zkr__op_new(c->s, c);
+    zkr__op_t *op = zkr__cop_new(c);
 
     if (op == NULL)
         return;
@@ -2115,7 +2118,7 @@ static void commit_done(int rc, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
-    zkr__contender_t *c = op->c;
+    zkr__contender_t *c = zkr__c(op->m);
     zkr__commit_t *cm = c->commit;
     int f = -1, e = rc;
 
@@ -2161,7 +2164,7 @@ static void probe_done(int rc, const struct Stat *stat, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
-    zkr__contender_t *c = op->c;
+    zkr__contender_t *c = zkr__c(op->m);
     zkr__commit_t *cm = c->commit;
 
     (void)s;
@@ -2186,7 +2189,7 @@ static void commit_node_done(int rc, const struct Stat *stat, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
-    zkr__contender_t *c = op->c;
+    zkr__contender_t *c = zkr__c(op->m);
     zkr__commit_t *cm = c->commit;
 
     if (stale(op, ZKR__P_COMMITTING) || cm == NULL ||
@@ -2203,7 +2206,7 @@ static void commit_node_done(int rc, const struct Stat *stat, const void *data)
         end_commit(c, ZKR_ESTALE, 0);
     } else {
         /* Our node is gone: by our multi, or not. The probe tells. */
-        zkr__op_t *op2 = zkr__op_new(s, c);
+        zkr__op_t *op2 = zkr__cop_new(c);
 
         if (op2 != NULL &&
             zoo_aexists(s->zh, cm->probe, 0, probe_done, op2) != ZOK)
@@ -2219,7 +2222,7 @@ static void commit_receipt_done(int rc, const struct Stat *stat,
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
-    zkr__contender_t *c = op->c;
+    zkr__contender_t *c = zkr__c(op->m);
     zkr__commit_t *cm = c->commit;
 
     (void)stat;
@@ -2229,7 +2232,7 @@ static void commit_receipt_done(int rc, const struct Stat *stat,
     } else if (rc == ZOK) {
         end_commit(c, 0, 0);
     } else if (rc == ZNONODE) {
-        zkr__op_t *op2 = zkr__op_new(s, c);
+        zkr__op_t *op2 = zkr__cop_new(c);
 
         if (op2 != NULL &&
             zoo_aexists(s->zh, c->node, 0, commit_node_done, op2) != ZOK)
@@ -2246,7 +2249,7 @@ static void commit_synced(int rc, const char *value, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
-    zkr__contender_t *c = op->c;
+    zkr__contender_t *c = zkr__c(op->m);
     zkr__commit_t *cm = c->commit;
 
     (void)value;
@@ -2254,7 +2257,7 @@ static void commit_synced(int rc, const char *value, const void *data)
         zkr__is_connection_error(rc)) {
         ; /* probed again once connected */
     } else if (rc == ZOK) {
-        zkr__op_t *op2 = zkr__op_new(s, c);
+        zkr__op_t *op2 = zkr__cop_new(c);
 
         if (op2 != NULL &&
             zoo_aexists(s->zh, cm->receipt, 0, commit_receipt_done, op2) != ZOK)
@@ -2268,7 +2271,7 @@ static void commit_synced(int rc, const char *value, const void *data)
 static void issue_commit(zkr__contender_t *c)
 {
     zkr__commit_t *cm = c->commit;
-    zkr__op_t *op = zkr__op_new(c->s, c);
+    zkr__op_t *op = zkr__cop_new(c);
     int rc;
 
     if (op == NULL)
@@ -2343,7 +2346,7 @@ static void step(zkr__contender_t *c)
      * were in flight: abort_acquire waited for their answers. The last
      * has come: end it now (a create of unknown outcome becomes a search
      * by UUID), not when the connection or a new session comes back. */
-    if (!c->busy && c->abort_rc != 0 &&
+    if (!c->m.busy && c->abort_rc != 0 &&
         (c->phase == ZKR__P_CREATING || c->phase == ZKR__P_RECOVER)) {
         abort_acquire(c, c->abort_rc);
         return;
@@ -2352,7 +2355,8 @@ static void step(zkr__contender_t *c)
      * handle stays open until last heard + T (session.c, declare_lost): a
      * node created there would die with it while we hold it. The new
      * session steps us (zkr__queue_on_connected). */
-    if (c->busy || !s->connected || s->zh == NULL || s->state == ZKR_STATE_LOST)
+    if (c->m.busy || !s->connected || s->zh == NULL ||
+        s->state == ZKR_STATE_LOST)
         return;
     switch (c->phase) {
     case ZKR__P_CREATING:
@@ -2388,9 +2392,9 @@ static void step(zkr__contender_t *c)
 static void abort_handover(zkr__contender_t *c)
 {
     zkr_session_t *s = c->s;
-    zkr__contender_t *owner = s->connected ? c : NULL;
+    zkr__member_t *owner = s->connected ? &c->m : NULL;
 
-    c->stalled = 0;
+    c->m.stalled = 0;
     if ((c->leave_record != NULL
              ? zkr__cleanup_add_record(s, c->node, c->dir, c->leave_record,
                                        c->node_sid, owner)
@@ -2399,7 +2403,7 @@ static void abort_handover(zkr__contender_t *c)
         if (c->reserve == NULL) {
             /* A node adopted by a recovery has no reserved entry: keep it
              * and the acquire until one can be made (zkr__queue_retry). */
-            c->stalled = 1;
+            c->m.stalled = 1;
             zkr__retry_later(s);
             return;
         }
@@ -2412,10 +2416,11 @@ static void abort_handover(zkr__contender_t *c)
 
 void zkr__queue_retry(zkr_session_t *s)
 {
-    for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
-        if (!c->stalled || c->busy)
+    ZKR__EACH_CONTENDER(c, s)
+    {
+        if (!c->m.stalled || c->m.busy)
             continue;
-        c->stalled = 0;
+        c->m.stalled = 0;
         if (c->phase == ZKR__P_ABORTING)
             abort_handover(c); /* its entry could not be made */
         else if (c->phase == ZKR__P_WATCHING && c->watching == NULL)
@@ -2444,11 +2449,11 @@ static void abort_acquire(zkr__contender_t *c, int rc)
         c->abort_rc = rc;
     switch (c->phase) {
     case ZKR__P_CREATING:
-        if (c->busy == 0)
+        if (c->m.busy == 0)
             finish_acquire(c, c->abort_rc);
         break;
     case ZKR__P_RECOVER:
-        if (c->busy == 0) {
+        if (c->m.busy == 0) {
             zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL);
             finish_acquire(c, c->abort_rc);
         }
@@ -2489,7 +2494,8 @@ void zkr__queue_cleanup_done(zkr__contender_t *c, int rc)
 
 void zkr__queue_on_connected(zkr_session_t *s, int new_session)
 {
-    for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
+    ZKR__EACH_CONTENDER(c, s)
+    {
         /* A node of another session is not ours to hold or wait with
          * (zkr__queue_on_lost ended those it saw; this catches any other). */
         if (new_session && c->node != NULL && c->node_sid != s->sid) {
@@ -2518,16 +2524,40 @@ void zkr__queue_on_connected(zkr_session_t *s, int new_session)
 
 void zkr__queue_on_suspended(zkr_session_t *s)
 {
-    for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next)
-        if ((c->phase == ZKR__P_HELD || c->phase == ZKR__P_COMMITTING) &&
-            c->pub == ZKR_LOCK_HELD)
-            notify_state(c, ZKR_LOCK_SUSPENDED);
+    ZKR__EACH_CONTENDER(c, s)
+    if ((c->phase == ZKR__P_HELD || c->phase == ZKR__P_COMMITTING) &&
+        c->pub == ZKR_LOCK_HELD)
+        notify_state(c, ZKR_LOCK_SUSPENDED);
+}
+
+/* An adopted handle outlives our LOST: the server may still keep its
+ * session, and with it every node zkr created, which would block everyone
+ * else for as long as the application keeps its handle Hand
+ * them to the cleanup list, which deletes them through that handle once it
+ * reaches the server (entries of this session id are kept when the same
+ * session comes back, dropped when it expires). A create in flight is
+ * deleted by its completion (create_done: stale); one of unknown
+ * outcome is searched for by UUID. */
+static void adopted_lost_nodes(zkr_session_t *s)
+{
+    ZKR__EACH_CONTENDER(c, s)
+    {
+        if (c->phase == ZKR__P_RECOVER)
+            zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL);
+        else if (c->node != NULL &&
+                 (c->phase == ZKR__P_LISTING || c->phase == ZKR__P_WATCHING ||
+                  c->phase == ZKR__P_DELAYED || c->phase == ZKR__P_HELD))
+            zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL);
+    }
 }
 
 void zkr__queue_on_lost(zkr_session_t *s)
 {
-    for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
-        zkr__cleanup_disown(s, c);
+    if (!s->owned)
+        adopted_lost_nodes(s);
+    ZKR__EACH_CONTENDER(c, s)
+    {
+        zkr__cleanup_disown(s, &c->m);
         if (is_acquiring(c)) {
             /* Whatever node this attempt had died with the session. */
             c->phase = ZKR__P_IDLE;
@@ -2547,16 +2577,16 @@ void zkr__queue_on_lost(zkr_session_t *s)
  * timer, so zkr__queue_on_deadline visits only them. */
 static void timed_add(zkr__contender_t *c)
 {
-    zkr_session_t *s = c->s;
+    zkr__engine_t *e = zkr__engine(c->s);
 
     if (c->timed)
         return;
     c->timed = 1;
     c->tprev = NULL;
-    c->tnext = s->timed;
-    if (s->timed != NULL)
-        s->timed->tprev = c;
-    s->timed = c;
+    c->tnext = e->timed;
+    if (e->timed != NULL)
+        e->timed->tprev = c;
+    e->timed = c;
 }
 
 static void timed_remove(zkr__contender_t *c)
@@ -2566,7 +2596,7 @@ static void timed_remove(zkr__contender_t *c)
     if (c->tprev != NULL)
         c->tprev->tnext = c->tnext;
     else
-        c->s->timed = c->tnext;
+        zkr__engine(c->s)->timed = c->tnext;
     if (c->tnext != NULL)
         c->tnext->tprev = c->tprev;
     c->tprev = c->tnext = NULL;
@@ -2629,7 +2659,7 @@ static zkr__contender_t *timed_sort(zkr__contender_t *l)
     b = timed_sort(b);
     tail = &l;
     while (a != NULL && b != NULL) {
-        zkr__contender_t **m = a->order > b->order ? &a : &b;
+        zkr__contender_t **m = a->m.order > b->m.order ? &a : &b;
         *tail = *m;
         tail = &(*m)->tnext;
         *m = (*m)->tnext;
@@ -2645,7 +2675,7 @@ void zkr__queue_on_deadline(zkr_session_t *s, int64_t now, int64_t *next)
 {
     zkr__contender_t *due = NULL, *c, *n;
 
-    for (c = s->timed; c != NULL; c = n) {
+    for (c = zkr__engine(s)->timed; c != NULL; c = n) {
         n = c->tnext;
         if (c->watch_due < 0 && c->deadline < 0 && c->delay_until < 0) {
             timed_remove(c);
@@ -2727,7 +2757,7 @@ int zkr__contender_init2(zkr__contender_t *c, zkr_session_t *s,
         pthread_cond_destroy(&c->done_cv);
         goto fail;
     }
-    zkr__session_attach(s, c);
+    zkr__session_attach(s, &c->m);
     pthread_mutex_unlock(&s->mu);
     return 0;
 fail:
@@ -2751,7 +2781,7 @@ void zkr__contender_destroy(zkr__contender_t *c, void (*dispose)(void *))
         /* Do not wait for a delete, a create or a recovery in flight: the
          * session deletes what they leave (a create answered after this
          * is stale and deleted; a recovery's node is searched by UUID). */
-        zkr__cleanup_disown(s, c);
+        zkr__cleanup_disown(s, &c->m);
         if (is_acquiring(c)) {
             if (c->phase == ZKR__P_RECOVER)
                 zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL);
@@ -2767,7 +2797,7 @@ void zkr__contender_destroy(zkr__contender_t *c, void (*dispose)(void *))
         c->phase = ZKR__P_IDLE;
         forget_node(c);
     } else if (c->phase == ZKR__P_RELEASING) {
-        zkr__cleanup_disown(s, c);
+        zkr__cleanup_disown(s, &c->m);
         finish_release(c, 0);
     } else if (c->phase == ZKR__P_COMMITTING) {
         /* The multi in flight applies or not; either way our node goes
@@ -2786,11 +2816,11 @@ void zkr__contender_destroy(zkr__contender_t *c, void (*dispose)(void *))
      * only while that dispatch lasts, and with none running leaves the
      * rest to a later dispatch (zkr__callbacks_later). */
     c->gen++;
-    while (c->busy > 0 || c->sync_waiters > 0 ||
-           (c->events > 0 && !zkr__callbacks_later(s)))
+    while (c->m.busy > 0 || c->sync_waiters > 0 ||
+           (c->m.events > 0 && !zkr__callbacks_later(s)))
         pthread_cond_wait(&s->cv, &s->mu);
-    if (c->events > 0)
-        c->freeing = 1;
+    if (c->m.events > 0)
+        c->m.freeing = 1;
     else
         zkr__contender_dispose(c);
     pthread_mutex_unlock(&s->mu);
@@ -2803,7 +2833,7 @@ void zkr__contender_dispose(zkr__contender_t *c)
     if (c->watching != NULL)
         drop_watch(s, c->watching, c,
                    c->watch_dir ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA);
-    zkr__session_detach(s, c);
+    zkr__session_detach(s, &c->m);
     timed_remove(c);
     forget_node(c);
     free(c->dir);
@@ -2982,9 +3012,9 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
     c->rel_done = 0;
     c->rel_fn = fn;
     c->rel_data = data;
-    rc = release_to_cleanup(c, c);
+    rc = release_to_cleanup(c, &c->m);
     if (rc != 0 && c->reserve != NULL) { /* short of memory: no record */
-        zkr__cleanup_commit(s, c->reserve, c->node, c->node_sid, c);
+        zkr__cleanup_commit(s, c->reserve, c->node, c->node_sid, &c->m);
         c->reserve = NULL;
         rc = 0;
     }

@@ -186,7 +186,7 @@ static void fork_parent(void)
     pthread_mutex_unlock(&live_mu);
 }
 
-static void cond_renew(pthread_cond_t *cv, int monotonic)
+void zkr__cond_renew(pthread_cond_t *cv, int monotonic)
 {
     pthread_condattr_t ca;
 
@@ -222,16 +222,14 @@ static void fork_child(void)
         s->replace = 0;
         s->replace_at = -1;
         s->reconnect_at = -1;
-        cond_renew(&s->cv, 1);
-        cond_renew(&s->tcv, 1);
-        cond_renew(&s->ecv, 1);
-        for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
-            c->busy = 0;
-            c->events = 0;
-            c->sync_waiters = 0;
-            cond_renew(&c->done_cv, 0);
+        zkr__cond_renew(&s->cv, 1);
+        zkr__cond_renew(&s->tcv, 1);
+        zkr__cond_renew(&s->ecv, 1);
+        for (zkr__member_t *m = s->members; m != NULL; m = m->next) {
+            m->busy = 0;
+            m->events = 0;
         }
-        zkr__observers_forked(s);
+        s->hooks->forked(s);
         /* The parent's callbacks: they run there, never here. The wake-up
          * pipe is the parent's too: the child neither reads nor writes it
          * (it posts nothing, and has nothing signalled to drain). */
@@ -315,7 +313,7 @@ int zkr__is_connection_error(int rc)
 
 /* ------------------------------------------------------------- events */
 
-int zkr__post(zkr_session_t *s, int kind, int a, zkr__contender_t *c,
+int zkr__post(zkr_session_t *s, int kind, int a, zkr__member_t *m,
               void (*fn)(void), void *data)
 {
     zkr__event_t *ev;
@@ -333,12 +331,12 @@ int zkr__post(zkr_session_t *s, int kind, int a, zkr__contender_t *c,
         return ZKR_ENOMEM;
     ev->kind = kind;
     ev->a = a;
-    ev->c = c;
+    ev->m = m;
     ev->fn = fn;
     ev->data = data;
     ev->seq = ++s->ev_seq;
-    if (c != NULL)
-        c->events++;
+    if (m != NULL)
+        m->events++;
     if (s->ev_tail != NULL)
         s->ev_tail->next = ev;
     else
@@ -423,20 +421,12 @@ static int run_event(zkr_session_t *s, zkr__event_t *ev)
         ev->run(ev);
         pthread_mutex_lock(&s->mu);
     } else {
-        /* A handle freed on this thread (c->freeing) still gets its
-         * completions (each exactly once), not its state changes; the
-         * last of its events finishes the free. */
-        zkr__contender_t *c = ev->c;
-        int run = ev->fn != NULL && !(c->freeing && ev->kind == ZKR__EV_STATE);
-        if (ev->kind == ZKR__EV_ACQUIRED)
-            zkr__acquired_recheck(c, ev);
-        pthread_mutex_unlock(&s->mu);
-        if (run)
-            c->recipe->deliver(c, ev);
-        pthread_mutex_lock(&s->mu);
-        n = run;
-        if (--c->events == 0 && c->freeing)
-            zkr__contender_dispose(c);
+        /* The last event of a handle freed on this thread (m->freeing)
+         * finishes the free. */
+        zkr__member_t *m = ev->m;
+        n = s->hooks->deliver(ev);
+        if (--m->events == 0 && m->freeing)
+            s->hooks->dispose(m);
     }
     ev_free(s, ev);
     pthread_cond_broadcast(&s->cv);
@@ -521,24 +511,22 @@ void zkr__retry_later(zkr_session_t *s)
     }
 }
 
-zkr__op_t *zkr__op_new(zkr_session_t *s, zkr__contender_t *c)
+zkr__op_t *zkr__op_new(zkr_session_t *s, zkr__member_t *m)
 {
     zkr__op_t *op = calloc(1, sizeof(*op));
 
     if (op == NULL) {
-        if (c != NULL)
-            c->stalled = 1;
+        if (m != NULL)
+            m->stalled = 1;
         zkr__retry_later(s);
         return NULL;
     }
     op->s = s;
-    op->c = c;
+    op->m = m;
     op->sent = zkr__now_ms();
     op->sid = s->sid;
-    if (c != NULL) {
-        op->gen = c->gen;
-        c->busy++;
-    }
+    if (m != NULL)
+        m->busy++;
     s->ops++;
     return op;
 }
@@ -653,11 +641,11 @@ void zkr__op_cancel(zkr__op_t *op)
 {
     /* The request was not sent: whatever waited for its answer (a
      * contender's step, a cleanup) is taken again by the timer thread. */
-    if (op->c != NULL)
-        op->c->stalled = 1;
+    if (op->m != NULL)
+        op->m->stalled = 1;
     zkr__retry_later(op->s);
-    if (op->c != NULL)
-        op->c->busy--;
+    if (op->m != NULL)
+        op->m->busy--;
     sent_unlink(op->s, op);
     op->s->ops--;
     free(op->path);
@@ -673,8 +661,8 @@ zkr_session_t *zkr__op_begin(zkr__op_t *op, int rc)
     pthread_mutex_lock(&s->mu);
     sent_unlink(s, op);
     s->ops--;
-    if (op->c != NULL)
-        op->c->busy--;
+    if (op->m != NULL)
+        op->m->busy--;
     /* No answer but a heartbeat's moves the deadline: a follower answers
      * reads by itself, even when cut off from the leader (see the top). */
     (void)rc;
@@ -689,8 +677,8 @@ void zkr__op_end(zkr__op_t *op)
      * meanwhile (after a reconnection, say) is taken now. Without this a
      * listing that failed on a connection loss after the reconnection had
      * been handled left its waiter pending forever. */
-    if (op->c != NULL)
-        zkr__contender_step(op->c);
+    if (op->m != NULL)
+        s->hooks->step(op->m);
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     free(op->path);
@@ -797,7 +785,7 @@ static void cleanup_free(zkr__cleanup_t *cl)
 
 /* Puts a new entry (not busy) first in the list, and pumps. */
 static void cleanup_link(zkr_session_t *s, zkr__cleanup_t *cl, int64_t sid,
-                         zkr__contender_t *owner)
+                         zkr__member_t *owner)
 {
     cl->sid = sid;
     cl->owner = owner;
@@ -832,7 +820,7 @@ static void cleanup_disown_one(zkr__cleanup_t *cl)
 static int cleanup_make(zkr_session_t *s, const char *path, const char *dir,
                         const char *uuid, const char *record,
                         const char *record_dir, int64_t sid,
-                        zkr__contender_t *owner)
+                        zkr__member_t *owner)
 {
     zkr__cleanup_t *cl = calloc(1, sizeof(*cl));
 
@@ -856,14 +844,14 @@ static int cleanup_make(zkr_session_t *s, const char *path, const char *dir,
 }
 
 int zkr__cleanup_add(zkr_session_t *s, const char *path, const char *dir,
-                     const char *uuid, int64_t sid, zkr__contender_t *owner)
+                     const char *uuid, int64_t sid, zkr__member_t *owner)
 {
     return cleanup_make(s, path, dir, uuid, NULL, NULL, sid, owner);
 }
 
 int zkr__cleanup_add_record(zkr_session_t *s, const char *path, const char *dir,
                             const char *record, int64_t sid,
-                            zkr__contender_t *owner)
+                            zkr__member_t *owner)
 {
     return cleanup_make(s, path, NULL, NULL, record, dir, sid, owner);
 }
@@ -900,7 +888,7 @@ zkr__cleanup_t *zkr__cleanup_reserve(size_t pathlen)
 }
 
 void zkr__cleanup_commit(zkr_session_t *s, zkr__cleanup_t *cl, const char *path,
-                         int64_t sid, zkr__contender_t *owner)
+                         int64_t sid, zkr__member_t *owner)
 {
     strcpy(cl->path, path); /* fits: reserved for the longest name */
     cleanup_link(s, cl, sid, owner);
@@ -914,11 +902,11 @@ void zkr__cleanup_unreserve(zkr__cleanup_t *cl)
     }
 }
 
-void zkr__cleanup_disown(zkr_session_t *s, zkr__contender_t *c)
+void zkr__cleanup_disown(zkr_session_t *s, zkr__member_t *m)
 {
-    for (zkr__cleanup_t *cl = s->cleanups; cl != NULL && c->cleanups_owned > 0;
+    for (zkr__cleanup_t *cl = s->cleanups; cl != NULL && m->cleanups_owned > 0;
          cl = cl->next)
-        if (cl->owner == c)
+        if (cl->owner == m)
             cleanup_disown_one(cl);
 }
 
@@ -926,7 +914,7 @@ void zkr__cleanup_disown(zkr_session_t *s, zkr__contender_t *c)
  * refers to it: then the op's completion frees it). */
 static void cleanup_finish(zkr_session_t *s, zkr__cleanup_t *cl, int rc)
 {
-    zkr__contender_t *owner = cl->owner;
+    zkr__member_t *owner = cl->owner;
 
     if (rc != 0 && !cl->dead)
         zkr__log(s, ZKR_LOG_WARN,
@@ -937,7 +925,7 @@ static void cleanup_finish(zkr_session_t *s, zkr__cleanup_t *cl, int rc)
     cleanup_disown_one(cl);
     cl->dead = 1;
     if (owner != NULL)
-        zkr__queue_cleanup_done(owner, rc);
+        s->hooks->cleanup_done(owner, rc);
     if (cl->busy)
         return;
     if (cl->prev != NULL)
@@ -1193,26 +1181,6 @@ void zkr__cleanup_pump(zkr_session_t *s)
 
 /* ------------------------------------------------- connection state */
 
-/* An adopted handle outlives our LOST: the server may still keep its
- * session, and with it every node zkr created, which would block everyone
- * else for as long as the application keeps its handle (issue 12.6). Hand
- * them to the cleanup list, which deletes them through that handle once it
- * reaches the server (entries of this session id are kept when the same
- * session comes back, dropped when it expires). A create in flight is
- * deleted by its completion (queue.c, create_done: stale); one of unknown
- * outcome is searched for by UUID. */
-static void adopted_lost_nodes(zkr_session_t *s)
-{
-    for (zkr__contender_t *c = s->contenders; c != NULL; c = c->next) {
-        if (c->phase == ZKR__P_RECOVER)
-            zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL);
-        else if (c->node != NULL &&
-                 (c->phase == ZKR__P_LISTING || c->phase == ZKR__P_WATCHING ||
-                  c->phase == ZKR__P_DELAYED || c->phase == ZKR__P_HELD))
-            zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL);
-    }
-}
-
 /* `ended`: the server said the session is gone (EXPIRED, or a refused
  * digest). Otherwise it may still live on the server until last heard +
  * T, whatever our connection looks like (the client may have reconnected
@@ -1234,9 +1202,8 @@ static void declare_lost(zkr_session_t *s, int ended, const char *why)
     if (!s->owned) {
         /* The same holds for deleting its nodes through its handle. */
         s->cleanup_at = wait ? at : -1;
-        adopted_lost_nodes(s);
     }
-    zkr__queue_on_lost(s);
+    s->hooks->lost(s); /* an adopted session's nodes go to the cleanups */
     if (s->owned) {
         /* Close the handle even if it might still reconnect: from now on
          * nothing of this session may be trusted. Its nodes go with it.
@@ -1308,12 +1275,11 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
                      "connected: session 0x%llx, timeout %d ms",
                      (unsigned long long)sid, s->timeout);
             set_state(s, ZKR_STATE_CONNECTED);
-            zkr__queue_on_connected(s, 1);
+            s->hooks->connected(s, 1);
         } else {
             set_state(s, ZKR_STATE_RECONNECTED);
-            zkr__queue_on_connected(s, 0);
+            s->hooks->connected(s, 0);
         }
-        zkr__observers_refresh(s);
         zkr__cleanup_pump(s);
     } else if (state == ZOO_EXPIRED_SESSION_STATE ||
                state == ZOO_AUTH_FAILED_STATE) {
@@ -1340,7 +1306,7 @@ static void on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
                          "connection lost: session 0x%llx SUSPENDED",
                          (unsigned long long)s->sid);
                 set_state(s, ZKR_STATE_SUSPENDED);
-                zkr__queue_on_suspended(s);
+                s->hooks->suspended(s);
             }
         }
     }
@@ -1594,10 +1560,9 @@ static void *timer_main(void *arg)
             /* Requests that could not be sent: send them again. */
             s->retry_at = -1;
             zkr__cleanup_pump(s);
-            zkr__queue_retry(s);
-            zkr__observers_refresh(s);
+            s->hooks->retry(s);
         }
-        zkr__queue_on_deadline(s, now, &next);
+        s->hooks->deadline(s, now, &next);
         if (s->retry_at >= 0)
             next = min_time(next, s->retry_at);
         if (s->stop)
@@ -1662,19 +1627,26 @@ static void session_destroy(zkr_session_t *s)
         close(s->ev_fd[0]);
         close(s->ev_fd[1]);
     }
-    free(s->pidx);
+    if (s->engine != NULL)
+        s->hooks->fini(s);
+    free(s->engine);
     free(s->hosts);
     free(s->digest);
     free(s);
 }
 
-static int session_alloc(zkr_session_t **out)
+static int session_alloc(zkr_session_t **out, const zkr__session_hooks_t *hooks)
 {
     zkr_session_t *s = calloc(1, sizeof(*s));
     pthread_condattr_t ca;
 
     if (s == NULL)
         return ZKR_ENOMEM;
+    s->hooks = hooks;
+    if ((s->engine = calloc(1, hooks->size)) == NULL) {
+        free(s);
+        return ZKR_ENOMEM;
+    }
     pthread_once(&atfork_once, atfork_register);
     s->timer_next = -1;
     s->log_slot = -1;
@@ -1931,8 +1903,9 @@ static char *build_hosts(const char *hosts, const char *chroot)
     return h;
 }
 
-int zkr_session_open(zkr_session_t **out, const char *hosts,
-                     int session_timeout_ms, const zkr_session_options_t *opts)
+int zkr__session_open(zkr_session_t **out, const char *hosts,
+                      int session_timeout_ms, const zkr_session_options_t *opts,
+                      const zkr__session_hooks_t *hooks)
 {
     zkr_session_options_t o = {0};
     zkr_session_t *s;
@@ -1959,7 +1932,7 @@ int zkr_session_open(zkr_session_t **out, const char *hosts,
             return ZBADARGUMENTS; /* an option this version does not know */
     if (session_timeout_ms == 0)
         session_timeout_ms = 10000;
-    if ((rc = session_alloc(&s)) != 0)
+    if ((rc = session_alloc(&s, hooks)) != 0)
         return rc;
     s->owned = 1;
     s->log_fn = o.log_fn;
@@ -2022,14 +1995,15 @@ int zkr_session_open(zkr_session_t **out, const char *hosts,
     return 0;
 }
 
-int zkr_session_adopt(zkr_session_t **out, zhandle_t *zh)
+int zkr__session_adopt(zkr_session_t **out, zhandle_t *zh,
+                       const zkr__session_hooks_t *hooks)
 {
     zkr_session_t *s;
     int rc;
 
     if (out == NULL || zh == NULL)
         return ZBADARGUMENTS;
-    if ((rc = session_alloc(&s)) != 0)
+    if ((rc = session_alloc(&s, hooks)) != 0)
         return rc;
     s->zh = zh;
     s->no_reconnect = 1;
@@ -2050,10 +2024,10 @@ int zkr_session_adopt(zkr_session_t **out, zhandle_t *zh)
  * by the last of them) do not count. Mutex held. */
 static int open_handles(const zkr_session_t *s)
 {
-    int n = s->ncontenders;
+    int n = s->nmembers;
 
-    for (const zkr__contender_t *c = s->contenders; c != NULL; c = c->next)
-        n -= c->freeing;
+    for (const zkr__member_t *m = s->members; m != NULL; m = m->next)
+        n -= m->freeing;
     return n;
 }
 
@@ -2084,7 +2058,7 @@ int zkr_session_free(zkr_session_t *s)
      * them the completions that finish the free of a handle. */
     if (s->dispatch)
         dispatch_alone(s);
-    if (s->ncontenders > 0) { /* a callback made a new handle */
+    if (s->nmembers > 0) { /* a callback made a new handle */
         pthread_mutex_unlock(&s->mu);
         return ZKR_EINUSE;
     }
@@ -2343,25 +2317,30 @@ uint64_t zkr_session_counter(zkr_session_t *s, zkr_counter_t c)
     return v;
 }
 
-void zkr__session_attach(zkr_session_t *s, zkr__contender_t *c)
+void zkr__session_attach(zkr_session_t *s, zkr__member_t *m)
 {
-    c->order = ++s->attached;
-    c->prev = NULL;
-    c->next = s->contenders;
-    if (s->contenders != NULL)
-        s->contenders->prev = c;
-    s->contenders = c;
-    s->ncontenders++;
+    m->order = ++s->attached;
+    m->prev = NULL;
+    m->next = s->members;
+    if (s->members != NULL)
+        s->members->prev = m;
+    s->members = m;
+    s->nmembers++;
 }
 
-void zkr__session_detach(zkr_session_t *s, zkr__contender_t *c)
+void zkr__session_detach(zkr_session_t *s, zkr__member_t *m)
 {
-    if (c->prev != NULL)
-        c->prev->next = c->next;
+    if (m->prev != NULL)
+        m->prev->next = m->next;
     else
-        s->contenders = c->next;
-    if (c->next != NULL)
-        c->next->prev = c->prev;
-    c->prev = c->next = NULL;
-    s->ncontenders--;
+        s->members = m->next;
+    if (m->next != NULL)
+        m->next->prev = m->prev;
+    m->prev = m->next = NULL;
+    s->nmembers--;
+}
+
+void zkr__session_hold(zkr_session_t *s, int delta)
+{
+    s->nmembers += delta;
 }

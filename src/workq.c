@@ -1110,7 +1110,7 @@ static void wq_watcher(zhandle_t *zh, int type, int state, const char *path,
         return;
     if ((s = zkr__session_lock_live(ctx)) == NULL)
         return;
-    s->workq_events++;
+    zkr__engine(s)->workq_events++;
     s->counters[ZKR_COUNTER_WATCH_EVENTS]++;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
@@ -1501,7 +1501,7 @@ static int take_run(zkr_workq_t *q, int timeout_ms, zkr_item_t **out)
             rc = ZKR_ELOST;
         else if (deadline >= 0 && zkr__now_ms() >= deadline)
             rc = ZKR_ETIMEDOUT;
-        gen = s->workq_events;
+        gen = zkr__engine(s)->workq_events;
         connected = s->connected;
         pthread_mutex_unlock(&s->mu);
         if (rc != 0)
@@ -1533,7 +1533,7 @@ static int take_run(zkr_workq_t *q, int timeout_ms, zkr_item_t **out)
             break;
         }
         pthread_mutex_lock(&s->mu);
-        while (s->workq_events == gen && !q->cancel &&
+        while (zkr__engine(s)->workq_events == gen && !q->cancel &&
                q->turn.phase == ZKR__P_HELD && s->connected) {
             int64_t until = zkr__now_ms() + 500;
             if (deadline >= 0 && deadline < until)
@@ -2012,7 +2012,7 @@ static void tail_done(int rc, const struct Stat *stat, const void *data);
 static int tail_lookup(zkr_item_t *it)
 {
     zkr_session_t *s = it->s;
-    zkr__op_t *op = zkr__op_new(s, &it->c);
+    zkr__op_t *op = zkr__cop_new(&it->c);
     char ql[300];
 
     snprintf(ql, sizeof(ql), "%s/q%d", it->qpath, it->level);
@@ -2081,7 +2081,7 @@ static int repair_start(zkr_item_t *it, int t, int sealed)
         free(j);
         return it->tail_rc; /* the level keeps changing under us */
     }
-    if (j == NULL || (j->op = zkr__op_new(it->s, &it->c)) == NULL) {
+    if (j == NULL || (j->op = zkr__cop_new(&it->c)) == NULL) {
         free(j);
         return ZKR_ENOMEM;
     }
@@ -2106,7 +2106,7 @@ static void tail_done(int rc, const struct Stat *stat, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
-    zkr_item_t *it = op->c->owner;
+    zkr_item_t *it = zkr__c(op->m)->owner;
     int r;
 
     (void)s;
@@ -2165,7 +2165,7 @@ static void rdir_done(int rc, const char *value, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
     zkr_session_t *s = zkr__op_begin(op, rc);
-    zkr_item_t *it = op->c->owner;
+    zkr_item_t *it = zkr__c(op->m)->owner;
     int r = rc == ZOK || rc == ZNODEEXISTS ? 0
             : conn_error(rc)               ? ZCONNECTIONLOSS
                                            : rc;
@@ -2191,7 +2191,7 @@ static void item_done(zkr__commit_t *cm, int rc)
         !it->rdir_made) {
         /* The receipts' container was reaped (empty): made again, and the
          * same commit sent again (nothing applied, the claim kept). */
-        zkr__op_t *op = zkr__op_new(s, &it->c);
+        zkr__op_t *op = zkr__cop_new(&it->c);
 
         it->rdir_made = 1;
         if (op != NULL && zoo_acreate(s->zh, it->rdir, "", 0, &it->c.acl,
@@ -2253,7 +2253,7 @@ static void item_done(zkr__commit_t *cm, int rc)
         it->done = 1;
         pthread_cond_broadcast(&s->cv);
     } else if (it->cb != NULL) {
-        zkr__post(s, ZKR__EV_RELEASED, rc, &it->c, (void (*)(void))it->cb,
+        zkr__post(s, ZKR__EV_RELEASED, rc, &it->c.m, (void (*)(void))it->cb,
                   it->cbdata);
     }
     it->cb = NULL;

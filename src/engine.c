@@ -1,0 +1,99 @@
+/* The engine as the session's upper layer: the hooks it hands every
+ * session it makes (session.c calls nothing above it by name), its
+ * per-session state, and the public calls that make a session. */
+#include "internal.h"
+
+static void engine_fini(zkr_session_t *s)
+{
+    free(zkr__engine(s)->pidx);
+}
+
+static void engine_connected(zkr_session_t *s, int new_session)
+{
+    zkr__queue_on_connected(s, new_session);
+    zkr__observers_refresh(s);
+}
+
+static void engine_retry(zkr_session_t *s)
+{
+    zkr__queue_retry(s);
+    zkr__observers_refresh(s);
+}
+
+static void engine_forked(zkr_session_t *s)
+{
+    ZKR__EACH_CONTENDER(c, s)
+    {
+        c->sync_waiters = 0;
+        zkr__cond_renew(&c->done_cv, 0);
+    }
+    zkr__observers_forked(s);
+}
+
+/* A handle freed on this thread (m->freeing) still gets its completions
+ * (each exactly once), not its state changes. */
+static int engine_deliver(zkr__event_t *ev)
+{
+    zkr__contender_t *c = zkr__c(ev->m);
+    zkr_session_t *s = c->s;
+    int run = ev->fn != NULL && !(c->m.freeing && ev->kind == ZKR__EV_STATE);
+
+    if (ev->kind == ZKR__EV_ACQUIRED)
+        zkr__acquired_recheck(c, ev);
+    pthread_mutex_unlock(&s->mu);
+    if (run)
+        c->recipe->deliver(c, ev);
+    pthread_mutex_lock(&s->mu);
+    return run;
+}
+
+static void engine_dispose(zkr__member_t *m)
+{
+    zkr__contender_dispose(zkr__c(m));
+}
+
+static void engine_step(zkr__member_t *m)
+{
+    zkr__contender_step(zkr__c(m));
+}
+
+static void engine_cleanup_done(zkr__member_t *m, int rc)
+{
+    zkr__queue_cleanup_done(zkr__c(m), rc);
+}
+
+static const zkr__session_hooks_t engine_hooks = {
+    .size = sizeof(zkr__engine_t),
+    .fini = engine_fini,
+    .connected = engine_connected,
+    .suspended = zkr__queue_on_suspended,
+    .lost = zkr__queue_on_lost,
+    .retry = engine_retry,
+    .deadline = zkr__queue_on_deadline,
+    .forked = engine_forked,
+    .deliver = engine_deliver,
+    .dispose = engine_dispose,
+    .step = engine_step,
+    .cleanup_done = engine_cleanup_done,
+};
+
+zkr__op_t *zkr__cop_new(zkr__contender_t *c)
+{
+    zkr__op_t *op = zkr__op_new(c->s, &c->m);
+
+    if (op != NULL)
+        op->gen = c->gen;
+    return op;
+}
+
+int zkr_session_open(zkr_session_t **out, const char *hosts,
+                     int session_timeout_ms, const zkr_session_options_t *opts)
+{
+    return zkr__session_open(out, hosts, session_timeout_ms, opts,
+                             &engine_hooks);
+}
+
+int zkr_session_adopt(zkr_session_t **out, zhandle_t *zh)
+{
+    return zkr__session_adopt(out, zh, &engine_hooks);
+}
