@@ -75,6 +75,7 @@ static const zkr__session_hooks_t engine_hooks = {
     .dispose = engine_dispose,
     .step = engine_step,
     .cleanup_done = engine_cleanup_done,
+    .watched = zkr__path_watched,
 };
 
 zkr__op_t *zkr__cop_new(zkr__contender_t *c)

@@ -344,6 +344,9 @@ typedef struct zkr__session_hooks {
     void (*step)(zkr__member_t *m);
     /* A cleanup entry m owns is done (rc: the delete's result). */
     void (*cleanup_done)(zkr__member_t *m, int rc);
+    /* Does something above still need its watches of this type on path?
+     * (A pending removal of them is then dropped.) */
+    int (*watched)(zkr_session_t *s, const char *path, int wtype);
 } zkr__session_hooks_t;
 
 typedef struct zkr__listener zkr__listener_t;
@@ -575,8 +578,6 @@ int zkr__cleanup_add_record(zkr_session_t *s, const char *path, const char *dir,
  * the session as context; mutex held. */
 int zkr__cleanup_add_watch(zkr_session_t *s, const char *path, int wtype,
                            watcher_fn watcher);
-/* Does something of s still need its watches of this type on path? */
-int zkr__path_watched(zkr_session_t *s, const char *path, int wtype);
 /* Does an observer of s follow path? */
 int zkr__observed(zkr_session_t *s, const char *path);
 /* Runs pending cleanups if connected; mutex held. */
@@ -1051,6 +1052,8 @@ void zkr__queue_on_deadline(zkr_session_t *s, int64_t now, int64_t *next);
 void zkr__queue_cleanup_done(zkr__contender_t *c, int rc);
 /* Takes again the step of each stalled contender (timer thread). */
 void zkr__queue_retry(zkr_session_t *s);
+/* Does something of s still need its watches of this type on path? */
+int zkr__path_watched(zkr_session_t *s, const char *path, int wtype);
 /* In a forked child: no observer request is in flight, and no callback
  * queued (session.c, fork_child). */
 void zkr__observers_forked(zkr_session_t *s);

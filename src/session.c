@@ -1145,7 +1145,7 @@ void zkr__cleanup_pump(zkr_session_t *s)
             continue;
         if (cl->dead || (s->sid != 0 && cl->sid != s->sid) ||
             (cl->watch && cl->path != NULL &&
-             zkr__path_watched(s, cl->path, cl->wtype))) {
+             s->hooks->watched(s, cl->path, cl->wtype))) {
             /* Nodes (and watches) of an older session died with it; a
              * watch someone here needs again is kept. */
             cleanup_finish(s, cl, 0);
