@@ -395,16 +395,14 @@ static int print_text(const char *path, const zkr_contender_t *v, int n,
  * ..."), or, should that have been written by someone else, its layout
  * does (a line of consumers or a level). A lock's directory has neither:
  * its children are contenders. */
-int cli_is_workq(zkr_session_t *s, const char *path)
+static int is_workq_on(zhandle_t *zh, void *arg)
 {
     static const char *const kids[] = {"consumers", "q0", "q1", "q2", "q3"};
-    zhandle_t *zh = zkr_session_handle(s);
+    const char *path = arg;
     char buf[64], sub[ZKR_PATH_MAX + 16];
     int len = (int)sizeof(buf) - 1;
     struct Stat st;
 
-    if (zh == NULL)
-        return 0;
     if (zoo_get(zh, path, 0, buf, &len, NULL) == ZOK && len >= 9 &&
         memcmp(buf, "zkr-workq", 9) == 0)
         return 1;
@@ -414,6 +412,13 @@ int cli_is_workq(zkr_session_t *s, const char *path)
             return 1;
     }
     return 0;
+}
+
+/* Through zkr_session_with_handle(): the exporter's session re-creates its
+ * handle after LOST. */
+int cli_is_workq(zkr_session_t *s, const char *path)
+{
+    return zkr_session_with_handle(s, is_workq_on, (void *)path) == 1;
 }
 
 /* Whether path exists: a typo must not look like an idle lock (whose path
@@ -486,7 +491,7 @@ int cli_inspect(const cli_t *c, int argc, char **argv)
     if (optind != argc - 1)
         return cli_usage_error("inspect", "wants exactly one PATH");
     if ((status = cli_check_args("inspect", argv[optind], NULL)) != 0 ||
-        (status = cli_open_session(c, &s)) != 0)
+        (status = cli_open_admin_session(c, &s)) != 0)
         return status;
     if (!path_exists(c, s, argv[optind])) {
         zkr_session_free(s);
@@ -900,7 +905,7 @@ static int resolve(const cli_t *c, zkr_session_t **s, const char *name,
              * the record. */
             zkr_session_free(*s);
             *s = NULL;
-            if (cli_open_session(c, s) != 0)
+            if (cli_open_admin_session(c, s) != 0)
                 return OUT_UNKNOWN;
             continue;
         }
@@ -1089,7 +1094,7 @@ int cli_release(const cli_t *c, int argc, char **argv)
         return cli_usage_error("release", "wants exactly one PATH");
     path = argv[optind];
     if ((status = cli_check_args("release", path, NULL)) != 0 ||
-        (status = cli_open_session(c, &s)) != 0)
+        (status = cli_open_admin_session(c, &s)) != 0)
         return status;
     if ((status = list(c, s, path, &v, &n, &holding)) != 0)
         goto out;

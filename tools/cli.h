@@ -103,6 +103,10 @@ int cli_check_args(const char *sub, const char *path, const char *id);
 /* Opens the session of the global options; prints why on failure.
  * Returns 0 or an exit status. */
 int cli_open_session(const cli_t *c, zkr_session_t **out);
+/* The same with no re-creation after LOST (no_reconnect): the session's
+ * handle stays the same until zkr_session_free(), so the admin commands
+ * may make their own ZooKeeper calls on zkr_session_handle(). */
+int cli_open_admin_session(const cli_t *c, zkr_session_t **out);
 /* The ACL for --acl NAME ("open" or "private"), or NULL for an unknown
  * name. "private" needs --auth: checked by the caller. */
 const struct ACL_vector *cli_acl(const char *name);

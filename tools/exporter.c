@@ -207,18 +207,64 @@ static void on_state(zkr_session_t *s, zkr_state_t st, void *data)
 
 /* -------------------------------------------------------------- worker */
 
+/* One ZooKeeper read with the exporter's watcher, made through
+ * zkr_session_with_handle(): the session re-creates its handle after
+ * LOST, which may free a handle obtained any other way while a call on it
+ * runs. */
+typedef struct {
+    enum { CALL_WEXISTS, CALL_WGET, CALL_CHILDREN } what;
+    const char *path;
+    xpath_t *p; /* the watcher's context (CALL_WEXISTS, CALL_WGET) */
+    struct Stat st;
+    char *buf;
+    int len;
+    struct String_vector *kids;
+} zk_call_t;
+
+static int zk_call_run(zhandle_t *zh, void *arg)
+{
+    zk_call_t *k = arg;
+
+    switch (k->what) {
+    case CALL_WEXISTS:
+        return zoo_wexists(zh, k->path, watcher, k->p, &k->st);
+    case CALL_WGET:
+        return zoo_wget(zh, k->path, watcher, k->p, k->buf, &k->len, &k->st);
+    default:
+        return zoo_get_children(zh, k->path, 0, k->kids);
+    }
+}
+
+static int zk_call(exporter_t *x, zk_call_t *k)
+{
+    return zkr_session_with_handle(x->s, zk_call_run, k);
+}
+
+/* The exporter is stopping (takes x->mu). */
+static int stopping(exporter_t *x)
+{
+    int stop;
+
+    pthread_mutex_lock(&x->mu);
+    stop = x->stop;
+    pthread_mutex_unlock(&x->mu);
+    return stop;
+}
+
+/* Ends a walk of many reads: the session is down or closing. */
+static int session_gone(int rc)
+{
+    return rc == ZCONNECTIONLOSS || rc == ZSESSIONEXPIRED || rc == ZKR_ECLOSED;
+}
+
 /* Reads the path's stat and (re)sets the watch on its node. */
 static int read_depth(exporter_t *x, xpath_t *p, int *exists, int *depth)
 {
-    zhandle_t *zh = zkr_session_handle(x->s);
-    struct Stat st;
-    int rc;
+    zk_call_t k = {.what = CALL_WEXISTS, .path = p->path, .p = p};
+    int rc = zk_call(x, &k);
 
-    if (zh == NULL)
-        return ZCONNECTIONLOSS;
-    rc = zoo_wexists(zh, p->path, watcher, p, &st);
     *exists = rc == ZOK;
-    *depth = rc == ZOK ? st.numChildren : 0;
+    *depth = rc == ZOK ? k.st.numChildren : 0;
     return rc == ZNONODE ? ZOK : rc;
 }
 
@@ -231,16 +277,16 @@ static int read_depth(exporter_t *x, xpath_t *p, int *exists, int *depth)
 static int watch_front(exporter_t *x, xpath_t *p, const zkr_contender_t *v,
                        int n, int holders)
 {
-    zhandle_t *zh = zkr_session_handle(x->s);
-    struct Stat st;
     char byte;
-    int rc, len;
+    int rc;
 
     for (int i = 0; i < n && i <= holders; i++) {
-        if (zh == NULL)
-            return ZCONNECTIONLOSS;
-        len = (int)sizeof(byte);
-        rc = zoo_wget(zh, v[i].node, watcher, p, &byte, &len, &st);
+        zk_call_t k = {.what = CALL_WGET,
+                       .path = v[i].node,
+                       .p = p,
+                       .buf = &byte,
+                       .len = (int)sizeof(byte)};
+        rc = zk_call(x, &k);
         if (rc == ZNONODE)
             return ZNONODE; /* already gone: list again */
         if (rc != ZOK)
@@ -433,12 +479,10 @@ static int workq_child(const char *name)
  * No ZooKeeper call is made with x->mu held. */
 static void discover(exporter_t *x)
 {
-    zhandle_t *zh = zkr_session_handle(x->s);
     char **queue = NULL;
     int *depth = NULL, head = 0, tail = 0, rc = ZOK;
 
-    if (zh == NULL ||
-        (queue = calloc(DISCOVER_NODES, sizeof(*queue))) == NULL ||
+    if ((queue = calloc(DISCOVER_NODES, sizeof(*queue))) == NULL ||
         (depth = calloc(DISCOVER_NODES, sizeof(*depth))) == NULL) {
         free(queue);
         return;
@@ -446,12 +490,13 @@ static void discover(exporter_t *x)
     for (int i = 0; i < x->nprefixes && tail < DISCOVER_NODES; i++)
         if ((queue[tail] = strdup(x->prefixes[i])) != NULL)
             depth[tail++] = 0;
-    while (head < tail && rc != ZCONNECTIONLOSS && rc != ZSESSIONEXPIRED) {
+    while (head < tail && !session_gone(rc) && !stopping(x)) {
         struct String_vector kids = {0};
         char *path = queue[head];
         int d = depth[head++], recipe = 0, queue_like = 0;
+        zk_call_t call = {.what = CALL_CHILDREN, .path = path, .kids = &kids};
 
-        rc = zoo_get_children(zh, path, 0, &kids);
+        rc = zk_call(x, &call);
         if (rc == ZNONODE)
             rc = ZOK; /* gone meanwhile, or a prefix not made yet */
         for (int k = 0; rc == ZOK && k < kids.count && !queue_like; k++)
@@ -495,7 +540,7 @@ static void discover(exporter_t *x)
             x->discovery_errors++;
             pthread_mutex_unlock(&x->mu);
             cli_info(x->c, "--prefix: %s: %s", path, zkr_strerror(rc));
-            if (rc != ZCONNECTIONLOSS && rc != ZSESSIONEXPIRED)
+            if (!session_gone(rc))
                 rc = ZOK; /* ZNOAUTH on one node: go on with the others */
         }
     }

@@ -184,11 +184,12 @@ static int unresolved(const cli_t *c)
     return 0;
 }
 
-int cli_open_session(const cli_t *c, zkr_session_t **out)
+static int open_session(const cli_t *c, zkr_session_t **out, int no_reconnect)
 {
     zkr_session_options_t o = {0};
     int rc;
 
+    o.no_reconnect = no_reconnect;
     o.digest = c->auth;
     o.log_level =
         c->verbose ? ZKR_LOG_WARN : ZKR_LOG_NONE; /* quiet unless -v */
@@ -229,6 +230,16 @@ int cli_open_session(const cli_t *c, zkr_session_t **out)
     if ((rc == ZSYSTEMERROR || rc == ZKR_ERESOLVE) && unresolved(c))
         return CLI_EXIT_UNAVAILABLE;
     return cli_zk_error(c, rc, "cannot open a session");
+}
+
+int cli_open_session(const cli_t *c, zkr_session_t **out)
+{
+    return open_session(c, out, 0);
+}
+
+int cli_open_admin_session(const cli_t *c, zkr_session_t **out)
+{
+    return open_session(c, out, 1);
 }
 
 /* The authenticated identity (auth:) gets every right; anyone may read, so
