@@ -1,4 +1,4 @@
-/* The zkr contender (src/queue.c), one per session, for the recipe
+/* The zkr contender (src/engine/), one per session, for the recipe
  * RECIPE (model/zkr.pml): the engine's phases, each answer acted on as the code does.
  * Included by model/zkr.pml. Step IDs ([Q1] ...) are docs/PROTOCOL.md's. */
 

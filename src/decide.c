@@ -1,7 +1,7 @@
 /* The grant decision: from a listing of the queue's directory to what the
  * contender does next, with no I/O and no state (docs/PROTOCOL.md [G2]-[G6],
- * [K1], [W2], [W3]). list_done() in queue.c gathers the inputs from the
- * contender and acts on the verdict; tests/unit/test_decide.c checks the
+ * [K1], [W2], [W3]). list_done() in src/engine/list.c gathers the inputs from
+ * the contender and acts on the verdict; tests/unit/test_decide.c checks the
  * rules without a server. */
 #include <string.h>
 

@@ -279,11 +279,21 @@ typedef struct zkr__cmetrics {
     int lists;        /* listings issued in this attempt */
 } zkr__cmetrics_t;
 
-/* A session's part. */
-typedef struct zkr__smetrics {
+/* The sets of a session (the engine's, metrics.c). */
+typedef struct zkr__msets {
     zkr__mset_t *sets;
     zkr__mset_t **index; /* sets by hash(kind, path): nindex buckets */
     size_t nindex, nsets;
+} zkr__msets_t;
+
+/* Upper bounds of the time histograms, in microseconds (util.c). */
+extern const uint64_t zkr__time_bounds[];
+#define ZKR__N_TIME 16
+/* Counts v in h, whose buckets have these upper bounds. */
+void zkr__hist_add(zkr__hist_t *h, const uint64_t *bounds, int nb, uint64_t v);
+
+/* A session's part. */
+typedef struct zkr__smetrics {
     uint64_t suspensions, reconnects, losses;
     uint64_t records_refused;    /* releases that fell back to a plain delete */
     int64_t reconnect_margin_ms; /* at the last RECONNECTED, or -1 */
@@ -578,8 +588,6 @@ int zkr__cleanup_add_record(zkr_session_t *s, const char *path, const char *dir,
  * the session as context; mutex held. */
 int zkr__cleanup_add_watch(zkr_session_t *s, const char *path, int wtype,
                            watcher_fn watcher);
-/* Does an observer of s follow path? */
-int zkr__observed(zkr_session_t *s, const char *path);
 /* Runs pending cleanups if connected; mutex held. */
 void zkr__cleanup_pump(zkr_session_t *s);
 /* A node's cleanup entry made before the node is created, so that the
@@ -707,9 +715,9 @@ static inline void *zkr__session_engine(const zkr_session_t *s)
     return s->engine;
 }
 
-/* ----------------------------------------------------------- queue.c */
+/* ------------------------------------------------------- src/engine/ */
 
-/* A contender in the session's path index (queue.c): its node's path, or
+/* A contender in the session's path index (engine/index.c): its node's path, or
  * the path it watches, is where the watch events that concern it come
  * from. Links sharing a bucket are chained. */
 typedef struct zkr__plink {
@@ -720,17 +728,38 @@ typedef struct zkr__plink {
 } zkr__plink_t;
 #define ZKR__PIDX_SMALL 16
 
+/* A handle on a session that reads a queue without contending (an
+ * observer): what the session's changes ask of it. The engine keeps the
+ * session's readers (zkr__reader_add); each call is made with the
+ * session's mutex held. */
+typedef struct zkr__reader zkr__reader_t;
+typedef struct zkr__reader_ops {
+    /* (Re)connected, or a request that could not be sent is due again:
+     * look again. */
+    void (*refresh)(zkr__reader_t *r);
+    /* In a forked child's copy: nothing of the parent's is in flight. */
+    void (*forked)(zkr__reader_t *r);
+    /* Does it need zkr's watches on path? */
+    int (*follows)(zkr__reader_t *r, const char *path);
+} zkr__reader_ops_t;
+struct zkr__reader {
+    zkr__reader_t *next; /* the session's readers */
+    const zkr__reader_ops_t *ops;
+};
+
 /* The engine's state in each session (zkr__session_engine()). */
 typedef struct zkr__engine {
     /* The contenders by the paths of their nodes and of their watches
-     * (queue.c): pidx has npidx buckets, or is NULL and pidx_small is the
-     * table (a failed growth keeps the table it had). */
+     * (engine/index.c): pidx has npidx buckets, or is NULL and pidx_small is
+     * the table (a failed growth keeps the table it had). */
     zkr__plink_t **pidx;
     size_t npidx, npaths;
     zkr__plink_t *pidx_small[ZKR__PIDX_SMALL];
-    /* The contenders that may have a timer (queue.c, timed_add()). */
+    /* The contenders that may have a timer (engine/step.c, zkr__timed_add()).
+     */
     zkr__contender_t *timed;
-    struct zkr_observer *observers;
+    zkr__reader_t *readers;
+    zkr__msets_t msets;    /* metrics by (kind, path) (metrics.c) */
     uint64_t workq_events; /* work queue watch events so far (workq.c) */
 } zkr__engine_t;
 
@@ -810,14 +839,14 @@ typedef enum {
     ZKR__P_COMMITTING /* held, releasing by a caller's multi (zkr__commit) */
 } zkr__phase_t;
 
-/* How long a holder waits before watching its own node (queue.c). */
+/* How long a holder waits before watching its own node (engine/list.c). */
 #define ZKR__SELF_WATCH_DELAY_MS 50
 
 struct zkr__contender {
     zkr__member_t m; /* in the session's list; its requests and events */
     /* In the session's path index while node (node_link) or watching
-     * (watch_link) is set: both change only through queue.c's set_node()
-     * and set_watching(). */
+     * (watch_link) is set: both change only through engine/index.c's
+     * zkr__set_node() and zkr__set_watching(). */
     zkr__plink_t node_link, watch_link;
     /* In the session's timed list (s->timed, doubly linked) since its
      * deadline or watch_due was last set; zkr__queue_on_deadline drops it
@@ -881,7 +910,7 @@ struct zkr__contender {
     /* Bumps each time the application lets go of what it holds or asks
      * for: a free, a release or commit started (or a release told of a
      * loss), a new acquire. A grant delivered after that is not reported
-     * as held (grant_result in queue.c). */
+     * as held (`zkr__grant_result` in `src/engine/list.c`). */
     uint64_t letgo;
     /* Signalled only when acq_done or rel_done is set: a blocked acquire
      * or release is not woken by every completion on the session. */
@@ -896,7 +925,7 @@ struct zkr__contender {
     void *lis_data;
     int fd[2];            /* loss pipe, made by zkr__contender_fd(); -1 until */
     int fd_uncertain;     /* readable: SUSPENDED, until re-verified */
-    int fd_lost;          /* readable: lost, until observed (queue.c) */
+    int fd_lost;          /* readable: lost, until observed (engine/loss.c) */
     int fd_written;       /* the pipe holds a byte */
     int fd_quiet_suspend; /* SUSPENDED leaves the descriptor alone (an
                              election under ZKR_POLICY_SESSION) */
@@ -1054,11 +1083,11 @@ void zkr__queue_cleanup_done(zkr__contender_t *c, int rc);
 void zkr__queue_retry(zkr_session_t *s);
 /* Does something of s still need its watches of this type on path? */
 int zkr__path_watched(zkr_session_t *s, const char *path, int wtype);
-/* In a forked child: no observer request is in flight, and no callback
- * queued (session.c, fork_child). */
-void zkr__observers_forked(zkr_session_t *s);
-/* Observers list again after (re)connecting; mutex held. */
-void zkr__observers_refresh(zkr_session_t *s);
+/* Adds a reader to its session, or removes it; mutex held. */
+void zkr__reader_add(zkr_session_t *s, zkr__reader_t *r);
+void zkr__reader_remove(zkr_session_t *s, zkr__reader_t *r);
+/* Does a reader of s need zkr's watches on path? */
+int zkr__readers_follow(zkr_session_t *s, const char *path);
 void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
                        void *ctx);
 
@@ -1106,15 +1135,10 @@ void zkr__metrics_acquired(struct zkr__contender *c, int rc);
 void zkr__metrics_hold_end(struct zkr__contender *c);
 /* A grant's state changed (SUSPENDED, LOST are counted). */
 void zkr__metrics_lock_state(struct zkr__contender *c, zkr_lock_state_t st);
-/* The session's state changed; margin_ms: what was left of the safe
- * deadline at that moment. */
-void zkr__metrics_session_state(zkr_session_t *s, zkr_state_t st,
-                                int64_t margin_ms);
-void zkr__metrics_heartbeat(zkr_session_t *s, int64_t rtt_ms);
 /* A lock-delay served to its end, ms after the observation that began it. */
 void zkr__metrics_delay_served(struct zkr__contender *c, int64_t ms);
-void zkr__metrics_init(zkr_session_t *s);
-void zkr__metrics_free(zkr_session_t *s); /* session_destroy */
+/* Frees the session's metric sets (the engine's fini hook). */
+void zkr__metrics_free(zkr_session_t *s);
 
 /* What zkr_metrics_write() writes, copied under the mutex and written
  * without it: one row per (kind, path) entry, with its gauges. */
@@ -1126,7 +1150,7 @@ typedef struct zkr__mrow {
     int64_t leader_us; /* held_us plus the grants still running */
 } zkr__mrow_t;
 typedef struct zkr__msnap {
-    zkr__smetrics_t m; /* m.sets, m.index unused */
+    zkr__smetrics_t m;
     uint64_t counters[ZKR__COUNTERS];
     zkr_state_t state;
     int64_t valid_ms, timeout_ms;

@@ -18,27 +18,9 @@
 
 /* ----------------------------------------------------------- buckets */
 
-/* Upper bounds of the time histograms, in microseconds: 1 ms to 5 min. */
-static const uint64_t time_bounds[] = {
-    1000,   2500,    5000,    10000,   25000,    50000,    100000,   250000,
-    500000, 1000000, 2500000, 5000000, 10000000, 30000000, 60000000, 300000000,
-};
-#define N_TIME ((int)(sizeof(time_bounds) / sizeof(time_bounds[0])))
-
 /* Upper bounds of the listings-per-grant histogram. */
 static const uint64_t list_bounds[] = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64};
 #define N_LIST ((int)(sizeof(list_bounds) / sizeof(list_bounds[0])))
-
-static void hist_add(zkr__hist_t *h, const uint64_t *bounds, int nb, uint64_t v)
-{
-    int i = 0;
-
-    while (i < nb && v > bounds[i])
-        i++;
-    h->counts[i]++;
-    h->n++;
-    h->sum += v;
-}
 
 static int64_t now_us(void)
 {
@@ -82,7 +64,7 @@ static uint32_t set_hash(const char *kind, const char *path)
 /* Doubles the index (64 buckets at first) once it has as many entries as
  * buckets. If that allocation fails an existing index is kept (longer
  * chains, same answers); with none yet, ZKR_ENOMEM. */
-static int index_grow(zkr__smetrics_t *sm)
+static int index_grow(zkr__msets_t *sm)
 {
     size_t n = sm->nindex > 0 ? sm->nindex * 2 : 64;
     zkr__mset_t **ix;
@@ -103,7 +85,7 @@ static int index_grow(zkr__smetrics_t *sm)
 
 int zkr__metrics_attach(zkr__contender_t *c)
 {
-    zkr__smetrics_t *sm = &c->s->metrics;
+    zkr__msets_t *sm = &zkr__engine(c->s)->msets;
     const char *kind =
         c->recipe->kind != NULL ? c->recipe->kind : kind_of(c->recipe->mode);
     const char *path = c->mpath != NULL ? c->mpath : c->dir;
@@ -153,9 +135,10 @@ void zkr__metrics_acquired(zkr__contender_t *c, int rc)
     switch (rc) {
     case 0:
         m->acquired++;
-        hist_add(&m->wait, time_bounds, N_TIME,
-                 (uint64_t)(now - c->metrics.start_us));
-        hist_add(&m->lists, list_bounds, N_LIST, (uint64_t)c->metrics.lists);
+        zkr__hist_add(&m->wait, zkr__time_bounds, ZKR__N_TIME,
+                      (uint64_t)(now - c->metrics.start_us));
+        zkr__hist_add(&m->lists, list_bounds, N_LIST,
+                      (uint64_t)c->metrics.lists);
         m->handoffs += c->metrics.lists > 1;
         m->leader_changes++;
         c->metrics.grant_us = now;
@@ -186,7 +169,7 @@ void zkr__metrics_hold_end(zkr__contender_t *c)
     if (m == NULL || c->metrics.grant_us < 0)
         return;
     d = (uint64_t)(now_us() - c->metrics.grant_us);
-    hist_add(&m->hold, time_bounds, N_TIME, d);
+    zkr__hist_add(&m->hold, zkr__time_bounds, ZKR__N_TIME, d);
     m->held_us += d;
     m->leader_changes++;
     c->metrics.grant_us = -1;
@@ -200,31 +183,6 @@ void zkr__metrics_lock_state(zkr__contender_t *c, zkr_lock_state_t st)
         c->metrics.set->lost++;
 }
 
-void zkr__metrics_session_state(zkr_session_t *s, zkr_state_t st,
-                                int64_t margin_ms)
-{
-    zkr__smetrics_t *sm = &s->metrics;
-
-    if (st == s->state)
-        return;
-    if (st == ZKR_STATE_SUSPENDED) {
-        sm->suspensions++;
-    } else if (st == ZKR_STATE_RECONNECTED) {
-        sm->reconnects++;
-        sm->reconnect_margin_ms = margin_ms > 0 ? margin_ms : 0;
-    } else if (st == ZKR_STATE_LOST) {
-        sm->losses++;
-    }
-}
-
-void zkr__metrics_heartbeat(zkr_session_t *s, int64_t rtt_ms)
-{
-    if (rtt_ms < 0)
-        rtt_ms = 0;
-    s->metrics.hb_last_ms = rtt_ms;
-    hist_add(&s->metrics.hb, time_bounds, N_TIME, (uint64_t)rtt_ms * 1000);
-}
-
 void zkr__metrics_delay_served(zkr__contender_t *c, int64_t ms)
 {
     zkr__mset_t *m = c->metrics.set;
@@ -233,23 +191,19 @@ void zkr__metrics_delay_served(zkr__contender_t *c, int64_t ms)
     m->delay_us += (uint64_t)(ms > 0 ? ms : 0) * 1000;
 }
 
-void zkr__metrics_init(zkr_session_t *s)
-{
-    s->metrics.reconnect_margin_ms = -1;
-    s->metrics.hb_last_ms = -1;
-}
-
 void zkr__metrics_free(zkr_session_t *s)
 {
-    while (s->metrics.sets != NULL) {
-        zkr__mset_t *m = s->metrics.sets;
-        s->metrics.sets = m->next;
+    zkr__msets_t *sm = &zkr__engine(s)->msets;
+
+    while (sm->sets != NULL) {
+        zkr__mset_t *m = sm->sets;
+        sm->sets = m->next;
         free(m->path);
         free(m);
     }
-    free(s->metrics.index);
-    s->metrics.index = NULL;
-    s->metrics.nindex = s->metrics.nsets = 0;
+    free(sm->index);
+    sm->index = NULL;
+    sm->nindex = sm->nsets = 0;
 }
 
 /* ------------------------------------------------------ the families */
@@ -269,7 +223,7 @@ typedef struct family {
 #define ROW(f) offsetof(zkr__mrow_t, f)
 #define SNAP(f) offsetof(zkr__msnap_t, f)
 #define CNT(i) (offsetof(zkr__msnap_t, counters) + (i) * sizeof(uint64_t))
-#define TIMEB time_bounds, N_TIME
+#define TIMEB zkr__time_bounds, ZKR__N_TIME
 
 static const family_t families[] = {
     {"zkr_acquisitions_total", "Acquires that were granted.", 'c', 'r', 'n',
@@ -518,7 +472,7 @@ static int snapshot(zkr_session_t *s, zkr__msnap_t *out)
     pthread_mutex_lock(&s->mu);
     out->valid_ms = zkr__session_valid_locked(s);
     now = now_us();
-    for (m = s->metrics.sets; m != NULL; m = m->next)
+    for (m = zkr__engine(s)->msets.sets; m != NULL; m = m->next)
         n++;
     if (n > 0 && (out->rows = calloc((size_t)n, sizeof(*out->rows))) == NULL) {
         pthread_mutex_unlock(&s->mu);
@@ -526,7 +480,7 @@ static int snapshot(zkr_session_t *s, zkr__msnap_t *out)
     }
     /* Oldest first: the list is newest first. */
     out->nrows = n;
-    for (m = s->metrics.sets; m != NULL; m = m->next) {
+    for (m = zkr__engine(s)->msets.sets; m != NULL; m = m->next) {
         zkr__mrow_t *row = &out->rows[--n];
         m->row = n;
         row->m = *m;
@@ -544,8 +498,6 @@ static int snapshot(zkr_session_t *s, zkr__msnap_t *out)
             row->leader_us += now - c->metrics.grant_us;
     }
     out->m = s->metrics;
-    out->m.sets = NULL;
-    out->m.index = NULL;
     memcpy(out->counters, s->counters, sizeof(out->counters));
     out->state = s->state;
     out->timeout_ms = s->timeout;

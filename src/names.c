@@ -88,8 +88,8 @@ static int parse_contrib(const char *name, int32_t *seq)
     return zkr__parse_seq(p + 1, seq);
 }
 
-/* zkr names its nodes "_c_<UUID>..." (queue.c, issue_create), as Curator
- * does; a UUID is 8-4-4-4-12 hex digits. Anything else (kazoo's
+/* zkr names its nodes "_c_<UUID>..." (engine/create.c, zkr__issue_create), as
+ * Curator does; a UUID is 8-4-4-4-12 hex digits. Anything else (kazoo's
  * "<hex>__lock__", contrib's "x-<hex>-", go-zookeeper's "_c_<32 hex>-")
  * cannot be a zkr node. */
 int zkr__name_foreign(const char *name)
@@ -335,10 +335,11 @@ int zkr__pred_read(const zkr__entry_t *v, int n, int self, int permits)
  *   latter, a granted contender touches its own node (setData), which
  *   notifies the successor watching it, and a successor that finds its
  *   predecessor written since it last listed when setting its watch lists
- *   again at once (unseen_write() in queue.c). So a departure in the middle
- * (timeout, cancel, crash, expiry) wakes exactly the contender behind it, and
- * no waiter is left watching a node that will not change while a permit is
- * free. A contender whose N differs from the oldest contender's is refused. */
+ *   again at once (unseen_write() in src/engine/list.c). So a departure in the
+ * middle (timeout, cancel, crash, expiry) wakes exactly the contender behind
+ * it, and no waiter is left watching a node that will not change while a permit
+ * is free. A contender whose N differs from the oldest contender's is refused.
+ */
 int zkr__pred_semaphore(const zkr__entry_t *v, int n, int self, int permits)
 {
     int after = 0; /* entries after us with our sequence (see tied()) */

@@ -11,13 +11,14 @@
  * candidate may be waiting out its delay while first; it touches its node
  * once it leads, so a data version of 0 means "not leading yet": "none"
  * is reported, and a data watch on the node brings the touch. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
 struct zkr_observer {
-    zkr_observer_t *next; /* in the session's list */
+    zkr__reader_t r; /* in the session's readers */
     zkr_session_t *s;
     char *dir;
     zkr_observer_fn fn;
@@ -46,6 +47,15 @@ static void destroy(zkr_observer_t *o)
 }
 
 static void refresh(zkr_observer_t *o);
+static const zkr__reader_ops_t observer_ops;
+
+/* The observer a reader of the session is, or NULL. */
+static zkr_observer_t *observer_of(zkr__reader_t *r)
+{
+    return r->ops == &observer_ops
+               ? (zkr_observer_t *)((char *)r - offsetof(zkr_observer_t, r))
+               : NULL;
+}
 
 static void observer_watcher(zhandle_t *zh, int type, int state,
                              const char *path, void *ctx)
@@ -57,11 +67,14 @@ static void observer_watcher(zhandle_t *zh, int type, int state,
         path == NULL || (s = zkr__session_lock_live(ctx)) == NULL)
         return;
     if (zh == s->zh)
-        for (zkr_observer_t *o = zkr__engine(s)->observers; o != NULL;
-             o = o->next) {
+        for (zkr__reader_t *r = zkr__engine(s)->readers; r != NULL;
+             r = r->next) {
+            zkr_observer_t *o = observer_of(r);
+            if (o == NULL)
+                continue;
             if (o->watched != NULL && strcmp(o->watched, path) == 0) {
                 /* Our data watch on the node fired: it is used up, and
-                 * zkr__observed() must no longer claim the path (a
+                 * follows() must no longer claim the path (a
                  * contender of this session watching it takes its own
                  * watch back). A read that sets it again records it. */
                 free(o->watched);
@@ -74,32 +87,34 @@ static void observer_watcher(zhandle_t *zh, int type, int state,
     pthread_mutex_unlock(&s->mu);
 }
 
-int zkr__observed(zkr_session_t *s, const char *path)
+static int follows(zkr__reader_t *r, const char *path)
 {
-    for (zkr_observer_t *o = zkr__engine(s)->observers; o != NULL; o = o->next)
-        if (!o->gone &&
-            (strcmp(o->dir, path) == 0 ||
-             (o->watched != NULL && strcmp(o->watched, path) == 0) ||
-             (o->reading != NULL && strcmp(o->reading, path) == 0)))
-            return 1;
-    return 0;
+    zkr_observer_t *o = observer_of(r);
+
+    return !o->gone && (strcmp(o->dir, path) == 0 ||
+                        (o->watched != NULL && strcmp(o->watched, path) == 0) ||
+                        (o->reading != NULL && strcmp(o->reading, path) == 0));
 }
 
-void zkr__observers_forked(zkr_session_t *s)
+static void forked(zkr__reader_t *r)
 {
-    for (zkr_observer_t *o = zkr__engine(s)->observers; o != NULL;
-         o = o->next) {
-        o->busy = 0;
-        o->events = 0;
-        o->reading = NULL;
-    }
+    zkr_observer_t *o = observer_of(r);
+
+    o->busy = 0;
+    o->events = 0;
+    o->reading = NULL;
 }
 
-void zkr__observers_refresh(zkr_session_t *s)
+static void refresh_reader(zkr__reader_t *r)
 {
-    for (zkr_observer_t *o = zkr__engine(s)->observers; o != NULL; o = o->next)
-        refresh(o);
+    refresh(observer_of(r));
 }
+
+static const zkr__reader_ops_t observer_ops = {
+    .refresh = refresh_reader,
+    .forked = forked,
+    .follows = follows,
+};
 
 /* Delivery on the event thread. The identifier travels in a heap copy. */
 struct report {
@@ -197,7 +212,7 @@ static void leader_read(int rc, const char *value, int len,
         (o->watched == NULL || strcmp(o->watched, op->path) != 0)) {
         /* The read set a data watch on this node: the one on the node
          * read before goes (once this one is recorded, so that
-         * zkr__observed() no longer claims the old path). */
+         * follows() no longer claims the old path). */
         char *old = o->watched;
 
         if ((o->watched = zkr__strdup(op->path)) == NULL)
@@ -291,7 +306,7 @@ static void listed(int rc, const struct String_vector *v, const void *data)
                     /* Until its answer, the session's data watch on the
                      * node (one registration, shared with this session's
                      * other observers) is ours too: a removal for another
-                     * observer now would take it away (zkr__observed()). */
+                     * observer now would take it away (follows()). */
                     if (zkr__name_announces(e[0].name))
                         o->reading = op2->path;
                 } else {
@@ -358,8 +373,8 @@ int zkr_observer_new(zkr_observer_t **out, zkr_session_t *s, const char *path,
         free(o);
         return ZKR_ECLOSED;
     }
-    o->next = zkr__engine(s)->observers;
-    zkr__engine(s)->observers = o;
+    o->r.ops = &observer_ops;
+    zkr__reader_add(s, &o->r);
     zkr__session_hold(s,
                       1); /* keeps zkr_session_free() from closing under us */
     refresh(o);
@@ -371,7 +386,6 @@ int zkr_observer_new(zkr_observer_t **out, zkr_session_t *s, const char *path,
 void zkr_observer_free(zkr_observer_t *o)
 {
     zkr_session_t *s;
-    zkr_observer_t **pp;
     int later;
 
     if (o == NULL)
@@ -387,12 +401,7 @@ void zkr_observer_free(zkr_observer_t *o)
         pthread_cond_wait(&s->cv, &s->mu);
     while (!(later = o->events > 0 && zkr__callbacks_later(s)) && o->events > 0)
         pthread_cond_wait(&s->cv, &s->mu);
-    for (pp = &zkr__engine(s)->observers; *pp != NULL; pp = &(*pp)->next) {
-        if (*pp == o) {
-            *pp = o->next;
-            break;
-        }
-    }
+    zkr__reader_remove(s, &o->r);
     zkr__session_hold(s, -1);
     /* Our child and exists watches on the directory go too, and the data
      * watch on a node that announced. */

@@ -311,6 +311,32 @@ int zkr__is_connection_error(int rc)
     return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT;
 }
 
+/* The session's own metrics (metrics.c formats them). */
+static void metrics_state(zkr_session_t *s, zkr_state_t st, int64_t margin_ms)
+{
+    zkr__smetrics_t *sm = &s->metrics;
+
+    if (st == s->state)
+        return;
+    if (st == ZKR_STATE_SUSPENDED) {
+        sm->suspensions++;
+    } else if (st == ZKR_STATE_RECONNECTED) {
+        sm->reconnects++;
+        sm->reconnect_margin_ms = margin_ms > 0 ? margin_ms : 0;
+    } else if (st == ZKR_STATE_LOST) {
+        sm->losses++;
+    }
+}
+
+static void metrics_heartbeat(zkr_session_t *s, int64_t rtt_ms)
+{
+    if (rtt_ms < 0)
+        rtt_ms = 0;
+    s->metrics.hb_last_ms = rtt_ms;
+    zkr__hist_add(&s->metrics.hb, zkr__time_bounds, ZKR__N_TIME,
+                  (uint64_t)rtt_ms * 1000);
+}
+
 /* ------------------------------------------------------------- events */
 
 int zkr__post(zkr_session_t *s, int kind, int a, zkr__member_t *m,
@@ -495,7 +521,7 @@ static void set_state(zkr_session_t *s, zkr_state_t st)
 {
     if (s->state == st)
         return;
-    zkr__metrics_session_state(s, st, deadline_of(s) - zkr__now_ms());
+    metrics_state(s, st, deadline_of(s) - zkr__now_ms());
     s->state = st;
     zkr__post(s, ZKR__EV_SESSION, (int)st, NULL, NULL, NULL);
     pthread_cond_broadcast(&s->cv);
@@ -1097,9 +1123,10 @@ static void cleanup_listed(int rc, const struct String_vector *v,
 /* The sync before a search by UUID is answered: the server we are
  * connected to has applied everything committed before, so "no child with
  * our UUID" in the listing that follows means the create was never
- * applied, not that this server lags (issue 12.8; queue.c, recover_synced,
- * says why a create sent earlier cannot commit after the sync). A delete's
- * NONODE needs no sync: the leader decides it, on its latest state. */
+ * applied, not that this server lags (issue 12.8; engine/create.c,
+ * recover_synced, says why a create sent earlier cannot commit after the sync).
+ * A delete's NONODE needs no sync: the leader decides it, on its latest state.
+ */
 static void cleanup_synced(int rc, const char *value, const void *data)
 {
     zkr__op_t *op = (zkr__op_t *)data;
@@ -1357,7 +1384,7 @@ static void heartbeat_answered(zkr_session_t *s, int64_t sent, int64_t now)
         s->hb_n++;
     s->hb[s->hb_n - 1].sent = sent;
     s->hb[s->hb_n - 1].answered = now;
-    zkr__metrics_heartbeat(s, now - sent);
+    metrics_heartbeat(s, now - sent);
 }
 
 /* The heartbeat's answer. Only ZOK proves that the leader answered the
@@ -1607,7 +1634,6 @@ static void session_destroy(zkr_session_t *s)
     zkr__log_detach(s);
     if (s->zh_forked != NULL)
         keep_forked_handle(s->zh_forked);
-    zkr__metrics_free(s);
     while ((l = s->listeners) != NULL) {
         s->listeners = l->next;
         free(l);
@@ -1665,7 +1691,8 @@ static int session_alloc(zkr_session_t **out, const zkr__session_hooks_t *hooks)
     s->connect_deadline = -1;
     s->retry_at = -1;
     s->ev_fd[0] = s->ev_fd[1] = -1;
-    zkr__metrics_init(s);
+    s->metrics.reconnect_margin_ms = -1;
+    s->metrics.hb_last_ms = -1;
     for (int i = 0; i < ZKR__EV_RESERVE; i++) {
         s->ev_reserve[i].next = s->ev_spare;
         s->ev_spare = &s->ev_reserve[i];

@@ -338,3 +338,20 @@ const char *zkr_version_string(void)
 {
     return ZKR_VERSION_STRING;
 }
+
+/* 1 ms to 5 min. */
+const uint64_t zkr__time_bounds[ZKR__N_TIME] = {
+    1000,   2500,    5000,    10000,   25000,    50000,    100000,   250000,
+    500000, 1000000, 2500000, 5000000, 10000000, 30000000, 60000000, 300000000,
+};
+
+void zkr__hist_add(zkr__hist_t *h, const uint64_t *bounds, int nb, uint64_t v)
+{
+    int i = 0;
+
+    while (i < nb && v > bounds[i])
+        i++;
+    h->counts[i]++;
+    h->n++;
+    h->sum += v;
+}

@@ -242,7 +242,7 @@ static void sync_done(int rc, const char *value, const void *data)
 
 /* A synchronous sync(path): the server then has applied everything
  * committed before, so a listing that follows shows a create sent earlier
- * (on a connection since lost) if it was applied (queue.c,
+ * (on a connection since lost) if it was applied (engine/create.c,
  * recover_synced). */
 static int sync_path(zhandle_t *zh, const char *path)
 {
@@ -719,7 +719,7 @@ static int put_run(zkr_workq_t *q, const void *data, size_t len, int level,
              * transaction as the item and ephemeral, tells whether it
              * applied while the session lasts; after a sync, since the
              * server we reconnected to may lag behind the one that
-             * applied it (queue.c, recover_synced). */
+             * applied it (engine/create.c, recover_synced). */
             char hit[WQ_NAME_MAX + 16];
             int h;
 

@@ -488,7 +488,7 @@ static void sync_done(int rc, const char *value, const void *data)
  * link delayed 300 ms each way, within syncLimit): a node the leader has
  * committed is not yet visible there, so a search by UUID that trusted
  * its "not found" would create a twin; after a sync through that follower
- * it is visible. Recovery and the cleanup list now sync first (queue.c,
+ * it is visible. Recovery and the cleanup list now sync first (engine/create.c,
  * recover_synced; session.c, cleanup_synced). */
 static void test_lagging_follower_sync(void **state)
 {

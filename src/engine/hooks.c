@@ -1,23 +1,55 @@
 /* The engine as the session's upper layer: the hooks it hands every
  * session it makes (session.c calls nothing above it by name), its
  * per-session state, and the public calls that make a session. */
-#include "internal.h"
+#include "engine.h"
 
 static void engine_fini(zkr_session_t *s)
 {
     free(zkr__engine(s)->pidx);
+    zkr__metrics_free(s);
+}
+
+void zkr__reader_add(zkr_session_t *s, zkr__reader_t *r)
+{
+    r->next = zkr__engine(s)->readers;
+    zkr__engine(s)->readers = r;
+}
+
+void zkr__reader_remove(zkr_session_t *s, zkr__reader_t *r)
+{
+    for (zkr__reader_t **pp = &zkr__engine(s)->readers; *pp != NULL;
+         pp = &(*pp)->next) {
+        if (*pp == r) {
+            *pp = r->next;
+            break;
+        }
+    }
+}
+
+int zkr__readers_follow(zkr_session_t *s, const char *path)
+{
+    for (zkr__reader_t *r = zkr__engine(s)->readers; r != NULL; r = r->next)
+        if (r->ops->follows(r, path))
+            return 1;
+    return 0;
+}
+
+static void readers_refresh(zkr_session_t *s)
+{
+    for (zkr__reader_t *r = zkr__engine(s)->readers; r != NULL; r = r->next)
+        r->ops->refresh(r);
 }
 
 static void engine_connected(zkr_session_t *s, int new_session)
 {
     zkr__queue_on_connected(s, new_session);
-    zkr__observers_refresh(s);
+    readers_refresh(s);
 }
 
 static void engine_retry(zkr_session_t *s)
 {
     zkr__queue_retry(s);
-    zkr__observers_refresh(s);
+    readers_refresh(s);
 }
 
 static void engine_forked(zkr_session_t *s)
@@ -27,7 +59,8 @@ static void engine_forked(zkr_session_t *s)
         c->sync_waiters = 0;
         zkr__cond_renew(&c->done_cv, 0);
     }
-    zkr__observers_forked(s);
+    for (zkr__reader_t *r = zkr__engine(s)->readers; r != NULL; r = r->next)
+        r->ops->forked(r);
 }
 
 /* A handle freed on this thread (m->freeing) still gets its completions

@@ -1,0 +1,301 @@
+/* The loss descriptor (a pipe readable while the application must stop)
+ * and the notifications of a contender's state: acquire and release
+ * completions, state listener events. */
+#define _GNU_SOURCE /* pipe2 */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine.h"
+
+/* --------------------------------------------------------- loss fd */
+
+/* The loss descriptor is a pipe made on the first zkr_lock_fd() call: a
+ * process holding many locks and never polling them would otherwise spend
+ * two descriptors per handle (10,000 locks = 20,000 descriptors, more
+ * than a common limit). It should be readable once ownership was lost
+ * (fd_lost: sticky until the application has observed the loss,
+ * zkr__fd_observed()), and besides: for an election's stop signal (fd_level),
+ * while ownership is uncertain (fd_uncertain: SUSPENDED, until
+ * re-verified); for a lock, while a state change is unread (fd_changed:
+ * SUSPENDED, HELD again, LOST, until zkr_lock_state()), so that a poll()
+ * loop wakes once per change, not without end while SUSPENDED.
+ * An election's descriptor also signals a gain of leadership the
+ * application has not observed yet (fd_gained: a grant, or a
+ * re-verification after the application saw it did not lead, fd_away),
+ * so that a poll() loop wakes to lead as well as to stop. That cannot
+ * hide a stop from a running leader function: it starts with everything
+ * observed, so a new grant can only follow a loss (fd_lost), and fd_away
+ * is only set by an await() that failed, which the function's run() does
+ * not call while the function runs.
+ * fd_written says whether the pipe holds a byte.
+ *
+ * fd_lost is sticky because a loss may be followed at once by a new
+ * grant: an election candidate rejoins inside the same critical section
+ * and may lead again with a new epoch before its leader function polls.
+ * Clearing the descriptor on that rejoin (or grant) would leave the old
+ * function running beside the next leader's, unaware (issue 20). */
+static void fd_update(zkr__contender_t *c)
+{
+    char buf[16];
+    int want = c->fd_lost || c->fd_gained ||
+               (c->fd_level ? c->fd_uncertain : c->fd_changed);
+
+    /* In a forked child the pipe is the parent's: never touched. */
+    if (c->fd[1] < 0 || c->s->forked || want == c->fd_written)
+        return;
+    if (want) {
+        char b = 1;
+        if (write(c->fd[1], &b, 1) == 1)
+            c->fd_written = 1;
+    } else {
+        while (read(c->fd[0], buf, sizeof(buf)) > 0)
+            ;
+        c->fd_written = 0;
+    }
+}
+
+/* The application has observed the state (a release, a new acquire, an
+ * ELOST reported, or a recipe's own observation point): nothing to signal
+ * any more. */
+void zkr__fd_observed(zkr__contender_t *c)
+{
+    c->fd_uncertain = 0;
+    c->fd_lost = 0;
+    c->fd_changed = 0;
+    c->fd_gained = 0;
+    c->fd_away = 0;
+    fd_update(c);
+}
+
+void zkr__contender_read(zkr__contender_t *c)
+{
+    c->fd_changed = 0;
+    fd_update(c);
+}
+
+int zkr__contender_fd(zkr__contender_t *c)
+{
+    int fd;
+
+    pthread_mutex_lock(&c->s->mu);
+    if (c->fd[0] < 0 && pipe2(c->fd, O_CLOEXEC | O_NONBLOCK) != 0)
+        c->fd[0] = c->fd[1] = -1;
+    fd_update(c);
+    fd = c->fd[0];
+    pthread_mutex_unlock(&c->s->mu);
+    return fd;
+}
+
+void zkr__contender_step(zkr__contender_t *c)
+{
+    zkr__step(c);
+}
+
+void zkr__contender_signal(zkr__contender_t *c)
+{
+    c->fd_lost = 1;
+    fd_update(c);
+}
+
+void zkr__contender_observed(zkr__contender_t *c)
+{
+    zkr__fd_observed(c);
+}
+
+void zkr__contender_away(zkr__contender_t *c)
+{
+    zkr__fd_observed(c);
+    c->fd_away = 1;
+}
+
+/* ----------------------------------------------------- notifications */
+
+void zkr__notify_state(zkr__contender_t *c, zkr_lock_state_t st)
+{
+    c->pub = st;
+    zkr__metrics_lock_state(c, st);
+    pthread_cond_broadcast(&c->s->cv);
+    if (st == ZKR_LOCK_SUSPENDED) {
+        c->suspensions++;
+        c->fd_uncertain = !c->fd_quiet_suspend;
+    } else if (st == ZKR_LOCK_LOST) {
+        c->fd_uncertain = 0;
+        c->fd_lost = 1;
+    } else if (st == ZKR_LOCK_HELD) {
+        c->fd_uncertain = 0; /* the same grant, re-verified */
+        /* An election that the application saw not leading (suspended,
+         * under ZKR_POLICY_SUSPEND) leads again: a gain. */
+        c->fd_gained |= c->fd_level && c->fd_away;
+    }
+    c->fd_changed = 1;
+    fd_update(c);
+    if (c->lis_fn != NULL)
+        zkr__post(c->s, ZKR__EV_STATE, (int)st, &c->m, c->lis_fn, c->lis_data);
+}
+
+/* Lock-delay: the nodes before us at the last wait. */
+void zkr__forget_before(zkr__contender_t *c)
+{
+    for (int i = 0; i < c->nbefore; i++)
+        free(c->before[i]);
+    free(c->before);
+    c->before = NULL;
+    c->nbefore = 0;
+    free(c->vouch);
+    c->vouch = NULL;
+}
+
+void zkr__forget_node(zkr__contender_t *c)
+{
+    zkr__carry_observed(c);   /* a rejoin serves what this node observed */
+    zkr__metrics_hold_end(c); /* a grant ends with its node */
+    zkr__clear_node(c);
+    zkr__cleanup_unreserve(c->reserve);
+    c->reserve = NULL;
+    zkr__clear_watching(c);
+    c->czxid = 0;
+    c->self_watch = 0;
+    c->self_doubt = 0;
+    c->touch_due = 0;
+    c->seen_czxid = c->seen_mzxid = 0;
+    free(c->unreadable);
+    c->unreadable = NULL;
+    free(c->touchable);
+    c->touchable = NULL;
+    zkr__acl_free(&c->own_acl);
+    c->own_acl.count = 0;
+    c->own_acl.data = NULL;
+    c->watch_due = -1;
+    free(c->behind);
+    c->behind = NULL;
+    c->behind_czxid = 0;
+    zkr__forget_before(c);
+    free(c->target);
+    c->target = NULL;
+    c->target_czxid = 0;
+    c->delay_served = 0;
+    c->delay_until = -1;
+    free(c->leave_record);
+    c->leave_record = NULL;
+}
+
+/* Did our node's name announce that we touch it once granted? */
+int zkr__announces(const zkr__contender_t *c)
+{
+    return c->node != NULL && zkr__name_announces(strrchr(c->node, '/') + 1);
+}
+
+/* Ends the pending acquire with rc (0 = granted). */
+void zkr__finish_acquire(zkr__contender_t *c, int rc)
+{
+    zkr_session_t *s = c->s;
+
+    if (!zkr__is_acquiring(c))
+        return;
+    zkr__metrics_acquired(c, rc);
+    pthread_cond_broadcast(&s->cv);
+    if (rc == ZKR_ELOST && zkr__rejoin(c))
+        return;
+    c->deadline = -1;
+    c->abort_rc = 0;
+    if (rc == 0) {
+        c->phase = ZKR__P_HELD;
+        c->pub = ZKR_LOCK_HELD;
+        /* A loss before this grant (a rejoin) stays signalled; an
+         * election's grant is signalled until the application observes
+         * it. */
+        c->fd_uncertain = 0;
+        c->fd_gained = c->fd_level;
+        fd_update(c);
+        /* A semaphore permit touches its node (step), to wake the
+         * successor that watches it; a candidate that announced, to say
+         * that it leads (zkr__new_uuid()). */
+        c->touch_due = c->recipe->poke || zkr__announces(c);
+        /* A waiter watched its own node already, and keeps that watch. One
+         * granted on its first listing sets it a little later (see
+         * issue_self_watch): most short holds never need it. */
+        if (!c->self_watch) {
+            c->watch_due = zkr__now_ms() + ZKR__SELF_WATCH_DELAY_MS;
+            zkr__timed_add(c);
+        }
+        /* Wake the timer only if it would sleep past that: a loop of short
+         * holds then costs one timer wake-up per delay, not per grant. */
+        if (!c->self_watch &&
+            (s->timer_next < 0 || s->timer_next > c->watch_due))
+            zkr__timer_kick(s);
+    } else {
+        c->phase = ZKR__P_IDLE;
+        c->pub = ZKR_LOCK_IDLE;
+        zkr__forget_node(c);
+    }
+    c->carry_until = -1; /* the attempt is over */
+    c->gen++;            /* any answer still in flight is now stale */
+    if (c->acq_sync) {
+        c->acq_rc = rc;
+        c->acq_gen = c->gen; /* this grant (grant_result) */
+        c->acq_letgo = c->letgo;
+        c->acq_done = 1;
+        pthread_cond_broadcast(&c->done_cv);
+    } else if (c->acq_fn != NULL && zkr__post(s, ZKR__EV_ACQUIRED, rc, &c->m,
+                                              c->acq_fn, c->acq_data) == 0) {
+        s->ev_tail->gen = c->gen; /* this grant (zkr__acquired_recheck) */
+        s->ev_tail->letgo = c->letgo;
+    }
+    c->acq_fn = NULL;
+}
+
+/* Ends a release. rc != 0: the server refused the delete (ZNOAUTH: no
+ * DELETE right on the directory), so our node stays, and with it the
+ * grant: local state is kept, and the release fails with rc. */
+void zkr__finish_release(zkr__contender_t *c, int rc)
+{
+    zkr_session_t *s = c->s;
+
+    if (rc != 0 && c->node != NULL) {
+        c->phase = ZKR__P_HELD;
+        c->pub = ZKR_LOCK_HELD;
+    } else {
+        c->phase = ZKR__P_IDLE;
+        c->pub = ZKR_LOCK_IDLE;
+        zkr__forget_node(c);
+        zkr__fd_observed(c); /* released: the holder stopped by its own will */
+    }
+    if (!c->rel_pending)
+        return;
+    c->rel_pending = 0;
+    if (c->rel_sync) {
+        c->rel_rc = rc;
+        c->rel_done = 1;
+        pthread_cond_broadcast(&c->done_cv);
+    } else if (c->rel_fn != NULL) {
+        zkr__post(s, ZKR__EV_RELEASED, rc, &c->m, c->rel_fn, c->rel_data);
+    }
+    c->rel_fn = NULL;
+}
+
+/* Hands a held node to the cleanup list as a release: its delete and the
+ * release record (docs/design/lock-delay.md, 1.2) in one multi, so the
+ * record exists only if this very delete removed the node. Written on
+ * every release, whatever our own delay: a delayed waiter behind us must
+ * not take us for a death. Returns 0 or ZKR_ENOMEM. */
+int zkr__release_to_cleanup(zkr__contender_t *c, zkr__member_t *owner)
+{
+    char text[ZKR__RECORD_MAX + 1];
+    zkr__record_t r;
+    const char *name = strrchr(c->node, '/') + 1;
+
+    if (c->recipe->flags & ZKR__R_PLAIN_RELEASE)
+        return zkr__cleanup_add(c->s, c->node, NULL, NULL, c->node_sid, owner);
+    memset(&r, 0, sizeof(r));
+    r.kind = ZKR__REC_RELEASE;
+    r.czxid = c->czxid;
+    if (strlen(name) < sizeof(r.node))
+        strcpy(r.node, name);
+    if (zkr__record_format(text, sizeof(text), &r) < 0)
+        return zkr__cleanup_add(c->s, c->node, NULL, NULL, c->node_sid, owner);
+    return zkr__cleanup_add_record(c->s, c->node, c->dir, text, c->node_sid,
+                                   owner);
+}
