@@ -1,126 +1,493 @@
-/* The contender-queue engine (SPEC section 2): one implementation of the
- * ordered queue of ephemeral-sequential nodes that every recipe uses. A
- * recipe gives only its marker (node naming) and its predicate (who must
- * go before we are granted).
- *
- * Each contender is a small state machine (zkr__phase_t) driven by
- * ZooKeeper completions, watch events, session state changes and the timer
- * thread, all under the session mutex. zkr__step() looks at the phase and
- * issues the next request when the connection allows it; every completion
- * checks that it still belongs to the current attempt (gen) and phase, so a
- * late answer can never grant or corrupt a newer attempt.
- *
- *   IDLE -> CREATING -> LISTING <-> WATCHING -> HELD -> RELEASING -> IDLE
- *             |  ^
- *             v  |  (connection lost during create: outcome unknown)
- *           RECOVER: find our node by UUID; adopt it only if its
- *                    ephemeralOwner is our current session
- *   any acquiring phase -> ABORTING (delete our node) -> IDLE
- *
- * Evidence for a grant: only a listing (getChildren) answered after our
- * create and after the last notification we acted on, which shows our own
- * node and nothing before it that the recipe's rule forbids. A
- * notification (our predecessor deleted or written, a child added or
- * removed) is only a hint to list again: any client may write or delete
- * any contender's node (Curator's revocation writes waiters' nodes,
- * operators delete them), so what an event seems to say about the queue
- * is never taken for its state. (An earlier handoff that granted without
- * listing, on "the node before me was written, then is gone", was removed
- * for that reason, and so was granting from a cached listing.)
- *
- * Watches, one for the rule and one on our own node: a waiter watches the
- * one node its rule names (its predecessor; a semaphore's first waiter and
- * a waiter behind a node it may not read watch the directory), so a
- * release notifies one waiter. It also watches its own node from its
- * first wait on, and keeps that watch once granted: a deletion by someone
- * else ends the acquire with ZKR_ELOST (or the grant with LOST) at once.
- * Events on one connection arrive in zxid order, before the answer to any
- * later request, so no grant can follow our node's deletion unnoticed.
- *
- * Node deletion (release, abort, orphans) is always done by the session's
- * cleanup list, which retries across disconnections until the delete is
- * confirmed or the session is gone: one place guarantees "no node left
- * behind". */
-
-/* The engine's own declarations, shared by its files (src/engine/). */
+/* The engine of libzkr (src/engine/) as the recipes see it: contenders,
+ * the recipe table, commits, lock-delay records and metrics hooks. */
 #ifndef ZKR_ENGINE_H
 #define ZKR_ENGINE_H
 
-#include "../internal.h"
+#include "../session/session.h"
 
-static inline int zkr__is_acquiring(const zkr__contender_t *c)
+typedef struct zkr__contender zkr__contender_t;
+
+/* ---------------------------------------------------- metrics.c sets */
+
+/* The metrics of one (kind, path) of a session: every handle of the
+ * session on that path and kind adds to it. Made when the first such
+ * handle is created, kept until the session is freed, so the counts of a
+ * freed handle are still written (the zkr command writes them at exit).
+ * Changed only with the session mutex held, where the engine holds it. */
+typedef struct zkr__mset {
+    struct zkr__mset *next;  /* the session's list, newest first */
+    struct zkr__mset *hnext; /* the same bucket of the index */
+    uint32_t hash;           /* of kind and path (metrics.c) */
+    int row;                 /* its row in the snapshot being taken */
+    const char *kind; /* "lock", "read", "write", "semaphore", "election" */
+    char *path;       /* never changes: read without the mutex */
+    uint64_t acquired, timeouts, cancels, busy, lost_waiting, errors;
+    uint64_t handoffs, suspended, lost, leader_changes;
+    uint64_t held_us;  /* ended grants, in microseconds */
+    uint64_t delays;   /* lock-delays served to their end */
+    uint64_t delay_us; /* their total, from observation to end */
+    zkr__hist_t wait, hold, lists;
+} zkr__mset_t;
+
+/* A contender's part: its entry and the times of its attempt and grant. */
+typedef struct zkr__cmetrics {
+    zkr__mset_t *set;
+    int64_t start_us; /* the attempt began (CLOCK_BOOTTIME us) */
+    int64_t grant_us; /* granted at, or -1 when not holding */
+    int lists;        /* listings issued in this attempt */
+} zkr__cmetrics_t;
+
+/* The sets of a session (the engine's, metrics.c). */
+typedef struct zkr__msets {
+    zkr__mset_t *sets;
+    zkr__mset_t **index; /* sets by hash(kind, path): nindex buckets */
+    size_t nindex, nsets;
+} zkr__msets_t;
+
+/* ------------------------------------------------------- src/engine/ */
+
+/* A contender in the session's path index (engine/index.c): its node's path, or
+ * the path it watches, is where the watch events that concern it come
+ * from. Links sharing a bucket are chained. */
+typedef struct zkr__plink {
+    struct zkr__plink *next; /* the same bucket */
+    zkr__contender_t *c;
+    uint32_t hash; /* of the path */
+    int on;        /* linked */
+} zkr__plink_t;
+#define ZKR__PIDX_SMALL 16
+
+/* A handle on a session that reads a queue without contending (an
+ * observer): what the session's changes ask of it. The engine keeps the
+ * session's readers (zkr__reader_add); each call is made with the
+ * session's mutex held. */
+typedef struct zkr__reader zkr__reader_t;
+typedef struct zkr__reader_ops {
+    /* (Re)connected, or a request that could not be sent is due again:
+     * look again. */
+    void (*refresh)(zkr__reader_t *r);
+    /* In a forked child's copy: nothing of the parent's is in flight. */
+    void (*forked)(zkr__reader_t *r);
+    /* Does it need zkr's watches on path? */
+    int (*follows)(zkr__reader_t *r, const char *path);
+} zkr__reader_ops_t;
+struct zkr__reader {
+    zkr__reader_t *next; /* the session's readers */
+    const zkr__reader_ops_t *ops;
+};
+
+/* The engine's state in each session (zkr__session_engine()). */
+typedef struct zkr__engine {
+    /* The contenders by the paths of their nodes and of their watches
+     * (engine/index.c): pidx has npidx buckets, or is NULL and pidx_small is
+     * the table (a failed growth keeps the table it had). */
+    zkr__plink_t **pidx;
+    size_t npidx, npaths;
+    zkr__plink_t *pidx_small[ZKR__PIDX_SMALL];
+    /* The contenders that may have a timer (engine/step.c, zkr__timed_add()).
+     */
+    zkr__contender_t *timed;
+    zkr__reader_t *readers;
+    zkr__msets_t msets;    /* metrics by (kind, path) (metrics.c) */
+    uint64_t workq_events; /* work queue watch events so far (workq.c) */
+} zkr__engine_t;
+
+static inline zkr__engine_t *zkr__engine(const zkr_session_t *s)
 {
-    return c->pub == ZKR_LOCK_ACQUIRING || c->pub == ZKR_LOCK_DELAYED;
+    return (zkr__engine_t *)zkr__session_engine(s);
 }
 
-/* Our node exists and we wait for our turn (listing, watching, or
- * delayed). */
-static inline int zkr__is_waiting(const zkr__contender_t *c)
+/* What a recipe gives the engine. */
+typedef struct zkr__recipe {
+    const char *marker; /* node name marker, e.g. "-lock-" */
+    char mode;          /* sequencer mode: 'x', 'r', 'w', 'l', 'p' */
+    int poke;           /* on grant, touch our node: wakes a successor
+                           that watches it (semaphore) */
+    zkr__pred_fn pred;
+    /* Delivers an event to the application: casts fn back to the
+     * recipe's callback type and calls it with the recipe's handle. */
+    void (*deliver)(zkr__contender_t *c, const zkr__event_t *ev);
+    int flags;        /* ZKR__R_* */
+    const char *kind; /* metrics kind, or NULL: from mode */
+} zkr__recipe_t;
+
+/* Recipe flags (a work queue's claim, docs/design/workq.md). */
+enum {
+    /* The directory is never created: a missing one ends the acquire
+     * with ZKR_ESTALE (the claimed item is gone). */
+    ZKR__R_NO_PARENTS = 1,
+    /* Released by a plain delete: no lock-delay record is written into
+     * the directory's data (it is the item's payload). */
+    ZKR__R_PLAIN_RELEASE = 2
+};
+
+/* A release by a caller's multi that contains the delete of the
+ * contender's own node (zkr__commit): a work queue's ack and nack. */
+typedef struct zkr__commit zkr__commit_t;
+struct zkr__commit {
+    int count;
+    zoo_op_t *ops;
+    zoo_op_result_t *results;
+    int self; /* index of the delete of our node */
+    int keep; /* index whose failure keeps the grant (the caller retries
+                 with new ops), or -1 */
+    /* An answer lost with the connection, our node gone since: the
+     * commit applied iff probe is gone (probe_version -1), or exists with
+     * probe_version. */
+    const char *probe;
+    int probe_version;
+    /* Or, when set, a receipt: an ephemeral node the multi creates (op
+     * receipt_idx, whose failure keeps the grant as keep's does). After a
+     * lost answer: sync, then the receipt there -> applied; gone and our
+     * node there -> not applied (sent again); both gone -> ZKR_ESTALE. */
+    const char *receipt;
+    int receipt_idx;
+    int failed; /* OUT: the index of the op that failed, or -1 */
+    int sent;   /* the multi is in flight (its answer awaited) */
+    /* Called once, mutex held: rc 0 (applied: the contender is IDLE),
+     * ZKR_ESTALE (our node was gone, or another op conflicted: nothing
+     * applied, the contender is IDLE and its node, if any, deleted),
+     * ZKR_ECANCELED (freed meanwhile), or another code (nothing applied,
+     * the grant is kept: failed tells which op; keep's failure too). */
+    void (*done)(zkr__commit_t *cm, int rc);
+};
+
+/* Engine phases: what the contender is doing on the server. */
+typedef enum {
+    ZKR__P_IDLE = 0,
+    ZKR__P_CREATING, /* create to issue or in flight */
+    ZKR__P_RECOVER,  /* create outcome unknown: search our UUID */
+    ZKR__P_LISTING,  /* list to issue or in flight */
+    ZKR__P_WATCHING, /* waiting for the blocking node to go */
+    ZKR__P_HELD,
+    ZKR__P_ABORTING,  /* deleting our node before failing the acquire */
+    ZKR__P_RELEASING, /* deleting our node to release */
+    ZKR__P_DELAYED,   /* granted by a listing, but the node we were behind
+                         went: reading the directory's record, or waiting
+                         out a lock-delay (docs/design/lock-delay.md) */
+    ZKR__P_COMMITTING /* held, releasing by a caller's multi (zkr__commit) */
+} zkr__phase_t;
+
+/* How long a holder waits before watching its own node (engine/list.c). */
+#define ZKR__SELF_WATCH_DELAY_MS 50
+
+struct zkr__contender {
+    zkr__member_t m; /* in the session's list; its requests and events */
+    /* In the session's path index while node (node_link) or watching
+     * (watch_link) is set: both change only through engine/index.c's
+     * zkr__set_node() and zkr__set_watching(). */
+    zkr__plink_t node_link, watch_link;
+    /* In the session's timed list (s->timed, doubly linked) since its
+     * deadline or watch_due was last set; zkr__queue_on_deadline drops it
+     * once it has neither. */
+    zkr__contender_t *tprev, *tnext;
+    int timed;
+    zkr_session_t *s;
+    const zkr__recipe_t *recipe;
+    void *owner; /* the recipe's handle */
+    char *dir;
+    char *data;
+    struct ACL_vector acl;
+    int acl_owned; /* acl is our copy (else the shared default) */
+    zkr__phase_t phase;
+    zkr_lock_state_t pub; /* what the application sees */
+    char uuid[37];
+    char *node; /* full path of our node, or NULL */
+    int64_t czxid;
+    int64_t node_sid; /* session that created node */
+    char *watching;   /* full path of the watched node, or NULL */
+    int watch_dir;    /* ... and it is a child watch on our directory */
+    char *unreadable; /* name of a node before us whose watch cannot
+                         wake us: we may not read it (the server does
+                         not send us its events, watch_done()), or
+                         (semaphore) its granter may not touch it
+                         (pred_acl_done()); we watch the directory
+                         instead while it blocks us */
+    char *touchable;  /* semaphore: the predecessor whose ACL showed
+                         that its granter can touch it */
+    /* semaphore: our node's ACL as stored (count 0: not read yet) */
+    struct ACL_vector own_acl;
+    int64_t seen_czxid; /* semaphore: the node we wait on, and its */
+    int64_t seen_mzxid; /* last write we listed after (unseen_write()) */
+    int64_t watch_due;  /* held: when to set that watch (monotonic ms), or
+                           -1 (set, or not held) */
+    int self_watch;     /* waiting or held: an exists watch on our own node
+                           is set (or being set), to notice its deletion */
+    int self_doubt;     /* our node's path changed while watched (a write,
+                           or a delete and re-create by someone else while
+                           we were away): no grant until an exists() shows
+                           it is still ours (self_watch_done()) */
+    int touch_due;      /* held (semaphore): our node is to be touched */
+    int permits;        /* semaphore size (1 for the others) */
+    char infix[24];     /* inserted before the marker: "-permits-<N>" */
+    uint64_t gen;       /* bumps per attempt: stale completions ignored */
+    int64_t deadline;   /* acquire deadline (monotonic ms), -1 none */
+    int try_once;       /* timeout 0 */
+    int abort_rc;       /* nonzero: end the acquire with this once safe */
+    int parents_made;   /* parents created in this attempt */
+    /* The other side of a pair on one path whose two contenders the
+     * application holds as one owner (a read/write lock's read and write
+     * sides), or NULL. While one side has a node (acquiring or holding),
+     * the other is refused with ZKR_ESTATE: its node would queue behind
+     * ours and could wait for it without end. Set and cleared under the
+     * session's mutex. */
+    zkr__contender_t *pair;
+    /* pending acquire / release */
+    int acq_sync, acq_done, acq_rc;
+    uint64_t acq_gen, acq_letgo; /* synchronous acquire: c->gen and
+                                     c->letgo right after it ended */
+    /* Bumps each time the application lets go of what it holds or asks
+     * for: a free, a release or commit started (or a release told of a
+     * loss), a new acquire. A grant delivered after that is not reported
+     * as held (`zkr__grant_result` in `src/engine/list.c`). */
+    uint64_t letgo;
+    /* Signalled only when acq_done or rel_done is set: a blocked acquire
+     * or release is not woken by every completion on the session. */
+    pthread_cond_t done_cv;
+    void (*acq_fn)(void);
+    void *acq_data;
+    int rel_pending, rel_sync, rel_done, rel_rc;
+    void (*rel_fn)(void);
+    void *rel_data;
+    /* state listener and loss fd */
+    void (*lis_fn)(void);
+    void *lis_data;
+    int fd[2];            /* loss pipe, made by zkr__contender_fd(); -1 until */
+    int fd_uncertain;     /* readable: SUSPENDED, until re-verified */
+    int fd_lost;          /* readable: lost, until observed (engine/loss.c) */
+    int fd_written;       /* the pipe holds a byte */
+    int fd_quiet_suspend; /* SUSPENDED leaves the descriptor alone (an
+                             election under ZKR_POLICY_SESSION) */
+    int fd_level;         /* an election's stop signal: readable while
+                             uncertain (fd_uncertain); else (a lock) while
+                             a change is unread (fd_changed) */
+    int fd_changed;       /* lock: SUSPENDED, HELD again or LOST since the
+                             application last called zkr_lock_state() */
+    int fd_gained;        /* election: leads, and the application has not
+                             observed it yet (readable until observed) */
+    int fd_away;          /* election: the application's last observation
+                             was "not leading" (zkr__contender_away()) */
+    int lost_unreported;
+    uint64_t lost_gen;       /* lost_unreported: c->gen of the grant lost */
+    uint64_t suspensions;    /* times it became SUSPENDED (an election's run()
+                                asks whether its function was told to stop
+                                by a suspension while it ran) */
+    int rejoin;              /* start over after a loss (elections) */
+    void (*rejoin_fn)(void); /* ... with this completion */
+    void *rejoin_data;
+    int sync_waiters;             /* threads blocked in acquire/release on it */
+    zkr__cleanup_t *reserve;      /* while we have a node: its cleanup entry,
+                                     made before the create was sent */
+    void (*dispose)(void *owner); /* frees the recipe's handle */
+    /* Lock-delay (docs/design/lock-delay.md, 1.3). */
+    int delay_ms;         /* 0: off */
+    int delay_flags;      /* ZKR_DELAY_* */
+    char *behind;         /* name of the node our rule last watched */
+    int64_t behind_czxid; /* its czxid (from our watch), 0 if unknown */
+    char **before;        /* the nodes before us that our grant depends on,
+                             at the last listing that made us wait */
+    int nbefore;
+    char *vouch;          /* the last exclusive node before us in that
+                             listing (its release vouches for all before
+                             it), or NULL */
+    int nvouched;         /* how many of before precede vouch */
+    char *target;         /* DELAYED: the node a record must name, or NULL
+                             (more than one went: no record can do) */
+    int64_t target_czxid; /* its czxid, 0 if unknown */
+    int delay_served;     /* the delay for the last departure is over */
+    int64_t delay_until;  /* DELAYED: end (monotonic ms), -1 while the
+                             record is being read */
+    int64_t delay_seen;   /* when the listing that showed behind gone was
+                             answered: the delay runs from there */
+    int64_t carry_until;  /* no grant before this (monotonic ms), -1:
+                             departures this attempt observed that no
+                             record proved, kept across a new wait and a
+                             rejoin (lock-delay.md, 1.5) */
+    char *leave_record;   /* aborting while delayed: the record our
+                             delete writes (zkr-delay-left), or NULL */
+    zkr__cmetrics_t metrics;
+    const char *mpath; /* during init: the metrics path, or NULL (dir) */
+    /* Create precondition (zkr__set_precondition): the create is sent in
+     * one multi after setData(pre_path, pre_data, pre_version); its
+     * failure ends the acquire with ZKR_ESTALE. */
+    char *pre_path;
+    char *pre_data;
+    int pre_len;
+    int pre_version;
+    zkr__commit_t *commit; /* COMMITTING: the caller's multi */
+    int commit_unknown;    /* ... its answer was lost: probe first */
+};
+
+int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
+                        const zkr__recipe_t *recipe, void *owner,
+                        const char *dir, const char *id,
+                        const struct ACL_vector *acl);
+/* zkr__contender_init with the metrics kept under mpath instead of dir. */
+int zkr__contender_init2(zkr__contender_t *c, zkr_session_t *s,
+                         const zkr__recipe_t *recipe, void *owner,
+                         const char *dir, const char *mpath, const char *id,
+                         const struct ACL_vector *acl);
+/* Sets the create precondition of the next acquires (data copied): 0 or
+ * ZKR_ENOMEM. Not while acquiring. */
+int zkr__set_precondition(zkr__contender_t *c, const char *path,
+                          const char *data, int len, int version);
+/* Releases a held grant by cm (mutex held): 0 (cm->done will be called
+ * once, maybe before this returns), ZKR_ESTALE (not held: lost, or never
+ * granted; a loss is observed), ZKR_ESTATE (a release or commit is in
+ * progress). cm stays the caller's, untouched after done. */
+int zkr__commit(zkr__contender_t *c, zkr__commit_t *cm);
+/* Frees what init allocated, then dispose(owner); cancels/cleans up;
+ * waits for callbacks. On the session's event thread it never waits for
+ * events (they queue behind the running callback): if any are queued or
+ * running, the event thread finishes the free after the last of them. */
+void zkr__contender_destroy(zkr__contender_t *c, void (*dispose)(void *));
+/* Finishes a free; mutex held (kept). */
+void zkr__contender_dispose(zkr__contender_t *c);
+
+int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
+                 void *data);
+/* On the event thread, mutex held, just before an acquire completion is
+ * delivered: the deadline is enforced now, and a grant lost since the
+ * completion was posted (the event thread ran late, the process was
+ * paused) is delivered as ZKR_ELOST (in ev->a), as zkr__acquire would
+ * return it. */
+void zkr__acquired_recheck(zkr__contender_t *c, zkr__event_t *ev);
+int zkr__cancel(zkr__contender_t *c);
+int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data);
+int64_t zkr__valid_ms(zkr__contender_t *c);
+/* Issues what the contender's phase needs next (mutex held). */
+void zkr__contender_step(zkr__contender_t *c);
+/* Makes the loss descriptor readable (a recipe's own stop signal) until
+ * observed. Mutex held. */
+void zkr__contender_signal(zkr__contender_t *c);
+/* The application has observed the loss (a recipe's observation point):
+ * the descriptor is no longer readable. Mutex held. */
+void zkr__contender_observed(zkr__contender_t *c);
+/* The application has observed that it does not lead (an election's
+ * await() that did not return 0): a loss or suspension signalled before is
+ * observed, the descriptor is quiet until the next change, and leading
+ * again (a grant, or under ZKR_POLICY_SUSPEND a re-verification) is a
+ * gain to signal. Mutex held. */
+void zkr__contender_away(zkr__contender_t *c);
+/* The application read the state (zkr_lock_state()): a lock's
+ * descriptor no longer signals the changes before. Mutex held. */
+void zkr__contender_read(zkr__contender_t *c);
+/* The loss descriptor, made on first use; -1 if it cannot be made. */
+int zkr__contender_fd(zkr__contender_t *c);
+/* Sets the lock-delay of the next acquires: 0, ZBADARGUMENTS (< 0) or
+ * ZKR_ESTATE (acquiring). */
+int zkr__set_delay(zkr__contender_t *c, int delay_ms);
+/* Sets the lock-delay flags (ZKR_DELAY_*) of the next acquires: 0,
+ * ZBADARGUMENTS (unknown flag) or ZKR_ESTATE (acquiring). */
+int zkr__set_delay_flags(zkr__contender_t *c, unsigned flags);
+/* Fills a sequencer of the current grant; mutex held. 0 or ZKR_ENOTHELD. */
+int zkr__sequencer(zkr__contender_t *c, zkr_sequencer_t *out);
+/* Guarded multi on a contender's grant (sync when cb is NULL). */
+int zkr__guarded_multi(zkr__contender_t *c, int count, const zoo_op_t *ops,
+                       zoo_op_result_t *results, zkr_result_completion_t cb,
+                       void *data);
+
+/* The contender a member is, and one of the session's members. */
+static inline zkr__contender_t *zkr__c(zkr__member_t *m)
 {
-    return c->phase == ZKR__P_LISTING || c->phase == ZKR__P_WATCHING ||
-           c->phase == ZKR__P_DELAYED;
+    return m != NULL
+               ? (zkr__contender_t *)((char *)m - offsetof(zkr__contender_t, m))
+               : NULL;
 }
+/* Each contender of session s, newest first. */
+#define ZKR__EACH_CONTENDER(c, s)                                              \
+    for (zkr__contender_t *c = zkr__c((s)->members); c != NULL;                \
+         c = zkr__c(c->m.next))
+/* zkr__op_new for a contender's request: the op remembers its attempt. */
+zkr__op_t *zkr__cop_new(zkr__contender_t *c);
 
-/* loss.c */
-void zkr__fd_observed(zkr__contender_t *c);
-void zkr__notify_state(zkr__contender_t *c, zkr_lock_state_t st);
-void zkr__forget_before(zkr__contender_t *c);
-void zkr__forget_node(zkr__contender_t *c);
-int zkr__announces(const zkr__contender_t *c);
-void zkr__finish_acquire(zkr__contender_t *c, int rc);
-void zkr__finish_release(zkr__contender_t *c, int rc);
-int zkr__release_to_cleanup(zkr__contender_t *c, zkr__member_t *owner);
+/* What the session calls in the engine (engine.c gives the table). Mutex
+ * held. */
+void zkr__queue_on_connected(zkr_session_t *s, int new_session);
+void zkr__queue_on_suspended(zkr_session_t *s);
+void zkr__queue_on_lost(zkr_session_t *s);
+void zkr__queue_on_deadline(zkr_session_t *s, int64_t now, int64_t *next);
+void zkr__queue_cleanup_done(zkr__contender_t *c, int rc);
+/* Takes again the step of each stalled contender (timer thread). */
+void zkr__queue_retry(zkr_session_t *s);
+/* Does something of s still need its watches of this type on path? */
+int zkr__path_watched(zkr_session_t *s, const char *path, int wtype);
+/* Adds a reader to its session, or removes it; mutex held. */
+void zkr__reader_add(zkr_session_t *s, zkr__reader_t *r);
+void zkr__reader_remove(zkr_session_t *s, zkr__reader_t *r);
+/* Does a reader of s need zkr's watches on path? */
+int zkr__readers_follow(zkr_session_t *s, const char *path);
+void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
+                       void *ctx);
 
-/* index.c */
-void zkr__set_node(zkr__contender_t *c, char *node);
-void zkr__set_watching(zkr__contender_t *c, char *path);
-void zkr__clear_node(zkr__contender_t *c);
-void zkr__clear_watching(zkr__contender_t *c);
-int zkr__path_watched_by_other(zkr_session_t *s, const char *path,
-                               const zkr__contender_t *self);
-void zkr__drop_watch(zkr_session_t *s, const char *path,
-                     const zkr__contender_t *self, int wtype);
-void zkr__stop_watching(zkr__contender_t *c);
+/* ----------------------------------------------------------- delay.c */
 
-/* create.c */
-int zkr__stale(const zkr__op_t *op, zkr__phase_t phase);
-void zkr__issue_create(zkr__contender_t *c);
-void zkr__issue_recover(zkr__contender_t *c);
+/* Lock-delay records in a queue's directory data (docs/design/
+ * lock-delay.md, 1.2): "<kind> <version> key=value ...". */
+enum {
+    ZKR__REC_NONE = 0, /* no record: read as "not a clean release" */
+    ZKR__REC_RELEASE,  /* zkr-release: the node was released by its holder */
+    ZKR__REC_LEFT,     /* zkr-delay-left: a delayed contender left, with
+                          remaining_ms of its delay still to serve */
+    ZKR__REC_CLOSED    /* zkr-closed: a contender waits out a delay until
+                          the wall-clock time until_ms (informational) */
+};
 
-/* list.c */
-void zkr__poke(zkr__contender_t *c);
-void zkr__new_uuid(zkr__contender_t *c);
-void zkr__issue_list(zkr__contender_t *c);
-int zkr__take_lost(zkr__contender_t *c);
-int zkr__grant_result(zkr__contender_t *c, uint64_t gen, uint64_t letgo);
-void zkr__lose_waiting(zkr__contender_t *c);
-void zkr__lose_held(zkr__contender_t *c);
-void zkr__issue_self_watch(zkr__contender_t *c);
-void zkr__issue_verify(zkr__contender_t *c);
+/* The longest record zkr writes or reads. */
+#define ZKR__RECORD_MAX 256
 
-/* lockdelay.c */
-void zkr__carry_observed(zkr__contender_t *c);
-int zkr__note_wait(zkr__contender_t *c, const zkr__entry_t *e, int n, int self,
-                   int w);
-int zkr__begin_delay(zkr__contender_t *c, const zkr__entry_t *e, int n);
-void zkr__issue_record_read(zkr__contender_t *c);
-void zkr__end_delay(zkr__contender_t *c);
-void zkr__prepare_leave(zkr__contender_t *c);
+typedef struct zkr__record {
+    int kind;             /* ZKR__REC_* */
+    int version;          /* as written (1 today) */
+    int64_t czxid;        /* the node the record is about */
+    char node[128];       /* its name, or "" */
+    int64_t remaining_ms; /* ZKR__REC_LEFT */
+    int64_t until_ms;     /* ZKR__REC_CLOSED: ms since the epoch */
+    char cause[32];       /* a word, or "" */
+} zkr__record_t;
 
-/* commit.c */
-void zkr__hand_over(zkr__contender_t *c);
-int zkr__commit_gone_rc(const zkr__contender_t *c);
-void zkr__end_commit(zkr__contender_t *c, int rc, int keep);
-void zkr__issue_commit(zkr__contender_t *c);
+/* Parses a directory's data: fills r and returns its kind, or
+ * ZKR__REC_NONE (r zeroed) for anything not a complete valid record. */
+int zkr__record_parse(const char *data, int len, zkr__record_t *r);
+/* Writes r's text to buf: its length, or -1 (invalid, or too long). */
+int zkr__record_format(char *buf, size_t size, const zkr__record_t *r);
 
-/* step.c */
-void zkr__step(zkr__contender_t *c);
-void zkr__abort_acquire(zkr__contender_t *c, int rc);
-void zkr__timed_add(zkr__contender_t *c);
-void zkr__timed_remove(zkr__contender_t *c);
+/* --------------------------------------------------- metrics.c hooks */
 
-/* api.c */
-void zkr__start_attempt(zkr__contender_t *c, int timeout_ms);
-int zkr__rejoin(zkr__contender_t *c);
+/* Hooks, all with the session mutex held. */
+/* Joins c to its (kind, path) entry, made if new: 0 or ZKR_ENOMEM. */
+int zkr__metrics_attach(struct zkr__contender *c);
+void zkr__metrics_attempt(struct zkr__contender *c); /* an attempt begins */
+/* The acquire ends with rc (0 granted). */
+void zkr__metrics_acquired(struct zkr__contender *c, int rc);
+/* The grant ends (release asked, node gone); no-op when not holding. */
+void zkr__metrics_hold_end(struct zkr__contender *c);
+/* A grant's state changed (SUSPENDED, LOST are counted). */
+void zkr__metrics_lock_state(struct zkr__contender *c, zkr_lock_state_t st);
+/* A lock-delay served to its end, ms after the observation that began it. */
+void zkr__metrics_delay_served(struct zkr__contender *c, int64_t ms);
+/* Frees the session's metric sets (the engine's fini hook). */
+void zkr__metrics_free(zkr_session_t *s);
 
-#endif
+/* What zkr_metrics_write() writes, copied under the mutex and written
+ * without it: one row per (kind, path) entry, with its gauges. */
+typedef struct zkr__mrow {
+    zkr__mset_t m;     /* m.next, m.hnext unused; m.path is the entry's own */
+    int64_t handles;   /* handles of the session on it now */
+    int64_t holding;   /* ... of them holding a grant */
+    int64_t waiting;   /* ... acquiring */
+    int64_t leader_us; /* held_us plus the grants still running */
+} zkr__mrow_t;
+typedef struct zkr__msnap {
+    zkr__smetrics_t m;
+    uint64_t counters[ZKR__COUNTERS];
+    zkr_state_t state;
+    int64_t valid_ms, timeout_ms;
+    zkr__mrow_t *rows;
+    int nrows;
+} zkr__msnap_t;
+/* Writes snap in the Prometheus text format; 0, or ZKR_ESYS (a write
+ * failed, errno set). */
+int zkr__metrics_format(FILE *f, const zkr__msnap_t *snap);
+
+#endif /* ZKR_ENGINE_H */

@@ -1,7 +1,7 @@
 /* The engine as the session's upper layer: the hooks it hands every
  * session it makes (session.c calls nothing above it by name), its
  * per-session state, and the public calls that make a session. */
-#include "engine.h"
+#include "core.h"
 
 static void engine_fini(zkr_session_t *s)
 {

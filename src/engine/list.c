@@ -6,7 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "core.h"
 
 /* -------------------------------------------------------- list/watch */
 

@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "core.h"
 
 /* --------------------------------------------------------- loss fd */
 

@@ -217,7 +217,6 @@ static void test_bucket_bounds(void **state)
     assert_int_equal(h->n, 5);
     assert_int_equal(h->sum, (1 + 2 + 300000 + 300001) * 1000ULL);
     assert_int_equal(s->metrics.hb_last_ms, 0);
-    zkr__metrics_free(s);
     free(s);
 }
 

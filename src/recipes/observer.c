@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "recipes.h"
 
 struct zkr_observer {
     zkr__reader_t r; /* in the session's readers */

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "recipes.h"
 
 struct zkr_lock {
     zkr__contender_t c;

@@ -11,7 +11,7 @@
 #define ZKR__FAULT_IMPL /* the real allocator, below */
 #include <stdatomic.h>
 
-#include "internal.h"
+#include "base.h"
 
 /* ------------------------------------------------ fault injection seam */
 

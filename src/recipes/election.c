@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "recipes.h"
 
 struct zkr_election {
     zkr__contender_t c;

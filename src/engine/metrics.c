@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "internal.h"
+#include "engine.h"
 
 /* ----------------------------------------------------------- buckets */
 

@@ -1,6 +1,6 @@
 /* Error codes: one X-macro table (include/zkr.h) feeds the enum, the
  * messages and the names, so they cannot drift apart. */
-#include "internal.h"
+#include "base.h"
 
 const char *zkr_strerror(int rc)
 {

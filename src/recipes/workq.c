@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "recipes.h"
 
 #define WQ_BUCKET_DEFAULT 1024
 #define WQ_NAME_MAX 96 /* "i-<carry>-<uuid36>-<seq10>" and more */

@@ -90,7 +90,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "session.h"
 
 /* The session whose event thread this thread is, or NULL. */
 static _Thread_local zkr_session_t *tl_event_session;
@@ -328,7 +328,13 @@ static void metrics_state(zkr_session_t *s, zkr_state_t st, int64_t margin_ms)
     }
 }
 
-static void metrics_heartbeat(zkr_session_t *s, int64_t rtt_ms)
+void zkr__metrics_init(zkr_session_t *s)
+{
+    s->metrics.reconnect_margin_ms = -1;
+    s->metrics.hb_last_ms = -1;
+}
+
+void zkr__metrics_heartbeat(zkr_session_t *s, int64_t rtt_ms)
 {
     if (rtt_ms < 0)
         rtt_ms = 0;
@@ -1384,7 +1390,7 @@ static void heartbeat_answered(zkr_session_t *s, int64_t sent, int64_t now)
         s->hb_n++;
     s->hb[s->hb_n - 1].sent = sent;
     s->hb[s->hb_n - 1].answered = now;
-    metrics_heartbeat(s, now - sent);
+    zkr__metrics_heartbeat(s, now - sent);
 }
 
 /* The heartbeat's answer. Only ZOK proves that the leader answered the
@@ -1691,8 +1697,7 @@ static int session_alloc(zkr_session_t **out, const zkr__session_hooks_t *hooks)
     s->connect_deadline = -1;
     s->retry_at = -1;
     s->ev_fd[0] = s->ev_fd[1] = -1;
-    s->metrics.reconnect_margin_ms = -1;
-    s->metrics.hb_last_ms = -1;
+    zkr__metrics_init(s);
     for (int i = 0; i < ZKR__EV_RESERVE; i++) {
         s->ev_reserve[i].next = s->ev_spare;
         s->ev_spare = &s->ev_reserve[i];

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "base.h"
 
 int zkr__parse_seq(const char *s, int32_t *out)
 {

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "engine.h"
 
 static const char *const kind_names[] = {
     [ZKR__REC_RELEASE] = "zkr-release",

@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "session.h"
 
 static pthread_mutex_t slots_mu = PTHREAD_MUTEX_INITIALIZER;
 static zkr_session_t *slots[ZKR__LOG_SLOTS];

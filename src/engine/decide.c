@@ -5,7 +5,7 @@
  * rules without a server. */
 #include <string.h>
 
-#include "internal.h"
+#include "engine.h"
 
 zkr__verdict_t zkr__decide(const zkr__listing_t *in)
 {
