@@ -120,7 +120,7 @@ inline grant()
 
 
 /* [G3], [G4], [G10]-[G12], [W1], [W2], [W3]: the decision on a listing
- * (zkr__decide in src/decide.c, acted on by list_done). n: the entries
+ * (zkr__decide in src/engine/decide.c, acted on by list_done). n: the entries
  * before us that block us by our rule; pred: the last of them (for a
  * semaphore, the entry just before us). */
 inline decide()
@@ -198,7 +198,7 @@ inline decide()
 }
 
 #if MAXDISC
-/* [S1], [H3] The connection drops (-DMAXDISC; src/session.c
+/* [S1], [H3] The connection drops (-DMAXDISC; src/session/session.c
  * on_session_event, not connected: SUSPENDED, zkr__queue_on_suspended).
  * The answers that reached the client before are acted on first (the
  * zkr consumed them); every answer still on the way is lost, its callback

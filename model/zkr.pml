@@ -1,5 +1,5 @@
 /* A Promela (SPIN) model of zkr's contender queue AS IMPLEMENTED in
- * src/engine/ and src/session.c, for the exclusive lock, and with
+ * src/engine/ and src/session/session.c, for the exclusive lock, and with
  * -DRECIPE the read/write lock or a semaphore (issue 13).
  * model/README.md says what is modelled, how abstractly, and what not;
  * `make model` runs the checks, `make model-mutants` the broken variants

@@ -42,7 +42,7 @@ static const char *basename_of(const char *node)
 }
 
 /* An entry's mode, from the marker in its name (the markers of
- * src/names.c): "read" (__READ__ Curator, __rlock__ kazoo), "write"
+ * src/base/names.c): "read" (__READ__ Curator, __rlock__ kazoo), "write"
  * (__WRIT__: zkr lock --write, Curator's write lock), "permit" (a
  * semaphore's), "candidate" (-latch-: an election's), else "mutex" (-lock-:
  * zkr lock, Curator InterProcessMutex; __lock__: kazoo Lock and WriteLock;

@@ -420,7 +420,7 @@ int zkr__readers_follow(zkr_session_t *s, const char *path);
 void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
                        void *ctx);
 
-/* ----------------------------------------------------------- delay.c */
+/* ---------------------------------------------------------- record.c */
 
 /* Lock-delay records in a queue's directory data (docs/design/
  * lock-delay.md, 1.2): "<kind> <version> key=value ...". */

@@ -1,7 +1,7 @@
 /* libFuzzer target for contender node names: recognition, sequence
  * parsing (ZooKeeper's signed "%010d", wrapping past 2147483647 to
  * "-2147483648"), semaphore sizes, ordering and the predecessor rules of
- * src/names.c, each checked against a reference model written here from
+ * src/base/names.c, each checked against a reference model written here from
  * the rules in names.c's header comment, not from its code.
  *
  * Input: node names separated by '/' (a character ZooKeeper names cannot

@@ -2,7 +2,7 @@
  * our node and the contender's situation in; what it does next out. Each
  * case is written from docs/PROTOCOL.md's rules ([N2]-[N4] names and
  * order, [G2]-[G6] the decision, [G10]-[G12] the recipes' rules, [K1]
- * lock-delay, [W2]-[W3] what to watch), not from src/decide.c. */
+ * lock-delay, [W2]-[W3] what to watch), not from src/engine/decide.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Unit tests of the metrics exposition (src/metrics.c), no server: the
+/* Unit tests of the metrics exposition (src/engine/metrics.c), no server: the
  * Prometheus text format's rules (text format 0.0.4) checked on a made-up
  * snapshot: label values escaped, `# HELP`/`# TYPE` once per family and
  * before its samples, a family's samples together, histograms as
