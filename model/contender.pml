@@ -199,7 +199,7 @@ inline decide()
 
 #if MAXDISC
 /* [S1], [H3] The connection drops (-DMAXDISC; src/session/session.c
- * on_session_event, not connected: SUSPENDED, zkr__queue_on_suspended).
+ * zkr__on_session_event, not connected: SUSPENDED, zkr__queue_on_suspended).
  * The answers that reached the client before are acted on first (the
  * zkr consumed them); every answer still on the way is lost, its callback
  * gets CONNECTIONLOSS; a write in flight was applied (that it may not have

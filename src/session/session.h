@@ -400,7 +400,7 @@ void zkr__op_end(zkr__op_t *op);
 /* After an asynchronous call on zh (mutex held): if the client accepted
  * it (rc ZOK), records op as in flight on zh until its completion begins,
  * so that closing zh can complete it if the client does not (session.c,
- * close_handle). Returns rc. */
+ * zkr__close_handle). Returns rc. */
 int zkr__op_sent(int rc, zkr__op_t *op, zhandle_t *zh, int kind,
                  void (*cb)(void));
 /* Undo zkr__op_new when the call could not be issued (mutex held); stalls

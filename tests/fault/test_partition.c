@@ -754,7 +754,7 @@ static void test_search_after_lost_create_syncs(void **state)
 
 /* Requests in flight when zkr closes a handle. zookeeper_close() of the
  * 3.8.0 client does not reliably call their completions (session.c,
- * close_handle, says why); zkr must complete every one itself, or what
+ * zkr__close_handle, says why); zkr must complete every one itself, or what
  * waits for them waits forever. Here zkr_session_free() closes handles
  * that still have N deletes in flight each: the connection is blackholed
  * after N locks per session are taken, the lock handles freed (each hands
