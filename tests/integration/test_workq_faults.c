@@ -282,7 +282,7 @@ static void test_r3_tail_bucket_deleted(void **state)
  *
  * zkr.h: zkr_workq_cancel "cancels a pending take from any thread";
  * zkr_workq_free: "a pending take ends with ZKR_ECANCELED first".
- * take_run() calls wait_connected(s, -1), which waits up to 2 x the
+ * take_run() calls zkr__wq_wait_connected(s, -1), which waits up to 2 x the
  * session timeout and never looks at q->cancel; zkr__cancel(&q->turn)
  * does nothing to a turn that is held.                               */
 

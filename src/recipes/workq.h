@@ -1,0 +1,110 @@
+/* What the work queue's files (src/recipes/workq*.c) share. */
+#ifndef ZKR_WORKQ_H
+#define ZKR_WORKQ_H
+
+#include "recipes.h"
+
+#define WQ_BUCKET_DEFAULT 1024
+#define WQ_NAME_MAX 96 /* "i-<carry>-<uuid36>-<seq10>" and more */
+
+#define WQ_REPAIRS 20      /* bounded retries of a put or of a repair */
+#define WQ_PIGGYBACK 16    /* receipt deletes carried by one put */
+#define WQ_RECEIPTS_MAX 64 /* confirmed receipts kept: beyond, cleanup */
+
+enum { WQ_AGAIN = 1, WQ_EMPTY = 2 }; /* scan results besides 0 and errors */
+
+struct zkr_workq {
+    zkr__contender_t turn; /* PATH/consumers: whose turn it is */
+    zkr_session_t *s;
+    char *path;
+    char *id;
+    const struct ACL_vector *acl; /* &turn.acl */
+    int bucket;                   /* B, 0 until read */
+    int made[ZKR_WORKQ_LEVELS];   /* q<L> and b0 exist (cached) */
+    int dead_max;
+    char *dead_path;
+    /* the take (one at a time) */
+    int taking;
+    int cancel;
+    pthread_t thr;    /* an asynchronous take's thread (set under the mutex) */
+    int thr_joinable; /* mutex */
+    int async_puts;   /* asynchronous puts running */
+    /* watches the take set (removed when it ends) */
+    char **wpath;
+    int *wtype;
+    int nw, capw;
+    /* receipts of puts whose outcome is known, to delete (session
+     * rcpt_sid): they ride on the next put (workq.md, receipts) */
+    char *rcpt[WQ_RECEIPTS_MAX];
+    int nrcpt;
+    int64_t rcpt_sid;
+};
+
+struct zkr_item {
+    zkr__contender_t c; /* the claim: directory = the item node */
+    zkr_session_t *s;
+    char *qpath;
+    char *id;    /* q<L>/b<k>/<name> */
+    char *ipath; /* full path of the item node */
+    char *name;
+    int level, carry;
+    int version;    /* the item's data version our claim wrote (v + 1) */
+    int deliveries; /* carry + claims before ours (cversion / 2) + 1 */
+    int bucket;     /* B of the queue */
+    char *data;
+    size_t len;
+    int finished; /* acked or nacked */
+    /* an ack or nack in flight */
+    int busy, sync, done, rc, where; /* where: -1 ack, else the nack's */
+    zkr_item_completion_t cb;
+    void *cbdata;
+    zkr__commit_t cm;
+    zoo_op_t ops[6];
+    zoo_op_result_t res[6];
+    char receipt[340]; /* PATH/receipts/<uuid> of the commit in flight */
+    char rdir[300];
+    char *tail_path;    /* nack back: q<L>/b<t> */
+    char *new_prefix;   /* ... and the new item's name prefix */
+    char created[1024]; /* ... its name as created, and (at 512) its prefix */
+    int tail;
+    int tail_rc;    /* nack back: how b<tail> failed (BADVERSION, NONODE) */
+    int tail_tries; /* ... and how often, this commit (WQ_REPAIRS) */
+    int rdir_made;  /* the receipts' container made again for this commit */
+};
+
+typedef struct {
+    const char *name;
+    int carry;
+    int32_t seq;
+} wq_entry_t;
+
+/* workq.c */
+int *zkr__wq_sorted_buckets(const struct String_vector *v, int *n);
+wq_entry_t *zkr__wq_sorted_items(const struct String_vector *v, int *n);
+int zkr__wq_conn_error(int rc);
+int zkr__wq_wait_connected(zkr_session_t *s, int64_t deadline,
+                           const int *cancel);
+int zkr__wq_sync_path(zhandle_t *zh, const char *path);
+
+/* workq_put.c */
+int zkr__wq_make_node(zhandle_t *zh, const char *path, const char *data,
+                      const struct ACL_vector *acl);
+int zkr__wq_read_bucket(zkr_workq_t *q, zhandle_t *zh);
+int zkr__wq_advance_ops(zoo_op_t *ops, const char *bt, const char *ql,
+                        const char *next, int t, int adopt,
+                        const struct ACL_vector *acl);
+int zkr__wq_next_exists(int rc, const zoo_op_result_t *res, int n);
+void zkr__wq_pause_ms(int ms);
+void zkr__wq_receipts_to_cleanup(zkr_workq_t *q, char **v, int n, int64_t sid);
+int zkr__wq_repair_tail(const struct ACL_vector *acl, zhandle_t *zh,
+                        const char *ql, int t, int sealed);
+
+/* workq_take.c */
+int zkr__wq_take_cancel(zkr_workq_t *q);
+
+/* workq_item.c */
+zkr_item_t *zkr__wq_item_make(zkr_workq_t *q, const char *ipath, int level,
+                              const char *name, int carry, int v, int cversion,
+                              const char *data, int len, int bucket);
+
+#endif /* ZKR_WORKQ_H */
