@@ -134,7 +134,10 @@ static void election_deliver(zkr__contender_t *c, const zkr__event_t *ev)
 }
 
 static const zkr__recipe_t election_recipe = {
-    "-latch-", 'l', 0, zkr__pred_mutex, election_deliver, 0, NULL,
+    .marker = "-latch-",
+    .mode = 'l',
+    .pred = zkr__pred_mutex,
+    .deliver = election_deliver,
 };
 
 int zkr_election_new(zkr_election_t **out, zkr_session_t *s, const char *path,

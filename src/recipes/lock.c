@@ -21,17 +21,30 @@ static void lock_deliver(zkr__contender_t *c, const zkr__event_t *ev)
 }
 
 static const zkr__recipe_t lock_recipe = {
-    "-lock-", 'x', 0, zkr__pred_mutex, lock_deliver, 0, NULL,
+    .marker = "-lock-",
+    .mode = 'x',
+    .pred = zkr__pred_mutex,
+    .deliver = lock_deliver,
 };
 static const zkr__recipe_t semaphore_recipe = {
-    "-lock-", 'p', 1, zkr__pred_semaphore, lock_deliver, 0, NULL,
+    .marker = "-lock-",
+    .mode = 'p',
+    .poke = 1,
+    .pred = zkr__pred_semaphore,
+    .deliver = lock_deliver,
 };
 /* Curator's InterProcessReadWriteLock names. */
 static const zkr__recipe_t read_recipe = {
-    "-__READ__", 'r', 0, zkr__pred_read, lock_deliver, 0, NULL,
+    .marker = "-__READ__",
+    .mode = 'r',
+    .pred = zkr__pred_read,
+    .deliver = lock_deliver,
 };
 static const zkr__recipe_t write_recipe = {
-    "-__WRIT__", 'w', 0, zkr__pred_mutex, lock_deliver, 0, NULL,
+    .marker = "-__WRIT__",
+    .mode = 'w',
+    .pred = zkr__pred_mutex,
+    .deliver = lock_deliver,
 };
 
 static int lock_make(zkr_lock_t **out, zkr_session_t *s, const char *path,

@@ -195,7 +195,10 @@ static void turn_deliver(zkr__contender_t *c, const zkr__event_t *ev)
 }
 
 static const zkr__recipe_t turn_recipe = {
-    "-lock-", 'x', 0, zkr__pred_mutex, turn_deliver, 0, NULL,
+    .marker = "-lock-",
+    .mode = 'x',
+    .pred = zkr__pred_mutex,
+    .deliver = turn_deliver,
 };
 
 int zkr_workq_new(zkr_workq_t **out, zkr_session_t *s, const char *path,

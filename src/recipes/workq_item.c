@@ -26,9 +26,12 @@ static void item_deliver(zkr__contender_t *c, const zkr__event_t *ev)
  * created by us, released without a lock-delay record (the directory's
  * data is the payload). */
 static const zkr__recipe_t claim_recipe = {
-    "-lock-",        'x',          0,
-    zkr__pred_mutex, item_deliver, ZKR__R_NO_PARENTS | ZKR__R_PLAIN_RELEASE,
-    "workq",
+    .marker = "-lock-",
+    .mode = 'x',
+    .pred = zkr__pred_mutex,
+    .deliver = item_deliver,
+    .flags = ZKR__R_NO_PARENTS | ZKR__R_PLAIN_RELEASE,
+    .kind = "workq",
 };
 
 static void item_dispose(void *owner)
