@@ -330,8 +330,8 @@ static int put_run(zkr_workq_t *q, const void *data, size_t len, int level,
 
         if (zkr__now_ms() >= deadline)
             return ZCONNECTIONLOSS;
-        if (tries > WQ_REPAIRS)
-            return rc; /* the level kept changing under us: nothing put */
+        if (tries > WQ_REPAIRS) /* the level kept changing: nothing put */
+            return rc != ZOK && rc != ZNODEEXISTS ? rc : ZNONODE;
         if ((rc = zkr__zh_get(s, &zh)) != 0) {
             if (rc != ZCONNECTIONLOSS)
                 return rc;
