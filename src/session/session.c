@@ -478,37 +478,74 @@ static int check_hosts(const char *hosts)
     }
 }
 
+/* The entries of a server list checked by check_hosts(), one at a time:
+ * host (without the brackets of an IPv6 address), port, and the entry as
+ * it reads in a message (brackets kept). */
+typedef struct {
+    char *buf, *save;
+    const char *host, *port;
+    char shown[300];
+} hosts_iter_t;
+
+/* 0 (it->buf to free with hosts_end), or ZKR_ENOMEM. */
+static int hosts_begin(hosts_iter_t *it, const char *hosts)
+{
+    it->save = NULL;
+    it->buf = zkr__strdup(hosts);
+    return it->buf != NULL ? 0 : ZKR_ENOMEM;
+}
+
+/* The next entry: 1, or 0 at the end. */
+static int hosts_next(hosts_iter_t *it)
+{
+    char *entry = strtok_r(it->save == NULL ? it->buf : NULL, ",", &it->save);
+    char *colon, *host;
+
+    if (entry == NULL || (colon = strrchr(entry, ':')) == NULL)
+        return 0; /* check_hosts() admits no entry without a port */
+    host = entry;
+    *colon = '\0';
+    if (host[0] == '[' && colon > host + 1 && colon[-1] == ']') {
+        host++;
+        colon[-1] = '\0';
+    }
+    it->host = host;
+    it->port = colon + 1;
+    snprintf(it->shown, sizeof(it->shown),
+             strchr(host, ':') != NULL ? "[%s]:%s" : "%s:%s", host, it->port);
+    return 1;
+}
+
+static void hosts_end(hosts_iter_t *it)
+{
+    free(it->buf);
+    it->buf = NULL;
+}
+
 /* The client could not start: ZKR_ERESOLVE (logged) if a host of the
  * list does not resolve, else ZSYSTEMERROR. */
 static int why_no_handle(zkr_session_t *s, const char *hosts)
 {
-    char *buf = zkr__strdup(hosts), *entry, *save = NULL;
+    hosts_iter_t it;
     int rc = ZSYSTEMERROR;
 
-    if (buf == NULL)
+    if (hosts_begin(&it, hosts) != 0)
         return ZKR_ENOMEM;
-    for (entry = strtok_r(buf, ",", &save); entry != NULL && rc != ZKR_ERESOLVE;
-         entry = strtok_r(NULL, ",", &save)) {
+    while (rc != ZKR_ERESOLVE && hosts_next(&it)) {
         struct addrinfo hints = {0}, *res = NULL;
-        char *colon = strrchr(entry, ':'), *host = entry;
         int g;
 
-        *colon = '\0';
-        if (host[0] == '[' && colon > host + 1 && colon[-1] == ']') {
-            host++;
-            colon[-1] = '\0';
-        }
         hints.ai_socktype = SOCK_STREAM;
-        g = getaddrinfo(host, colon + 1, &hints, &res);
+        g = getaddrinfo(it.host, it.port, &hints, &res);
         if (res != NULL)
             freeaddrinfo(res);
         if (g != 0) {
-            zkr__log(s, ZKR_LOG_ERROR, "cannot resolve %s: %s", host,
+            zkr__log(s, ZKR_LOG_ERROR, "cannot resolve %s: %s", it.shown,
                      g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
             rc = ZKR_ERESOLVE;
         }
     }
-    free(buf);
+    hosts_end(&it);
     return rc;
 }
 
@@ -521,30 +558,19 @@ static int why_no_handle(zkr_session_t *s, const char *hosts)
 #define PROBE_MAX 64
 static int why_not_connected(zkr_session_t *s, const char *hosts)
 {
-    char *buf = zkr__strdup(hosts), *entry, *save = NULL;
+    hosts_iter_t it;
     struct pollfd fds[PROBE_MAX];
-    char names[PROBE_MAX][80];
+    char names[PROBE_MAX][sizeof(it.shown)];
     int n = 0, refused = 0, other = 0;
     int64_t deadline = zkr__now_ms() + PROBE_MS;
 
-    if (buf == NULL)
+    if (hosts_begin(&it, hosts) != 0)
         return ZKR_ETIMEDOUT;
-    for (entry = strtok_r(buf, ",", &save); entry != NULL && !other;
-         entry = strtok_r(NULL, ",", &save)) {
+    while (!other && hosts_next(&it)) {
         struct addrinfo hints = {0}, *res = NULL, *ai;
-        char *colon = strrchr(entry, ':'), *host = entry;
 
-        if (colon == NULL) {
-            other = 1;
-            break;
-        }
-        *colon = '\0';
-        if (host[0] == '[' && colon > host + 1 && colon[-1] == ']') {
-            host++;
-            colon[-1] = '\0';
-        }
         hints.ai_socktype = SOCK_STREAM;
-        if (getaddrinfo(host, colon + 1, &hints, &res) != 0) {
+        if (getaddrinfo(it.host, it.port, &hints, &res) != 0) {
             other = 1;
             break;
         }
@@ -557,7 +583,7 @@ static int why_not_connected(zkr_session_t *s, const char *hosts)
                 other = 1;
                 break;
             }
-            snprintf(names[n], sizeof(names[n]), "%s:%s", host, colon + 1);
+            memcpy(names[n], it.shown, sizeof(names[n]));
             if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 ||
                 (errno != EINPROGRESS && errno != ECONNREFUSED)) {
                 close(fd);
@@ -576,7 +602,7 @@ static int why_not_connected(zkr_session_t *s, const char *hosts)
         }
         freeaddrinfo(res);
     }
-    free(buf);
+    hosts_end(&it);
     /* The connects under way: each must fail with ECONNREFUSED. */
     for (int done = 0; !other && done < n;) {
         int64_t left = deadline - zkr__now_ms();
@@ -632,17 +658,38 @@ static int check_chroot(zkr_session_t *s, const char *chroot)
     return ZKR_ENOCHROOT;
 }
 
+/* The client's form of the server list, chroot appended: an IPv6 entry
+ * "[ADDR]:PORT" becomes "ADDR:PORT" (the client splits an entry at its
+ * last colon and does not know brackets). */
 static char *build_hosts(const char *hosts, const char *chroot)
 {
-    size_t a = strlen(hosts), b = chroot ? strlen(chroot) : 0;
+    size_t a = strlen(hosts), b = chroot ? strlen(chroot) : 0, n = 0;
     char *h = malloc(a + b + 1);
 
     if (h == NULL)
         return NULL;
-    memcpy(h, hosts, a);
+    for (const char *p = hosts; *p != '\0';) {
+        const char *end = strchr(p, ',');
+        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+        const char *close = memchr(p, ']', len);
+
+        if (p[0] == '[' && close != NULL && close + 1 < p + len &&
+            close[1] == ':') {
+            memcpy(h + n, p + 1, (size_t)(close - p - 1));
+            n += (size_t)(close - p - 1);
+            memcpy(h + n, close + 1, (size_t)(p + len - close - 1));
+            n += (size_t)(p + len - close - 1);
+        } else {
+            memcpy(h + n, p, len);
+            n += len;
+        }
+        p += len;
+        if (*p == ',')
+            h[n++] = *p++;
+    }
     if (chroot != NULL)
-        memcpy(h + a, chroot, b);
-    h[a + b] = '\0';
+        memcpy(h + n, chroot, b);
+    h[n + b] = '\0';
     return h;
 }
 

@@ -301,6 +301,30 @@ static void test_refused_port_is_named(void **state)
     assert_int_equal(zkr_session_open(&s, both, T, &o), ZKR_ETIMEDOUT);
     assert_null(s);
     close(fd);
+
+    /* An IPv6 server is named as the list writes it, in brackets (a bare
+     * "::1:PORT" does not say where the address ends). */
+    if ((fd = socket(AF_INET6, SOCK_STREAM, 0)) >= 0) {
+        struct sockaddr_in6 sa = {0};
+        socklen_t sl = sizeof(sa);
+        char want[96];
+
+        sa.sin6_family = AF_INET6;
+        sa.sin6_addr = in6addr_loopback;
+        if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+            getsockname(fd, (struct sockaddr *)&sa, &sl) == 0) {
+            port = ntohs(sa.sin6_port);
+            close(fd);
+            snprintf(both, sizeof(both), "[::1]:%d", port);
+            snprintf(want, sizeof(want), "[::1]:%d refused the connection",
+                     port);
+            assert_int_equal(zkr_session_open(&s, both, T, &o), ZKR_EREFUSED);
+            assert_true(sink_find(&k, ZKR_LOG_ERROR, want) >= 0);
+        } else {
+            close(fd);
+            print_message("no IPv6 loopback here: bracketed name not tried\n");
+        }
+    }
 }
 
 /* ----------------------------------------- repeated connection errors */
