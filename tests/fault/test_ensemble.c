@@ -33,8 +33,8 @@
  * during a failover even with -j2 make check loading both cores. */
 enum { T = 8000 };
 /* Sessions that must survive a leader's failover: zkr's deadline comes
- * about 0.57 T after its last heartbeat (src/session/session.c), and an election
- * takes 3 s here, over 7 s under ASan on a loaded machine. */
+ * about 0.57 T after its last heartbeat (src/session/session.c), and an
+ * election takes 3 s here, over 7 s under ASan on a loaded machine. */
 enum { TF = 20000 };
 
 static zkt_ensemble_t *ens;

@@ -574,8 +574,8 @@ static void test_acquire_in_lost_window(void **state)
     zkr_session_free(s2);
 }
 
-/* A session's path index (src/engine/index.c) grows when its 17th path is linked;
- * that allocation may fail, and then the index keeps its table: linking
+/* A session's path index (src/engine/index.c) grows when its 17th path is
+ * linked; that allocation may fail, and then the index keeps its table: linking
  * never fails. For each allocation point n of a 17th holder's acquire:
  * the acquire returns 0 or ZKR_ENOMEM, and each holder's own node, once
  * watched, deleted by someone else, must reach it (LOST): no holder is
