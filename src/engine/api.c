@@ -214,6 +214,11 @@ int zkr__rejoin(zkr__contender_t *c)
     return 1;
 }
 
+int zkr__contender_engaged(const zkr__contender_t *c)
+{
+    return c->phase != ZKR__P_IDLE || zkr__is_acquiring(c);
+}
+
 int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
                  void *data)
 {
@@ -234,9 +239,8 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
     else if (c->phase != ZKR__P_IDLE || zkr__is_acquiring(c) || c->acq_sync)
         rc = ZKR_EALREADY; /* acq_sync: a blocking acquire not returned yet,
                               whose completion fields are in use */
-    else if (c->pair != NULL &&
-             (c->pair->phase != ZKR__P_IDLE || zkr__is_acquiring(c->pair)))
-        rc = ZKR_ESTATE; /* the pair's other side has a node (see pair) */
+    else if (c->recipe->refuse != NULL && (rc = c->recipe->refuse(c)) != 0)
+        ; /* the recipe's rule (a read/write lock's pair) */
     else if (timeout_ms == 0 && !s->connected)
         rc = ZCONNECTIONLOSS;
     if (rc != 0) {

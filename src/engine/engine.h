@@ -109,6 +109,9 @@ typedef struct zkr__recipe {
     void (*deliver)(zkr__contender_t *c, const zkr__event_t *ev);
     int flags;        /* ZKR__R_* */
     const char *kind; /* metrics kind, or NULL: from mode */
+    /* Before an acquire starts, mutex held: a nonzero code refuses it
+     * (the acquire returns it). NULL: never refused. */
+    int (*refuse)(const zkr__contender_t *c);
 } zkr__recipe_t;
 
 /* Recipe flags (a work queue's claim, docs/design/workq.md). */
@@ -225,13 +228,6 @@ struct zkr__contender {
     int try_once;       /* timeout 0 */
     int abort_rc;       /* nonzero: end the acquire with this once safe */
     int parents_made;   /* parents created in this attempt */
-    /* The other side of a pair on one path whose two contenders the
-     * application holds as one owner (a read/write lock's read and write
-     * sides), or NULL. While one side has a node (acquiring or holding),
-     * the other is refused with ZKR_ESTATE: its node would queue behind
-     * ours and could wait for it without end. Set and cleared under the
-     * session's mutex. */
-    zkr__contender_t *pair;
     /* pending acquire / release */
     int acq_sync, acq_done, acq_rc;
     uint64_t acq_gen, acq_letgo; /* synchronous acquire: c->gen and
@@ -346,6 +342,8 @@ void zkr__contender_dispose(zkr__contender_t *c);
 
 int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
                  void *data);
+/* Has c a node, or is it acquiring one? Mutex held. */
+int zkr__contender_engaged(const zkr__contender_t *c);
 /* On the event thread, mutex held, just before an acquire completion is
  * delivered: the deadline is enforced now, and a grant lost since the
  * completion was posted (the event thread ran late, the process was

@@ -8,7 +8,22 @@
 
 struct zkr_lock {
     zkr__contender_t c;
+    /* The other side of a read/write lock (zkr_rwlock_new()), or NULL.
+     * While one side has a node (acquiring or holding), the other is
+     * refused with ZKR_ESTATE: its node would queue behind ours and could
+     * wait for it without end. Set and cleared under the session's
+     * mutex. */
+    zkr_lock_t *pair;
 };
+
+/* The read/write lock's rule before an acquire (zkr__recipe_t.refuse). */
+static int pair_refuse(const zkr__contender_t *c)
+{
+    const zkr_lock_t *l = c->owner;
+
+    return l->pair != NULL && zkr__contender_engaged(&l->pair->c) ? ZKR_ESTATE
+                                                                  : 0;
+}
 
 static void lock_deliver(zkr__contender_t *c, const zkr__event_t *ev)
 {
@@ -39,12 +54,14 @@ static const zkr__recipe_t read_recipe = {
     .mode = 'r',
     .pred = zkr__pred_read,
     .deliver = lock_deliver,
+    .refuse = pair_refuse,
 };
 static const zkr__recipe_t write_recipe = {
     .marker = "-__WRIT__",
     .mode = 'w',
     .pred = zkr__pred_mutex,
     .deliver = lock_deliver,
+    .refuse = pair_refuse,
 };
 
 static int lock_make(zkr_lock_t **out, zkr_session_t *s, const char *path,
@@ -103,8 +120,8 @@ int zkr_rwlock_new(zkr_lock_t **read, zkr_lock_t **write, zkr_session_t *s,
     }
     /* One owner: neither side may queue behind the other (zkr.h). */
     pthread_mutex_lock(&s->mu);
-    r->c.pair = &(*write)->c;
-    (*write)->c.pair = &r->c;
+    r->pair = *write;
+    (*write)->pair = r;
     pthread_mutex_unlock(&s->mu);
     *read = r;
     return 0;
@@ -115,9 +132,9 @@ void zkr_lock_free(zkr_lock_t *l)
     if (l == NULL)
         return;
     pthread_mutex_lock(&l->c.s->mu);
-    if (l->c.pair != NULL)
-        l->c.pair->pair = NULL; /* the other side acquires freely now */
-    l->c.pair = NULL;
+    if (l->pair != NULL)
+        l->pair->pair = NULL; /* the other side acquires freely now */
+    l->pair = NULL;
     pthread_mutex_unlock(&l->c.s->mu);
     zkr__contender_destroy(&l->c, free);
 }
