@@ -204,11 +204,11 @@ int zkr__rejoin(zkr__contender_t *c)
 
     /* Not when the session will never come back (adopted, or told not to
      * reconnect): the election then ends with ZKR_ELOST. */
-    if (!c->rejoin || s->closing ||
+    if (c->recipe->rejoins == NULL || !c->recipe->rejoins(c) || s->closing ||
         (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned)))
         return 0;
-    c->acq_fn = c->rejoin_fn;
-    c->acq_data = c->rejoin_data;
+    c->acq_fn = c->recipe->rejoin_fn;
+    c->acq_data = NULL;
     c->acq_sync = 0;
     zkr__start_attempt(c, -1);
     return 1;

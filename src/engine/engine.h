@@ -112,6 +112,11 @@ typedef struct zkr__recipe {
     /* Before an acquire starts, mutex held: a nonzero code refuses it
      * (the acquire returns it). NULL: never refused. */
     int (*refuse)(const zkr__contender_t *c);
+    /* After its node or session is lost, mutex held: nonzero starts the
+     * contender over (an election candidate stays in the queue until it
+     * leaves), with rejoin_fn as its acquire completion. NULL: never. */
+    int (*rejoins)(const zkr__contender_t *c);
+    void (*rejoin_fn)(void);
 } zkr__recipe_t;
 
 /* Recipe flags (a work queue's claim, docs/design/workq.md). */
@@ -268,12 +273,9 @@ struct zkr__contender {
     uint64_t suspensions;    /* times it became SUSPENDED (an election's run()
                                 asks whether its function was told to stop
                                 by a suspension while it ran) */
-    int rejoin;              /* start over after a loss (elections) */
-    void (*rejoin_fn)(void); /* ... with this completion */
-    void *rejoin_data;
-    int sync_waiters;             /* threads blocked in acquire/release on it */
-    zkr__cleanup_t *reserve;      /* while we have a node: its cleanup entry,
-                                     made before the create was sent */
+    int sync_waiters;        /* threads blocked in acquire/release on it */
+    zkr__cleanup_t *reserve; /* while we have a node: its cleanup entry,
+                                made before the create was sent */
     void (*dispose)(void *owner); /* frees the recipe's handle */
     /* Lock-delay (docs/design/lock-delay.md, 1.3). */
     int delay_ms;         /* 0: off */

@@ -37,6 +37,7 @@ struct zkr_election {
                          busy ones (or left the free to the last of them:
                          free_deferred) */
     int free_deferred;
+    int rejoin;     /* a loss starts the candidacy over (rejoins()) */
     unsigned forks; /* the session's fork count these counts belong to */
     zkr_election_listener_t fn;
     void *data;
@@ -109,7 +110,7 @@ static void election_deliver(zkr__contender_t *c, const zkr__event_t *ev)
          * must hear of: the descriptor is readable until an await()
          * reports the error. */
         e->joined = 0;
-        c->rejoin = 0;
+        e->rejoin = 0;
         e->error = rc = ev->a;
         zkr__contender_signal(c);
         pthread_cond_broadcast(&c->s->cv);
@@ -119,7 +120,7 @@ static void election_deliver(zkr__contender_t *c, const zkr__event_t *ev)
         /* Lost, and the engine did not rejoin: the session will never come
          * back (adopted, or no reconnection). Participation is over. */
         e->joined = 0;
-        c->rejoin = 0;
+        e->rejoin = 0;
         e->error = rc = ZKR_ELOST;
         pthread_cond_broadcast(&c->s->cv);
     }
@@ -133,11 +134,21 @@ static void election_deliver(zkr__contender_t *c, const zkr__event_t *ev)
         fn(e, lead, rc, data);
 }
 
+/* A candidate still in the election starts over after a loss. */
+static int election_rejoins(const zkr__contender_t *c)
+{
+    const zkr_election_t *e = c->owner;
+
+    return e->rejoin;
+}
+
 static const zkr__recipe_t election_recipe = {
     .marker = "-latch-",
     .mode = 'l',
     .pred = zkr__pred_mutex,
     .deliver = election_deliver,
+    .rejoins = election_rejoins,
+    .rejoin_fn = marker,
 };
 
 int zkr_election_new(zkr_election_t **out, zkr_session_t *s, const char *path,
@@ -166,7 +177,6 @@ int zkr_election_new(zkr_election_t **out, zkr_session_t *s, const char *path,
     e->c.fd_level = 1;
     e->forks = s->forks;
     e->c.lis_fn = marker;
-    e->c.rejoin_fn = marker;
     pthread_mutex_unlock(&s->mu);
     *out = e;
     return 0;
@@ -197,7 +207,7 @@ void zkr_election_free(zkr_election_t *e)
     pthread_mutex_lock(&s->mu);
     forget_parent_calls(e);
     e->joined = 0;
-    e->c.rejoin = 0;
+    e->rejoin = 0;
     e->fn = NULL; /* the listener is not called after free returns */
     if (e->busy > 0) {
         /* Another call is active: a run()'s leader function stops before
@@ -284,7 +294,7 @@ static int enter(zkr_election_t *e, int fresh)
     }
     e->joined = 1;
     e->error = 0;
-    e->c.rejoin = 1;
+    e->rejoin = 1;
     e->joining++;
     pthread_mutex_unlock(&s->mu);
     zkr__election_race_point();
@@ -298,7 +308,7 @@ static int enter(zkr_election_t *e, int fresh)
     e->joining--;
     if (rc != 0 && e->joined) {
         e->joined = 0;
-        e->c.rejoin = 0;
+        e->rejoin = 0;
     }
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
@@ -326,7 +336,7 @@ static int resign(zkr_election_t *e)
     int acquiring, rc;
 
     pthread_mutex_lock(&s->mu);
-    e->c.rejoin = 0;
+    e->rejoin = 0;
     acquiring = e->c.pub == ZKR_LOCK_ACQUIRING || e->c.pub == ZKR_LOCK_DELAYED;
     pthread_mutex_unlock(&s->mu);
     if (acquiring && zkr__cancel(&e->c) == 0) {
@@ -362,7 +372,7 @@ static int leave(zkr_election_t *e)
         joined = e->joined;
         if (joined) {
             e->joined = 0;
-            e->c.rejoin = 0;
+            e->rejoin = 0;
             e->self_left = 1;
             e->stopping = 1;
             zkr__contender_signal(&e->c);
@@ -376,7 +386,7 @@ static int leave(zkr_election_t *e)
     pthread_mutex_lock(&s->mu);
     joined = e->joined;
     e->joined = 0;
-    e->c.rejoin = 0;
+    e->rejoin = 0;
     /* A join() between its mark and its acquire: let the acquire start,
      * so that resign() below cancels it. */
     while (e->joining > 0)
