@@ -283,56 +283,53 @@ static void help(kind_t kind)
 /* The argv of `sh -c STRING`. */
 static char *sh_argv[4] = {"sh", "-c", NULL, NULL};
 
-static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
-{
-    enum {
-        O_READ = 256,
-        O_ID,
-        O_ACL,
-        O_SUSPEND,
-        O_GRACE,
-        O_REQUEUE,
-        O_LOST,
-        O_WRITE,
-        O_PERMITS,
-        O_COMMAND,
-        O_METRICS,
-        O_DELAY,
-        O_TRUST,
-        O_NACK,
-        O_MAXDEL,
-        O_DEAD
-    };
-    static const struct option lopts[] = {
-        {"wait", required_argument, NULL, 'w'},
-        {"timeout", required_argument, NULL, 'w'},
-        {"nonblock", no_argument, NULL, 'n'},
-        {"conflict-exit-code", required_argument, NULL, 'E'},
-        {"permits", required_argument, NULL, O_PERMITS},
-        {"command", required_argument, NULL, O_COMMAND},
-        {"read", no_argument, NULL, O_READ},
-        {"shared", no_argument, NULL, O_READ},
-        {"write", no_argument, NULL, O_WRITE},
-        {"id", required_argument, NULL, O_ID},
-        {"acl", required_argument, NULL, O_ACL},
-        {"on-suspend", required_argument, NULL, O_SUSPEND},
-        {"grace", required_argument, NULL, O_GRACE},
-        {"requeue", no_argument, NULL, O_REQUEUE},
-        {"lost-exit-code", required_argument, NULL, O_LOST},
-        {"metrics-file", required_argument, NULL, O_METRICS},
-        {"lock-delay", required_argument, NULL, O_DELAY},
-        {"trust-foreign-release", no_argument, NULL, O_TRUST},
-        {"nack", required_argument, NULL, O_NACK},
-        {"max-deliveries", required_argument, NULL, O_MAXDEL},
-        {"dead", required_argument, NULL, O_DEAD},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *sub = kind == KIND_QUEUE ? "queue take" : argv[0];
-    const char *command = NULL;
-    int opt;
-    long v;
+/* The subcommands' long options; the values above 255 have no letter. */
+enum {
+    O_READ = 256,
+    O_ID,
+    O_ACL,
+    O_SUSPEND,
+    O_GRACE,
+    O_REQUEUE,
+    O_LOST,
+    O_WRITE,
+    O_PERMITS,
+    O_COMMAND,
+    O_METRICS,
+    O_DELAY,
+    O_TRUST,
+    O_NACK,
+    O_MAXDEL,
+    O_DEAD
+};
+static const struct option lopts[] = {
+    {"wait", required_argument, NULL, 'w'},
+    {"timeout", required_argument, NULL, 'w'},
+    {"nonblock", no_argument, NULL, 'n'},
+    {"conflict-exit-code", required_argument, NULL, 'E'},
+    {"permits", required_argument, NULL, O_PERMITS},
+    {"command", required_argument, NULL, O_COMMAND},
+    {"read", no_argument, NULL, O_READ},
+    {"shared", no_argument, NULL, O_READ},
+    {"write", no_argument, NULL, O_WRITE},
+    {"id", required_argument, NULL, O_ID},
+    {"acl", required_argument, NULL, O_ACL},
+    {"on-suspend", required_argument, NULL, O_SUSPEND},
+    {"grace", required_argument, NULL, O_GRACE},
+    {"requeue", no_argument, NULL, O_REQUEUE},
+    {"lost-exit-code", required_argument, NULL, O_LOST},
+    {"metrics-file", required_argument, NULL, O_METRICS},
+    {"lock-delay", required_argument, NULL, O_DELAY},
+    {"trust-foreign-release", no_argument, NULL, O_TRUST},
+    {"nack", required_argument, NULL, O_NACK},
+    {"max-deliveries", required_argument, NULL, O_MAXDEL},
+    {"dead", required_argument, NULL, O_DEAD},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
 
+static void opts_defaults(opts_t *o, kind_t kind, const char *sub)
+{
     memset(o, 0, sizeof(*o));
     o->kind = kind;
     o->sub = sub;
@@ -342,151 +339,187 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
     o->grace_ms = 5000;
     o->acl = "open";
     o->delay_ms = -1;
-    optind = 0;
-    opterr = 0;
-    while ((opt = cli_getopt(argc, argv, "+w:nE:c:h", lopts)) != -1) {
-        /* Named by the option, not by argv[optind - 1]: that is the
-         * option's argument when it has one (-w 1). */
-        if (kind == KIND_ELECT && (opt == 'w' || opt == 'n' || opt == 'E'))
-            return cli_usage_error(sub, "%s is not an option of elect",
-                                   opt == 'w'   ? "-w/--wait/--timeout"
-                                   : opt == 'n' ? "-n/--nonblock"
-                                                : "-E/--conflict-exit-code");
-        /* -c: the permit count in sem (as it always was), the command
-         * string in lock and elect (as in flock(1)). */
-        if (opt == 'c')
-            opt = kind == KIND_SEM ? O_PERMITS : O_COMMAND;
-        switch (opt) {
-        case 'w':
-            if (cli_parse_seconds(optarg, &o->wait_ms) != 0)
-                return cli_usage_error(sub, "invalid -w/--wait '%s'", optarg);
-            break;
-        case 'n':
-            o->wait_ms = 0;
-            break;
-        case 'E':
-            if (cli_parse_int(optarg, 0, 255, &v) != 0)
-                return cli_usage_error(
-                    sub, "--conflict-exit-code wants 0..255, not '%s'", optarg);
-            o->fail_code = (int)v;
-            break;
-        case O_PERMITS:
-            if (kind != KIND_SEM)
-                return cli_usage_error(sub, "--permits is an option of sem");
-            if (cli_parse_int(optarg, 1, 100000, &o->permits) != 0)
-                return cli_usage_error(
-                    sub, "--permits wants 1..100000, not '%s'", optarg);
-            break;
-        case O_COMMAND:
-            command = optarg;
-            break;
-        case O_READ:
-            if (kind != KIND_LOCK)
-                return cli_usage_error(sub, "--read is an option of lock");
-            o->read = 1;
-            break;
-        case O_WRITE:
-            if (kind != KIND_LOCK)
-                return cli_usage_error(sub, "--write is an option of lock");
-            o->write = 1;
-            break;
-        case O_ID:
-            o->id = optarg;
-            break;
-        case O_ACL:
-            if (cli_acl(optarg) == NULL)
-                return cli_usage_error(sub, "--acl wants open or private");
-            o->acl = optarg;
-            break;
-        case O_SUSPEND:
-            if (strcmp(optarg, "term") == 0)
-                o->susp = SUSP_TERM;
-            else if (strcmp(optarg, "stop") == 0)
-                o->susp = SUSP_STOP;
-            else if (strcmp(optarg, "ignore") == 0)
-                o->susp = SUSP_IGNORE;
-            else
-                return cli_usage_error(
-                    sub, "--on-suspend wants term, stop or ignore");
-            break;
-        case O_GRACE:
-            if (cli_parse_seconds(optarg, &o->grace_ms) != 0)
-                return cli_usage_error(sub, "invalid --grace '%s'", optarg);
-            break;
-        case O_LOST:
-            if (cli_parse_int(optarg, 0, 255, &v) != 0)
-                return cli_usage_error(
-                    sub, "--lost-exit-code wants 0..255, not '%s'", optarg);
-            o->lost_code = (int)v;
-            break;
-        case O_REQUEUE:
-            if (kind != KIND_ELECT)
-                return cli_usage_error(sub, "--requeue is an option of elect");
-            o->requeue = 1;
-            break;
-        case O_METRICS:
-            if (*optarg == '\0')
-                return cli_usage_error(sub, "--metrics-file wants a file");
-            o->metrics_file = optarg;
-            break;
-        case O_NACK:
-        case O_MAXDEL:
-        case O_DEAD:
-            if (kind != KIND_QUEUE)
-                return cli_usage_error(sub, "%s is an option of queue take",
-                                       opt == O_NACK     ? "--nack"
-                                       : opt == O_MAXDEL ? "--max-deliveries"
-                                                         : "--dead");
-            if (opt == O_DEAD) {
-                o->dead_path = optarg;
-            } else if (opt == O_MAXDEL) {
-                if (cli_parse_int(optarg, 1, 1000000, &o->max_deliveries) != 0)
-                    return cli_usage_error(
-                        sub, "--max-deliveries wants 1..1000000, not '%s'",
-                        optarg);
-            } else if (strcmp(optarg, "front") == 0) {
-                o->nack = ZKR_NACK_FRONT;
-            } else if (strcmp(optarg, "back") == 0) {
-                o->nack = ZKR_NACK_BACK;
-            } else {
-                return cli_usage_error(sub, "--nack wants front or back");
-            }
-            break;
-        case O_DELAY:
-            if (kind == KIND_QUEUE)
-                return cli_usage_error(sub, "--lock-delay is not an option "
-                                            "of queue take");
-            if (cli_parse_seconds(optarg, &o->delay_ms) != 0 ||
-                o->delay_ms > INT_MAX)
-                return cli_usage_error(sub, "invalid --lock-delay '%s'",
-                                       optarg);
-            break;
-        case O_TRUST:
-            if (kind == KIND_QUEUE)
-                return cli_usage_error(sub, "--trust-foreign-release is not "
-                                            "an option of queue take");
-            o->delay_flags = ZKR_DELAY_TRUST_FOREIGN;
-            break;
-        case 'h':
-            help(kind);
-            return -1;
-        default:
-            return cli_usage_error(sub, "unknown or incomplete option '%s'",
-                                   argv[optind - 1]);
-        }
+}
+
+/* The options of queue take alone: --nack, --max-deliveries, --dead. */
+static int queue_opt(opts_t *o, int opt, const char *arg)
+{
+    if (o->kind != KIND_QUEUE)
+        return cli_usage_error(o->sub, "%s is an option of queue take",
+                               opt == O_NACK     ? "--nack"
+                               : opt == O_MAXDEL ? "--max-deliveries"
+                                                 : "--dead");
+    if (opt == O_DEAD) {
+        o->dead_path = arg;
+    } else if (opt == O_MAXDEL) {
+        if (cli_parse_int(arg, 1, 1000000, &o->max_deliveries) != 0)
+            return cli_usage_error(
+                o->sub, "--max-deliveries wants 1..1000000, not '%s'", arg);
+    } else if (strcmp(arg, "front") == 0) {
+        o->nack = ZKR_NACK_FRONT;
+    } else if (strcmp(arg, "back") == 0) {
+        o->nack = ZKR_NACK_BACK;
+    } else {
+        return cli_usage_error(o->sub, "--nack wants front or back");
     }
-    if (kind == KIND_SEM && o->permits == 0)
-        return cli_usage_error(sub, "--permits N is required");
+    return 0;
+}
+
+/* The options that say what holding does to the command: --on-suspend,
+ * --grace, --lost-exit-code, --lock-delay, --trust-foreign-release. */
+static int holding_opt(opts_t *o, int opt, const char *arg)
+{
+    long v;
+
+    switch (opt) {
+    case O_SUSPEND:
+        if (strcmp(arg, "term") == 0)
+            o->susp = SUSP_TERM;
+        else if (strcmp(arg, "stop") == 0)
+            o->susp = SUSP_STOP;
+        else if (strcmp(arg, "ignore") == 0)
+            o->susp = SUSP_IGNORE;
+        else
+            return cli_usage_error(o->sub,
+                                   "--on-suspend wants term, stop or ignore");
+        return 0;
+    case O_GRACE:
+        if (cli_parse_seconds(arg, &o->grace_ms) != 0)
+            return cli_usage_error(o->sub, "invalid --grace '%s'", arg);
+        return 0;
+    case O_LOST:
+        if (cli_parse_int(arg, 0, 255, &v) != 0)
+            return cli_usage_error(
+                o->sub, "--lost-exit-code wants 0..255, not '%s'", arg);
+        o->lost_code = (int)v;
+        return 0;
+    case O_DELAY:
+        if (o->kind == KIND_QUEUE)
+            return cli_usage_error(o->sub, "--lock-delay is not an option "
+                                           "of queue take");
+        if (cli_parse_seconds(arg, &o->delay_ms) != 0 || o->delay_ms > INT_MAX)
+            return cli_usage_error(o->sub, "invalid --lock-delay '%s'", arg);
+        return 0;
+    default: /* O_TRUST */
+        if (o->kind == KIND_QUEUE)
+            return cli_usage_error(o->sub, "--trust-foreign-release is not "
+                                           "an option of queue take");
+        o->delay_flags = ZKR_DELAY_TRUST_FOREIGN;
+        return 0;
+    }
+}
+
+/* One option (getopt's answer opt, its argument arg): 0, -1 (--help was
+ * written), or an exit status. *command: the -c/--command string. */
+static int parse_one(opts_t *o, int opt, const char *arg, const char *given,
+                     const char **command)
+{
+    kind_t kind = o->kind;
+    const char *sub = o->sub;
+    long v;
+
+    /* Named by the option, not by the word given: that is the option's
+     * argument when it has one (-w 1). */
+    if (kind == KIND_ELECT && (opt == 'w' || opt == 'n' || opt == 'E'))
+        return cli_usage_error(sub, "%s is not an option of elect",
+                               opt == 'w'   ? "-w/--wait/--timeout"
+                               : opt == 'n' ? "-n/--nonblock"
+                                            : "-E/--conflict-exit-code");
+    /* -c: the permit count in sem (as it always was), the command string
+     * in lock and elect (as in flock(1)). */
+    if (opt == 'c')
+        opt = kind == KIND_SEM ? O_PERMITS : O_COMMAND;
+    switch (opt) {
+    case 'w':
+        if (cli_parse_seconds(arg, &o->wait_ms) != 0)
+            return cli_usage_error(sub, "invalid -w/--wait '%s'", arg);
+        return 0;
+    case 'n':
+        o->wait_ms = 0;
+        return 0;
+    case 'E':
+        if (cli_parse_int(arg, 0, 255, &v) != 0)
+            return cli_usage_error(
+                sub, "--conflict-exit-code wants 0..255, not '%s'", arg);
+        o->fail_code = (int)v;
+        return 0;
+    case O_PERMITS:
+        if (kind != KIND_SEM)
+            return cli_usage_error(sub, "--permits is an option of sem");
+        if (cli_parse_int(arg, 1, 100000, &o->permits) != 0)
+            return cli_usage_error(sub, "--permits wants 1..100000, not '%s'",
+                                   arg);
+        return 0;
+    case O_COMMAND:
+        *command = arg;
+        return 0;
+    case O_READ:
+    case O_WRITE:
+        if (kind != KIND_LOCK)
+            return cli_usage_error(sub, "%s is an option of lock",
+                                   opt == O_READ ? "--read" : "--write");
+        *(opt == O_READ ? &o->read : &o->write) = 1;
+        return 0;
+    case O_ID:
+        o->id = arg;
+        return 0;
+    case O_ACL:
+        if (cli_acl(arg) == NULL)
+            return cli_usage_error(sub, "--acl wants open or private");
+        o->acl = arg;
+        return 0;
+    case O_SUSPEND:
+    case O_GRACE:
+    case O_LOST:
+    case O_DELAY:
+    case O_TRUST:
+        return holding_opt(o, opt, arg);
+    case O_REQUEUE:
+        if (kind != KIND_ELECT)
+            return cli_usage_error(sub, "--requeue is an option of elect");
+        o->requeue = 1;
+        return 0;
+    case O_METRICS:
+        if (*arg == '\0')
+            return cli_usage_error(sub, "--metrics-file wants a file");
+        o->metrics_file = arg;
+        return 0;
+    case O_NACK:
+    case O_MAXDEL:
+    case O_DEAD:
+        return queue_opt(o, opt, arg);
+    case 'h':
+        help(kind);
+        return -1;
+    default:
+        return cli_usage_error(sub, "unknown or incomplete option '%s'", given);
+    }
+}
+
+/* What the options say together. 0 or an exit status. */
+static int opts_check(const opts_t *o)
+{
+    if (o->kind == KIND_SEM && o->permits == 0)
+        return cli_usage_error(o->sub, "--permits N is required");
     if (o->dead_path != NULL && o->max_deliveries == 0)
-        return cli_usage_error(sub, "--dead needs --max-deliveries");
-    if (o->dead_path != NULL && cli_check_args(sub, o->dead_path, NULL) != 0)
+        return cli_usage_error(o->sub, "--dead needs --max-deliveries");
+    if (o->dead_path != NULL && cli_check_args(o->sub, o->dead_path, NULL) != 0)
         return CLI_EXIT_USAGE;
     if (o->read && o->write)
-        return cli_usage_error(sub, "--read and --write exclude each other");
+        return cli_usage_error(o->sub, "--read and --write exclude each other");
+    return 0;
+}
+
+/* PATH, then the command: -c STRING (also after PATH, flock's order) or
+ * [--] COMMAND [ARG]... from argv[optind]. 0 or an exit status. */
+static int parse_command(opts_t *o, int argc, char **argv, const char *command)
+{
+    const char *sub = o->sub;
+    kind_t kind = o->kind;
+
     if (optind >= argc)
         return cli_usage_error(sub, "missing PATH");
     o->path = argv[optind++];
-    /* flock's order, PATH -c STRING, too. */
     if (command == NULL && optind + 1 == argc &&
         ((kind != KIND_SEM && strcmp(argv[optind], "-c") == 0) ||
          strcmp(argv[optind], "--command") == 0))
@@ -512,6 +545,24 @@ static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
         return cli_usage_error(sub, "missing COMMAND");
     o->cmd = argv + optind;
     return cli_check_args(sub, o->path, o->id);
+}
+
+/* The subcommand's options and operands: 0, -1 (--help was written), or
+ * an exit status (said why). */
+static int parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
+{
+    const char *command = NULL;
+    int opt, rc;
+
+    opts_defaults(o, kind, kind == KIND_QUEUE ? "queue take" : argv[0]);
+    optind = 0;
+    opterr = 0;
+    while ((opt = cli_getopt(argc, argv, "+w:nE:c:h", lopts)) != -1)
+        if ((rc = parse_one(o, opt, optarg, argv[optind - 1], &command)) != 0)
+            return rc;
+    if ((rc = opts_check(o)) != 0)
+        return rc;
+    return parse_command(o, argc, argv, command);
 }
 
 /* ----------------------------------------------------------- callbacks */
