@@ -217,6 +217,113 @@ static int item_claimed(zkr_workq_t *q, zhandle_t *zh, const char *ipath,
     return 1; /* still changing: left for the next scan */
 }
 
+/* A scan step found an available item (made, not yet claimed). */
+#define SCAN_FOUND 1
+
+/* The item e of bucket bt: SCAN_FOUND with *it made if it is available
+ * (the claim is the caller's), ZOK if it is not (or was dead-lettered),
+ * or a code. */
+static int scan_item(zkr_workq_t *q, zhandle_t *zh, int watch, const char *bt,
+                     const wq_entry_t *e, int level, int bsize, char *buf,
+                     zkr_item_t **it)
+{
+    char ipath[512];
+    struct Stat st;
+    int len = ZKR_WORKQ_DATA_MAX, rc;
+
+    snprintf(ipath, sizeof(ipath), "%s/%s", bt, e->name);
+    if ((rc = zoo_exists(zh, ipath, 0, &st)) != ZOK)
+        return rc == ZNONODE ? ZOK : rc;
+    if (st.numChildren > 0) {
+        /* Claimed: its claim going (a death, a nack) makes it available
+         * again (watched). Children that are not a live claim are
+         * deleted: then it is available. */
+        int r = item_claimed(q, zh, ipath, watch);
+
+        if (r != 0)
+            return r == 1 ? ZOK : r;
+    }
+    if ((rc = zoo_get(zh, ipath, 0, buf, &len, &st)) != ZOK)
+        return rc == ZNONODE ? ZOK : rc;
+    if (st.numChildren > 0)
+        return ZOK;
+    if (len < 0)
+        len = 0;
+    /* Deliveries so far: each claim is one child created and deleted
+     * under the item (its cversion), so writes to the item's data by
+     * others do not count. */
+    if (q->dead_max > 0 && e->carry + (st.cversion + 1) / 2 >= q->dead_max)
+        return dead_letter(q, zh, ipath, e->name, buf, len, st.version);
+    *it = zkr__wq_item_make(q, ipath, level, e->name, e->carry, st.version,
+                            st.cversion, buf, len, bsize);
+    return *it != NULL ? SCAN_FOUND : ZKR_ENOMEM;
+}
+
+/* The items of bucket number bucket of level L (ql), oldest first, as
+ * scan_item; last: the highest bucket; tail: where puts go (watched). */
+static int scan_bucket(zkr_workq_t *q, zhandle_t *zh, int watch, const char *ql,
+                       int bucket, int last, int tail, int level, int bsize,
+                       char *buf, zkr_item_t **it)
+{
+    char bt[320];
+    struct String_vector iv = {0, NULL};
+    struct Stat bst;
+    wq_entry_t *e;
+    int ni = 0, rc;
+
+    snprintf(bt, sizeof(bt), "%s/b%010d", ql, bucket);
+    if ((rc = list(q, zh, bt, watch && tail, &iv, &bst)) != ZOK)
+        return rc == ZNONODE ? ZOK : rc;
+    if ((e = zkr__wq_sorted_items(&iv, &ni)) == NULL) {
+        deallocate_String_vector(&iv);
+        return ZKR_ENOMEM;
+    }
+    if (ni == 0 && bst.version >= 1 && !last)
+        (void)zoo_delete(zh, bt, -1); /* empty and sealed */
+    for (int i = 0; rc == ZOK && i < ni; i++)
+        rc = scan_item(q, zh, watch, bt, &e[i], level, bsize, buf, it);
+    free(e);
+    deallocate_String_vector(&iv);
+    return rc;
+}
+
+/* The buckets of level L, oldest first, as scan_item; top: the queue's
+ * children. */
+static int scan_level(zkr_workq_t *q, zhandle_t *zh, int watch,
+                      const struct String_vector *top, int level, char *buf,
+                      zkr_item_t **it)
+{
+    char ql[300], name[8];
+    struct String_vector bv = {0, NULL};
+    struct Stat qst;
+    int found = 0, nb = 0, *bk, rc;
+    int bsize = zkr__wq_read_bucket(q, zh);
+
+    snprintf(name, sizeof(name), "q%d", level);
+    for (int i = 0; i < top->count && !found; i++)
+        found = strcmp(top->data[i], name) == 0;
+    if (!found)
+        return ZOK;
+    snprintf(ql, sizeof(ql), "%s/%s", q->path, name);
+    if ((rc = list(q, zh, ql, watch, &bv, &qst)) != ZOK)
+        return rc == ZNONODE ? ZOK : rc;
+    /* q<L>'s version names the tail, where puts go: watched too, and so is
+     * the tail itself below, as it need not be the last bucket (another
+     * client may make one ahead of it). */
+    if (watch && zoo_wexists(zh, ql, wq_watcher, q->s, &qst) == ZOK)
+        note_watch(q, ql, ZWATCHTYPE_DATA);
+    bk = zkr__wq_sorted_buckets(&bv, &nb);
+    deallocate_String_vector(&bv);
+    if (bk == NULL)
+        return ZKR_ENOMEM;
+    for (int b = 0; rc == ZOK && b < nb; b++)
+        rc = scan_bucket(q, zh, watch, ql, bk[b], b == nb - 1,
+                         b == nb - 1 || bk[b] == qst.version, level, bsize, buf,
+                         it);
+    free(bk);
+    return rc;
+}
+
 /* One scan by the consumer whose turn it is: the first available item,
  * claimed. 0 (*out set), WQ_AGAIN (something changed: scan again),
  * WQ_EMPTY, or a code. With watch, every place a new item can appear is
@@ -225,6 +332,7 @@ static int scan(zkr_workq_t *q, int watch, char *buf, zkr_item_t **out)
 {
     zkr_session_t *s = q->s;
     struct String_vector top = {0, NULL};
+    zkr_item_t *it = NULL;
     zhandle_t *zh;
     int rc;
 
@@ -239,123 +347,23 @@ static int scan(zkr_workq_t *q, int watch, char *buf, zkr_item_t **out)
         zkr__zh_put(s);
         return WQ_EMPTY;
     }
-    for (int level = 0; rc == ZOK && level < ZKR_WORKQ_LEVELS; level++) {
-        char ql[300], name[8];
-        struct String_vector bv = {0, NULL};
-        struct Stat qst;
-        int found = 0, nb = 0, *bk;
-        int bsize = zkr__wq_read_bucket(q, zh);
-
-        snprintf(name, sizeof(name), "q%d", level);
-        for (int i = 0; i < top.count && !found; i++)
-            found = strcmp(top.data[i], name) == 0;
-        if (!found)
-            continue;
-        snprintf(ql, sizeof(ql), "%s/%s", q->path, name);
-        if ((rc = list(q, zh, ql, watch, &bv, &qst)) != ZOK) {
-            rc = rc == ZNONODE ? ZOK : rc;
-            continue;
-        }
-        /* q<L>'s version names the tail, where puts go: watched too, and
-         * so is the tail itself below, as it need not be the last bucket
-         * (another client may make one ahead of it). */
-        if (watch && zoo_wexists(zh, ql, wq_watcher, s, &qst) == ZOK)
-            note_watch(q, ql, ZWATCHTYPE_DATA);
-        bk = zkr__wq_sorted_buckets(&bv, &nb);
-        deallocate_String_vector(&bv);
-        if (bk == NULL) {
-            rc = ZKR_ENOMEM;
-            break;
-        }
-        for (int b = 0; rc == ZOK && b < nb; b++) {
-            char bt[320];
-            struct String_vector iv = {0, NULL};
-            struct Stat bst;
-            wq_entry_t *e;
-            int ni = 0, last = b == nb - 1;
-            int tail = last || bk[b] == qst.version;
-
-            snprintf(bt, sizeof(bt), "%s/b%010d", ql, bk[b]);
-            if ((rc = list(q, zh, bt, watch && tail, &iv, &bst)) != ZOK) {
-                rc = rc == ZNONODE ? ZOK : rc;
-                continue;
-            }
-            if ((e = zkr__wq_sorted_items(&iv, &ni)) == NULL) {
-                deallocate_String_vector(&iv);
-                rc = ZKR_ENOMEM;
-                break;
-            }
-            if (ni == 0 && bst.version >= 1 && !last)
-                (void)zoo_delete(zh, bt, -1); /* empty and sealed */
-            for (int i = 0; rc == ZOK && i < ni; i++) {
-                char ipath[512];
-                struct Stat st;
-                int len = ZKR_WORKQ_DATA_MAX;
-                zkr_item_t *it;
-
-                snprintf(ipath, sizeof(ipath), "%s/%s", bt, e[i].name);
-                if ((rc = zoo_exists(zh, ipath, 0, &st)) != ZOK) {
-                    rc = rc == ZNONODE ? ZOK : rc;
-                    continue;
-                }
-                if (st.numChildren > 0) {
-                    /* Claimed: its claim going (a death, a nack) makes it
-                     * available again (watched). Children that are not a
-                     * live claim are deleted: then it is available. */
-                    int r = item_claimed(q, zh, ipath, watch);
-
-                    if (r != 0) {
-                        rc = r == 1 ? ZOK : r;
-                        continue;
-                    }
-                }
-                if ((rc = zoo_get(zh, ipath, 0, buf, &len, &st)) != ZOK) {
-                    rc = rc == ZNONODE ? ZOK : rc;
-                    continue;
-                }
-                if (st.numChildren > 0)
-                    continue;
-                if (len < 0)
-                    len = 0;
-                /* Deliveries so far: each claim is one child created and
-                 * deleted under the item (its cversion), so writes to the
-                 * item's data by others do not count. */
-                if (q->dead_max > 0 &&
-                    e[i].carry + (st.cversion + 1) / 2 >= q->dead_max) {
-                    rc = dead_letter(q, zh, ipath, e[i].name, buf, len,
-                                     st.version);
-                    continue;
-                }
-                /* The claim: the zh is given back first (the acquire
-                 * waits, and may outlive this handle's connection). */
-                it =
-                    zkr__wq_item_make(q, ipath, level, e[i].name, e[i].carry,
-                                      st.version, st.cversion, buf, len, bsize);
-                free(e);
-                deallocate_String_vector(&iv);
-                free(bk);
-                deallocate_String_vector(&top);
-                zkr__zh_put(s);
-                if (it == NULL)
-                    return ZKR_ENOMEM;
-                rc = zkr__acquire(&it->c, 0, NULL, NULL);
-                if (rc == 0) {
-                    *out = it;
-                    return 0;
-                }
-                zkr_item_free(it);
-                /* ESTALE: another consumer (or a writer) got there;
-                 * EBUSY: a foreign node in the item. */
-                return rc == ZKR_ESTALE || rc == ZKR_EBUSY ? WQ_AGAIN : rc;
-            }
-            free(e);
-            deallocate_String_vector(&iv);
-        }
-        free(bk);
-    }
+    for (int level = 0; rc == ZOK && level < ZKR_WORKQ_LEVELS; level++)
+        rc = scan_level(q, zh, watch, &top, level, buf, &it);
     deallocate_String_vector(&top);
+    /* The claim: the zh is given back first (the acquire waits, and may
+     * outlive this handle's connection). */
     zkr__zh_put(s);
-    return rc == ZOK ? WQ_EMPTY : rc;
+    if (rc != SCAN_FOUND)
+        return rc == ZOK ? WQ_EMPTY : rc;
+    rc = zkr__acquire(&it->c, 0, NULL, NULL);
+    if (rc == 0) {
+        *out = it;
+        return 0;
+    }
+    zkr_item_free(it);
+    /* ESTALE: another consumer (or a writer) got there; EBUSY: a foreign
+     * node in the item. */
+    return rc == ZKR_ESTALE || rc == ZKR_EBUSY ? WQ_AGAIN : rc;
 }
 
 static void turn_released(int rc, void *l, void *data)
