@@ -301,37 +301,253 @@ int zkr__wq_repair_tail(const struct ACL_vector *acl, zhandle_t *zh,
     }
 }
 
+/* A put in progress (put_run): its item, where it goes, and what is
+ * known of its last attempt. */
+typedef struct {
+    zkr_workq_t *q;
+    const void *data;
+    size_t len;
+    int level, carry;
+    char uuid[37], ql[300], bt[320], created[512], rdir[300], receipt[340];
+    int64_t sent_sid; /* the session the multi of unknown outcome went on */
+    int t;            /* the tail bucket, -1 until read */
+    int unknown;      /* the last multi's answer was lost */
+    int tries;        /* repairs so far */
+    int rc;           /* the last failure */
+} put_t;
+
+/* What a step of a put says next. */
+enum {
+    PUT_DONE = 1, /* put (created names the item) */
+    PUT_AGAIN,    /* try again */
+    PUT_FAIL,     /* p->rc: a connection error tries again, else returned */
+    PUT_RETURN    /* return p->rc */
+};
+
+static int put_return(put_t *p, int rc)
+{
+    p->rc = rc;
+    return PUT_RETURN;
+}
+
+/* A connection error tries again; another code is returned. */
+static int put_again_or_return(put_t *p, int rc)
+{
+    return zkr__wq_conn_error(rc) ? PUT_AGAIN : put_return(p, rc);
+}
+
+/* The last multi's answer was lost. The receipt, created in the same
+ * transaction as the item and ephemeral, tells whether it applied while
+ * the session lasts; after a sync, since the server we reconnected to may
+ * lag behind the one that applied it (engine/create.c, recover_synced). */
+static int put_resolve(put_t *p, zhandle_t *zh, int64_t sid)
+{
+    zkr_workq_t *q = p->q;
+    char hit[WQ_NAME_MAX + 16];
+    struct Stat st;
+    int rc, h;
+
+    if (sid == p->sent_sid) {
+        rc = zkr__wq_sync_path(zh, p->rdir);
+        if (rc == ZOK || rc == ZNONODE)
+            rc = zoo_exists(zh, p->receipt, 0, &st);
+        if (rc == ZNONODE) {
+            /* Not applied, unless another client deleted the receipt: the
+             * item, by its UUID, tells (B2). */
+            h = bucket_has(zh, p->bt, p->uuid, hit, sizeof(hit));
+            if (h < 0)
+                return put_again_or_return(p, h);
+            if (h == 1) {
+                snprintf(p->created, sizeof(p->created), "%s/%s", p->bt, hit);
+                return PUT_DONE;
+            }
+            p->unknown = 0; /* not applied: put again */
+            p->t = -1;
+            return PUT_AGAIN;
+        }
+        if (rc != ZOK)
+            return put_again_or_return(p, rc);
+    }
+    /* Applied (receipt there), or unknown (the session changed and the
+     * receipt went with it): the item by its UUID. */
+    h = bucket_has(zh, p->bt, p->uuid, hit, sizeof(hit));
+    if (h < 0)
+        return put_again_or_return(p, h);
+    if (h == 1)
+        snprintf(p->created, sizeof(p->created), "%s/%s", p->bt, hit);
+    else if (sid != p->sent_sid)
+        return put_return(p, ZCONNECTIONLOSS); /* may or may not be put */
+    else /* applied and consumed already: its id without the sequence
+            number (zkr.h) */
+        snprintf(p->created, sizeof(p->created), "%s/i-%d-%s-", p->bt, p->carry,
+                 p->uuid);
+    if (sid == p->sent_sid) {
+        pthread_mutex_lock(&q->s->mu);
+        receipt_confirmed(q, p->receipt, sid);
+        pthread_mutex_unlock(&q->s->mu);
+    }
+    return PUT_DONE;
+}
+
+/* The multi failed at op f (no connection error): the receipts it
+ * carried, and what the failure says of the level. */
+static int put_failed(put_t *p, zhandle_t *zh, int64_t sid,
+                      const zoo_op_result_t *res, int f, char **carried, int nc)
+{
+    zkr_workq_t *q = p->q;
+    zkr_session_t *s = q->s;
+    struct Stat st;
+    int rc;
+
+    pthread_mutex_lock(&s->mu);
+    if (f >= 3) {
+        /* A receipt of ours deleted by someone: the rest are tried by the
+         * cleanup; nothing was put. */
+        zkr__wq_receipts_to_cleanup(q, carried, nc, sid);
+    } else {
+        for (int i = 0; i < nc; i++) { /* not applied: kept */
+            receipt_confirmed(q, carried[i], sid);
+            free(carried[i]);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (f >= 3)
+        return PUT_AGAIN;
+    if (f == 2 && res[2].err == ZNONODE) {
+        /* The receipts' container was reaped (empty): again. */
+        p->rc = zoo_create(zh, p->rdir, "", 0, q->acl, ZOO_CONTAINER, NULL, 0);
+        if (p->rc != ZOK && p->rc != ZNODEEXISTS && !zkr__wq_conn_error(p->rc))
+            return PUT_RETURN;
+        p->tries++;
+        return PUT_AGAIN;
+    }
+    if ((f == 0 && (res[0].err == ZBADVERSION || res[0].err == ZNONODE)) ||
+        (f == 1 && res[1].err == ZNOCHILDRENFOREPHEMERALS)) {
+        /* Sealed (or deleted, so sealed): the tail moved, unless q<L>
+         * still names this bucket: a foreign write; repaired. An ephemeral
+         * node there is not a bucket: repaired as missing. */
+        int was = p->t;
+
+        p->rc = f == 1 ? ZNONODE : res[0].err;
+        p->t = -1;
+        if (zoo_exists(zh, p->ql, 0, &st) == ZOK && st.version == was) {
+            rc = zkr__wq_repair_tail(q->acl, zh, p->ql, was,
+                                     p->rc == ZBADVERSION);
+            if (rc != ZOK && rc != ZBADVERSION && !zkr__wq_conn_error(rc))
+                return put_return(p, rc);
+            zkr__wq_pause_ms(ZKR__RETRY_MS);
+        }
+        p->tries++;
+        return PUT_AGAIN;
+    }
+    return PUT_FAIL;
+}
+
+/* One attempt: the item, its receipt and the receipts confirmed so far
+ * in one multi into the tail bucket; a full bucket sealed after. */
+static int put_send(put_t *p, zhandle_t *zh, int64_t sid)
+{
+    zkr_workq_t *q = p->q;
+    zkr_session_t *s = q->s;
+    char prefix[400];
+    struct Stat st;
+    zoo_op_t ops[3 + WQ_PIGGYBACK];
+    zoo_op_result_t res[3 + WQ_PIGGYBACK];
+    char *carried[WQ_PIGGYBACK];
+    int nc = 0, f = -1, bsize;
+    int32_t seq = 0;
+
+    if ((p->rc = ensure_level(q, zh, p->level)) != ZOK)
+        return PUT_FAIL;
+    bsize = zkr__wq_read_bucket(q, zh);
+    if (p->t < 0) {
+        if ((p->rc = zoo_exists(zh, p->ql, 0, &st)) != ZOK) {
+            if (p->rc == ZNONODE) {
+                pthread_mutex_lock(&s->mu);
+                q->made[p->level] = 0; /* deleted by someone: again */
+                pthread_mutex_unlock(&s->mu);
+            }
+            return PUT_FAIL;
+        }
+        p->t = st.version;
+    }
+    snprintf(p->bt, sizeof(p->bt), "%s/b%010d", p->ql, p->t);
+    snprintf(prefix, sizeof(prefix), "%s/i-%d-%s-", p->bt, p->carry, p->uuid);
+    zoo_check_op_init(&ops[0], p->bt, 0);
+    zoo_create_op_init(&ops[1], prefix, p->data, (int)p->len, q->acl,
+                       ZOO_PERSISTENT_SEQUENTIAL, p->created,
+                       sizeof(p->created));
+    zoo_create_op_init(&ops[2], p->receipt, "", 0, q->acl, ZOO_EPHEMERAL, NULL,
+                       0);
+    /* The receipts confirmed so far ride along (ours, this session). */
+    pthread_mutex_lock(&s->mu);
+    if (q->rcpt_sid == sid)
+        while (q->nrcpt > 0 && nc < WQ_PIGGYBACK)
+            carried[nc++] = q->rcpt[--q->nrcpt];
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < nc; i++)
+        zoo_delete_op_init(&ops[3 + i], carried[i], -1);
+    /* A multi that failed as a whole (not sent, connection lost, session
+     * expired) leaves the results as they were: read as ZOK, they name no
+     * op. */
+    memset(res, 0, sizeof(res));
+    p->rc = zoo_multi(zh, 3 + nc, ops, res);
+    if (p->rc == ZOK) {
+        pthread_mutex_lock(&s->mu);
+        for (int i = 0; i < nc; i++)
+            free(carried[i]);
+        receipt_confirmed(q, p->receipt, sid);
+        pthread_mutex_unlock(&s->mu);
+        if (zkr__parse_seq(strrchr(p->created, '-') + 1, &seq) == 0 &&
+            seq >= bsize)
+            seal(zh, p->ql, p->t, q->acl);
+        return PUT_DONE;
+    }
+    if (zkr__wq_conn_error(p->rc)) {
+        /* Applied or not, the carried deletes are the cleanup's. */
+        pthread_mutex_lock(&s->mu);
+        zkr__wq_receipts_to_cleanup(q, carried, nc, sid);
+        pthread_mutex_unlock(&s->mu);
+        p->unknown = 1;
+        p->sent_sid = sid;
+        return PUT_AGAIN;
+    }
+    for (int i = 0; i < 3 + nc && f < 0; i++)
+        if (res[i].err != ZOK && res[i].err != ZRUNTIMEINCONSISTENCY)
+            f = i;
+    return put_failed(p, zh, sid, res, f, carried, nc);
+}
+
+/* Puts an item: 0 (its id into id, if not NULL), or a code (zkr.h,
+ * zkr_workq_put). Each attempt is put_send(), or put_resolve() after a
+ * lost answer, until one of them ends it or the deadline passes. */
 static int put_run(zkr_workq_t *q, const void *data, size_t len, int level,
                    int carry, char *id, size_t idlen)
 {
     zkr_session_t *s = q->s;
-    char uuid[37], ql[300], bt[320], prefix[400], created[512], rdir[300],
-        receipt[340];
+    put_t p = {.q = q,
+               .data = data,
+               .len = len,
+               .level = level,
+               .carry = carry,
+               .t = -1};
     int64_t deadline = zkr__now_ms() +
                        (s->req_timeout > 0 ? s->req_timeout : 10000) +
                        (s->timeout > 0 ? s->timeout : 10000);
-    int64_t sent_sid = 0;
-    int rc, t = -1, bsize, unknown = 0, tries = 0;
     zhandle_t *zh;
+    int rc, step;
 
-    zkr__uuid(uuid);
-    snprintf(ql, sizeof(ql), "%s/q%d", q->path, level);
-    snprintf(rdir, sizeof(rdir), "%s/receipts", q->path);
-    snprintf(receipt, sizeof(receipt), "%s/%s", rdir, uuid);
-    created[0] = '\0';
+    zkr__uuid(p.uuid);
+    snprintf(p.ql, sizeof(p.ql), "%s/q%d", q->path, level);
+    snprintf(p.rdir, sizeof(p.rdir), "%s/receipts", q->path);
+    snprintf(p.receipt, sizeof(p.receipt), "%s/%s", p.rdir, p.uuid);
     for (;;) {
-        struct Stat st;
-        zoo_op_t ops[3 + WQ_PIGGYBACK];
-        zoo_op_result_t res[3 + WQ_PIGGYBACK];
-        char *carried[WQ_PIGGYBACK];
-        int nc = 0, f = -1;
         int64_t sid;
-        const char *name;
 
         if (zkr__now_ms() >= deadline)
             return ZCONNECTIONLOSS;
-        if (tries > WQ_REPAIRS) /* the level kept changing: nothing put */
-            return rc != ZOK && rc != ZNODEEXISTS ? rc : ZNONODE;
+        if (p.tries > WQ_REPAIRS) /* the level kept changing: nothing put */
+            return p.rc != ZOK && p.rc != ZNODEEXISTS ? p.rc : ZNONODE;
         if ((rc = zkr__zh_get(s, &zh)) != 0) {
             if (rc != ZCONNECTIONLOSS)
                 return rc;
@@ -342,187 +558,18 @@ static int put_run(zkr_workq_t *q, const void *data, size_t len, int level,
         pthread_mutex_lock(&s->mu);
         sid = s->sid;
         pthread_mutex_unlock(&s->mu);
-        if (unknown) {
-            /* Our answer was lost. The receipt, created in the same
-             * transaction as the item and ephemeral, tells whether it
-             * applied while the session lasts; after a sync, since the
-             * server we reconnected to may lag behind the one that
-             * applied it (engine/create.c, recover_synced). */
-            char hit[WQ_NAME_MAX + 16];
-            int h;
-
-            if (sid == sent_sid) {
-                rc = zkr__wq_sync_path(zh, rdir);
-                if (rc == ZOK || rc == ZNONODE)
-                    rc = zoo_exists(zh, receipt, 0, &st);
-                if (rc == ZNONODE) {
-                    /* Not applied, unless another client deleted the
-                     * receipt: the item, by its UUID, tells (B2). */
-                    h = bucket_has(zh, bt, uuid, hit, sizeof(hit));
-                    zkr__zh_put(s);
-                    if (h < 0) {
-                        if (!zkr__wq_conn_error(h))
-                            return h;
-                        continue;
-                    }
-                    if (h == 1) {
-                        snprintf(created, sizeof(created), "%s/%s", bt, hit);
-                        goto done;
-                    }
-                    unknown = 0; /* not applied: put again */
-                    t = -1;
-                    continue;
-                }
-                if (rc != ZOK) {
-                    zkr__zh_put(s);
-                    if (!zkr__wq_conn_error(rc))
-                        return rc;
-                    continue;
-                }
-            }
-            /* Applied (receipt there), or unknown (the session changed and
-             * the receipt went with it): the item by its UUID. */
-            h = bucket_has(zh, bt, uuid, hit, sizeof(hit));
-            if (h < 0) {
-                zkr__zh_put(s);
-                if (!zkr__wq_conn_error(h))
-                    return h;
-                continue;
-            }
-            zkr__zh_put(s);
-            if (h == 1) {
-                snprintf(created, sizeof(created), "%s/%s", bt, hit);
-            } else if (sid != sent_sid) {
-                return ZCONNECTIONLOSS; /* may or may not have been put */
-            } else {
-                /* Applied and consumed already: its id without the
-                 * sequence number (zkr.h). */
-                snprintf(created, sizeof(created), "%s/i-%d-%s-", bt, carry,
-                         uuid);
-            }
-            if (sid == sent_sid) {
-                pthread_mutex_lock(&s->mu);
-                receipt_confirmed(q, receipt, sid);
-                pthread_mutex_unlock(&s->mu);
-            }
-            goto done;
-        }
-        if ((rc = ensure_level(q, zh, level)) != ZOK)
-            goto fail;
-        bsize = zkr__wq_read_bucket(q, zh);
-        if (t < 0) {
-            if ((rc = zoo_exists(zh, ql, 0, &st)) != ZOK) {
-                if (rc == ZNONODE) {
-                    pthread_mutex_lock(&s->mu);
-                    q->made[level] = 0; /* deleted by someone: again */
-                    pthread_mutex_unlock(&s->mu);
-                }
-                goto fail;
-            }
-            t = st.version;
-        }
-        snprintf(bt, sizeof(bt), "%s/b%010d", ql, t);
-        snprintf(prefix, sizeof(prefix), "%s/i-%d-%s-", bt, carry, uuid);
-        zoo_check_op_init(&ops[0], bt, 0);
-        zoo_create_op_init(&ops[1], prefix, data, (int)len, q->acl,
-                           ZOO_PERSISTENT_SEQUENTIAL, created, sizeof(created));
-        zoo_create_op_init(&ops[2], receipt, "", 0, q->acl, ZOO_EPHEMERAL, NULL,
-                           0);
-        /* The receipts confirmed so far ride along (ours, this session). */
-        pthread_mutex_lock(&s->mu);
-        if (q->rcpt_sid == sid)
-            while (q->nrcpt > 0 && nc < WQ_PIGGYBACK)
-                carried[nc++] = q->rcpt[--q->nrcpt];
-        pthread_mutex_unlock(&s->mu);
-        for (int i = 0; i < nc; i++)
-            zoo_delete_op_init(&ops[3 + i], carried[i], -1);
-        /* A multi that failed as a whole (not sent, connection lost,
-         * session expired) leaves the results as they were: read as ZOK,
-         * they name no op. */
-        memset(res, 0, sizeof(res));
-        rc = zoo_multi(zh, 3 + nc, ops, res);
-        if (rc == ZOK) {
-            int32_t seq = 0;
-
-            pthread_mutex_lock(&s->mu);
-            for (int i = 0; i < nc; i++)
-                free(carried[i]);
-            receipt_confirmed(q, receipt, sid);
-            pthread_mutex_unlock(&s->mu);
-            name = strrchr(created, '-') + 1;
-            if (zkr__parse_seq(name, &seq) == 0 && seq >= bsize)
-                seal(zh, ql, t, q->acl);
-            zkr__zh_put(s);
-            goto done;
-        }
-        if (zkr__wq_conn_error(rc)) {
-            /* Applied or not, the carried deletes are the cleanup's. */
-            pthread_mutex_lock(&s->mu);
-            zkr__wq_receipts_to_cleanup(q, carried, nc, sid);
-            pthread_mutex_unlock(&s->mu);
-            unknown = 1;
-            sent_sid = sid;
-            zkr__zh_put(s);
-            continue;
-        }
-        for (int i = 0; i < 3 + nc && f < 0; i++)
-            if (res[i].err != ZOK && res[i].err != ZRUNTIMEINCONSISTENCY)
-                f = i;
-        pthread_mutex_lock(&s->mu);
-        if (f >= 3) {
-            /* A receipt of ours deleted by someone: the rest are tried
-             * by the cleanup; nothing was put. */
-            zkr__wq_receipts_to_cleanup(q, carried, nc, sid);
-        } else {
-            for (int i = 0; i < nc; i++) { /* not applied: kept */
-                receipt_confirmed(q, carried[i], sid);
-                free(carried[i]);
-            }
-        }
-        pthread_mutex_unlock(&s->mu);
-        if (f >= 3) {
-            zkr__zh_put(s);
-            continue;
-        }
-        if (f == 2 && res[2].err == ZNONODE) {
-            /* The receipts' container was reaped (empty): again. */
-            rc = zoo_create(zh, rdir, "", 0, q->acl, ZOO_CONTAINER, NULL, 0);
-            zkr__zh_put(s);
-            if (rc != ZOK && rc != ZNODEEXISTS && !zkr__wq_conn_error(rc))
-                return rc;
-            tries++;
-            continue;
-        }
-        if ((f == 0 && (res[0].err == ZBADVERSION || res[0].err == ZNONODE)) ||
-            (f == 1 && res[1].err == ZNOCHILDRENFOREPHEMERALS)) {
-            /* Sealed (or deleted, so sealed): the tail moved, unless q<L>
-             * still names this bucket: a foreign write; repaired. An
-             * ephemeral node there is not a bucket: repaired as missing. */
-            int was = t, r;
-
-            rc = f == 1 ? ZNONODE : res[0].err;
-            t = -1;
-            if (zoo_exists(zh, ql, 0, &st) == ZOK && st.version == was) {
-                r = zkr__wq_repair_tail(q->acl, zh, ql, was, rc == ZBADVERSION);
-                if (r != ZOK && r != ZBADVERSION && !zkr__wq_conn_error(r)) {
-                    zkr__zh_put(s);
-                    return r;
-                }
-                zkr__wq_pause_ms(ZKR__RETRY_MS);
-            }
-            zkr__zh_put(s);
-            tries++;
-            continue;
-        }
-    fail:
+        step = p.unknown ? put_resolve(&p, zh, sid) : put_send(&p, zh, sid);
         zkr__zh_put(s);
-        if (!zkr__wq_conn_error(rc))
-            return rc;
-        t = -1;
+        if (step == PUT_DONE)
+            break;
+        if (step == PUT_RETURN ||
+            (step == PUT_FAIL && !zkr__wq_conn_error(p.rc)))
+            return p.rc;
+        if (step == PUT_FAIL)
+            p.t = -1;
     }
-done:
     if (id != NULL) {
-        const char *rel = created + strlen(q->path) + 1;
+        const char *rel = p.created + strlen(q->path) + 1;
 
         if (strlen(rel) >= idlen)
             return ZBADARGUMENTS;
