@@ -159,8 +159,8 @@ zkr_session_t *zkr__session_lock_live(void *ctx)
  * to the parent), the callbacks queued are dropped unrun (they are the
  * parent's) and none is queued any more, the descriptors shared with the
  * parent (event-loop and loss pipes) are never read nor written, the
- * counts of calls active on the parent's threads are forgotten (an
- * election's: election.c, forget_parent_calls), the forking thread is no
+ * counts of calls active on the parent's threads are forgotten (a handle
+ * compares its count of forks with the session's), the forking thread is no
  * longer a callback's (a fork from inside a callback), and the condition
  * variables, which may count waiters that no longer exist, are made new.
  * The child can then free every handle without the network and without

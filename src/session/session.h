@@ -193,7 +193,7 @@ struct zkr_session {
     void *engine;                      /* its state, hooks->size bytes */
     zkr__member_t *members;            /* doubly linked, newest first */
     int nmembers;      /* recipe handles (zkr__session_attach), and
-                          observers (zkr__session_hold) */
+                          handles without a member (zkr__session_hold) */
     uint64_t attached; /* members attached so far */
     zkr__cleanup_t *cleanups;
     int cleanups_idle; /* of them, those not busy (session.c) */
@@ -418,7 +418,7 @@ void zkr__cond_renew(pthread_cond_t *cv, int monotonic);
 /* Registers/unregisters a member with its session; mutex held. */
 void zkr__session_attach(zkr_session_t *s, zkr__member_t *m);
 void zkr__session_detach(zkr_session_t *s, zkr__member_t *m);
-/* Counts (or uncounts) a handle with no member (an observer) as open:
+/* Counts (or uncounts) a handle with no member (a reader) as open:
  * zkr_session_free() refuses while any is. Mutex held. */
 void zkr__session_hold(zkr_session_t *s, int delta);
 
