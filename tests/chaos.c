@@ -478,6 +478,28 @@ static int inject(const char **kinds, int nkinds)
 }
 
 /* Watches left on every server (-1 if one does not answer). */
+/* Prints each node left under path (recursively) with the session that
+ * owns it (0: persistent), for a failed run's diagnosis. */
+static void show_leftovers(zhandle_t *zh, const char *path)
+{
+    struct String_vector sv;
+
+    if (zoo_get_children(zh, path, 0, &sv) != ZOK)
+        return;
+    for (int i = 0; i < sv.count; i++) {
+        char child[512];
+        struct Stat st;
+
+        snprintf(child, sizeof(child), "%s/%s", path, sv.data[i]);
+        if (zoo_exists(zh, child, 0, &st) == ZOK)
+            fprintf(stderr, "chaos: left: %s owner 0x%llx czxid 0x%llx\n",
+                    child, (unsigned long long)st.ephemeralOwner,
+                    (unsigned long long)st.czxid);
+        show_leftovers(zh, child);
+    }
+    deallocate_String_vector(&sv);
+}
+
 static int total_watches(void)
 {
     long n = 0;
@@ -740,6 +762,11 @@ int main(int argc, char **argv)
     orphans = zkt_count_children(zh, LOCK_PATH) +
               zkt_count_children(zh, ELECT_PATH) +
               zkt_count_children(zh, QUEUE_PATH "/consumers");
+    if (orphans != 0) {
+        show_leftovers(zh, LOCK_PATH);
+        show_leftovers(zh, ELECT_PATH);
+        show_leftovers(zh, QUEUE_PATH "/consumers");
+    }
     if (queue_on) {
         /* The queue as the run left it, for the checker: claims of killed
          * consumers have gone within their session timeout (the checker
@@ -762,6 +789,8 @@ int main(int argc, char **argv)
         for (char *q = dump; q != NULL && (q = strstr(q, "/chaos/")) != NULL;
              q++)
             in_dump++;
+        if (in_dump > 0) /* which sessions still hold which nodes */
+            fprintf(stderr, "chaos: the server's dump at the end:\n%s", dump);
         if (dump == NULL || in_dump > orphans)
             orphans = dump == NULL ? -1 : in_dump;
         free(dump);
