@@ -401,7 +401,7 @@ static inline zkr__contender_t *zkr__c(zkr__member_t *m)
 /* zkr__op_new for a contender's request: the op remembers its attempt. */
 zkr__op_t *zkr__cop_new(zkr__contender_t *c);
 
-/* What the session calls in the engine (engine.c gives the table). Mutex
+/* What the session calls in the engine (hooks.c gives the table). Mutex
  * held. */
 void zkr__queue_on_connected(zkr_session_t *s, int new_session);
 void zkr__queue_on_suspended(zkr_session_t *s);

@@ -54,8 +54,7 @@ static void engine_retry(zkr_session_t *s)
 
 static void engine_forked(zkr_session_t *s)
 {
-    ZKR__EACH_CONTENDER(c, s)
-    {
+    ZKR__EACH_CONTENDER (c, s) {
         c->sync_waiters = 0;
         zkr__cond_renew(&c->done_cv, 0);
     }

@@ -294,8 +294,8 @@ void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,
             for (int i = 0; i < k; i++)
                 watch_event(hit[i], type, path, &woke);
         } else {
-            ZKR__EACH_CONTENDER(c, s)
-            watch_event(c, type, path, &woke);
+            ZKR__EACH_CONTENDER (c, s)
+                watch_event(c, type, path, &woke);
         }
         s->counters[woke ? ZKR_COUNTER_WATCH_EVENTS
                          : ZKR_COUNTER_HOLDER_EVENTS]++;

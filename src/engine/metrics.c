@@ -487,8 +487,7 @@ static int snapshot(zkr_session_t *s, zkr__msnap_t *out)
         row->m.next = row->m.hnext = NULL;
         row->leader_us = (int64_t)m->held_us;
     }
-    ZKR__EACH_CONTENDER(c, s)
-    {
+    ZKR__EACH_CONTENDER (c, s) {
         zkr__mrow_t *row = &out->rows[c->metrics.set->row];
         row->handles++;
         row->holding += c->pub == ZKR_LOCK_HELD || c->pub == ZKR_LOCK_SUSPENDED;

@@ -29,7 +29,7 @@ void zkr__step(zkr__contender_t *c)
         return;
     }
     /* Nothing goes out on a session we declared LOST, even while its
-     * handle stays open until last heard + T (session.c, declare_lost): a
+     * handle stays open until last heard + T (session/conn.c, declare_lost): a
      * node created there would die with it while we hold it. The new
      * session steps us (zkr__queue_on_connected). */
     if (c->m.busy || !s->connected || s->zh == NULL ||
@@ -93,8 +93,7 @@ static void abort_handover(zkr__contender_t *c)
 
 void zkr__queue_retry(zkr_session_t *s)
 {
-    ZKR__EACH_CONTENDER(c, s)
-    {
+    ZKR__EACH_CONTENDER (c, s) {
         if (!c->m.stalled || c->m.busy)
             continue;
         c->m.stalled = 0;
@@ -171,8 +170,7 @@ void zkr__queue_cleanup_done(zkr__contender_t *c, int rc)
 
 void zkr__queue_on_connected(zkr_session_t *s, int new_session)
 {
-    ZKR__EACH_CONTENDER(c, s)
-    {
+    ZKR__EACH_CONTENDER (c, s) {
         /* A node of another session is not ours to hold or wait with
          * (zkr__queue_on_lost ended those it saw; this catches any other). */
         if (new_session && c->node != NULL && c->node_sid != s->sid) {
@@ -202,15 +200,15 @@ void zkr__queue_on_connected(zkr_session_t *s, int new_session)
 
 void zkr__queue_on_suspended(zkr_session_t *s)
 {
-    ZKR__EACH_CONTENDER(c, s)
-    if ((c->phase == ZKR__P_HELD || c->phase == ZKR__P_COMMITTING) &&
-        c->pub == ZKR_LOCK_HELD)
-        zkr__notify_state(c, ZKR_LOCK_SUSPENDED);
+    ZKR__EACH_CONTENDER (c, s)
+        if ((c->phase == ZKR__P_HELD || c->phase == ZKR__P_COMMITTING) &&
+            c->pub == ZKR_LOCK_HELD)
+            zkr__notify_state(c, ZKR_LOCK_SUSPENDED);
 }
 
 /* An adopted handle outlives our LOST: the server may still keep its
  * session, and with it every node zkr created, which would block everyone
- * else for as long as the application keeps its handle Hand
+ * else for as long as the application keeps its handle. Hand
  * them to the cleanup list, which deletes them through that handle once it
  * reaches the server (entries of this session id are kept when the same
  * session comes back, dropped when it expires). A create in flight is
@@ -218,8 +216,7 @@ void zkr__queue_on_suspended(zkr_session_t *s)
  * outcome is searched for by UUID. */
 static void adopted_lost_nodes(zkr_session_t *s)
 {
-    ZKR__EACH_CONTENDER(c, s)
-    {
+    ZKR__EACH_CONTENDER (c, s) {
         if (c->phase == ZKR__P_RECOVER)
             zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL);
         else if (c->node != NULL &&
@@ -233,8 +230,7 @@ void zkr__queue_on_lost(zkr_session_t *s)
 {
     if (!s->owned)
         adopted_lost_nodes(s);
-    ZKR__EACH_CONTENDER(c, s)
-    {
+    ZKR__EACH_CONTENDER (c, s) {
         zkr__cleanup_disown(s, &c->m);
         if (zkr__is_acquiring(c)) {
             /* Whatever node this attempt had died with the session. */

@@ -50,7 +50,7 @@ static void marker(void)
 }
 
 /* Where another thread's leave() can interleave with join() or run(): a
- * link seam (src/internal.h), empty here. */
+ * link seam (src/base/base.h), empty here. */
 __attribute__((weak)) void zkr__election_race_point(void)
 {
 }

@@ -86,7 +86,7 @@ void zkr__on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
         zkr__log_reachable(s);
         s->timeout = zoo_recv_timeout(zh);
         /* A new connection: heartbeat at once, and the proofs of the old
-         * one's follower do not carry over (see the top of the file). */
+         * one's follower do not carry over (see the top of session.c). */
         s->next_ping = now;
         s->hb_n = 0;
         s->connect_deadline = -1;
@@ -179,7 +179,7 @@ void zkr_session_process_event(zkr_session_t *s, int type, int state)
 
 /* A heartbeat sent at `sent` was answered now: the newest earlier one
  * answered at least T/4 before `sent` proves that the leader touched the
- * session no earlier than its own send time (see the top of the file). */
+ * session no earlier than its own send time (see the top of session.c). */
 static void heartbeat_answered(zkr_session_t *s, int64_t sent, int64_t now)
 {
     for (int i = 0; i < s->hb_n; i++)

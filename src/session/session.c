@@ -309,7 +309,7 @@ int zkr__is_connection_error(int rc)
     return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT;
 }
 
-/* The session's own metrics (metrics.c formats them). */
+/* Counts the session's state changes (its own metrics). */
 void zkr__metrics_state(zkr_session_t *s, zkr_state_t st, int64_t margin_ms)
 {
     zkr__smetrics_t *sm = &s->metrics;

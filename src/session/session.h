@@ -9,7 +9,8 @@
 
 /* ------------------------------------------------- session metrics */
 
-/* The session's own metrics (the engine's metrics.c writes them). */
+/* The session's own metrics: counted by the session (records_refused by
+ * the cleanup list), written by the engine's metrics.c. */
 typedef struct zkr__smetrics {
     uint64_t suspensions, reconnects, losses;
     uint64_t records_refused;    /* releases that fell back to a plain delete */
@@ -423,7 +424,7 @@ void zkr__session_detach(zkr_session_t *s, zkr__member_t *m);
 void zkr__session_hold(zkr_session_t *s, int delta);
 
 /* zkr_session_open and zkr_session_adopt, for the layer above that hands
- * the session its hooks (engine.c). */
+ * the session its hooks (src/engine/hooks.c). */
 int zkr__session_open(zkr_session_t **out, const char *hosts,
                       int session_timeout_ms, const zkr_session_options_t *opts,
                       const zkr__session_hooks_t *hooks);
