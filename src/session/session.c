@@ -485,12 +485,14 @@ typedef struct {
     char *buf, *save;
     const char *host, *port;
     char shown[300];
+    int bad; /* the walk stopped at an entry without a port */
 } hosts_iter_t;
 
 /* 0 (it->buf to free with hosts_end), or ZKR_ENOMEM. */
 static int hosts_begin(hosts_iter_t *it, const char *hosts)
 {
     it->save = NULL;
+    it->bad = 0;
     it->buf = zkr__strdup(hosts);
     return it->buf != NULL ? 0 : ZKR_ENOMEM;
 }
@@ -501,8 +503,12 @@ static int hosts_next(hosts_iter_t *it)
     char *entry = strtok_r(it->save == NULL ? it->buf : NULL, ",", &it->save);
     char *colon, *host;
 
-    if (entry == NULL || (colon = strrchr(entry, ':')) == NULL)
-        return 0; /* check_hosts() admits no entry without a port */
+    if (entry == NULL)
+        return 0;
+    if ((colon = strrchr(entry, ':')) == NULL) {
+        it->bad = 1; /* check_hosts() admits none */
+        return 0;
+    }
     host = entry;
     *colon = '\0';
     if (host[0] == '[' && colon > host + 1 && colon[-1] == ']') {
@@ -602,6 +608,7 @@ static int why_not_connected(zkr_session_t *s, const char *hosts)
         }
         freeaddrinfo(res);
     }
+    other |= it.bad;
     hosts_end(&it);
     /* The connects under way: each must fail with ECONNREFUSED. */
     for (int done = 0; !other && done < n;) {
