@@ -7,7 +7,7 @@
 # its version and runs one command under a lock. Where doxygen is
 # installed, the man(3) pages made from zkr.h must be installed too.
 #
-#   tests/installcheck.sh [--root DIR] [--libdir DIR] [--bindir DIR]
+#   tests/abi/installcheck.sh [--root DIR] [--libdir DIR] [--bindir DIR]
 #                         [--mandir DIR] [--version VERSION] [--no-cli]
 #                         EXAMPLES-DIR
 #
