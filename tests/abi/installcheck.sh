@@ -27,8 +27,8 @@
 # (the installed Debian packages). Prints one line per step; exits 0 only
 # if every step passed.
 set -euo pipefail
-# shellcheck source=SCRIPTDIR/../scripts/lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+# shellcheck source=SCRIPTDIR/../../scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 
 root="" libdir="" bindir=/usr/bin mandir=/usr/share/man version="" cli=1
 while [ $# -gt 1 ]; do
