@@ -19,7 +19,7 @@ ZKR_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export ZKR_ROOT
 
 # Every tool a test calls is here: a test that finds one missing fails
-# naming its package (zkr_need, tests/cli/lib.sh; zkt_need, tests/harness.h)
+# naming its package (zkr_need, tests/cli/lib.sh; zkt_need, tests/lib/harness.h)
 # instead of skipping. Audited against a fresh Debian 12 root
 # (mmdebstrap --variant=apt; .ci/fresh-root).
 ZKR_DEPS=(build-essential autoconf automake libtool pkg-config
@@ -29,7 +29,7 @@ ZKR_DEPS=(build-essential autoconf automake libtool pkg-config
     netcat-openbsd procps valgrind jq curl # curl, jq: test_cli_exporter.sh
     python3 python3-kazoo # test_cli_{tty,unix}.sh; test_delay's kazoo peer
     clang     # test_header_docs.sh: -Wdocumentation
-    abigail-tools doxygen man-db spin # man: tests/installcheck.sh
+    abigail-tools doxygen man-db spin # man: tests/abi/installcheck.sh
     systemd # systemd-analyze: test_cli_exporter.sh checks the example unit
     prometheus) # prometheus, promtool: tests/cli/test_cli_{metrics,exporter}.sh
 # What scripts/package adds (the packages' Build-Depends come from
@@ -228,7 +228,7 @@ zkr__await() {
     done
 }
 
-# Starts a standalone ZooKeeper like tests/harness.c does: 127.0.0.1, a
+# Starts a standalone ZooKeeper like tests/lib/harness.c does: 127.0.0.1, a
 # free port, a scratch dataDir, tickTime=200. Exports ZKR_SERVER and stops
 # the server when the script exits. ZKR_SERVER_SYNC=yes makes it durable
 # (forceSync=yes: every write fsynced; default no), and ZKR_SERVER_PARENT

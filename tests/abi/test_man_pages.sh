@@ -52,8 +52,8 @@ else
     echo "not ok 2 - family pages' NAME lines ($count, $distinct distinct):"
     printf '%s\n' "$names" | sed 's/^/# /'
 fi
-warn=$(MANWIDTH=80 man --warnings -l "$src/doc/zkr.7" 2>&1 >/dev/null)
-if lexgrog "$src/doc/zkr.7" | grep -q 'zkr - ZooKeeper coordination recipes' && [ -z "$warn" ]; then
+warn=$(MANWIDTH=80 man --warnings -l "$src/docs/man/zkr.7" 2>&1 >/dev/null)
+if lexgrog "$src/docs/man/zkr.7" | grep -q 'zkr - ZooKeeper coordination recipes' && [ -z "$warn" ]; then
     echo "ok 3 - zkr(7) is well-formed"
 else
     echo "not ok 3 - zkr(7): $warn"

@@ -13,7 +13,7 @@ if ! grep -q '^cli_tests = ' "$build/Makefile"; then
     # configure --disable-cli: neither the command nor its page is built.
     echo "ok 1 # SKIP no zkr command (configure --disable-cli)"
 else
-    man_v=$(sed -n 's/^\.TH ZKR 1 "[^"]*" "zkr \([^"]*\)".*/\1/p' "$build/doc/zkr.1")
+    man_v=$(sed -n 's/^\.TH ZKR 1 "[^"]*" "zkr \([^"]*\)".*/\1/p' "$build/docs/man/zkr.1")
     cli_v=$("$build/zkr" --version 2>&1)
     if [ -n "$man_v" ] && [ "zkr $man_v" = "$cli_v" ]; then
         echo "ok 1 - zkr(1) names the version zkr --version prints ($cli_v)"

@@ -15,8 +15,8 @@ builddir=${ZKR_TEST_BUILDDIR:-$PWD}
 . "$top_srcdir/scripts/lib.sh"
 
 ZKR=$builddir/zkr
-ZKQ=$builddir/tests/zkq
-PROXY=$builddir/tests/zkr-proxy
+ZKQ=$builddir/tests/bin/zkq
+PROXY=$builddir/tests/bin/zkr-proxy
 # zk_count hides zkq's errors (a missing path counts 0 nodes): a zkq that
 # is not built would make every node count pass.
 if [ ! -x "$ZKQ" ]; then

@@ -361,7 +361,7 @@ test_help_lists_every_option() {
         expect "zkr --help does not list $opt" grep -q -- "$opt\b" "$WORK/out"
     done
     for opt in ENVIRONMENT "EXIT STATUS"; do
-        expect "zkr(1) has no $opt section" grep -q "^\.SH \"*$opt" "$builddir/doc/zkr.1"
+        expect "zkr(1) has no $opt section" grep -q "^\.SH \"*$opt" "$builddir/docs/man/zkr.1"
     done
 }
 

@@ -6,7 +6,7 @@
 # shellcheck source=tests/cli/lib.sh
 . "${srcdir:-.}/tests/cli/lib.sh"
 
-CHECK=$builddir/tests/zkr-check
+CHECK=$builddir/tests/bin/zkr-check
 HIST=$top_srcdir/tests/fault/histories
 
 # rejects FILE COUNTER: zkr-check (session timeout 2,000 ms) exits 1 on

@@ -24,9 +24,9 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "../harness.h"
+#include "harness.h"
 #include "zkr.h"
 
 /* Session timeout of every contender: long enough that no session expires
@@ -40,7 +40,7 @@ enum { TF = 20000 };
 static zkt_ensemble_t *ens;
 static zhandle_t *raw;
 
-#include "../rec.h"
+#include "rec.h"
 
 static int group_setup(void **state)
 {

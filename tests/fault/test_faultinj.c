@@ -28,9 +28,9 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "../server_test.h"
+#include "server_test.h"
 
 /* The seam's controls; its call-routing macros stay out of this file. */
 #define ZKR__FAULT_IMPL

@@ -14,11 +14,11 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "../server_test.h"
+#include "server_test.h"
 
-#include "../rec.h"
+#include "rec.h"
 
 static int fd_readable(int fd)
 {

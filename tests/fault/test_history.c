@@ -1,8 +1,8 @@
-/* The history checker (tests/zkr-check) and the histories of contender
+/* The history checker (tests/bin/zkr-check) and the histories of contender
  * processes: a clean run of 8 processes passes every check; a broken lock
  * (contender -b) and hand-written bad histories are caught, so the checker
  * can fail; each property's counter moves on its own violation. A foreign
- * actor (tests/foreign) writing and deleting waiters' nodes and joining
+ * actor (tests/bin/foreign) writing and deleting waiters' nodes and joining
  * as Curator and kazoo contenders must not cause two holders. */
 #define _DEFAULT_SOURCE
 #include <fcntl.h>
@@ -16,9 +16,9 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "../server_test.h"
+#include "server_test.h"
 
 /* The checker's output line and exit status. */
 struct check {
@@ -33,7 +33,7 @@ static int check_delay_ms;
 static struct check run_checker(const char *dir, int session_ms,
                                 const char *const *files, int nfiles)
 {
-    char *prog = zkt_build_path("tests/zkr-check");
+    char *prog = zkt_build_path("tests/bin/zkr-check");
     char out[512], t[16], d[16];
     char *argv[16];
     struct check c = {-1, ""};
@@ -102,7 +102,7 @@ static int count_word(const char *hist, const char *word)
 static void run_history(const char *dir, const char *path, int n, int iters,
                         int broken)
 {
-    char *prog = zkt_build_path("tests/contender");
+    char *prog = zkt_build_path("tests/bin/contender");
     char hist[512], store[512], iters_s[16], go[512];
     pid_t pids[16];
 
@@ -204,7 +204,7 @@ static void driver_event(const char *hist, const char *what, pid_t pid)
 static void spawn_electors(const char *hist, const char *path, int n, int terms,
                            int broken, pid_t *pids)
 {
-    char *prog = zkt_build_path("tests/contender");
+    char *prog = zkt_build_path("tests/bin/contender");
     char terms_s[16];
 
     snprintf(terms_s, sizeof(terms_s), "%d", terms);
@@ -289,7 +289,7 @@ static void test_election_churn(void **state)
 static pid_t spawn_runner(const char *hist, const char *store, const char *path,
                           const char *id, int broken)
 {
-    char *prog = zkt_build_path("tests/contender");
+    char *prog = zkt_build_path("tests/bin/contender");
     char *argv[] = {prog,
                     "-R",
                     "-r",
@@ -549,7 +549,7 @@ static pid_t history_holder(const char *hist)
  * every other property holds. */
 static void test_delay_after_kill(void **state)
 {
-    char *prog = zkt_build_path("tests/contender");
+    char *prog = zkt_build_path("tests/bin/contender");
     char *dir = zkt_mkdtemp("zkr-history-");
     char hist[512], store[512], go[512];
     const char *files[] = {hist};
@@ -779,8 +779,8 @@ static void test_foreign_actor(void **state)
     /* Copies, so that a failed assertion leaks nothing. */
     {
         char *d = zkt_mkdtemp("zkr-history-");
-        char *co = zkt_build_path("tests/contender");
-        char *fo = zkt_build_path("tests/foreign");
+        char *co = zkt_build_path("tests/bin/contender");
+        char *fo = zkt_build_path("tests/bin/foreign");
 
         assert_true(d != NULL && co != NULL && fo != NULL);
         snprintf(dir, sizeof(dir), "%s", d);

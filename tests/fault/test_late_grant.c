@@ -16,12 +16,12 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "../proxy_test.h"
-#include "../server_test.h"
+#include "proxy_test.h"
+#include "server_test.h"
 
-#include "../rec.h"
+#include "rec.h"
 
 /* A callback that holds the event thread until the test lets it go: the
  * events posted meanwhile wait behind it. */

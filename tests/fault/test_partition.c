@@ -1,5 +1,5 @@
 /* Network faults between one client and the server, through the fault
- * proxy (tests/zkr-proxy): create applied but its reply lost (with and
+ * proxy (tests/bin/zkr-proxy): create applied but its reply lost (with and
  * without a session expiry after it), connection dropped while waiting,
  * release during a disconnect, churn under random resets, holder
  * partitioned, a short blip, handles closed with requests in flight, and
@@ -16,12 +16,12 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "../proxy_test.h"
-#include "../server_test.h"
+#include "proxy_test.h"
+#include "server_test.h"
 
-#include "../rec.h"
+#include "rec.h"
 
 /* The seam's call trace (src/internal.h); its routing macros stay out. */
 #define ZKR__FAULT_IMPL

@@ -1,4 +1,4 @@
-/* The fault proxy (tests/zkr-proxy) against a real server, with plain
+/* The fault proxy (tests/bin/zkr-proxy) against a real server, with plain
  * ZooKeeper handles: each command does to a client what it promises. */
 #define _DEFAULT_SOURCE
 #include <pthread.h>
@@ -9,10 +9,10 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "../proxy_test.h"
-#include "../server_test.h"
+#include "proxy_test.h"
+#include "server_test.h"
 
 /* Connection states a handle's watcher saw, in order. */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;

@@ -16,10 +16,10 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "../proxy_test.h"
-#include "../server_test.h"
+#include "proxy_test.h"
+#include "server_test.h"
 
 struct grant {
     atomic_int rc;

@@ -1,6 +1,6 @@
-/* The history checker (tests/zkr-check) on work queues (issue 17): each
+/* The history checker (tests/bin/zkr-check) on work queues (issue 17): each
  * queue rule is first shown to catch a hand-written broken history; then
- * producers and consumers in their own processes (tests/contender -Q),
+ * producers and consumers in their own processes (tests/bin/contender -Q),
  * some killed and one frozen past its session, leave a history the
  * checker passes; and a consumer that acks with plain deletes, without the
  * claim check, after its claim was lost, leaves one it fails while the
@@ -18,10 +18,10 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "../server_test.h"
-#include "../workq_snap.h"
+#include "server_test.h"
+#include "workq_snap.h"
 
 /* The checker's output line and exit status. */
 struct check {
@@ -33,7 +33,7 @@ struct check {
 static struct check run_checker(const char *dir, int session_ms,
                                 const char *hist)
 {
-    char *prog = zkt_build_path("tests/zkr-check");
+    char *prog = zkt_build_path("tests/bin/zkr-check");
     char out[512], t[16];
     char *argv[] = {prog, "-v", "-t", t, (char *)hist, NULL};
     struct check c = {-1, ""};
@@ -368,7 +368,7 @@ static int takes_of(pid_t pid)
  * errors). */
 static void worker_spawn(struct worker *w, const char *path)
 {
-    char *prog = zkt_build_path("tests/contender");
+    char *prog = zkt_build_path("tests/bin/contender");
     char secs[24], t[16], kind[2] = {w->kind, '\0'};
     int64_t left = (soak_end_ms - zkt_now_ms()) / 1000;
     char *argv[] = {prog, "-r",

@@ -20,9 +20,9 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "../server_test.h"
+#include "server_test.h"
 
 /* Reads a whole (small) file; "" if missing. Caller frees. */
 static char *slurp(const char *path)

@@ -16,14 +16,14 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
 #include <poll.h>
 #include <pthread.h>
 
 #include "../../src/internal.h"
-#include "../rec.h"
-#include "../server_test.h"
+#include "rec.h"
+#include "server_test.h"
 
 /* A metric of session s (kind and path NULL: a session metric). */
 static double metric(zkr_session_t *s, const char *name, const char *kind,

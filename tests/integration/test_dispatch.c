@@ -21,9 +21,9 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "../proxy_test.h"
+#include "proxy_test.h"
 
 /* What the callbacks saw. Only the test's thread dispatches, so a
  * callback that ran anywhere else shows in `foreign`. */

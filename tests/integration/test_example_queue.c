@@ -18,9 +18,9 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "../server_test.h"
+#include "server_test.h"
 
 /* Starts examples/queue with the server's hosts, queue path and args
  * (NULL-terminated), its output into out. */

@@ -14,9 +14,9 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "../server_test.h"
+#include "server_test.h"
 
 /* Valid while held; stale after release, after expiry, and after the same
  * node name was re-created by another session. Checked from another

@@ -14,9 +14,9 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "../server_test.h"
+#include "server_test.h"
 
 /* ------------------------------------------------------------------ */
 

@@ -19,9 +19,9 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "../server_test.h"
+#include "server_test.h"
 
 /* A recipe metric of session s (kind, path). */
 static double rv(zkr_session_t *s, const char *name, const char *kind,

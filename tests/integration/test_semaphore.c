@@ -19,9 +19,9 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "../server_test.h"
+#include "server_test.h"
 
 static zkr_lock_t *sem(zkr_session_t *s, const char *path, int n,
                        const char *id)
@@ -135,7 +135,7 @@ static void test_semaphore_departures(void **state)
     zkr_lock_t *wx = sem(x, "/s/dep", 2, "expired");
     zkr_lock_t *last = sem(s, "/s/dep", 2, "last");
     struct grant gt = {1, 0, 0}, gc = {1, 0, 0}, gx = {1, 0, 0}, gl = {1, 0, 0};
-    char *prog = zkt_build_path("tests/contender");
+    char *prog = zkt_build_path("tests/bin/contender");
     pid_t killed;
     int st;
 

@@ -17,9 +17,9 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "../server_test.h"
+#include "server_test.h"
 
 struct seen {
     pthread_mutex_t mu;

@@ -17,9 +17,9 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "../proxy_test.h"
+#include "proxy_test.h"
 
 static zkr_workq_t *new_q(zkr_session_t *s, const char *path, const char *id)
 {

@@ -17,9 +17,9 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "../proxy_test.h"
+#include "proxy_test.h"
 
 static int64_t now_ms(void)
 {

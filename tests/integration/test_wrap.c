@@ -3,7 +3,7 @@
  * created; documented: after 2147483647 comes -2147483648. No test can
  * create 2^31 children, so the setup crafts the state: it stops the
  * server, writes a snapshot with directories whose counter is near or past
- * the wrap, children included (tests/zk-set-cversion.java, run with
+ * the wrap, children included (tests/bin/zk-set-cversion.java, run with
  * Debian's ZooKeeper jars by Java's single-file source launcher), and
  * starts the server again on it.
  *
@@ -28,9 +28,9 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "../server_test.h"
+#include "server_test.h"
 
 #ifndef ZKT_SRCDIR
 #define ZKT_SRCDIR "."
@@ -56,7 +56,7 @@ static int wrap_setup(void **state)
     char *argv[] = {(char *)java,
                     "-cp",
                     "/usr/share/java/zookeeper.jar",
-                    ZKT_SRCDIR "/tests/zk-set-cversion.java",
+                    ZKT_SRCDIR "/tests/bin/zk-set-cversion.java",
                     data,
                     RAW_PATH "=2147483646",
                     FIFO_PATH "=-2147483647",

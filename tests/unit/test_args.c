@@ -19,9 +19,9 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
-#include "cli.h" /* the zkr command's value parsing (tools/args.c) */
+#include "cli.h" /* the zkr command's value parsing (cli/args.c) */
 #include "zkr.h"
 
 #define NOWHERE "127.0.0.1:1"

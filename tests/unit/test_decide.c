@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
 #include "../../src/internal.h"
 

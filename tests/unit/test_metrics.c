@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
 #include "../../src/internal.h"
 

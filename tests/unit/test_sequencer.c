@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "../filter.h"
+#include "filter.h"
 
 #include "zkr.h"
 

@@ -1,8 +1,8 @@
 /* The soak behind `make chaos`: lock contenders, electors and runners of
- * leader functions (zkr_election_run(), tests/contender -R) in separate
- * processes (tests/contender -r -d) against one real server, some through
+ * leader functions (zkr_election_run(), tests/bin/contender -R) in separate
+ * processes (tests/bin/contender -r -d) against one real server, some through
  * the fault proxy, while a fault is injected every 0.5-3 s at random. At
- * the end the history checker (tests/zkr-check) judges every process's
+ * the end the history checker (tests/bin/zkr-check) judges every process's
  * events, the server is checked for leftover nodes (getChildren and the
  * ephemerals in "dump") and watches ("wchs"), and one
  * reliability line is printed:
@@ -27,7 +27,7 @@
  * function steps for 4 s, writing its epoch to a fenced store, unless its
  * stop descriptor says stop; they share the election with the electors),
  * 1 foreign actor, 3000 ms sessions, seed from the
- * clock. A foreign actor (tests/foreign) is a raw client that joins both
+ * clock. A foreign actor (tests/bin/foreign) is a raw client that joins both
  * queues as Curator- and kazoo-named contenders that wait and leave, and
  * writes ("__REVOKE__") and deletes other contenders' waiting nodes
  * (never the first's); the checker holds every grant against what it
@@ -70,18 +70,18 @@
  * -Q (`make chaos CHAOS_FLAGS=-Q`, issue 17): a work queue at /chaos/queue
  * too, with PRODUCERS (2) putting an item every 100 ms and CONSUMERS (4)
  * taking, working 100 ms and acking (nacking front or back 2 times in 10),
- * dead-lettering after MAX (5) deliveries (tests/contender -Q); every
+ * dead-lettering after MAX (5) deliveries (tests/bin/contender -Q); every
  * other one through the proxy. They are killed and paused like the others
  * (a fourth of the pauses freeze a consumer past its session: its claim
  * passes on and its late ack must be refused). Once every process has
  * gone and the killed consumers' claims with their sessions, the queue is
- * read (tests/workq_snap.h) into the history, and the checker judges it:
+ * read (tests/lib/workq_snap.h) into the history, and the checker judges it:
  * nothing lost, nothing acked twice or by a superseded claim, deliveries
  * and tokens growing per item, no claim of a dead session.
  * (-l 0 -e 0 -R 0 -f 0 -Q: the queue alone.)
  *
  * -b: the first locker takes no lock at all, and the first runner's
- * leader function ignores its stop descriptor (tests/contender -b), to
+ * leader function ignores its stop descriptor (tests/bin/contender -b), to
  * show that the checker catches both; the line is then not clean. With
  * -Q, the first consumer acks by deleting its item and every claim of it
  * whatever their versions (the unchecked consume of kazoo's LockingQueue),
@@ -390,7 +390,7 @@ static int inject_quorum(const char *kind)
 static pid_t spawn_foreign(void)
 {
     char secs[32];
-    char *prog = zkt_build_path("tests/foreign");
+    char *prog = zkt_build_path("tests/bin/foreign");
     char *argv[] = {prog,       "-s",      (char *)all_hosts(),
                     "-p",       LOCK_PATH, "-e",
                     ELECT_PATH, "-H",      hist,
@@ -402,7 +402,7 @@ static pid_t spawn_foreign(void)
     pid = zkt_spawn(argv, -1);
     free(prog);
     if (pid <= 0) {
-        fprintf(stderr, "chaos: cannot spawn tests/foreign\n");
+        fprintf(stderr, "chaos: cannot spawn tests/bin/foreign\n");
         exit(3);
     }
     return pid;
@@ -519,7 +519,7 @@ static int total_watches(void)
 /* Runs zkr-check on the history; copies its line (without newline). */
 static int check(char *line, size_t cap)
 {
-    char *prog = zkt_build_path("tests/zkr-check");
+    char *prog = zkt_build_path("tests/bin/zkr-check");
     char out[600], t[16];
     char *argv[] = {prog, "-v", "-t", t, "-D", delay_arg, hist, NULL};
     int fd, st = -1;
@@ -627,7 +627,7 @@ int main(int argc, char **argv)
         lockers + electors + runners + nq < 1 || nforeign < 0 || nforeign > 8)
         return 2;
     srand(seed);
-    contender = zkt_build_path("tests/contender");
+    contender = zkt_build_path("tests/bin/contender");
     dir = zkt_mkdtemp("zkr-chaos-");
     if (ensemble) {
         zkt_ensemble_options_t o = {

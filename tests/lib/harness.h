@@ -201,13 +201,13 @@ char *zkt_mkdtemp(const char *prefix);
 int zkt_rm_rf(const char *path);
 
 /**
- * A fault proxy (tests/zkr-proxy) between clients and a server, driven
+ * A fault proxy (tests/bin/zkr-proxy) between clients and a server, driven
  * from the test: see zkr-proxy.c for what each command does.
  */
 typedef struct zkt_proxy zkt_proxy_t;
 
 /**
- * Starts tests/zkr-proxy forwarding to target_hosts ("HOST:PORT"), like
+ * Starts tests/bin/zkr-proxy forwarding to target_hosts ("HOST:PORT"), like
  * zkt_spawn() (own process group, SIGKILLed with the test), and waits
  * (10 s) until it listens. On success sets *out and returns 0; on failure
  * *out is NULL, nothing is left running and -1 is returned.
@@ -254,7 +254,7 @@ typedef struct zkt_ensemble_options {
     int tick_ms;    /**< tickTime (default 200) */
     int sync_limit; /**< syncLimit in ticks (default 5) */
     /** Nonzero: member i reaches member j's quorum (leader) and election
-     * ports through fault proxies of its own (tests/zkr-proxy), driven
+     * ports through fault proxies of its own (tests/bin/zkr-proxy), driven
      * with zkt_ensemble_link(); clients go direct. */
     int quorum_proxies;
 } zkt_ensemble_options_t;

@@ -13,7 +13,7 @@
  * every iteration succeeded. -b ("broken") does the same without taking
  * the lock, so a test can show that its checks catch a broken lock.
  *
- * -H HISTORY appends the events the checker (tests/zkr-check) judges, one
+ * -H HISTORY appends the events the checker (tests/bin/zkr-check) judges, one
  * line each, "<monotonic ns> <pid> <session id, hex> <event> <a> <b>":
  * enqueue, grant <token> <seq>, release <token>, suspend, held (verified
  * again after a suspension), lost (lock listener states), session-level
@@ -30,7 +30,7 @@
  * logged as "leader-off" at once. With -b it claims leadership without an
  * election (epoch = iteration + 1), for the checker's self-test.
  *
- * For the soak (tests/chaos): -d SECONDS runs until that much time has
+ * For the soak (tests/bin/chaos): -d SECONDS runs until that much time has
  * passed instead of ITERS iterations, and -r keeps going after an error
  * (logged as "giveup <rc>"), acquiring with a 10 s timeout. With -F, a
  * holder also writes once more just before releasing, so a holder that was
@@ -124,7 +124,7 @@ static void hist(const char *event, long long a, long long b)
     hist_at(now_ns(), event, a, b);
 }
 
-/* A queue event: a string, two numbers and a string (tests/zkr-check). */
+/* A queue event: a string, two numbers and a string (tests/bin/zkr-check). */
 static void hist_str(const char *event, const char *a, long long b, long long c,
                      const char *d)
 {
@@ -567,7 +567,7 @@ int main(int argc, char **argv)
     int runner = 0;  /* -R: run leader functions instead */
     int permits = 0; /* -P N: a permit of a semaphore of N instead */
     const char *holders = NULL; /* -k FILE: "<now> <max>" holders count */
-    const char *history = NULL; /* -H FILE: events for tests/zkr-check */
+    const char *history = NULL; /* -H FILE: events for tests/bin/zkr-check */
     const char *store = NULL;   /* -F FILE: fenced store */
     const char *go = NULL;      /* -w FILE: start when it exists */
     int delay = 0;              /* -D MS: the lock's lock-delay */

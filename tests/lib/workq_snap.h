@@ -1,5 +1,5 @@
 /* The end-of-run snapshot of a work queue for the history checker
- * (tests/zkr-check): read with a plain ZooKeeper client from the layout
+ * (tests/bin/zkr-check): read with a plain ZooKeeper client from the layout
  * the protocol fixes (docs/design/workq.md), not through libzkr, so that
  * what the checker holds the library to is not what the library says of
  * itself. Appends to the history, as the driver (session 0):

@@ -179,7 +179,7 @@ static inline void deleted_waiters_leave_no_watch(
     assert_int_equal(children(dir), 0);
 }
 
-/* What a run of contender processes (tests/contender) left behind. */
+/* What a run of contender processes (tests/bin/contender) left behind. */
 struct verdict {
     long long counter;   /* final shared counter (locks only), else -1 */
     int grants;          /* GRANT lines */
@@ -206,7 +206,7 @@ static inline struct verdict run_contenders(const char *path, int procs,
 {
     char *dir = zkt_mkdtemp("zkr-contenders-"), counter[512], logp[512];
     char holders_file[512], iters_s[16], permits_s[16];
-    char *prog = zkt_build_path("tests/contender");
+    char *prog = zkt_build_path("tests/bin/contender");
     struct verdict r = {-1, 0, 0, 0, 0, 0, 0};
     pid_t pids[64];
     long long tokens[1024];

@@ -1,5 +1,5 @@
-/* Sequence numbers of contender names, for the test drivers (tests/chaos,
- * tests/foreign): written here from ZooKeeper's rule, not taken from
+/* Sequence numbers of contender names, for the test drivers (tests/bin/chaos,
+ * tests/bin/foreign): written here from ZooKeeper's rule, not taken from
  * src/base/names.c. A sequential node's name ends with its parent's signed
  * 32-bit counter printed "%010d": "0000000005", "-000000005",
  * "2147483647", "-2147483648"; contender markers end with '-' or '_'

@@ -1,4 +1,4 @@
-/* The history checker: reads the events that contenders (tests/contender
+/* The history checker: reads the events that contenders (tests/bin/contender
  * -H), electors and the test driver appended to history files, orders
  * them by time, and checks the safety and liveness properties of one
  * lock and one election.
@@ -22,7 +22,7 @@
  *   fault-start KIND / fault-stop        the driver injected a fault
  *   s-suspend / s-reconnect / s-lost     the process's session listener
  *   foreign-on CZXID KIND / foreign-off CZXID KIND   a foreign actor's
- *                           contender (tests/foreign) exists from the
+ *                           contender (tests/bin/foreign) exists from the
  *                           first (logged after its create) to the second
  *                           (logged before its delete); KIND 0 is the
  *                           lock, 1 the election
@@ -152,8 +152,8 @@
  * KEY RC TOKEN        zkr_item_ack() of the claim TOKEN returned RC nack KEY RC
  * TOKEN WHERE zkr_item_nack() (front or back) returned RC kill / pause /
  * unpause PID    as above (consumers killed or frozen) snap-begin / snap-end
- * the driver's reading of the queue after the run (tests/workq_snap.h), between
- * which: snap-item KEY DELIVERIES TOKEN SID   an item still queued: its
+ * the driver's reading of the queue after the run (tests/lib/workq_snap.h),
+ * between which: snap-item KEY DELIVERIES TOKEN SID   an item still queued: its
  * delivery count, and its claim's token and session (hex, as in the first
  * fields) or 0 - snap-dead KEY CARRY     a dead letter (the carry of its name)
  *

@@ -19,16 +19,15 @@
  *    what a handoff looks like from outside).
  * Never the holder's node: a write or delete runs in one multi with a
  * check that a node before the target (the first in creation order, by
- * serial-number arithmetic on the sequences, tests/seq.h) still exists, so
+ * serial-number arithmetic on the sequences, tests/lib/seq.h) still exists, so
  * the target is not first, and so was never granted and never will be
  * (a node before it cannot come back).
  *
- * History events (the format of tests/contender -H), for tests/zkr-check:
- *   foreign-on CZXID KIND      our contender exists (logged after its
- *                              create returned)
- *   foreign-off CZXID KIND     it is about to be deleted (logged before)
- *   foreign-write CZXID KIND   another's waiting node written
- *   foreign-delete CZXID KIND  another's waiting node deleted (after the
+ * History events (the format of tests/bin/contender -H), for
+ * tests/bin/zkr-check: foreign-on CZXID KIND      our contender exists (logged
+ * after its create returned) foreign-off CZXID KIND     it is about to be
+ * deleted (logged before) foreign-write CZXID KIND   another's waiting node
+ * written foreign-delete CZXID KIND  another's waiting node deleted (after the
  *                              delete succeeded)
  *   foreign-lost 0 0           our session expired: our nodes are gone
  *   exit 0 0

@@ -1133,7 +1133,7 @@ static int read_line(int fd, char *buf, size_t cap, int64_t deadline)
 int zkt_proxy_start(const char *target_hosts, zkt_proxy_t **out)
 {
     zkt_proxy_t *p = calloc(1, sizeof(*p));
-    char *prog = zkt_build_path("tests/zkr-proxy");
+    char *prog = zkt_build_path("tests/bin/zkr-proxy");
     char line[64];
     int sv[2] = {-1, -1};
     int port;

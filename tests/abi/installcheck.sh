@@ -7,7 +7,7 @@
 # its version and runs one command under a lock. Where doxygen is
 # installed, the man(3) pages made from zkr.h must be installed too.
 #
-#   tests/installcheck.sh [--root DIR] [--libdir DIR] [--bindir DIR]
+#   tests/abi/installcheck.sh [--root DIR] [--libdir DIR] [--bindir DIR]
 #                         [--mandir DIR] [--version VERSION] [--no-cli]
 #                         EXAMPLES-DIR
 #
@@ -27,8 +27,8 @@
 # (the installed Debian packages). Prints one line per step; exits 0 only
 # if every step passed.
 set -euo pipefail
-# shellcheck source=SCRIPTDIR/../scripts/lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+# shellcheck source=SCRIPTDIR/../../scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 
 root="" libdir="" bindir=/usr/bin mandir=/usr/share/man version="" cli=1
 while [ $# -gt 1 ]; do
