@@ -849,11 +849,15 @@ static int job_has_tty(const sup_t *p)
 }
 
 /* Gives the terminal to the command's group if zkr's job has it: 1 when
- * the command's group has it now. */
+ * the command's group has it now and the command is still in it (a
+ * command that moved to another group by setpgid() is not helped by the
+ * terminal going to its old one: stopped by the terminal, it stops zkr's
+ * job). */
 static int hand_tty(sup_t *p)
 {
     give_tty(p);
-    return p->running && p->g.cmd > 0 && tcgetpgrp(p->tty) == p->g.cmd;
+    return p->running && p->g.cmd > 0 && getpgid(p->g.cmd) == p->g.cmd &&
+           tcgetpgrp(p->tty) == p->g.cmd;
 }
 
 /* Takes the terminal back from the command's group, unless someone (a

@@ -217,8 +217,27 @@ test_orphaned_group_never_stops() {
     expect "/cli/tty-orphan left held" wait_for 10 nodes_eq /cli/tty-orphan 0
 }
 
+# A command that leaves the process group zkr gave it (setpgid() into
+# its guard's group) and then reads the terminal is stopped by SIGTTIN,
+# as any process outside the foreground group: handing the terminal to
+# its old group does not help it, so zkr stops as a job and the shell sees
+# a stopped job, never a command stopped unseen with the lock held.
+# kill -TERM %1, then fg, ends the job and releases the lock.
+test_command_leaves_its_group() {
+    ptyrun expect:ready stopped signal:TERM cont -- \
+        "$ZKR" lock /cli/tty-pgid python3 -c 'import os
+os.setpgid(0, os.getpgid(os.getppid()))
+print("ready", flush=True)
+input()'
+    expect "left its group, read the terminal: $(cat "$WORK/pty")" [ "$st" -eq 0 ]
+    expect "the shell did not see a job-control stop: $(cat "$WORK/pty")" \
+        grep -q "^stopped by $(kill -l TTIN)" "$WORK/pty"
+    expect "/cli/tty-pgid left held" wait_for 5 nodes_eq /cli/tty-pgid 0
+}
+
 start_server
 run_test test_command_reads_terminal
+run_test test_command_leaves_its_group
 run_test test_command_writes_with_tostop
 run_test test_terminal_taken_back
 run_test test_ctrl_z_stops_zkr
