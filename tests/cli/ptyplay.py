@@ -13,7 +13,8 @@ steps:  expect:TEXT  wait until the output holds TEXT (since the last
         send:TEXT    write TEXT (\\n, \\x1a understood) to the terminal
         stopped      wait until COMMAND is stopped (waitpid WUNTRACED)
         cont         fg: the terminal and SIGCONT to COMMAND's group
-        signal:NAME  the signal to COMMAND's group (kill -NAME %1)
+        signal:NAME  the signal to COMMAND's group (kill -NAME %1); CONT
+                     after a stop is bg: running again
         sleep:SEC
         touch:PATH   create the file PATH (a flag the command waits for)
 Every wait ends at TIMEOUT seconds. At the end, waits for COMMAND to exit.
@@ -146,6 +147,8 @@ for step in steps:
         os.tcsetpgrp(slave, pid)
         os.killpg(pid, signal.SIGCONT)
     elif kind == "signal":
+        if arg == "CONT" and status == "stopped":
+            status = None  # running again (as bg does), waited for anew
         os.killpg(pid, getattr(signal, "SIG" + arg))
     elif kind == "sleep":
         time.sleep(float(arg))
