@@ -98,6 +98,18 @@ static inline zkr__engine_t *zkr__engine(const zkr_session_t *s)
 }
 
 /* What a recipe gives the engine. */
+/* What the loss descriptor's rule is told (zkr__recipe_t.signal). */
+typedef enum {
+    ZKR__FD_OBSERVED,  /* the application observed the state: a release, a
+                          new acquire, a loss reported, or the recipe's own
+                          observation point (zkr__contender_observed()) */
+    ZKR__FD_GRANTED,   /* a new grant */
+    ZKR__FD_SUSPENDED, /* the connection is lost: the grant is uncertain */
+    ZKR__FD_HELD,      /* the same grant re-verified */
+    ZKR__FD_LOST,      /* the grant is lost */
+    ZKR__FD_DELAYED    /* granted, but serving a lock-delay first */
+} zkr__fdev_t;
+
 typedef struct zkr__recipe {
     const char *marker; /* node name marker, e.g. "-lock-" */
     char mode;          /* sequencer mode: 'x', 'r', 'w', 'l', 'p' */
@@ -117,6 +129,12 @@ typedef struct zkr__recipe {
      * leaves), with rejoin_fn as its acquire completion. NULL: never. */
     int (*rejoins)(const zkr__contender_t *c);
     void (*rejoin_fn)(void);
+    /* The loss descriptor's rule besides a loss (always readable until
+     * observed): told each change (mutex held), returns nonzero while the
+     * descriptor should be readable. NULL: readable while a change is
+     * unread (SUSPENDED, HELD again or LOST since zkr__contender_read()).
+     * engine/loss.c says why a loss is kept apart. */
+    int (*signal)(zkr__contender_t *c, zkr__fdev_t ev);
 } zkr__recipe_t;
 
 /* Recipe flags (a work queue's claim, docs/design/workq.md). */
@@ -253,26 +271,15 @@ struct zkr__contender {
     /* state listener and loss fd */
     void (*lis_fn)(void);
     void *lis_data;
-    int fd[2];            /* loss pipe, made by zkr__contender_fd(); -1 until */
-    int fd_uncertain;     /* readable: SUSPENDED, until re-verified */
-    int fd_lost;          /* readable: lost, until observed (engine/loss.c) */
-    int fd_written;       /* the pipe holds a byte */
-    int fd_quiet_suspend; /* SUSPENDED leaves the descriptor alone (an
-                             election under ZKR_POLICY_SESSION) */
-    int fd_level;         /* an election's stop signal: readable while
-                             uncertain (fd_uncertain); else (a lock) while
-                             a change is unread (fd_changed) */
-    int fd_changed;       /* lock: SUSPENDED, HELD again or LOST since the
-                             application last called zkr_lock_state() */
-    int fd_gained;        /* election: leads, and the application has not
-                             observed it yet (readable until observed) */
-    int fd_away;          /* election: the application's last observation
-                             was "not leading" (zkr__contender_away()) */
+    int fd[2];      /* loss pipe, made by zkr__contender_fd(); -1 until */
+    int fd_lost;    /* readable: lost, until observed (engine/loss.c) */
+    int fd_written; /* the pipe holds a byte */
+    int fd_changed; /* the default rule (no recipe signal hook): SUSPENDED,
+                       HELD again or LOST since the application last read
+                       the state (zkr__contender_read()) */
+    int fd_want;    /* the recipe's signal hook last asked for readable */
     int lost_unreported;
     uint64_t lost_gen;       /* lost_unreported: c->gen of the grant lost */
-    uint64_t suspensions;    /* times it became SUSPENDED (an election's run()
-                                asks whether its function was told to stop
-                                by a suspension while it ran) */
     int sync_waiters;        /* threads blocked in acquire/release on it */
     zkr__cleanup_t *reserve; /* while we have a node: its cleanup entry,
                                 made before the create was sent */
@@ -363,14 +370,8 @@ void zkr__contender_signal(zkr__contender_t *c);
 /* The application has observed the loss (a recipe's observation point):
  * the descriptor is no longer readable. Mutex held. */
 void zkr__contender_observed(zkr__contender_t *c);
-/* The application has observed that it does not lead (an election's
- * await() that did not return 0): a loss or suspension signalled before is
- * observed, the descriptor is quiet until the next change, and leading
- * again (a grant, or under ZKR_POLICY_SUSPEND a re-verification) is a
- * gain to signal. Mutex held. */
-void zkr__contender_away(zkr__contender_t *c);
-/* The application read the state (zkr_lock_state()): a lock's
- * descriptor no longer signals the changes before. Mutex held. */
+/* The application read the state (zkr_lock_state()): under the default
+ * rule the descriptor no longer signals the changes before. Mutex held. */
 void zkr__contender_read(zkr__contender_t *c);
 /* The loss descriptor, made on first use; -1 if it cannot be made. */
 int zkr__contender_fd(zkr__contender_t *c);

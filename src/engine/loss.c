@@ -15,33 +15,25 @@
 /* The loss descriptor is a pipe made on the first zkr_lock_fd() call: a
  * process holding many locks and never polling them would otherwise spend
  * two descriptors per handle (10,000 locks = 20,000 descriptors, more
- * than a common limit). It should be readable once ownership was lost
- * (fd_lost: sticky until the application has observed the loss,
- * zkr__fd_observed()), and besides: for an election's stop signal (fd_level),
- * while ownership is uncertain (fd_uncertain: SUSPENDED, until
- * re-verified); for a lock, while a state change is unread (fd_changed:
- * SUSPENDED, HELD again, LOST, until zkr_lock_state()), so that a poll()
- * loop wakes once per change, not without end while SUSPENDED.
- * An election's descriptor also signals a gain of leadership the
- * application has not observed yet (fd_gained: a grant, or a
- * re-verification after the application saw it did not lead, fd_away),
- * so that a poll() loop wakes to lead as well as to stop. That cannot
- * hide a stop from a running leader function: it starts with everything
- * observed, so a new grant can only follow a loss (fd_lost), and fd_away
- * is only set by an await() that failed, which the function's run() does
- * not call while the function runs.
- * fd_written says whether the pipe holds a byte.
+ * than a common limit). It is readable once ownership was lost (fd_lost:
+ * sticky until the application has observed the loss, zkr__fd_observed()),
+ * and besides while the recipe's rule asks (fd_want: its signal hook, told
+ * each change), or under the default rule while a state change is unread
+ * (fd_changed: SUSPENDED, HELD again, LOST, until zkr__contender_read()),
+ * so that a poll() loop wakes once per change, not without end while
+ * SUSPENDED. fd_written says whether the pipe holds a byte.
  *
- * fd_lost is sticky because a loss may be followed at once by a new
- * grant: an election candidate rejoins inside the same critical section
- * and may lead again with a new epoch before its leader function polls.
- * Clearing the descriptor on that rejoin (or grant) would leave the old
- * function running beside the next leader's, unaware (issue 20). */
+ * fd_lost is sticky, and kept by the engine whatever the recipe's rule,
+ * because a loss may be followed at once by a new grant: an election
+ * candidate rejoins inside the same critical section and may lead again
+ * with a new epoch before its leader function polls. Clearing the
+ * descriptor on that rejoin (or grant) would leave the old function
+ * running beside the next leader's, unaware (issue 20). */
 static void fd_update(zkr__contender_t *c)
 {
     char buf[16];
-    int want = c->fd_lost || c->fd_gained ||
-               (c->fd_level ? c->fd_uncertain : c->fd_changed);
+    int want =
+        c->fd_lost || (c->recipe->signal != NULL ? c->fd_want : c->fd_changed);
 
     /* In a forked child the pipe is the parent's: never touched. */
     if (c->fd[1] < 0 || c->s->forked || want == c->fd_written)
@@ -57,17 +49,25 @@ static void fd_update(zkr__contender_t *c)
     }
 }
 
+/* Tells the recipe's rule of a change, then updates the descriptor. */
+static void fd_tell(zkr__contender_t *c, zkr__fdev_t ev)
+{
+    if (c->recipe->signal != NULL)
+        c->fd_want = c->recipe->signal(c, ev);
+    else if (ev == ZKR__FD_OBSERVED)
+        c->fd_changed = 0;
+    else if (ev != ZKR__FD_GRANTED)
+        c->fd_changed = 1;
+    fd_update(c);
+}
+
 /* The application has observed the state (a release, a new acquire, an
  * ELOST reported, or a recipe's own observation point): nothing to signal
  * any more. */
 void zkr__fd_observed(zkr__contender_t *c)
 {
-    c->fd_uncertain = 0;
     c->fd_lost = 0;
-    c->fd_changed = 0;
-    c->fd_gained = 0;
-    c->fd_away = 0;
-    fd_update(c);
+    fd_tell(c, ZKR__FD_OBSERVED);
 }
 
 void zkr__contender_read(zkr__contender_t *c)
@@ -105,12 +105,6 @@ void zkr__contender_observed(zkr__contender_t *c)
     zkr__fd_observed(c);
 }
 
-void zkr__contender_away(zkr__contender_t *c)
-{
-    zkr__fd_observed(c);
-    c->fd_away = 1;
-}
-
 /* ----------------------------------------------------- notifications */
 
 void zkr__notify_state(zkr__contender_t *c, zkr_lock_state_t st)
@@ -118,20 +112,12 @@ void zkr__notify_state(zkr__contender_t *c, zkr_lock_state_t st)
     c->pub = st;
     zkr__metrics_lock_state(c, st);
     pthread_cond_broadcast(&c->s->cv);
-    if (st == ZKR_LOCK_SUSPENDED) {
-        c->suspensions++;
-        c->fd_uncertain = !c->fd_quiet_suspend;
-    } else if (st == ZKR_LOCK_LOST) {
-        c->fd_uncertain = 0;
+    if (st == ZKR_LOCK_LOST)
         c->fd_lost = 1;
-    } else if (st == ZKR_LOCK_HELD) {
-        c->fd_uncertain = 0; /* the same grant, re-verified */
-        /* An election that the application saw not leading (suspended,
-         * under ZKR_POLICY_SUSPEND) leads again: a gain. */
-        c->fd_gained |= c->fd_level && c->fd_away;
-    }
-    c->fd_changed = 1;
-    fd_update(c);
+    fd_tell(c, st == ZKR_LOCK_SUSPENDED ? ZKR__FD_SUSPENDED
+               : st == ZKR_LOCK_LOST    ? ZKR__FD_LOST
+               : st == ZKR_LOCK_HELD    ? ZKR__FD_HELD
+                                        : ZKR__FD_DELAYED);
     if (c->lis_fn != NULL)
         zkr__post(c->s, ZKR__EV_STATE, (int)st, &c->m, c->lis_fn, c->lis_data);
 }
@@ -204,12 +190,10 @@ void zkr__finish_acquire(zkr__contender_t *c, int rc)
     if (rc == 0) {
         c->phase = ZKR__P_HELD;
         c->pub = ZKR_LOCK_HELD;
-        /* A loss before this grant (a rejoin) stays signalled; an
-         * election's grant is signalled until the application observes
-         * it. */
-        c->fd_uncertain = 0;
-        c->fd_gained = c->fd_level;
-        fd_update(c);
+        /* A loss before this grant (a rejoin) stays signalled (fd_lost);
+         * the recipe's rule may signal the grant (an election's, until
+         * the application observes it). */
+        fd_tell(c, ZKR__FD_GRANTED);
         /* A semaphore permit touches its node (step), to wake the
          * successor that watches it; a candidate that announced, to say
          * that it leads (zkr__new_uuid()). */

@@ -37,8 +37,17 @@ struct zkr_election {
                          busy ones (or left the free to the last of them:
                          free_deferred) */
     int free_deferred;
-    int rejoin;     /* a loss starts the candidacy over (rejoins()) */
-    unsigned forks; /* the session's fork count these counts belong to */
+    int rejoin; /* a loss starts the candidacy over (rejoins()) */
+    /* The descriptor's rule (election_signal()), guarded by the mutex: */
+    int uncertain;        /* SUSPENDED, until re-verified (under the
+                             suspend policy: a stop signal) */
+    int gained;           /* leads, and the application has not observed it
+                             yet: readable until observed */
+    int away;             /* the application's last observation was "not
+                             leading" (an await() that did not return 0) */
+    uint64_t suspensions; /* times it became SUSPENDED: run() asks whether
+                             its function was told to stop by one */
+    unsigned forks;       /* the session's fork count these counts belong to */
     zkr_election_listener_t fn;
     void *data;
 };
@@ -142,6 +151,46 @@ static int election_rejoins(const zkr__contender_t *c)
     return e->rejoin;
 }
 
+/* The descriptor says "stop" while leadership is uncertain (SUSPENDED,
+ * under the suspend policy: under the session policy a candidate keeps
+ * leading through SUSPENDED, and a poll loop on a descriptor saying stop
+ * would spin for the whole disconnection), and signals a gain of
+ * leadership the application has not observed yet (a grant, or a
+ * re-verification after the application saw it did not lead), so that a
+ * poll() loop wakes to lead as well as to stop. That cannot hide a stop
+ * from a running leader function: it starts with everything observed, so
+ * a new grant can only follow a loss (which the engine keeps signalled),
+ * and away is only set by an await() that failed, which run() does not
+ * call while the function runs. Mutex held. */
+static int election_signal(zkr__contender_t *c, zkr__fdev_t ev)
+{
+    zkr_election_t *e = c->owner;
+
+    switch (ev) {
+    case ZKR__FD_OBSERVED:
+        e->uncertain = e->gained = e->away = 0;
+        break;
+    case ZKR__FD_GRANTED:
+        e->uncertain = 0;
+        e->gained = 1;
+        break;
+    case ZKR__FD_SUSPENDED:
+        e->suspensions++;
+        e->uncertain = e->policy != ZKR_POLICY_SESSION;
+        break;
+    case ZKR__FD_HELD: /* the same grant, re-verified */
+        e->uncertain = 0;
+        e->gained |= e->away; /* seen not leading, leads again: a gain */
+        break;
+    case ZKR__FD_LOST:
+        e->uncertain = 0;
+        break;
+    case ZKR__FD_DELAYED:
+        break;
+    }
+    return e->uncertain || e->gained;
+}
+
 static const zkr__recipe_t election_recipe = {
     .marker = "-latch-",
     .mode = 'l',
@@ -149,6 +198,7 @@ static const zkr__recipe_t election_recipe = {
     .deliver = election_deliver,
     .rejoins = election_rejoins,
     .rejoin_fn = marker,
+    .signal = election_signal,
 };
 
 int zkr_election_new(zkr_election_t **out, zkr_session_t *s, const char *path,
@@ -170,11 +220,6 @@ int zkr_election_new(zkr_election_t **out, zkr_session_t *s, const char *path,
     }
     e->policy = policy;
     pthread_mutex_lock(&s->mu);
-    /* Under the session policy a candidate keeps leading through
-     * SUSPENDED: its descriptor must not say "stop" (a poll loop on it
-     * would spin for the whole disconnection). */
-    e->c.fd_quiet_suspend = policy == ZKR_POLICY_SESSION;
-    e->c.fd_level = 1;
     e->forks = s->forks;
     e->c.lis_fn = marker;
     pthread_mutex_unlock(&s->mu);
@@ -486,7 +531,8 @@ int zkr_election_await(zkr_election_t *e, int timeout_ms)
      * was observed, and the descriptor is quiet until it leads (or is
      * lost) again, so that a poll() loop does not spin meanwhile. */
     if (rc != 0)
-        zkr__contender_away(&e->c);
+        zkr__contender_observed(&e->c);
+    e->away = 1;
     pthread_mutex_unlock(&s->mu);
     return busy_exit(e, rc);
 }
@@ -566,7 +612,7 @@ static int resumes(zkr_election_t *e, int64_t epoch, uint64_t seen)
 {
     zkr__contender_t *c = &e->c;
 
-    if (c->fd_quiet_suspend || c->suspensions == seen)
+    if (e->policy == ZKR_POLICY_SESSION || e->suspensions == seen)
         return 0;
     for (;;) {
         zkr__enforce_deadline(c->s); /* past the safe deadline: LOST */
@@ -616,7 +662,7 @@ static int run(zkr_election_t *e, zkr_leader_fn fn, void *data, int requeue)
         e->running = 1;
         e->runner = pthread_self();
         epoch = e->c.czxid;
-        seen = e->c.suspensions;
+        seen = e->suspensions;
         zkr__contender_observed(&e->c);
         pthread_mutex_unlock(&s->mu);
         ret = fn(e, data);
