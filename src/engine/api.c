@@ -41,8 +41,8 @@ int zkr__contender_init2(zkr__contender_t *c, zkr_session_t *s,
     c->owner = owner;
     c->deadline = -1;
     c->watch_due = -1;
-    c->delay_until = -1;
-    c->carry_until = -1;
+    c->ld.delay_until = -1;
+    c->ld.carry_until = -1;
     c->permits = 1;
     c->dir = zkr__strdup(dir);
     c->data = zkr__strdup(id);

@@ -64,7 +64,6 @@ static inline int zkr__is_waiting(const zkr__contender_t *c)
 /* loss.c */
 void zkr__fd_observed(zkr__contender_t *c);
 void zkr__notify_state(zkr__contender_t *c, zkr_lock_state_t st);
-void zkr__forget_before(zkr__contender_t *c);
 void zkr__forget_node(zkr__contender_t *c);
 int zkr__announces(const zkr__contender_t *c);
 void zkr__finish_acquire(zkr__contender_t *c, int rc);
@@ -99,7 +98,8 @@ void zkr__issue_self_watch(zkr__contender_t *c);
 void zkr__issue_verify(zkr__contender_t *c);
 
 /* lockdelay.c */
-void zkr__carry_observed(zkr__contender_t *c);
+void zkr__forget_before(zkr__contender_t *c);
+void zkr__delay_forget_node(zkr__contender_t *c);
 int zkr__note_wait(zkr__contender_t *c, const zkr__entry_t *e, int n, int self,
                    int w);
 int zkr__begin_delay(zkr__contender_t *c, const zkr__entry_t *e, int n);

@@ -197,6 +197,37 @@ typedef enum {
 /* How long a holder waits before watching its own node (engine/list.c). */
 #define ZKR__SELF_WATCH_DELAY_MS 50
 
+/* A contender's lock-delay state (docs/design/lock-delay.md, 1.3), read
+ * and written by engine/lockdelay.c; list.c and loss.c only record what a
+ * listing showed and forget it with the node. */
+typedef struct zkr__lockdelay {
+    int delay_ms;         /* 0: off */
+    int delay_flags;      /* ZKR_DELAY_* */
+    char *behind;         /* name of the node our rule last watched */
+    int64_t behind_czxid; /* its czxid (from our watch), 0 if unknown */
+    char **before;        /* the nodes before us that our grant depends on,
+                             at the last listing that made us wait */
+    int nbefore;
+    char *vouch;          /* the last exclusive node before us in that
+                             listing (its release vouches for all before
+                             it), or NULL */
+    int nvouched;         /* how many of before precede vouch */
+    char *target;         /* DELAYED: the node a record must name, or NULL
+                             (more than one went: no record can do) */
+    int64_t target_czxid; /* its czxid, 0 if unknown */
+    int delay_served;     /* the delay for the last departure is over */
+    int64_t delay_until;  /* DELAYED: end (monotonic ms), -1 while the
+                             record is being read */
+    int64_t delay_seen;   /* when the listing that showed behind gone was
+                             answered: the delay runs from there */
+    int64_t carry_until;  /* no grant before this (monotonic ms), -1:
+                             departures this attempt observed that no
+                             record proved, kept across a new wait and a
+                             rejoin (lock-delay.md, 1.5) */
+    char *leave_record;   /* aborting while delayed: the record our
+                             delete writes (zkr-delay-left), or NULL */
+} zkr__lockdelay_t;
+
 struct zkr__contender {
     zkr__member_t m; /* in the session's list; its requests and events */
     /* In the session's path index while node (node_link) or watching
@@ -284,32 +315,7 @@ struct zkr__contender {
     zkr__cleanup_t *reserve; /* while we have a node: its cleanup entry,
                                 made before the create was sent */
     void (*dispose)(void *owner); /* frees the recipe's handle */
-    /* Lock-delay (docs/design/lock-delay.md, 1.3). */
-    int delay_ms;         /* 0: off */
-    int delay_flags;      /* ZKR_DELAY_* */
-    char *behind;         /* name of the node our rule last watched */
-    int64_t behind_czxid; /* its czxid (from our watch), 0 if unknown */
-    char **before;        /* the nodes before us that our grant depends on,
-                             at the last listing that made us wait */
-    int nbefore;
-    char *vouch;          /* the last exclusive node before us in that
-                             listing (its release vouches for all before
-                             it), or NULL */
-    int nvouched;         /* how many of before precede vouch */
-    char *target;         /* DELAYED: the node a record must name, or NULL
-                             (more than one went: no record can do) */
-    int64_t target_czxid; /* its czxid, 0 if unknown */
-    int delay_served;     /* the delay for the last departure is over */
-    int64_t delay_until;  /* DELAYED: end (monotonic ms), -1 while the
-                             record is being read */
-    int64_t delay_seen;   /* when the listing that showed behind gone was
-                             answered: the delay runs from there */
-    int64_t carry_until;  /* no grant before this (monotonic ms), -1:
-                             departures this attempt observed that no
-                             record proved, kept across a new wait and a
-                             rejoin (lock-delay.md, 1.5) */
-    char *leave_record;   /* aborting while delayed: the record our
-                             delete writes (zkr-delay-left), or NULL */
+    zkr__lockdelay_t ld;          /* engine/lockdelay.c's */
     zkr__cmetrics_t metrics;
     const char *mpath; /* during init: the metrics path, or NULL (dir) */
     /* Create precondition (zkr__set_precondition): the create is sent in

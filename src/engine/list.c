@@ -40,9 +40,9 @@ static void watch_done(int rc, const char *value, int len,
     (void)len;
     /* The node our rule waits on, by its czxid: what a release record
      * must name (lock-delay, zkr__note_wait()). */
-    if (rc == ZOK && !zkr__stale(op, ZKR__P_WATCHING) && c->behind != NULL &&
-        strcmp(strrchr(op->path, '/') + 1, c->behind) == 0)
-        c->behind_czxid = stat->czxid;
+    if (rc == ZOK && !zkr__stale(op, ZKR__P_WATCHING) && c->ld.behind != NULL &&
+        strcmp(strrchr(op->path, '/') + 1, c->ld.behind) == 0)
+        c->ld.behind_czxid = stat->czxid;
     if (zkr__stale(op, ZKR__P_WATCHING) || c->watching == NULL ||
         strcmp(c->watching, op->path) != 0) {
         /* We moved on while the watch was being set: take it back (a
@@ -177,7 +177,7 @@ static int acl_lets_creator_write(const struct ACL_vector *acl)
 void zkr__new_uuid(zkr__contender_t *c)
 {
     zkr__uuid(c->uuid);
-    if (c->recipe->mode == 'l' && c->delay_ms > 0 &&
+    if (c->recipe->mode == 'l' && c->ld.delay_ms > 0 &&
         acl_lets_creator_write(&c->acl))
         c->uuid[14] = '8';
 }
@@ -308,8 +308,8 @@ static zkr__verdict_t decide(const zkr__contender_t *c, const zkr__entry_t *e,
         .unreadable = c->unreadable,
         .touchable = c->touchable,
         .self_doubt = c->self_doubt,
-        .delay_due =
-            (c->before != NULL || c->carry_until >= 0) && !c->delay_served,
+        .delay_due = (c->ld.before != NULL || c->ld.carry_until >= 0) &&
+                     !c->ld.delay_served,
         .delayed = c->phase == ZKR__P_DELAYED,
         .try_once = c->try_once,
     };

@@ -14,7 +14,7 @@
  * (ZKR_DELAY_TRUST_FOREIGN)? */
 static int delay_trusted(const zkr__contender_t *c, const zkr__entry_t *e)
 {
-    return (c->delay_flags & (int)ZKR_DELAY_TRUST_FOREIGN) &&
+    return (c->ld.delay_flags & (int)ZKR_DELAY_TRUST_FOREIGN) &&
            zkr__name_foreign(e->name);
 }
 
@@ -42,8 +42,8 @@ static int delay_vouches(const zkr__entry_t *e)
 /* No grant of this attempt before from + our delay. */
 static void carry_from(zkr__contender_t *c, int64_t from)
 {
-    if (from + c->delay_ms > c->carry_until)
-        c->carry_until = from + c->delay_ms;
+    if (from + c->ld.delay_ms > c->ld.carry_until)
+        c->ld.carry_until = from + c->ld.delay_ms;
 }
 
 /* Our node goes while its grant may owe a delay (docs/design/lock-delay.md,
@@ -51,16 +51,46 @@ static void carry_from(zkr__contender_t *c, int64_t from)
  * until the end decided, or the full delay while the record was being
  * read; waiting: nodes before us may have gone unseen, so the full delay
  * from now. */
-void zkr__carry_observed(zkr__contender_t *c)
+static void carry_observed(zkr__contender_t *c)
 {
-    if (c->delay_ms <= 0 || !zkr__is_acquiring(c) || c->delay_served)
+    if (c->ld.delay_ms <= 0 || !zkr__is_acquiring(c) || c->ld.delay_served)
         return;
-    if (c->delay_until > c->carry_until)
-        c->carry_until = c->delay_until;
-    else if (c->phase == ZKR__P_DELAYED && c->delay_until < 0)
-        carry_from(c, c->delay_seen);
-    else if (c->before != NULL)
+    if (c->ld.delay_until > c->ld.carry_until)
+        c->ld.carry_until = c->ld.delay_until;
+    else if (c->phase == ZKR__P_DELAYED && c->ld.delay_until < 0)
+        carry_from(c, c->ld.delay_seen);
+    else if (c->ld.before != NULL)
         carry_from(c, zkr__now_ms());
+}
+
+/* The nodes before us at the last wait. */
+void zkr__forget_before(zkr__contender_t *c)
+{
+    for (int i = 0; i < c->ld.nbefore; i++)
+        free(c->ld.before[i]);
+    free(c->ld.before);
+    c->ld.before = NULL;
+    c->ld.nbefore = 0;
+    free(c->ld.vouch);
+    c->ld.vouch = NULL;
+}
+
+/* Our node goes (zkr__forget_node()): what a rejoin owes is carried, and
+ * what we knew of the nodes around ours goes with it. */
+void zkr__delay_forget_node(zkr__contender_t *c)
+{
+    carry_observed(c);
+    free(c->ld.behind);
+    c->ld.behind = NULL;
+    c->ld.behind_czxid = 0;
+    zkr__forget_before(c);
+    free(c->ld.target);
+    c->ld.target = NULL;
+    c->ld.target_czxid = 0;
+    c->ld.delay_served = 0;
+    c->ld.delay_until = -1;
+    free(c->ld.leave_record);
+    c->ld.leave_record = NULL;
 }
 
 static void proof_done(int rc, const char *value, int len,
@@ -91,13 +121,13 @@ static void note_departures(zkr__contender_t *c, const zkr__entry_t *e, int n)
     const char *last = NULL;
     zkr__op_t *op;
 
-    for (int i = 0; i < c->nbefore; i++) {
-        int k = zkr__find_entry(e, n, c->before[i]);
+    for (int i = 0; i < c->ld.nbefore; i++) {
+        int k = zkr__find_entry(e, n, c->ld.before[i]);
 
         if (k >= 0)
             blocked |= delay_vouches(&e[k]);
         else if (!blocked && ++gone)
-            last = c->before[i];
+            last = c->ld.before[i];
     }
     if (gone == 0)
         return;
@@ -121,15 +151,16 @@ int zkr__note_wait(zkr__contender_t *c, const zkr__entry_t *e, int n, int self,
 {
     int k = self - 1;
 
-    if (c->delay_ms <= 0)
+    if (c->ld.delay_ms <= 0)
         return 0;
     note_departures(c, e, n);
     zkr__forget_before(c);
-    c->delay_served = 0;
-    if (w >= 0 && (c->behind == NULL || strcmp(c->behind, e[w].name) != 0)) {
-        free(c->behind);
-        c->behind_czxid = 0;
-        if ((c->behind = zkr__strdup(e[w].name)) == NULL)
+    c->ld.delay_served = 0;
+    if (w >= 0 &&
+        (c->ld.behind == NULL || strcmp(c->ld.behind, e[w].name) != 0)) {
+        free(c->ld.behind);
+        c->ld.behind_czxid = 0;
+        if ((c->ld.behind = zkr__strdup(e[w].name)) == NULL)
             return ZKR_ENOMEM;
     }
     while (k >= 0 && !delay_vouches(&e[k]))
@@ -137,19 +168,20 @@ int zkr__note_wait(zkr__contender_t *c, const zkr__entry_t *e, int n, int self,
     /* A trusted foreign node vouches for nothing: its library may not wait
      * for nodes it does not know (kazoo ignores zkr's). */
     if (k >= 0 && !delay_trusted(c, &e[k]) &&
-        (c->vouch = zkr__strdup(e[k].name)) == NULL)
+        (c->ld.vouch = zkr__strdup(e[k].name)) == NULL)
         return ZKR_ENOMEM;
-    if (self > 0 && (c->before = calloc((size_t)self, sizeof(char *))) == NULL)
+    if (self > 0 &&
+        (c->ld.before = calloc((size_t)self, sizeof(char *))) == NULL)
         return ZKR_ENOMEM;
-    c->nvouched = 0;
+    c->ld.nvouched = 0;
     for (int i = 0; i < self; i++) {
         if (!delay_relevant(c, &e[i]))
             continue;
-        if ((c->before[c->nbefore] = zkr__strdup(e[i].name)) == NULL)
+        if ((c->ld.before[c->ld.nbefore] = zkr__strdup(e[i].name)) == NULL)
             return ZKR_ENOMEM;
-        c->nbefore++;
+        c->ld.nbefore++;
         if (i < k)
-            c->nvouched = c->nbefore;
+            c->ld.nvouched = c->ld.nbefore;
     }
     return 0;
 }
@@ -165,19 +197,19 @@ static int gone_since_wait(const zkr__contender_t *c, const zkr__entry_t *e,
     int gone = 0, uncovered = 0, vouch_gone;
     const char *last = NULL;
 
-    vouch_gone = c->vouch != NULL && zkr__find_entry(e, n, c->vouch) < 0;
-    for (int i = 0; i < c->nbefore; i++) {
-        if (zkr__find_entry(e, n, c->before[i]) >= 0)
+    vouch_gone = c->ld.vouch != NULL && zkr__find_entry(e, n, c->ld.vouch) < 0;
+    for (int i = 0; i < c->ld.nbefore; i++) {
+        if (zkr__find_entry(e, n, c->ld.before[i]) >= 0)
             continue;
         gone++;
         if (vouch_gone &&
-            (i < c->nvouched || strcmp(c->before[i], c->vouch) == 0))
+            (i < c->ld.nvouched || strcmp(c->ld.before[i], c->ld.vouch) == 0))
             continue; /* covered by the vouch's release */
         uncovered++;
-        last = c->before[i];
+        last = c->ld.before[i];
     }
     if (vouch_gone)
-        *target = uncovered == 0 ? c->vouch : NULL;
+        *target = uncovered == 0 ? c->ld.vouch : NULL;
     else
         *target = gone == 1 ? last : NULL;
     return gone;
@@ -226,7 +258,7 @@ static void set_closed(zkr__contender_t *c, int version)
     zkr__op_t *op;
 
     if (c->s->zh == NULL ||
-        own_record(c, ZKR__REC_CLOSED, c->delay_until - zkr__now_ms(), text,
+        own_record(c, ZKR__REC_CLOSED, c->ld.delay_until - zkr__now_ms(), text,
                    sizeof(text)) == NULL ||
         (op = zkr__op_new(c->s, NULL)) == NULL)
         return;
@@ -248,7 +280,7 @@ static void closed_read_done(int rc, const char *value, int len,
     /* A release record we did not judge may be what another waiter reads
      * next (docs/design/lock-delay.md, 1.4): left alone. */
     if (rc == ZOK && kind != ZKR__REC_RELEASE && kind != ZKR__REC_LEFT &&
-        op->gen == c->gen && c->delay_until >= 0)
+        op->gen == c->gen && c->ld.delay_until >= 0)
         set_closed(c, stat->version);
     zkr__op_end(op);
 }
@@ -279,11 +311,11 @@ static void write_closed(zkr__contender_t *c, int version)
  * our watch was set). */
 static int names_behind(const zkr__contender_t *c, const zkr__record_t *r)
 {
-    if (c->target == NULL)
+    if (c->ld.target == NULL)
         return 0; /* more than one went: no one record covers them */
-    if (c->target_czxid != 0)
-        return r->czxid == c->target_czxid;
-    return r->node[0] != '\0' && strcmp(r->node, c->target) == 0;
+    if (c->ld.target_czxid != 0)
+        return r->czxid == c->ld.target_czxid;
+    return r->node[0] != '\0' && strcmp(r->node, c->ld.target) == 0;
 }
 
 /* Waits out wait ms from our observation, and whatever is owed from
@@ -291,9 +323,9 @@ static int names_behind(const zkr__contender_t *c, const zkr__record_t *r)
  * ZooKeeper (informational; version: write_closed()); the timer ends it. */
 static void start_delay(zkr__contender_t *c, int64_t wait, int version)
 {
-    c->delay_until = c->delay_seen + wait;
-    if (c->carry_until > c->delay_until)
-        c->delay_until = c->carry_until; /* owed from before (1.5) */
+    c->ld.delay_until = c->ld.delay_seen + wait;
+    if (c->ld.carry_until > c->ld.delay_until)
+        c->ld.delay_until = c->ld.carry_until; /* owed from before (1.5) */
     zkr__timed_add(c);
     zkr__notify_state(c, ZKR_LOCK_DELAYED);
     write_closed(c, version);
@@ -309,25 +341,25 @@ int zkr__begin_delay(zkr__contender_t *c, const zkr__entry_t *e, int n)
     const char *t;
 
     if (gone_since_wait(c, e, n, &t) == 0) {
-        if (c->carry_until <= zkr__now_ms())
+        if (c->ld.carry_until <= zkr__now_ms())
             return 0;              /* nothing we depended on went: granted */
         c->phase = ZKR__P_DELAYED; /* only what is owed from before (1.5) */
-        c->delay_seen = zkr__now_ms();
+        c->ld.delay_seen = zkr__now_ms();
         start_delay(c, 0, -1);
         return 0;
     }
-    free(c->target);
-    c->target = NULL;
-    c->target_czxid = 0;
-    if (t != NULL && (c->target = zkr__strdup(t)) == NULL)
+    free(c->ld.target);
+    c->ld.target = NULL;
+    c->ld.target_czxid = 0;
+    if (t != NULL && (c->ld.target = zkr__strdup(t)) == NULL)
         return ZKR_ENOMEM;
-    if (t != NULL && c->behind != NULL && strcmp(c->behind, t) == 0)
-        c->target_czxid = c->behind_czxid;
+    if (t != NULL && c->ld.behind != NULL && strcmp(c->ld.behind, t) == 0)
+        c->ld.target_czxid = c->ld.behind_czxid;
     c->phase = ZKR__P_DELAYED;
-    c->delay_seen = zkr__now_ms();
-    c->delay_until = -1;
-    if (c->target == NULL)
-        start_delay(c, c->delay_ms, -1);
+    c->ld.delay_seen = zkr__now_ms();
+    c->ld.delay_until = -1;
+    if (c->ld.target == NULL)
+        start_delay(c, c->ld.delay_ms, -1);
     return 0;
 }
 
@@ -341,7 +373,7 @@ static void record_done(int rc, const char *value, int len,
     int kind;
 
     zkr__op_begin(op, rc);
-    if (zkr__stale(op, ZKR__P_DELAYED) || c->delay_until >= 0 ||
+    if (zkr__stale(op, ZKR__P_DELAYED) || c->ld.delay_until >= 0 ||
         zkr__is_connection_error(rc)) {
         zkr__op_end(op); /* a connection error: read again (step) */
         return;
@@ -361,13 +393,13 @@ static void record_done(int rc, const char *value, int len,
     /* Unreadable (ZNOAUTH), empty, foreign, or about another node: the
      * node we were behind went without a release we can prove. */
     kind = rc == ZOK ? zkr__record_parse(value, len, &r) : ZKR__REC_NONE;
-    wait = c->delay_ms;
+    wait = c->ld.delay_ms;
     if (kind == ZKR__REC_RELEASE && names_behind(c, &r))
         wait = 0;
     else if (kind == ZKR__REC_LEFT && names_behind(c, &r))
         wait = r.remaining_ms < wait ? r.remaining_ms : wait;
-    if (wait <= 0 && c->carry_until <= zkr__now_ms()) {
-        c->delay_served = 1;
+    if (wait <= 0 && c->ld.carry_until <= zkr__now_ms()) {
+        c->ld.delay_served = 1;
         if (c->self_doubt)
             c->phase = ZKR__P_LISTING; /* is our node still ours? */
         else
@@ -393,9 +425,9 @@ void zkr__issue_record_read(zkr__contender_t *c)
  * us by then. */
 void zkr__end_delay(zkr__contender_t *c)
 {
-    zkr__metrics_delay_served(c, zkr__now_ms() - c->delay_seen);
-    c->delay_served = 1;
-    c->delay_until = -1;
+    zkr__metrics_delay_served(c, zkr__now_ms() - c->ld.delay_seen);
+    c->ld.delay_served = 1;
+    c->ld.delay_until = -1;
     c->phase = ZKR__P_LISTING;
     c->pub = ZKR_LOCK_ACQUIRING;
     zkr__step(c);
@@ -406,13 +438,13 @@ void zkr__end_delay(zkr__contender_t *c)
 void zkr__prepare_leave(zkr__contender_t *c)
 {
     char text[ZKR__RECORD_MAX + 1];
-    int64_t left = c->delay_until - zkr__now_ms();
+    int64_t left = c->ld.delay_until - zkr__now_ms();
 
-    if (c->delay_until < 0 || c->leave_record != NULL)
+    if (c->ld.delay_until < 0 || c->ld.leave_record != NULL)
         return; /* not decided yet: a plain delete, a death to the next */
     if (own_record(c, ZKR__REC_LEFT, left > 0 ? left : 0, text, sizeof(text)) !=
         NULL)
-        c->leave_record = zkr__strdup(text);
+        c->ld.leave_record = zkr__strdup(text);
 }
 
 /* Sets a lock-delay option of the next acquires: ZKR_ESTATE while one
@@ -434,14 +466,14 @@ int zkr__set_delay(zkr__contender_t *c, int delay_ms)
 {
     if (delay_ms < 0)
         return ZBADARGUMENTS;
-    return set_delay_option(c, &c->delay_ms, delay_ms);
+    return set_delay_option(c, &c->ld.delay_ms, delay_ms);
 }
 
 int zkr__set_delay_flags(zkr__contender_t *c, unsigned flags)
 {
     if ((flags & ~(unsigned)ZKR_DELAY_TRUST_FOREIGN) != 0)
         return ZBADARGUMENTS;
-    return set_delay_option(c, &c->delay_flags, (int)flags);
+    return set_delay_option(c, &c->ld.delay_flags, (int)flags);
 }
 
 /* The inputs of the grant decision, from the contender and a listing. */

@@ -122,21 +122,9 @@ void zkr__notify_state(zkr__contender_t *c, zkr_lock_state_t st)
         zkr__post(c->s, ZKR__EV_STATE, (int)st, &c->m, c->lis_fn, c->lis_data);
 }
 
-/* Lock-delay: the nodes before us at the last wait. */
-void zkr__forget_before(zkr__contender_t *c)
-{
-    for (int i = 0; i < c->nbefore; i++)
-        free(c->before[i]);
-    free(c->before);
-    c->before = NULL;
-    c->nbefore = 0;
-    free(c->vouch);
-    c->vouch = NULL;
-}
-
 void zkr__forget_node(zkr__contender_t *c)
 {
-    zkr__carry_observed(c);   /* a rejoin serves what this node observed */
+    zkr__delay_forget_node(c);
     zkr__metrics_hold_end(c); /* a grant ends with its node */
     zkr__clear_node(c);
     zkr__cleanup_unreserve(c->reserve);
@@ -155,17 +143,6 @@ void zkr__forget_node(zkr__contender_t *c)
     c->own_acl.count = 0;
     c->own_acl.data = NULL;
     c->watch_due = -1;
-    free(c->behind);
-    c->behind = NULL;
-    c->behind_czxid = 0;
-    zkr__forget_before(c);
-    free(c->target);
-    c->target = NULL;
-    c->target_czxid = 0;
-    c->delay_served = 0;
-    c->delay_until = -1;
-    free(c->leave_record);
-    c->leave_record = NULL;
 }
 
 /* Did our node's name announce that we touch it once granted? */
@@ -215,8 +192,8 @@ void zkr__finish_acquire(zkr__contender_t *c, int rc)
         c->pub = ZKR_LOCK_IDLE;
         zkr__forget_node(c);
     }
-    c->carry_until = -1; /* the attempt is over */
-    c->gen++;            /* any answer still in flight is now stale */
+    c->ld.carry_until = -1; /* the attempt is over */
+    c->gen++;               /* any answer still in flight is now stale */
     if (c->acq_sync) {
         c->acq_rc = rc;
         c->acq_gen = c->gen; /* this grant (grant_result) */

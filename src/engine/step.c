@@ -46,7 +46,7 @@ void zkr__step(zkr__contender_t *c)
         zkr__issue_list(c);
         break;
     case ZKR__P_DELAYED:
-        if (c->delay_until < 0)
+        if (c->ld.delay_until < 0)
             zkr__issue_record_read(c); /* the record is still to be read */
         break;
     case ZKR__P_HELD:
@@ -72,8 +72,8 @@ static void abort_handover(zkr__contender_t *c)
     zkr__member_t *owner = s->connected ? &c->m : NULL;
 
     c->m.stalled = 0;
-    if ((c->leave_record != NULL
-             ? zkr__cleanup_add_record(s, c->node, c->dir, c->leave_record,
+    if ((c->ld.leave_record != NULL
+             ? zkr__cleanup_add_record(s, c->node, c->dir, c->ld.leave_record,
                                        c->node_sid, owner)
              : zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, owner)) !=
         0) {
@@ -283,8 +283,8 @@ static int timer_due(const zkr__contender_t *c, int64_t now)
 {
     return (c->phase == ZKR__P_HELD && c->watch_due >= 0 && c->s->connected &&
             now >= c->watch_due) ||
-           (c->phase == ZKR__P_DELAYED && c->delay_until >= 0 &&
-            now >= c->delay_until) ||
+           (c->phase == ZKR__P_DELAYED && c->ld.delay_until >= 0 &&
+            now >= c->ld.delay_until) ||
            (zkr__is_acquiring(c) && c->deadline >= 0 && c->abort_rc == 0 &&
             now >= c->deadline);
 }
@@ -298,11 +298,11 @@ static void timer_run(zkr__contender_t *c, int64_t now, int64_t *next)
         else if (*next < 0 || c->watch_due < *next)
             *next = c->watch_due;
     }
-    if (c->phase == ZKR__P_DELAYED && c->delay_until >= 0) {
-        if (now >= c->delay_until)
+    if (c->phase == ZKR__P_DELAYED && c->ld.delay_until >= 0) {
+        if (now >= c->ld.delay_until)
             zkr__end_delay(c);
-        else if (*next < 0 || c->delay_until < *next)
-            *next = c->delay_until;
+        else if (*next < 0 || c->ld.delay_until < *next)
+            *next = c->ld.delay_until;
     }
     if (!zkr__is_acquiring(c) || c->deadline < 0 || c->abort_rc != 0)
         return;
@@ -352,7 +352,7 @@ void zkr__queue_on_deadline(zkr_session_t *s, int64_t now, int64_t *next)
 
     for (c = zkr__engine(s)->timed; c != NULL; c = n) {
         n = c->tnext;
-        if (c->watch_due < 0 && c->deadline < 0 && c->delay_until < 0) {
+        if (c->watch_due < 0 && c->deadline < 0 && c->ld.delay_until < 0) {
             zkr__timed_remove(c);
         } else if (!timer_due(c, now)) {
             timer_run(c, now, next);
