@@ -197,6 +197,19 @@ typedef enum {
 /* How long a holder waits before watching its own node (engine/list.c). */
 #define ZKR__SELF_WATCH_DELAY_MS 50
 
+/* Waking by touch (a recipe with `poke`: a grant writes its node, so a
+ * successor watching it lists again; docs/PROTOCOL.md [W2], [H1]): what a
+ * waiter knows of the node it waits on. Read and written by
+ * engine/list.c; forgotten with our node (zkr__forget_node()). */
+typedef struct zkr__touchwake {
+    char *touchable; /* the predecessor whose ACL showed that its granter
+                        can touch it */
+    struct ACL_vector own_acl; /* our node's ACL as stored (count 0: not
+                                  read yet) */
+    int64_t seen_czxid;        /* the node we wait on, and its last write */
+    int64_t seen_mzxid;        /* we listed after (unseen_write()) */
+} zkr__touchwake_t;
+
 /* A contender's lock-delay state (docs/design/lock-delay.md, 1.3), read
  * and written by engine/lockdelay.c; list.c and loss.c only record what a
  * listing showed and forget it with the node. */
@@ -251,37 +264,32 @@ struct zkr__contender {
     char uuid[37];
     char *node; /* full path of our node, or NULL */
     int64_t czxid;
-    int64_t node_sid; /* session that created node */
-    char *watching;   /* full path of the watched node, or NULL */
-    int watch_dir;    /* ... and it is a child watch on our directory */
-    char *unreadable; /* name of a node before us whose watch cannot
-                         wake us: we may not read it (the server does
-                         not send us its events, watch_done()), or
-                         (semaphore) its granter may not touch it
-                         (pred_acl_done()); we watch the directory
-                         instead while it blocks us */
-    char *touchable;  /* semaphore: the predecessor whose ACL showed
-                         that its granter can touch it */
-    /* semaphore: our node's ACL as stored (count 0: not read yet) */
-    struct ACL_vector own_acl;
-    int64_t seen_czxid; /* semaphore: the node we wait on, and its */
-    int64_t seen_mzxid; /* last write we listed after (unseen_write()) */
-    int64_t watch_due;  /* held: when to set that watch (monotonic ms), or
-                           -1 (set, or not held) */
-    int self_watch;     /* waiting or held: an exists watch on our own node
-                           is set (or being set), to notice its deletion */
-    int self_doubt;     /* our node's path changed while watched (a write,
-                           or a delete and re-create by someone else while
-                           we were away): no grant until an exists() shows
-                           it is still ours (self_watch_done()) */
-    int touch_due;      /* held (semaphore): our node is to be touched */
-    int permits;        /* semaphore size (1 for the others) */
-    char infix[24];     /* inserted before the marker: "-permits-<N>" */
-    uint64_t gen;       /* bumps per attempt: stale completions ignored */
-    int64_t deadline;   /* acquire deadline (monotonic ms), -1 none */
-    int try_once;       /* timeout 0 */
-    int abort_rc;       /* nonzero: end the acquire with this once safe */
-    int parents_made;   /* parents created in this attempt */
+    int64_t node_sid;    /* session that created node */
+    char *watching;      /* full path of the watched node, or NULL */
+    int watch_dir;       /* ... and it is a child watch on our directory */
+    char *unreadable;    /* name of a node before us whose watch cannot
+                            wake us: we may not read it (the server does
+                            not send us its events, watch_done()), or
+                            (semaphore) its granter may not touch it
+                            (pred_acl_done()); we watch the directory
+                            instead while it blocks us */
+    zkr__touchwake_t tw; /* a recipe whose grant touches its node */
+    int64_t watch_due;   /* held: when to set that watch (monotonic ms), or
+                            -1 (set, or not held) */
+    int self_watch;      /* waiting or held: an exists watch on our own node
+                            is set (or being set), to notice its deletion */
+    int self_doubt;      /* our node's path changed while watched (a write,
+                            or a delete and re-create by someone else while
+                            we were away): no grant until an exists() shows
+                            it is still ours (self_watch_done()) */
+    int touch_due;       /* held (semaphore): our node is to be touched */
+    int permits;         /* semaphore size (1 for the others) */
+    char infix[24];      /* inserted before the marker: "-permits-<N>" */
+    uint64_t gen;        /* bumps per attempt: stale completions ignored */
+    int64_t deadline;    /* acquire deadline (monotonic ms), -1 none */
+    int try_once;        /* timeout 0 */
+    int abort_rc;        /* nonzero: end the acquire with this once safe */
+    int parents_made;    /* parents created in this attempt */
     /* pending acquire / release */
     int acq_sync, acq_done, acq_rc;
     uint64_t acq_gen, acq_letgo; /* synchronous acquire: c->gen and

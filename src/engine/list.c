@@ -22,10 +22,10 @@
 static int unseen_write(zkr__contender_t *c, const struct Stat *st)
 {
     if (st->mzxid == st->czxid ||
-        (st->czxid == c->seen_czxid && st->mzxid == c->seen_mzxid))
+        (st->czxid == c->tw.seen_czxid && st->mzxid == c->tw.seen_mzxid))
         return 0;
-    c->seen_czxid = st->czxid;
-    c->seen_mzxid = st->mzxid;
+    c->tw.seen_czxid = st->czxid;
+    c->tw.seen_mzxid = st->mzxid;
     return 1;
 }
 
@@ -239,17 +239,17 @@ static void pred_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat,
     }
     name = strrchr(c->watching, '/') + 1;
     if (rc == ZOK && op->path == NULL) {
-        rc = zkr__acl_copy(&c->own_acl, acl);
+        rc = zkr__acl_copy(&c->tw.own_acl, acl);
         if (rc == 0) {
             check_pred(c); /* now the predecessor's */
             zkr__op_end(op);
             return;
         }
     } else if (rc == ZOK &&
-               (acl_lets_all_write(acl) || acl_same(acl, &c->own_acl))) {
-        free(c->touchable);
-        c->touchable = zkr__strdup(name);
-        rc = c->touchable != NULL ? 0 : ZKR_ENOMEM;
+               (acl_lets_all_write(acl) || acl_same(acl, &c->tw.own_acl))) {
+        free(c->tw.touchable);
+        c->tw.touchable = zkr__strdup(name);
+        rc = c->tw.touchable != NULL ? 0 : ZKR_ENOMEM;
         if (rc == 0) {
             char *asked = c->watching; /* name points into it */
 
@@ -280,7 +280,7 @@ static void pred_acl_done(int rc, struct ACL_vector *acl, struct Stat *stat,
 static void check_pred(zkr__contender_t *c)
 {
     zkr__op_t *op = zkr__cop_new(c);
-    int own = c->own_acl.count == 0 && !acl_lets_all_write(&c->acl);
+    int own = c->tw.own_acl.count == 0 && !acl_lets_all_write(&c->acl);
 
     if (op != NULL && !own)
         op->path = zkr__strdup(c->watching);
@@ -306,7 +306,7 @@ static zkr__verdict_t decide(const zkr__contender_t *c, const zkr__entry_t *e,
         .poke = c->recipe->poke,
         .creator_writes = acl_lets_creator_write(&c->acl),
         .unreadable = c->unreadable,
-        .touchable = c->touchable,
+        .touchable = c->tw.touchable,
         .self_doubt = c->self_doubt,
         .delay_due = (c->ld.before != NULL || c->ld.carry_until >= 0) &&
                      !c->ld.delay_served,

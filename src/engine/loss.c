@@ -134,14 +134,14 @@ void zkr__forget_node(zkr__contender_t *c)
     c->self_watch = 0;
     c->self_doubt = 0;
     c->touch_due = 0;
-    c->seen_czxid = c->seen_mzxid = 0;
+    c->tw.seen_czxid = c->tw.seen_mzxid = 0;
     free(c->unreadable);
     c->unreadable = NULL;
-    free(c->touchable);
-    c->touchable = NULL;
-    zkr__acl_free(&c->own_acl);
-    c->own_acl.count = 0;
-    c->own_acl.data = NULL;
+    free(c->tw.touchable);
+    c->tw.touchable = NULL;
+    zkr__acl_free(&c->tw.own_acl);
+    c->tw.own_acl.count = 0;
+    c->tw.own_acl.data = NULL;
     c->watch_due = -1;
 }
 
