@@ -137,14 +137,19 @@ typedef struct zkr__recipe {
     int (*signal)(zkr__contender_t *c, zkr__fdev_t ev);
 } zkr__recipe_t;
 
-/* Recipe flags (a work queue's claim, docs/design/workq.md). */
+/* Recipe flags (zkr__recipe_t.flags). */
 enum {
     /* The directory is never created: a missing one ends the acquire
      * with ZKR_ESTALE (the claimed item is gone). */
     ZKR__R_NO_PARENTS = 1,
     /* Released by a plain delete: no lock-delay record is written into
      * the directory's data (it is the item's payload). */
-    ZKR__R_PLAIN_RELEASE = 2
+    ZKR__R_PLAIN_RELEASE = 2,
+    /* With a lock-delay, and able to write its node: the node's name
+     * announces that a grant touches it (zkr__name_announces()), so that
+     * an observer can tell a first contender still waiting out its delay
+     * from the holder (an election, docs/design/lock-delay.md, 1.7). */
+    ZKR__R_ANNOUNCES = 4
 };
 
 /* A release by a caller's multi that contains the delete of the

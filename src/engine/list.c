@@ -169,15 +169,15 @@ static int acl_lets_creator_write(const struct ACL_vector *acl)
     return 0;
 }
 
-/* A new attempt's UUID. An election candidate with a lock-delay, able to
- * write its own node, announces in its name that it touches the node once
- * it leads (zkr__name_announces()): an observer in any process can then
- * tell a first candidate still waiting out its delay (data version 0) from
- * the leader (docs/design/lock-delay.md, 1.7). */
+/* A new attempt's UUID. A contender of a recipe with ZKR__R_ANNOUNCES and
+ * a lock-delay, able to write its own node, announces in its name that it
+ * touches the node once granted (zkr__name_announces()): an observer in
+ * any process can then tell a first contender still waiting out its delay
+ * (data version 0) from the holder (docs/design/lock-delay.md, 1.7). */
 void zkr__new_uuid(zkr__contender_t *c)
 {
     zkr__uuid(c->uuid);
-    if (c->recipe->mode == 'l' && c->ld.delay_ms > 0 &&
+    if ((c->recipe->flags & ZKR__R_ANNOUNCES) && c->ld.delay_ms > 0 &&
         acl_lets_creator_write(&c->acl))
         c->uuid[14] = '8';
 }

@@ -196,6 +196,7 @@ static const zkr__recipe_t election_recipe = {
     .mode = 'l',
     .pred = zkr__pred_mutex,
     .deliver = election_deliver,
+    .flags = ZKR__R_ANNOUNCES,
     .rejoins = election_rejoins,
     .rejoin_fn = marker,
     .signal = election_signal,
