@@ -102,6 +102,17 @@ typedef struct xpath {
     int64_t last_list_ms;
     uint64_t session_listed; /* sessions counter when last listed */
     uint64_t listings, errors;
+    /* A zkr work queue (found by --prefix, or a path given that is one):
+     * read every --refresh interval, never listed. */
+    int workq;
+    int probed;            /* a path given: whether it is one was asked */
+    zkr_workq_t *q;        /* the worker's handle, made on the first read */
+    int wq_read;           /* the values below were read */
+    int64_t items;         /* available and claimed (zkr_workq_len()) */
+    int consumers;         /* in its line of waiting consumers */
+    int dead;              /* dead letters in PATH/dead */
+    int64_t head_ctime_ms; /* when the first item in serve order was put
+                              (server clock), 0 when there is none */
 } xpath_t;
 
 /* A client address with HTTP connections. */
@@ -212,7 +223,7 @@ static void on_state(zkr_session_t *s, zkr_state_t st, void *data)
  * LOST, which may free a handle obtained any other way while a call on it
  * runs. */
 typedef struct {
-    enum { CALL_WEXISTS, CALL_WGET, CALL_CHILDREN } what;
+    enum { CALL_WEXISTS, CALL_EXISTS, CALL_WGET, CALL_CHILDREN } what;
     const char *path;
     xpath_t *p; /* the watcher's context (CALL_WEXISTS, CALL_WGET) */
     struct Stat st;
@@ -228,6 +239,8 @@ static int zk_call_run(zhandle_t *zh, void *arg)
     switch (k->what) {
     case CALL_WEXISTS:
         return zoo_wexists(zh, k->path, watcher, k->p, &k->st);
+    case CALL_EXISTS:
+        return zoo_exists(zh, k->path, 0, &k->st);
     case CALL_WGET:
         return zoo_wget(zh, k->path, watcher, k->p, k->buf, &k->len, &k->st);
     default:
@@ -381,6 +394,67 @@ static int refresh_depth(exporter_t *x, xpath_t *p)
     return rc;
 }
 
+/* The children of PATH/sub (numChildren of one exists(), no watch); 0
+ * when it does not exist. */
+static int count_children(exporter_t *x, xpath_t *p, const char *sub, int *n)
+{
+    char path[ZKR_PATH_MAX + 16];
+    zk_call_t k = {.what = CALL_EXISTS, .path = path};
+    int rc;
+
+    snprintf(path, sizeof(path), "%s/%s", p->path, sub);
+    rc = zk_call(x, &k);
+    *n = rc == ZOK ? k.st.numChildren : 0;
+    return rc == ZNONODE ? ZOK : rc;
+}
+
+/* A work queue's figures: its node, its item count (from the child
+ * counts, no listing), the first item in serve order (read bucket by
+ * bucket, zkr_workq_items()), its line of consumers and its default
+ * dead-letter path. A few requests per --refresh interval, whatever the
+ * queue's size. */
+static int refresh_workq(exporter_t *x, xpath_t *p)
+{
+    zkr_item_info_t *v = NULL;
+    int exists, depth, n = 0, consumers = 0, dead = 0, rc;
+    int64_t items = 0;
+
+    if (p->q == NULL &&
+        (rc = zkr_workq_new(&p->q, x->s, p->path, "zkr-exporter", NULL)) != 0)
+        return rc;
+    if ((rc = read_depth(x, p, &exists, &depth)) != ZOK ||
+        (rc = zkr_workq_len(p->q, &items)) != 0 ||
+        (rc = zkr_workq_items(p->q, 1, &v, &n)) != 0 ||
+        (rc = count_children(x, p, "consumers", &consumers)) != ZOK ||
+        (rc = count_children(x, p, "dead", &dead)) != ZOK)
+        return rc;
+    pthread_mutex_lock(&x->mu);
+    p->exists = exists;
+    p->items = items;
+    p->head_ctime_ms = n > 0 ? v[0].ctime_ms : 0;
+    p->consumers = consumers;
+    p->dead = dead;
+    p->wq_read = 1;
+    p->up = 1;
+    pthread_mutex_unlock(&x->mu);
+    zkr_item_infos_free(v, n);
+    return ZOK;
+}
+
+/* A path given on the command line: is it a work queue? Asked once its
+ * node exists (an idle recipe's may not yet): one exists() until then. */
+static void probe_workq(exporter_t *x, xpath_t *p)
+{
+    zk_call_t k = {.what = CALL_EXISTS, .path = p->path};
+    int exists = zk_call(x, &k) == ZOK;
+    int workq = exists && cli_is_workq(x->s, p->path);
+
+    pthread_mutex_lock(&x->mu);
+    p->workq = workq;
+    p->probed = exists;
+    pthread_mutex_unlock(&x->mu);
+}
+
 static void record_error(exporter_t *x, xpath_t *p, int rc)
 {
     pthread_mutex_lock(&x->mu);
@@ -416,9 +490,10 @@ static void worker_wait(exporter_t *x, int64_t ms)
     pthread_cond_timedwait(&x->cv, &x->mu, &ts);
 }
 
-/* Adds a path (copied) to watch; the caller holds x->mu. 0, or -1 when
- * out of memory or at MAX_PATHS. */
-static int add_path(exporter_t *x, const char *path)
+/* Adds a path (copied) to watch, known to be a work queue or not yet
+ * probed (workq 0); the caller holds x->mu. 0, or -1 when out of memory
+ * or at MAX_PATHS. */
+static int add_path(exporter_t *x, const char *path, int workq)
 {
     xpath_t *p;
 
@@ -439,6 +514,7 @@ static int add_path(exporter_t *x, const char *path)
     }
     p->x = x;
     p->dirty = 1;
+    p->workq = p->probed = workq;
     x->paths[x->npaths++] = p;
     return 0;
 }
@@ -471,12 +547,11 @@ static int workq_child(const char *name)
 /* Walks the tree below each --prefix (breadth first, at most
  * DISCOVER_DEPTH levels and DISCOVER_NODES nodes a pass) and watches every
  * node with a child named as a sequential node (a lock, read/write lock,
- * semaphore or election) that it does not watch yet; it does not descend
- * below such a node, nor below a work queue (whose consumers' line and
- * buckets hold sequential nodes too: the exporter has no work-queue
- * metrics; `zkr queue len` and `zkr inspect` read one). A path found is
- * watched until the exporter stops (its node may go when idle: exists 0).
- * No ZooKeeper call is made with x->mu held. */
+ * semaphore or election), and every zkr work queue, that it does not
+ * watch yet; it does not descend below either (a work queue's line and
+ * buckets hold sequential nodes too). A path found is watched until the
+ * exporter stops (its node may go when idle: exists 0). No ZooKeeper
+ * call is made with x->mu held. */
 static void discover(exporter_t *x)
 {
     char **queue = NULL;
@@ -493,7 +568,7 @@ static void discover(exporter_t *x)
     while (head < tail && !session_gone(rc) && !stopping(x)) {
         struct String_vector kids = {0};
         char *path = queue[head];
-        int d = depth[head++], recipe = 0, queue_like = 0;
+        int d = depth[head++], recipe = 0, queue_like = 0, workq;
         zk_call_t call = {.what = CALL_CHILDREN, .path = path, .kids = &kids};
 
         rc = zk_call(x, &call);
@@ -501,18 +576,15 @@ static void discover(exporter_t *x)
             rc = ZOK; /* gone meanwhile, or a prefix not made yet */
         for (int k = 0; rc == ZOK && k < kids.count && !queue_like; k++)
             queue_like = workq_child(kids.data[k]);
-        if (queue_like && cli_is_workq(x->s, path)) {
-            deallocate_String_vector(&kids);
-            continue;
-        }
+        workq = queue_like && cli_is_workq(x->s, path);
         for (int k = 0; rc == ZOK && k < kids.count && !recipe; k++)
-            recipe = sequential(kids.data[k]);
+            recipe = workq || sequential(kids.data[k]);
         if (recipe) {
             int known = 0;
             pthread_mutex_lock(&x->mu);
             for (int i = 0; i < x->npaths && !known; i++)
                 known = strcmp(x->paths[i]->path, path) == 0;
-            if (!known && add_path(x, path) == 0)
+            if (!known && add_path(x, path, workq) == 0)
                 x->discoveries++;
             else if (!known)
                 x->discovery_skipped++;
@@ -661,6 +733,22 @@ static void *worker(void *arg)
             xpath_t *p = x->paths[i];
             int rc = ZOK, list;
 
+            if (!p->probed && depth_due) {
+                pthread_mutex_unlock(&x->mu);
+                probe_workq(x, p);
+                pthread_mutex_lock(&x->mu);
+            }
+            if (p->workq) {
+                p->dirty = 0; /* its node's watch asks for nothing */
+                if (!depth_due)
+                    continue;
+                pthread_mutex_unlock(&x->mu);
+                if ((rc = refresh_workq(x, p)) != ZOK)
+                    record_error(x, p, rc);
+                pthread_mutex_lock(&x->mu);
+                p->dirty = 0;
+                continue;
+            }
             list = p->dirty && now - p->last_list_ms >= x->refresh_ms;
             if (p->dirty && !list && p->last_list_ms + x->refresh_ms < wake)
                 wake = p->last_list_ms + x->refresh_ms;
@@ -758,7 +846,7 @@ static void family(FILE *f, const exporter_t *x, const char *name,
     }
 
 PATH_VALUE(v_up, 1, p->up)
-PATH_VALUE(v_exists, p->listed, p->exists)
+PATH_VALUE(v_exists, p->listed || p->wq_read, p->exists)
 PATH_VALUE(v_depth, p->listed, p->depth)
 PATH_VALUE(v_holders, p->listed, p->holders)
 PATH_VALUE(v_waiters, p->listed,
@@ -776,6 +864,13 @@ PATH_VALUE(v_held, p->listed && p->holders > 0,
            now > p->held_since_ms ? now - p->held_since_ms : 0)
 PATH_VALUE(v_listings, 1, p->listings)
 PATH_VALUE(v_errors, 1, p->errors)
+PATH_VALUE(v_wq_items, p->wq_read, p->items)
+PATH_VALUE(v_wq_consumers, p->wq_read, p->consumers)
+PATH_VALUE(v_wq_dead, p->wq_read, p->dead)
+PATH_VALUE(v_wq_head_age, p->wq_read,
+           p->head_ctime_ms > 0 && now > p->head_ctime_ms
+               ? now - p->head_ctime_ms
+               : 0)
 
 /* The oldest holder's identifier (or leader's), as an info metric. */
 static void holder_info(FILE *f, const exporter_t *x, const char *name,
@@ -912,6 +1007,19 @@ static void render(FILE *f, exporter_t *x)
            "Listings of the path's children by the exporter", v_listings, 0);
     family(f, x, "zkr_path_errors_total", "counter",
            "Failed reads of the path (retried)", v_errors, 0);
+    family(f, x, "zkr_workq_items", "gauge",
+           "Items in a work queue, available and claimed", v_wq_items, 0);
+    family(f, x, "zkr_workq_head_item_age_seconds", "gauge",
+           "Age of the item at the head of a work queue (the first in serve "
+           "order, available or claimed; its put on the server's clock, to "
+           "the exporter's); 0 when the queue is empty",
+           v_wq_head_age, 1);
+    family(f, x, "zkr_workq_consumers_waiting", "gauge",
+           "Consumers in a work queue's line, waiting for an item",
+           v_wq_consumers, 0);
+    family(f, x, "zkr_workq_dead_items", "gauge",
+           "Items in a work queue's default dead-letter path (PATH/dead)",
+           v_wq_dead, 0);
     render_session(f, x); /* its counters are under the lock too */
     pthread_mutex_unlock(&x->mu);
 }
@@ -1754,7 +1862,7 @@ static void usage(void)
            "SECONDS]\n"
            "                    [--prefix PATH]... [PATH...]\n"
            "Serves /metrics (Prometheus text format) for each recipe "
-           "PATH.\n"
+           "PATH\n(lock, read/write lock, semaphore, election or work queue).\n"
            "  -l, --listen HOST:PORT  host name or IPv4 address and port, "
            "[IPV6]:PORT,\n"
            "                          or :PORT for every address "
@@ -1763,8 +1871,9 @@ static void usage(void)
            "between listings\n"
            "                          of a path (default 1)\n"
            "  -p, --prefix PATH       watches every lock, read/write lock, "
-           "semaphore and\n"
-           "                          election below PATH (repeatable)\n"
+           "semaphore,\n"
+           "                          election and work queue below PATH\n"
+           "                          (repeatable)\n"
            "  -t, --textfile-dir DIR  adds the *.prom files of DIR "
            "(written\n"
            "                          atomically), label source=FILE\n"
@@ -2029,7 +2138,7 @@ int cli_exporter(const cli_t *c, int argc, char **argv)
     pthread_mutex_init(&x.mu, NULL);
     pthread_cond_init(&x.cv, NULL);
     for (int i = optind; i < argc; i++) {
-        if (add_path(&x, argv[i]) != 0) {
+        if (add_path(&x, argv[i], 0) != 0) {
             close(x.listen_fd);
             status = CLI_EXIT_OSERR;
             goto out;
@@ -2041,6 +2150,10 @@ int cli_exporter(const cli_t *c, int argc, char **argv)
     if (status == 0 && x.fatal != 0)
         status = x.fatal;
     if (x.s != NULL) {
+        /* The worker has ended: its work queue handles go first (a session
+         * with handles open is not freed). */
+        for (int i = 0; i < x.npaths; i++)
+            zkr_workq_free(x.paths[i]->q);
         zkr_session_remove_listener(x.s, on_state, &x);
         zkr_session_free(x.s);
     }

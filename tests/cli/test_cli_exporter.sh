@@ -720,12 +720,12 @@ test_metric_conventions() {
         -v t="$t0" -v n="$(date +%s)" 'BEGIN { exit !(v >= t && v <= n + 1) }'
 }
 
-# --prefix: the locks, semaphores and elections below a path are found
-# and watched, at any depth, without naming them; a node whose children
+# --prefix: the locks, semaphores, elections and work queues below a path
+# are found and watched, at any depth, without naming them; a node whose children
 # are not sequential (plain data) is not taken for one; a lock made later
 # is found at a later walk (every 10 --refresh intervals, at least 1 s).
 test_prefix_discovery() {
-    local pids=() rc
+    local pids=() rc out
     # shellcheck disable=SC2031 # the test's server, not the unit's
     "$ZKQ" "$ZKR_SERVER" create /pfx >/dev/null 2>&1
     # shellcheck disable=SC2031
@@ -749,18 +749,48 @@ test_prefix_discovery() {
         'zkr_path_leader_info{path="/pfx/b/c/el",kind="election",id="e1"}' 1
     expect "a plain node taken for a recipe" \
         [ "$(scrape | grep -c 'path="/pfx/plain')" = 0 ]
-    # A work queue's consumers' line and buckets hold sequential nodes
-    # too; none is taken for a lock.
-    "$ZKR" queue put /pfx/jobs <<<"job" >/dev/null
+    # A work queue is found too, with its own families; its consumers'
+    # line and buckets hold sequential nodes, and none is taken for a
+    # lock. Two items put, one claimed by a consumer that runs, a second
+    # consumer claims the other, a third waits in the line.
+    "$ZKR" queue put /pfx/jobs <<<"job1" >/dev/null
+    "$ZKR" queue put /pfx/jobs <<<"job2" >/dev/null
+    bg "$ZKR" queue take /pfx/jobs sleep 60
+    pids+=($!)
+    bg "$ZKR" queue take /pfx/jobs sleep 60
+    pids+=($!)
     bg "$ZKR" queue take /pfx/jobs sleep 60
     pids+=($!)
     bg "$ZKR" lock --id late /pfx/late sleep 60
     pids+=($!)
     expect "a lock made later not found" wait_for "$(scaled 10)" metric_eq \
         'zkr_path_holder_info{path="/pfx/late",kind="lock",id="late"}' 1
-    expect "discoveries not 4" metric_eq zkr_exporter_discovered_paths_total 4
-    expect "a work queue's node taken for a recipe: $(scrape | grep 'path="/pfx/jobs')" \
-        [ "$(scrape | grep -c 'path="/pfx/jobs')" = 0 ]
+    expect "a work queue not found" wait_for "$(scaled 10)" metric_eq \
+        'zkr_workq_items{path="/pfx/jobs"}' 2
+    expect "the third consumer not seen waiting" wait_for "$(scaled 10)" \
+        metric_eq 'zkr_workq_consumers_waiting{path="/pfx/jobs"}' 1
+    expect "discoveries not 5" metric_eq zkr_exporter_discovered_paths_total 5
+    expect "dead letters" metric_eq 'zkr_workq_dead_items{path="/pfx/jobs"}' 0
+    v=$(metric 'zkr_workq_head_item_age_seconds{path="/pfx/jobs"}')
+    expect "head item age '$v' not positive" \
+        awk -v v="$v" 'BEGIN { exit !(v > 0 && v < 3600) }'
+    expect "a work queue's node taken for a recipe: $(scrape | grep -v zkr_workq_ | grep 'path="/pfx/jobs')" \
+        [ "$(scrape | grep -E '^zkr_path_(queue_depth|holders|waiters|holder_info)' | grep -c 'path="/pfx/jobs')" = 0 ]
+    # (The exporter's own session has a work queue handle now: its line
+    # shows in the library's families, zkr_acquisitions_total and so on,
+    # under PATH/consumers, docs/OBSERVABILITY.md.)
+    expect "a node below a work queue taken for a recipe: $(scrape | grep '^zkr_path_.*path="/pfx/jobs/')" \
+        [ "$(scrape | grep -c '^zkr_path_.*path="/pfx/jobs/')" = 0 ]
+    rc=0
+    scrape >"$WORK/wq-scrape.txt"
+    out=$(promtool check metrics <"$WORK/wq-scrape.txt" 2>&1) || rc=$?
+    expect "promtool check metrics ($rc): $out" [ "$rc" -eq 0 ] && [ -z "$out" ]
+    # A work queue named on the command line is recognised as one.
+    exporter_start -- /pfx/jobs
+    expect "a work queue named not read as one" wait_for "$(scaled 10)" \
+        metric_eq 'zkr_workq_items{path="/pfx/jobs"}' 2
+    expect "a work queue named taken for a lock" \
+        [ "$(scrape | grep -c '^zkr_path_holders{path="/pfx/jobs"')" = 0 ]
     kill "${pids[@]}" 2>/dev/null
     # Usage: a PATH or a --prefix wanted; an invalid prefix is refused.
     rc=0
