@@ -508,6 +508,61 @@ static void test_suspended_leader_session_policy(void **state)
     suspended_leader(ZKR_POLICY_SESSION);
 }
 
+/* A leader that observed its leadership (zkr_election_await() returned 0)
+ * and is then suspended and re-verified has no change to be told of
+ * (zkr.h, zkr_election_fd()): under the session policy SUSPENDED never
+ * makes the descriptor readable, and under the suspend policy the
+ * re-verification of the same node clears the stop again, as await() did
+ * not observe the suspension. A descriptor left readable would stop a
+ * leader that still leads, and spin a poll() loop that reads the state
+ * with zkr_election_state() or zkr_election_is_leader(). */
+static void reverified_leader_quiet(zkr_loss_policy_t policy)
+{
+    enum { TR = ZKT_RESTART_SESSION_MS };
+    zkr_session_t *a = open_session(TR);
+    const char *path =
+        policy == ZKR_POLICY_SUSPEND ? "/e/rvquiet-susp" : "/e/rvquiet-sess";
+    zkr_election_t *ea = cand(a, path, "a", policy, NULL);
+    int64_t epoch1, epoch2;
+    int fd;
+
+    assert_int_equal(zkr_election_await(ea, TR), 0);
+    assert_int_equal(zkr_election_epoch(ea, &epoch1), 0);
+    fd = zkr_election_fd(ea);
+    assert_true(fd >= 0);
+    assert_false(fd_ready(fd));
+    zookeeper_close(raw);
+    raw = NULL;
+    assert_int_equal(zkt_server_kill(server), 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(zkr_election_state(ea) == ZKR_LOCK_SUSPENDED, 8000));
+    /* Under the suspend policy the stop; under the session policy it
+     * still leads, quietly. */
+    assert_int_equal(fd_ready(fd), policy == ZKR_POLICY_SUSPEND);
+    assert_int_equal(zkt_server_restart(server), 0);
+    raw = zkt_connect(zkt_server_hosts(server), TR);
+    assert_non_null(raw);
+    assert_true(ZKT_WAIT_UNTIL(zkr_election_state(ea) == ZKR_LOCK_HELD, TR));
+    assert_int_equal(zkr_election_epoch(ea, &epoch2), 0);
+    assert_int_equal(epoch1, epoch2); /* the same, re-verified node */
+    assert_true(zkr_election_is_leader(ea));
+    assert_false(fd_ready(fd)); /* nothing unobserved: quiet */
+    zkr_election_free(ea);
+    zkr_session_free(a);
+}
+
+static void test_reverified_leader_quiet_default_policy(void **state)
+{
+    (void)state;
+    reverified_leader_quiet(ZKR_POLICY_SUSPEND);
+}
+
+static void test_reverified_leader_quiet_session_policy(void **state)
+{
+    (void)state;
+    reverified_leader_quiet(ZKR_POLICY_SESSION);
+}
+
 /* A candidate whose session changed never regains leadership through its
  * old node: it rejoins with a new node, at the back. */
 static void test_session_changed(void **state)
@@ -1921,6 +1976,8 @@ int main(void)
         cmocka_unit_test(test_five_candidates),
         cmocka_unit_test(test_suspended_leader_default_policy),
         cmocka_unit_test(test_suspended_leader_session_policy),
+        cmocka_unit_test(test_reverified_leader_quiet_default_policy),
+        cmocka_unit_test(test_reverified_leader_quiet_session_policy),
         cmocka_unit_test(test_session_changed),
         cmocka_unit_test(test_observer_and_middle_leave),
         cmocka_unit_test(test_adopted_session_lost),
