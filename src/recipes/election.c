@@ -531,9 +531,10 @@ int zkr_election_await(zkr_election_t *e, int timeout_ms)
     /* Or it learns it does not lead: a loss or suspension before this
      * was observed, and the descriptor is quiet until it leads (or is
      * lost) again, so that a poll() loop does not spin meanwhile. */
-    if (rc != 0)
+    if (rc != 0) {
         zkr__contender_observed(&e->c);
-    e->away = 1;
+        e->away = 1;
+    }
     pthread_mutex_unlock(&s->mu);
     return busy_exit(e, rc);
 }
