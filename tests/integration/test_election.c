@@ -535,7 +535,7 @@ static void reverified_leader_quiet(zkr_loss_policy_t policy)
     raw = NULL;
     assert_int_equal(zkt_server_kill(server), 0);
     assert_true(
-        ZKT_WAIT_UNTIL(zkr_election_state(ea) == ZKR_LOCK_SUSPENDED, 8000));
+        ZKT_WAIT_UNTIL(zkr_election_state(ea) == ZKR_LOCK_SUSPENDED, TR));
     /* Under the suspend policy the stop; under the session policy it
      * still leads, quietly. */
     assert_int_equal(fd_ready(fd), policy == ZKR_POLICY_SUSPEND);
