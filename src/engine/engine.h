@@ -19,8 +19,9 @@ typedef struct zkr__mset {
     struct zkr__mset *hnext; /* the same bucket of the index */
     uint32_t hash;           /* of kind and path (metrics.c) */
     int row;                 /* its row in the snapshot being taken */
-    const char *kind; /* "lock", "read", "write", "semaphore", "election" */
-    char *path;       /* never changes: read without the mutex */
+    const char *kind;        /* the recipe's (zkr__recipe_t.kind) */
+    int leads;  /* the recipe's grant is leadership (ZKR__R_LEADS) */
+    char *path; /* never changes: read without the mutex */
     uint64_t acquired, timeouts, cancels, busy, lost_waiting, errors;
     uint64_t handoffs, suspended, lost, leader_changes;
     uint64_t held_us;  /* ended grants, in microseconds */
@@ -120,7 +121,7 @@ typedef struct zkr__recipe {
      * recipe's callback type and calls it with the recipe's handle. */
     void (*deliver)(zkr__contender_t *c, const zkr__event_t *ev);
     int flags;        /* ZKR__R_* */
-    const char *kind; /* metrics kind, or NULL: from mode */
+    const char *kind; /* metrics kind (the label: docs/OBSERVABILITY.md) */
     /* Before an acquire starts, mutex held: a nonzero code refuses it
      * (the acquire returns it). NULL: never refused. */
     int (*refuse)(const zkr__contender_t *c);
@@ -149,7 +150,10 @@ enum {
      * announces that a grant touches it (zkr__name_announces()), so that
      * an observer can tell a first contender still waiting out its delay
      * from the holder (an election, docs/design/lock-delay.md, 1.7). */
-    ZKR__R_ANNOUNCES = 4
+    ZKR__R_ANNOUNCES = 4,
+    /* A grant is leadership: the recipe's metrics carry the leadership
+     * families (zkr_leader_changes_total, zkr_leader_seconds_total). */
+    ZKR__R_LEADS = 8
 };
 
 /* A release by a caller's multi that contains the delete of the

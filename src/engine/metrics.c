@@ -32,22 +32,6 @@ static int64_t now_us(void)
 
 /* ------------------------------------------------------------- hooks */
 
-static const char *kind_of(char mode)
-{
-    switch (mode) {
-    case 'r':
-        return "read";
-    case 'w':
-        return "write";
-    case 'p':
-        return "semaphore";
-    case 'l':
-        return "election";
-    default:
-        return "lock";
-    }
-}
-
 /* FNV-1a of the kind's name and the path (a NUL between them). */
 static uint32_t set_hash(const char *kind, const char *path)
 {
@@ -86,8 +70,7 @@ static int index_grow(zkr__msets_t *sm)
 int zkr__metrics_attach(zkr__contender_t *c)
 {
     zkr__msets_t *sm = &zkr__engine(c->s)->msets;
-    const char *kind =
-        c->recipe->kind != NULL ? c->recipe->kind : kind_of(c->recipe->mode);
+    const char *kind = c->recipe->kind;
     const char *path = c->mpath != NULL ? c->mpath : c->dir;
     uint32_t h = set_hash(kind, path);
     zkr__mset_t *m = NULL;
@@ -109,6 +92,7 @@ int zkr__metrics_attach(zkr__contender_t *c)
             return ZKR_ENOMEM;
         }
         m->kind = kind;
+        m->leads = (c->recipe->flags & ZKR__R_LEADS) != 0;
         m->hash = h;
         m->next = sm->sets;
         sm->sets = m;
@@ -213,7 +197,8 @@ void zkr__metrics_free(zkr_session_t *s)
 typedef struct family {
     const char *name, *help;
     char type;  /* 'c' counter, 'g' gauge, 'h' histogram */
-    char scope; /* 's' session, 'r' every recipe row, 'e' election rows */
+    char scope; /* 's' session, 'r' every recipe row, 'l' the rows of
+                   recipes whose grant is leadership (ZKR__R_LEADS) */
     char unit;  /* 'n' a number, 'u' microseconds, 'm' milliseconds */
     size_t off;
     const uint64_t *bounds; /* histograms */
@@ -279,10 +264,10 @@ static const family_t families[] = {
      NULL, 0},
     {"zkr_leader_changes_total",
      "Times this session's candidates became leader or stopped leading.", 'c',
-     'e', 'n', ROW(m.leader_changes), NULL, 0},
+     'l', 'n', ROW(m.leader_changes), NULL, 0},
     {"zkr_leader_seconds_total",
      "Time this session's candidates led, the current leadership included.",
-     'c', 'e', 'u', ROW(leader_us), NULL, 0},
+     'c', 'l', 'u', ROW(leader_us), NULL, 0},
     {"zkr_sessions_total",
      "ZooKeeper sessions established (the first one included).", 'c', 's', 'n',
      CNT(ZKR_COUNTER_SESSIONS), NULL, 0},
@@ -442,7 +427,7 @@ static void put_family(FILE *f, const family_t *fam, const zkr__msnap_t *snap)
     }
     for (int i = 0; i < snap->nrows; i++) {
         const zkr__mrow_t *row = &snap->rows[i];
-        if (fam->scope == 'r' || strcmp(row->m.kind, "election") == 0)
+        if (fam->scope == 'r' || row->m.leads)
             put_sample(f, fam, row, row);
     }
 }
@@ -613,7 +598,7 @@ int zkr_metrics_value(zkr_session_t *s, const char *name, const char *kind,
             const zkr__mrow_t *row = &snap.rows[i];
             if (strcmp(row->m.kind, kind) == 0 &&
                 strcmp(row->m.path, path) == 0 &&
-                (fam->scope == 'r' || strcmp(kind, "election") == 0)) {
+                (fam->scope == 'r' || row->m.leads)) {
                 rc = read_family(fam, part, row, out);
             }
         }

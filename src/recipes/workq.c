@@ -197,6 +197,7 @@ static void turn_deliver(zkr__contender_t *c, const zkr__event_t *ev)
 static const zkr__recipe_t turn_recipe = {
     .marker = "-lock-",
     .mode = 'x',
+    .kind = "lock", /* the line is a lock on PATH/consumers */
     .pred = zkr__pred_mutex,
     .deliver = turn_deliver,
 };

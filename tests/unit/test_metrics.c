@@ -44,6 +44,7 @@ static void make_snapshot(void)
     rows[0].handles = 2;
     rows[0].holding = 1;
     rows[1].m.kind = "election";
+    rows[1].m.leads = 1; /* an election's grant is leadership */
     rows[1].m.path = "/e";
     rows[1].m.leader_changes = 2;
     rows[1].leader_us = 1500000;
