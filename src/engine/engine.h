@@ -219,9 +219,10 @@ typedef struct zkr__touchwake {
     int64_t seen_mzxid;        /* we listed after (unseen_write()) */
 } zkr__touchwake_t;
 
-/* A contender's lock-delay state (docs/design/lock-delay.md, 1.3), read
- * and written by engine/lockdelay.c; list.c and loss.c only record what a
- * listing showed and forget it with the node. */
+/* A contender's lock-delay state (docs/design/lock-delay.md, 1.3), kept
+ * by engine/lockdelay.c; list.c records the node a watch waits on and
+ * asks whether a delay is due, step.c and api.c read and reset the
+ * deadlines. */
 typedef struct zkr__lockdelay {
     int delay_ms;         /* 0: off */
     int delay_flags;      /* ZKR_DELAY_* */
