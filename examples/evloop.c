@@ -4,8 +4,11 @@
  *   evloop -s HOSTS [-p PREFIX] [-i ID] [-T SESSION_MS] [-t SECONDS]
  *
  * The session is opened with no_event_thread: zkr starts no thread that
- * runs application code. zkr_session_fd() sits in the poll() set, and
- * zkr_session_dispatch() runs every callback on this thread, so the
+ * runs application code. It is also opened with no_wait: the daemon starts
+ * at once whether or not ZooKeeper answers, and its lock and candidacy
+ * wait for the connection (the session listener, given in the options,
+ * prints SESSION CONNECTED when it comes). zkr_session_fd() sits in the poll()
+ * set, and zkr_session_dispatch() runs every callback on this thread, so the
  * program needs no mutex of its own. It acquires PREFIX/lock
  * asynchronously and, after losing it, asks again; it joins the election
  * PREFIX/election and leads when its turn comes. zkr_election_fd() sits
@@ -177,8 +180,9 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
 
     o.no_event_thread = 1;
+    o.no_wait = 1;
+    o.listener = on_session;
     if ((rc = zkr_session_open(&s, hosts, timeout_ms, &o)) != 0 ||
-        (rc = zkr_session_add_listener(s, on_session, NULL)) != 0 ||
         (rc = zkr_lock_new(&lock, s, lpath, id, NULL)) != 0 ||
         (rc = zkr_lock_set_listener(lock, on_lock, NULL)) != 0 ||
         (rc = zkr_election_new(&e, s, epath, id, NULL, ZKR_POLICY_SUSPEND)) !=

@@ -274,6 +274,11 @@ typedef enum {
 typedef void (*zkr_log_fn)(zkr_session_t *s, zkr_log_level_t level,
                            const char *message, void *data);
 
+/** Session state listener; runs on the session's event thread (or in
+ *  zkr_session_dispatch() with `no_event_thread`). */
+typedef void (*zkr_session_listener_t)(zkr_session_t *s, zkr_state_t state,
+                                       void *data);
+
 /**
  * \brief Options for zkr_session_open().
  *
@@ -289,7 +294,7 @@ typedef struct zkr_session_options {
     /** Chroot applied to every path ("/app"), or NULL. */
     const char *chroot;
     /** How long zkr_session_open() waits for the first connection;
-     *  0 = the session timeout, -1 = forever. */
+     *  0 = the session timeout, -1 = forever. Not used with `no_wait`. */
     int connect_timeout_ms;
     /** Nonzero: after LOST, do not create a new session automatically. */
     int no_reconnect;
@@ -320,12 +325,36 @@ typedef struct zkr_session_options {
      *  calls zkr_session_dispatch(), for instance from an event loop when
      *  zkr_session_fd() is readable. */
     int no_event_thread;
+    /** A listener added before the session starts, as
+     *  zkr_session_add_listener() would add it, so that it hears every
+     *  change from the first one (with `no_wait`, CONNECTED may come
+     *  before zkr_session_open() has returned). NULL: none. */
+    zkr_session_listener_t listener;
+    /** Passed to `listener`. */
+    void *listener_data;
+    /** Nonzero: zkr_session_open() does not wait for a connection. It
+     *  returns 0 as soon as the session is started, CONNECTING, or an
+     *  error it can tell at once: the same argument and address checks,
+     *  ZKR_ERESOLVE and ZSYSTEMERROR (the client could not start),
+     *  ZKR_ENOMEM, ZKR_ESYS. The session then connects in the
+     *  background for as long as it takes, trying the servers in turn
+     *  (connect_timeout_ms does not apply); `listener` hears CONNECTED,
+     *  zkr_session_wait_connected() waits for it, and while no server
+     *  answers the log says why at the pace described under `log_level`.
+     *  Recipe handles may be made and their acquires started meanwhile:
+     *  they wait for the connection (an acquire's timeout runs). What the
+     *  waiting open returns as an error comes later instead: a chroot
+     *  that does not exist is logged (ZKR_LOG_ERROR) once connected, and
+     *  requests then fail with ZNONODE; credentials the server refuses
+     *  make the session LOST, as they would a connected one's. */
+    int no_wait;
     /** Must be zero: room for options of later versions. */
-    void *reserved_[8];
+    void *reserved_[5];
 } zkr_session_options_t;
 
 /**
- * \brief Opens a session and waits for its first connection.
+ * \brief Opens a session and waits for its first connection (or, with
+ *   `opts->no_wait`, starts it and returns at once).
  *
  * After LOST the session re-creates its ZooKeeper handle automatically (new
  * session id, attempts spaced by exponential backoff with full jitter, from
@@ -537,10 +566,6 @@ ZKR_EXTERN int zkr_session_with_handle(zkr_session_t *s, zkr_handle_fn fn,
  *   re-creating); ZBADARGUMENTS; ZKR_EDEADLK (from a callback).
  */
 ZKR_EXTERN int zkr_session_wait_connected(zkr_session_t *s, int timeout_ms);
-
-/** Session state listener; runs on the session's event thread. */
-typedef void (*zkr_session_listener_t)(zkr_session_t *s, zkr_state_t state,
-                                       void *data);
 
 /**
  * \brief Adds a listener called on every state change.

@@ -69,6 +69,41 @@ void zkr__lock_fresh(zkr_session_t *s)
     zkr__enforce_deadline(s);
 }
 
+/* A session opened with no_wait and a chroot: what the waiting open
+ * returns as ZKR_ENOCHROOT is logged once a connection answers (a lost
+ * answer asks again at the next connection). */
+static void chroot_done(int rc, const struct Stat *st, const void *data)
+{
+    zkr__op_t *op = (zkr__op_t *)data;
+    zkr_session_t *s = zkr__op_begin(op, rc);
+
+    (void)st;
+    s->chroot_asking = 0;
+    if (rc == ZNONODE)
+        zkr__log(s, ZKR_LOG_ERROR,
+                 "the chroot %s does not exist on %s: requests fail with "
+                 "ZNONODE until it is made",
+                 s->chroot, s->hosts);
+    if (rc == ZOK || rc == ZNONODE) {
+        free(s->chroot);
+        s->chroot = NULL;
+    }
+    zkr__op_end(op);
+}
+
+static void check_chroot(zkr_session_t *s, zhandle_t *zh)
+{
+    zkr__op_t *op;
+
+    if (s->chroot == NULL || s->chroot_asking ||
+        (op = zkr__op_new(s, NULL)) == NULL)
+        return;
+    if (zoo_aexists(zh, "/", 0, chroot_done, op) != ZOK) /* "/": the chroot */
+        zkr__op_cancel(op);
+    else
+        s->chroot_asking = 1;
+}
+
 void zkr__on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
 {
 
@@ -116,6 +151,7 @@ void zkr__on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
             zkr__set_state(s, ZKR_STATE_RECONNECTED);
             s->hooks->connected(s, 0);
         }
+        check_chroot(s, zh);
         zkr__cleanup_pump(s);
     } else if (state == ZOO_EXPIRED_SESSION_STATE ||
                state == ZOO_AUTH_FAILED_STATE) {

@@ -83,6 +83,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -375,6 +376,7 @@ static void session_destroy(zkr_session_t *s)
     free(s->engine);
     free(s->hosts);
     free(s->digest);
+    free(s->chroot);
     free(s);
 }
 
@@ -700,6 +702,13 @@ static char *build_hosts(const char *hosts, const char *chroot)
     return h;
 }
 
+/* Options of later versions take their room from reserved_: the structure
+ * keeps its size. */
+_Static_assert(sizeof(zkr_session_options_t) -
+                       offsetof(zkr_session_options_t, listener) ==
+                   8 * sizeof(void *),
+               "zkr_session_options_t keeps its size");
+
 int zkr__session_open(zkr_session_t **out, const char *hosts,
                       int session_timeout_ms, const zkr_session_options_t *opts,
                       const zkr__session_hooks_t *hooks)
@@ -746,7 +755,12 @@ int zkr__session_open(zkr_session_t **out, const char *hosts,
     }
     s->hosts = build_hosts(hosts, o.chroot);
     s->digest = zkr__strdup(o.digest);
-    if (s->hosts == NULL || (o.digest != NULL && s->digest == NULL)) {
+    if (o.no_wait && o.chroot != NULL)
+        s->chroot = zkr__strdup(o.chroot);
+    if (s->hosts == NULL || (o.digest != NULL && s->digest == NULL) ||
+        (o.no_wait && o.chroot != NULL && s->chroot == NULL) ||
+        (o.listener != NULL &&
+         zkr_session_add_listener(s, o.listener, o.listener_data) != 0)) {
         session_destroy(s);
         return ZKR_ENOMEM;
     }
@@ -762,6 +776,14 @@ int zkr__session_open(zkr_session_t **out, const char *hosts,
         stop_threads(s);
         session_destroy(s);
         return rc;
+    }
+    if (o.no_wait) {
+        /* The handle connects in the background (conn.c checks the
+         * chroot then); it is never replaced while CONNECTING: the client
+         * tries the servers in turn for as long as it takes. */
+        pthread_mutex_unlock(&s->mu);
+        *out = s;
+        return 0;
     }
     deadline =
         o.connect_timeout_ms < 0

@@ -978,6 +978,168 @@ static void test_calls_from_zookeeper_thread(void **state)
     assert_int_equal(zkr_session_free(z.s), 0);
 }
 
+/* ----------------------------------------------------- no_wait open */
+
+/* The states a session listener heard, from the first change on. */
+struct heard {
+    pthread_mutex_t mu;
+    int n;
+    zkr_state_t v[16];
+};
+
+static void heard_fn(zkr_session_t *s, zkr_state_t st, void *data)
+{
+    struct heard *h = data;
+
+    (void)s;
+    pthread_mutex_lock(&h->mu);
+    if (h->n < 16)
+        h->v[h->n++] = st;
+    pthread_mutex_unlock(&h->mu);
+}
+
+static int heard_count(struct heard *h)
+{
+    int n;
+
+    pthread_mutex_lock(&h->mu);
+    n = h->n;
+    pthread_mutex_unlock(&h->mu);
+    return n;
+}
+
+struct blocked_acquire {
+    zkr_lock_t *l;
+    int rc;
+    atomic_int done;
+};
+
+static void *acquire_main(void *arg)
+{
+    struct blocked_acquire *a = arg;
+
+    a->rc = zkr_lock_acquire(a->l, -1);
+    atomic_store(&a->done, 1);
+    return NULL;
+}
+
+/* zkr.h, no_wait: the open returns at once, CONNECTING, while no server
+ * answers (a waiting open would fail after the connect timeout, T); a lock
+ * made and acquired meanwhile waits for the connection, however long;
+ * the listener given in the options hears the first change, CONNECTED,
+ * once the server is back, and the acquire is granted then. */
+static void test_no_wait_open_while_down(void **state)
+{
+    static struct heard h;
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+    zkr_lock_t *l = NULL;
+    struct blocked_acquire a = {0};
+    pthread_t t;
+    int64_t t0;
+
+    (void)state;
+    memset(&h, 0, sizeof(h));
+    pthread_mutex_init(&h.mu, NULL);
+    o.listener = heard_fn;
+    o.listener_data = &h;
+    o.no_wait = 1;
+    zookeeper_close(raw);
+    raw = NULL;
+    assert_int_equal(zkt_server_kill(server), 0);
+    t0 = zkt_now_ms();
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), T, &o), 0);
+    assert_true(zkt_now_ms() - t0 < T);
+    assert_int_equal(zkr_session_state(s), ZKR_STATE_CONNECTING);
+    assert_int_equal(zkr_session_wait_connected(s, 0), ZKR_ETIMEDOUT);
+    assert_int_equal(zkr_lock_new(&l, s, "/embed-nowait", "w", NULL), 0);
+    a.l = l;
+    assert_int_equal(pthread_create(&t, NULL, acquire_main, &a), 0);
+    /* Past the connect timeout a waiting open would have given up: this
+     * session is still trying, and the acquire still waiting. */
+    zkt_sleep_ms(2 * T);
+    assert_int_equal(zkr_session_state(s), ZKR_STATE_CONNECTING);
+    assert_false(atomic_load(&a.done));
+    assert_int_equal(heard_count(&h), 0);
+    assert_int_equal(zkt_server_restart(server), 0);
+    raw = zkt_connect(zkt_server_hosts(server), 10000);
+    assert_non_null(raw);
+    assert_true(ZKT_WAIT_UNTIL(atomic_load(&a.done), zkt_scaled_ms(60000)));
+    pthread_join(t, NULL);
+    assert_int_equal(a.rc, 0);
+    assert_int_equal(zkr_lock_state(l), ZKR_LOCK_HELD);
+    assert_true(ZKT_WAIT_UNTIL(heard_count(&h) >= 1, zkt_scaled_ms(10000)));
+    pthread_mutex_lock(&h.mu);
+    assert_int_equal(h.v[0], ZKR_STATE_CONNECTED);
+    pthread_mutex_unlock(&h.mu);
+    assert_int_equal(zkr_lock_release(l), 0);
+    zkr_lock_free(l);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+static void count_completion(int rc, zkr_lock_t *l, void *data)
+{
+    (void)l;
+    atomic_store((atomic_int *)data, rc == ZKR_ECANCELED ? 1 : 2);
+}
+
+/* A session that never connects (every server refuses) is freed at once,
+ * with a lock whose acquire waits for the connection: the acquire's
+ * completion comes once, ZKR_ECANCELED (zkr_lock_free()), and nothing
+ * hangs. */
+static void test_no_wait_free_before_connected(void **state)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+    zkr_lock_t *l = NULL;
+    atomic_int done = 0;
+    char hosts[64];
+
+    (void)state;
+    refused_hosts(hosts, sizeof(hosts));
+    o.no_wait = 1;
+    o.log_level = ZKR_LOG_NONE;
+    assert_int_equal(zkr_session_open(&s, hosts, T, &o), 0);
+    assert_int_equal(zkr_lock_new(&l, s, "/embed-nowait-free", NULL, NULL), 0);
+    assert_int_equal(zkr_lock_acquire_async(l, -1, count_completion, &done), 0);
+    zkt_sleep_ms(T / 4);
+    assert_int_equal(zkr_session_state(s), ZKR_STATE_CONNECTING);
+    assert_int_equal(atomic_load(&done), 0);
+    zkr_lock_free(l);
+    assert_true(ZKT_WAIT_UNTIL(atomic_load(&done) != 0, zkt_scaled_ms(T)));
+    assert_int_equal(atomic_load(&done), 1);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* zkr.h, no_wait: what the open can tell at once it still returns (a bad
+ * address, a host that does not resolve); a missing chroot, which the
+ * waiting open returns as ZKR_ENOCHROOT, is logged once connected. */
+static void test_no_wait_errors(void **state)
+{
+    static struct sink k;
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+
+    (void)state;
+    sink_init(&k);
+    o.log_fn = sink_fn;
+    o.log_data = &k;
+    o.no_wait = 1;
+    assert_int_equal(zkr_session_open(&s, "127.0.0.1", T, &o), ZKR_EBADADDR);
+    assert_null(s);
+    assert_int_equal(zkr_session_open(&s, "no-such-host.invalid:2181", T, &o),
+                     ZKR_ERESOLVE);
+    assert_null(s);
+    o.chroot = "/embed-nowait-chroot";
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), T, &o), 0);
+    assert_non_null(s);
+    assert_int_equal(zkr_session_wait_connected(s, zkt_scaled_ms(30000)), 0);
+    assert_true(ZKT_WAIT_UNTIL(
+        sink_find(&k, ZKR_LOG_ERROR, "/embed-nowait-chroot") >= 0,
+        zkt_scaled_ms(10000)));
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1001,6 +1163,9 @@ int main(void)
         cmocka_unit_test(test_bad_address_is_named),
         cmocka_unit_test(test_unresolvable_host_is_named),
         cmocka_unit_test(test_missing_chroot_is_named),
+        cmocka_unit_test(test_no_wait_open_while_down),
+        cmocka_unit_test(test_no_wait_errors),
+        cmocka_unit_test(test_no_wait_free_before_connected),
     };
     zkt_test_filter();
     return cmocka_run_group_tests_name("embed", tests, setup, teardown);
