@@ -130,7 +130,7 @@ extern "C" {
  * @{
  */
 #define ZKR_VERSION_MAJOR 0
-#define ZKR_VERSION_MINOR 3
+#define ZKR_VERSION_MINOR 4
 #define ZKR_VERSION_PATCH 0
 /** \cond */
 #define ZKR__VERSION_STR2(x) #x
@@ -566,6 +566,30 @@ ZKR_EXTERN int zkr_session_with_handle(zkr_session_t *s, zkr_handle_fn fn,
  *   re-creating); ZBADARGUMENTS; ZKR_EDEADLK (from a callback).
  */
 ZKR_EXTERN int zkr_session_wait_connected(zkr_session_t *s, int timeout_ms);
+
+/**
+ * \brief The last error the session met, as text: why it cannot reach its
+ *   servers, or why it became LOST.
+ *
+ * Kept whatever `log_level` says (ZKR_LOG_NONE included), as the log
+ * would say it: the last failed attempt to reach a server (the ZooKeeper
+ * client's words, with the address and the errno), a server that refused
+ * the connection or a host that does not resolve (an open that failed
+ * says so in the log; this session had its start), a chroot that does not
+ * exist, the cause of each LOST ("session 0x... LOST: the server expired
+ * the session", "... no heartbeat answered within the safe deadline"), and
+ * any other error the log reports. Reaching the servers again does not
+ * clear it: it says what went wrong last, history while the session is
+ * CONNECTED. For a session opened with `no_wait` it says why it is still
+ * CONNECTING. Any thread, callbacks included.
+ * \param buf where the text goes, NUL-terminated and cut to fit; NULL
+ *   (with len 0) to learn its length.
+ * \return the text's length (more than len - 1 when it was cut, as
+ *   snprintf()); 0 (buf "") when nothing went wrong yet, or for NULL.
+ * \since 0.4 (ZKR_0.4)
+ */
+ZKR_EXTERN size_t zkr_session_last_error(zkr_session_t *s, char *buf,
+                                         size_t len);
 
 /**
  * \brief Adds a listener called on every state change.

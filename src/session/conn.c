@@ -32,8 +32,8 @@ static void declare_lost(zkr_session_t *s, int ended, const char *why)
 
     if (s->state == ZKR_STATE_LOST || s->state == ZKR_STATE_CLOSED)
         return;
-    zkr__log(s, ZKR_LOG_WARN, "session 0x%llx LOST: %s",
-             (unsigned long long)s->sid, why);
+    zkr__log_error(s, ZKR_LOG_WARN, "session 0x%llx LOST: %s",
+                   (unsigned long long)s->sid, why);
     zkr__set_state(s, ZKR_STATE_LOST);
     if (!s->owned) {
         /* The same holds for deleting its nodes through its handle. */

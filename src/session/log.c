@@ -37,17 +37,69 @@ static void emit(zkr_session_t *s, zkr_log_level_t level, const char *msg)
         fprintf(stderr, "zkr: %s: %s\n", level_names[level], msg);
 }
 
-void zkr__log(zkr_session_t *s, zkr_log_level_t level, const char *fmt, ...)
+/* Keeps msg as the last error of s (zkr_session_last_error()). */
+static void keep_error(zkr_session_t *s, const char *msg)
+{
+    pthread_mutex_lock(&s->log_mu);
+    snprintf(s->last_error, sizeof(s->last_error), "%s", msg);
+    pthread_mutex_unlock(&s->log_mu);
+}
+
+/* Is a message of s at level neither delivered nor kept? */
+static int unwanted(const zkr_session_t *s, zkr_log_level_t level, int keep)
+{
+    return s != NULL && s->log_level == ZKR_LOG_NONE && !keep &&
+           level != ZKR_LOG_ERROR;
+}
+
+static void log_v(zkr_session_t *s, zkr_log_level_t level, int keep,
+                  const char *fmt, va_list ap)
 {
     char buf[512];
+
+    if (unwanted(s, level, keep))
+        return;
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    if (s != NULL && (keep || level == ZKR_LOG_ERROR))
+        keep_error(s, buf);
+    emit(s, level, buf);
+}
+
+void zkr__log(zkr_session_t *s, zkr_log_level_t level, const char *fmt, ...)
+{
     va_list ap;
 
-    if (s != NULL && s->log_level == ZKR_LOG_NONE)
-        return;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
+    log_v(s, level, 0, fmt, ap);
     va_end(ap);
-    emit(s, level, buf);
+}
+
+void zkr__log_error(zkr_session_t *s, zkr_log_level_t level, const char *fmt,
+                    ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    log_v(s, level, 1, fmt, ap);
+    va_end(ap);
+}
+
+size_t zkr_session_last_error(zkr_session_t *s, char *buf, size_t len)
+{
+    int n = 0;
+
+    if (s == NULL) {
+        if (buf != NULL && len > 0)
+            buf[0] = '\0';
+        return 0;
+    }
+    pthread_mutex_lock(&s->log_mu);
+    if (buf != NULL && len > 0)
+        n = snprintf(buf, len, "%s", s->last_error);
+    else
+        n = (int)strlen(s->last_error);
+    pthread_mutex_unlock(&s->log_mu);
+    return n > 0 ? (size_t)n : 0;
 }
 
 /* Messages of the client that report a failed attempt to reach a server
@@ -119,6 +171,10 @@ static void deliver(zkr_session_t *s, zkr_log_level_t level, const char *msg,
         emit(s, level, msg); /* no session, no summary (beyond the slots) */
         return;
     }
+    if (attempt || level == ZKR_LOG_ERROR)
+        keep_error(s, msg);
+    if (s->log_level == ZKR_LOG_NONE)
+        return;
     level = conn_error(s, level, msg, attempt, summary, sizeof(summary));
     emit(s, level, msg);
     if (summary[0] != '\0')
@@ -131,8 +187,6 @@ void zkr__log_conn_error(zkr_session_t *s, zkr_log_level_t level,
     char buf[512];
     va_list ap;
 
-    if (s != NULL && s->log_level == ZKR_LOG_NONE)
-        return;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
@@ -174,10 +228,10 @@ static void from_client(zkr_session_t *s, const char *msg)
     const size_t nf = sizeof(conn_failures) / sizeof(conn_failures[0]);
     const size_t nn = sizeof(conn_noise) / sizeof(conn_noise[0]);
 
-    if (s != NULL && s->log_level == ZKR_LOG_NONE)
-        return;
     for (size_t i = 0; i < sizeof(tags) / sizeof(tags[0]); i++) {
         const char *at = strstr(msg, tags[i].tag);
+        if (at != NULL && unwanted(s, tags[i].level, 0))
+            return; /* an ERROR is kept even so */
         if (at != NULL) {
             /* Some of the client's messages end in a newline: drop it. */
             char buf[1024];
@@ -190,8 +244,11 @@ static void from_client(zkr_session_t *s, const char *msg)
                 (matches(buf, conn_failures, nf) ||
                  matches(buf, conn_noise, nn)))
                 deliver(s, tags[i].level, buf, matches(buf, conn_failures, nf));
-            else
+            else {
+                if (tags[i].level == ZKR_LOG_ERROR && s != NULL)
+                    keep_error(s, buf);
                 emit(s, tags[i].level, buf);
+            }
             return;
         }
     }

@@ -230,6 +230,7 @@ struct zkr_session {
     int64_t log_fail_since;  /* the outage's first error (monotonic ms) */
     int64_t log_summary_at;  /* last error or summary delivered */
     char log_last[384];      /* the last error held back */
+    char last_error[512];    /* zkr_session_last_error() (log.c) */
     int forked; /* this is a forked child's copy: closed, no threads */
     zhandle_t *zh_forked; /* ... and the parent's handle it must not touch */
     unsigned forks;       /* fork()s between the session's opening and this
@@ -242,9 +243,14 @@ struct zkr_session {
 /* How many sessions at once get their client's messages (log.c). */
 #define ZKR__LOG_SLOTS 64
 
-/* Logs one message of s (NULL: the default sink). Any thread, any lock. */
+/* Logs one message of s (NULL: the default sink). Any thread, any lock.
+ * An ERROR is also kept as the session's last error, whatever its log
+ * level (zkr_session_last_error()). */
 void zkr__log(zkr_session_t *s, zkr_log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* zkr__log, and the message is kept as the last error at any level. */
+void zkr__log_error(zkr_session_t *s, zkr_log_level_t level, const char *fmt,
+                    ...) __attribute__((format(printf, 3, 4)));
 /* Takes / gives back s's slot; log_detach only once no handle of s is
  * open. */
 void zkr__log_attach(zkr_session_t *s);
@@ -257,7 +263,7 @@ log_callback_fn zkr__log_callback(const zkr_session_t *s);
  * DEBUG, and one WARN summary at most every ZKR__LOG_SUMMARY_MS. */
 #define ZKR__LOG_SUMMARY_MS 10000
 /* Logs a failed attempt to reach the servers of s (as zkr__log, but
- * summarised as above). */
+ * summarised as above; kept as the last error). */
 void zkr__log_conn_error(zkr_session_t *s, zkr_log_level_t level,
                          const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -209,10 +209,29 @@ static void test_lost_is_logged(void **state)
     sink_init(&k);
     zoo_set_debug_level(ZOO_LOG_LEVEL_INFO);
     s = open_logged(zkt_server_hosts(server), &k, ZKR_LOG_DEFAULT);
+    {
+        char why[16] = "x";
+        /* A healthy session: nothing went wrong. */
+        assert_int_equal(zkr_session_last_error(s, why, sizeof(why)), 0);
+        assert_string_equal(why, "");
+        assert_int_equal(zkr_session_last_error(NULL, why, sizeof(why)), 0);
+        assert_string_equal(why, "");
+    }
     expire(s);
     assert_true(
         ZKT_WAIT_UNTIL(sink_find(&k, ZKR_LOG_WARN, "LOST") >= 0, 20000));
     assert_true(sink_find(&k, ZKR_LOG_WARN, "expired") >= 0);
+    /* zkr_session_last_error() says why, as the log did. */
+    {
+        char why[512], cut[8];
+        assert_true(zkr_session_last_error(s, why, sizeof(why)) > 0);
+        assert_non_null(strstr(why, "LOST"));
+        assert_non_null(strstr(why, "expired"));
+        assert_int_equal(zkr_session_last_error(s, cut, sizeof(cut)),
+                         strlen(why));
+        assert_int_equal(strlen(cut), sizeof(cut) - 1);
+        assert_int_equal(strncmp(cut, why, sizeof(cut) - 1), 0);
+    }
     assert_int_equal(zkr_session_free(s), 0);
     zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
     for (int i = 0; i < k.n; i++)
@@ -1037,6 +1056,7 @@ static void test_no_wait_open_while_down(void **state)
     struct blocked_acquire a = {0};
     pthread_t t;
     int64_t t0;
+    char why[512];
 
     (void)state;
     memset(&h, 0, sizeof(h));
@@ -1044,6 +1064,7 @@ static void test_no_wait_open_while_down(void **state)
     o.listener = heard_fn;
     o.listener_data = &h;
     o.no_wait = 1;
+    o.log_level = ZKR_LOG_NONE; /* the last error is kept even so */
     zookeeper_close(raw);
     raw = NULL;
     assert_int_equal(zkt_server_kill(server), 0);
@@ -1061,6 +1082,11 @@ static void test_no_wait_open_while_down(void **state)
     assert_int_equal(zkr_session_state(s), ZKR_STATE_CONNECTING);
     assert_false(atomic_load(&a.done));
     assert_int_equal(heard_count(&h), 0);
+    /* Why: the server named, refusing. */
+    assert_true(zkr_session_last_error(s, why, sizeof(why)) > 0);
+    print_message("# last error: %s\n", why);
+    assert_non_null(strstr(why, zkt_server_hosts(server)));
+    assert_non_null(strstr(why, "refused"));
     assert_int_equal(zkt_server_restart(server), 0);
     raw = zkt_connect(zkt_server_hosts(server), 10000);
     assert_non_null(raw);
@@ -1072,6 +1098,8 @@ static void test_no_wait_open_while_down(void **state)
     pthread_mutex_lock(&h.mu);
     assert_int_equal(h.v[0], ZKR_STATE_CONNECTED);
     pthread_mutex_unlock(&h.mu);
+    /* Connected: the last error is history, still there. */
+    assert_true(zkr_session_last_error(s, NULL, 0) > 0);
     assert_int_equal(zkr_lock_release(l), 0);
     zkr_lock_free(l);
     assert_int_equal(zkr_session_free(s), 0);
