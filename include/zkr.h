@@ -119,6 +119,44 @@ extern "C" {
 #endif
 
 /** \defgroup zkr_errors Versions, error codes and their names
+ *
+ * zkr's version (the header's and the library's) and its error codes.
+ * Every zkr call that can fail returns an int: 0 on success, or a code:
+ * ZooKeeper's own (`ZCONNECTIONLOSS`, `ZNONODE`, `ZNOAUTH`,
+ * `ZBADARGUMENTS`, ...), passed through unchanged, or one of zkr's, all
+ * below -1000 (ZKR_EBUSY ... ZKR_EREFUSED). zkr_strerror() says what a
+ * code means and, for the causes a newcomer meets first (ZNOAUTH,
+ * ZINVALIDACL, ZAUTHFAILED, ZKR_EREFUSED, ZKR_ERESOLVE, ZKR_ENOCHROOT),
+ * what to check; zkr_errname() gives its name ("ZKR_ELOST").
+ *
+ * \par RETURN VALUE
+ * zkr_version() returns ZKR_VERSION_NUMBER of the library in use;
+ * zkr_version_string() its "MAJOR.MINOR.PATCH"; zkr_strerror() and
+ * zkr_errname() a static string, never NULL (zkr_errname() gives
+ * "UNKNOWN" for a code it does not know).
+ *
+ * \par ERRORS
+ * These calls do not fail. The codes themselves: ZKR_EBUSY (held by
+ * another contender, for a try), ZKR_ETIMEDOUT, ZKR_ECANCELED, ZKR_ENOTHELD,
+ * ZKR_EALREADY, ZKR_ELOST (ownership lost: session expired or node
+ * deleted), ZKR_ECLOSED, ZKR_EDEADLK (a blocking call from a callback),
+ * ZKR_ENOMEM, ZKR_ESYS, ZKR_ESTATE, ZKR_EINUSE, ZKR_ESTALE (a grant or
+ * token no longer valid), ZKR_EFORMAT, ZKR_ELIMIT, ZKR_EINDOUBT (outcome
+ * unknown: the answer was lost with the session), ZKR_EBADADDR,
+ * ZKR_ERESOLVE, ZKR_ENOCHROOT, ZKR_EREFUSED.
+ *
+ * \par EXAMPLE
+ * \code
+ * int rc = zkr_lock_acquire(l, 5000);
+ * if (rc != 0)
+ *     fprintf(stderr, "lock: %s (%s)\n", zkr_strerror(rc), zkr_errname(rc));
+ * if (zkr_version() < ZKR_VERSION_NUMBER)
+ *     fprintf(stderr, "built with zkr %s, running %s\n", ZKR_VERSION_STRING,
+ *             zkr_version_string());
+ * \endcode
+ *
+ * \sa %zkr_session(3), %zkr_lock(3), %zkr(7)
+ *
  * @{
  */
 /**
@@ -223,6 +261,60 @@ ZKR_EXTERN const char *zkr_errname(int rc);
 /* Session                                                                   */
 /* ------------------------------------------------------------------------ */
 /** \defgroup zkr_session Sessions: open, listen, dispatch, close
+ *
+ * A session is one ZooKeeper session, shared by every recipe handle made
+ * on it. zkr_session_open() connects (or, with `no_wait`, starts
+ * connecting and returns at once); zkr_session_adopt() wraps a handle the
+ * application already has. The state moves CONNECTING, CONNECTED,
+ * SUSPENDED (connection lost: what is held is in doubt), RECONNECTED (the
+ * same session: kept), LOST (expired, or no heartbeat answered before the
+ * safe deadline: everything held is gone) and CLOSED; listeners hear each
+ * change. After LOST an owned session re-creates itself (new session id)
+ * unless `no_reconnect`. Callbacks run on the session's event thread, or
+ * with `no_event_thread` on the application's thread in
+ * zkr_session_dispatch() when zkr_session_fd() is readable. Thread-safe.
+ *
+ * \par RETURN VALUE
+ * zkr_session_open(), zkr_session_adopt(), zkr_session_free() and
+ * zkr_session_wait_connected() return 0 or an error code;
+ * zkr_session_dispatch() the number of callbacks it ran;
+ * zkr_session_last_error() the length of the last error's text.
+ *
+ * \par ERRORS
+ * - ZBADARGUMENTS: a NULL, empty or malformed argument or option.
+ * - ZKR_EBADADDR: an entry of the server list is not HOST:PORT.
+ * - ZKR_ERESOLVE: a host name does not resolve.
+ * - ZKR_EREFUSED: every server refused the connection.
+ * - ZKR_ETIMEDOUT: no connection within the connect timeout.
+ * - ZKR_ENOCHROOT: the chroot does not exist on the server.
+ * - ZAUTHFAILED: the server refused the credentials.
+ * - ZKR_EINUSE: zkr_session_free() with recipe handles still open.
+ * - ZKR_EDEADLK: a blocking call from a callback.
+ * - ZKR_ENOMEM, ZKR_ESYS, ZSYSTEMERROR.
+ *
+ * \par EXAMPLE
+ * \code
+ * zkr_session_t *s;
+ * int rc = zkr_session_open(&s, "zk1:2181,zk2:2181,zk3:2181", 10000, NULL);
+ * if (rc != 0) {
+ *     fprintf(stderr, "zookeeper: %s\n", zkr_strerror(rc));
+ *     return 1;
+ * }
+ * ... recipes ...
+ * zkr_session_free(s);
+ * \endcode
+ * An event-loop daemon that must start while ZooKeeper is down:
+ * \code
+ * zkr_session_options_t o = {0};
+ * o.no_event_thread = 1;  // callbacks in zkr_session_dispatch()
+ * o.no_wait = 1;          // return at once, CONNECTING
+ * o.listener = on_state;  // hears CONNECTED, SUSPENDED, LOST...
+ * rc = zkr_session_open(&s, hosts, 10000, &o);
+ * \endcode
+ *
+ * \sa %zkr_lock(3), %zkr_election(3), %zkr_metrics(3), %zkr_errors(3),
+ *   %zkr(7), %zkr(1)
+ *
  * @{
  */
 
@@ -642,6 +734,45 @@ ZKR_EXTERN uint64_t zkr_session_counter(zkr_session_t *s, zkr_counter_t c);
 /* Contenders (observability)                                                */
 /* ------------------------------------------------------------------------ */
 /** \defgroup zkr_contenders Contenders: who holds and who waits on a path
+ *
+ * Who holds and who waits on a recipe path, read from ZooKeeper: any
+ * process may ask, without a handle of its own, about zkr's contenders and
+ * those of Curator and kazoo on the same path (their node names are
+ * understood). zkr_contenders_list() lists the path's contenders in queue
+ * order with their identifiers, fencing tokens and ages;
+ * zkr_contenders_holding() says how many of the first ones hold (the lock
+ * holder, the readers before the first writer, a semaphore's permits, an
+ * election's leader); zkr_delay_closed() reads a lock-delay still running
+ * on the path. `zkr inspect` is built on them.
+ *
+ * \par RETURN VALUE
+ * zkr_contenders_list() returns 0 or an error code, the array in *out
+ * (free it with zkr_contenders_free()); zkr_contenders_holding() the
+ * number of holders (0 for NULL), or ZKR_ENOMEM; zkr_delay_closed() 1
+ * (closed), 0 (open, or no such path) or an error code.
+ *
+ * \par ERRORS
+ * - ZBADARGUMENTS: NULL or an invalid path.
+ * - ZNONODE is not an error: a path that does not exist has no
+ *   contenders (count 0).
+ * - ZNOAUTH: the path may not be read.
+ * - ZCONNECTIONLOSS and the other ZooKeeper codes of the reads.
+ * - ZKR_EDEADLK, ZKR_ECLOSED, ZKR_ENOMEM.
+ *
+ * \par EXAMPLE
+ * \code
+ * zkr_contender_t *v;
+ * int n, h;
+ * if (zkr_contenders_list(s, "/app/lock", &v, &n) == 0) {
+ *     h = zkr_contenders_holding(v, n);
+ *     for (int i = 0; i < n; i++)
+ *         printf("%s %s\n", i < h ? "holds" : "waits", v[i].id);
+ *     zkr_contenders_free(v, n);
+ * }
+ * \endcode
+ *
+ * \sa %zkr_lock(3), %zkr_election(3), %zkr(1) (zkr inspect), %zkr(7)
+ *
  * @{
  */
 
@@ -724,6 +855,56 @@ ZKR_EXTERN void zkr_contenders_free(zkr_contender_t *v, int count);
 /* Exclusive lock                                                            */
 /* ------------------------------------------------------------------------ */
 /** \defgroup zkr_lock Distributed exclusive lock with fencing tokens
+ *
+ * A fair (first come, first served) exclusive lock on a ZooKeeper path,
+ * with a fencing token per grant. Each acquire creates an ephemeral
+ * sequential node under PATH; the oldest holds, each waiter watches the
+ * one before it (no herd). The token is the node's czxid: strictly
+ * greater for every later grant of the path, so a resource that keeps the
+ * highest token it has seen can refuse a stale holder (zkr_fence(3)).
+ * Ownership is watched: the state moves HELD, SUSPENDED (connection
+ * lost: stop using what the lock protects), HELD again (re-verified, the
+ * same grant) or LOST (session expired, node deleted); the state
+ * listener, zkr_lock_fd() and zkr_lock_valid_ms() (how long the grant is
+ * safe to use) say so. One lock on one path with Curator's
+ * InterProcessMutex and kazoo's Lock (given extra_lock_patterns=["-lock-"]).
+ * Thread-safe; blocking and asynchronous forms.
+ *
+ * \par RETURN VALUE
+ * 0 on success, or an error code; zkr_lock_state() returns the state,
+ * zkr_lock_valid_ms() the milliseconds left (0 when not held),
+ * zkr_lock_fd() a descriptor (-1 on failure).
+ *
+ * \par ERRORS
+ * - ZKR_ETIMEDOUT: not granted within the timeout.
+ * - ZKR_EBUSY: a try (timeout 0) found it held.
+ * - ZKR_ECANCELED: zkr_lock_cancel() or zkr_lock_free() ended the acquire.
+ * - ZKR_ELOST: the grant was lost (session LOST, node deleted).
+ * - ZKR_EALREADY: held or being acquired through this handle already.
+ * - ZKR_ENOTHELD: release, token or sequencer of a lock not held.
+ * - ZKR_ESTATE: a call not valid now (a release while an acquire is in
+ *   progress, a read/write pair's other side has a node).
+ * - ZKR_EDEADLK: a blocking call from a callback.
+ * - ZKR_ECLOSED: the session is closed.
+ * - ZNOAUTH and ZooKeeper's other codes (the ACL of PATH).
+ * - ZBADARGUMENTS, ZKR_ENOMEM, ZKR_ESYS.
+ *
+ * \par EXAMPLE
+ * \code
+ * zkr_lock_t *l;
+ * int64_t token;
+ * zkr_lock_new(&l, s, "/app/locks/report", NULL, NULL);
+ * if (zkr_lock_acquire(l, 30000) == 0) {
+ *     zkr_lock_token(l, &token);  // give it to the resource you write
+ *     write_report(token);        // stop if zkr_lock_fd() turns readable
+ *     zkr_lock_release(l);
+ * }
+ * zkr_lock_free(l);
+ * \endcode
+ *
+ * \sa %zkr_fence(3), %zkr_semaphore(3), %zkr_session(3),
+ *   %zkr_contenders(3), %zkr(7), %zkr(1) (zkr lock)
+ *
  * @{
  */
 
@@ -1044,6 +1225,40 @@ ZKR_EXTERN int zkr_lock_contenders(zkr_lock_t *l, zkr_contender_t **out,
 /* ------------------------------------------------------------------------ */
 /** \defgroup zkr_fence Fencing tokens: sequencers, guarded writes
  * The checks a resource makes on the tokens it is given are here too.
+ *
+ * A grant is only as good as the resource's check of it: a holder paused
+ * past its session's expiry still believes it holds. zkr gives every
+ * grant a fencing token (the czxid of its node, strictly increasing per
+ * path) and a sequencer (path, node, token, session, mode: a string to
+ * pass along). The resource keeps the highest token it has admitted and
+ * refuses older ones (zkr_fence_admit()), or asks ZooKeeper whether the
+ * grant still stands (zkr_sequencer_check()); a write to ZooKeeper itself
+ * can be made conditional on the grant (zkr_lock_guarded_multi(): the
+ * multi fails if the lock's node is gone).
+ *
+ * \par RETURN VALUE
+ * 0 on success (the grant stands, the token is admitted, the multi
+ * applied, the text is written), or an error code.
+ *
+ * \par ERRORS
+ * - ZKR_ESTALE: the token is older than one admitted, or the grant is
+ *   gone (its node deleted, its session expired).
+ * - ZKR_ENOTHELD: the handle holds nothing.
+ * - ZKR_EFORMAT: not a sequencer string (zkr_sequencer_parse()).
+ * - ZCONNECTIONLOSS, ZOPERATIONTIMEOUT, ZSESSIONEXPIRED: no answer that
+ *   proves anything; ask again.
+ * - ZKR_EDEADLK, ZKR_ECLOSED, ZBADARGUMENTS, ZKR_ENOMEM.
+ *
+ * \par EXAMPLE
+ * \code
+ * // The resource (a storage server) admits a write with its token:
+ * static int64_t highest;  // kept durably in a real server
+ * if (zkr_fence_admit(&highest, token) != 0)
+ *     return reject("stale lock holder");
+ * \endcode
+ *
+ * \sa %zkr_lock(3), %zkr_election(3), %zkr(7)
+ *
  * @{
  */
 
@@ -1231,6 +1446,55 @@ ZKR_EXTERN int zkr_fence_admit(int64_t *highest, int64_t token);
 /* Leader election                                                           */
 /* ------------------------------------------------------------------------ */
 /** \defgroup zkr_election Leader election and observers
+ *
+ * Leader election on a path: candidates queue as for a lock, the oldest
+ * leads, each watches the one before it. A candidate that loses its node
+ * or session joins again by itself (a new node, at the back) until it
+ * leaves. The leader's epoch (its node's czxid) is a fencing token.
+ * zkr_election_run() runs a leader function while leading and tells it to
+ * stop (zkr_election_fd() turns readable) when leadership is lost or, under
+ * the default policy ZKR_POLICY_SUSPEND, in doubt; a poll() loop instead
+ * watches zkr_election_fd() and asks zkr_election_await(e, 0). An observer
+ * follows who leads without being a candidate. Candidates' nodes are
+ * named as Curator's LeaderLatch names its own: both elect one leader on
+ * one path.
+ *
+ * \par RETURN VALUE
+ * 0 on success, or an error code; zkr_election_run() returns the leader
+ * function's value (or 0 once the candidate left); zkr_election_is_leader()
+ * 1 or 0; zkr_election_fd() a descriptor (-1 on failure).
+ *
+ * \par ERRORS
+ * - ZKR_ETIMEDOUT: zkr_election_await() timed out, not leading.
+ * - ZKR_ESTATE: leave() or await() when not joined; join() while a leave
+ *   is still finishing.
+ * - ZKR_EALREADY: join() when joined already.
+ * - ZKR_ENOTHELD: epoch or sequencer while not leading.
+ * - ZKR_ELOST: participation ended with the session (no re-creation).
+ * - ZKR_EDEADLK: a blocking call from a callback or the dispatching thread.
+ * - ZNOAUTH and ZooKeeper's other codes: the automatic rejoin failed
+ *   (participation ended).
+ * - ZKR_ECLOSED, ZBADARGUMENTS, ZKR_ENOMEM, ZKR_ESYS.
+ *
+ * \par EXAMPLE
+ * \code
+ * static int lead(zkr_election_t *e, void *data)
+ * {
+ *     int fd = zkr_election_fd(e);  // readable: stop leading
+ *     while (!readable(fd))
+ *         do_leader_work(data);
+ *     return 0;
+ * }
+ * ...
+ * zkr_election_t *e;
+ * zkr_election_new(&e, s, "/app/leader", "node-7", NULL, ZKR_POLICY_SUSPEND);
+ * zkr_election_run(e, lead, &state, 1);  // requeue: joins again at the
+ *                                        // back when lead() returns
+ * \endcode
+ *
+ * \sa %zkr_lock(3), %zkr_fence(3), %zkr_contenders(3), %zkr(7),
+ *   %zkr(1) (zkr elect)
+ *
  * @{
  */
 
@@ -1552,6 +1816,42 @@ ZKR_EXTERN void zkr_observer_free(zkr_observer_t *o);
 /* Counting semaphore and read/write lock                                    */
 /* ------------------------------------------------------------------------ */
 /** \defgroup zkr_semaphore Counting semaphore and read/write lock
+ *
+ * Two more lock shapes on the lock's handle (zkr_lock_t), acquired,
+ * released, watched and fenced with the zkr_lock_* calls. A counting
+ * semaphore lets up to N contenders hold at once (N fixed per path, in
+ * every node's name, so a contender with another count is refused); a
+ * granted permit touches its node so that only the next waiter wakes. A
+ * read/write lock is a pair of handles on one path: readers hold together,
+ * a writer alone, in arrival order (a waiting writer holds back later
+ * readers). The read/write pair shares one path with Curator's
+ * InterProcessReadWriteLock and respects kazoo's read and write nodes; the
+ * semaphore's layout is zkr's own (README.md says which form meets which
+ * peer).
+ *
+ * \par RETURN VALUE
+ * 0 on success, or an error code; the handles in *out (*read, *write).
+ *
+ * \par ERRORS
+ * - ZBADARGUMENTS: NULL, an invalid path, permits < 1.
+ * - ZKR_ELIMIT: the path is in use with another permit count.
+ * - ZKR_ESTATE: one side of a read/write pair acquired while the other
+ *   has a node.
+ * - The zkr_lock_* errors otherwise (zkr_lock(3)).
+ *
+ * \par EXAMPLE
+ * \code
+ * zkr_lock_t *permit, *rd, *wr;
+ * zkr_semaphore_new(&permit, s, "/app/gpu", 4, NULL, NULL);  // 4 at once
+ * if (zkr_lock_acquire(permit, -1) == 0) {
+ *     train();
+ *     zkr_lock_release(permit);
+ * }
+ * zkr_rwlock_new(&rd, &wr, s, "/app/config-lock", NULL, NULL);
+ * \endcode
+ *
+ * \sa %zkr_lock(3), %zkr_fence(3), %zkr(7), %zkr(1) (zkr sem, zkr rwlock)
+ *
  * @{
  */
 
@@ -1617,6 +1917,51 @@ ZKR_EXTERN int zkr_rwlock_new(zkr_lock_t **read, zkr_lock_t **write,
 /* Work queue (docs/design/workq.md)                                         */
 /* ------------------------------------------------------------------------ */
 /** \defgroup zkr_workq Fenced FIFO work queue with priorities
+ *
+ * A FIFO work queue with priority levels 0 (served first) to 3. Producers put
+ * items; a consumer takes one, and holds it as a lock: it has a fencing
+ * token and a state (HELD, SUSPENDED, LOST), and must ack it (done: the
+ * item is deleted, exactly once, also when the answer is lost) or nack it
+ * (given back). An item whose consumer dies becomes available again; with
+ * dead-lettering (zkr_workq_set_dead_letter()) one delivered too often is
+ * moved aside. Waiting consumers are served in the order they came.
+ * Layout and protocol: docs/design/workq.md.
+ *
+ * \par RETURN VALUE
+ * 0 on success, or an error code; zkr_workq_take() the item in *out
+ * (free it with zkr_item_free()); zkr_workq_len() the count in *count.
+ *
+ * \par ERRORS
+ * - ZKR_ETIMEDOUT: no item within the timeout (take).
+ * - ZKR_ECANCELED: zkr_workq_cancel() or zkr_workq_free() ended a take.
+ * - ZKR_ESTALE: the claim was lost before the ack or nack: nothing
+ *   changed, and another consumer may have the item.
+ * - ZKR_EINDOUBT: an ack whose answer was lost with the session: it may
+ *   have applied.
+ * - ZKR_ESTATE: a call not valid now (acked already, a take in progress).
+ * - ZCONNECTIONLOSS: a put that may or may not have been made (the
+ *   session changed before its answer).
+ * - ZKR_EDEADLK, ZKR_ECLOSED, ZNOAUTH, ZBADARGUMENTS, ZKR_ENOMEM.
+ *
+ * \par EXAMPLE
+ * \code
+ * zkr_workq_t *q;
+ * zkr_item_t *it;
+ * size_t len;
+ * zkr_workq_new(&q, s, "/app/jobs", NULL, NULL);
+ * zkr_workq_put(q, "resize 4711", 11, 0, NULL, 0);
+ * if (zkr_workq_take(q, -1, &it) == 0) {
+ *     const char *job = zkr_item_data(it, &len);
+ *     if (run(job, len) == 0)
+ *         zkr_item_ack(it);
+ *     else
+ *         zkr_item_nack(it, ZKR_NACK_BACK);
+ *     zkr_item_free(it);
+ * }
+ * \endcode
+ *
+ * \sa %zkr_lock(3), %zkr_fence(3), %zkr(7), %zkr(1) (zkr queue)
+ *
  * @{
  */
 
@@ -1927,6 +2272,35 @@ ZKR_EXTERN void zkr_item_free(zkr_item_t *it);
 /* Metrics (docs/OBSERVABILITY.md)                                           */
 /* ------------------------------------------------------------------------ */
 /** \defgroup zkr_metrics Metrics in the Prometheus text format
+ *
+ * A session's metrics and those of its recipes (per kind and path:
+ * grants, waits, hold times, losses, listings per grant, session state,
+ * safe time left) in the Prometheus text format, to serve on an HTTP
+ * endpoint of the application, to write to node_exporter's textfile
+ * directory, or to read one value by name. Cheap: counted where zkr holds
+ * its lock anyway. docs/OBSERVABILITY.md lists the families.
+ *
+ * \par RETURN VALUE
+ * 0 on success, or an error code; zkr_metrics_text() the text in *out
+ * (free it with zkr_metrics_text_free()).
+ *
+ * \par ERRORS
+ * - ZBADARGUMENTS: NULL session, stream or output.
+ * - ZNONODE: zkr_metrics_value() found no such family, kind or path.
+ * - ZKR_ENOMEM; ZKR_ESYS (writing to the stream failed).
+ *
+ * \par EXAMPLE
+ * \code
+ * char *text;
+ * size_t len;
+ * if (zkr_metrics_text(s, &text, &len) == 0) {
+ *     http_reply(conn, "text/plain; version=0.0.4", text, len);
+ *     zkr_metrics_text_free(text);
+ * }
+ * \endcode
+ *
+ * \sa %zkr_session(3), %zkr(1) (zkr exporter), %zkr(7)
+ *
  * @{
  */
 

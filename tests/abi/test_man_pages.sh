@@ -4,12 +4,15 @@
 # `man -k zkr` tells them apart), and for every exported function a page
 # named after it that leads to its family's page, which declares it. The
 # functions are those of src/libzkr.map, not of the pages: a function
-# missing from the pages fails. zkr(7) is well-formed. TAP.
+# missing from the pages fails. zkr(7) is well-formed. Each family's page
+# (a \defgroup of zkr.h) has the sections of a classic reference page, in
+# order, with a description of its own, and man reads it without a
+# warning. TAP.
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${ZKR_TEST_BUILDDIR:-$PWD}
 man3=$build/doc-man/man/man3
-echo "1..3"
+echo "1..4"
 if [ ! -f "$build/doc-man/pages" ]; then
     echo "not ok 1 - no doc-man/pages: doxygen missing at configure (Debian package doxygen; scripts/check installs it)"
     exit 1
@@ -57,4 +60,32 @@ if lexgrog "$src/docs/man/zkr.7" | grep -q 'zkr - ZooKeeper coordination recipes
     echo "ok 3 - zkr(7) is well-formed"
 else
     echo "not ok 3 - zkr(7): $warn"
+fi
+# The families' pages: the classic sections in order (docs/man/classic.awk
+# puts doxygen's output so), a DESCRIPTION with text, no man warning.
+bad=""
+families=$(sed -n 's/^\/\*\* \\defgroup \(zkr_[a-z_]*\) .*/\1/p' "$src/include/zkr.h")
+nf=0
+for g in $families; do
+    nf=$((nf + 1))
+    page=$man3/$g.3
+    if [ ! -f "$page" ]; then
+        bad="$bad $g(no page)"
+        continue
+    fi
+    got=$(grep '^\.SH' "$page" | sed 's/^\.SH //; s/"//g' |
+        grep -xE 'NAME|SYNOPSIS|DESCRIPTION|RETURN VALUE|ERRORS|EXAMPLE|SEE ALSO' |
+        paste -sd, -)
+    [ "$got" = "NAME,SYNOPSIS,DESCRIPTION,RETURN VALUE,ERRORS,EXAMPLE,SEE ALSO" ] ||
+        bad="$bad $g(sections: $got)"
+    text=$(sed -n '/^\.SH DESCRIPTION/,/^\.SH [^D]/p' "$page" | grep -v '^\.' |
+        wc -w)
+    [ "$text" -ge 30 ] || bad="$bad $g(description of $text words)"
+    warn=$(MANWIDTH=80 man --warnings -l "$page" 2>&1 >/dev/null)
+    [ -z "$warn" ] || bad="$bad $g(man: $warn)"
+done
+if [ -z "$bad" ] && [ "$nf" -ge 9 ]; then
+    echo "ok 4 - the $nf family pages have NAME, SYNOPSIS, DESCRIPTION, RETURN VALUE, ERRORS, EXAMPLE, SEE ALSO"
+else
+    echo "not ok 4 - family pages ($nf):$bad"
 fi
