@@ -790,6 +790,63 @@ static void test_example_daemon(void **state)
     run_example_daemon("examples/evloop", "/disp/ex");
 }
 
+/* The same daemon started while its ZooKeeper is down (issue 32: an
+ * event-loop daemon started before its server comes up). It opens with
+ * no_wait: it runs at once, says nothing and does not spin while no
+ * server answers, for longer than a session timeout and than a waiting
+ * open's connect timeout; once the server is up its listener says
+ * SESSION CONNECTED, it takes its lock and leads (alone on its paths),
+ * and it exits cleanly. */
+static void test_example_daemon_before_server(void **state)
+{
+    enum { TD = 6000 }; /* the daemon's session timeout (-T) */
+    char *prog = zkt_build_path("examples/evloop");
+    char *dir = zkt_mkdtemp("zkr-evloop-"), out[512], buf[8192];
+    char *argv[] = {prog, "-s",          (char *)zkt_server_hosts(server),
+                    "-p", "/disp/early", "-i",
+                    "d2", "-T",          "6000",
+                    NULL};
+    int fd, st;
+    pid_t pid;
+    long wakeups;
+
+    (void)state;
+    snprintf(out, sizeof(out), "%s/out", dir);
+    fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    zookeeper_close(raw);
+    raw = NULL;
+    assert_int_equal(zkt_server_kill(server), 0);
+    pid = zkt_spawn(argv, fd);
+    close(fd);
+    assert_true(pid > 0);
+    zkt_sleep_ms(2 * TD);
+    assert_int_equal(waitpid(pid, &st, WNOHANG), 0); /* still running */
+    assert_null(strstr(output(out, buf, sizeof(buf)), "SESSION"));
+    assert_null(strstr(buf, "ERROR"));
+    assert_int_equal(zkt_server_restart(server), 0);
+    raw = zkt_connect(zkt_server_hosts(server), 10000);
+    assert_non_null(raw);
+    assert_true(ZKT_WAIT_UNTIL(
+        strstr(output(out, buf, sizeof(buf)), "LOCK HELD ") != NULL &&
+            strstr(buf, "LEADER ON ") != NULL,
+        zkt_scaled_ms(60000)));
+    assert_non_null(strstr(buf, "SESSION CONNECTED\n"));
+    assert_true(strstr(buf, "SESSION CONNECTED\n") < strstr(buf, "LOCK HELD "));
+    kill(pid, SIGTERM);
+    assert_int_equal(zkt_wait_pid(pid, 20000, &st), 0);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    output(out, buf, sizeof(buf));
+    print_message("# evloop started before its server:\n%s", buf);
+    assert_non_null(strstr(buf, "WAKEUPS "));
+    wakeups = atol(strstr(buf, "WAKEUPS ") + 8);
+    assert_true(wakeups > 0 && wakeups < 10000); /* it never spun */
+    assert_null(strstr(buf, "ERROR"));
+    zkt_rm_rf(dir);
+    free(dir);
+    free(prog);
+}
+
 /* The same daemon on libuv (built when configure found libuv). */
 static void test_example_daemon_uv(void **state)
 {
@@ -823,6 +880,7 @@ int main(void)
         cmocka_unit_test(test_lock_fd_no_spin_while_suspended),
         cmocka_unit_test(test_example_daemon),
         cmocka_unit_test(test_example_daemon_uv),
+        cmocka_unit_test(test_example_daemon_before_server),
     };
     zkt_test_filter();
     return cmocka_run_group_tests_name("dispatch", tests, proxy_setup,
