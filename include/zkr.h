@@ -420,7 +420,9 @@ typedef struct zkr_session_options {
     /** A listener added before the session starts, as
      *  zkr_session_add_listener() would add it, so that it hears every
      *  change from the first one (with `no_wait`, CONNECTED may come
-     *  before zkr_session_open() has returned). NULL: none. */
+     *  before zkr_session_open() has returned). Without `no_wait` it
+     *  hears nothing until the open has succeeded (then CONNECTED first),
+     *  and nothing at all of a session whose open fails. NULL: none. */
     zkr_session_listener_t listener;
     /** Passed to `listener`. */
     void *listener_data;

@@ -156,7 +156,7 @@ void *zkr__event_main(void *arg)
     zkr__tl_event_session = s;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        zkr__event_t *ev = ev_take(s, UINT64_MAX);
+        zkr__event_t *ev = s->ev_held ? NULL : ev_take(s, UINT64_MAX);
         if (ev == NULL) {
             if (s->stop)
                 break;

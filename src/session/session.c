@@ -764,6 +764,11 @@ int zkr__session_open(zkr_session_t **out, const char *hosts,
         session_destroy(s);
         return ZKR_ENOMEM;
     }
+    /* A waiting open holds the session's events until it has returned 0:
+     * the listener given in the options must not hear a session that the
+     * open then frees (it could make a handle on it, which would keep the
+     * session alive out of the application's reach). */
+    s->ev_held = !o.no_wait;
     if ((rc = start_threads(s)) != 0) {
         session_destroy(s);
         return rc;
@@ -801,13 +806,23 @@ int zkr__session_open(zkr_session_t **out, const char *hosts,
         rc = why_not_connected(s, hosts);
     if (rc == 0 && o.chroot != NULL)
         rc = check_chroot(s, o.chroot);
+    pthread_mutex_lock(&s->mu);
     if (rc != 0) {
-        zkr_session_t *tmp = s;
-        pthread_mutex_lock(&tmp->mu);
-        tmp->closing = 1;
-        tmp->no_reconnect = 1;
-        pthread_mutex_unlock(&tmp->mu);
-        zkr_session_free(tmp);
+        zkr__listener_t *l;
+        /* No session for the application: its listener hears nothing,
+         * neither the changes held so far nor the close. */
+        while ((l = s->listeners) != NULL) {
+            s->listeners = l->next;
+            free(l);
+        }
+        s->closing = 1;
+        s->no_reconnect = 1;
+    }
+    s->ev_held = 0;
+    pthread_cond_signal(&s->ecv);
+    pthread_mutex_unlock(&s->mu);
+    if (rc != 0) {
+        zkr_session_free(s);
         return rc;
     }
     *out = s;

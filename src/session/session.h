@@ -193,6 +193,9 @@ struct zkr_session {
     int zh_users;         /* threads using zh outside the mutex (sync calls) */
     zkr__listener_t *listeners;
     int ev_busy_session; /* event thread is running session listeners */
+    int ev_held; /* a waiting zkr_session_open() has not returned yet: its
+                    events wait (the listener given in the options hears
+                    nothing of a session whose open fails) */
     const zkr__session_hooks_t *hooks; /* the engine's */
     void *engine;                      /* its state, hooks->size bytes */
     zkr__member_t *members;            /* doubly linked, newest first */

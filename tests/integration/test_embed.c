@@ -1168,6 +1168,96 @@ static void test_no_wait_errors(void **state)
     assert_int_equal(zkr_session_free(s), 0);
 }
 
+/* What the listener given in the options heard, and the handle it makes
+ * on CONNECTED when asked to (as a daemon's listener might). */
+static atomic_int told[8], told_n, told_first;
+static atomic_int told_lock_rc;
+static zkr_lock_t *told_lock;
+
+static void telling_fn(zkr_session_t *s, zkr_state_t st, void *data)
+{
+    if ((int)st >= 0 && (int)st < 8)
+        atomic_fetch_add(&told[st], 1);
+    if (atomic_fetch_add(&told_n, 1) == 0)
+        atomic_store(&told_first, (int)st);
+    if (st == ZKR_STATE_CONNECTED && data != NULL)
+        atomic_store(&told_lock_rc,
+                     zkr_lock_new(&told_lock, s, "/embed-told", "t", NULL));
+}
+
+static void told_reset(void)
+{
+    for (int i = 0; i < 8; i++)
+        atomic_store(&told[i], 0);
+    atomic_store(&told_n, 0);
+    atomic_store(&told_first, -1);
+    atomic_store(&told_lock_rc, 1);
+    told_lock = NULL;
+}
+
+/* Connections the server has open ("srvr"), or -1. */
+static int server_connections(void)
+{
+    char *r = zkt_4lw(server, "srvr");
+    const char *c = r != NULL ? strstr(r, "Connections: ") : NULL;
+    int n = c != NULL ? atoi(c + strlen("Connections: ")) : -1;
+
+    free(r);
+    return n;
+}
+
+/* zkr.h, listener: it hears every change of the session from the first
+ * one; and a zkr_session_open() that returns an error leaves no session.
+ * So when a waiting open fails after its connection (ZKR_ENOCHROOT), the
+ * listener given in the options is never called: not with a session the
+ * application was told does not exist, on which it could make a handle
+ * (zkr_session_free() would then refuse, ZKR_EINUSE, and the session
+ * live on, connected, out of the application's reach). Both modes, the
+ * listener making a lock on CONNECTED or not; then the same open, the
+ * chroot made, succeeds and its listener hears CONNECTED first. */
+static void test_options_listener_and_failed_open(void **state)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+    int base;
+
+    (void)state;
+    o.chroot = "/embed-told-chroot";
+    o.listener = telling_fn;
+    o.log_level = ZKR_LOG_NONE;
+    base = server_connections();
+    assert_true(base >= 1);
+    for (int round = 0; round < 4; round++) {
+        told_reset();
+        o.no_event_thread = round & 1;
+        o.listener_data = (round & 2) ? &o : NULL;
+        assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), T, &o),
+                         ZKR_ENOCHROOT);
+        assert_null(s);
+        assert_int_equal(atomic_load(&told_n), 0);
+        assert_int_equal(atomic_load(&told_lock_rc), 1);
+        assert_null(told_lock);
+        assert_true(
+            ZKT_WAIT_UNTIL(server_connections() == base, zkt_scaled_ms(T)));
+    }
+    assert_int_equal(zoo_create(raw, "/embed-told-chroot", "", 0,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    for (int round = 0; round < 2; round++) {
+        told_reset();
+        o.no_event_thread = round;
+        o.listener_data = NULL;
+        assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), T, &o),
+                         0);
+        if (round == 1)
+            assert_true(zkr_session_dispatch(s) >= 1);
+        assert_true(
+            ZKT_WAIT_UNTIL(atomic_load(&told_n) >= 1, zkt_scaled_ms(T)));
+        assert_int_equal(atomic_load(&told_first), ZKR_STATE_CONNECTED);
+        assert_int_equal(zkr_session_free(s), 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1194,6 +1284,7 @@ int main(void)
         cmocka_unit_test(test_no_wait_open_while_down),
         cmocka_unit_test(test_no_wait_errors),
         cmocka_unit_test(test_no_wait_free_before_connected),
+        cmocka_unit_test(test_options_listener_and_failed_open),
     };
     zkt_test_filter();
     return cmocka_run_group_tests_name("embed", tests, setup, teardown);
