@@ -1168,6 +1168,93 @@ static void test_no_wait_errors(void **state)
     assert_int_equal(zkr_session_free(s), 0);
 }
 
+/* Completions of the acquires below: how many times each came, last rc. */
+static atomic_int nw_done[3], nw_rc[3];
+
+static void nw_acquired(int rc, zkr_lock_t *l, void *data)
+{
+    int i = (int)(intptr_t)data;
+
+    (void)l;
+    atomic_store(&nw_rc[i], rc);
+    atomic_fetch_add(&nw_done[i], 1);
+}
+
+/* zkr.h, no_wait: recipes made while CONNECTING wait for the connection,
+ * and an acquire's timeout runs meanwhile. The server is down for 3T (past
+ * any session timeout) from before the open: a lock's timed acquire (T/2)
+ * ends ZKR_ETIMEDOUT while CONNECTING and leaves no node once connected;
+ * a lock, a semaphore and a candidacy started meanwhile are each granted
+ * once when the server is back; freed, they leave no node and no watch. */
+static void test_no_wait_recipes_across_long_outage(void **state)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+    zkr_lock_t *l, *sem, *tl;
+    zkr_election_t *e;
+
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        atomic_store(&nw_done[i], 0);
+        atomic_store(&nw_rc[i], 1);
+    }
+    o.no_wait = 1;
+    o.log_level = ZKR_LOG_NONE;
+    zookeeper_close(raw);
+    raw = NULL;
+    assert_int_equal(zkt_server_kill(server), 0);
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), T, &o), 0);
+    assert_int_equal(zkr_lock_new(&l, s, "/nw-outage/lock", "a", NULL), 0);
+    assert_int_equal(zkr_semaphore_new(&sem, s, "/nw-outage/sem", 1, "a", NULL),
+                     0);
+    assert_int_equal(zkr_lock_new(&tl, s, "/nw-outage/timed", "a", NULL), 0);
+    assert_int_equal(zkr_election_new(&e, s, "/nw-outage/elec", "a", NULL,
+                                      ZKR_POLICY_SUSPEND),
+                     0);
+    assert_int_equal(zkr_lock_acquire_async(l, -1, nw_acquired, (void *)0), 0);
+    assert_int_equal(zkr_lock_acquire_async(sem, -1, nw_acquired, (void *)1),
+                     0);
+    assert_int_equal(zkr_lock_acquire_async(tl, T / 2, nw_acquired, (void *)2),
+                     0);
+    assert_int_equal(zkr_election_join(e), 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(atomic_load(&nw_done[2]) == 1, zkt_scaled_ms(2 * T)));
+    assert_int_equal(atomic_load(&nw_rc[2]), ZKR_ETIMEDOUT);
+    zkt_sleep_ms(3 * T);
+    assert_int_equal(zkr_session_state(s), ZKR_STATE_CONNECTING);
+    assert_int_equal(atomic_load(&nw_done[0]) + atomic_load(&nw_done[1]), 0);
+    assert_int_equal(zkt_server_restart(server), 0);
+    raw = zkt_connect(zkt_server_hosts(server), 10000);
+    assert_non_null(raw);
+    assert_true(ZKT_WAIT_UNTIL(atomic_load(&nw_done[0]) == 1 &&
+                                   atomic_load(&nw_done[1]) == 1,
+                               zkt_scaled_ms(60000)));
+    assert_int_equal(atomic_load(&nw_rc[0]), 0);
+    assert_int_equal(atomic_load(&nw_rc[1]), 0);
+    assert_int_equal(zkr_election_await(e, zkt_scaled_ms(T)), 0);
+    assert_true(zkr_election_is_leader(e));
+    /* A session timeout later: no second completion, one node each, and
+     * the timed-out acquire's node never appeared. */
+    zkt_sleep_ms(T);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(atomic_load(&nw_done[i]), 1);
+    assert_int_equal(children("/nw-outage/lock"), 1);
+    assert_int_equal(children("/nw-outage/sem"), 1);
+    assert_int_equal(children("/nw-outage/elec"), 1);
+    assert_true(children("/nw-outage/timed") <= 0);
+    assert_int_equal(zkr_lock_state(tl), ZKR_LOCK_IDLE);
+    zkr_lock_free(tl);
+    zkr_lock_free(l);
+    zkr_lock_free(sem);
+    zkr_election_free(e);
+    assert_int_equal(zkr_session_free(s), 0);
+    assert_int_equal(children("/nw-outage/lock"), 0);
+    assert_int_equal(children("/nw-outage/sem"), 0);
+    assert_int_equal(children("/nw-outage/elec"), 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(zkt_total_watches(server) == 0, zkt_scaled_ms(T)));
+}
+
 /* What the listener given in the options heard, and the handle it makes
  * on CONNECTED when asked to (as a daemon's listener might). */
 static atomic_int told[8], told_n, told_first;
@@ -1285,6 +1372,7 @@ int main(void)
         cmocka_unit_test(test_no_wait_errors),
         cmocka_unit_test(test_no_wait_free_before_connected),
         cmocka_unit_test(test_options_listener_and_failed_open),
+        cmocka_unit_test(test_no_wait_recipes_across_long_outage),
     };
     zkt_test_filter();
     return cmocka_run_group_tests_name("embed", tests, setup, teardown);
