@@ -81,9 +81,9 @@ static void chroot_done(int rc, const struct Stat *st, const void *data)
     s->chroot_asking = 0;
     if (rc == ZNONODE)
         zkr__log(s, ZKR_LOG_ERROR,
-                 "the chroot %s does not exist on %s: requests fail with "
+                 "the chroot %s does not exist on %.*s: requests fail with "
                  "ZNONODE until it is made",
-                 s->chroot, s->hosts);
+                 s->chroot, (int)strcspn(s->hosts, "/"), s->hosts);
     if (rc == ZOK || rc == ZNONODE) {
         free(s->chroot);
         s->chroot = NULL;

@@ -662,8 +662,9 @@ static int check_chroot(zkr_session_t *s, const char *chroot)
     zkr__zh_put(s);
     if (zrc != ZNONODE)
         return 0;
-    zkr__log(s, ZKR_LOG_ERROR, "the chroot %s does not exist on %s", chroot,
-             s->hosts);
+    /* s->hosts ends in the chroot: the servers are what comes before. */
+    zkr__log(s, ZKR_LOG_ERROR, "the chroot %s does not exist on %.*s", chroot,
+             (int)strcspn(s->hosts, "/"), s->hosts);
     return ZKR_ENOCHROOT;
 }
 
