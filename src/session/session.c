@@ -786,7 +786,14 @@ int zkr__session_open(zkr_session_t **out, const char *hosts,
     if (o.no_wait) {
         /* The handle connects in the background (conn.c checks the
          * chroot then); it is never replaced while CONNECTING: the client
-         * tries the servers in turn for as long as it takes. */
+         * tries the servers in turn for as long as it takes. A session
+         * without a log slot never sees its client's messages, so if it
+         * has not connected within a session timeout the timer thread
+         * says so itself (once, kept as its last error). */
+        if (s->log_slot < 0) {
+            s->connect_deadline = zkr__now_ms() + s->req_timeout;
+            zkr__timer_kick(s);
+        }
         pthread_mutex_unlock(&s->mu);
         *out = s;
         return 0;
