@@ -1350,71 +1350,73 @@ static void test_options_listener_and_failed_open(void **state)
         assert_int_equal(atomic_load(&told_first), ZKR_STATE_CONNECTED);
         assert_int_equal(zkr_session_free(s), 0);
     }
-    /* zkr.h: a session opened with no_wait that cannot connect says why in
-     * zkr_session_last_error(), naming the server, whatever log_level says:
-     * every session, those beyond the 64 whose client's messages zkr routes
-     * included. */
-    static void test_no_wait_last_error_beyond_slots(void **state)
-    {
-        enum { N = 64 + 1 };
-        static zkr_session_t *v[N];
-        zkr_session_options_t o = {0};
-        char hosts[64];
+}
 
-        (void)state;
-        refused_hosts(hosts, sizeof(hosts));
-        o.no_wait = 1;
-        o.log_level = ZKR_LOG_NONE;
-        for (int i = 0; i < N; i++) {
-            v[i] = NULL;
-            assert_int_equal(zkr_session_open(&v[i], hosts, T, &o), 0);
-        }
-        for (int i = 0; i < N; i++) {
-            char why[512] = "";
-            /* zkr's own words come after a session timeout at most. */
-            int said = ZKT_WAIT_UNTIL(
-                zkr_session_last_error(v[i], why, sizeof(why)) > 0 &&
-                    strstr(why, hosts) != NULL,
-                zkt_scaled_ms(3 * T));
-            if (!said)
-                print_message("# session %d: last error \"%s\"\n", i, why);
-            assert_true(said);
-            assert_int_equal(zkr_session_state(v[i]), ZKR_STATE_CONNECTING);
-        }
-        for (int i = 0; i < N; i++)
-            assert_int_equal(zkr_session_free(v[i]), 0);
-    }
+/* zkr.h: a session opened with no_wait that cannot connect says why in
+ * zkr_session_last_error(), naming the server, whatever log_level says:
+ * every session, those beyond the 64 whose client's messages zkr routes
+ * included. */
+static void test_no_wait_last_error_beyond_slots(void **state)
+{
+    enum { N = 64 + 1 };
+    static zkr_session_t *v[N];
+    zkr_session_options_t o = {0};
+    char hosts[64];
 
-    int main(void)
-    {
-        const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_default_session_is_quiet),
-            cmocka_unit_test(test_log_callback_per_session),
-            cmocka_unit_test(test_lost_is_logged),
-            cmocka_unit_test(test_connection_failure_names_host_and_errno),
-            cmocka_unit_test(test_refused_port_is_named),
-            cmocka_unit_test(test_acl_errors_say_what_to_check),
-            cmocka_unit_test(test_bad_log_options),
-            cmocka_unit_test(test_fork_child_frees_inherited_handles),
-            cmocka_unit_test(test_fork_in_completion_callback),
-            cmocka_unit_test(test_fork_child_frees_running_election),
-            cmocka_unit_test(test_fork_child_leaves_parent_dispatch),
-            cmocka_unit_test(test_descriptors_are_cloexec),
-            cmocka_unit_test(test_version),
-            cmocka_unit_test(test_with_handle_survives_lost),
-            cmocka_unit_test(test_calls_from_zookeeper_thread),
-            cmocka_unit_test(test_refused_open_log_is_summarised),
-            cmocka_unit_test(test_outage_log_is_summarised),
-            cmocka_unit_test(test_bad_address_is_named),
-            cmocka_unit_test(test_unresolvable_host_is_named),
-            cmocka_unit_test(test_missing_chroot_is_named),
-            cmocka_unit_test(test_no_wait_open_while_down),
-            cmocka_unit_test(test_no_wait_errors),
-            cmocka_unit_test(test_no_wait_free_before_connected),
-            cmocka_unit_test(test_options_listener_and_failed_open),
-            cmocka_unit_test(test_no_wait_recipes_across_long_outage),
-            cmocka_unit_test(test_no_wait_last_error_beyond_slots),
-        };
-        zkt_test_filter();
-        return cmocka_run_group_tests_name("embed", tests, setup, teardown);
+    (void)state;
+    refused_hosts(hosts, sizeof(hosts));
+    o.no_wait = 1;
+    o.log_level = ZKR_LOG_NONE;
+    for (int i = 0; i < N; i++) {
+        v[i] = NULL;
+        assert_int_equal(zkr_session_open(&v[i], hosts, T, &o), 0);
     }
+    for (int i = 0; i < N; i++) {
+        char why[512] = "";
+        /* zkr's own words come after a session timeout at most. */
+        int said =
+            ZKT_WAIT_UNTIL(zkr_session_last_error(v[i], why, sizeof(why)) > 0 &&
+                               strstr(why, hosts) != NULL,
+                           zkt_scaled_ms(3 * T));
+        if (!said)
+            print_message("# session %d: last error \"%s\"\n", i, why);
+        assert_true(said);
+        assert_int_equal(zkr_session_state(v[i]), ZKR_STATE_CONNECTING);
+    }
+    for (int i = 0; i < N; i++)
+        assert_int_equal(zkr_session_free(v[i]), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_default_session_is_quiet),
+        cmocka_unit_test(test_log_callback_per_session),
+        cmocka_unit_test(test_lost_is_logged),
+        cmocka_unit_test(test_connection_failure_names_host_and_errno),
+        cmocka_unit_test(test_refused_port_is_named),
+        cmocka_unit_test(test_acl_errors_say_what_to_check),
+        cmocka_unit_test(test_bad_log_options),
+        cmocka_unit_test(test_fork_child_frees_inherited_handles),
+        cmocka_unit_test(test_fork_in_completion_callback),
+        cmocka_unit_test(test_fork_child_frees_running_election),
+        cmocka_unit_test(test_fork_child_leaves_parent_dispatch),
+        cmocka_unit_test(test_descriptors_are_cloexec),
+        cmocka_unit_test(test_version),
+        cmocka_unit_test(test_with_handle_survives_lost),
+        cmocka_unit_test(test_calls_from_zookeeper_thread),
+        cmocka_unit_test(test_refused_open_log_is_summarised),
+        cmocka_unit_test(test_outage_log_is_summarised),
+        cmocka_unit_test(test_bad_address_is_named),
+        cmocka_unit_test(test_unresolvable_host_is_named),
+        cmocka_unit_test(test_missing_chroot_is_named),
+        cmocka_unit_test(test_no_wait_open_while_down),
+        cmocka_unit_test(test_no_wait_errors),
+        cmocka_unit_test(test_no_wait_free_before_connected),
+        cmocka_unit_test(test_options_listener_and_failed_open),
+        cmocka_unit_test(test_no_wait_recipes_across_long_outage),
+        cmocka_unit_test(test_no_wait_last_error_beyond_slots),
+    };
+    zkt_test_filter();
+    return cmocka_run_group_tests_name("embed", tests, setup, teardown);
+}
