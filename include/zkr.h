@@ -676,10 +676,14 @@ ZKR_EXTERN int zkr_session_wait_connected(zkr_session_t *s, int timeout_ms);
  * clear it: it says what went wrong last, history while the session is
  * CONNECTED. For a session opened with `no_wait` it says why it is still
  * CONNECTING. The client's words come through the session's log slot
- * (see `log_fn`): beyond 64 sessions open at once, an extra session keeps
- * zkr's own errors only, and one opened with `no_wait` that has not
- * connected within a session timeout keeps "no connection to HOSTS within
- * T ms". Any thread, callbacks included.
+ * (see `log_fn`), and only as far as the process-wide
+ * zoo_set_debug_level() lets them (its errors pass at every level but 0):
+ * beyond 64 sessions open at once, an extra session keeps zkr's own
+ * errors only, and one opened with `no_wait` that has not connected within
+ * a session timeout keeps "no connection to HOSTS within T ms". A LOST
+ * session's cause is soon followed by the errors of its reconnection:
+ * the text is the last error, not the first. Any thread, callbacks
+ * included.
  * \param buf where the text goes, NUL-terminated and cut to fit; NULL
  *   (with len 0) to learn its length.
  * \return the text's length (more than len - 1 when it was cut, as
