@@ -77,6 +77,22 @@ struct zkr__reader {
     const zkr__reader_ops_t *ops;
 };
 
+/* A recipe's chain of requests that is no contender (a work queue's
+ * put): it issues one request at a time and takes its next step in the
+ * answer's completion. When it cannot go on by itself (not connected, a
+ * request it could not send, a pause) it waits to be woken: the engine
+ * calls wake (mutex held) when the session (re)connects or is lost, when
+ * requests that could not be sent are due again, in a forked child's
+ * copy, and once wake_at (if >= 0) has passed. A wake finds the chain in any
+ * state: it checks what it waits for. */
+typedef struct zkr__task zkr__task_t;
+struct zkr__task {
+    zkr__task_t *prev, *next; /* the session's tasks */
+    void (*wake)(zkr__task_t *t);
+    int64_t wake_at; /* ms of zkr__now_ms(), -1: none */
+    int on;          /* linked */
+};
+
 /* The engine's state in each session (zkr__session_engine()). */
 typedef struct zkr__engine {
     /* The contenders by the paths of their nodes and of their watches
@@ -89,6 +105,7 @@ typedef struct zkr__engine {
      */
     zkr__contender_t *timed;
     zkr__reader_t *readers;
+    zkr__task_t *tasks;
     zkr__msets_t msets;    /* metrics by (kind, path) (metrics.c) */
     uint64_t workq_events; /* work queue watch events so far (workq.c) */
 } zkr__engine_t;
@@ -440,6 +457,12 @@ int zkr__path_watched(zkr_session_t *s, const char *path, int wtype);
 /* Adds a reader to its session, or removes it; mutex held. */
 void zkr__reader_add(zkr_session_t *s, zkr__reader_t *r);
 void zkr__reader_remove(zkr_session_t *s, zkr__reader_t *r);
+/* Adds a task to its session, or removes it (mutex held); a task is
+ * removed before it is freed. */
+void zkr__task_add(zkr_session_t *s, zkr__task_t *t);
+void zkr__task_remove(zkr_session_t *s, zkr__task_t *t);
+/* Wakes t at (ms of zkr__now_ms()), or not by time if at < 0. */
+void zkr__task_wake_at(zkr_session_t *s, zkr__task_t *t, int64_t at);
 /* Does a reader of s need zkr's watches on path? */
 int zkr__readers_follow(zkr_session_t *s, const char *path);
 void zkr__node_watcher(zhandle_t *zh, int type, int state, const char *path,

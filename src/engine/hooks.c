@@ -40,16 +40,92 @@ static void readers_refresh(zkr_session_t *s)
         r->ops->refresh(r);
 }
 
+void zkr__task_add(zkr_session_t *s, zkr__task_t *t)
+{
+    zkr__engine_t *e = zkr__engine(s);
+
+    t->prev = NULL;
+    t->next = e->tasks;
+    if (e->tasks != NULL)
+        e->tasks->prev = t;
+    e->tasks = t;
+    t->on = 1;
+}
+
+void zkr__task_remove(zkr_session_t *s, zkr__task_t *t)
+{
+    if (!t->on)
+        return;
+    if (t->prev != NULL)
+        t->prev->next = t->next;
+    else
+        zkr__engine(s)->tasks = t->next;
+    if (t->next != NULL)
+        t->next->prev = t->prev;
+    t->prev = t->next = NULL;
+    t->on = 0;
+}
+
+void zkr__task_wake_at(zkr_session_t *s, zkr__task_t *t, int64_t at)
+{
+    t->wake_at = at;
+    if (at >= 0)
+        zkr__timer_kick(s);
+}
+
+/* Wakes every task (due: only those whose wake_at has passed, lowering
+ * *next to the earliest other one). A wake may remove its own task (and
+ * free it), or add one: the list is walked from a mark put at its head,
+ * so that each task there now is woken once. */
+static void tasks_wake(zkr_session_t *s, int64_t now, int64_t *next)
+{
+    zkr__task_t mark = {0}, *t;
+
+    zkr__task_add(s, &mark);
+    while ((t = mark.next) != NULL) {
+        /* Move the mark past t before t runs. */
+        zkr__task_remove(s, &mark);
+        mark.prev = t;
+        mark.next = t->next;
+        if (t->next != NULL)
+            t->next->prev = &mark;
+        t->next = &mark;
+        mark.on = 1;
+        if (next != NULL && (t->wake_at < 0 || t->wake_at > now)) {
+            if (t->wake_at >= 0 && (*next < 0 || t->wake_at < *next))
+                *next = t->wake_at;
+            continue;
+        }
+        t->wake_at = -1;
+        t->wake(t);
+    }
+    zkr__task_remove(s, &mark);
+}
+
 static void engine_connected(zkr_session_t *s, int new_session)
 {
     zkr__queue_on_connected(s, new_session);
     readers_refresh(s);
+    tasks_wake(s, 0, NULL);
 }
 
 static void engine_retry(zkr_session_t *s)
 {
     zkr__queue_retry(s);
     readers_refresh(s);
+    tasks_wake(s, 0, NULL);
+}
+
+static void engine_lost(zkr_session_t *s)
+{
+    zkr__queue_on_lost(s);
+    tasks_wake(s, 0, NULL);
+}
+
+static void engine_deadline(zkr_session_t *s, int64_t now, int64_t *next)
+{
+    zkr__queue_on_deadline(s, now, next);
+    tasks_wake(s, now, next);
 }
 
 static void engine_forked(zkr_session_t *s)
@@ -60,6 +136,7 @@ static void engine_forked(zkr_session_t *s)
     }
     for (zkr__reader_t *r = zkr__engine(s)->readers; r != NULL; r = r->next)
         r->ops->forked(r);
+    tasks_wake(s, 0, NULL);
 }
 
 /* A handle freed on this thread (m->freeing) still gets its completions
@@ -99,9 +176,9 @@ static const zkr__session_hooks_t engine_hooks = {
     .fini = engine_fini,
     .connected = engine_connected,
     .suspended = zkr__queue_on_suspended,
-    .lost = zkr__queue_on_lost,
+    .lost = engine_lost,
     .retry = engine_retry,
-    .deadline = zkr__queue_on_deadline,
+    .deadline = engine_deadline,
     .forked = engine_forked,
     .deliver = engine_deliver,
     .dispose = engine_dispose,

@@ -11,9 +11,11 @@
  * engine's. Ack and nack are engine commits: one multi that holds the
  * delete of the claim node, so they apply only while the claim is ours.
  *
- * Puts, scans and listings are synchronous ZooKeeper calls made on the
- * caller's thread; the asynchronous forms run them on a thread of their
- * own and post the completion to the session's event thread. */
+ * A put is a chain of asynchronous requests (wq_call_t), each taken in
+ * the previous one's completion; its blocking form waits for the chain's
+ * end. Scans and listings of a take are synchronous ZooKeeper calls made
+ * on the caller's thread; the asynchronous take runs them on a thread of
+ * its own and posts the completion to the session's event thread. */
 #include <ctype.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -149,41 +151,173 @@ int zkr__wq_wait_connected(zkr_session_t *s, int64_t deadline,
     return rc;
 }
 
-struct sync_wait {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int done, rc;
-};
+/* ------------------------------------------------------ call chains */
 
-static void sync_done(int rc, const char *value, const void *data)
+/* The answer of a chain's request (mutex taken): k->next is told it,
+ * with what came back, valid during the call only. next may end the
+ * chain and free k: k is not touched after. */
+static void call_answer(const void *data, int rc, const struct Stat *stat,
+                        const struct String_vector *strings, const char *value,
+                        int value_len)
 {
-    struct sync_wait *w = (struct sync_wait *)data;
+    zkr__op_t *op = (zkr__op_t *)data;
+    wq_call_t *k = op->ctx;
 
-    (void)value;
-    pthread_mutex_lock(&w->mu);
-    w->rc = rc;
-    w->done = 1;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    (void)zkr__op_begin(op, rc);
+    k->busy = 0;
+    k->stat = stat;
+    k->strings = strings;
+    k->value = value;
+    k->value_len = value_len;
+    k->next(k, rc);
+    zkr__op_end(op);
 }
 
-/* A synchronous sync(path): the server then has applied everything
- * committed before, so a listing that follows shows a create sent earlier
- * (on a connection since lost) if it was applied (engine/create.c,
- * recover_synced). */
-int zkr__wq_sync_path(zhandle_t *zh, const char *path)
+static void call_void(int rc, const void *data)
 {
-    struct sync_wait w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-                          0, 0};
-    int rc = (zoo_async)(zh, path, sync_done, &w);
+    call_answer(data, rc, NULL, NULL, NULL, 0);
+}
 
-    if (rc != ZOK)
+static void call_stat(int rc, const struct Stat *stat, const void *data)
+{
+    call_answer(data, rc, stat, NULL, NULL, 0);
+}
+
+static void call_data(int rc, const char *value, int len,
+                      const struct Stat *stat, const void *data)
+{
+    call_answer(data, rc, stat, NULL, value, len);
+}
+
+static void call_strings(int rc, const struct String_vector *v,
+                         const void *data)
+{
+    call_answer(data, rc, NULL, v, NULL, 0);
+}
+
+static void call_string(int rc, const char *value, const void *data)
+{
+    call_answer(data, rc, NULL, NULL, value, value != NULL ? -1 : 0);
+}
+
+/* The op of k's next request, or NULL with *rc set: not connected
+ * (ZCONNECTIONLOSS), or short of memory (ZKR_ENOMEM; the engine's retry
+ * wakes the session's tasks soon). */
+static zkr__op_t *call_op(wq_call_t *k, int *rc)
+{
+    zkr_session_t *s = k->s;
+    zkr__op_t *op;
+
+    if (s->closing || s->zh == NULL || !s->connected) {
+        *rc = s->closing ? ZKR_ECLOSED : ZCONNECTIONLOSS;
+        return NULL;
+    }
+    if ((op = zkr__op_new(s, k->m)) == NULL) {
+        *rc = ZKR_ENOMEM;
+        return NULL;
+    }
+    op->ctx = k;
+    return op;
+}
+
+/* After issuing op's request with code rc: in flight, or undone. */
+static int call_sent(wq_call_t *k, zkr__op_t *op, int rc)
+{
+    if (rc != ZOK) {
+        zkr__op_cancel(op);
         return rc;
-    pthread_mutex_lock(&w.mu);
-    while (!w.done)
-        pthread_cond_wait(&w.cv, &w.mu);
-    pthread_mutex_unlock(&w.mu);
-    return w.rc;
+    }
+    k->busy = 1;
+    return 0;
+}
+
+int zkr__wq_exists(wq_call_t *k, const char *path)
+{
+    int rc;
+    zkr__op_t *op = call_op(k, &rc);
+
+    return op == NULL
+               ? rc
+               : call_sent(k, op,
+                           zoo_aexists(k->s->zh, path, 0, call_stat, op));
+}
+
+int zkr__wq_get(wq_call_t *k, const char *path)
+{
+    int rc;
+    zkr__op_t *op = call_op(k, &rc);
+
+    return op == NULL
+               ? rc
+               : call_sent(k, op, zoo_aget(k->s->zh, path, 0, call_data, op));
+}
+
+int zkr__wq_children(wq_call_t *k, const char *path)
+{
+    int rc;
+    zkr__op_t *op = call_op(k, &rc);
+
+    return op == NULL ? rc
+                      : call_sent(k, op,
+                                  zoo_aget_children(k->s->zh, path, 0,
+                                                    call_strings, op));
+}
+
+int zkr__wq_create(wq_call_t *k, const char *path, const char *data, int len,
+                   const struct ACL_vector *acl, int mode)
+{
+    int rc;
+    zkr__op_t *op = call_op(k, &rc);
+
+    return op == NULL ? rc
+                      : call_sent(k, op,
+                                  zoo_acreate(k->s->zh, path, data, len, acl,
+                                              mode, call_string, op));
+}
+
+int zkr__wq_delete(wq_call_t *k, const char *path, int version)
+{
+    int rc;
+    zkr__op_t *op = call_op(k, &rc);
+
+    return op == NULL
+               ? rc
+               : call_sent(k, op,
+                           zoo_adelete(k->s->zh, path, version, call_void, op));
+}
+
+int zkr__wq_set(wq_call_t *k, const char *path, const char *data, int len,
+                int version)
+{
+    int rc;
+    zkr__op_t *op = call_op(k, &rc);
+
+    return op == NULL ? rc
+                      : call_sent(k, op,
+                                  zoo_aset(k->s->zh, path, data, len, version,
+                                           call_stat, op));
+}
+
+int zkr__wq_multi(wq_call_t *k, int n, const zoo_op_t *ops,
+                  zoo_op_result_t *res)
+{
+    int rc;
+    zkr__op_t *op = call_op(k, &rc);
+
+    return op == NULL
+               ? rc
+               : call_sent(k, op,
+                           zoo_amulti(k->s->zh, n, ops, res, call_void, op));
+}
+
+int zkr__wq_sync(wq_call_t *k, const char *path)
+{
+    int rc;
+    zkr__op_t *op = call_op(k, &rc);
+
+    return op == NULL
+               ? rc
+               : call_sent(k, op, zoo_async(k->s->zh, path, call_string, op));
 }
 
 /* ------------------------------------------------------------ handle */

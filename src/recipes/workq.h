@@ -13,6 +13,37 @@
 
 enum { WQ_AGAIN = 1, WQ_EMPTY = 2 }; /* scan results besides 0 and errors */
 
+/* One request at a time of a chain of asynchronous requests (a put, a
+ * repair of a level): its answer's completion, under the session's
+ * mutex, calls next with the request's code and what came back (stat,
+ * strings, value: valid during the call only). m: the handle whose free
+ * waits for the requests, or NULL. */
+typedef struct wq_call wq_call_t;
+struct wq_call {
+    zkr_session_t *s;
+    zkr__member_t *m;
+    void (*next)(wq_call_t *k, int rc);
+    const struct Stat *stat;
+    const struct String_vector *strings;
+    const char *value;
+    int value_len;
+    int busy; /* a request in flight */
+};
+
+/* A seal or repair of a level's tail, as a chain (workq_put.c,
+ * zkr__wq_repair). The owner sets k.s, k.m, acl and done. */
+enum { WQ_SEAL = 1, WQ_REPAIR_SEALED, WQ_REPAIR_MISSING };
+typedef struct wq_repair wq_repair_t;
+struct wq_repair {
+    wq_call_t k;
+    const struct ACL_vector *acl;
+    void (*done)(wq_repair_t *r, int rc); /* mutex held; may free r */
+    char ql[300], bt[320], bb[320], next[320];
+    int t, mode, step;
+    zoo_op_t ops[3];
+    zoo_op_result_t res[3];
+};
+
 struct zkr_workq {
     zkr__contender_t turn; /* PATH/consumers: whose turn it is */
     zkr_session_t *s;
@@ -70,6 +101,7 @@ struct zkr_item {
     int tail_rc;    /* nack back: how b<tail> failed (BADVERSION, NONODE) */
     int tail_tries; /* ... and how often, this commit (WQ_REPAIRS) */
     int rdir_made;  /* the receipts' container made again for this commit */
+    wq_repair_t rp; /* nack back: the repair of the tail */
 };
 
 typedef struct {
@@ -79,25 +111,33 @@ typedef struct {
 } wq_entry_t;
 
 /* workq.c */
+/* Issue k's request (mutex held): 0 when in flight (k->next is told its
+ * answer), or the code it was not sent with (ZCONNECTIONLOSS when not
+ * connected, ZKR_ECLOSED, ZKR_ENOMEM, the client's code). */
+int zkr__wq_exists(wq_call_t *k, const char *path);
+int zkr__wq_get(wq_call_t *k, const char *path);
+int zkr__wq_children(wq_call_t *k, const char *path);
+int zkr__wq_create(wq_call_t *k, const char *path, const char *data, int len,
+                   const struct ACL_vector *acl, int mode);
+int zkr__wq_delete(wq_call_t *k, const char *path, int version);
+int zkr__wq_set(wq_call_t *k, const char *path, const char *data, int len,
+                int version);
+int zkr__wq_multi(wq_call_t *k, int n, const zoo_op_t *ops,
+                  zoo_op_result_t *res);
+int zkr__wq_sync(wq_call_t *k, const char *path);
+
 int *zkr__wq_sorted_buckets(const struct String_vector *v, int *n);
 wq_entry_t *zkr__wq_sorted_items(const struct String_vector *v, int *n);
 int zkr__wq_conn_error(int rc);
 int zkr__wq_wait_connected(zkr_session_t *s, int64_t deadline,
                            const int *cancel);
-int zkr__wq_sync_path(zhandle_t *zh, const char *path);
 
 /* workq_put.c */
 int zkr__wq_make_node(zhandle_t *zh, const char *path, const char *data,
                       const struct ACL_vector *acl);
 int zkr__wq_read_bucket(zkr_workq_t *q, zhandle_t *zh);
-int zkr__wq_advance_ops(zoo_op_t *ops, const char *bt, const char *ql,
-                        const char *next, int t, int adopt,
-                        const struct ACL_vector *acl);
-int zkr__wq_next_exists(int rc, const zoo_op_result_t *res, int n);
-void zkr__wq_pause_ms(int ms);
 void zkr__wq_receipts_to_cleanup(zkr_workq_t *q, char **v, int n, int64_t sid);
-int zkr__wq_repair_tail(const struct ACL_vector *acl, zhandle_t *zh,
-                        const char *ql, int t, int sealed);
+int zkr__wq_repair(wq_repair_t *r, const char *ql, int t, int mode);
 
 /* workq_take.c */
 int zkr__wq_take_cancel(zkr_workq_t *q);

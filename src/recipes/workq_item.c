@@ -249,81 +249,46 @@ static int tail_lookup(zkr_item_t *it)
     return op != NULL ? ZCONNECTIONLOSS : ZKR_ENOMEM;
 }
 
-struct repair_job {
-    zkr_item_t *it;
-    zkr__op_t *op; /* counts as the item's call in flight: no free ends it */
-    int t, sealed;
-};
-
-/* q<L> still names the bucket our nack failed on: the tail repaired as a
- * put repairs it (repair_tail: synchronous calls, so on a thread of its
- * own, after a pause), then the nack sent again. tail_tries, counted by
- * item_done and by repair_start, bounds the rounds (WQ_REPAIRS). */
-static void *repair_thread(void *arg)
+/* The repair of the tail our nack failed on (it->rp) ended with rc. */
+static void item_repaired(wq_repair_t *rp, int rc)
 {
-    struct repair_job *j = arg;
-    zkr_item_t *it = j->it;
-    zkr_session_t *s = it->s;
-    char ql[300];
-    zhandle_t *zh;
-    int r;
+    zkr_item_t *it = (zkr_item_t *)((char *)rp - offsetof(zkr_item_t, rp));
+    int r = rc;
 
-    snprintf(ql, sizeof(ql), "%s/q%d", it->qpath, it->level);
-    zkr__wq_pause_ms(ZKR__RETRY_MS);
-    if ((r = zkr__zh_get(s, &zh)) == 0) {
-        r = zkr__wq_repair_tail(&it->c.acl, zh, ql, j->t, j->sealed);
-        zkr__zh_put(s);
-    }
-    (void)zkr__op_begin(j->op, r);
     if (it->c.dispose != NULL) {
         r = ZKR_ECANCELED; /* freed meanwhile */
-    } else if (r == 0 && !j->sealed) {
+    } else if (rc == 0 && rp->mode == WQ_REPAIR_MISSING) {
         /* b<t> is there and q<L> named it then: the same tail (if it was
          * sealed since, the commit's check says so). */
         r = build_back(it);
         if (r == 0)
             r = zkr__commit(&it->c, &it->cm);
-    } else if (r == 0 || r == ZBADVERSION || zkr__wq_conn_error(r)) {
+    } else if (rc == 0 || rc == ZBADVERSION || zkr__wq_conn_error(rc)) {
         r = tail_lookup(it); /* q<L> moved on (by us or not): read again */
     }
     if (r != 0) {
         it->where = -2; /* report r as is */
         item_done(&it->cm, zkr__wq_conn_error(r) ? ZCONNECTIONLOSS : r);
     }
-    zkr__op_end(j->op);
-    free(j);
-    return NULL;
 }
 
-/* Mutex held: starts repair_thread for bucket t. */
+/* Mutex held: q<L> still names the bucket t our nack failed on: the tail
+ * repaired as a put repairs it (zkr__wq_repair), then the nack sent
+ * again. tail_tries, counted by item_done and here, bounds the rounds
+ * (WQ_REPAIRS). Its requests count as the item's: no free ends it. */
 static int repair_start(zkr_item_t *it, int t, int sealed)
 {
-    struct repair_job *j = calloc(1, sizeof(*j));
-    pthread_attr_t a;
-    pthread_t thr;
-    int rc;
+    char ql[300];
 
-    if (it->tail_tries++ >= WQ_REPAIRS) {
-        free(j);
+    if (it->tail_tries++ >= WQ_REPAIRS)
         return it->tail_rc; /* the level keeps changing under us */
-    }
-    if (j == NULL || (j->op = zkr__cop_new(&it->c)) == NULL) {
-        free(j);
-        return ZKR_ENOMEM;
-    }
-    j->it = it;
-    j->t = t;
-    j->sealed = sealed;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    rc = pthread_create(&thr, &a, repair_thread, j);
-    pthread_attr_destroy(&a);
-    if (rc != 0) {
-        zkr__op_cancel(j->op);
-        free(j);
-        return ZKR_ESYS;
-    }
-    return 0;
+    snprintf(ql, sizeof(ql), "%s/q%d", it->qpath, it->level);
+    it->rp.k.s = it->s;
+    it->rp.k.m = &it->c.m;
+    it->rp.acl = &it->c.acl;
+    it->rp.done = item_repaired;
+    return zkr__wq_repair(&it->rp, ql, t,
+                          sealed ? WQ_REPAIR_SEALED : WQ_REPAIR_MISSING);
 }
 
 /* Nack to the back found its tail sealed or gone: q<L>'s version names
@@ -355,35 +320,11 @@ static void tail_done(int rc, const struct Stat *stat, const void *data)
     zkr__op_end(op);
 }
 
-struct seal_job {
-    zoo_op_t ops[3];
-    zoo_op_result_t res[3];
-    char bt[320], ql[300], next[320];
-    int t, adopt;
-};
-
-/* The nack's seal (advance, asynchronously): b<t+1> made by another
- * client ahead of the tail is adopted, as a put's seal adopts it. */
-static void seal_done(int rc, const void *data)
+/* The nack's seal of a full bucket ended: nothing to tell. */
+static void seal_free(wq_repair_t *r, int rc)
 {
-    zkr__op_t *op = (zkr__op_t *)data;
-    zkr_session_t *s = zkr__op_begin(op, rc);
-    struct seal_job *j = op->ctx;
-    zkr__op_t *op2;
-
-    op->ctx = NULL;
-    if (!j->adopt && zkr__wq_next_exists(rc, j->res, 3) && !s->closing &&
-        s->zh != NULL && (op2 = zkr__op_new(s, NULL)) != NULL) {
-        j->adopt = 1;
-        (void)zkr__wq_advance_ops(j->ops, j->bt, j->ql, j->next, j->t, 1, NULL);
-        op2->ctx = j;
-        if (zoo_amulti(s->zh, 3, j->ops, j->res, seal_done, op2) == ZOK)
-            j = NULL;
-        else
-            zkr__op_cancel(op2);
-    }
-    free(j);
-    zkr__op_end(op);
+    (void)rc;
+    free(r);
 }
 
 /* The receipts' container is there again: the commit, again. */
@@ -446,29 +387,19 @@ static void item_done(zkr__commit_t *cm, int rc)
     if (rc == 0 && it->where == ZKR_NACK_BACK) {
         const char *dash = strrchr(it->created, '-');
         int32_t seq = 0;
-        struct seal_job *j;
-        zkr__op_t *op;
+        wq_repair_t *r;
+        char ql[300];
 
+        /* A full bucket sealed (best effort, as a put seals it): the seal
+         * outlives the item, so it counts for nobody. */
         if (dash != NULL && zkr__parse_seq(dash + 1, &seq) == 0 &&
-            seq >= it->bucket && (j = calloc(1, sizeof(*j))) != NULL) {
-            snprintf(j->ql, sizeof(j->ql), "%s/q%d", it->qpath, it->level);
-            snprintf(j->bt, sizeof(j->bt), "%s/b%010d", j->ql, it->tail);
-            snprintf(j->next, sizeof(j->next), "%s/b%010d", j->ql,
-                     it->tail + 1);
-            j->t = it->tail;
-            (void)zkr__wq_advance_ops(j->ops, j->bt, j->ql, j->next, j->t, 0,
-                                      &it->c.acl);
-            if ((op = zkr__op_new(s, NULL)) == NULL) {
-                free(j);
-            } else {
-                op->ctx = j;
-                if (zoo_amulti(s->zh, 3, j->ops, j->res, seal_done, op) !=
-                    ZOK) {
-                    op->ctx = NULL;
-                    zkr__op_cancel(op);
-                    free(j);
-                }
-            }
+            seq >= it->bucket && (r = calloc(1, sizeof(*r))) != NULL) {
+            snprintf(ql, sizeof(ql), "%s/q%d", it->qpath, it->level);
+            r->k.s = s;
+            r->acl = &it->c.acl; /* for the first request only */
+            r->done = seal_free;
+            if (zkr__wq_repair(r, ql, it->tail, WQ_SEAL) != 0)
+                free(r);
         }
     }
     it->busy = 0;

@@ -4,6 +4,7 @@
  * make check TESTS=tests/integration/test_workq_faults [ZKR_TEST_FILTER=name].
  */
 #define _DEFAULT_SOURCE
+#include <dirent.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -1340,6 +1341,79 @@ static void test_nack_back_ephemeral_tail(void **state)
     assert_int_equal(deliveries, 2);
 }
 
+/* ---------------------------------------------------------------------
+ * Asynchronous puts start no thread (issue 30: the work queue on the
+ * engine): puts in flight while the connection is black-holed are chains
+ * of requests, not threads blocked in a call; once it passes again each
+ * completes exactly once, and each item is in the queue once.       */
+
+#define NO_THREADS_PUTS 32
+
+static pthread_mutex_t nt_mu = PTHREAD_MUTEX_INITIALIZER;
+static int nt_done, nt_ok, nt_all;
+
+static void nt_put(int rc, const char *id, void *data)
+{
+    (void)id;
+    (void)data;
+    pthread_mutex_lock(&nt_mu);
+    nt_done++;
+    nt_ok += rc == 0;
+    nt_all = nt_done == NO_THREADS_PUTS;
+    pthread_mutex_unlock(&nt_mu);
+}
+
+/* The threads of this process (/proc/self/task). */
+static int thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    int n = 0;
+
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void test_async_puts_start_no_thread(void **state)
+{
+    const int tmo = 8000;
+    zkr_session_t *s = open_proxied(tmo);
+    zkr_workq_t *q = new_q(s, "/r30/nothreads", "p");
+    int before, during, all, ok;
+    int64_t len = -1;
+
+    (void)state;
+    nt_done = nt_ok = nt_all = 0;
+    assert_int_equal(zkr_workq_put(q, "warm", 4, 0, NULL, 0), 0);
+    before = thread_count();
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    for (int i = 0; i < NO_THREADS_PUTS; i++)
+        assert_int_equal(zkr_workq_put_async(q, "x", 1, 0, nt_put, NULL), 0);
+    usleep(200 * 1000);
+    during = thread_count();
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    /* Each put ends within its deadline (request timeout + session
+     * timeout), after the client noticed the loss and reconnected. */
+    (void)wait_flag(&nt_mu, &nt_all, 4 * tmo);
+    pthread_mutex_lock(&nt_mu);
+    all = nt_done;
+    ok = nt_ok;
+    pthread_mutex_unlock(&nt_mu);
+    assert_int_equal(zkr_workq_len(q, &len), 0);
+    printf("# async puts: threads %d before, %d with %d puts in flight; "
+           "%d ended, %d put, %lld items\n",
+           before, during, NO_THREADS_PUTS, all, ok, (long long)len);
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    assert_true(during <= before);
+    assert_int_equal(all, NO_THREADS_PUTS);
+    assert_int_equal(ok, NO_THREADS_PUTS);
+    assert_int_equal(len, 1 + NO_THREADS_PUTS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1364,6 +1438,7 @@ int main(void)
         cmocka_unit_test(test_foreign_child_long_name),
         cmocka_unit_test(test_ephemeral_bucket_made_ahead),
         cmocka_unit_test(test_nack_back_ephemeral_tail),
+        cmocka_unit_test(test_async_puts_start_no_thread),
     };
     zkt_test_filter();
     return cmocka_run_group_tests_name("workq_faults", tests, proxy_setup,
