@@ -107,7 +107,8 @@ typedef struct zkr__engine {
     zkr__reader_t *readers;
     zkr__task_t *tasks;
     zkr__msets_t msets;    /* metrics by (kind, path) (metrics.c) */
-    uint64_t workq_events; /* work queue watch events so far (workq.c) */
+    uint64_t watch_events; /* events of recipes' own watchers so far: a
+                              recipe waiting for one compares counts */
 } zkr__engine_t;
 
 static inline zkr__engine_t *zkr__engine(const zkr_session_t *s)
@@ -340,10 +341,9 @@ struct zkr__contender {
     int fd[2];      /* loss pipe, made by zkr__contender_fd(); -1 until */
     int fd_lost;    /* readable: lost, until observed (engine/loss.c) */
     int fd_written; /* the pipe holds a byte */
-    int fd_changed; /* the default rule (no recipe signal hook): SUSPENDED,
-                       HELD again or LOST since the application last read
-                       the state (zkr__contender_read()) */
-    int fd_want;    /* the recipe's signal hook last asked for readable */
+    int fd_want;    /* readable by the recipe's rule: its signal hook's
+                       last answer, or (none) SUSPENDED, HELD again or LOST
+                       since the state was last read (zkr__contender_read) */
     int lost_unreported;
     uint64_t lost_gen;       /* lost_unreported: c->gen of the grant lost */
     int sync_waiters;        /* threads blocked in acquire/release on it */

@@ -17,11 +17,12 @@
  * two descriptors per handle (10,000 locks = 20,000 descriptors, more
  * than a common limit). It is readable once ownership was lost (fd_lost:
  * sticky until the application has observed the loss, zkr__fd_observed()),
- * and besides while the recipe's rule asks (fd_want: its signal hook, told
- * each change), or under the default rule while a state change is unread
- * (fd_changed: SUSPENDED, HELD again, LOST, until zkr__contender_read()),
- * so that a poll() loop wakes once per change, not without end while
- * SUSPENDED. fd_written says whether the pipe holds a byte.
+ * and besides while the recipe's rule asks (fd_want: its signal hook's
+ * answer to each change), or, for a recipe without one, the default rule:
+ * while a state change is unread (SUSPENDED, HELD again, LOST, until
+ * zkr__contender_read()), so that a poll() loop wakes once per change,
+ * not without end while SUSPENDED. fd_written says whether the pipe holds a
+ * byte.
  *
  * fd_lost is sticky, and kept by the engine whatever the recipe's rule,
  * because a loss may be followed at once by a new grant: an election
@@ -32,8 +33,7 @@
 static void fd_update(zkr__contender_t *c)
 {
     char buf[16];
-    int want =
-        c->fd_lost || (c->recipe->signal != NULL ? c->fd_want : c->fd_changed);
+    int want = c->fd_lost || c->fd_want;
 
     /* In a forked child the pipe is the parent's: never touched. */
     if (c->fd[1] < 0 || c->s->forked || want == c->fd_written)
@@ -49,15 +49,16 @@ static void fd_update(zkr__contender_t *c)
     }
 }
 
-/* Tells the recipe's rule of a change, then updates the descriptor. */
+/* Tells the recipe's rule (or the default one) of a change, then
+ * updates the descriptor. */
 static void fd_tell(zkr__contender_t *c, zkr__fdev_t ev)
 {
     if (c->recipe->signal != NULL)
         c->fd_want = c->recipe->signal(c, ev);
     else if (ev == ZKR__FD_OBSERVED)
-        c->fd_changed = 0;
+        c->fd_want = 0;
     else if (ev != ZKR__FD_GRANTED)
-        c->fd_changed = 1;
+        c->fd_want = 1;
     fd_update(c);
 }
 
@@ -72,7 +73,8 @@ void zkr__fd_observed(zkr__contender_t *c)
 
 void zkr__contender_read(zkr__contender_t *c)
 {
-    c->fd_changed = 0;
+    if (c->recipe->signal == NULL) /* the default rule: read */
+        c->fd_want = 0;
     fd_update(c);
 }
 

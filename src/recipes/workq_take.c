@@ -23,7 +23,7 @@ static void wq_watcher(zhandle_t *zh, int type, int state, const char *path,
         return;
     if ((s = zkr__session_lock_live(ctx)) == NULL)
         return;
-    zkr__engine(s)->workq_events++;
+    zkr__engine(s)->watch_events++;
     s->counters[ZKR_COUNTER_WATCH_EVENTS]++;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
@@ -293,7 +293,7 @@ static int scan_level(zkr_workq_t *q, zhandle_t *zh, int watch,
                       const struct String_vector *top, int level, char *buf,
                       zkr_item_t **it)
 {
-    char ql[300], name[8];
+    char ql[300], name[16];
     struct String_vector bv = {0, NULL};
     struct Stat qst;
     int found = 0, nb = 0, *bk, rc;
@@ -424,7 +424,7 @@ static int take_run(zkr_workq_t *q, int timeout_ms, zkr_item_t **out)
             rc = ZKR_ELOST;
         else if (deadline >= 0 && zkr__now_ms() >= deadline)
             rc = ZKR_ETIMEDOUT;
-        gen = zkr__engine(s)->workq_events;
+        gen = zkr__engine(s)->watch_events;
         connected = s->connected;
         pthread_mutex_unlock(&s->mu);
         if (rc != 0)
@@ -456,7 +456,7 @@ static int take_run(zkr_workq_t *q, int timeout_ms, zkr_item_t **out)
             break;
         }
         pthread_mutex_lock(&s->mu);
-        while (zkr__engine(s)->workq_events == gen && !q->cancel &&
+        while (zkr__engine(s)->watch_events == gen && !q->cancel &&
                q->turn.phase == ZKR__P_HELD && s->connected) {
             int64_t until = zkr__now_ms() + 500;
             if (deadline >= 0 && deadline < until)
