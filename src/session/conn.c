@@ -69,6 +69,13 @@ void zkr__lock_fresh(zkr_session_t *s)
     zkr__enforce_deadline(s);
 }
 
+void zkr__log_no_chroot(zkr_session_t *s, const char *chroot, const char *then)
+{
+    /* s->hosts ends in the chroot: the servers are what comes before. */
+    zkr__log(s, ZKR_LOG_ERROR, "the chroot %s does not exist on %.*s%s", chroot,
+             (int)strcspn(s->hosts, "/"), s->hosts, then);
+}
+
 /* A session opened with no_wait and a chroot: what the waiting open
  * returns as ZKR_ENOCHROOT is logged once a connection answers (a lost
  * answer asks again at the next connection). */
@@ -80,10 +87,8 @@ static void chroot_done(int rc, const struct Stat *st, const void *data)
     (void)st;
     s->chroot_asking = 0;
     if (rc == ZNONODE)
-        zkr__log(s, ZKR_LOG_ERROR,
-                 "the chroot %s does not exist on %.*s: requests fail with "
-                 "ZNONODE until it is made",
-                 s->chroot, (int)strcspn(s->hosts, "/"), s->hosts);
+        zkr__log_no_chroot(s, s->chroot,
+                           ": requests fail with ZNONODE until it is made");
     if (rc == ZOK || rc == ZNONODE) {
         free(s->chroot);
         s->chroot = NULL;
@@ -91,7 +96,7 @@ static void chroot_done(int rc, const struct Stat *st, const void *data)
     zkr__op_end(op);
 }
 
-static void check_chroot(zkr_session_t *s, zhandle_t *zh)
+static void chroot_ask(zkr_session_t *s, zhandle_t *zh)
 {
     zkr__op_t *op;
 
@@ -151,7 +156,7 @@ void zkr__on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
             zkr__set_state(s, ZKR_STATE_RECONNECTED);
             s->hooks->connected(s, 0);
         }
-        check_chroot(s, zh);
+        chroot_ask(s, zh);
         zkr__cleanup_pump(s);
     } else if (state == ZOO_EXPIRED_SESSION_STATE ||
                state == ZOO_AUTH_FAILED_STATE) {
@@ -261,10 +266,21 @@ static void send_ping(zkr_session_t *s, int64_t now)
         s->ping_busy = 1;
 }
 
+/* The server's answer to the digest: the waiting open returns only once
+ * it is known (a refusal comes after the connection is established). A
+ * refusal also arrives as ZOO_AUTH_FAILED_STATE, which makes the session
+ * LOST. */
 static void auth_done(int rc, const void *data)
 {
-    (void)rc;
-    (void)data; /* a refused digest arrives as ZOO_AUTH_FAILED_STATE */
+    zkr_session_t *s = zkr__session_lock_live((void *)data);
+
+    if (s == NULL)
+        return;
+    s->auth_answered = 1;
+    if (rc == ZAUTHFAILED)
+        s->auth_failed = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* How long the client may go without resolving the host list again while
@@ -287,7 +303,7 @@ zhandle_t *zkr__open_handle(zkr_session_t *s)
         zoo_set_servers_resolution_delay(zh, ZKR__RESOLVE_DELAY_MS);
     if (zh != NULL && s->digest != NULL)
         zoo_add_auth(zh, "digest", s->digest, (int)strlen(s->digest), auth_done,
-                     NULL);
+                     s);
     return zh;
 }
 

@@ -29,5 +29,7 @@ void zkr__cleanup_free(zkr__cleanup_t *cl);
 void zkr__on_session_event(zkr_session_t *s, zhandle_t *zh, int state);
 zhandle_t *zkr__open_handle(zkr_session_t *s);
 void *zkr__timer_main(void *arg);
+/* Logs that the server has no node chroot (then: what follows). */
+void zkr__log_no_chroot(zkr_session_t *s, const char *chroot, const char *then);
 
 #endif /* ZKR_SESSION_CORE_H */

@@ -650,7 +650,7 @@ static int why_not_connected(zkr_session_t *s, const char *hosts)
  * no such node, so that the first request does not fail with ZNONODE
  * instead. Any other answer (a connection lost meanwhile) is left to the
  * requests to come, as without a chroot. */
-static int check_chroot(zkr_session_t *s, const char *chroot)
+static int chroot_missing(zkr_session_t *s, const char *chroot)
 {
     zhandle_t *zh = NULL;
     struct Stat st;
@@ -662,9 +662,7 @@ static int check_chroot(zkr_session_t *s, const char *chroot)
     zkr__zh_put(s);
     if (zrc != ZNONODE)
         return 0;
-    /* s->hosts ends in the chroot: the servers are what comes before. */
-    zkr__log(s, ZKR_LOG_ERROR, "the chroot %s does not exist on %.*s", chroot,
-             (int)strcspn(s->hosts, "/"), s->hosts);
+    zkr__log_no_chroot(s, chroot, "");
     return ZKR_ENOCHROOT;
 }
 
@@ -803,17 +801,23 @@ int zkr__session_open(zkr_session_t **out, const char *hosts,
             ? -1
             : zkr__now_ms() + (o.connect_timeout_ms > 0 ? o.connect_timeout_ms
                                                         : session_timeout_ms);
-    while (s->state == ZKR_STATE_CONNECTING && !s->auth_failed &&
-           zkr__wait(s, NULL, deadline) == 0)
+    /* With a digest, connected is not enough: the server answers the
+     * credentials after the connection is established. */
+    while ((s->state == ZKR_STATE_CONNECTING ||
+            (s->state == ZKR_STATE_CONNECTED && s->digest != NULL &&
+             !s->auth_answered)) &&
+           !s->auth_failed && zkr__wait(s, NULL, deadline) == 0)
         ;
-    rc = s->state == ZKR_STATE_CONNECTED ? 0
-         : s->auth_failed                ? ZAUTHFAILED
-                                         : ZKR_ETIMEDOUT;
+    rc = s->auth_failed ? ZAUTHFAILED
+         : s->state == ZKR_STATE_CONNECTED || s->state == ZKR_STATE_SUSPENDED ||
+                 s->state == ZKR_STATE_RECONNECTED
+             ? 0
+             : ZKR_ETIMEDOUT;
     pthread_mutex_unlock(&s->mu);
     if (rc == ZKR_ETIMEDOUT)
         rc = why_not_connected(s, hosts);
     if (rc == 0 && o.chroot != NULL)
-        rc = check_chroot(s, o.chroot);
+        rc = chroot_missing(s, o.chroot);
     pthread_mutex_lock(&s->mu);
     if (rc != 0) {
         zkr__listener_t *l;

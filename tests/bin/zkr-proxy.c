@@ -31,6 +31,12 @@
  *                      are dropped as by blackhole (which this mode then
  *                      is, for every connection, until pass): the client
  *                      cannot come back to read the outcome.
+ *   fail-auth          the next answer to an authentication request
+ *                      (xid -4, after zoo_add_auth) is replaced by one that
+ *                      says ZAUTHFAILED, as a server that refuses the
+ *                      credentials answers; what that server sends on
+ *                      this connection afterwards is dropped (the client
+ *                      closes it).
  *   quit               exit (so does EOF on stdin).
  *
  * One thread, one poll loop. Framing of ZooKeeper's protocol: every
@@ -93,6 +99,8 @@ struct conn {
     int drop_armed; /* waiting for the reply with xid drop_xid */
     int32_t drop_xid;
     int reset_on_flush; /* reset once the S2C queue is written */
+    int forge_auth;     /* the cut is at an auth answer: a refusal instead */
+    int mute_s2c;       /* what the server sends is dropped */
     int close_after;    /* one side closed: close once d[close_after] is
                            written (-1: no) */
     struct dir d[2];
@@ -103,6 +111,7 @@ static int blackhole;
 static int delay_ms;
 static int drop_create_armed;
 static int drop_then_blackhole; /* the armed drop turns blackhole on */
+static int fail_auth_armed;
 static struct sockaddr_storage target;
 static socklen_t target_len;
 
@@ -184,6 +193,12 @@ static int on_header(struct conn *c, int dir, const struct framer *f)
         drop_create_armed = 0;
         c->drop_armed = 1;
         c->drop_xid = be32(f->hdr + 4);
+    }
+    if (dir == S2C && f->want == 8 && fail_auth_armed &&
+        be32(f->hdr + 4) == -4) {
+        fail_auth_armed = 0;
+        c->forge_auth = 1;
+        return 1;
     }
     return dir == S2C && f->want == 8 && c->drop_armed &&
            be32(f->hdr + 4) == c->drop_xid;
@@ -299,9 +314,20 @@ static int do_read(int i, int side)
         c->tainted = 1;
         return 0;
     }
-    if (c->reset_on_flush)
+    if (c->reset_on_flush || (dir == S2C && c->mute_s2c))
         return 0; /* about to be reset: nothing after the dropped reply */
     cut = scan(c, dir, (unsigned char *)buf, (size_t)n);
+    if (cut >= 0 && c->forge_auth) {
+        /* The auth answer's header (xid -4, zxid, err) says ZAUTHFAILED
+         * (-115); the server's own answer and all after it are dropped. */
+        static const char refused[20] = {0, 0, 0, 16, -1, -1, -1, -4, 0,  0,
+                                         0, 0, 0, 0,  0,  0,  -1, -1, -1, -115};
+        enqueue(&c->d[dir], buf, (size_t)cut);
+        enqueue(&c->d[dir], refused, sizeof(refused));
+        c->forge_auth = 0;
+        c->mute_s2c = 1;
+        return 0;
+    }
     if (cut >= 0) {
         enqueue(&c->d[dir], buf, (size_t)cut);
         c->drop_armed = 0;
@@ -437,6 +463,8 @@ static void do_command(char *line, int *quit)
     } else if (strcmp(line, "drop-create-reply-blackhole") == 0) {
         drop_create_armed = 1;
         drop_then_blackhole = 1;
+    } else if (strcmp(line, "fail-auth") == 0) {
+        fail_auth_armed = 1;
     } else if (strcmp(line, "quit") == 0) {
         *quit = 1;
         return;

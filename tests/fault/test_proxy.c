@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -180,6 +181,40 @@ static void test_drop_create_reply(void **state)
     zookeeper_close(zh);
 }
 
+/* fail-auth: the next authentication is answered ZAUTHFAILED, as by a
+ * server that refuses the credentials: its completion says so and the
+ * handle's state becomes AUTH_FAILED; disarmed, the next one passes. */
+static atomic_int auth_rc = 1;
+
+static void auth_done(int rc, const void *data)
+{
+    (void)data;
+    atomic_store(&auth_rc, rc);
+}
+
+static void test_fail_auth(void **state)
+{
+    zhandle_t *zh = connect_via_proxy(4000);
+
+    (void)state;
+    assert_int_equal(zkt_proxy_cmd(proxy, "fail-auth"), 0);
+    assert_int_equal(zoo_add_auth(zh, "digest", "u:p", 3, auth_done, NULL),
+                     ZOK);
+    assert_true(ZKT_WAIT_UNTIL(atomic_load(&auth_rc) != 1, 10000));
+    assert_int_equal(atomic_load(&auth_rc), ZAUTHFAILED);
+    assert_true(ZKT_WAIT_UNTIL(seen(ZOO_AUTH_FAILED_STATE, 0) >= 0, 10000));
+    zookeeper_close(zh);
+
+    zh = connect_via_proxy(4000);
+    atomic_store(&auth_rc, 1);
+    assert_int_equal(zoo_add_auth(zh, "digest", "u:p", 3, auth_done, NULL),
+                     ZOK);
+    assert_true(ZKT_WAIT_UNTIL(atomic_load(&auth_rc) != 1, 10000));
+    assert_int_equal(atomic_load(&auth_rc), ZOK);
+    assert_int_equal(seen(ZOO_AUTH_FAILED_STATE, 0), -1);
+    zookeeper_close(zh);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -187,6 +222,7 @@ int main(void)
         cmocka_unit_test(test_reset_reconnects),
         cmocka_unit_test(test_delay),
         cmocka_unit_test(test_drop_create_reply),
+        cmocka_unit_test(test_fail_auth),
     };
     zkt_test_filter();
     return cmocka_run_group_tests_name("proxy", tests, proxy_setup,

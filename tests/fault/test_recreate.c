@@ -4,7 +4,8 @@
  * back. Each test failed on the engine before its fix (an adversarial
  * review's reproductions): two holders, a lost grant, an orphaned node.
  * The oracle is the rule: never two holders; a waiter that holds by the
- * rule (zkr_contenders_holding) is granted; no node is left behind. */
+ * rule (zkr_contenders_holding) is granted; no node is left behind.
+ * And a server that refuses the session's credentials. */
 #define _DEFAULT_SOURCE
 #include <pthread.h>
 #include <setjmp.h>
@@ -12,6 +13,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -222,6 +224,51 @@ static void test_adopted_lost_then_back(void **state)
     zkr_session_free(sb);
 }
 
+/* zkr.h: credentials the server refuses: the waiting open returns
+ * ZAUTHFAILED; with no_wait the session becomes LOST (its listener hears
+ * it, its last error says why) as a connected one's would, and (owned,
+ * reconnecting) comes back as a new session once they are accepted. The
+ * refusal is the proxy's (fail-auth): a digest is never refused by the
+ * server itself. */
+static atomic_int auth_states[8];
+static void auth_listener(zkr_session_t *s, zkr_state_t st, void *data)
+{
+    (void)s;
+    (void)data;
+    if ((int)st >= 0 && (int)st < 8)
+        atomic_fetch_add(&auth_states[st], 1);
+}
+
+static void test_credentials_refused(void **state)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+    char why[256];
+
+    (void)state;
+    o.digest = "alice:secret";
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "fail-auth"), 0);
+    assert_int_equal(zkr_session_open(&s, zkt_proxy_hosts(proxy), 6000, &o),
+                     ZAUTHFAILED);
+    assert_null(s);
+
+    o.no_wait = 1;
+    o.listener = auth_listener;
+    assert_int_equal(zkt_proxy_cmd(proxy, "fail-auth"), 0);
+    assert_int_equal(zkr_session_open(&s, zkt_proxy_hosts(proxy), 6000, &o), 0);
+    assert_true(ZKT_WAIT_UNTIL(atomic_load(&auth_states[ZKR_STATE_LOST]) > 0,
+                               zkt_scaled_ms(20000)));
+    assert_true(zkr_session_last_error(s, why, sizeof(why)) > 0);
+    print_message("no_wait, credentials refused: %s\n", why);
+    assert_non_null(strstr(why, "refused the credentials"));
+    /* Accepted the next time: a new session. */
+    assert_true(
+        ZKT_WAIT_UNTIL(atomic_load(&auth_states[ZKR_STATE_CONNECTED]) > 0,
+                       zkt_scaled_ms(20000)));
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -229,6 +276,7 @@ int main(void)
         cmocka_unit_test(test_waiter_node_recreated_two_holders),
         cmocka_unit_test(test_sem_foreign_ahead_grant_lost),
         cmocka_unit_test(test_adopted_lost_then_back),
+        cmocka_unit_test(test_credentials_refused),
     };
     alarm(300); /* a hang is a failure, not a stuck CI */
     zkt_test_filter();
