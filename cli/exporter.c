@@ -271,13 +271,25 @@ static int session_gone(int rc)
 }
 
 /* Reads the path's stat and (re)sets the watch on its node. */
-static int read_depth(exporter_t *x, xpath_t *p, int *exists, int *depth)
+/* The child count of p's path, or (sub not NULL) of its child sub, from
+ * one exists() (watched: the path's, for p's worker); a missing node
+ * counts none (*exists 0). */
+static int child_count(exporter_t *x, xpath_t *p, const char *sub, int *exists,
+                       int *n)
 {
-    zk_call_t k = {.what = CALL_WEXISTS, .path = p->path, .p = p};
-    int rc = zk_call(x, &k);
+    char path[ZKR_PATH_MAX + 16];
+    zk_call_t k = {.what = sub == NULL ? CALL_WEXISTS : CALL_EXISTS,
+                   .path = p->path,
+                   .p = p};
+    int rc;
 
+    if (sub != NULL) {
+        snprintf(path, sizeof(path), "%s/%s", p->path, sub);
+        k.path = path;
+    }
+    rc = zk_call(x, &k);
     *exists = rc == ZOK;
-    *depth = rc == ZOK ? k.st.numChildren : 0;
+    *n = rc == ZOK ? k.st.numChildren : 0;
     return rc == ZNONODE ? ZOK : rc;
 }
 
@@ -351,7 +363,7 @@ static int refresh_listing(exporter_t *x, xpath_t *p)
     int n = 0, holders, ex0, d0, ex1, d1, rc, relist = 0, moved;
     uint64_t sessions = zkr_session_counter(x->s, ZKR_COUNTER_SESSIONS);
 
-    if ((rc = read_depth(x, p, &ex0, &d0)) != ZOK)
+    if ((rc = child_count(x, p, NULL, &ex0, &d0)) != ZOK)
         return rc;
     rc = zkr_contenders_list(x->s, p->path, &v, &n);
     pthread_mutex_lock(&x->mu);
@@ -366,7 +378,8 @@ static int refresh_listing(exporter_t *x, xpath_t *p)
         rc = ZKR_ENOMEM;
     else if ((rc = watch_front(x, p, v, n, holders)) == ZNONODE)
         relist = 1;
-    if ((rc == ZOK || relist) && (rc = read_depth(x, p, &ex1, &d1)) == ZOK) {
+    if ((rc == ZOK || relist) &&
+        (rc = child_count(x, p, NULL, &ex1, &d1)) == ZOK) {
         moved = ex0 != ex1 || d0 != d1;
         relist |= ex0 != ex1 || (moved && holders >= n);
         publish_listing(x, p, v, n, holders, ex1, d1, moved, relist);
@@ -379,7 +392,7 @@ static int refresh_listing(exporter_t *x, xpath_t *p)
  * without a watch saying so. */
 static int refresh_depth(exporter_t *x, xpath_t *p)
 {
-    int exists, depth, rc = read_depth(x, p, &exists, &depth);
+    int exists, depth, rc = child_count(x, p, NULL, &exists, &depth);
 
     pthread_mutex_lock(&x->mu);
     if (rc == ZOK) {
@@ -394,20 +407,6 @@ static int refresh_depth(exporter_t *x, xpath_t *p)
     return rc;
 }
 
-/* The children of PATH/sub (numChildren of one exists(), no watch); 0
- * when it does not exist. */
-static int count_children(exporter_t *x, xpath_t *p, const char *sub, int *n)
-{
-    char path[ZKR_PATH_MAX + 16];
-    zk_call_t k = {.what = CALL_EXISTS, .path = path};
-    int rc;
-
-    snprintf(path, sizeof(path), "%s/%s", p->path, sub);
-    rc = zk_call(x, &k);
-    *n = rc == ZOK ? k.st.numChildren : 0;
-    return rc == ZNONODE ? ZOK : rc;
-}
-
 /* A work queue's figures: its node, its item count (from the child
  * counts, no listing), the first item in serve order (read bucket by
  * bucket, zkr_workq_items()), its line of consumers and its default
@@ -416,18 +415,20 @@ static int count_children(exporter_t *x, xpath_t *p, const char *sub, int *n)
 static int refresh_workq(exporter_t *x, xpath_t *p)
 {
     zkr_item_info_t *v = NULL;
-    int exists, depth, n = 0, consumers = 0, dead = 0, rc;
+    int exists, depth, n = 0, consumers = 0, dead = 0, sub, rc;
     int64_t items = 0;
 
     if (p->q == NULL &&
         (rc = zkr_workq_new(&p->q, x->s, p->path, "zkr-exporter", NULL)) != 0)
         return rc;
-    if ((rc = read_depth(x, p, &exists, &depth)) != ZOK ||
+    if ((rc = child_count(x, p, NULL, &exists, &depth)) != ZOK ||
         (rc = zkr_workq_len(p->q, &items)) != 0 ||
         (rc = zkr_workq_items(p->q, 1, &v, &n)) != 0 ||
-        (rc = count_children(x, p, "consumers", &consumers)) != ZOK ||
-        (rc = count_children(x, p, "dead", &dead)) != ZOK)
+        (rc = child_count(x, p, "consumers", &sub, &consumers)) != ZOK ||
+        (rc = child_count(x, p, "dead", &sub, &dead)) != ZOK) {
+        zkr_item_infos_free(v, n); /* NULL and 0 unless read */
         return rc;
+    }
     pthread_mutex_lock(&x->mu);
     p->exists = exists;
     p->items = items;
