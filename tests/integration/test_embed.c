@@ -1172,6 +1172,19 @@ static void test_no_wait_errors(void **state)
                  "does not exist on %s: ", zkt_server_hosts(server));
         assert_true(sink_find(&k, ZKR_LOG_ERROR, want) >= 0);
     }
+    {
+        /* "requests then fail with ZNONODE": nothing can be made under a
+         * chroot that does not exist, neither a lock's node nor an item. */
+        zkr_lock_t *l = NULL;
+        zkr_workq_t *q = NULL;
+
+        assert_int_equal(zkr_lock_new(&l, s, "/nw/lock", "me", NULL), 0);
+        assert_int_equal(zkr_lock_acquire(l, zkt_scaled_ms(10000)), ZNONODE);
+        zkr_lock_free(l);
+        assert_int_equal(zkr_workq_new(&q, s, "/nw/queue", "me", NULL), 0);
+        assert_int_equal(zkr_workq_put(q, "x", 1, 0, NULL, 0), ZNONODE);
+        zkr_workq_free(q);
+    }
     assert_int_equal(zkr_session_free(s), 0);
 }
 
