@@ -379,6 +379,11 @@ static void put_end(put_t *p, int rc)
 
     zkr__task_remove(s, &p->tk);
     p->step = 0;
+    /* A multi whose outcome is not proven may have applied: whatever
+     * ends the put now (the session lost for good, a failed read of the
+     * receipt or the bucket) says so (zkr.h), never "nothing was put". */
+    if (rc != 0 && p->unknown)
+        rc = ZCONNECTIONLOSS;
     if (rc == 0 &&
         snprintf(p->id, sizeof(p->id), "%s",
                  p->created + strlen(q->path) + 1) >= (int)sizeof(p->id))

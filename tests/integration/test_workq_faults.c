@@ -1414,6 +1414,86 @@ static void test_async_puts_start_no_thread(void **state)
     assert_int_equal(len, 1 + NO_THREADS_PUTS);
 }
 
+/* ---------------------------------------------------------------------
+ * A put whose answer was lost, in a session that is not re-created
+ * (no_reconnect): the session is LOST before the put could read its
+ * receipt. zkr.h: ZCONNECTIONLOSS "when the answer was lost and the
+ * session expired before the put could prove its outcome" (the item may
+ * or may not have been put); any other code says nothing was put.     */
+
+static pthread_mutex_t nr_mu = PTHREAD_MUTEX_INITIALIZER;
+static int nr_rc = 1000, nr_done;
+
+static void nr_put(int rc, const char *id, void *data)
+{
+    (void)id;
+    (void)data;
+    pthread_mutex_lock(&nr_mu);
+    nr_rc = rc;
+    nr_done = 1;
+    pthread_mutex_unlock(&nr_mu);
+}
+
+static void put_lost_session_not_recreated(int async)
+{
+    const int tmo = 4000;
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+    zkr_workq_t *q;
+    int64_t len = -1;
+    int rc, done = 1;
+
+    o.no_reconnect = 1;
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_int_equal(zkr_session_open(&s, zkt_proxy_hosts(proxy), tmo, &o), 0);
+    q = new_q(s, async ? "/r30/norec-async" : "/r30/norec", "p");
+    nr_rc = 1000;
+    nr_done = 0;
+    assert_int_equal(zkr_workq_put(q, "warm", 4, 0, NULL, 0), 0);
+    /* The put's multi applies; its answer and everything after are lost
+     * until the session is LOST. */
+    assert_int_equal(zkt_proxy_cmd(proxy, "drop-create-reply-blackhole"), 0);
+    if (async) {
+        assert_int_equal(zkr_workq_put_async(q, "once", 4, 0, nr_put, NULL), 0);
+        done = wait_flag(&nr_mu, &nr_done, zkt_scaled_ms(6 * tmo));
+        pthread_mutex_lock(&nr_mu);
+        rc = nr_rc;
+        pthread_mutex_unlock(&nr_mu);
+    } else {
+        rc = zkr_workq_put(q, "once", 4, 0, NULL, 0);
+    }
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    {
+        zkr_session_t *cs = open_session(10000);
+        zkr_workq_t *cq =
+            new_q(cs, async ? "/r30/norec-async" : "/r30/norec", "c");
+
+        assert_int_equal(zkr_workq_len(cq, &len), 0);
+        zkr_workq_free(cq);
+        zkr_session_free(cs);
+    }
+    printf("# put, answer lost, session LOST (no_reconnect): %s, %d "
+           "(%s); %lld items\n",
+           async ? "async" : "sync", rc, zkr_errname(rc), (long long)len);
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    assert_true(done);
+    assert_int_equal(len, 2); /* it applied */
+    assert_int_equal(rc, ZCONNECTIONLOSS);
+}
+
+static void test_put_answer_lost_no_reconnect(void **state)
+{
+    (void)state;
+    put_lost_session_not_recreated(0);
+}
+
+static void test_put_async_answer_lost_no_reconnect(void **state)
+{
+    (void)state;
+    put_lost_session_not_recreated(1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1439,6 +1519,8 @@ int main(void)
         cmocka_unit_test(test_ephemeral_bucket_made_ahead),
         cmocka_unit_test(test_nack_back_ephemeral_tail),
         cmocka_unit_test(test_async_puts_start_no_thread),
+        cmocka_unit_test(test_put_answer_lost_no_reconnect),
+        cmocka_unit_test(test_put_async_answer_lost_no_reconnect),
     };
     zkt_test_filter();
     return cmocka_run_group_tests_name("workq_faults", tests, proxy_setup,
