@@ -8,12 +8,14 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -1494,6 +1496,197 @@ static void test_put_async_answer_lost_no_reconnect(void **state)
     put_lost_session_not_recreated(1);
 }
 
+/* ---------------------------------------------------------------------
+ * The put as a chain of requests on the engine, under the session's
+ * changes: its multi applied and its answer lost just before the session
+ * expired; forked while puts wait for a connection; puts started from
+ * put callbacks, the queue freed from the last one. zkr.h: exactly once,
+ * "If the session changed meanwhile (the receipt went with it), the item
+ * is looked for by its UUID in its bucket"; put_async's cb "will be
+ * called exactly once"; a forked child frees what it inherited.        */
+
+static pthread_mutex_t ch_mu = PTHREAD_MUTEX_INITIALIZER;
+static int ch_calls, ch_ok, ch_target, ch_all;
+static zkr_workq_t *ch_q;
+
+static void ch_reset(int target)
+{
+    pthread_mutex_lock(&ch_mu);
+    ch_calls = ch_ok = ch_all = 0;
+    ch_target = target;
+    pthread_mutex_unlock(&ch_mu);
+}
+
+static void ch_put(int rc, const char *id, void *data)
+{
+    (void)data;
+    pthread_mutex_lock(&ch_mu);
+    ch_calls++;
+    ch_ok += rc == 0 && id != NULL;
+    ch_all = ch_calls >= ch_target;
+    pthread_mutex_unlock(&ch_mu);
+}
+
+/* The number of items in the queue at path, through a session of its
+ * own. */
+static int64_t queue_len(const char *path)
+{
+    zkr_session_t *cs = open_session(10000);
+    zkr_workq_t *cq = new_q(cs, path, "counter");
+    int64_t len = -1;
+
+    assert_int_equal(zkr_workq_len(cq, &len), 0);
+    zkr_workq_free(cq);
+    zkr_session_free(cs);
+    return len;
+}
+
+static void test_put_answer_lost_session_expired(void **state)
+{
+    const int tmo = 4000;
+    zkr_session_t *s = open_proxied(tmo);
+    zkr_workq_t *q = new_q(s, "/r30/expired", "p");
+    int applied = 0, done, calls, ok;
+
+    (void)state;
+    ch_reset(1);
+    assert_int_equal(zkr_workq_put(q, "warm", 4, 0, NULL, 0), 0);
+    /* The multi applies (its item is there), its answer is lost and the
+     * link goes dark; then the session expires. */
+    assert_int_equal(zkt_proxy_cmd(proxy, "drop-create-reply-blackhole"), 0);
+    assert_int_equal(zkr_workq_put_async(q, "once", 4, 0, ch_put, NULL), 0);
+    for (int64_t end = now_ms() + zkt_scaled_ms(10000);
+         now_ms() < end && !applied;) {
+        applied = children("/r30/expired/q0/b0000000000") == 2;
+        if (!applied)
+            usleep(5 * 1000);
+    }
+    expire(s);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    /* Within the put's deadline (request timeout + session timeout). */
+    done = wait_flag(&ch_mu, &ch_all, zkt_scaled_ms(4 * tmo));
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    pthread_mutex_lock(&ch_mu);
+    calls = ch_calls;
+    ok = ch_ok;
+    pthread_mutex_unlock(&ch_mu);
+    assert_true(applied);
+    assert_true(done);
+    assert_int_equal(calls, 1);
+    assert_int_equal(ok, 1);
+    assert_int_equal(queue_len("/r30/expired"), 2);
+}
+
+/* Ends a forked child: 0 if ok, else 3; by exec, as test_embed's child
+ * does (the client's buffers stay behind with its threads). */
+static void child_exit(int ok)
+{
+    execl("/bin/sh", "sh", "-c", ok ? "exit 0" : "exit 3", (char *)NULL);
+    _exit(ok ? 0 : 3);
+}
+
+#define FORK_PUTS 10
+
+static void test_put_async_fork_child(void **state)
+{
+    const int tmo = 4000;
+    zkr_session_t *s = open_proxied(tmo);
+    zkr_workq_t *q = new_q(s, "/r30/fork", "p");
+    int st = -1, calls, ok;
+    pid_t pid;
+
+    (void)state;
+    ch_reset(FORK_PUTS);
+    assert_int_equal(zkr_workq_put(q, "warm", 4, 0, NULL, 0), 0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    for (int i = 0; i < FORK_PUTS; i++)
+        assert_int_equal(zkr_workq_put_async(q, "x", 1, 0, ch_put, NULL), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* The child's copies of the puts end with the fork (none of its
+         * callbacks run): its free of the queue does not wait for them. */
+        signal(SIGALRM, SIG_DFL);
+        alarm(10);
+        zkr_workq_free(q);
+        child_exit(zkr_session_free(s) == 0);
+    }
+    assert_int_equal(zkt_wait_pid(pid, zkt_scaled_ms(20000), &st), 0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    (void)wait_flag(&ch_mu, &ch_all, zkt_scaled_ms(4 * tmo));
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    pthread_mutex_lock(&ch_mu);
+    calls = ch_calls;
+    ok = ch_ok;
+    pthread_mutex_unlock(&ch_mu);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    /* The parent's puts: each once, each put once. */
+    assert_int_equal(calls, FORK_PUTS);
+    assert_int_equal(ok, FORK_PUTS);
+    assert_int_equal(queue_len("/r30/fork"), 1 + FORK_PUTS);
+}
+
+#define CB_CHAINS 4
+#define CB_DEPTH 6
+
+/* Each put's callback puts the next one (CB_DEPTH in a row); the last
+ * callback frees the queue. */
+static void cb_put(int rc, const char *id, void *data)
+{
+    int depth = (int)(intptr_t)data, last;
+
+    ch_put(rc, id, NULL);
+    if (depth + 1 < CB_DEPTH) {
+        if (zkr_workq_put_async(ch_q, "y", 1, 0, cb_put,
+                                (void *)(intptr_t)(depth + 1)) != 0)
+            ch_put(-1, NULL, NULL); /* counted, as failed */
+        return;
+    }
+    pthread_mutex_lock(&ch_mu);
+    last = ch_calls == ch_target;
+    pthread_mutex_unlock(&ch_mu);
+    if (last) {
+        zkr_workq_free(ch_q);
+        pthread_mutex_lock(&ch_mu);
+        ch_q = NULL;
+        pthread_mutex_unlock(&ch_mu);
+    }
+}
+
+static void test_put_async_from_callback(void **state)
+{
+    zkr_session_t *s = open_proxied(4000);
+    int calls, ok, freed;
+
+    (void)state;
+    ch_reset(CB_CHAINS * CB_DEPTH);
+    ch_q = new_q(s, "/r30/cb", "p");
+    for (int i = 0; i < CB_CHAINS; i++)
+        assert_int_equal(zkr_workq_put_async(ch_q, "y", 1, 0, cb_put, NULL), 0);
+    (void)wait_flag(&ch_mu, &ch_all, zkt_scaled_ms(20000));
+    for (int64_t end = now_ms() + zkt_scaled_ms(5000); now_ms() < end;) {
+        pthread_mutex_lock(&ch_mu);
+        freed = ch_q == NULL;
+        pthread_mutex_unlock(&ch_mu);
+        if (freed)
+            break;
+        usleep(10 * 1000);
+    }
+    pthread_mutex_lock(&ch_mu);
+    calls = ch_calls;
+    ok = ch_ok;
+    freed = ch_q == NULL;
+    pthread_mutex_unlock(&ch_mu);
+    zkr_session_free(s);
+    assert_int_equal(calls, CB_CHAINS * CB_DEPTH);
+    assert_int_equal(ok, CB_CHAINS * CB_DEPTH);
+    assert_true(freed);
+    assert_int_equal(queue_len("/r30/cb"), CB_CHAINS * CB_DEPTH);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1521,6 +1714,9 @@ int main(void)
         cmocka_unit_test(test_async_puts_start_no_thread),
         cmocka_unit_test(test_put_answer_lost_no_reconnect),
         cmocka_unit_test(test_put_async_answer_lost_no_reconnect),
+        cmocka_unit_test(test_put_answer_lost_session_expired),
+        cmocka_unit_test(test_put_async_fork_child),
+        cmocka_unit_test(test_put_async_from_callback),
     };
     zkt_test_filter();
     return cmocka_run_group_tests_name("workq_faults", tests, proxy_setup,
