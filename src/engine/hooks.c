@@ -100,6 +100,12 @@ static void tasks_wake(zkr_session_t *s, int64_t now, int64_t *next)
         t->wake(t);
     }
     zkr__task_remove(s, &mark);
+    /* A wake may have set a new time (a put woken from its pause that now
+     * waits for a connection until its deadline): the timer's kick is
+     * lost while it runs this, so the times are read again here. */
+    for (t = zkr__engine(s)->tasks; next != NULL && t != NULL; t = t->next)
+        if (t->wake_at >= 0 && (*next < 0 || t->wake_at < *next))
+            *next = t->wake_at;
 }
 
 static void engine_connected(zkr_session_t *s, int new_session)

@@ -263,8 +263,12 @@ static void item_repaired(wq_repair_t *rp, int rc)
         r = build_back(it);
         if (r == 0)
             r = zkr__commit(&it->c, &it->cm);
-    } else if (rc == 0 || rc == ZBADVERSION || zkr__wq_conn_error(rc)) {
-        r = tail_lookup(it); /* q<L> moved on (by us or not): read again */
+    } else if (rc == 0 || rc == ZBADVERSION || zkr__wq_conn_error(rc) ||
+               rc == ZCLOSING || rc == ZSESSIONEXPIRED) {
+        /* q<L> moved on (by us or not), or the answer was lost (ZCLOSING:
+         * our handle closed with the request in flight): read again; not
+         * connected, that ends the nack with ZCONNECTIONLOSS. */
+        r = tail_lookup(it);
     }
     if (r != 0) {
         it->where = -2; /* report r as is */
