@@ -361,8 +361,7 @@ static int put_lost(int rc)
            rc == ZINVALIDSTATE;
 }
 
-/* Mutex held: the put ends with rc; a blocking caller is woken, an
- * asynchronous one told on the event thread. */
+/* An asynchronous put's completion, on the event thread. */
 static void put_deliver(const zkr__event_t *ev)
 {
     put_t *p = ev->data;
@@ -372,6 +371,8 @@ static void put_deliver(const zkr__event_t *ev)
     free(p);
 }
 
+/* Mutex held: the put ends with rc; a blocking caller is woken, an
+ * asynchronous one told on the event thread. */
 static void put_end(put_t *p, int rc)
 {
     zkr_workq_t *q = p->q;
@@ -415,7 +416,8 @@ static void put_unsent(put_t *p, int rc)
     put_end(p, rc);
 }
 
-/* Issues the request of step st; 0 when sent. */
+/* Step st's request was issued with code rc (0: in flight; its answer
+ * cannot come before the mutex is released). */
 static void put_issue(put_t *p, int st, int rc)
 {
     p->step = st;
@@ -668,23 +670,10 @@ static void put_next(wq_call_t *k, int rc)
         }
         return;
     case PS_ANCESTOR:
-        if (rc == ZOK || rc == ZNODEEXISTS) {
-            char *slash = strchr(p->anc + p->anc_at + 1, '/');
-
-            if (slash != NULL) {
-                put_ancestor(p);
-            } else {
-                char data[64];
-
-                snprintf(data, sizeof(data), "zkr-workq 1 bucket=%d",
-                         WQ_BUCKET_DEFAULT);
-                put_issue(p, PS_PATH,
-                          zkr__wq_create(k, q->path, data, (int)strlen(data),
-                                         q->acl, ZOO_PERSISTENT));
-            }
-        } else {
+        if (rc == ZOK || rc == ZNODEEXISTS)
+            put_ancestor(p); /* the next one, or PATH */
+        else
             put_fail(p, rc);
-        }
         return;
     case PS_RCPT_DIR:
         if (rc != ZOK && rc != ZNODEEXISTS) {
