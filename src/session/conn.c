@@ -266,21 +266,18 @@ static void send_ping(zkr_session_t *s, int64_t now)
         s->ping_busy = 1;
 }
 
-/* The server's answer to the digest: the waiting open returns only once
- * it is known (a refusal comes after the connection is established). A
- * refusal also arrives as ZOO_AUTH_FAILED_STATE, which makes the session
- * LOST. */
+/* The client's completion of the digest tells nothing the waiting open can
+ * use: a connection lost before the answer, even a failed connect attempt,
+ * completes it with ZCONNECTIONLOSS, and the answer on a later connection
+ * then has none (see auth_accepted() in session.c). It runs on the
+ * client's I/O thread, inside the client's lock when it completes with
+ * a loss: it must take no zkr lock (a thread holding the session's mutex
+ * may be waiting for the client's lock in a zoo_a*() call). A refused
+ * digest arrives as ZOO_AUTH_FAILED_STATE. */
 static void auth_done(int rc, const void *data)
 {
-    zkr_session_t *s = zkr__session_lock_live((void *)data);
-
-    if (s == NULL)
-        return;
-    s->auth_answered = 1;
-    if (rc == ZAUTHFAILED)
-        s->auth_failed = 1;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
+    (void)rc;
+    (void)data;
 }
 
 /* How long the client may go without resolving the host list again while
@@ -303,7 +300,7 @@ zhandle_t *zkr__open_handle(zkr_session_t *s)
         zoo_set_servers_resolution_delay(zh, ZKR__RESOLVE_DELAY_MS);
     if (zh != NULL && s->digest != NULL)
         zoo_add_auth(zh, "digest", s->digest, (int)strlen(s->digest), auth_done,
-                     s);
+                     NULL);
     return zh;
 }
 

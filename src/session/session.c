@@ -646,6 +646,66 @@ static int why_not_connected(zkr_session_t *s, const char *hosts)
     return !other && refused > 0 ? ZKR_EREFUSED : ZKR_ETIMEDOUT;
 }
 
+/* The waiting open's code once connected, refused or past its deadline
+ * (mutex held): connected at least once is 0. */
+static int open_rc(const zkr_session_t *s)
+{
+    if (s->auth_failed)
+        return ZAUTHFAILED;
+    if (s->state == ZKR_STATE_CONNECTED || s->state == ZKR_STATE_SUSPENDED ||
+        s->state == ZKR_STATE_RECONNECTED)
+        return 0;
+    return ZKR_ETIMEDOUT;
+}
+
+/* LOST, and no new session to come (mutex held). */
+static int lost_for_good(const zkr_session_t *s)
+{
+    return s->state == ZKR_STATE_LOST && s->no_reconnect;
+}
+
+/* Just connected with a digest: connected is not enough, the server
+ * answers the credentials after the connection is established, and the
+ * client's completion of zoo_add_auth() cannot tell (conn.c, auth_done).
+ * The client sends the credentials on each connection before any request,
+ * and the server answers a connection's packets in order and closes it
+ * at a refusal: an answer to a read on that connection proves them
+ * accepted (0); a refusal fails the read with ZAUTHFAILED and makes the
+ * session LOST (auth_failed). A connection lost first: the read again on
+ * the next one, until the deadline (then open_rc()). */
+static int auth_accepted(zkr_session_t *s, int64_t deadline)
+{
+    zhandle_t *zh;
+    struct Stat st;
+    int zrc = ZCONNECTIONLOSS, rc = -1;
+
+    while (rc == -1) {
+        if (zkr__zh_get(s, &zh) == 0) {
+            zrc = zoo_exists(zh, "/", 0, &st);
+            zkr__zh_put(s);
+        }
+        if (zrc == ZOK || zrc == ZNONODE)
+            return 0;
+        if (zrc == ZAUTHFAILED)
+            return ZAUTHFAILED;
+        pthread_mutex_lock(&s->mu);
+        /* The session's event of the failure (a lost connection) may not
+         * have come yet: a short pause, then a new connection awaited. */
+        zkr__wait(s, NULL,
+                  deadline >= 0 && deadline < zkr__now_ms() + 50
+                      ? deadline
+                      : zkr__now_ms() + 50);
+        while (!s->connected && !s->auth_failed && !lost_for_good(s) &&
+               zkr__wait(s, NULL, deadline) == 0)
+            ;
+        if (s->auth_failed || lost_for_good(s) ||
+            (deadline >= 0 && zkr__now_ms() >= deadline))
+            rc = open_rc(s);
+        pthread_mutex_unlock(&s->mu);
+    }
+    return rc;
+}
+
 /* Just connected with a chroot: ZKR_ENOCHROOT (logged) if the server has
  * no such node, so that the first request does not fail with ZNONODE
  * instead. Any other answer (a connection lost meanwhile) is left to the
@@ -801,19 +861,13 @@ int zkr__session_open(zkr_session_t **out, const char *hosts,
             ? -1
             : zkr__now_ms() + (o.connect_timeout_ms > 0 ? o.connect_timeout_ms
                                                         : session_timeout_ms);
-    /* With a digest, connected is not enough: the server answers the
-     * credentials after the connection is established. */
-    while ((s->state == ZKR_STATE_CONNECTING ||
-            (s->state == ZKR_STATE_CONNECTED && s->digest != NULL &&
-             !s->auth_answered)) &&
-           !s->auth_failed && zkr__wait(s, NULL, deadline) == 0)
+    while (s->state == ZKR_STATE_CONNECTING && !s->auth_failed &&
+           zkr__wait(s, NULL, deadline) == 0)
         ;
-    rc = s->auth_failed ? ZAUTHFAILED
-         : s->state == ZKR_STATE_CONNECTED || s->state == ZKR_STATE_SUSPENDED ||
-                 s->state == ZKR_STATE_RECONNECTED
-             ? 0
-             : ZKR_ETIMEDOUT;
+    rc = open_rc(s);
     pthread_mutex_unlock(&s->mu);
+    if (rc == 0 && s->digest != NULL)
+        rc = auth_accepted(s, deadline);
     if (rc == ZKR_ETIMEDOUT)
         rc = why_not_connected(s, hosts);
     if (rc == 0 && o.chroot != NULL)

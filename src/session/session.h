@@ -188,7 +188,6 @@ struct zkr_session {
     int closing;              /* zkr_session_free() running */
     int stop;                 /* threads must exit */
     int auth_failed;
-    int auth_answered;    /* the server answered the digest (auth_done) */
     int ops;              /* zkr operations in flight (completions pending) */
     struct zkr__op *sent; /* of them, those accepted by the client */
     int zh_users;         /* threads using zh outside the mutex (sync calls) */

@@ -37,6 +37,12 @@
  *                      credentials answers; what that server sends on
  *                      this connection afterwards is dropped (the client
  *                      closes it).
+ *   reset-auth         the next answer to an authentication request is
+ *                      dropped and its connection reset, as by a
+ *                      connection lost after the handshake and before the
+ *                      server's answer to the credentials (the client
+ *                      sends them again on its next connection). Armed
+ *                      with fail-auth, it takes the first answer.
  *   quit               exit (so does EOF on stdin).
  *
  * One thread, one poll loop. Framing of ZooKeeper's protocol: every
@@ -100,6 +106,7 @@ struct conn {
     int32_t drop_xid;
     int reset_on_flush; /* reset once the S2C queue is written */
     int forge_auth;     /* the cut is at an auth answer: a refusal instead */
+    int reset_auth;     /* the cut is at an auth answer: reset there */
     int mute_s2c;       /* what the server sends is dropped */
     int close_after;    /* one side closed: close once d[close_after] is
                            written (-1: no) */
@@ -112,6 +119,7 @@ static int delay_ms;
 static int drop_create_armed;
 static int drop_then_blackhole; /* the armed drop turns blackhole on */
 static int fail_auth_armed;
+static int reset_auth_armed;
 static struct sockaddr_storage target;
 static socklen_t target_len;
 
@@ -193,6 +201,12 @@ static int on_header(struct conn *c, int dir, const struct framer *f)
         drop_create_armed = 0;
         c->drop_armed = 1;
         c->drop_xid = be32(f->hdr + 4);
+    }
+    if (dir == S2C && f->want == 8 && reset_auth_armed &&
+        be32(f->hdr + 4) == -4) {
+        reset_auth_armed = 0;
+        c->reset_auth = 1;
+        return 1;
     }
     if (dir == S2C && f->want == 8 && fail_auth_armed &&
         be32(f->hdr + 4) == -4) {
@@ -331,13 +345,14 @@ static int do_read(int i, int side)
     if (cut >= 0) {
         enqueue(&c->d[dir], buf, (size_t)cut);
         c->drop_armed = 0;
-        if (drop_then_blackhole) {
+        if (drop_then_blackhole && !c->reset_auth) {
             drop_then_blackhole = 0;
             blackhole = 1;
             c->tainted = 1; /* reset at pass: its stream has a gap */
         } else {
             c->reset_on_flush = 1;
         }
+        c->reset_auth = 0;
         return 0;
     }
     enqueue(&c->d[dir], buf, (size_t)n);
@@ -465,6 +480,8 @@ static void do_command(char *line, int *quit)
         drop_then_blackhole = 1;
     } else if (strcmp(line, "fail-auth") == 0) {
         fail_auth_armed = 1;
+    } else if (strcmp(line, "reset-auth") == 0) {
+        reset_auth_armed = 1;
     } else if (strcmp(line, "quit") == 0) {
         *quit = 1;
         return;

@@ -215,6 +215,31 @@ static void test_fail_auth(void **state)
     zookeeper_close(zh);
 }
 
+/* reset-auth: the connection is reset at the answer to the credentials.
+ * The client completes zoo_add_auth() with ZCONNECTIONLOSS then (no answer
+ * comes for it later), reconnects on the same session and sends them
+ * again: a request answered there proves them accepted. */
+static void test_reset_auth(void **state)
+{
+    zhandle_t *zh = connect_via_proxy(4000);
+    int64_t sid = zoo_client_id(zh)->client_id;
+    struct Stat st;
+
+    (void)state;
+    atomic_store(&auth_rc, 1);
+    assert_int_equal(zkt_proxy_cmd(proxy, "reset-auth"), 0);
+    assert_int_equal(zoo_add_auth(zh, "digest", "u:p", 3, auth_done, NULL),
+                     ZOK);
+    assert_true(ZKT_WAIT_UNTIL(atomic_load(&auth_rc) != 1, 10000));
+    assert_int_equal(atomic_load(&auth_rc), ZCONNECTIONLOSS);
+    assert_true(ZKT_WAIT_UNTIL(seen(ZOO_CONNECTING_STATE, 0) >= 0, 10000));
+    assert_int_equal(zkt_wait_connected(zh, 10000), 0);
+    assert_int_equal(zoo_exists(zh, "/", 0, &st), ZOK);
+    assert_true(zoo_client_id(zh)->client_id == sid);
+    assert_int_equal(seen(ZOO_AUTH_FAILED_STATE, 0), -1);
+    zookeeper_close(zh);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -223,6 +248,7 @@ int main(void)
         cmocka_unit_test(test_delay),
         cmocka_unit_test(test_drop_create_reply),
         cmocka_unit_test(test_fail_auth),
+        cmocka_unit_test(test_reset_auth),
     };
     zkt_test_filter();
     return cmocka_run_group_tests_name("proxy", tests, proxy_setup,

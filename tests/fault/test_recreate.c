@@ -269,6 +269,35 @@ static void test_credentials_refused(void **state)
     assert_int_equal(zkr_session_free(s), 0);
 }
 
+/* zkr.h: the waiting open returns ZAUTHFAILED when the server refuses the
+ * credentials. The connection may be lost after the handshake and before
+ * the server's answer to them: the client sends them again on its next
+ * connection, whose answer is the one the open waits for, refused
+ * (ZAUTHFAILED) or accepted (0, the session usable). */
+static void test_credentials_answer_after_reconnect(void **state)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+    zkr_lock_t *l = NULL;
+
+    (void)state;
+    o.digest = "alice:secret";
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "reset-auth"), 0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "fail-auth"), 0);
+    assert_int_equal(zkr_session_open(&s, zkt_proxy_hosts(proxy), 6000, &o),
+                     ZAUTHFAILED);
+    assert_null(s);
+
+    assert_int_equal(zkt_proxy_cmd(proxy, "reset-auth"), 0);
+    assert_int_equal(zkr_session_open(&s, zkt_proxy_hosts(proxy), 6000, &o), 0);
+    assert_int_equal(zkr_lock_new(&l, s, "/r/authlock", "a", NULL), 0);
+    assert_int_equal(zkr_lock_acquire(l, zkt_scaled_ms(12000)), 0);
+    assert_int_equal(zkr_lock_release(l), 0);
+    zkr_lock_free(l);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -277,6 +306,7 @@ int main(void)
         cmocka_unit_test(test_sem_foreign_ahead_grant_lost),
         cmocka_unit_test(test_adopted_lost_then_back),
         cmocka_unit_test(test_credentials_refused),
+        cmocka_unit_test(test_credentials_answer_after_reconnect),
     };
     alarm(300); /* a hang is a failure, not a stuck CI */
     zkt_test_filter();
