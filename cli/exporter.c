@@ -270,7 +270,6 @@ static int session_gone(int rc)
     return rc == ZCONNECTIONLOSS || rc == ZSESSIONEXPIRED || rc == ZKR_ECLOSED;
 }
 
-/* Reads the path's stat and (re)sets the watch on its node. */
 /* The child count of p's path, or (sub not NULL) of its child sub, from
  * one exists() (watched: the path's, for p's worker); a missing node
  * counts none (*exists 0). */
