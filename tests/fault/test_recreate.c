@@ -16,6 +16,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <cmocka.h>
 
 #include "filter.h"
@@ -298,6 +302,37 @@ static void test_credentials_answer_after_reconnect(void **state)
     assert_int_equal(zkr_session_free(s), 0);
 }
 
+/* The same when the first connect attempt fails (a dead server first in
+ * the list, tried in the list's order): the credentials are answered on
+ * the connection that follows, refused there (ZAUTHFAILED). */
+static void test_credentials_refused_after_failed_attempt(void **state)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+    struct sockaddr_in a = {0};
+    socklen_t len = sizeof(a);
+    char hosts[128];
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    (void)state;
+    /* A port nothing listens on: bound, then closed. */
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    snprintf(hosts, sizeof(hosts), "127.0.0.1:%d,%s", ntohs(a.sin_port),
+             zkt_proxy_hosts(proxy));
+    o.digest = "alice:secret";
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "fail-auth"), 0);
+    zoo_deterministic_conn_order(1);
+    assert_int_equal(zkr_session_open(&s, hosts, 6000, &o), ZAUTHFAILED);
+    zoo_deterministic_conn_order(0);
+    assert_null(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -307,6 +342,7 @@ int main(void)
         cmocka_unit_test(test_adopted_lost_then_back),
         cmocka_unit_test(test_credentials_refused),
         cmocka_unit_test(test_credentials_answer_after_reconnect),
+        cmocka_unit_test(test_credentials_refused_after_failed_attempt),
     };
     alarm(300); /* a hang is a failure, not a stuck CI */
     zkt_test_filter();
