@@ -14,6 +14,15 @@ int64_t zkr__deadline_of(const zkr_session_t *s);
 int zkr__is_live(zkr_state_t st);
 void zkr__metrics_state(zkr_session_t *s, zkr_state_t st, int64_t margin_ms);
 
+/* open.c: zkr_session_open()'s checks and diagnostics */
+int zkr__check_hosts(const char *hosts);
+char *zkr__build_hosts(const char *hosts, const char *chroot);
+int zkr__why_no_handle(zkr_session_t *s, const char *hosts);
+int zkr__why_not_connected(zkr_session_t *s, const char *hosts);
+int zkr__open_rc(const zkr_session_t *s);
+int zkr__auth_accepted(zkr_session_t *s, int64_t deadline);
+int zkr__chroot_missing(zkr_session_t *s, const char *chroot);
+
 /* events.c */
 void zkr__ev_drop_all(zkr_session_t *s);
 void *zkr__event_main(void *arg);
