@@ -195,15 +195,16 @@ void zkr__start_attempt(zkr__contender_t *c, int timeout_ms)
         zkr__timer_kick(s);
 }
 
-/* A contender that rejoins (an election candidate) starts over after its
- * node or session is lost, keeping its completion: it stays in the queue
- * until it leaves. Returns 1 if it did. */
+/* A contender whose recipe's .rejoins hook says so starts over after its
+ * node or session is lost, with the recipe's .rejoin_fn as its
+ * completion: it stays in the queue until it leaves. Returns 1 if it
+ * did. */
 int zkr__rejoin(zkr__contender_t *c)
 {
     zkr_session_t *s = c->s;
 
     /* Not when the session will never come back (adopted, or told not to
-     * reconnect): the election then ends with ZKR_ELOST. */
+     * reconnect): the loss then stands, ZKR_ELOST. */
     if (c->recipe->rejoins == NULL || !c->recipe->rejoins(c) || s->closing ||
         (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned)))
         return 0;
@@ -240,7 +241,7 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
         rc = ZKR_EALREADY; /* acq_sync: a blocking acquire not returned yet,
                               whose completion fields are in use */
     else if (c->recipe->refuse != NULL && (rc = c->recipe->refuse(c)) != 0)
-        ; /* the recipe's rule (a read/write lock's pair) */
+        ; /* the recipe refuses (its .refuse hook) */
     else if (timeout_ms == 0 && !s->connected)
         rc = ZCONNECTIONLOSS;
     if (rc != 0) {
@@ -378,8 +379,9 @@ void zkr_contenders_free(zkr_contender_t *v, int count)
 }
 
 /* Reads one contender's data and stat. 1 = filled, 0 = gone, <0 error.
- * *unled: its name announces and it has not touched its node (a candidate
- * waiting out its lock-delay, zkr__new_uuid()). */
+ * *unled: its name announces and it has not touched its node (a first
+ * contender of a recipe with ZKR__R_ANNOUNCES waiting out its lock-delay,
+ * zkr__new_uuid()). */
 static int read_contender(zhandle_t *zh, const char *dir, const zkr__entry_t *e,
                           zkr_contender_t *out, int *unled)
 {

@@ -1,5 +1,6 @@
-/* A release by the caller's multi (zkr__commit): a work queue's ack and
- * nack. */
+/* A release by the caller's multi (zkr__commit): the delete of the
+ * contender's node and the recipe's own ops, applied together or not at
+ * all. */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 /* ----------------------------------------------------------- commit */
 
 /* A release by a caller's multi that holds the delete of our own node
- * (a work queue's ack or nack, docs/design/workq.md): the multi applies
+ * besides the recipe's own ops (zkr__commit_t): the multi applies
  * only while our node exists, so it commits only while the grant is ours.
  * Its answer lost with the connection, an exists() on our node tells
  * (same session): still there, not applied (sent again); gone, the

@@ -29,9 +29,10 @@
  * for that reason, and so was granting from a cached listing.)
  *
  * Watches, one for the rule and one on our own node: a waiter watches the
- * one node its rule names (its predecessor; a semaphore's first waiter and
- * a waiter behind a node it may not read watch the directory), so a
- * release notifies one waiter. It also watches its own node from its
+ * one node its rule names (its predecessor; the directory when the rule
+ * names none, as for the first waiter under a rule that admits several
+ * holders, or when that node may not be read), so a release notifies one
+ * waiter. It also watches its own node from its
  * first wait on, and keeps that watch once granted: a deletion by someone
  * else ends the acquire with ZKR_ELOST (or the grant with LOST) at once.
  * Events on one connection arrive in zxid order, before the answer to any

@@ -322,8 +322,8 @@ static void recover_list_done(int rc, const struct String_vector *v,
 }
 
 /* The sync before the recovery listing is answered: the server we are
- * connected to has now applied everything the leader had committed when
- * it got the sync. Our lost create went out on an earlier connection; it
+ * connected to has now applied everything the ensemble's leader had committed
+ * when it got the sync. Our lost create went out on an earlier connection; it
  * was committed before that (a create the leader got later, forwarded by
  * the old server, is refused: the reconnection moved the session, and the
  * leader then refuses the old server's requests for it), or never. So the

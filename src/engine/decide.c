@@ -38,9 +38,10 @@ zkr__verdict_t zkr__decide(const zkr__listing_t *in)
         d.what = ZKR__D_BUSY; /* [G6] */
         return d;
     }
-    /* [W2] What to watch. A semaphore waiter is woken by its predecessor's
-     * touch: not when no creator of our ACL can write its node, nor behind
-     * a node that is not a zkr permit of our count; the directory then. */
+    /* [W2] What to watch. A waiter of a recipe that pokes (.poke: a grant
+     * touches its node) is woken by its predecessor's touch: not when no
+     * creator of our ACL can write its node, nor behind a node whose name
+     * does not state our count of holders; the directory then. */
     if (w >= 0 && in->poke && !in->creator_writes)
         w = ZKR__WATCH_DIR;
     if (w >= 0 && in->poke && in->e[w].permits != in->permits)

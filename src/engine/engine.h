@@ -20,7 +20,7 @@ typedef struct zkr__mset {
     uint32_t hash;           /* of kind and path (metrics.c) */
     int row;                 /* its row in the snapshot being taken */
     const char *kind;        /* the recipe's (zkr__recipe_t.kind) */
-    int leads;  /* the recipe's grant is leadership (ZKR__R_LEADS) */
+    int leads;  /* the recipe's grant is to lead: its flag ZKR__R_LEADS */
     char *path; /* never changes: read without the mutex */
     uint64_t acquired, timeouts, cancels, busy, lost_waiting, errors;
     uint64_t handoffs, suspended, lost, leader_changes;
@@ -58,8 +58,8 @@ typedef struct zkr__plink {
 } zkr__plink_t;
 #define ZKR__PIDX_SMALL 16
 
-/* A handle on a session that reads a queue without contending (an
- * observer): what the session's changes ask of it. The engine keeps the
+/* A handle on a session that reads a queue without contending: what the
+ * session's changes ask of it. The engine keeps the
  * session's readers (zkr__reader_add); each call is made with the
  * session's mutex held. */
 typedef struct zkr__reader zkr__reader_t;
@@ -77,14 +77,13 @@ struct zkr__reader {
     const zkr__reader_ops_t *ops;
 };
 
-/* A recipe's chain of requests that is no contender (a work queue's
- * put): it issues one request at a time and takes its next step in the
- * answer's completion. When it cannot go on by itself (not connected, a
- * request it could not send, a pause) it waits to be woken: the engine
- * calls wake (mutex held) when the session (re)connects or is lost, when
- * requests that could not be sent are due again, in a forked child's
- * copy, and once wake_at (if >= 0) has passed. A wake finds the chain in any
- * state: it checks what it waits for. */
+/* A recipe's chain of requests that is no contender: it issues one request at a
+ * time and takes its next step in the answer's completion. When it cannot go on
+ * by itself (not connected, a request it could not send, a pause) it waits to
+ * be woken: the engine calls wake (mutex held) when the session (re)connects or
+ * is lost, when requests that could not be sent are due again, in a forked
+ * child's copy, and once wake_at (if >= 0) has passed. A wake finds the chain
+ * in any state: it checks what it waits for. */
 typedef struct zkr__task zkr__task_t;
 struct zkr__task {
     zkr__task_t *prev, *next; /* the session's tasks */
@@ -133,7 +132,9 @@ typedef struct zkr__recipe {
     const char *marker; /* node name marker, e.g. "-lock-" */
     char mode;          /* sequencer mode: 'x', 'r', 'w', 'l', 'p' */
     int poke;           /* on grant, touch our node: wakes a successor
-                           that watches it (semaphore) */
+                           that watches it (under a rule that admits
+                           several holders, a predecessor may be granted
+                           without leaving) */
     zkr__pred_fn pred;
     /* Delivers an event to the application: casts fn back to the
      * recipe's callback type and calls it with the recipe's handle. */
@@ -144,8 +145,8 @@ typedef struct zkr__recipe {
      * (the acquire returns it). NULL: never refused. */
     int (*refuse)(const zkr__contender_t *c);
     /* After its node or session is lost, mutex held: nonzero starts the
-     * contender over (an election candidate stays in the queue until it
-     * leaves), with rejoin_fn as its acquire completion. NULL: never. */
+     * contender over (it stays in the queue until it leaves), with
+     * rejoin_fn as its acquire completion. NULL: never. */
     int (*rejoins)(const zkr__contender_t *c);
     void (*rejoin_fn)(void);
     /* The loss descriptor's rule besides a loss (always readable until
@@ -166,16 +167,18 @@ enum {
     ZKR__R_PLAIN_RELEASE = 2,
     /* With a lock-delay, and able to write its node: the node's name
      * announces that a grant touches it (zkr__name_announces()), so that
-     * an observer can tell a first contender still waiting out its delay
-     * from the holder (an election, docs/design/lock-delay.md, 1.7). */
+     * whoever lists the queue, in any process, can tell a first contender
+     * still waiting out its delay from the holder
+     * (docs/design/lock-delay.md, 1.7). */
     ZKR__R_ANNOUNCES = 4,
-    /* A grant is leadership: the recipe's metrics carry the leadership
-     * families (zkr_leader_changes_total, zkr_leader_seconds_total). */
+    /* A grant is to lead: the recipe's metrics carry two more families
+     * (zkr_leader_changes_total, zkr_leader_seconds_total). */
     ZKR__R_LEADS = 8
 };
 
 /* A release by a caller's multi that contains the delete of the
- * contender's own node (zkr__commit): a work queue's ack and nack. */
+ * contender's own node (zkr__commit): the recipe's own ops and the end of
+ * the grant, applied together or not at all. */
 typedef struct zkr__commit zkr__commit_t;
 struct zkr__commit {
     int count;
@@ -298,7 +301,7 @@ struct zkr__contender {
     char *unreadable;    /* name of a node before us whose watch cannot
                             wake us: we may not read it (the server does
                             not send us its events, watch_done()), or
-                            (semaphore) its granter may not touch it
+                            (.poke) its granter may not touch it
                             (pred_acl_done()); we watch the directory
                             instead while it blocks us */
     zkr__touchwake_t tw; /* a recipe whose grant touches its node */
@@ -310,8 +313,10 @@ struct zkr__contender {
                             or a delete and re-create by someone else while
                             we were away): no grant until an exists() shows
                             it is still ours (self_watch_done()) */
-    int touch_due;       /* held (semaphore): our node is to be touched */
-    int permits;         /* semaphore size (1 for the others) */
+    int touch_due;       /* held (.poke, or announced): our node is to be
+                            touched */
+    int permits;         /* how many may hold at once (1 unless the rule
+                            admits several holders) */
     char infix[24];      /* inserted before the marker: "-permits-<N>" */
     uint64_t gen;        /* bumps per attempt: stale completions ignored */
     int64_t deadline;    /* acquire deadline (monotonic ms), -1 none */

@@ -22,11 +22,12 @@ static int mode_valid(char m)
     return m != '\0' && strchr("xrwlp", m) != NULL;
 }
 
-/* Is a contender name of this kind (and permit count) one that a grant of
- * this mode is held by? Each mode is one recipe's naming (lock.c,
- * election.c): a sequencer whose mode its node cannot have is refused
- * before anything else, so that a reader's node can never pass as a
- * writer's grant, nor a permit as an exclusive lock. */
+/* Is a contender name of this kind (and holder count) one that a grant of
+ * this mode is held by? Each mode is one naming of the nodes
+ * (zkr__recipe_t.mode and .marker; ZKR__KIND_* in base.h): a sequencer
+ * whose mode its node cannot have is refused before anything else, so
+ * that a READ node can never pass as a WRITE node's grant, nor a node of
+ * a rule that admits several holders as an exclusive one. */
 static int mode_matches(char mode, zkr__kind_t kind, int permits)
 {
     switch (mode) {
@@ -175,14 +176,14 @@ int zkr_sequencer_parse(const char *str, zkr_sequencer_t *out)
  * the checker's session:
  *
  *   1. sync(dir): the checker's server may be a follower that lags the
- *      leader (it answers reads from its own copy, and one cut off from
- *      the leader goes on answering for up to syncLimit x tickTime). A
- *      lagging copy can still show a holder whose session the leader has
- *      expired and whose lock it has granted to another. A session's
- *      requests are processed in order, and a read sent after a sync is
- *      answered from a state at least as new as the leader's when the sync
- *      reached it: so the two reads below see every change committed
- *      before this call was made.
+ *      ensemble's leader (it answers reads from its own copy, and one cut
+ *      off from the leader goes on answering for up to syncLimit x
+ *      tickTime). A lagging copy can still show a holder whose session the
+ *      leader has expired and whose lock it has granted to another. A
+ *      session's requests are processed in order, and a read sent after a
+ *      sync is answered from a state at least as new as the leader's when
+ *      the sync reached it: so the two reads below see every change
+ *      committed before this call was made.
  *   2. getChildren2(dir): the queue, and the directory's pzxid (the zxid
  *      of its last change of children).
  *   3. exists(node): the node's czxid and ephemeralOwner.
@@ -422,13 +423,14 @@ int zkr_sequencer_check_async(zkr_session_t *s, const zkr_sequencer_t *q,
  * given, so while a node of that name exists it is this grant's node. Our
  * node going away (release, forced release, session expiry) is exactly
  * what ends the grant, and no later contender can come before it in the
- * queue: existence is the grant, for every recipe (a reader or a permit
- * holder stays granted while its node lives, as the lock's holder does).
+ * queue: existence is the grant, for every recipe (a holder under a
+ * shared rule, or under one that admits several holders, stays granted
+ * while its node lives, as an exclusive holder does).
  *
  * The data version is not checked, on purpose: it changes while the grant
- * stays current. The semaphore touches a granted permit's node to wake its
- * successor (at a moment the holder does not control, and again if that
- * touch is retried), Curator's revocation writes holders' nodes, and any
+ * stays current. A recipe that pokes (.poke) touches a granted node to
+ * wake its successor (at a moment the holder does not control, and again if
+ * that touch is retried), Curator's revocation writes holders' nodes, and any
  * client may write a node it can see; a version guard would refuse the
  * writes of a current holder (ZKR_ENOTHELD while held) after each. Nor
  * would it close the one gap existence leaves: a client that deletes our

@@ -10,8 +10,9 @@
 
 /* -------------------------------------------------------- list/watch */
 
-/* A semaphore waiter watches its predecessor to learn when it is granted:
- * the grant touches the node (poke). If the node was written before our
+/* A waiter of a recipe that pokes (.poke: its grant touches its node)
+ * watches its predecessor to learn when it is granted: the grant touches
+ * the node (zkr__poke()). If the node was written before our
  * watch was set, we may have missed that touch, so we list again; but
  * anyone may write a contender's node (a monitoring tool, Curator's
  * revocation), and a write we have already listed after proves nothing
@@ -65,7 +66,7 @@ static void watch_done(int rc, const char *value, int len,
     } else if (rc == ZNONODE ||
                (rc == ZOK && c->recipe->poke && unseen_write(c, stat))) {
         /* Gone before we could watch it (getData leaves no watch then;
-         * zkr__stop_watching()), or (semaphore) written since we listed:
+         * zkr__stop_watching()), or (.poke) written since we listed:
          * take the watch back and list. */
         zkr__stop_watching(c);
         zkr__step(c);
@@ -141,7 +142,7 @@ static void poke_done(int rc, const struct Stat *stat, const void *data)
 }
 
 /* Touches our node so that a successor watching it wakes up and lists
- * (semaphore). */
+ * (.poke). */
 void zkr__poke(zkr__contender_t *c)
 {
     zkr__op_t *op = zkr__cop_new(c);
@@ -171,9 +172,10 @@ static int acl_lets_creator_write(const struct ACL_vector *acl)
 
 /* A new attempt's UUID. A contender of a recipe with ZKR__R_ANNOUNCES and
  * a lock-delay, able to write its own node, announces in its name that it
- * touches the node once granted (zkr__name_announces()): an observer in
- * any process can then tell a first contender still waiting out its delay
- * (data version 0) from the holder (docs/design/lock-delay.md, 1.7). */
+ * touches the node once granted (zkr__name_announces()): whoever lists
+ * the queue, in any process, can then tell a first contender still waiting out
+ * its delay (data version 0) from the holder (docs/design/lock-delay.md, 1.7).
+ */
 void zkr__new_uuid(zkr__contender_t *c)
 {
     zkr__uuid(c->uuid);
@@ -214,10 +216,10 @@ static int acl_same(const struct ACL_vector *a, const struct ACL_vector *b)
 static void check_pred(zkr__contender_t *c);
 
 /* The answer about our predecessor's ACL (c->watching), or about our own
- * node's (op->path NULL), which we compare it with. A semaphore waiter
- * watches its predecessor only if the predecessor's granter can touch it
- * (zkr__poke()): its ACL lets world:anyone write, or it is the same as our
- * node's and our handle's ACL lets the creator write
+ * node's (op->path NULL), which we compare it with. A waiter of a recipe
+ * that pokes watches its predecessor only if the predecessor's granter can
+ * touch it (zkr__poke()): its ACL lets world:anyone write, or it is the same as
+ * our node's and our handle's ACL lets the creator write
  * (acl_lets_creator_write()), so that a contender of the same ACL and
  * auth created it. Another process's handle may use another ACL (issue
  * 20.5): behind a node its granter may not touch, we watch the directory
@@ -471,12 +473,12 @@ int zkr__take_lost(zkr__contender_t *c)
  * (the lock released and acquired again before this was told) is left
  * for that grant's own completion, which must not say 0. A grant the
  * application let go itself
- * (letgo moved on: the handle freed, the lock released, the candidate
- * left, or acquired again, before it was told) is ZKR_ECANCELED, the
+ * (letgo moved on: the handle freed, the grant released or given up, or
+ * acquired again, before it was told) is ZKR_ECANCELED, the
  * code a free gives a pending acquire: its node is gone or going, and
  * another contender may hold already, so 0 would be a lie. Otherwise the
- * grant was lost and the engine rejoined (an election): 0, and the loss
- * follows as a state change, so a late listener hears both in order. */
+ * grant was lost and the engine rejoined (the recipe's .rejoins): 0, and the
+ * loss follows as a state change, so a late listener hears both in order. */
 int zkr__grant_result(zkr__contender_t *c, uint64_t gen, uint64_t letgo)
 {
     zkr__enforce_deadline(c->s);

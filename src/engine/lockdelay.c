@@ -18,9 +18,10 @@ static int delay_trusted(const zkr__contender_t *c, const zkr__entry_t *e)
            zkr__name_foreign(e->name);
 }
 
-/* Does our grant depend on e's departure? A reader's only on writers' and
- * exclusive nodes' (readers share); everyone else's on every node before
- * it. A trusted foreign node's on none: its going is a release. */
+/* Does our grant depend on e's departure? Under the shared rule
+ * (zkr__pred_read) only on WRITE and EXCLUSIVE nodes' (READ nodes share);
+ * under every other rule on every node before it. A trusted foreign node's on
+ * none: its going is a release. */
 static int delay_relevant(const zkr__contender_t *c, const zkr__entry_t *e)
 {
     if (delay_trusted(c, e))
@@ -30,7 +31,8 @@ static int delay_relevant(const zkr__contender_t *c, const zkr__entry_t *e)
     return 1;
 }
 
-/* Is e exclusive (a lock, a writer, a candidate; not a permit)? Its grant
+/* Is e exclusive (EXCLUSIVE with no holder count, WRITE or LATCH; not a
+ * node of a rule that admits several holders)? Its grant
  * needed every node before it gone, so its clean release vouches for all
  * of them. */
 static int delay_vouches(const zkr__entry_t *e)

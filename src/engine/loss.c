@@ -25,11 +25,12 @@
  * byte.
  *
  * fd_lost is sticky, and kept by the engine whatever the recipe's rule,
- * because a loss may be followed at once by a new grant: an election
- * candidate rejoins inside the same critical section and may lead again
- * with a new epoch before its leader function polls. Clearing the
- * descriptor on that rejoin (or grant) would leave the old function
- * running beside the next leader's, unaware (issue 20). */
+ * because a loss may be followed at once by a new grant: a contender
+ * whose recipe rejoins (.rejoins) starts over inside the same critical
+ * section and may be granted again, with a new epoch, before the code that
+ * ran under its old grant polls. Clearing the descriptor on that rejoin
+ * (or grant) would leave that code running, unaware, beside the code of
+ * whoever holds next (issue 20). */
 static void fd_update(zkr__contender_t *c)
 {
     char buf[16];
@@ -170,12 +171,13 @@ void zkr__finish_acquire(zkr__contender_t *c, int rc)
         c->phase = ZKR__P_HELD;
         c->pub = ZKR_LOCK_HELD;
         /* A loss before this grant (a rejoin) stays signalled (fd_lost);
-         * the recipe's rule may signal the grant (an election's, until
-         * the application observes it). */
+         * the recipe's .signal hook may signal the grant (until the
+         * application observes it, for instance). */
         fd_tell(c, ZKR__FD_GRANTED);
-        /* A semaphore permit touches its node (step), to wake the
-         * successor that watches it; a candidate that announced, to say
-         * that it leads (zkr__new_uuid()). */
+        /* A contender of a recipe that pokes (.poke) touches its node
+         * (step), to wake the successor that watches it; one that
+         * announced (ZKR__R_ANNOUNCES), to say that it holds
+         * (zkr__new_uuid()). */
         c->touch_due = c->recipe->poke || zkr__announces(c);
         /* A waiter watched its own node already, and keeps that watch. One
          * granted on its first listing sets it a little later (see

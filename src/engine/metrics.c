@@ -198,7 +198,7 @@ typedef struct family {
     const char *name, *help;
     char type;  /* 'c' counter, 'g' gauge, 'h' histogram */
     char scope; /* 's' session, 'r' every recipe row, 'l' the rows of
-                   recipes whose grant is leadership (ZKR__R_LEADS) */
+                   recipes whose grant is to lead (ZKR__R_LEADS) */
     char unit;  /* 'n' a number, 'u' microseconds, 'm' milliseconds */
     size_t off;
     const uint64_t *bounds; /* histograms */

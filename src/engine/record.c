@@ -6,7 +6,7 @@
  * directory may write anything there. The parser is therefore strict
  * about what it accepts and tolerant only where a future version needs
  * room (unknown keys are skipped): whatever it does not fully understand
- * is "no record", which every reader takes for a death, the safe side. */
+ * is "no record", which the engine always takes for a death, the safe side. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,7 +177,8 @@ int zkr__record_format(char *buf, size_t size, const zkr__record_t *r)
     return n;
 }
 
-/* Is r a zkr-closed record whose writer's node is still in dir? */
+/* Is r a zkr-closed record written by a contender whose node is still in
+ * dir? */
 static int closed_by_live(zhandle_t *zh, const char *dir,
                           const zkr__record_t *r)
 {

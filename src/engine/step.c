@@ -242,7 +242,7 @@ void zkr__queue_on_lost(zkr_session_t *s)
             zkr__finish_release(c, 0); /* the node went with the session */
         } else if (c->phase == ZKR__P_COMMITTING) {
             zkr__end_commit(c, zkr__commit_gone_rc(c),
-                            0); /* workq.md, section 4 */
+                            0); /* zkr__commit_gone_rc() says which */
         }
     }
 }

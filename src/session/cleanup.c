@@ -342,7 +342,8 @@ static void cleanup_listed(int rc, const struct String_vector *v,
  * our UUID" in the listing that follows means the create was never
  * applied, not that this server lags (issue 12.8; engine/create.c,
  * recover_synced, says why a create sent earlier cannot commit after the sync).
- * A delete's NONODE needs no sync: the leader decides it, on its latest state.
+ * A delete's NONODE needs no sync: the ensemble's leader decides it, on its
+ * latest state.
  */
 static void cleanup_synced(int rc, const char *value, const void *data)
 {

@@ -219,8 +219,8 @@ void zkr_session_process_event(zkr_session_t *s, int type, int state)
 /* -------------------------------------------------------------- timer */
 
 /* A heartbeat sent at `sent` was answered now: the newest earlier one
- * answered at least T/4 before `sent` proves that the leader touched the
- * session no earlier than its own send time (see the top of session.c). */
+ * answered at least T/4 before `sent` proves that the ensemble's leader touched
+ * the session no earlier than its own send time (see the top of session.c). */
 static void heartbeat_answered(zkr_session_t *s, int64_t sent, int64_t now)
 {
     for (int i = 0; i < s->hb_n; i++)
@@ -237,8 +237,8 @@ static void heartbeat_answered(zkr_session_t *s, int64_t sent, int64_t now)
     zkr__metrics_heartbeat(s, now - sent);
 }
 
-/* The heartbeat's answer. Only ZOK proves that the leader answered the
- * sync; any error (connection loss, closing, the session gone) proves
+/* The heartbeat's answer. Only ZOK proves that the ensemble's leader answered
+ * the sync; any error (connection loss, closing, the session gone) proves
  * nothing. */
 static void ping_done(int rc, const char *value, const void *data)
 {

@@ -367,8 +367,8 @@ zkr_session_t *zkr__op_begin(zkr__op_t *op, int rc)
     if (op->m != NULL)
         op->m->busy--;
     /* No answer but a heartbeat's moves the deadline: a follower answers
-     * reads by itself, even when cut off from the leader (see the top of
-     * session.c). */
+     * reads by itself, even when cut off from the ensemble's leader (see the
+     * top of session.c). */
     (void)rc;
     return s;
 }

@@ -9,15 +9,14 @@
  * code, so a slow callback cannot delay a loss. The event thread runs every
  * application callback, in order, with no lock held.
  *
- * The safe deadline. The server that expires sessions is the LEADER (a
- * standalone server is its own leader); it expires a session no earlier
- * than T after it last touched it (its expiry buckets round up, never
- * down). Our deadline must rest only on proof that the leader touched the
- * session recently, never on an answer a follower gives by itself: a
- * follower cut off from its leader keeps answering reads for up to
- * syncLimit x tickTime while the leader, hearing nothing, expires the
- * session after T (issue 12.1: a waiter was granted seconds before such a
- * holder's deadline). So:
+ * The safe deadline. The server that expires sessions is the ensemble's LEADER
+ * (a standalone server is its own leader); it expires a session no earlier than
+ * T after it last touched it (its expiry buckets round up, never down). Our
+ * deadline must rest only on proof that the leader touched the session
+ * recently, never on an answer a follower gives by itself: a follower cut off
+ * from its leader keeps answering reads for up to syncLimit x tickTime while
+ * the leader, hearing nothing, expires the session after T (issue 12.1: a
+ * waiter was granted seconds before such a holder's deadline). So:
  *
  *  - The heartbeat is a sync ("/"), which a follower forwards to the
  *    leader and answers only once the leader has answered it; the leader
@@ -52,10 +51,11 @@
  *    sync's send time by T/4 + H plus a round trip.
  *
  *  - A leader change. An isolated leader answers syncs until it notices
- *    it lost its quorum (syncLimit ticks after its followers' last ack);
+ *    it lost its quorum (syncLimit ticks after its followers' last
+ *    acknowledgement);
  *    the followers leave it syncLimit ticks after its last packet and
- *    elect a new leader, which restarts every session's timeout at its
- *    election. The two moments differ by about 1.5 tickTime, which the
+ *    elect a new leader, which restarts every session's timeout when it
+ *    takes over. The two moments differ by about 1.5 tickTime, which the
  *    T/4 and the tenth cover when T >= 4 x tickTime (test_ensemble.c,
  *    test_leader_isolated); with T between 2 and 4 ticks this one case is
  *    not proven.

@@ -165,8 +165,8 @@ struct zkr_session {
     zkr_state_t state;
     int connected;      /* the ZooKeeper handle is connected now */
     int64_t sid;        /* current session id, 0 = none */
-    int64_t last_heard; /* the leader touched the session no earlier than
-                           this (session.c explains the proof) */
+    int64_t last_heard; /* the ensemble's leader touched the session no earlier
+                           than this (session.c explains the proof) */
     struct {
         int64_t sent, answered;
     } hb[8];  /* the newest answered heartbeats of this connection */
