@@ -12,7 +12,9 @@
  *
  * (stuck: processes still running 60 s after the end, when every one
  * should have stopped within its 10 s acquire timeout; they are killed,
- * after gdb prints every thread's stack when ZKR_CHAOS_GDB is set.)
+ * after gdb prints every thread's stack when ZKR_CHAOS_GDB is set.) A
+ * failed run keeps its history directory, and so does a clean one when
+ * ZKR_CHAOS_KEEP is set (its path on stderr).
  *
  *   chaos [-d SECONDS] [-l LOCKERS] [-e ELECTORS] [-R RUNNERS]
  *         [-f FOREIGN] [-t SESSION_MS] [-D DELAY_MS] [-s SEED] [-E] [-b]
@@ -812,7 +814,10 @@ int main(int argc, char **argv)
                 rc, dir);
         return 1;
     }
-    zkt_rm_rf(dir);
+    if (getenv("ZKR_CHAOS_KEEP") != NULL) /* a clean run's history too */
+        fprintf(stderr, "chaos: history kept in %s\n", dir);
+    else
+        zkt_rm_rf(dir);
     (void)faults;
     return 0;
 }
