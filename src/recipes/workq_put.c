@@ -324,7 +324,7 @@ typedef struct put {
     char *carried[WQ_PIGGYBACK];
     int nc;
     /* its end */
-    int sync, ended;
+    int ended; /* a blocking put (cb NULL) has ended: its caller frees p */
     zkr_put_completion_t cb;
     void *cbdata;
     char id[ZKR_WORKQ_ID_MAX + 256];
@@ -391,7 +391,7 @@ static void put_end(put_t *p, int rc)
         rc = ZBADARGUMENTS;
     p->rc = rc;
     pthread_cond_broadcast(&s->cv);
-    if (p->sync) {
+    if (p->cb == NULL) {
         p->ended = 1; /* the caller frees p */
         return;
     }
@@ -863,7 +863,6 @@ static put_t *put_start(zkr_workq_t *q, const void *data, size_t len, int level,
     p->q = q;
     p->len = len;
     p->level = level;
-    p->sync = cb == NULL;
     p->cb = cb;
     p->cbdata = cbdata;
     p->t = -1;
@@ -880,7 +879,7 @@ static put_t *put_start(zkr_workq_t *q, const void *data, size_t len, int level,
     snprintf(p->rdir, sizeof(p->rdir), "%s/receipts", q->path);
     snprintf(p->receipt, sizeof(p->receipt), "%s/%s", p->rdir, p->uuid);
     zkr__task_add(s, &p->tk);
-    if (!p->sync)
+    if (cb != NULL)
         q->async_puts++;
     put_go(p);
     return p;

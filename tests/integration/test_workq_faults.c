@@ -1687,6 +1687,35 @@ static void test_put_async_from_callback(void **state)
     assert_int_equal(queue_len("/r30/cb"), CB_CHAINS * CB_DEPTH);
 }
 
+/* zkr.h: "ZCONNECTIONLOSS comes once the session's request timeout passed
+ * without an answer": a put parked while the connection is black-holed
+ * (a chain waiting to be woken, no thread) ends by its deadline, request
+ * timeout plus session timeout, woken by the timer; it never hangs. */
+static void test_put_parked_ends_by_deadline(void **state)
+{
+    const int tmo = 4000;
+    zkr_session_t *s = open_proxied(tmo);
+    zkr_workq_t *q = new_q(s, "/r30/parked", "p");
+    int64_t t0, took;
+    int rc;
+
+    (void)state;
+    assert_int_equal(zkr_workq_put(q, "warm", 4, 0, NULL, 0), 0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    t0 = now_ms();
+    rc = zkr_workq_put(q, "x", 1, 0, NULL, 0);
+    took = now_ms() - t0;
+    printf("# parked put: %d after %lld ms (session timeout %d)\n", rc,
+           (long long)took, tmo);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    assert_int_equal(rc, ZCONNECTIONLOSS);
+    /* The deadline is at most twice the session timeout; a second more
+     * for the timer's wake and a busy machine. */
+    assert_true(took <= 2 * tmo + zkt_scaled_ms(1000));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1712,6 +1741,7 @@ int main(void)
         cmocka_unit_test(test_ephemeral_bucket_made_ahead),
         cmocka_unit_test(test_nack_back_ephemeral_tail),
         cmocka_unit_test(test_async_puts_start_no_thread),
+        cmocka_unit_test(test_put_parked_ends_by_deadline),
         cmocka_unit_test(test_put_answer_lost_no_reconnect),
         cmocka_unit_test(test_put_async_answer_lost_no_reconnect),
         cmocka_unit_test(test_put_answer_lost_session_expired),
