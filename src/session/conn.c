@@ -280,6 +280,39 @@ static void auth_done(int rc, const void *data)
     (void)data;
 }
 
+/* Gives a new handle the session's digest (0), or fails (logged). The
+ * client refuses it (ZINVALIDSTATE, before keeping it) while the handle's
+ * state is 0, which it is between two connect attempts: from a server
+ * that refused or dropped the connection to the next attempt, and for
+ * recv_timeout/60 after the whole list failed. A first server down makes
+ * that window likely right after zookeeper_init; a digest given up there
+ * would leave the session connected without its credentials (requests
+ * then fail ZNOAUTH, nodes carry no owner). So it is tried again, every
+ * millisecond, until the client keeps it: the state leaves 0 at its next
+ * attempt. A handle still refusing after a request timeout is given up
+ * (the caller retries later, as after any failed open). */
+static int add_digest(zkr_session_t *s, zhandle_t *zh)
+{
+    int64_t until =
+        zkr__now_ms() + (s->req_timeout > 0 ? s->req_timeout : 10000);
+    int zrc;
+
+    while ((zrc = zoo_add_auth(zh, "digest", s->digest, (int)strlen(s->digest),
+                               auth_done, NULL)) == ZINVALIDSTATE &&
+           zkr__now_ms() < until) {
+        struct timespec ms = {0, 1000000};
+
+        nanosleep(&ms, NULL);
+    }
+    if (zrc == ZOK)
+        return 0;
+    zkr__log_conn_error(s, ZKR_LOG_ERROR,
+                        "cannot give the credentials to a new handle for "
+                        "%s: %s",
+                        s->hosts, zerror(zrc));
+    return -1;
+}
+
 /* How long the client may go without resolving the host list again while
  * it has a socket open (docs/PROTOCOL.md [S7]). Without a socket
  * (connecting, failing over, reconnecting) it resolves on every turn of
@@ -298,9 +331,10 @@ zhandle_t *zkr__open_handle(zkr_session_t *s)
     /* Cannot fail: the value is valid. */
     if (zh != NULL)
         zoo_set_servers_resolution_delay(zh, ZKR__RESOLVE_DELAY_MS);
-    if (zh != NULL && s->digest != NULL)
-        zoo_add_auth(zh, "digest", s->digest, (int)strlen(s->digest), auth_done,
-                     NULL);
+    if (zh != NULL && s->digest != NULL && add_digest(s, zh) != 0) {
+        zookeeper_close(zh);
+        zh = NULL;
+    }
     return zh;
 }
 

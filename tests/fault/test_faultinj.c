@@ -642,6 +642,51 @@ static void test_index_growth_alloc(void **state)
     }
 }
 
+/* A new handle refuses a digest while between two connect attempts (its
+ * state is 0 there: a first server that refused the connection makes
+ * that likely right after zookeeper_init, and CI once caught it so). The
+ * seam refuses the first zoo_add_auth() as the client does there
+ * (ZINVALIDSTATE, the digest not kept). The rule (zkr.h, digest): a
+ * session opened with credentials uses them, so it reads a node only
+ * alice may read; without them the read fails ZNOAUTH. */
+static int read_secret(zhandle_t *zh, void *arg)
+{
+    char buf[16];
+    int len = sizeof(buf);
+
+    (void)arg;
+    return zoo_get(zh, "/fi/secret", 0, buf, &len, NULL);
+}
+
+static void test_digest_refused_between_attempts(void **state)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+    zhandle_t *alice = zkt_connect(zkt_server_hosts(server), T);
+    int rc;
+
+    (void)state;
+    assert_non_null(alice);
+    assert_int_equal(
+        zoo_add_auth(alice, "digest", "alice:secret", 12, NULL, NULL), ZOK);
+    zoo_create(alice, "/fi", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    rc = zoo_create(alice, "/fi/secret", "s", 1, &ZOO_CREATOR_ALL_ACL, 0, NULL,
+                    0);
+    assert_true(rc == ZOK || rc == ZNODEEXISTS);
+    o.digest = "alice:secret";
+    zkr__fault_arm(ZKR__FAULT_ZK, 1, 0, ZINVALIDSTATE);
+    rc = zkr_session_open(&s, zkt_server_hosts(server), T, &o);
+    print_message("open: %d, fault points %ld, fired %ld\n", rc,
+                  zkr__fault_points(), zkr__fault_fired());
+    assert_int_equal(zkr__fault_fired(), 1);
+    zkr__fault_arm(0, 0, 0, 0);
+    assert_int_equal(rc, 0);
+    assert_int_equal(zkr_session_with_handle(s, read_secret, NULL), ZOK);
+    assert_int_equal(zkr_session_free(s), 0);
+    assert_int_equal(zoo_delete(alice, "/fi/secret", -1), ZOK);
+    zookeeper_close(alice);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -661,6 +706,7 @@ int main(void)
         cmocka_unit_test_teardown(test_workq_alloc, disarm),
         cmocka_unit_test_teardown(test_acquire_in_lost_window, disarm),
         cmocka_unit_test_teardown(test_index_growth_alloc, disarm),
+        cmocka_unit_test_teardown(test_digest_refused_between_attempts, disarm),
     };
     zkt_test_filter();
     return cmocka_run_group_tests_name("faultinj", tests, setup, teardown);
