@@ -79,9 +79,19 @@ static void heal(void);
 static int open_on(zkr_session_t **s, const char *hosts, int timeout)
 {
     zkr_session_options_t o = {0};
+    int64_t t0 = zkt_now_ms();
+    int rc;
 
     o.connect_timeout_ms = zkt_scaled_ms(30000);
-    return zkr_session_open(s, hosts, timeout, &o);
+    rc = zkr_session_open(s, hosts, timeout, &o);
+    if (rc != 0) {
+        char why[160];
+
+        snprintf(why, sizeof(why), "open on %s: %s after %lld ms", hosts,
+                 zkr_strerror(rc), (long long)(zkt_now_ms() - t0));
+        zkt_ensemble_dump(ens, why);
+    }
+    return rc;
 }
 
 static void pair_start(struct pair *p, const char *path, int timeout)
@@ -165,8 +175,10 @@ static void heal(void)
         else
             zkt_server_resume(m); /* SIGCONT: harmless if not paused */
     }
-    assert_true(
-        ZKT_WAIT_UNTIL(zkt_ensemble_serving(ens) == 3, zkt_scaled_ms(30000)));
+    if (!ZKT_WAIT_UNTIL(zkt_ensemble_serving(ens) == 3, zkt_scaled_ms(30000))) {
+        zkt_ensemble_dump(ens, "heal: not all three serve");
+        fail();
+    }
 }
 
 /* The leader is killed: a new one is elected within a few seconds, no

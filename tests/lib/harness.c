@@ -769,8 +769,8 @@ static int kill_and_reap(zkt_server_t *s)
     return 0;
 }
 
-/* Prints the end of server.log to stderr, for a test that cannot start. */
-static void dump_log_tail(const zkt_server_t *s)
+/* Prints the end of server.log to stderr, under a line saying why. */
+static void log_tail(const zkt_server_t *s, const char *why)
 {
     char buf[4096];
     FILE *f = fopen(s->log_path, "r");
@@ -783,10 +783,14 @@ static void dump_log_tail(const zkt_server_t *s)
     n = fread(buf, 1, sizeof(buf) - 1, f);
     buf[n] = '\0';
     fclose(f);
-    fprintf(stderr,
-            "# harness: ZooKeeper on port %d did not start; "
-            "end of %s:\n%s\n",
-            s->port, s->log_path, buf);
+    fprintf(stderr, "# harness: ZooKeeper on port %d %s; end of %s:\n%s\n",
+            s->port, why, s->log_path, buf);
+}
+
+/* For a test that cannot start. */
+static void dump_log_tail(const zkt_server_t *s)
+{
+    log_tail(s, "did not start");
 }
 
 /*
@@ -1432,4 +1436,21 @@ int zkt_ensemble_serving(zkt_ensemble_t *e)
     for (int i = 0; i < e->n; i++)
         n += member_mode(e->m[i]) != NULL;
     return n;
+}
+
+void zkt_ensemble_dump(zkt_ensemble_t *e, const char *why)
+{
+    for (int i = 0; i < e->n; i++) {
+        zkt_server_t *m = e->m[i];
+        char *srvr = m->pid > 0 && !m->paused
+                         ? four_letter_word(m->port, "srvr", 1000)
+                         : NULL;
+        char *what = xasprintf("(member %d, pid %d%s, %s) srvr: %s", i,
+                               (int)m->pid, m->paused ? ", paused" : "", why,
+                               srvr != NULL ? srvr : "(no answer)");
+
+        log_tail(m, what != NULL ? what : why);
+        free(what);
+        free(srvr);
+    }
 }

@@ -307,6 +307,10 @@ int zkt_ensemble_leader(zkt_ensemble_t *e);
 /** How many members are leader or follower right now (i.e. serving). */
 int zkt_ensemble_serving(zkt_ensemble_t *e);
 
+/** Prints to stderr each member's state ("srvr") and the end of its
+ * log, under why: for a test that fails on the ensemble. */
+void zkt_ensemble_dump(zkt_ensemble_t *e, const char *why);
+
 #ifdef __cplusplus
 }
 #endif
