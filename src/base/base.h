@@ -200,6 +200,10 @@ typedef int (*zkr__pred_fn)(const zkr__entry_t *v, int n, int self,
 int zkr__pred_mutex(const zkr__entry_t *v, int n, int self, int permits);
 int zkr__pred_semaphore(const zkr__entry_t *v, int n, int self, int permits);
 int zkr__pred_read(const zkr__entry_t *v, int n, int self, int permits);
+/* The kinds of node before ours that a rule's grant waits on: those whose
+ * departure can grant us (zkr__pred_read's: WRITE and EXCLUSIVE). */
+typedef int (*zkr__waits_on_fn)(zkr__kind_t kind);
+int zkr__read_waits_on(zkr__kind_t kind);
 /* The grant decision (decide.c): what a listing means for a contender,
  * with no I/O. */
 typedef struct zkr__listing {

@@ -285,8 +285,7 @@ static int tied(const zkr__entry_t *v, int n, int self, int from,
 {
     for (int i = from; i < n; i++)
         if (i != self && v[i].seq == v[self].seq &&
-            (!writers_only || v[i].kind == ZKR__KIND_WRITE ||
-             v[i].kind == ZKR__KIND_EXCLUSIVE))
+            (!writers_only || zkr__read_waits_on(v[i].kind)))
             return i;
     return -1;
 }
@@ -306,6 +305,12 @@ int zkr__pred_mutex(const zkr__entry_t *v, int n, int self, int permits)
     return t >= 0 ? t : ZKR__GRANT;
 }
 
+/* A reader waits on writers and exclusive locks only (readers share). */
+int zkr__read_waits_on(zkr__kind_t kind)
+{
+    return kind == ZKR__KIND_WRITE || kind == ZKR__KIND_EXCLUSIVE;
+}
+
 /* Reader: only writers (and exclusive locks) before us block; watch the
  * last of them. Only lower sequences count: a writer queued after us never
  * delays us (kazoo's deadlock #649 came from counting higher ones). A
@@ -316,7 +321,7 @@ int zkr__pred_read(const zkr__entry_t *v, int n, int self, int permits)
 
     (void)permits;
     for (int i = self - 1; i >= 0; i--)
-        if (v[i].kind == ZKR__KIND_WRITE || v[i].kind == ZKR__KIND_EXCLUSIVE)
+        if (zkr__read_waits_on(v[i].kind))
             return i;
     t = tied(v, n, self, self + 1, 1);
     return t >= 0 ? t : ZKR__GRANT;

@@ -136,6 +136,9 @@ typedef struct zkr__recipe {
                            several holders, a predecessor may be granted
                            without leaving) */
     zkr__pred_fn pred;
+    /* The kinds of node before ours whose departure our grant waits on
+     * (lock-delay counts only theirs). NULL: every kind. */
+    zkr__waits_on_fn waits_on;
     /* Delivers an event to the application: casts fn back to the
      * recipe's callback type and calls it with the recipe's handle. */
     void (*deliver)(zkr__contender_t *c, const zkr__event_t *ev);

@@ -18,17 +18,15 @@ static int delay_trusted(const zkr__contender_t *c, const zkr__entry_t *e)
            zkr__name_foreign(e->name);
 }
 
-/* Does our grant depend on e's departure? Under the shared rule
- * (zkr__pred_read) only on WRITE and EXCLUSIVE nodes' (READ nodes share);
- * under every other rule on every node before it. A trusted foreign node's on
- * none: its going is a release. */
+/* Does our grant depend on e's departure? On the nodes of the kinds the
+ * recipe's rule waits on (a reader: WRITE and EXCLUSIVE; READ nodes
+ * share), by default on every node before ours. A trusted foreign node's
+ * on none: its going is a release. */
 static int delay_relevant(const zkr__contender_t *c, const zkr__entry_t *e)
 {
     if (delay_trusted(c, e))
         return 0;
-    if (c->recipe->pred == zkr__pred_read)
-        return e->kind == ZKR__KIND_WRITE || e->kind == ZKR__KIND_EXCLUSIVE;
-    return 1;
+    return c->recipe->waits_on == NULL || c->recipe->waits_on(e->kind);
 }
 
 /* Is e exclusive (EXCLUSIVE with no holder count, WRITE or LATCH; not a

@@ -56,6 +56,7 @@ static const zkr__recipe_t read_recipe = {
     .mode = 'r',
     .kind = "read",
     .pred = zkr__pred_read,
+    .waits_on = zkr__read_waits_on,
     .deliver = lock_deliver,
     .refuse = pair_refuse,
 };

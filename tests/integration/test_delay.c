@@ -715,6 +715,39 @@ static void test_rwlock_delay(void **state)
     zkr_session_free(s);
 }
 
+/* A reader's grant never waits on another reader (docs/design/lock-delay.md:
+ * a delay is owed for the departures the grant depends on; readers share).
+ * Queue: writer w holding, reader r1 waiting, reader R waiting with a long
+ * delay. r1 dies (its node deleted: no record), then w releases cleanly:
+ * R is granted at once, for r1's death could never have granted it. */
+static void test_reader_owes_no_delay_for_reader(void **state)
+{
+    zkr_session_t *s = open_session(10000), *s2 = open_session(10000);
+    zkr_lock_t *w = rw_side(s, "/d/rr", 1), *r1 = rw_side(s, "/d/rr", 0);
+    zkr_lock_t *rd;
+    char nw[ZKR_NODE_MAX], n1[ZKR_NODE_MAX];
+    struct grant g1, g;
+    int64_t t0;
+
+    (void)state;
+    hold(w, nw, sizeof(nw));
+    shared_waiter(r1, "/d/rr", 0, 1, &g1);
+    assert_int_equal(zkr_lock_node(r1, n1, sizeof(n1)), 0);
+    rd = shared_waiter(rw_side(s2, "/d/rr", 0), "/d/rr", 60000, 2, &g);
+    assert_int_equal(zoo_delete(raw, n1, -1), ZOK); /* r1 dies */
+    assert_true(ZKT_WAIT_UNTIL(grant_done(&g1), 10000));
+    assert_int_not_equal(g1.rc, 0);
+    t0 = zkt_now_ms();
+    assert_int_equal(zkr_lock_release(w), 0);
+    expect_prompt(&g, t0);
+    assert_int_equal(zkr_lock_release(rd), 0);
+    zkr_lock_free(rd);
+    zkr_lock_free(r1);
+    zkr_lock_free(w);
+    zkr_session_free(s2);
+    zkr_session_free(s);
+}
+
 /* An election: the leader's session expires; the next candidate, with a
  * delay, is DELAYED and leads no earlier than D after the leader's node
  * went. A leader that leaves cleanly hands over at once. */
@@ -1296,6 +1329,7 @@ int main(void)
         cmocka_unit_test(test_kazoo_release_trusted),
         cmocka_unit_test(test_semaphore_delay),
         cmocka_unit_test(test_rwlock_delay),
+        cmocka_unit_test(test_reader_owes_no_delay_for_reader),
         cmocka_unit_test(test_election_delay),
         cmocka_unit_test(test_observer_waits_out_delay),
         cmocka_unit_test(test_observer_waits_out_delay_unrecorded),
