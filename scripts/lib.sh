@@ -165,21 +165,35 @@ if setpriv --help 2>/dev/null | grep -q -- --pdeathsig; then
     ZKR_PDEATH=(setpriv --pdeathsig KILL --)
 fi
 
+# A port for a server to listen on, outside the kernel's ephemeral range:
+# a port from that range (a bind to port 0) is free only until an outgoing
+# connection takes it as its source port, as the many short connections
+# of a test do while a server starts (tests/lib/harness.c, free_port).
+# Drawn at random beside the range and checked with a bind.
 zkr__free_port() {
-    if command -v python3 >/dev/null 2>&1; then
-        python3 -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()' && return 0
+    local lo=32768 hi=60999 a b port i
+    if [ -r /proc/sys/net/ipv4/ip_local_port_range ]; then
+        read -r lo hi </proc/sys/net/ipv4/ip_local_port_range
     fi
-    local port i
-    for i in $(seq 1 200); do
-        port=$((20000 + RANDOM % 30000))
-        if ! nc -z 127.0.0.1 "$port" 2>/dev/null; then
-            echo "$port"
-            return 0
+    if [ $((lo - 10000)) -ge $((65535 - hi)) ]; then
+        a=10000 b=$((lo - 1))
+    else
+        a=$((hi + 1)) b=65535
+    fi
+    for i in $(seq 1 1000); do
+        port=$((a + (RANDOM * 32768 + RANDOM) % (b - a + 1)))
+        if command -v python3 >/dev/null 2>&1; then
+            python3 -c 'import socket, sys
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)' "$port" || continue
+        elif nc -z 127.0.0.1 "$port" 2>/dev/null; then
+            continue
         fi
+        echo "$port"
+        return 0
     done
     return 1
 }

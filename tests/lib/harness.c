@@ -579,24 +579,64 @@ long zkt_total_watches(const zkt_server_t *s)
 
 /* --------------------------------------------------------------- server */
 
-static int free_port(void)
+/* Can a listener bind 127.0.0.1:port now? */
+static int port_bindable(int port)
 {
     struct sockaddr_in sa;
-    socklen_t len = sizeof(sa);
-    int port = -1;
-    int fd;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int ok;
 
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd == -1)
-        return -1;
+        return 0;
     memset(&sa, 0, sizeof(sa));
     sa.sin_family = AF_INET;
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
+    sa.sin_port = htons((uint16_t)port);
+    ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
     close(fd);
-    return port;
+    return ok;
+}
+
+/* A port for a server to listen on, outside the kernel's ephemeral range
+ * (ip_local_port_range). A port from that range (a bind to port 0) is
+ * free only until an outgoing connection takes it as its source port,
+ * which the many short connections of a test (four-letter words, members
+ * connecting to each other) do while a server starts or a killed member
+ * is down: CI saw a restarted member's election port taken, and the
+ * member exit. Ports outside the range go only to explicit binds; one is
+ * drawn at random and checked with a bind. -1 if none is found. */
+static int free_port(void)
+{
+    int lo = 32768, hi = 60999, a, b;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+
+    if (f != NULL) {
+        if (fscanf(f, "%d %d", &lo, &hi) != 2) {
+            lo = 32768;
+            hi = 60999;
+        }
+        fclose(f);
+    }
+    /* The larger of the two spans beside the range (10000 up: below are
+     * well-known services' ports). */
+    if (lo - 10000 >= 65535 - hi) {
+        a = 10000;
+        b = lo - 1;
+    } else {
+        a = hi + 1;
+        b = 65535;
+    }
+    for (int i = 0; i < 1000 && b >= a; i++) {
+        unsigned r;
+        int port;
+
+        if (getentropy(&r, sizeof(r)) != 0)
+            r = (unsigned)rand();
+        port = a + (int)(r % (unsigned)(b - a + 1));
+        if (port_bindable(port))
+            return port;
+    }
+    return -1;
 }
 
 static char *find_java(void)
