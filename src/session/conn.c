@@ -109,6 +109,35 @@ static void chroot_ask(zkr_session_t *s, zhandle_t *zh)
         s->chroot_asking = 1;
 }
 
+/* The client's completion of the digest tells nothing the waiting open can
+ * use: a connection lost before the answer, even a failed connect attempt,
+ * completes it with ZCONNECTIONLOSS, and the answer on a later connection
+ * then has none (see auth_accepted() in session.c). It runs on the
+ * client's I/O thread, inside the client's lock when it completes with
+ * a loss: it must take no zkr lock (a thread holding the session's mutex
+ * may be waiting for the client's lock in a zoo_a*() call). A refused
+ * digest arrives as ZOO_AUTH_FAILED_STATE. */
+static void auth_done(int rc, const void *data)
+{
+    (void)rc;
+    (void)data;
+}
+
+/* Gives a handle the session's digest: 0, or the client's refusal. The
+ * client refuses it (ZINVALIDSTATE, before keeping it) while the handle's
+ * state is 0, which it is between two connect attempts: from a server
+ * that refused or dropped the connection to the next attempt, and for
+ * recv_timeout/60 after the whole list failed. A first server down makes
+ * that window likely right after zookeeper_init. A handle whose digest
+ * was refused is not used until it is given (s->digest_missing: see
+ * zkr__on_session_event), else its requests would go without the
+ * credentials (ZNOAUTH, nodes owned by no one). */
+static int give_digest(zkr_session_t *s, zhandle_t *zh)
+{
+    return zoo_add_auth(zh, "digest", s->digest, (int)strlen(s->digest),
+                        auth_done, NULL);
+}
+
 void zkr__on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
 {
 
@@ -118,9 +147,30 @@ void zkr__on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
         const clientid_t *cid = zoo_client_id(zh);
         int64_t sid = cid != NULL ? cid->client_id : 0;
         int64_t now = zkr__now_ms();
+        int zrc;
+
         if (s->connected && sid == s->sid)
             goto out; /* told twice (an adopted handle's application
                          forwards what zkr_session_adopt() saw already) */
+        if (s->digest_missing) {
+            /* Given now, before any request of ours: the client sends it
+             * ahead of what is queued after, and on every reconnection. */
+            if ((zrc = give_digest(s, zh)) != ZOK) {
+                zkr__log(s, ZKR_LOG_WARN,
+                         "cannot give the credentials to the connection "
+                         "(%s): not used",
+                         zerror(zrc));
+                /* ZINVALIDSTATE: the connection went already, the next
+                 * CONNECTED tries again. Anything else (no memory): a
+                 * fresh handle does, or none may (LOST). */
+                if (zrc != ZINVALIDSTATE && s->no_reconnect)
+                    declare_lost(s, 1, "the credentials could not be given");
+                else if (zrc != ZINVALIDSTATE && s->owned)
+                    s->replace = 1;
+                goto out;
+            }
+            s->digest_missing = 0;
+        }
         s->connected = 1;
         zkr__trace_note("connected", NULL);
         zkr__log_reachable(s);
@@ -266,60 +316,13 @@ static void send_ping(zkr_session_t *s, int64_t now)
         s->ping_busy = 1;
 }
 
-/* The client's completion of the digest tells nothing the waiting open can
- * use: a connection lost before the answer, even a failed connect attempt,
- * completes it with ZCONNECTIONLOSS, and the answer on a later connection
- * then has none (see auth_accepted() in session.c). It runs on the
- * client's I/O thread, inside the client's lock when it completes with
- * a loss: it must take no zkr lock (a thread holding the session's mutex
- * may be waiting for the client's lock in a zoo_a*() call). A refused
- * digest arrives as ZOO_AUTH_FAILED_STATE. */
-static void auth_done(int rc, const void *data)
-{
-    (void)rc;
-    (void)data;
-}
-
-/* Gives a new handle the session's digest (0), or fails (logged). The
- * client refuses it (ZINVALIDSTATE, before keeping it) while the handle's
- * state is 0, which it is between two connect attempts: from a server
- * that refused or dropped the connection to the next attempt, and for
- * recv_timeout/60 after the whole list failed. A first server down makes
- * that window likely right after zookeeper_init; a digest given up there
- * would leave the session connected without its credentials (requests
- * then fail ZNOAUTH, nodes carry no owner). So it is tried again, every
- * millisecond, until the client keeps it: the state leaves 0 at its next
- * attempt. A handle still refusing after a request timeout is given up
- * (the caller retries later, as after any failed open). */
-static int add_digest(zkr_session_t *s, zhandle_t *zh)
-{
-    int64_t until =
-        zkr__now_ms() + (s->req_timeout > 0 ? s->req_timeout : 10000);
-    int zrc;
-
-    while ((zrc = zoo_add_auth(zh, "digest", s->digest, (int)strlen(s->digest),
-                               auth_done, NULL)) == ZINVALIDSTATE &&
-           zkr__now_ms() < until) {
-        struct timespec ms = {0, 1000000};
-
-        nanosleep(&ms, NULL);
-    }
-    if (zrc == ZOK)
-        return 0;
-    zkr__log_conn_error(s, ZKR_LOG_ERROR,
-                        "cannot give the credentials to a new handle for "
-                        "%s: %s",
-                        s->hosts, zerror(zrc));
-    return -1;
-}
-
 /* How long the client may go without resolving the host list again while
  * it has a socket open (docs/PROTOCOL.md [S7]). Without a socket
  * (connecting, failing over, reconnecting) it resolves on every turn of
  * its I/O loop whatever this says, so it delays no reconnection. */
 #define ZKR__RESOLVE_DELAY_MS 1000
 
-zhandle_t *zkr__open_handle(zkr_session_t *s)
+zhandle_t *zkr__open_handle(zkr_session_t *s, int *digest_missing)
 {
     zhandle_t *zh = zookeeper_init2(s->hosts, global_watcher, s->req_timeout,
                                     NULL, s, 0, zkr__log_callback(s));
@@ -331,10 +334,8 @@ zhandle_t *zkr__open_handle(zkr_session_t *s)
     /* Cannot fail: the value is valid. */
     if (zh != NULL)
         zoo_set_servers_resolution_delay(zh, ZKR__RESOLVE_DELAY_MS);
-    if (zh != NULL && s->digest != NULL && add_digest(s, zh) != 0) {
-        zookeeper_close(zh);
-        zh = NULL;
-    }
+    *digest_missing =
+        zh != NULL && s->digest != NULL && give_digest(s, zh) != ZOK;
     return zh;
 }
 
@@ -381,6 +382,7 @@ static void replace_handle(zkr_session_t *s)
 static void maybe_open(zkr_session_t *s, int64_t now)
 {
     zhandle_t *zh;
+    int missing;
 
     if (s->no_reconnect || s->closing || !s->owned) {
         s->reconnect_at = -1; /* nothing to wait for: never spin on it */
@@ -393,7 +395,7 @@ static void maybe_open(zkr_session_t *s, int64_t now)
              s->hosts, s->reconnect_attempt);
     s->swapping = 1;
     pthread_mutex_unlock(&s->mu);
-    zh = zkr__open_handle(s);
+    zh = zkr__open_handle(s, &missing);
     pthread_mutex_lock(&s->mu);
     s->swapping = 0;
     pthread_cond_broadcast(&s->cv);
@@ -409,6 +411,7 @@ static void maybe_open(zkr_session_t *s, int64_t now)
         return;
     }
     s->zh = zh;
+    s->digest_missing = missing;
     /* A fresh handle that cannot connect within a session timeout is
      * replaced, so hosts are resolved again and attempts are spaced. */
     s->connect_deadline =

@@ -36,7 +36,9 @@ void zkr__cleanup_free(zkr__cleanup_t *cl);
 
 /* conn.c */
 void zkr__on_session_event(zkr_session_t *s, zhandle_t *zh, int state);
-zhandle_t *zkr__open_handle(zkr_session_t *s);
+/* A new handle (NULL: failed, logged); *digest_missing: the session's
+ * digest is still to be given to it (conn.c, give_digest). */
+zhandle_t *zkr__open_handle(zkr_session_t *s, int *digest_missing);
 void *zkr__timer_main(void *arg);
 /* Logs that the server has no node chroot (then: what follows). */
 void zkr__log_no_chroot(zkr_session_t *s, const char *chroot, const char *then);

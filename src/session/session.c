@@ -521,7 +521,7 @@ int zkr__session_open(zkr_session_t **out, const char *hosts,
         return rc;
     }
     pthread_mutex_lock(&s->mu);
-    s->zh = zkr__open_handle(s);
+    s->zh = zkr__open_handle(s, &s->digest_missing);
     if (s->zh == NULL) {
         pthread_mutex_unlock(&s->mu);
         rc = zkr__why_no_handle(s, hosts);

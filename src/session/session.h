@@ -150,15 +150,16 @@ struct zkr_session {
     pthread_cond_t tcv; /* wakes the timer thread */
     pthread_cond_t ecv; /* wakes the event thread */
     pthread_t timer_thread, event_thread;
-    zhandle_t *zh;     /* NULL while being replaced */
-    int owned;         /* zkr opened zh (and may replace it) */
-    int zh_shared;     /* the application may set watches on zh too (adopted,
-                          or handed out by zkr_session_handle()) */
-    char *hosts;       /* hosts plus chroot, for zookeeper_init */
-    char *digest;      /* "user:password" or NULL */
-    char *chroot;      /* opened with no_wait and a chroot: checked once a
-                          connection answers (conn.c), then NULL */
-    int chroot_asking; /* ... that check is in flight */
+    zhandle_t *zh;      /* NULL while being replaced */
+    int owned;          /* zkr opened zh (and may replace it) */
+    int zh_shared;      /* the application may set watches on zh too (adopted,
+                           or handed out by zkr_session_handle()) */
+    char *hosts;        /* hosts plus chroot, for zookeeper_init */
+    char *digest;       /* "user:password" or NULL */
+    int digest_missing; /* zh refused it so far: not used until given */
+    char *chroot;       /* opened with no_wait and a chroot: checked once a
+                           connection answers (conn.c), then NULL */
+    int chroot_asking;  /* ... that check is in flight */
     int req_timeout;
     int no_reconnect;
     int timeout; /* negotiated session timeout, ms */

@@ -645,8 +645,8 @@ static void test_index_growth_alloc(void **state)
 /* A new handle refuses a digest while between two connect attempts (its
  * state is 0 there: a first server that refused the connection makes
  * that likely right after zookeeper_init, and CI once caught it so). The
- * seam refuses the first zoo_add_auth() as the client does there
- * (ZINVALIDSTATE, the digest not kept). The rule (zkr.h, digest): a
+ * seam refuses zoo_add_auth() as the client does there (ZINVALIDSTATE,
+ * the digest not kept). The rule (zkr.h, digest): a
  * session opened with credentials uses them, so it reads a node only
  * alice may read; without them the read fails ZNOAUTH. */
 static int read_secret(zhandle_t *zh, void *arg)
@@ -681,6 +681,21 @@ static void test_digest_refused_between_attempts(void **state)
     assert_int_equal(zkr__fault_fired(), 1);
     zkr__fault_arm(0, 0, 0, 0);
     assert_int_equal(rc, 0);
+    assert_int_equal(zkr_session_with_handle(s, read_secret, NULL), ZOK);
+    assert_int_equal(zkr_session_free(s), 0);
+
+    /* Refused again when the connection is made (here for want of
+     * memory): that connection is not used (the session stays
+     * CONNECTING), a fresh handle tries again, and once the client keeps
+     * the digest the session connects with it. */
+    o.no_wait = 1;
+    zkr__fault_arm(ZKR__FAULT_ZK, 1, 1, ZSYSTEMERROR);
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), T, &o), 0);
+    zkt_sleep_ms(zkt_scaled_ms(1000));
+    assert_int_equal(zkr_session_state(s), ZKR_STATE_CONNECTING);
+    assert_true(zkr__fault_fired() >= 2); /* at the open and at CONNECTED */
+    zkr__fault_arm(0, 0, 0, 0);
+    assert_int_equal(zkr_session_wait_connected(s, zkt_scaled_ms(3 * T)), 0);
     assert_int_equal(zkr_session_with_handle(s, read_secret, NULL), ZOK);
     assert_int_equal(zkr_session_free(s), 0);
     assert_int_equal(zoo_delete(alice, "/fi/secret", -1), ZOK);
