@@ -163,9 +163,11 @@ void zkr__on_session_event(zkr_session_t *s, zhandle_t *zh, int state)
                 /* ZINVALIDSTATE: the connection went already, the next
                  * CONNECTED tries again. Anything else (no memory): a
                  * fresh handle does, or none may (LOST). */
-                if (zrc != ZINVALIDSTATE && s->no_reconnect)
+                if (zrc == ZINVALIDSTATE)
+                    goto out;
+                if (s->no_reconnect)
                     declare_lost(s, 1, "the credentials could not be given");
-                else if (zrc != ZINVALIDSTATE && s->owned)
+                else if (s->owned)
                     s->replace = 1;
                 goto out;
             }

@@ -215,6 +215,26 @@ static void heal(void)
     fail();
 }
 
+/* The harness's rule (tests/lib/harness.c, free_port): servers listen
+ * outside the kernel's ephemeral range, where no outgoing connection can
+ * take a port while its member starts or is down. */
+static void test_ports_outside_ephemeral_range(void **state)
+{
+    int lo = 32768, hi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+
+    (void)state;
+    if (f != NULL) {
+        assert_int_equal(fscanf(f, "%d %d", &lo, &hi), 2);
+        fclose(f);
+    }
+    for (int i = 0; i < zkt_ensemble_size(ens); i++) {
+        int port = zkt_server_port(zkt_ensemble_member(ens, i));
+
+        assert_true(port > 0 && (port < lo || port > hi));
+    }
+}
+
 /* The leader is killed: a new one is elected within a few seconds, no
  * session expires, the holder keeps the lock and the queue moves on. */
 static void test_leader_killed(void **state)
@@ -577,6 +597,7 @@ static void test_lagging_follower_sync(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ports_outside_ephemeral_range),
         cmocka_unit_test(test_leader_killed),
         cmocka_unit_test(test_leader_paused),
         cmocka_unit_test(test_check_on_cut_off_follower),

@@ -698,6 +698,16 @@ static void test_digest_refused_between_attempts(void **state)
     assert_int_equal(zkr_session_wait_connected(s, zkt_scaled_ms(3 * T)), 0);
     assert_int_equal(zkr_session_with_handle(s, read_secret, NULL), ZOK);
     assert_int_equal(zkr_session_free(s), 0);
+
+    /* The same with no_reconnect: no fresh handle may try again, so the
+     * session is LOST (never CONNECTED without its credentials). */
+    o.no_reconnect = 1;
+    zkr__fault_arm(ZKR__FAULT_ZK, 1, 1, ZSYSTEMERROR);
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), T, &o), 0);
+    assert_true(ZKT_WAIT_UNTIL(zkr_session_state(s) == ZKR_STATE_LOST,
+                               zkt_scaled_ms(2 * T)));
+    zkr__fault_arm(0, 0, 0, 0);
+    assert_int_equal(zkr_session_free(s), 0);
     assert_int_equal(zoo_delete(alice, "/fi/secret", -1), ZOK);
     zookeeper_close(alice);
 }
