@@ -101,6 +101,10 @@ typedef struct xpath {
     int64_t held_since_ms; /* when we first saw that node hold (wall) */
     int64_t last_list_ms;
     uint64_t session_listed; /* sessions counter when last listed */
+    /* The first contender not holding at the last listing, as its watch
+     * was set: czxid and data version (the worker's alone). */
+    int64_t next_czxid;
+    int32_t next_version;
     uint64_t listings, errors;
     /* A zkr work queue (found by --prefix, or a path given that is one):
      * read every --refresh interval, never listed. */
@@ -297,7 +301,14 @@ static int child_count(exporter_t *x, xpath_t *p, const char *sub, int *exists,
  * the holders. A get, not an exists: on a node already gone it leaves no
  * watch behind (sequential names never come back to fire it). The client
  * keeps one registration per node for this watcher and context, however
- * often it is set. */
+ * often it is set.
+ *
+ * The first waiter may also hold by writing its own node: a candidate
+ * whose name announces touches it once it leads, and the listing judged
+ * it by the version it read then (zkr_contenders_holding()). A touch
+ * between that read and this watch fires nothing, so a version other than
+ * 0 seen here, new for that node, asks for a listing (ZNONODE, as for a
+ * node gone); a waiter whose data is not 0 for another reason asks once. */
 static int watch_front(exporter_t *x, xpath_t *p, const zkr_contender_t *v,
                        int n, int holders)
 {
@@ -315,6 +326,12 @@ static int watch_front(exporter_t *x, xpath_t *p, const zkr_contender_t *v,
             return ZNONODE; /* already gone: list again */
         if (rc != ZOK)
             return rc;
+        if (i == holders && k.st.version != 0 &&
+            (v[i].czxid != p->next_czxid || k.st.version != p->next_version)) {
+            p->next_czxid = v[i].czxid;
+            p->next_version = k.st.version;
+            return ZNONODE; /* written since the listing read it */
+        }
     }
     return ZOK;
 }
