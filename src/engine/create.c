@@ -65,12 +65,17 @@ void zkr__issue_create(zkr__contender_t *c)
     zkr__issue_list(c);
 }
 
-/* Creates every missing ancestor of dir as a container node (ZooKeeper
- * removes empty containers, so any of them may vanish again later: a
- * NONODE on create simply brings us back here). Requests on one session
- * are applied in order, so we can send them all at once; the last one's
+/* Creates the directory as a container node, and (all) every ancestor
+ * with it (ZooKeeper removes empty containers, so any of them may vanish
+ * again later: a NONODE on create simply brings us back here). The
+ * directory alone first: its parent is there in the common case (a new
+ * lock under a known root), one request where creating every ancestor
+ * costs one per level; when it is not (NONODE), all of them, sent at once
+ * (requests on one session are applied in order), and the last one's
  * completion retries the create. */
-static void issue_parents(zkr__contender_t *c)
+enum { PARENTS_LAST = 1, PARENTS_DIR_ONLY = 2 }; /* zkr__op_t.last */
+
+static void issue_parents(zkr__contender_t *c, int all)
 {
     zkr_session_t *s = c->s;
     size_t len = strlen(c->dir);
@@ -81,7 +86,7 @@ static void issue_parents(zkr__contender_t *c)
         return;
     }
     c->parents_made++;
-    for (size_t i = 1; i <= len; i++) {
+    for (size_t i = all ? 1 : len; i <= len; i++) {
         zkr__op_t *op;
         if (p[i] != '/' && p[i] != '\0')
             continue;
@@ -89,7 +94,7 @@ static void issue_parents(zkr__contender_t *c)
         op = zkr__cop_new(c);
         if (op == NULL)
             break;
-        op->last = i == len;
+        op->last = i < len ? 0 : all ? PARENTS_LAST : PARENTS_DIR_ONLY;
         if (zoo_acreate(s->zh, p, "", 0, &c->acl, ZOO_CONTAINER, parents_done,
                         op) != ZOK) {
             zkr__op_cancel(op);
@@ -110,6 +115,8 @@ static void parents_done(int rc, const char *value, const void *data)
     if (op->last && !zkr__stale(op, ZKR__P_CREATING) && c->m.busy == 0) {
         if (c->abort_rc != 0)
             zkr__finish_acquire(c, c->abort_rc);
+        else if (rc == ZNONODE && op->last == PARENTS_DIR_ONLY)
+            issue_parents(c, 1); /* its parent is missing too */
         else if (rc == ZOK || rc == ZNODEEXISTS || zkr__is_connection_error(rc))
             zkr__step(c);
         else
@@ -220,9 +227,9 @@ static void create_done(int rc, const char *value, const struct Stat *stat,
             c->phase = ZKR__P_LISTING;
             zkr__step(c);
         }
-    } else if (rc == ZNONODE && c->abort_rc == 0 && c->parents_made < 5 &&
+    } else if (rc == ZNONODE && c->abort_rc == 0 && c->parents_made < 8 &&
                !(c->recipe->flags & ZKR__R_NO_PARENTS)) {
-        issue_parents(c);
+        issue_parents(c, 0);
     } else if (zkr__is_connection_error(rc)) {
         /* The create may or may not have been applied. */
         s->counters[ZKR_COUNTER_RECOVERIES]++;

@@ -325,7 +325,7 @@ struct zkr__contender {
     int64_t deadline;    /* acquire deadline (monotonic ms), -1 none */
     int try_once;        /* timeout 0 */
     int abort_rc;        /* nonzero: end the acquire with this once safe */
-    int parents_made;    /* parents created in this attempt */
+    int parents_made;    /* rounds of parents created in this attempt */
     /* pending acquire / release */
     int acq_sync, acq_done, acq_rc;
     uint64_t acq_gen, acq_letgo; /* synchronous acquire: c->gen and

@@ -288,6 +288,69 @@ static void test_vanished_parent(void **state)
     zkr_session_free(s);
 }
 
+/* The packets the server received so far (mntr's zk_packets_received;
+ * the mntr itself is one of them). */
+static long server_packets(void)
+{
+    char *m = zkt_4lw(server, "mntr"), *p;
+    long n = -1;
+
+    assert_non_null(m);
+    if ((p = strstr(m, "zk_packets_received")) != NULL)
+        n = strtol(p + strlen("zk_packets_received"), NULL, 10);
+    free(m);
+    assert_true(n >= 0);
+    return n;
+}
+
+/* The requests of an acquire and release of l (mntr's packets around it,
+ * the two mntr excluded). */
+static long lock_cycle_requests(zkr_lock_t *l)
+{
+    long p0 = server_packets(), p1;
+
+    assert_int_equal(zkr_lock_acquire(l, 5000), 0);
+    assert_int_equal(zkr_lock_release(l), 0);
+    p1 = server_packets();
+    return p1 - p0 - 1;
+}
+
+/* A lock in a new directory whose parent exists creates the directory
+ * alone, not every ancestor again: a directory 9 levels deep costs one
+ * request more than a lock in an existing one, plus the create and the
+ * listing that found it missing (the ancestors, one request each, cost 9
+ * more). A heartbeat of the session (one per T/12 = 2.5 s) may fall in
+ * the window: one request of margin. */
+static void test_new_directory_creates_only_it(void **state)
+{
+    const char *deep = "/t/nd/1/2/3/4/5/6/7";
+    zkr_session_t *s = open_session(30000);
+    zkr_lock_t *known, *fresh;
+    long base, cost;
+    struct Stat st;
+    char dir[64];
+
+    (void)state;
+    snprintf(dir, sizeof(dir), "%s/known", deep);
+    known = new_lock(s, dir, NULL);
+    assert_int_equal(zkr_lock_acquire(known, 5000), 0); /* makes them all */
+    assert_int_equal(zkr_lock_release(known), 0);
+    base = lock_cycle_requests(known);
+    snprintf(dir, sizeof(dir), "%s/fresh", deep);
+    fresh = new_lock(s, dir, NULL);
+    cost = lock_cycle_requests(fresh);
+    assert_int_equal(zoo_exists(raw, dir, 0, &st), ZOK);
+    assert_true(st.ephemeralOwner == 0);
+    print_message("# requests: lock in a known directory %ld, in a new "
+                  "one %ld\n",
+                  base, cost);
+    assert_true(cost <= base + 3 + 1);
+    assert_true(cost >= base + 3 - 1); /* (the measure counts) */
+    zkr_lock_free(fresh);
+    zkr_lock_free(known);
+    zkr_session_free(s);
+}
+
 /* One release wakes exactly one of 20 waiters: each waiter watches only
  * its predecessor (and its own node, which only its own deletion
  * changes), so the server delivers exactly one notification, and the woken
@@ -1173,6 +1236,7 @@ int main(void)
         cmocka_unit_test(test_release_idempotent_and_states),
         cmocka_unit_test(test_foreign_and_junk_children),
         cmocka_unit_test(test_vanished_parent),
+        cmocka_unit_test(test_new_directory_creates_only_it),
         cmocka_unit_test(test_release_wakes_one),
         cmocka_unit_test(test_cancel_from_thread),
         cmocka_unit_test(test_free_while_acquiring),
