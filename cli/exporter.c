@@ -16,10 +16,12 @@
  *   have changed: an exists() watch on every holder's node and on the
  *   first waiter's fires (a release, a waiter leaving from the front, which
  *   can let readers behind a writer in), the path's node appears or goes,
- *   the session is new or reconnected, or the depth changed while every
- *   contender held (only then can a newcomer hold at once: holders are a
- *   prefix of the FIFO queue, and a newcomer behind a waiter waits).
- *   Listings of one path are at least --refresh apart.
+ *   the session is new or reconnected, or a child came or went (the
+ *   stat's pzxid moved) while every contender held (only then can a
+ *   newcomer hold at once: holders are a prefix of the FIFO queue, and a
+ *   newcomer behind a waiter waits). Listings of one path are at least
+ *   --refresh apart; after a refused one (a node we may not read), twice
+ *   the gap before, up to 60 s, until a success or a watch event.
  * - Waiters are the depth minus the holders minus the children that are
  *   not contenders (counted at the last listing), so they follow arrivals
  *   and departures without a listing.
@@ -101,10 +103,11 @@ typedef struct xpath {
     int64_t held_since_ms; /* when we first saw that node hold (wall) */
     int64_t last_list_ms;
     uint64_t session_listed; /* sessions counter when last listed */
-    /* The first contender not holding at the last listing, as its watch
-     * was set: czxid and data version (the worker's alone). */
-    int64_t next_czxid;
-    int32_t next_version;
+    int64_t pzxid;  /* of the path's stat, last read: any child's create
+                       or delete moves it */
+    int64_t gap_ms; /* least time between two listings: --refresh, doubled
+                       by each refused listing (60 s at most), back at
+                       --refresh after a success or a watch event */
     uint64_t listings, errors;
     /* A zkr work queue (found by --prefix, or a path given that is one):
      * read every --refresh interval, never listed. */
@@ -195,6 +198,7 @@ static void watcher(zhandle_t *zh, int type, int state, const char *path,
     x = p->x;
     pthread_mutex_lock(&x->mu);
     p->dirty = 1;
+    p->gap_ms = x->refresh_ms;
     pthread_cond_signal(&x->cv);
     pthread_mutex_unlock(&x->mu);
 }
@@ -276,9 +280,11 @@ static int session_gone(int rc)
 
 /* The child count of p's path, or (sub not NULL) of its child sub, from
  * one exists() (watched: the path's, for p's worker); a missing node
- * counts none (*exists 0). */
+ * counts none (*exists 0). pzxid (may be NULL): the stat's, which every
+ * create or delete of a child moves (a count can stand still through a
+ * departure and an arrival); 0 for a missing node. */
 static int child_count(exporter_t *x, xpath_t *p, const char *sub, int *exists,
-                       int *n)
+                       int *n, int64_t *pzxid)
 {
     char path[ZKR_PATH_MAX + 16];
     zk_call_t k = {.what = sub == NULL ? CALL_WEXISTS : CALL_EXISTS,
@@ -293,6 +299,8 @@ static int child_count(exporter_t *x, xpath_t *p, const char *sub, int *exists,
     rc = zk_call(x, &k);
     *exists = rc == ZOK;
     *n = rc == ZOK ? k.st.numChildren : 0;
+    if (pzxid != NULL)
+        *pzxid = rc == ZOK ? k.st.pzxid : 0;
     return rc == ZNONODE ? ZOK : rc;
 }
 
@@ -304,17 +312,28 @@ static int child_count(exporter_t *x, xpath_t *p, const char *sub, int *exists,
  * often it is set.
  *
  * The first waiter may also hold by writing its own node: a candidate
- * whose name announces touches it once it leads, and the listing judged
- * it by the version it read then (zkr_contenders_holding()). A touch
- * between that read and this watch fires nothing, so a version other than
- * 0 seen here, new for that node, asks for a listing (ZNONODE, as for a
- * node gone); a waiter whose data is not 0 for another reason asks once. */
+ * whose name announces leads once it touches it, and the listing judged
+ * it by the version it read then (zkr_contenders_holding() stops before a
+ * first node read untouched). A touch between that read and this watch
+ * fires nothing, so when the names alone would let that node hold (the
+ * listing found it untouched) and this get reads a version other than 0,
+ * the listing is stale: ZNONODE, as for a node gone (list again; the next
+ * listing reads it touched, so this asks once). A waiter whose data
+ * another client wrote is judged by its name and asks for nothing. */
 static int watch_front(exporter_t *x, xpath_t *p, const zkr_contender_t *v,
                        int n, int holders)
 {
+    zkr_contender_t *copy;
     char byte;
-    int rc;
+    int rc, by_names = holders;
 
+    /* Judged by the names alone: a copy of the array, which the listing's
+     * record of untouched nodes does not name. */
+    if (holders < n && (copy = malloc((size_t)n * sizeof(*copy))) != NULL) {
+        memcpy(copy, v, (size_t)n * sizeof(*copy));
+        by_names = zkr_contenders_holding(copy, n);
+        free(copy);
+    }
     for (int i = 0; i < n && i <= holders; i++) {
         zk_call_t k = {.what = CALL_WGET,
                        .path = v[i].node,
@@ -326,12 +345,8 @@ static int watch_front(exporter_t *x, xpath_t *p, const zkr_contender_t *v,
             return ZNONODE; /* already gone: list again */
         if (rc != ZOK)
             return rc;
-        if (i == holders && k.st.version != 0 &&
-            (v[i].czxid != p->next_czxid || k.st.version != p->next_version)) {
-            p->next_czxid = v[i].czxid;
-            p->next_version = k.st.version;
-            return ZNONODE; /* written since the listing read it */
-        }
+        if (i == holders && by_names > holders && k.st.version != 0)
+            return ZNONODE; /* touched since the listing read it */
     }
     return ZOK;
 }
@@ -345,7 +360,7 @@ static int watch_front(exporter_t *x, xpath_t *p, const zkr_contender_t *v,
  * front fires a watch that watch_front() has set (or it failed: relist). */
 static void publish_listing(exporter_t *x, xpath_t *p, const zkr_contender_t *v,
                             int n, int holders, int exists, int depth,
-                            int moved, int relist)
+                            int64_t pzxid, int moved, int relist)
 {
     char *id = n > 0 && v[0].id != NULL ? strdup(v[0].id) : NULL;
 
@@ -362,6 +377,7 @@ static void publish_listing(exporter_t *x, xpath_t *p, const zkr_contender_t *v,
     p->holders = holders;
     p->exists = exists;
     p->depth = depth;
+    p->pzxid = pzxid;
     if (!moved)
         p->foreign = depth > n ? depth - n : 0;
     p->dirty |= relist;
@@ -377,9 +393,10 @@ static int refresh_listing(exporter_t *x, xpath_t *p)
 {
     zkr_contender_t *v = NULL;
     int n = 0, holders, ex0, d0, ex1, d1, rc, relist = 0, moved;
+    int64_t pz0, pz1;
     uint64_t sessions = zkr_session_counter(x->s, ZKR_COUNTER_SESSIONS);
 
-    if ((rc = child_count(x, p, NULL, &ex0, &d0)) != ZOK)
+    if ((rc = child_count(x, p, NULL, &ex0, &d0, &pz0)) != ZOK)
         return rc;
     rc = zkr_contenders_list(x->s, p->path, &v, &n);
     pthread_mutex_lock(&x->mu);
@@ -395,29 +412,36 @@ static int refresh_listing(exporter_t *x, xpath_t *p)
     else if ((rc = watch_front(x, p, v, n, holders)) == ZNONODE)
         relist = 1;
     if ((rc == ZOK || relist) &&
-        (rc = child_count(x, p, NULL, &ex1, &d1)) == ZOK) {
-        moved = ex0 != ex1 || d0 != d1;
+        (rc = child_count(x, p, NULL, &ex1, &d1, &pz1)) == ZOK) {
+        /* A child came or went during the listing (pzxid: even when the
+         * count stands still, one leaving and one arriving; the listing
+         * skips a node gone before it was read, so nothing watches the
+         * newcomer, which may hold). */
+        moved = ex0 != ex1 || d0 != d1 || pz0 != pz1;
         relist |= ex0 != ex1 || (moved && holders >= n);
-        publish_listing(x, p, v, n, holders, ex1, d1, moved, relist);
+        publish_listing(x, p, v, n, holders, ex1, d1, pz1, moved, relist);
     }
     zkr_contenders_free(v, n);
     return rc;
 }
 
 /* The stat alone; asks for a listing when the holders may have changed
- * without a watch saying so. */
+ * without a watch saying so: the node came or went, or a child came or
+ * went (pzxid) while every contender held. */
 static int refresh_depth(exporter_t *x, xpath_t *p)
 {
-    int exists, depth, rc = child_count(x, p, NULL, &exists, &depth);
+    int64_t pzxid;
+    int exists, depth, rc = child_count(x, p, NULL, &exists, &depth, &pzxid);
 
     pthread_mutex_lock(&x->mu);
     if (rc == ZOK) {
         if (exists != p->exists ||
-            (depth != p->depth && p->holders >= p->contenders) ||
+            (pzxid != p->pzxid && p->holders >= p->contenders) ||
             depth < p->holders + p->foreign)
             p->dirty = 1;
         p->exists = exists;
         p->depth = depth;
+        p->pzxid = pzxid;
     }
     pthread_mutex_unlock(&x->mu);
     return rc;
@@ -437,11 +461,11 @@ static int refresh_workq(exporter_t *x, xpath_t *p)
     if (p->q == NULL &&
         (rc = zkr_workq_new(&p->q, x->s, p->path, "zkr-exporter", NULL)) != 0)
         return rc;
-    if ((rc = child_count(x, p, NULL, &exists, &depth)) != ZOK ||
+    if ((rc = child_count(x, p, NULL, &exists, &depth, NULL)) != ZOK ||
         (rc = zkr_workq_len(p->q, &items)) != 0 ||
         (rc = zkr_workq_items(p->q, 1, &v, &n)) != 0 ||
-        (rc = child_count(x, p, "consumers", &sub, &consumers)) != ZOK ||
-        (rc = child_count(x, p, "dead", &sub, &dead)) != ZOK) {
+        (rc = child_count(x, p, "consumers", &sub, &consumers, NULL)) != ZOK ||
+        (rc = child_count(x, p, "dead", &sub, &dead, NULL)) != ZOK) {
         zkr_item_infos_free(v, n); /* NULL and 0 unless read */
         return rc;
     }
@@ -531,6 +555,7 @@ static int add_path(exporter_t *x, const char *path, int workq)
     }
     p->x = x;
     p->dirty = 1;
+    p->gap_ms = x->refresh_ms;
     p->workq = p->probed = workq;
     x->paths[x->npaths++] = p;
     return 0;
@@ -766,9 +791,9 @@ static void *worker(void *arg)
                 p->dirty = 0;
                 continue;
             }
-            list = p->dirty && now - p->last_list_ms >= x->refresh_ms;
-            if (p->dirty && !list && p->last_list_ms + x->refresh_ms < wake)
-                wake = p->last_list_ms + x->refresh_ms;
+            list = p->dirty && now - p->last_list_ms >= p->gap_ms;
+            if (p->dirty && !list && p->last_list_ms + p->gap_ms < wake)
+                wake = p->last_list_ms + p->gap_ms;
             if (!list && !depth_due)
                 continue;
             if (list)
@@ -778,8 +803,19 @@ static void *worker(void *arg)
             if (rc != ZOK)
                 record_error(x, p, rc);
             pthread_mutex_lock(&x->mu);
-            if (p->dirty && p->last_list_ms + x->refresh_ms < wake)
-                wake = p->last_list_ms + x->refresh_ms;
+            /* A listing refused (a node we may not read, ZNOAUTH) is not
+             * asked again every --refresh: each try reads up to that
+             * node. A lost connection is the session's to report, and
+             * its return lists again. */
+            if (list && rc != ZOK && !session_gone(rc) &&
+                rc != ZOPERATIONTIMEOUT)
+                p->gap_ms = p->gap_ms * 2 < 60000   ? p->gap_ms * 2
+                            : x->refresh_ms > 60000 ? x->refresh_ms
+                                                    : 60000;
+            else if (list && rc == ZOK)
+                p->gap_ms = x->refresh_ms;
+            if (p->dirty && p->last_list_ms + p->gap_ms < wake)
+                wake = p->last_list_ms + p->gap_ms;
         }
         if (x->stop)
             break;

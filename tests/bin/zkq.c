@@ -11,6 +11,10 @@
  *   zkq HOSTS create-nowrite PATH
  *                          ... whose ACL lets anyone read it, create and
  *                          delete children, but nobody set its data
+ *   zkq HOSTS create-private PATH
+ *                          ... whose ACL gives every right to its creator
+ *                          alone (with $ZKQ_AUTH: that digest), none to
+ *                          anyone else
  *   zkq HOSTS delete PATH  deletes the node (anonymously)
  *   zkq HOSTS fill PATH N  creates N persistent sequential lock contenders
  *                          (PATH/_c_<zero uuid>-lock-<seq>, data "filler"),
@@ -85,7 +89,7 @@ int main(int argc, char **argv)
 
     if (argc != 4 && !(argc == 5 && strcmp(argv[2], "fill") == 0)) {
         fprintf(stderr, "usage: zkq HOSTS ls|get|czxid|exists|acl|set|create|"
-                        "create-nowrite|delete "
+                        "create-nowrite|create-private|delete "
                         "PATH\n       zkq HOSTS fill PATH N\n");
         return 2;
     }
@@ -133,6 +137,9 @@ int main(int argc, char **argv)
              ZOO_ANYONE_ID_UNSAFE}};
         struct ACL_vector acl = {1, no_write};
         rc = zoo_create(zh, argv[3], NULL, -1, &acl, 0, NULL, 0);
+    } else if (strcmp(argv[2], "create-private") == 0) {
+        rc =
+            zoo_create(zh, argv[3], NULL, -1, &ZOO_CREATOR_ALL_ACL, 0, NULL, 0);
     } else if (strcmp(argv[2], "delete") == 0) {
         rc = zoo_delete(zh, argv[3], -1);
     } else if (strcmp(argv[2], "fill") == 0) {

@@ -43,6 +43,11 @@ metric() {
         substr($0, length(p) + 1, 1) ~ /[ {]/ { print $NF; exit }'
 }
 metric_eq() { [ "$(metric "$1")" = "$2" ]; }
+metric_ge() {
+    local v
+    v=$(metric "$1")
+    [ -n "$v" ] && [ "${v%.*}" -ge "$2" ]
+}
 
 # Prometheus scraping $EXP every second; PROM is its HTTP address.
 prom_start() {
@@ -171,6 +176,58 @@ test_leader_touched_after_listing() {
         kill -TERM "$pid"
         wait_status "$pid"
     done
+}
+
+# A departure and an arrival while the exporter lists leave the child
+# count as it was: the first holder A (a node never watched, as if made
+# by another client) goes after the listing began, so the listing skips
+# it, and B, which holds at once, comes after the children were read.
+# Before the exporter compared the stat's pzxid (which every child's
+# create and delete moves), nothing watched B and the count did not move:
+# no holder was shown for as long as B held. The proxy holds every packet
+# of the exporter's session 1 s each way, so each of its requests takes
+# 2 s: the steps below fall inside the listing whatever the worker was
+# doing when the path's watch fired.
+test_departure_and_arrival_during_listing() {
+    expect "proxy did not start" proxy_start
+    "$ZKQ" "$ZKR_SERVER" create /exp 2>/dev/null || true
+    expect "create" "$ZKQ" "$ZKR_SERVER" create /exp/aba
+    exporter_start -s "$PROXY_HOSTS" --session-timeout 30000 -- /exp/aba
+    expect "path not seen" wait_for 10 metric_eq 'zkr_path_exists{path="/exp/aba"}' 1
+    expect "delay" proxy_cmd delay 1000
+    sleep 3
+    expect "fill" "$ZKQ" "$ZKR_SERVER" fill /exp/aba 1
+    printf x | "$ZKQ" "$ZKR_SERVER" set /exp/aba # the path's watch fires
+    sleep 5
+    expect "delete" "$ZKQ" "$ZKR_SERVER" delete "/exp/aba/$(zk_ls /exp/aba)"
+    sleep 1
+    bg "$ZKR" lock --lock-delay 0 --id h2 /exp/aba sleep 600
+    sleep 5
+    expect "pass" proxy_cmd pass
+    expect "the holder that came during the listing not reported" \
+        wait_for 20 metric_eq \
+        'zkr_path_holder_info{path="/exp/aba",kind="lock",id="h2"}' 1
+}
+
+# A contender's node the exporter may not read (another client's, with an
+# ACL for its creator alone) fails every listing of the path. Each try
+# reads the queue up to that node, so tries are spaced twice as far apart
+# each time (to 60 s), not made every --refresh (0.2 s here: 20 in 4 s).
+test_refused_listing_backs_off() {
+    local l0 l1
+    "$ZKQ" "$ZKR_SERVER" create /exp 2>/dev/null || true
+    expect "create" "$ZKQ" "$ZKR_SERVER" create /exp/noauth
+    ZKQ_AUTH=owner:secret expect "create-private" "$ZKQ" "$ZKR_SERVER" \
+        create-private /exp/noauth/_c_00000000-0000-0000-0000-000000000000-lock-0000000000
+    exporter_start -- /exp/noauth
+    expect "listings not refused" wait_for 10 metric_ge \
+        'zkr_path_listings_total{path="/exp/noauth"}' 3
+    expect "reported up" metric_eq 'zkr_path_up{path="/exp/noauth"}' 0
+    l0=$(metric 'zkr_path_listings_total{path="/exp/noauth"}')
+    sleep "$(scaled 4)"
+    l1=$(metric 'zkr_path_listings_total{path="/exp/noauth"}')
+    echo "# refused listings in $(scaled 4) s: $((l1 - l0))"
+    expect "listed $((l1 - l0)) times in $(scaled 4) s" [ "$((l1 - l0))" -le 3 ]
 }
 
 # Thousands of waiters: arrivals behind a waiter cannot hold, so the
@@ -828,6 +885,8 @@ start_server
 run_test test_prometheus_sees_queue
 run_test test_promtool_and_escaping
 run_test test_leader_touched_after_listing
+run_test test_departure_and_arrival_during_listing
+run_test test_refused_listing_backs_off
 run_test test_thousands_of_waiters
 run_test test_textfile_dir
 run_test test_session_loss
