@@ -21,7 +21,8 @@
  *   newcomer hold at once: holders are a prefix of the FIFO queue, and a
  *   newcomer behind a waiter waits). Listings of one path are at least
  *   --refresh apart; after a refused one (a node we may not read), twice
- *   the gap before, up to 60 s, until a success or a watch event.
+ *   the gap before, up to 60 s, until a success, a watch event or a
+ *   new connection.
  * - Waiters are the depth minus the holders minus the children that are
  *   not contenders (counted at the last listing), so they follow arrivals
  *   and departures without a listing.
@@ -107,7 +108,8 @@ typedef struct xpath {
                        or delete moves it */
     int64_t gap_ms; /* least time between two listings: --refresh, doubled
                        by each refused listing (60 s at most), back at
-                       --refresh after a success or a watch event */
+                       --refresh after a success, a watch event or a
+                       new connection */
     uint64_t listings, errors;
     /* A zkr work queue (found by --prefix, or a path given that is one):
      * read every --refresh interval, never listed. */
@@ -217,8 +219,10 @@ static void on_state(zkr_session_t *s, zkr_state_t st, void *data)
             x->paths[i]->up = 0;
         else if (st == ZKR_STATE_RECONNECTED ||
                  (st == ZKR_STATE_CONNECTED &&
-                  x->paths[i]->session_listed != sessions))
+                  x->paths[i]->session_listed != sessions)) {
             x->paths[i]->dirty = 1; /* a listing in this session stands */
+            x->paths[i]->gap_ms = x->refresh_ms; /* a refusal is old news */
+        }
     }
     pthread_cond_signal(&x->cv);
     pthread_mutex_unlock(&x->mu);
@@ -796,8 +800,11 @@ static void *worker(void *arg)
                 wake = p->last_list_ms + p->gap_ms;
             if (!list && !depth_due)
                 continue;
-            if (list)
+            if (list) {
                 p->dirty = 0;
+                /* The try counts, even one that fails before it lists. */
+                p->last_list_ms = now;
+            }
             pthread_mutex_unlock(&x->mu);
             rc = list ? refresh_listing(x, p) : refresh_depth(x, p);
             if (rc != ZOK)
@@ -806,9 +813,8 @@ static void *worker(void *arg)
             /* A listing refused (a node we may not read, ZNOAUTH) is not
              * asked again every --refresh: each try reads up to that
              * node. A lost connection is the session's to report, and
-             * its return lists again. */
-            if (list && rc != ZOK && !session_gone(rc) &&
-                rc != ZOPERATIONTIMEOUT)
+             * its return lists again (on_state). */
+            if (list && (rc == ZNOAUTH || rc == ZKR_ENOMEM))
                 p->gap_ms = p->gap_ms * 2 < 60000   ? p->gap_ms * 2
                             : x->refresh_ms > 60000 ? x->refresh_ms
                                                     : 60000;

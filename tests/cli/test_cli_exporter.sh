@@ -213,13 +213,16 @@ test_departure_and_arrival_during_listing() {
 # ACL for its creator alone) fails every listing of the path. Each try
 # reads the queue up to that node, so tries are spaced twice as far apart
 # each time (to 60 s), not made every --refresh (0.2 s here: 20 in 4 s).
+# A new connection is news: the node released meanwhile (no watch could
+# say so), the exporter lists at once, not when the gap has run out.
 test_refused_listing_backs_off() {
-    local l0 l1
+    local l0 l1 node=/exp/noauth/_c_00000000-0000-0000-0000-000000000000-lock-0000000000
+    expect "proxy did not start" proxy_start
     "$ZKQ" "$ZKR_SERVER" create /exp 2>/dev/null || true
     expect "create" "$ZKQ" "$ZKR_SERVER" create /exp/noauth
     ZKQ_AUTH=owner:secret expect "create-private" "$ZKQ" "$ZKR_SERVER" \
-        create-private /exp/noauth/_c_00000000-0000-0000-0000-000000000000-lock-0000000000
-    exporter_start -- /exp/noauth
+        create-private "$node"
+    exporter_start -s "$PROXY_HOSTS" -- /exp/noauth
     expect "listings not refused" wait_for 10 metric_ge \
         'zkr_path_listings_total{path="/exp/noauth"}' 3
     expect "reported up" metric_eq 'zkr_path_up{path="/exp/noauth"}' 0
@@ -228,6 +231,14 @@ test_refused_listing_backs_off() {
     l1=$(metric 'zkr_path_listings_total{path="/exp/noauth"}')
     echo "# refused listings in $(scaled 4) s: $((l1 - l0))"
     expect "listed $((l1 - l0)) times in $(scaled 4) s" [ "$((l1 - l0))" -le 3 ]
+    # Just after a try (the gap is 6.4 s by the fifth), the node goes and
+    # the connection is cut: the next listing follows the reconnection.
+    expect "fifth try" wait_for 20 metric_ge \
+        'zkr_path_listings_total{path="/exp/noauth"}' 5
+    ZKQ_AUTH=owner:secret expect "delete" "$ZKQ" "$ZKR_SERVER" delete "$node"
+    expect "reset" proxy_cmd reset
+    expect "not listed again after the reconnection" wait_for 3 metric_eq \
+        'zkr_path_up{path="/exp/noauth"}' 1
 }
 
 # Thousands of waiters: arrivals behind a waiter cannot hold, so the
