@@ -15,7 +15,14 @@ int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
                         const char *dir, const char *id,
                         const struct ACL_vector *acl)
 {
-    return zkr__contender_init2(c, s, recipe, owner, dir, NULL, id, acl);
+    int rc;
+
+    if (s == NULL) /* c cleared, ZBADARGUMENTS */
+        return zkr__contender_init2(c, s, recipe, owner, dir, NULL, id, acl);
+    pthread_mutex_lock(&s->mu);
+    rc = zkr__contender_init2(c, s, recipe, owner, dir, NULL, id, acl);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
 }
 
 int zkr__contender_init2(zkr__contender_t *c, zkr_session_t *s,
@@ -62,17 +69,14 @@ int zkr__contender_init2(zkr__contender_t *c, zkr_session_t *s,
         rc = ZKR_ESYS;
         goto fail;
     }
-    pthread_mutex_lock(&s->mu);
     c->mpath = mpath;
     rc = s->closing ? ZKR_ECLOSED : zkr__metrics_attach(c);
     c->mpath = NULL;
     if (rc != 0) {
-        pthread_mutex_unlock(&s->mu);
         pthread_cond_destroy(&c->done_cv);
         goto fail;
     }
     zkr__session_attach(s, &c->m);
-    pthread_mutex_unlock(&s->mu);
     return 0;
 fail:
     free(c->dir);
@@ -138,6 +142,18 @@ void zkr__contender_destroy(zkr__contender_t *c, void (*dispose)(void *))
     else
         zkr__contender_dispose(c);
     pthread_mutex_unlock(&s->mu);
+}
+
+int zkr__contender_try_destroy(zkr__contender_t *c, void (*dispose)(void *))
+{
+    if (zkr__contender_engaged(c) || c->m.busy > 0 || c->m.events > 0 ||
+        c->m.cleanups_owned > 0 || c->sync_waiters > 0 || c->acq_sync)
+        return ZKR_EBUSY;
+    c->dispose = dispose;
+    c->letgo++;
+    c->gen++;
+    zkr__contender_dispose(c);
+    return 0;
 }
 
 void zkr__contender_dispose(zkr__contender_t *c)
@@ -220,6 +236,61 @@ int zkr__contender_engaged(const zkr__contender_t *c)
     return c->phase != ZKR__P_IDLE || zkr__is_acquiring(c);
 }
 
+/* Why an acquire of c cannot start now (mutex held), or 0. */
+static int acquire_refused(zkr__contender_t *c, int timeout_ms)
+{
+    zkr_session_t *s = c->s;
+    int rc = 0;
+
+    if (s->closing)
+        rc = ZKR_ECLOSED;
+    else if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
+        rc = ZKR_ELOST;
+    else if (c->phase == ZKR__P_RELEASING)
+        rc = ZKR_ESTATE;
+    else if (c->phase != ZKR__P_IDLE || zkr__is_acquiring(c) || c->acq_sync)
+        rc = ZKR_EALREADY; /* acq_sync: a blocking acquire (or a task's) not
+                              returned yet, whose completion fields are in
+                              use */
+    else if (c->recipe->refuse != NULL && (rc = c->recipe->refuse(c)) != 0)
+        ; /* the recipe refuses (its .refuse hook) */
+    else if (timeout_ms == 0 && !s->connected)
+        rc = ZCONNECTIONLOSS;
+    return rc;
+}
+
+int zkr__acquire_task(zkr__contender_t *c, int timeout_ms, zkr__task_t *t)
+{
+    int rc;
+
+    if (timeout_ms < -1)
+        return ZBADARGUMENTS;
+    if ((rc = acquire_refused(c, timeout_ms)) != 0)
+        return rc;
+    zkr__fd_observed(c);
+    c->letgo++;
+    /* Its end is recorded as a blocking acquire's, and wakes t. */
+    c->acq_sync = 1;
+    c->acq_done = 0;
+    c->acq_fn = NULL;
+    c->acq_data = NULL;
+    c->task = t;
+    zkr__start_attempt(c, timeout_ms);
+    return 0;
+}
+
+int zkr__acquire_took(zkr__contender_t *c, int *rc)
+{
+    if (!c->acq_sync || !c->acq_done)
+        return 0;
+    *rc = c->acq_rc;
+    /* Granted, but the task may run long after: as zkr__acquire. */
+    if (*rc == 0)
+        *rc = zkr__grant_result(c, c->acq_gen, c->acq_letgo);
+    c->acq_sync = 0;
+    return 1;
+}
+
 int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
                  void *data)
 {
@@ -231,19 +302,7 @@ int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
     if (sync && zkr__in_callback())
         return ZKR_EDEADLK;
     zkr__lock_fresh(s);
-    if (s->closing)
-        rc = ZKR_ECLOSED;
-    else if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
-        rc = ZKR_ELOST;
-    else if (c->phase == ZKR__P_RELEASING)
-        rc = ZKR_ESTATE;
-    else if (c->phase != ZKR__P_IDLE || zkr__is_acquiring(c) || c->acq_sync)
-        rc = ZKR_EALREADY; /* acq_sync: a blocking acquire not returned yet,
-                              whose completion fields are in use */
-    else if (c->recipe->refuse != NULL && (rc = c->recipe->refuse(c)) != 0)
-        ; /* the recipe refuses (its .refuse hook) */
-    else if (timeout_ms == 0 && !s->connected)
-        rc = ZCONNECTIONLOSS;
+    rc = acquire_refused(c, timeout_ms);
     if (rc != 0) {
         pthread_mutex_unlock(&s->mu);
         return rc;
@@ -289,25 +348,50 @@ void zkr__acquired_recheck(zkr__contender_t *c, zkr__event_t *ev)
 
 int zkr__cancel(zkr__contender_t *c)
 {
-    int rc = 0;
+    int rc;
 
     pthread_mutex_lock(&c->s->mu);
-    if (zkr__is_acquiring(c))
-        zkr__abort_acquire(c, ZKR_ECANCELED);
-    else
-        rc = ZKR_ESTATE;
+    rc = zkr__cancel_task(c);
     pthread_mutex_unlock(&c->s->mu);
     return rc;
 }
 
+int zkr__cancel_task(zkr__contender_t *c)
+{
+    if (!zkr__is_acquiring(c))
+        return ZKR_ESTATE;
+    zkr__abort_acquire(c, ZKR_ECANCELED);
+    return 0;
+}
+
+static int release_locked(zkr__contender_t *c, int sync, void (*fn)(void),
+                          void *data);
+
 int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
 {
     zkr_session_t *s = c->s;
-    int sync = fn == NULL, rc = 0;
+    int sync = fn == NULL, rc;
 
     if (sync && zkr__in_callback())
         return ZKR_EDEADLK;
     zkr__lock_fresh(s);
+    rc = release_locked(c, sync, fn, data);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int zkr__release_task(zkr__contender_t *c)
+{
+    return release_locked(c, 0, NULL, NULL);
+}
+
+/* zkr__release, mutex held: sync waits for its end. */
+static int release_locked(zkr__contender_t *c, int sync, void (*fn)(void),
+                          void *data)
+{
+    zkr_session_t *s = c->s;
+    int rc = 0;
+
     if (s->closing) {
         rc = ZKR_ECLOSED; /* in a forked child: the parent still holds */
     } else if (zkr__is_acquiring(c)) {
@@ -319,10 +403,8 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
     }
     if (rc == 0 || rc == ZKR_ELOST || rc == ZKR_ENOTHELD)
         c->letgo++; /* whatever was granted, the application let go */
-    if (rc != 0) {
-        pthread_mutex_unlock(&s->mu);
+    if (rc != 0)
         return rc;
-    }
     c->phase = ZKR__P_RELEASING;
     c->pub = ZKR_LOCK_RELEASING;
     zkr__metrics_hold_end(c); /* the application let go */
@@ -349,7 +431,6 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data)
         c->sync_waiters--;
         pthread_cond_broadcast(&s->cv);
     }
-    pthread_mutex_unlock(&s->mu);
     return rc;
 }
 

@@ -269,13 +269,11 @@ int zkr__set_precondition(zkr__contender_t *c, const char *path,
     }
     if (len > 0)
         memcpy(d, data, (size_t)len);
-    pthread_mutex_lock(&c->s->mu);
     free(c->pre_path);
     free(c->pre_data);
     c->pre_path = p;
     c->pre_data = d;
     c->pre_len = len;
     c->pre_version = version;
-    pthread_mutex_unlock(&c->s->mu);
     return 0;
 }

@@ -343,6 +343,11 @@ struct zkr__contender {
     int rel_pending, rel_sync, rel_done, rel_rc;
     void (*rel_fn)(void);
     void *rel_data;
+    /* A recipe's chain that waits for this contender (zkr__acquire_task):
+     * woken (zkr__task_wake_at, now) when an acquire or release of it
+     * ends, or its state changes (SUSPENDED, HELD again, LOST). NULL:
+     * none; set and cleared by the recipe. */
+    zkr__task_t *task;
     /* state listener and loss fd */
     void (*lis_fn)(void);
     void *lis_data;
@@ -376,13 +381,14 @@ int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,
                         const zkr__recipe_t *recipe, void *owner,
                         const char *dir, const char *id,
                         const struct ACL_vector *acl);
-/* zkr__contender_init with the metrics kept under mpath instead of dir. */
+/* zkr__contender_init with the metrics kept under mpath instead of dir;
+ * mutex held. */
 int zkr__contender_init2(zkr__contender_t *c, zkr_session_t *s,
                          const zkr__recipe_t *recipe, void *owner,
                          const char *dir, const char *mpath, const char *id,
                          const struct ACL_vector *acl);
 /* Sets the create precondition of the next acquires (data copied): 0 or
- * ZKR_ENOMEM. Not while acquiring. */
+ * ZKR_ENOMEM. Not while acquiring; mutex held. */
 int zkr__set_precondition(zkr__contender_t *c, const char *path,
                           const char *data, int len, int version);
 /* Releases a held grant by cm (mutex held): 0 (cm->done will be called
@@ -410,6 +416,20 @@ int zkr__contender_engaged(const zkr__contender_t *c);
 void zkr__acquired_recheck(zkr__contender_t *c, zkr__event_t *ev);
 int zkr__cancel(zkr__contender_t *c);
 int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data);
+/* For a recipe's chain of requests (a zkr__task_t), mutex held, never
+ * waiting. zkr__acquire_task starts an acquire (codes as zkr__acquire's)
+ * whose end wakes t (c->task); zkr__acquire_took then says whether it has
+ * ended (1, *rc set as zkr__acquire would return it) or not (0).
+ * zkr__release_task and zkr__cancel_task are zkr__release (without a
+ * completion: its end wakes c->task, if set) and zkr__cancel. */
+int zkr__acquire_task(zkr__contender_t *c, int timeout_ms, zkr__task_t *t);
+int zkr__acquire_took(zkr__contender_t *c, int *rc);
+int zkr__release_task(zkr__contender_t *c);
+int zkr__cancel_task(zkr__contender_t *c);
+/* Frees a contender that is neither acquiring nor held at once, mutex
+ * held, when nothing of it is pending (a request, an event, a cleanup
+ * entry): 0, or ZKR_EBUSY (free it later with zkr__contender_destroy). */
+int zkr__contender_try_destroy(zkr__contender_t *c, void (*dispose)(void *));
 int64_t zkr__valid_ms(zkr__contender_t *c);
 /* Issues what the contender's phase needs next (mutex held). */
 void zkr__contender_step(zkr__contender_t *c);

@@ -76,7 +76,9 @@ void zkr__task_wake_at(zkr_session_t *s, zkr__task_t *t, int64_t at)
 /* Wakes every task (due: only those whose wake_at has passed, lowering
  * *next to the earliest other one). A wake may remove its own task (and
  * free it), or add one: the list is walked from a mark put at its head,
- * so that each task there now is woken once. */
+ * so that each task there now is woken once. A wake may also find the
+ * session lost and wake every task from within (a nested walk), which
+ * steps over this walk's mark. */
 static void tasks_wake(zkr_session_t *s, int64_t now, int64_t *next)
 {
     zkr__task_t mark = {0}, *t;
@@ -91,6 +93,8 @@ static void tasks_wake(zkr_session_t *s, int64_t now, int64_t *next)
             t->next->prev = &mark;
         t->next = &mark;
         mark.on = 1;
+        if (t->wake == NULL) /* the mark of a walk this one is nested in */
+            continue;
         if (next != NULL && (t->wake_at < 0 || t->wake_at > now)) {
             if (t->wake_at >= 0 && (*next < 0 || t->wake_at < *next))
                 *next = t->wake_at;

@@ -123,6 +123,8 @@ void zkr__notify_state(zkr__contender_t *c, zkr_lock_state_t st)
                                         : ZKR__FD_DELAYED);
     if (c->lis_fn != NULL)
         zkr__post(c->s, ZKR__EV_STATE, (int)st, &c->m, c->lis_fn, c->lis_data);
+    if (c->task != NULL)
+        zkr__task_wake_at(c->s, c->task, 0);
 }
 
 void zkr__forget_node(zkr__contender_t *c)
@@ -210,6 +212,8 @@ void zkr__finish_acquire(zkr__contender_t *c, int rc)
         s->ev_tail->letgo = c->letgo;
     }
     c->acq_fn = NULL;
+    if (c->task != NULL)
+        zkr__task_wake_at(s, c->task, 0);
 }
 
 /* Ends a release. rc != 0: the server refused the delete (ZNOAUTH: no
@@ -228,6 +232,8 @@ void zkr__finish_release(zkr__contender_t *c, int rc)
         zkr__forget_node(c);
         zkr__fd_observed(c); /* released: the holder stopped by its own will */
     }
+    if (c->task != NULL)
+        zkr__task_wake_at(s, c->task, 0);
     if (!c->rel_pending)
         return;
     c->rel_pending = 0;

@@ -11,11 +11,10 @@
  * engine's. Ack and nack are engine commits: one multi that holds the
  * delete of the claim node, so they apply only while the claim is ours.
  *
- * A put is a chain of asynchronous requests (wq_call_t), each taken in
- * the previous one's completion; its blocking form waits for the chain's
- * end. Scans and listings of a take are synchronous ZooKeeper calls made
- * on the caller's thread; the asynchronous take runs them on a thread of
- * its own and posts the completion to the session's event thread. */
+ * A put and a take are chains of asynchronous requests (wq_call_t), each
+ * taken in the previous one's completion, and a task the engine wakes
+ * when the chain waits (a connection, a watch, an acquire's end); their
+ * blocking forms wait for the chain's end. No thread of their own. */
 #include <ctype.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -117,38 +116,28 @@ wq_entry_t *zkr__wq_sorted_items(const struct String_vector *v, int *n)
     return e;
 }
 
+/* B from the queue's data ("zkr-workq 1 bucket=<B>"), or 0 when absent. */
+int zkr__wq_parse_bucket(const char *value, int len)
+{
+    char buf[128];
+    const char *b;
+    int n = len > 0 && value != NULL ? len : 0;
+
+    if (n > (int)sizeof(buf) - 1)
+        n = (int)sizeof(buf) - 1;
+    memcpy(buf, n > 0 ? value : "", (size_t)n);
+    buf[n] = '\0';
+    if (strncmp(buf, "zkr-workq ", 10) == 0 &&
+        (b = strstr(buf, "bucket=")) != NULL && atoi(b + 7) > 0)
+        return atoi(b + 7);
+    return 0;
+}
+
 /* ------------------------------------------------------- connection */
 
 int zkr__wq_conn_error(int rc)
 {
     return zkr__is_connection_error(rc) || rc == ZOPERATIONTIMEOUT;
-}
-
-/* Waits until the session is connected again, at most until deadline
- * (-1: the session's timeout from now), or until *cancel (may be NULL) is
- * set: a take is cancelled (or its handle freed) while the connection is
- * down too. 0, ZKR_ETIMEDOUT, ZKR_ECANCELED, ZKR_ECLOSED, ZKR_ELOST. */
-int zkr__wq_wait_connected(zkr_session_t *s, int64_t deadline,
-                           const int *cancel)
-{
-    int rc = 0;
-
-    pthread_mutex_lock(&s->mu);
-    if (deadline < 0)
-        deadline = zkr__now_ms() + (s->timeout > 0 ? s->timeout : 10000) * 2;
-    while (rc == 0 && !(s->connected && s->zh != NULL)) {
-        if (cancel != NULL && *cancel)
-            rc = ZKR_ECANCELED;
-        else if (s->closing)
-            rc = ZKR_ECLOSED;
-        else if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
-            rc = ZKR_ELOST;
-        else
-            rc = zkr__wait(s, NULL, deadline) == ZKR_ETIMEDOUT ? ZKR_ETIMEDOUT
-                                                               : 0;
-    }
-    pthread_mutex_unlock(&s->mu);
-    return rc;
 }
 
 /* ------------------------------------------------------ call chains */
@@ -193,6 +182,12 @@ static void call_strings(int rc, const struct String_vector *v,
                          const void *data)
 {
     call_answer(data, rc, NULL, v, NULL, 0);
+}
+
+static void call_strings_stat(int rc, const struct String_vector *v,
+                              const struct Stat *stat, const void *data)
+{
+    call_answer(data, rc, stat, v, NULL, 0);
 }
 
 static void call_string(int rc, const char *value, const void *data)
@@ -261,6 +256,28 @@ int zkr__wq_children(wq_call_t *k, const char *path)
                       : call_sent(k, op,
                                   zoo_aget_children(k->s->zh, path, 0,
                                                     call_strings, op));
+}
+
+int zkr__wq_children2(wq_call_t *k, const char *path, watcher_fn w, void *wctx)
+{
+    int rc;
+    zkr__op_t *op = call_op(k, &rc);
+
+    return op == NULL ? rc
+                      : call_sent(k, op,
+                                  zoo_awget_children2(k->s->zh, path, w, wctx,
+                                                      call_strings_stat, op));
+}
+
+int zkr__wq_wexists(wq_call_t *k, const char *path, watcher_fn w, void *wctx)
+{
+    int rc;
+    zkr__op_t *op = call_op(k, &rc);
+
+    return op == NULL ? rc
+                      : call_sent(k, op,
+                                  zoo_awexists(k->s->zh, path, w, wctx,
+                                               call_stat, op));
 }
 
 int zkr__wq_create(wq_call_t *k, const char *path, const char *data, int len,
@@ -375,12 +392,8 @@ static void workq_dispose(void *owner)
 {
     zkr_workq_t *q = owner;
 
-    for (int i = 0; i < q->nw; i++)
-        free(q->wpath[i]);
     for (int i = 0; i < q->nrcpt; i++)
         free(q->rcpt[i]);
-    free(q->wpath);
-    free(q->wtype);
     free(q->path);
     free(q->dead_path);
     free(q);
@@ -389,26 +402,22 @@ static void workq_dispose(void *owner)
 void zkr_workq_free(zkr_workq_t *q)
 {
     zkr_session_t *s;
-    int joinable;
 
     if (q == NULL)
         return;
     s = q->s;
     pthread_mutex_lock(&s->mu);
-    zkr__wq_take_cancel(q);
-    pthread_mutex_unlock(&s->mu);
-    zkr__cancel(&q->turn); /* ESTATE when not acquiring: fine */
-    pthread_mutex_lock(&s->mu);
-    while (q->async_puts > 0 || (q->taking && !q->thr_joinable))
+    /* A take ends at once when cancelled, or when its request in flight
+     * or its claim's try is answered; its end posts its completion and
+     * does not touch q after. */
+    (void)zkr__wq_take_cancel(q);
+    while (q->async_puts > 0 || q->take != NULL)
         zkr__wait(s, NULL, zkr__now_ms() + 100);
     /* Receipts not carried away by a put: the session's cleanup deletes
      * them (they are ephemeral anyway). */
     zkr__wq_receipts_to_cleanup(q, q->rcpt, q->nrcpt, q->rcpt_sid);
     q->nrcpt = 0;
-    joinable = q->thr_joinable;
     pthread_mutex_unlock(&s->mu);
-    if (joinable)
-        pthread_join(q->thr, NULL);
     zkr__contender_destroy(&q->turn, workq_dispose);
 }
 
@@ -430,7 +439,7 @@ int zkr_workq_set_dead_letter(zkr_workq_t *q, int max, const char *dead_path)
             return ZKR_ENOMEM;
     }
     pthread_mutex_lock(&q->s->mu);
-    if (q->taking) {
+    if (q->take != NULL) {
         rc = ZKR_ESTATE;
     } else {
         free(q->dead_path);

@@ -54,16 +54,8 @@ struct zkr_workq {
     int made[ZKR_WORKQ_LEVELS];   /* q<L> and b0 exist (cached) */
     int dead_max;
     char *dead_path;
-    /* the take (one at a time) */
-    int taking;
-    int cancel;
-    pthread_t thr;    /* an asynchronous take's thread (set under the mutex) */
-    int thr_joinable; /* mutex */
-    int async_puts;   /* asynchronous puts running */
-    /* watches the take set (removed when it ends) */
-    char **wpath;
-    int *wtype;
-    int nw, capw;
+    struct wq_take *take; /* the take under way (one at a time), or NULL */
+    int async_puts;       /* asynchronous puts running */
     /* receipts of puts whose outcome is known, to delete (session
      * rcpt_sid): they ride on the next put (workq.md, receipts) */
     char *rcpt[WQ_RECEIPTS_MAX];
@@ -102,6 +94,7 @@ struct zkr_item {
     int tail_tries; /* ... and how often, this commit (WQ_REPAIRS) */
     int rdir_made;  /* the receipts' container made again for this commit */
     wq_repair_t rp; /* nack back: the repair of the tail */
+    zkr_item_t *spent_next; /* a failed claim kept by its take (take_t) */
 };
 
 typedef struct {
@@ -117,6 +110,9 @@ typedef struct {
 int zkr__wq_exists(wq_call_t *k, const char *path);
 int zkr__wq_get(wq_call_t *k, const char *path);
 int zkr__wq_children(wq_call_t *k, const char *path);
+/* With the stat, and a watch w (ctx wctx) unless w is NULL. */
+int zkr__wq_children2(wq_call_t *k, const char *path, watcher_fn w, void *wctx);
+int zkr__wq_wexists(wq_call_t *k, const char *path, watcher_fn w, void *wctx);
 int zkr__wq_create(wq_call_t *k, const char *path, const char *data, int len,
                    const struct ACL_vector *acl, int mode);
 int zkr__wq_delete(wq_call_t *k, const char *path, int version);
@@ -126,25 +122,26 @@ int zkr__wq_multi(wq_call_t *k, int n, const zoo_op_t *ops,
                   zoo_op_result_t *res);
 int zkr__wq_sync(wq_call_t *k, const char *path);
 
+int zkr__wq_parse_bucket(const char *value, int len);
 int *zkr__wq_sorted_buckets(const struct String_vector *v, int *n);
 wq_entry_t *zkr__wq_sorted_items(const struct String_vector *v, int *n);
 int zkr__wq_conn_error(int rc);
-int zkr__wq_wait_connected(zkr_session_t *s, int64_t deadline,
-                           const int *cancel);
 
 /* workq_put.c */
-int zkr__wq_make_node(zhandle_t *zh, const char *path, const char *data,
-                      const struct ACL_vector *acl);
-int zkr__wq_read_bucket(zkr_workq_t *q, zhandle_t *zh);
 void zkr__wq_receipts_to_cleanup(zkr_workq_t *q, char **v, int n, int64_t sid);
 int zkr__wq_repair(wq_repair_t *r, const char *ql, int t, int mode);
 
 /* workq_take.c */
+/* Ends the take under way with ZKR_ECANCELED unless it has its item
+ * already (mutex held): 0, or ZKR_ESTATE (none). */
 int zkr__wq_take_cancel(zkr_workq_t *q);
 
 /* workq_item.c */
 zkr_item_t *zkr__wq_item_make(zkr_workq_t *q, const char *ipath, int level,
                               const char *name, int carry, int v, int cversion,
                               const char *data, int len, int bucket);
+/* Frees an item that is neither claimed nor claiming, mutex held, when
+ * nothing of it is pending: 0, or ZKR_EBUSY (zkr_item_free it later). */
+int zkr__wq_item_try_free(zkr_item_t *it);
 
 #endif /* ZKR_WORKQ_H */

@@ -48,7 +48,8 @@ static void item_dispose(void *owner)
     free(it);
 }
 
-/* An item handle for the item node ipath, not claimed yet. */
+/* An item handle for the item node ipath, not claimed yet (mutex
+ * held). */
 zkr_item_t *zkr__wq_item_make(zkr_workq_t *q, const char *ipath, int level,
                               const char *name, int carry, int v, int cversion,
                               const char *data, int len, int bucket)
@@ -81,10 +82,15 @@ zkr_item_t *zkr__wq_item_make(zkr_workq_t *q, const char *ipath, int level,
     it->deliveries = carry + (cversion + 1) / 2 + 1;
     it->bucket = bucket;
     if (zkr__set_precondition(&it->c, ipath, data, len > 0 ? len : 0, v) != 0) {
-        zkr__contender_destroy(&it->c, item_dispose);
+        (void)zkr__contender_try_destroy(&it->c, item_dispose); /* new: 0 */
         return NULL;
     }
     return it;
+}
+
+int zkr__wq_item_try_free(zkr_item_t *it)
+{
+    return zkr__contender_try_destroy(&it->c, item_dispose);
 }
 
 void zkr_item_free(zkr_item_t *it)

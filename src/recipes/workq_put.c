@@ -12,70 +12,6 @@
 
 /* --------------------------------------------------------------- put */
 
-/* Creates path's missing ancestors as containers. */
-static int make_ancestors(zhandle_t *zh, const char *path,
-                          const struct ACL_vector *acl)
-{
-    char *p = zkr__strdup(path);
-    int rc = ZOK;
-
-    if (p == NULL)
-        return ZKR_ENOMEM;
-    for (char *slash = strchr(p + 1, '/'); slash != NULL && rc == ZOK;
-         slash = strchr(slash + 1, '/')) {
-        *slash = '\0';
-        rc = zoo_create(zh, p, "", 0, acl, ZOO_CONTAINER, NULL, 0);
-        if (rc == ZNODEEXISTS)
-            rc = ZOK;
-        *slash = '/';
-    }
-    free(p);
-    return rc;
-}
-
-/* Creates a persistent node with data; its missing ancestors as
- * containers. ZOK also when it exists. */
-int zkr__wq_make_node(zhandle_t *zh, const char *path, const char *data,
-                      const struct ACL_vector *acl)
-{
-    for (int tries = 0; tries < 5; tries++) {
-        int rc = zoo_create(zh, path, data, (int)strlen(data), acl,
-                            ZOO_PERSISTENT, NULL, 0);
-        if (rc == ZOK || rc == ZNODEEXISTS)
-            return ZOK;
-        if (rc != ZNONODE)
-            return rc;
-        if ((rc = make_ancestors(zh, path, acl)) != ZOK)
-            return rc;
-    }
-    return ZNONODE;
-}
-
-/* B from the queue's data ("zkr-workq 1 bucket=<B>"), 1024 if absent. */
-int zkr__wq_read_bucket(zkr_workq_t *q, zhandle_t *zh)
-{
-    char buf[128];
-    int len = sizeof(buf) - 1, b = 0;
-    const char *p;
-
-    pthread_mutex_lock(&q->s->mu);
-    b = q->bucket;
-    pthread_mutex_unlock(&q->s->mu);
-    if (b > 0)
-        return b;
-    if (zoo_get(zh, q->path, 0, buf, &len, NULL) != ZOK)
-        return WQ_BUCKET_DEFAULT;
-    buf[len > 0 ? len : 0] = '\0';
-    b = WQ_BUCKET_DEFAULT;
-    if (strncmp(buf, "zkr-workq ", 10) == 0 &&
-        (p = strstr(buf, "bucket=")) != NULL && atoi(p + 7) > 0)
-        b = atoi(p + 7);
-    pthread_mutex_lock(&q->s->mu);
-    q->bucket = b;
-    pthread_mutex_unlock(&q->s->mu);
-    return b;
-}
-
 /* The ops that move level ql's tail from t to t+1: the seal of b<t>
  * (when bt is not NULL: its version 0 -> 1), q<L>'s version t -> t+1, and
  * b<t+1> created or, with adopt, checked to exist: another client may
@@ -652,7 +588,8 @@ static void put_next(wq_call_t *k, int rc)
 {
     put_t *p = (put_t *)k;
     zkr_workq_t *q = p->q;
-    const char *hit = NULL, *b;
+    const char *hit = NULL;
+    int b;
     int st = p->step;
 
     p->step = 0;
@@ -705,16 +642,8 @@ static void put_next(wq_call_t *k, int rc)
          * absent or unreadable (then read again by the next put). */
         p->bsize = WQ_BUCKET_DEFAULT;
         if (rc == ZOK) {
-            char buf[128];
-            int n = k->value_len > 0 ? k->value_len : 0;
-
-            if (n > (int)sizeof(buf) - 1)
-                n = (int)sizeof(buf) - 1;
-            memcpy(buf, k->value != NULL ? k->value : "", (size_t)n);
-            buf[n] = '\0';
-            if (strncmp(buf, "zkr-workq ", 10) == 0 &&
-                (b = strstr(buf, "bucket=")) != NULL && atoi(b + 7) > 0)
-                p->bsize = atoi(b + 7);
+            if ((b = zkr__wq_parse_bucket(k->value, k->value_len)) > 0)
+                p->bsize = b;
             q->bucket = p->bsize;
         }
         put_level(p);

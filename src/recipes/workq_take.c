@@ -1,5 +1,13 @@
 /* The work queue's take: the consumers' line, the scan for the oldest
- * available item, and its claim (docs/design/workq.md). */
+ * available item, and its claim (docs/design/workq.md).
+ *
+ * A take is a chain of asynchronous requests (wq_call_t), each issued in
+ * the previous answer's completion under the session's mutex, and a task
+ * (zkr__task_t) that the engine wakes when the chain cannot go on by
+ * itself: the turn's or the claim's acquire ended (engine, c->task), the
+ * session (re)connected or was lost, a watch of the take fired, the
+ * deadline passed, or the take was cancelled. No thread of its own: the
+ * blocking take starts the chain and waits for its end. */
 #include <ctype.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -9,8 +17,109 @@
 
 #include "workq.h"
 
-/* -------------------------------------------------------------- take */
+/* The steps of a take (take_t.step): what it waits for. */
+enum {
+    TK_RELEASING = 1, /* the last take's turn still being given back */
+    TK_TURN,          /* the turn's acquire (engine) */
+    TK_TOP,           /* PATH's children: which q<L> there are */
+    TK_TOP_WATCH,     /* PATH missing: an exists watch on it */
+    TK_BSIZE,         /* PATH's data: B */
+    TK_LEVEL,         /* q<L>'s children: its buckets */
+    TK_LEVEL_WATCH,   /* an exists watch on q<L> (its version: the tail) */
+    TK_BUCKET,        /* a bucket's children: its items */
+    TK_BUCKET_DEL,    /* an empty sealed bucket deleted */
+    TK_ITEM,          /* an item read: data, version, children */
+    TK_CL_LIST,       /* an item with children: them */
+    TK_CL_FIRST,      /* ... its first contender's stat (ephemeral?) */
+    TK_TREE,          /* ... a node there that is no claim deleted */
+    TK_DEAD,          /* dead letter: copy and delete in one multi */
+    TK_DEAD_DEL,      /* ... the item alone (moved before, answer lost) */
+    TK_DEAD_MK,       /* ... the dead-letter path made */
+    TK_DEAD_ANC,      /* ... one of its ancestors */
+    TK_CLAIM,         /* the claim's acquire (engine) */
+    TK_WAIT,          /* nothing available: every place watched */
+    TK_ENDED
+};
 
+#define TREE_DEPTH 8 /* levels below a foreign node that are deleted */
+
+/* A node being deleted with what is below it (delete_tree): deleted at
+ * once, or listed and its children deleted first. */
+typedef struct {
+    char *path;
+    struct String_vector kids;
+    int i, depth;
+    int listed; /* its children are being deleted */
+    int last;   /* its second delete is in flight */
+} tree_frame_t;
+
+typedef struct wq_take {
+    wq_call_t k;    /* its requests */
+    zkr__task_t tk; /* its wake-ups */
+    zkr_workq_t *q;
+    int step;    /* TK_*, or 0: between scans */
+    int running; /* take_go is running: a nested wake only says so */
+    int rewake;  /* ... and it did: take_go looks again */
+    int orphan;  /* ended, nobody to tell: freed when take_go returns */
+    int timeout_ms;
+    int64_t deadline;    /* -1: none */
+    int64_t pause_until; /* after a request that could not be sent */
+    int cancel;          /* zkr_workq_cancel(), or the handle freed */
+    int watch;           /* this scan sets watches */
+    uint64_t gen;        /* the session's watch events when it began */
+    /* the scan */
+    unsigned levels; /* the q<L> under PATH */
+    int level, bsize;
+    int *bk, nb, b, qver, tail;
+    char ql[300], bt[320], ipath[512];
+    struct String_vector iv; /* the bucket's names (owned) */
+    wq_entry_t *e;           /* ... its items, oldest first */
+    int ni, i;
+    int again; /* the item is read again after its junk went */
+    /* is the item claimed? (item_claimed) */
+    struct String_vector cv;
+    zkr__entry_t *ce;
+    int cn, ci, round, junk, first;
+    tree_frame_t tree[TREE_DEPTH + 2];
+    int nfr;
+    /* a dead letter */
+    char dead[600];
+    char *data;
+    int len, version, dead_tries, mk_tries, anc_at;
+    zoo_op_t ops[2];
+    zoo_op_result_t res[2];
+    /* the claim, and claims that failed (freed when nothing of theirs is
+     * pending any more, at the latest when the take's end is told) */
+    zkr_item_t *it;
+    zkr_item_t *spent; /* linked by zkr_item_t.spent_next */
+    /* the watches it set, removed when it ends */
+    char **wpath;
+    int *wtype;
+    int nw, capw;
+    /* its end */
+    int ended; /* a blocking take (cb NULL) has ended: its caller frees t */
+    int rc;
+    zkr_item_t *out;
+    zkr_take_completion_t cb;
+    void *cbdata;
+} take_t;
+
+static void take_go(take_t *t);
+static void take_next(wq_call_t *k, int rc);
+static void next_level(take_t *t);
+static void next_bucket(take_t *t);
+static void next_item(take_t *t);
+static void claimed_list(take_t *t);
+static void cl_next_junk(take_t *t);
+static void dead_send(take_t *t);
+
+static void take_wake(zkr__task_t *tk)
+{
+    take_go((take_t *)((char *)tk - offsetof(take_t, tk)));
+}
+
+/* A watch of a take fired: every take of the session looks again (the
+ * watch's context is the session, which outlives any take). */
 static void wq_watcher(zhandle_t *zh, int type, int state, const char *path,
                        void *ctx)
 {
@@ -25,598 +134,1107 @@ static void wq_watcher(zhandle_t *zh, int type, int state, const char *path,
         return;
     zkr__engine(s)->watch_events++;
     s->counters[ZKR_COUNTER_WATCH_EVENTS]++;
-    pthread_cond_broadcast(&s->cv);
+    for (zkr__task_t *tk = zkr__engine(s)->tasks; tk != NULL; tk = tk->next)
+        if (tk->wake == take_wake)
+            zkr__task_wake_at(s, tk, 0);
     pthread_mutex_unlock(&s->mu);
 }
 
+/* ------------------------------------------------------ bookkeeping */
+
 /* Remembers a watch the take set, to remove it when the take ends. */
-static void note_watch(zkr_workq_t *q, const char *path, int wtype)
+static void note_watch(take_t *t, const char *path, int wtype)
 {
-    for (int i = 0; i < q->nw; i++)
-        if (q->wtype[i] == wtype && strcmp(q->wpath[i], path) == 0)
+    for (int i = 0; i < t->nw; i++)
+        if (t->wtype[i] == wtype && strcmp(t->wpath[i], path) == 0)
             return;
-    if (q->nw == q->capw) {
-        int cap = q->capw > 0 ? 2 * q->capw : 8;
-        char **p = realloc(q->wpath, sizeof(*p) * (size_t)cap);
-        int *t;
+    if (t->nw == t->capw) {
+        int cap = t->capw > 0 ? 2 * t->capw : 8;
+        char **p = realloc(t->wpath, sizeof(*p) * (size_t)cap);
+        int *w;
 
         if (p == NULL)
             return;
-        q->wpath = p;
-        if ((t = realloc(q->wtype, sizeof(*t) * (size_t)cap)) == NULL)
+        t->wpath = p;
+        if ((w = realloc(t->wtype, sizeof(*w) * (size_t)cap)) == NULL)
             return;
-        q->wtype = t;
-        q->capw = cap;
+        t->wtype = w;
+        t->capw = cap;
     }
-    if ((q->wpath[q->nw] = zkr__strdup(path)) != NULL)
-        q->wtype[q->nw++] = wtype;
+    if ((t->wpath[t->nw] = zkr__strdup(path)) != NULL)
+        t->wtype[t->nw++] = wtype;
 }
 
-/* The take ends: its watches go (through the session's cleanup list,
- * which retries across disconnections). */
-static void drop_watches(zkr_workq_t *q)
+/* A copy of v (valid during an answer only); 0 or ZKR_ENOMEM. */
+static int copy_names(struct String_vector *to, const struct String_vector *v)
 {
+    int n = v != NULL ? v->count : 0;
+
+    to->count = 0;
+    to->data = calloc((size_t)(n > 0 ? n : 1), sizeof(char *));
+    if (to->data == NULL)
+        return ZKR_ENOMEM;
+    for (int i = 0; i < n; i++) {
+        if ((to->data[i] = zkr__strdup(v->data[i])) == NULL) {
+            to->count = i;
+            return ZKR_ENOMEM;
+        }
+    }
+    to->count = n;
+    return 0;
+}
+
+static void free_names(struct String_vector *v)
+{
+    for (int i = 0; i < v->count; i++)
+        free(v->data[i]);
+    free(v->data);
+    v->data = NULL;
+    v->count = 0;
+}
+
+static void free_items(take_t *t)
+{
+    free(t->e);
+    t->e = NULL;
+    t->ni = 0;
+    free_names(&t->iv);
+}
+
+static void free_claimed(take_t *t)
+{
+    free(t->ce);
+    t->ce = NULL;
+    t->cn = 0;
+    free_names(&t->cv);
+}
+
+static void free_tree(take_t *t)
+{
+    for (; t->nfr > 0; t->nfr--) {
+        free(t->tree[t->nfr - 1].path);
+        free_names(&t->tree[t->nfr - 1].kids);
+    }
+}
+
+static void free_scan(take_t *t)
+{
+    free(t->bk);
+    t->bk = NULL;
+    t->nb = 0;
+    free_items(t);
+    free_claimed(t);
+    free_tree(t);
+}
+
+/* Frees what of the failed claims can be freed now (mutex held). */
+static void spent_free(take_t *t)
+{
+    zkr_item_t **pp = &t->spent;
+
+    while (*pp != NULL) {
+        zkr_item_t *it = *pp, *next = it->spent_next;
+
+        if (zkr__wq_item_try_free(it) == 0)
+            *pp = next;
+        else
+            pp = &it->spent_next;
+    }
+}
+
+/* A claim that failed: freed now or later. */
+static void spend(take_t *t, zkr_item_t *it)
+{
+    it->c.task = NULL;
+    it->spent_next = t->spent;
+    t->spent = it;
+    spent_free(t);
+}
+
+/* The failed claims freed (mutex not held). */
+static void spent_destroy_all(take_t *t)
+{
+    while (t->spent != NULL) {
+        zkr_item_t *it = t->spent;
+
+        t->spent = it->spent_next;
+        zkr_item_free(it);
+    }
+}
+
+/* ----------------------------------------------------------- its end */
+
+static void take_deliver(const zkr__event_t *ev)
+{
+    take_t *t = ev->data;
+
+    spent_destroy_all(t);
+    t->cb(ev->a, t->out, t->cbdata);
+    free(t);
+}
+
+/* Mutex held: the take ends with rc (0: t->out is the item). Its
+ * watches go, its turn is given back (not awaited); a blocking caller is
+ * woken, an asynchronous one told on the event thread. */
+static void take_end(take_t *t, int rc)
+{
+    zkr_workq_t *q = t->q;
     zkr_session_t *s = q->s;
 
-    pthread_mutex_lock(&s->mu);
-    for (int i = 0; i < q->nw; i++) {
-        zkr__cleanup_add_watch(s, q->wpath[i], q->wtype[i], wq_watcher);
-        free(q->wpath[i]);
+    t->step = TK_ENDED;
+    zkr__task_remove(s, &t->tk);
+    if (t->it != NULL) { /* a forked child's copy: not ours to give back */
+        t->it->c.task = NULL;
+        t->it = NULL;
     }
-    q->nw = 0;
-    pthread_mutex_unlock(&s->mu);
+    free_scan(t);
+    free(t->data);
+    t->data = NULL;
+    for (int i = 0; i < t->nw; i++) {
+        if (!s->forked)
+            zkr__cleanup_add_watch(s, t->wpath[i], t->wtype[i], wq_watcher);
+        free(t->wpath[i]);
+    }
+    free(t->wpath);
+    free(t->wtype);
+    t->wpath = NULL;
+    t->wtype = NULL;
+    t->nw = 0;
+    q->turn.task = NULL;
+    /* The turn is not acquiring now (take_go waits for its end): given
+     * back if held. Should the release fail, the next take finds it held
+     * and uses it (take_step, TK_RELEASING). */
+    if (!s->forked)
+        (void)zkr__release_task(&q->turn);
+    spent_free(t);
+    q->take = NULL;
+    t->rc = rc;
+    pthread_cond_broadcast(&s->cv);
+    if (t->cb == NULL) {
+        t->ended = 1; /* the caller frees t */
+        return;
+    }
+    if (s->forked || zkr__post_call(s, take_deliver, rc, NULL, t) != 0) {
+        /* Nobody can be told: a forked child's copy, or no event even
+         * from the reserve. A claim is given back (its node deleted: the
+         * item is available again); the handles stay the session's. */
+        if (t->out != NULL && !s->forked)
+            (void)zkr__release_task(&t->out->c);
+        if (t->running)
+            t->orphan = 1; /* freed when take_go returns */
+        else
+            free(t);
+    }
 }
 
-static int list(zkr_workq_t *q, zhandle_t *zh, const char *path, int watch,
-                struct String_vector *v, struct Stat *st)
+/* ------------------------------------------------------------- steps */
+
+/* Was the answer lost (or the request never sent) with the connection
+ * or the session? The scan is made again once connected. */
+static int answer_lost(int rc)
 {
-    struct Stat dummy;
+    return zkr__wq_conn_error(rc) || rc == ZSESSIONEXPIRED || rc == ZCLOSING ||
+           rc == ZINVALIDSTATE || rc == ZKR_ECLOSED;
+}
+
+/* The take looks again after a pause (woken then). */
+static void take_pause(take_t *t)
+{
+    t->step = 0;
+    t->pause_until = zkr__now_ms() + ZKR__RETRY_MS;
+    zkr__task_wake_at(t->q->s, &t->tk, t->pause_until);
+}
+
+/* A request of step st issued with code rc: in flight (0), or not sent:
+ * the take looks again soon (not connected, short of memory). */
+static void take_issue(take_t *t, int st, int rc)
+{
+    t->step = st;
+    if (rc == 0)
+        return;
+    t->step = 0;
+    if (rc == ZKR_ENOMEM || answer_lost(rc)) {
+        take_pause(t);
+        return;
+    }
+    take_end(t, rc);
+}
+
+/* The scan stopped on rc: a lost answer scans again once connected (or
+ * after a pause), another code ends the take. */
+static void scan_failed(take_t *t, int rc)
+{
+    t->step = 0;
+    free_scan(t);
+    if (answer_lost(rc)) {
+        take_pause(t);
+        return;
+    }
+    take_end(t, rc);
+}
+
+/* Looks again at once (something changed under the scan). */
+static void scan_again(take_t *t)
+{
+    t->step = 0;
+    free_scan(t);
+    take_go(t);
+}
+
+/* Nothing available: a scan that set no watches is made again with
+ * them (nothing can come unseen); after one that did, the take waits. */
+static void scan_empty(take_t *t)
+{
+    free_scan(t);
+    if (!t->watch) {
+        t->watch = 1;
+        scan_again(t);
+        return;
+    }
+    if (t->timeout_ms == 0) {
+        take_end(t, ZKR_ETIMEDOUT);
+        return;
+    }
+    t->step = TK_WAIT;
+    take_go(t);
+}
+
+static void scan_begin(take_t *t)
+{
+    zkr_workq_t *q = t->q;
+
+    free_scan(t);
+    t->gen = zkr__engine(q->s)->watch_events;
+    t->levels = 0;
+    t->level = -1;
+    take_issue(
+        t, TK_TOP,
+        zkr__wq_children2(&t->k, q->path, t->watch ? wq_watcher : NULL, q->s));
+}
+
+/* The next level that exists, from its buckets on; B read first. */
+static void next_level(take_t *t)
+{
+    zkr_workq_t *q = t->q;
+
+    free(t->bk);
+    t->bk = NULL;
+    t->nb = 0;
+    while (++t->level < ZKR_WORKQ_LEVELS && !(t->levels & (1u << t->level)))
+        ;
+    if (t->level >= ZKR_WORKQ_LEVELS) {
+        scan_empty(t);
+        return;
+    }
+    if (q->bucket <= 0) {
+        take_issue(t, TK_BSIZE, zkr__wq_get(&t->k, q->path));
+        return;
+    }
+    t->bsize = q->bucket;
+    snprintf(t->ql, sizeof(t->ql), "%s/q%d", q->path, t->level);
+    take_issue(
+        t, TK_LEVEL,
+        zkr__wq_children2(&t->k, t->ql, t->watch ? wq_watcher : NULL, q->s));
+}
+
+static void next_bucket(take_t *t)
+{
+    zkr_workq_t *q = t->q;
+
+    free_items(t);
+    if (++t->b >= t->nb) {
+        next_level(t);
+        return;
+    }
+    snprintf(t->bt, sizeof(t->bt), "%s/b%010d", t->ql, t->bk[t->b]);
+    /* The tail is where puts go: watched. q<L>'s version names it; it
+     * need not be the last bucket (another client may make one ahead). */
+    t->tail = t->watch && (t->b == t->nb - 1 || t->bk[t->b] == t->qver);
+    take_issue(
+        t, TK_BUCKET,
+        zkr__wq_children2(&t->k, t->bt, t->tail ? wq_watcher : NULL, q->s));
+}
+
+static void next_item(take_t *t)
+{
+    if (++t->i >= t->ni) {
+        next_bucket(t);
+        return;
+    }
+    snprintf(t->ipath, sizeof(t->ipath), "%s/%s", t->bt, t->e[t->i].name);
+    t->again = 0;
+    take_issue(t, TK_ITEM, zkr__wq_get(&t->k, t->ipath));
+}
+
+/* The item read (data, stat) has no children: available, unless it has
+ * been delivered dead_max times (dead-lettered). Claimed by an engine
+ * acquire whose end wakes the take. */
+static void item_available(take_t *t, const char *data, int len,
+                           const struct Stat *st)
+{
+    zkr_workq_t *q = t->q;
+    const wq_entry_t *e = &t->e[t->i];
+    zkr_item_t *it;
     int rc;
 
-    if (st == NULL)
-        st = &dummy;
-    if (watch) {
-        rc = zoo_wget_children2(zh, path, wq_watcher, q->s, v, st);
-        if (rc == ZOK)
-            note_watch(q, path, ZWATCHTYPE_CHILD);
-    } else {
-        rc = zoo_get_children2(zh, path, 0, v, st);
-    }
-    return rc;
-}
-
-/* Moves an item that has been delivered dead_max times to the dead-letter
- * path: its copy and its deletion in one multi. */
-static int dead_letter(zkr_workq_t *q, zhandle_t *zh, const char *ipath,
-                       const char *name, const char *data, int len, int v)
-{
-    char dead[600];
-    zoo_op_t ops[2];
-    zoo_op_result_t res[2];
-    int rc = ZOK;
-
-    snprintf(dead, sizeof(dead), "%s/%s", q->dead_path, name);
-    for (int tries = 0; tries < 3; tries++) {
-        zoo_create_op_init(&ops[0], dead, data, len, q->acl, ZOO_PERSISTENT,
-                           NULL, 0);
-        zoo_delete_op_init(&ops[1], ipath, v);
-        /* Results are only written by a multi the server answered: one
-         * that failed as a whole (the connection lost: it may or may not
-         * have applied) must not read as the dead node already there,
-         * which deletes the item alone. */
-        memset(res, 0, sizeof(res));
-        rc = zoo_multi(zh, 2, ops, res);
-        if (rc == ZOK)
-            return ZOK;
-        if (res[0].err == ZNODEEXISTS) /* moved before, answer lost */
-            return zoo_delete(zh, ipath, v) == ZOK ? ZOK : ZOK;
-        if (res[0].err == ZNONODE) {
-            if ((rc = zkr__wq_make_node(zh, q->dead_path, "", q->acl)) != ZOK)
-                return rc;
-            continue;
-        }
-        return zkr__wq_conn_error(rc) ? rc
-                                      : ZOK; /* changed meanwhile: rescan */
-    }
-    return rc;
-}
-
-/* Deletes path and what is below it (at most depth levels below): a
- * node another client left under an item. ZOK (gone), or a code. */
-static int delete_tree(zhandle_t *zh, const char *path, int depth)
-{
-    struct String_vector v = {0, NULL};
-    int rc = zoo_delete(zh, path, -1);
-
-    if (rc != ZNOTEMPTY || depth <= 0)
-        return rc == ZNONODE ? ZOK : rc;
-    if ((rc = zoo_get_children(zh, path, 0, &v)) != ZOK)
-        return rc == ZNONODE ? ZOK : rc;
-    for (int i = 0; i < v.count && rc == ZOK; i++) {
-        /* Names of other clients' nodes can be of any length. */
-        char *sub = zkr__join(path, v.data[i]);
-
-        rc = sub != NULL ? delete_tree(zh, sub, depth - 1) : ZKR_ENOMEM;
-        free(sub);
-    }
-    deallocate_String_vector(&v);
-    if (rc == ZOK)
-        rc = zoo_delete(zh, path, -1);
-    return rc == ZNONODE ? ZOK : rc;
-}
-
-/* Is the item at ipath (with children) claimed? A claim is an ephemeral
- * contender node (engine name, ephemeral owner): anything else under an
- * item is not the queue's and would keep the item from ever being taken
- * or completed, so it is deleted (workq.md, section 3). 1 (claimed by a
- * live session, or a node there that we may not delete: skipped), 0 (not
- * claimed: nothing else left under it), or a connection error or
- * ZKR_ENOMEM (< 0). With watch, a child watch on the item is set. */
-static int item_claimed(zkr_workq_t *q, zhandle_t *zh, const char *ipath,
-                        int watch)
-{
-    for (int round = 0; round < 3; round++) {
-        struct String_vector cv = {0, NULL};
-        zkr__entry_t *e = NULL;
-        int n = 0, rc, junk = 0;
-
-        if (watch) {
-            rc = zoo_wget_children(zh, ipath, wq_watcher, q->s, &cv);
-            if (rc == ZOK)
-                note_watch(q, ipath, ZWATCHTYPE_CHILD);
-        } else {
-            rc = zoo_get_children(zh, ipath, 0, &cv);
-        }
-        if (rc != ZOK)
-            return rc == ZNONODE ? 1 : rc; /* gone: nothing to take */
-        if ((rc = zkr__sort_children(&cv, &e, &n)) != 0) {
-            deallocate_String_vector(&cv);
-            return rc;
-        }
-        for (int i = 0; i < cv.count && rc == ZOK; i++) {
-            char *cpath;
-            int claim = 0;
-
-            for (int k = 0; k < n && !claim; k++)
-                claim = e[k].name == cv.data[i];
-            if (claim)
-                continue;
-            /* Names of other clients' nodes can be of any length. */
-            cpath = zkr__join(ipath, cv.data[i]);
-            rc = cpath != NULL ? delete_tree(zh, cpath, 8) : ZKR_ENOMEM;
-            free(cpath);
-            junk = 1;
-        }
-        if (rc == ZOK && n > 0) {
-            /* The first contender holds the item: a claim only if
-             * ephemeral (a persistent node of that name is not one). */
-            char *cpath = zkr__join(ipath, e[0].name);
-            struct Stat cs;
-
-            rc = cpath != NULL ? zoo_exists(zh, cpath, 0, &cs) : ZKR_ENOMEM;
-            if (rc == ZOK && cs.ephemeralOwner != 0) {
-                free(cpath);
-                free(e);
-                deallocate_String_vector(&cv);
-                return 1;
-            }
-            if (rc == ZOK)
-                rc = delete_tree(zh, cpath, 8);
-            else if (rc == ZNONODE)
-                rc = ZOK;
-            free(cpath);
-            junk = 1;
-        }
-        free(e);
-        deallocate_String_vector(&cv);
-        if (rc != ZOK) /* a node we may not delete (ZNOAUTH): skipped */
-            return zkr__wq_conn_error(rc) || rc == ZKR_ENOMEM ? rc : 1;
-        if (!junk)
-            return 0;
-    }
-    return 1; /* still changing: left for the next scan */
-}
-
-/* A scan step found an available item (made, not yet claimed). */
-#define SCAN_FOUND 1
-
-/* The item e of bucket bt: SCAN_FOUND with *it made if it is available
- * (the claim is the caller's), ZOK if it is not (or was dead-lettered),
- * or a code. */
-static int scan_item(zkr_workq_t *q, zhandle_t *zh, int watch, const char *bt,
-                     const wq_entry_t *e, int level, int bsize, char *buf,
-                     zkr_item_t **it)
-{
-    char ipath[512];
-    struct Stat st;
-    int len = ZKR_WORKQ_DATA_MAX, rc;
-
-    snprintf(ipath, sizeof(ipath), "%s/%s", bt, e->name);
-    if ((rc = zoo_exists(zh, ipath, 0, &st)) != ZOK)
-        return rc == ZNONODE ? ZOK : rc;
-    if (st.numChildren > 0) {
-        /* Claimed: its claim going (a death, a nack) makes it available
-         * again (watched). Children that are not a live claim are
-         * deleted: then it is available. */
-        int r = item_claimed(q, zh, ipath, watch);
-
-        if (r != 0)
-            return r == 1 ? ZOK : r;
-    }
-    if ((rc = zoo_get(zh, ipath, 0, buf, &len, &st)) != ZOK)
-        return rc == ZNONODE ? ZOK : rc;
-    if (st.numChildren > 0)
-        return ZOK;
-    if (len < 0)
+    if (len < 0 || data == NULL)
         len = 0;
+    /* Another client's write made it larger than an item can be: its
+     * claim (a setData of the whole data) would not fit in a request, nor
+     * would its delivery fit what zkr.h promises. Skipped, as a node we
+     * may not delete is (zkr inspect shows it). */
+    if (len > ZKR_WORKQ_DATA_MAX) {
+        next_item(t);
+        return;
+    }
     /* Deliveries so far: each claim is one child created and deleted
      * under the item (its cversion), so writes to the item's data by
      * others do not count. */
-    if (q->dead_max > 0 && e->carry + (st.cversion + 1) / 2 >= q->dead_max)
-        return dead_letter(q, zh, ipath, e->name, buf, len, st.version);
-    *it = zkr__wq_item_make(q, ipath, level, e->name, e->carry, st.version,
-                            st.cversion, buf, len, bsize);
-    return *it != NULL ? SCAN_FOUND : ZKR_ENOMEM;
-}
-
-/* The items of bucket number bucket of level L (ql), oldest first, as
- * scan_item; last: the highest bucket; tail: where puts go (watched). */
-static int scan_bucket(zkr_workq_t *q, zhandle_t *zh, int watch, const char *ql,
-                       int bucket, int last, int tail, int level, int bsize,
-                       char *buf, zkr_item_t **it)
-{
-    char bt[320];
-    struct String_vector iv = {0, NULL};
-    struct Stat bst;
-    wq_entry_t *e;
-    int ni = 0, rc;
-
-    snprintf(bt, sizeof(bt), "%s/b%010d", ql, bucket);
-    if ((rc = list(q, zh, bt, watch && tail, &iv, &bst)) != ZOK)
-        return rc == ZNONODE ? ZOK : rc;
-    if ((e = zkr__wq_sorted_items(&iv, &ni)) == NULL) {
-        deallocate_String_vector(&iv);
-        return ZKR_ENOMEM;
+    if (q->dead_max > 0 && e->carry + (st->cversion + 1) / 2 >= q->dead_max) {
+        if (t->data == NULL && (t->data = malloc(ZKR_WORKQ_DATA_MAX)) == NULL) {
+            take_end(t, ZKR_ENOMEM);
+            return;
+        }
+        memcpy(t->data, data, (size_t)len);
+        t->len = len;
+        t->version = st->version;
+        snprintf(t->dead, sizeof(t->dead), "%s/%s", q->dead_path, e->name);
+        t->dead_tries = 0;
+        t->mk_tries = 0;
+        dead_send(t);
+        return;
     }
-    if (ni == 0 && bst.version >= 1 && !last)
-        (void)zoo_delete(zh, bt, -1); /* empty and sealed */
-    for (int i = 0; rc == ZOK && i < ni; i++)
-        rc = scan_item(q, zh, watch, bt, &e[i], level, bsize, buf, it);
-    free(e);
-    deallocate_String_vector(&iv);
-    return rc;
+    it = zkr__wq_item_make(q, t->ipath, t->level, e->name, e->carry,
+                           st->version, st->cversion, data, len, t->bsize);
+    if (it == NULL) {
+        take_end(t, ZKR_ENOMEM);
+        return;
+    }
+    if ((rc = zkr__acquire_task(&it->c, 0, &t->tk)) != 0) {
+        spend(t, it);
+        scan_failed(t, rc);
+        return;
+    }
+    t->it = it;
+    t->step = TK_CLAIM;
 }
 
-/* The buckets of level L, oldest first, as scan_item; top: the queue's
- * children. */
-static int scan_level(zkr_workq_t *q, zhandle_t *zh, int watch,
-                      const struct String_vector *top, int level, char *buf,
-                      zkr_item_t **it)
-{
-    char ql[300], name[16];
-    struct String_vector bv = {0, NULL};
-    struct Stat qst;
-    int found = 0, nb = 0, *bk, rc;
-    int bsize = zkr__wq_read_bucket(q, zh);
+/* ----------------------------------------- is an item with children
+ * claimed? A claim is an ephemeral contender node (engine name,
+ * ephemeral owner): anything else under an item is not the queue's and
+ * would keep it from ever being taken or completed, so it is deleted
+ * (workq.md, section 3). */
 
-    snprintf(name, sizeof(name), "q%d", level);
-    for (int i = 0; i < top->count && !found; i++)
-        found = strcmp(top->data[i], name) == 0;
-    if (!found)
-        return ZOK;
-    snprintf(ql, sizeof(ql), "%s/%s", q->path, name);
-    if ((rc = list(q, zh, ql, watch, &bv, &qst)) != ZOK)
-        return rc == ZNONODE ? ZOK : rc;
-    /* q<L>'s version names the tail, where puts go: watched too, and so is
-     * the tail itself below, as it need not be the last bucket (another
-     * client may make one ahead of it). */
-    if (watch && zoo_wexists(zh, ql, wq_watcher, q->s, &qst) == ZOK)
-        note_watch(q, ql, ZWATCHTYPE_DATA);
-    bk = zkr__wq_sorted_buckets(&bv, &nb);
-    deallocate_String_vector(&bv);
-    if (bk == NULL)
-        return ZKR_ENOMEM;
-    for (int b = 0; rc == ZOK && b < nb; b++)
-        rc = scan_bucket(q, zh, watch, ql, bk[b], b == nb - 1,
-                         b == nb - 1 || bk[b] == qst.version, level, bsize, buf,
-                         it);
-    free(bk);
-    return rc;
+static void claimed_list(take_t *t)
+{
+    free_claimed(t);
+    take_issue(t, TK_CL_LIST,
+               zkr__wq_children2(&t->k, t->ipath, t->watch ? wq_watcher : NULL,
+                                 t->q->s));
 }
 
-/* One scan by the consumer whose turn it is: the first available item,
- * claimed. 0 (*out set), WQ_AGAIN (something changed: scan again),
- * WQ_EMPTY, or a code. With watch, every place a new item can appear is
- * watched. */
-static int scan(zkr_workq_t *q, int watch, char *buf, zkr_item_t **out)
+/* A round of deleting what is no claim ended with rc. */
+static void cl_round_end(take_t *t, int rc)
 {
+    free_claimed(t);
+    if (rc != ZOK) {
+        if (zkr__wq_conn_error(rc) || rc == ZKR_ENOMEM || rc == ZSESSIONEXPIRED)
+            scan_failed(t, rc);
+        else
+            next_item(t); /* a node we may not delete (ZNOAUTH): skipped */
+        return;
+    }
+    if (!t->junk) { /* nothing there now: available, read again */
+        t->again = 1;
+        take_issue(t, TK_ITEM, zkr__wq_get(&t->k, t->ipath));
+    } else if (++t->round < 3) {
+        claimed_list(t);
+    } else {
+        next_item(t); /* still changing: left for the next scan */
+    }
+}
+
+static void tree_step(take_t *t);
+
+/* Deletes path and what is below it (at most depth levels below). */
+static void tree_begin(take_t *t, const char *path, int depth)
+{
+    tree_frame_t *f = &t->tree[0];
+
+    memset(f, 0, sizeof(*f));
+    if ((f->path = zkr__strdup(path)) == NULL) {
+        cl_round_end(t, ZKR_ENOMEM);
+        return;
+    }
+    f->depth = depth;
+    t->nfr = 1;
+    take_issue(t, TK_TREE, zkr__wq_delete(&t->k, f->path, -1));
+}
+
+/* The tree's top node is done with rc (ZOK: gone). */
+static void tree_pop(take_t *t, int rc)
+{
+    for (;;) {
+        tree_frame_t *f = &t->tree[t->nfr - 1];
+
+        free(f->path);
+        free_names(&f->kids);
+        if (--t->nfr == 0) {
+            /* The first contender deleted ends the round; a junk child
+             * lets the next one go. */
+            if (rc != ZOK || t->first)
+                cl_round_end(t, rc);
+            else
+                cl_next_junk(t);
+            return;
+        }
+        if (rc == ZOK)
+            break;
+    }
+    tree_step(t);
+}
+
+/* The next child of the top node deleted, or the node itself again once
+ * they are. */
+static void tree_step(take_t *t)
+{
+    tree_frame_t *f = &t->tree[t->nfr - 1], *c;
+
+    if (f->i >= f->kids.count) {
+        f->last = 1;
+        take_issue(t, TK_TREE, zkr__wq_delete(&t->k, f->path, -1));
+        return;
+    }
+    c = &t->tree[t->nfr];
+    memset(c, 0, sizeof(*c));
+    /* Names of other clients' nodes can be of any length. */
+    if ((c->path = zkr__join(f->path, f->kids.data[f->i++])) == NULL) {
+        tree_pop(t, ZKR_ENOMEM);
+        return;
+    }
+    c->depth = f->depth - 1;
+    t->nfr++;
+    take_issue(t, TK_TREE, zkr__wq_delete(&t->k, c->path, -1));
+}
+
+static void tree_answer(take_t *t, int rc, const struct String_vector *v)
+{
+    tree_frame_t *f = &t->tree[t->nfr - 1];
+
+    if (f->listed && !f->last) { /* its listing */
+        if (rc != ZOK) {
+            tree_pop(t, rc == ZNONODE ? ZOK : rc);
+            return;
+        }
+        if (copy_names(&f->kids, v) != 0) {
+            tree_pop(t, ZKR_ENOMEM);
+            return;
+        }
+        tree_step(t);
+        return;
+    }
+    if (rc == ZNOTEMPTY && !f->listed && f->depth > 0) {
+        f->listed = 1;
+        take_issue(t, TK_TREE, zkr__wq_children(&t->k, f->path));
+        return;
+    }
+    tree_pop(t, rc == ZNONODE ? ZOK : rc);
+}
+
+/* The next child of the item that is no contender: deleted; then the
+ * first contender's stat. */
+static void cl_next_junk(take_t *t)
+{
+    char *path;
+
+    while (++t->ci < t->cv.count) {
+        int claim = 0;
+
+        for (int k = 0; k < t->cn && !claim; k++)
+            claim = t->ce[k].name == t->cv.data[t->ci];
+        if (claim)
+            continue;
+        /* Names of other clients' nodes can be of any length. */
+        if ((path = zkr__join(t->ipath, t->cv.data[t->ci])) == NULL) {
+            cl_round_end(t, ZKR_ENOMEM);
+            return;
+        }
+        t->junk = 1;
+        t->first = 0;
+        tree_begin(t, path, TREE_DEPTH);
+        free(path);
+        return;
+    }
+    if (t->cn == 0) {
+        cl_round_end(t, ZOK);
+        return;
+    }
+    if ((path = zkr__join(t->ipath, t->ce[0].name)) == NULL) {
+        cl_round_end(t, ZKR_ENOMEM);
+        return;
+    }
+    take_issue(t, TK_CL_FIRST, zkr__wq_exists(&t->k, path));
+    free(path);
+}
+
+/* ------------------------------------------------------- dead letter */
+
+/* Moves an item that has been delivered dead_max times to the
+ * dead-letter path: its copy and its deletion in one multi. */
+static void dead_send(take_t *t)
+{
+    zkr_workq_t *q = t->q;
+
+    if (t->dead_tries++ >= 3) {
+        next_item(t);
+        return;
+    }
+    zoo_create_op_init(&t->ops[0], t->dead, t->data, t->len, q->acl,
+                       ZOO_PERSISTENT, NULL, 0);
+    zoo_delete_op_init(&t->ops[1], t->ipath, t->version);
+    /* Results are only written by a multi the server answered. */
+    memset(t->res, 0, sizeof(t->res));
+    take_issue(t, TK_DEAD, zkr__wq_multi(&t->k, 2, t->ops, t->res));
+}
+
+/* The dead-letter path made: its next missing ancestor (as a
+ * container), or itself. */
+static void dead_mk(take_t *t)
+{
+    zkr_workq_t *q = t->q;
+    const char *dp = q->dead_path, *slash;
+    char pre[600];
+
+    if (t->anc_at > 0 && (slash = strchr(dp + t->anc_at + 1, '/')) != NULL &&
+        (size_t)(slash - dp) < sizeof(pre)) {
+        t->anc_at = (int)(slash - dp);
+        memcpy(pre, dp, (size_t)t->anc_at);
+        pre[t->anc_at] = '\0';
+        take_issue(t, TK_DEAD_ANC,
+                   zkr__wq_create(&t->k, pre, "", 0, q->acl, ZOO_CONTAINER));
+        return;
+    }
+    if (t->mk_tries++ >= 5) {
+        next_item(t);
+        return;
+    }
+    t->anc_at = 0;
+    take_issue(t, TK_DEAD_MK,
+               zkr__wq_create(&t->k, dp, "", 0, q->acl, ZOO_PERSISTENT));
+}
+
+/* ------------------------------------------------------ the answers */
+
+/* Notes the watch that step's answer (rc) says the server set, to
+ * remove it when the take ends (whatever happens next: a cancel too). */
+static void answer_watch(take_t *t, int step, int rc)
+{
+    int set = rc == ZOK || rc == ZNONODE; /* exists sets one either way */
+
+    if (step == TK_TOP && rc == ZOK && t->watch)
+        note_watch(t, t->q->path, ZWATCHTYPE_CHILD);
+    else if (step == TK_TOP_WATCH && set)
+        note_watch(t, t->q->path, ZWATCHTYPE_DATA);
+    else if (step == TK_LEVEL && rc == ZOK && t->watch)
+        note_watch(t, t->ql, ZWATCHTYPE_CHILD);
+    else if (step == TK_LEVEL_WATCH && set)
+        note_watch(t, t->ql, ZWATCHTYPE_DATA);
+    else if (step == TK_BUCKET && rc == ZOK && t->tail)
+        note_watch(t, t->bt, ZWATCHTYPE_CHILD);
+    else if (step == TK_CL_LIST && rc == ZOK && t->watch)
+        note_watch(t, t->ipath, ZWATCHTYPE_CHILD);
+}
+
+/* Mutex held: the answer to the take's request. */
+static void take_next(wq_call_t *k, int rc)
+{
+    take_t *t = (take_t *)k;
+    zkr_workq_t *q = t->q;
+    const struct Stat *st = k->stat;
+    int step = t->step;
+
+    t->step = 0;
+    answer_watch(t, step, rc);
+    if (t->cancel) {
+        take_go(t); /* ends it */
+        return;
+    }
+    switch (step) {
+    case TK_TOP:
+        if (rc == ZNONODE) {
+            if (t->watch)
+                take_issue(t, TK_TOP_WATCH,
+                           zkr__wq_wexists(&t->k, q->path, wq_watcher, q->s));
+            else
+                scan_empty(t);
+            return;
+        }
+        if (rc != ZOK) {
+            scan_failed(t, rc);
+            return;
+        }
+        for (int i = 0; i < k->strings->count; i++) {
+            const char *n = k->strings->data[i];
+
+            if (n[0] == 'q' && n[1] >= '0' && n[1] < '0' + ZKR_WORKQ_LEVELS &&
+                n[2] == '\0')
+                t->levels |= 1u << (n[1] - '0');
+        }
+        next_level(t);
+        return;
+    case TK_TOP_WATCH:
+        if (rc != ZOK && rc != ZNONODE) {
+            scan_failed(t, rc);
+            return;
+        }
+        if (rc == ZOK)
+            scan_again(t); /* made meanwhile */
+        else
+            scan_empty(t);
+        return;
+    case TK_BSIZE:
+        if (rc != ZOK && rc != ZNONODE) {
+            scan_failed(t, rc);
+            return;
+        }
+        /* 1024 if absent or unreadable (then read again by the next
+         * take). */
+        t->bsize = rc == ZOK ? zkr__wq_parse_bucket(k->value, k->value_len) : 0;
+        if (t->bsize <= 0)
+            t->bsize = WQ_BUCKET_DEFAULT;
+        if (rc == ZOK)
+            q->bucket = t->bsize;
+        snprintf(t->ql, sizeof(t->ql), "%s/q%d", q->path, t->level);
+        take_issue(t, TK_LEVEL,
+                   zkr__wq_children2(&t->k, t->ql, t->watch ? wq_watcher : NULL,
+                                     q->s));
+        return;
+    case TK_LEVEL:
+        if (rc == ZNONODE) {
+            next_level(t);
+            return;
+        }
+        if (rc != ZOK) {
+            scan_failed(t, rc);
+            return;
+        }
+        if ((t->bk = zkr__wq_sorted_buckets(k->strings, &t->nb)) == NULL) {
+            take_end(t, ZKR_ENOMEM);
+            return;
+        }
+        t->qver = st->version;
+        t->b = -1;
+        /* q<L>'s version names the tail, where puts go: watched too. */
+        if (t->watch)
+            take_issue(t, TK_LEVEL_WATCH,
+                       zkr__wq_wexists(&t->k, t->ql, wq_watcher, q->s));
+        else
+            next_bucket(t);
+        return;
+    case TK_LEVEL_WATCH:
+        if (rc != ZOK && rc != ZNONODE) {
+            scan_failed(t, rc);
+            return;
+        }
+        if (rc == ZNONODE) {
+            next_level(t);
+            return;
+        }
+        t->qver = st->version;
+        next_bucket(t);
+        return;
+    case TK_BUCKET:
+        if (rc == ZNONODE) {
+            next_bucket(t);
+            return;
+        }
+        if (rc != ZOK) {
+            scan_failed(t, rc);
+            return;
+        }
+        if (copy_names(&t->iv, k->strings) != 0 ||
+            (t->e = zkr__wq_sorted_items(&t->iv, &t->ni)) == NULL) {
+            take_end(t, ZKR_ENOMEM);
+            return;
+        }
+        t->i = -1;
+        if (t->ni == 0 && st->version >= 1 && t->b != t->nb - 1) {
+            /* empty and sealed */
+            take_issue(t, TK_BUCKET_DEL, zkr__wq_delete(&t->k, t->bt, -1));
+            return;
+        }
+        next_item(t);
+        return;
+    case TK_BUCKET_DEL:
+        next_bucket(t); /* gone, or not empty after all: either way */
+        return;
+    case TK_ITEM:
+        if (rc == ZNONODE) {
+            next_item(t);
+            return;
+        }
+        if (rc != ZOK) {
+            scan_failed(t, rc);
+            return;
+        }
+        if (st->numChildren > 0) {
+            /* Claimed: its claim going (a death, a nack) makes it
+             * available again (watched). Children that are not a live
+             * claim are deleted: then it is available. */
+            if (t->again) {
+                next_item(t);
+            } else {
+                t->round = 0;
+                claimed_list(t);
+            }
+            return;
+        }
+        item_available(t, k->value, k->value_len, st);
+        return;
+    case TK_CL_LIST:
+        if (rc != ZOK) {
+            if (rc == ZNONODE)
+                next_item(t); /* gone: nothing to take */
+            else
+                scan_failed(t, rc);
+            return;
+        }
+        if (copy_names(&t->cv, k->strings) != 0 ||
+            (rc = zkr__sort_children(&t->cv, &t->ce, &t->cn)) != 0) {
+            take_end(t, ZKR_ENOMEM);
+            return;
+        }
+        t->ci = -1;
+        t->junk = 0;
+        cl_next_junk(t);
+        return;
+    case TK_CL_FIRST:
+        /* The first contender holds the item: a claim only if ephemeral
+         * (a persistent node of that name is not one). */
+        if (rc == ZOK && st->ephemeralOwner != 0) {
+            free_claimed(t);
+            next_item(t);
+        } else if (rc == ZOK) {
+            char *path = zkr__join(t->ipath, t->ce[0].name);
+
+            if (path == NULL) {
+                cl_round_end(t, ZKR_ENOMEM);
+                return;
+            }
+            t->junk = 1;
+            t->first = 1;
+            tree_begin(t, path, TREE_DEPTH);
+            free(path);
+        } else {
+            cl_round_end(t, rc == ZNONODE ? ZOK : rc);
+        }
+        return;
+    case TK_TREE:
+        tree_answer(t, rc, k->strings);
+        return;
+    case TK_DEAD:
+        if (rc == ZOK) {
+            next_item(t);
+        } else if (t->res[0].err == ZNODEEXISTS) { /* moved, answer lost */
+            take_issue(t, TK_DEAD_DEL,
+                       zkr__wq_delete(&t->k, t->ipath, t->version));
+        } else if (t->res[0].err == ZNONODE) {
+            t->anc_at = 0;
+            dead_mk(t);
+        } else if (zkr__wq_conn_error(rc)) {
+            scan_failed(t, rc);
+        } else {
+            next_item(t); /* changed meanwhile */
+        }
+        return;
+    case TK_DEAD_DEL:
+        next_item(t);
+        return;
+    case TK_DEAD_MK:
+    case TK_DEAD_ANC:
+        if (rc == ZOK || rc == ZNODEEXISTS) {
+            if (step == TK_DEAD_MK)
+                dead_send(t);
+            else
+                dead_mk(t);
+        } else if (rc == ZNONODE && step == TK_DEAD_MK) {
+            t->anc_at = 0;
+            /* from the root down: the first ancestor below "/" */
+            {
+                const char *dp = q->dead_path, *slash = strchr(dp + 1, '/');
+                char pre[600];
+
+                if (slash == NULL || (size_t)(slash - dp) >= sizeof(pre)) {
+                    next_item(t);
+                    return;
+                }
+                t->anc_at = (int)(slash - dp);
+                memcpy(pre, dp, (size_t)t->anc_at);
+                pre[t->anc_at] = '\0';
+                take_issue(
+                    t, TK_DEAD_ANC,
+                    zkr__wq_create(&t->k, pre, "", 0, q->acl, ZOO_CONTAINER));
+            }
+        } else if (zkr__wq_conn_error(rc)) {
+            scan_failed(t, rc);
+        } else {
+            take_end(t, rc);
+        }
+        return;
+    default:
+        return;
+    }
+}
+
+/* -------------------------------------------------------- the driver */
+
+/* The take's next move (mutex held), whatever woke it: unless a request
+ * is in flight, it checks what it waits for, and between scans whether
+ * it must end (cancelled, the turn lost, the deadline), waits to be
+ * connected, or scans. */
+static void take_step(take_t *t)
+{
+    zkr_workq_t *q = t->q;
     zkr_session_t *s = q->s;
-    struct String_vector top = {0, NULL};
-    zkr_item_t *it = NULL;
-    zhandle_t *zh;
+    int64_t now;
     int rc;
 
-    if ((rc = zkr__zh_get(s, &zh)) != 0)
-        return rc;
-    rc = list(q, zh, q->path, watch, &top, NULL);
-    if (rc == ZNONODE) {
-        struct Stat st;
-
-        if (watch && zoo_wexists(zh, q->path, wq_watcher, s, &st) == ZNONODE)
-            note_watch(q, q->path, ZWATCHTYPE_DATA);
-        zkr__zh_put(s);
-        return WQ_EMPTY;
+    if (t->step == TK_ENDED)
+        return;
+    if (s->forked) {
+        /* In a forked child's copy: the parent's requests and grants are
+         * not ours, and no thread of the parent's runs here. */
+        take_end(t, ZKR_ECLOSED);
+        return;
     }
-    for (int level = 0; rc == ZOK && level < ZKR_WORKQ_LEVELS; level++)
-        rc = scan_level(q, zh, watch, &top, level, buf, &it);
-    deallocate_String_vector(&top);
-    /* The claim: the zh is given back first (the acquire waits, and may
-     * outlive this handle's connection). */
-    zkr__zh_put(s);
-    if (rc != SCAN_FOUND)
-        return rc == ZOK ? WQ_EMPTY : rc;
-    rc = zkr__acquire(&it->c, 0, NULL, NULL);
-    if (rc == 0) {
-        *out = it;
-        return 0;
-    }
-    zkr_item_free(it);
-    /* ESTALE: another consumer (or a writer) got there; EBUSY: a foreign
-     * node in the item. */
-    return rc == ZKR_ESTALE || rc == ZKR_EBUSY ? WQ_AGAIN : rc;
-}
-
-static void turn_released(int rc, void *l, void *data)
-{
-    (void)rc;
-    (void)l;
-    (void)data;
-}
-
-/* Ends a take: watches removed, the turn given back (not awaited). */
-static void take_end(zkr_workq_t *q)
-{
-    drop_watches(q);
-    if (zkr__release(&q->turn, (void (*)(void))turn_released, NULL) ==
-        ZKR_ESTATE)
-        zkr__cancel(&q->turn);
-}
-
-static int take_run(zkr_workq_t *q, int timeout_ms, zkr_item_t **out)
-{
-    zkr_session_t *s = q->s;
-    int64_t deadline = timeout_ms > 0 ? zkr__now_ms() + timeout_ms : -1;
-    int rc, watch = 0, left;
-    char *buf = malloc(ZKR_WORKQ_DATA_MAX);
-
-    *out = NULL;
-    if (buf == NULL)
-        return ZKR_ENOMEM;
-    /* The last take's turn may still be being given back. */
-    pthread_mutex_lock(&s->mu);
-    while (q->turn.phase == ZKR__P_RELEASING && !q->cancel)
-        zkr__wait(s, NULL, zkr__now_ms() + 100);
-    rc = q->cancel ? ZKR_ECANCELED : 0;
-    pthread_mutex_unlock(&s->mu);
-    if (rc != 0) {
-        free(buf);
-        return rc;
-    }
-    left = deadline < 0 ? timeout_ms : (int)(deadline - zkr__now_ms());
-    rc = zkr__acquire(&q->turn,
-                      timeout_ms <= 0 ? timeout_ms
-                      : left > 0      ? left
-                                      : 1,
-                      NULL, NULL);
-    if (rc != 0) {
-        free(buf);
-        return rc == ZKR_EBUSY ? ZKR_ETIMEDOUT : rc;
-    }
-    for (;;) {
-        uint64_t gen;
-        int connected;
-
-        pthread_mutex_lock(&s->mu);
-        zkr__enforce_deadline(s);
-        if (q->cancel)
-            rc = ZKR_ECANCELED;
-        else if (q->turn.phase != ZKR__P_HELD)
-            rc = ZKR_ELOST;
-        else if (deadline >= 0 && zkr__now_ms() >= deadline)
-            rc = ZKR_ETIMEDOUT;
-        gen = zkr__engine(s)->watch_events;
-        connected = s->connected;
-        pthread_mutex_unlock(&s->mu);
-        if (rc != 0)
-            break;
-        if (!connected) {
-            rc = zkr__wq_wait_connected(s, deadline, &q->cancel);
-            if (rc == ZKR_ETIMEDOUT && deadline < 0)
-                rc = 0;
-            if (rc != 0)
-                break;
-            continue;
+    if (t->k.busy)
+        return; /* its answer goes on */
+    switch (t->step) {
+    case TK_RELEASING:
+        now = zkr__now_ms();
+        if (t->cancel) {
+            take_end(t, ZKR_ECANCELED);
+            return;
         }
-        rc = scan(q, watch, buf, out);
-        if (rc == 0)
-            break;
-        if (rc == WQ_AGAIN || zkr__wq_conn_error(rc)) {
-            rc = 0;
-            continue;
+        if (t->deadline >= 0 && now >= t->deadline) {
+            take_end(t, ZKR_ETIMEDOUT);
+            return;
         }
-        if (rc != WQ_EMPTY)
-            break;
-        rc = 0;
-        if (!watch) {
-            watch = 1; /* again, watching: nothing can come unseen */
-            continue;
+        if (q->turn.phase == ZKR__P_RELEASING) {
+            zkr__task_wake_at(s, &t->tk, t->deadline);
+            return; /* its end wakes the take (q->turn.task) */
         }
-        if (timeout_ms == 0) {
-            rc = ZKR_ETIMEDOUT;
+        if (q->turn.phase == ZKR__P_HELD && !q->turn.acq_sync) {
+            /* The last take's release failed (refused, or short of
+             * memory): the turn is still this handle's. */
+            t->step = 0;
             break;
         }
-        pthread_mutex_lock(&s->mu);
-        while (zkr__engine(s)->watch_events == gen && !q->cancel &&
-               q->turn.phase == ZKR__P_HELD && s->connected) {
-            int64_t until = zkr__now_ms() + 500;
-            if (deadline >= 0 && deadline < until)
-                until = deadline;
-            zkr__wait(s, NULL, until);
-            if (deadline >= 0 && zkr__now_ms() >= deadline)
-                break;
+        rc = zkr__acquire_task(
+            &q->turn,
+            t->deadline < 0 ? t->timeout_ms : (int)(t->deadline - now), &t->tk);
+        if (rc != 0) {
+            take_end(t, rc == ZKR_EBUSY ? ZKR_ETIMEDOUT : rc);
+            return;
         }
-        pthread_mutex_unlock(&s->mu);
+        t->step = TK_TURN;
+        return;
+    case TK_TURN:
+        if (t->cancel)
+            (void)zkr__cancel_task(&q->turn);
+        if (!zkr__acquire_took(&q->turn, &rc))
+            return;
+        if (rc != 0) {
+            take_end(t, rc == ZKR_EBUSY ? ZKR_ETIMEDOUT : rc);
+            return;
+        }
+        t->step = 0;
+        break;
+    case TK_CLAIM: {
+        zkr_item_t *it = t->it;
+
+        /* A try: it ends by itself within the session timeout; a cancel
+         * or the take's deadline ends it at once (unless granted). */
+        if (t->cancel || (t->deadline >= 0 && zkr__now_ms() >= t->deadline))
+            (void)zkr__cancel_task(&it->c);
+        if (!zkr__acquire_took(&it->c, &rc)) {
+            zkr__task_wake_at(s, &t->tk, t->deadline);
+            return;
+        }
+        t->it = NULL;
+        t->step = 0;
+        it->c.task = NULL;
+        if (rc == 0) {
+            t->out = it;
+            take_end(t, 0);
+            return;
+        }
+        spend(t, it);
+        /* ESTALE: another consumer (or a writer) got there; EBUSY: a
+         * foreign node in the item; ETIMEDOUT, ECANCELED: the try's
+         * deadline, or the take's end (checked below); a lost answer. */
+        if (rc != ZKR_ESTALE && rc != ZKR_EBUSY && rc != ZKR_ETIMEDOUT &&
+            rc != ZKR_ECANCELED && !answer_lost(rc)) {
+            take_end(t, rc);
+            return;
+        }
+        break;
     }
-    take_end(q);
-    free(buf);
-    return rc;
-}
-
-static int take_begin(zkr_workq_t *q, int timeout_ms)
-{
-    zkr_session_t *s = q->s;
-    int rc = 0;
-
-    if (timeout_ms < -1)
-        return ZBADARGUMENTS;
-    pthread_mutex_lock(&s->mu);
-    if (s->closing)
+    case TK_WAIT:
+        now = zkr__now_ms();
+        if (zkr__engine(s)->watch_events == t->gen && !t->cancel &&
+            q->turn.phase == ZKR__P_HELD && s->connected &&
+            (t->deadline < 0 || now < t->deadline)) {
+            zkr__task_wake_at(s, &t->tk, t->deadline);
+            return;
+        }
+        t->step = 0;
+        break;
+    case 0:
+        break;
+    default:
+        return; /* a request's answer is awaited */
+    }
+    /* Between scans. (The session's safe deadline is the timer's to
+     * enforce: a lost session ends the turn, which wakes the take.) */
+    if (t->cancel)
+        rc = ZKR_ECANCELED;
+    else if (s->closing)
         rc = ZKR_ECLOSED;
-    else if (q->taking)
-        rc = ZKR_EALREADY;
-    else if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
+    else if (q->turn.phase != ZKR__P_HELD)
         rc = ZKR_ELOST;
-    else {
-        q->taking = 1;
-        q->cancel = 0;
+    else if (t->deadline >= 0 && zkr__now_ms() >= t->deadline)
+        rc = ZKR_ETIMEDOUT;
+    else
+        rc = 0;
+    if (rc != 0) {
+        take_end(t, rc);
+        return;
     }
-    pthread_mutex_unlock(&s->mu);
-    return rc;
+    if (s->zh == NULL || !s->connected) {
+        if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
+            take_end(t, ZKR_ELOST);
+        else /* (re)connected or lost, the engine wakes its tasks */
+            zkr__task_wake_at(s, &t->tk, t->deadline);
+        return;
+    }
+    if (t->pause_until > zkr__now_ms()) {
+        zkr__task_wake_at(s, &t->tk, t->pause_until);
+        return;
+    }
+    scan_begin(t);
 }
 
-static void take_finish(zkr_workq_t *q)
+/* take_step, not nested: an engine call it makes may wake the session's
+ * tasks (a session found lost), this one among them; that wake only asks
+ * for one more step once the running one is over. */
+static void take_go(take_t *t)
 {
-    pthread_mutex_lock(&q->s->mu);
-    q->taking = 0;
-    q->cancel = 0;
-    pthread_cond_broadcast(&q->s->cv);
-    pthread_mutex_unlock(&q->s->mu);
+    if (t->running) {
+        t->rewake = 1;
+        return;
+    }
+    t->running = 1;
+    do {
+        t->rewake = 0;
+        take_step(t);
+    } while (t->rewake && t->step != TK_ENDED);
+    t->running = 0;
+    if (t->orphan)
+        free(t);
+}
+
+/* ---------------------------------------------------------- the API */
+
+/* A take (mutex held): started, or NULL with *rc set. */
+static take_t *take_start(zkr_workq_t *q, int timeout_ms,
+                          zkr_take_completion_t cb, void *cbdata, int *rc)
+{
+    zkr_session_t *s = q->s;
+    take_t *t;
+
+    *rc = 0;
+    if (s->closing)
+        *rc = ZKR_ECLOSED;
+    else if (q->take != NULL)
+        *rc = ZKR_EALREADY;
+    else if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
+        *rc = ZKR_ELOST;
+    else if ((t = calloc(1, sizeof(*t))) == NULL)
+        *rc = ZKR_ENOMEM;
+    if (*rc != 0)
+        return NULL;
+    t->q = q;
+    t->timeout_ms = timeout_ms;
+    t->deadline = timeout_ms > 0 ? zkr__now_ms() + timeout_ms : -1;
+    t->cb = cb;
+    t->cbdata = cbdata;
+    t->k.s = s;
+    t->k.next = take_next;
+    t->tk.wake = take_wake;
+    t->tk.wake_at = -1;
+    zkr__task_add(s, &t->tk);
+    q->take = t;
+    /* The last take's turn may still be being given back: its end wakes
+     * this one. */
+    q->turn.task = &t->tk;
+    t->step = TK_RELEASING;
+    take_go(t);
+    return t;
 }
 
 int zkr_workq_take(zkr_workq_t *q, int timeout_ms, zkr_item_t **out)
 {
+    zkr_session_t *s;
+    take_t *t;
     int rc;
 
     if (q == NULL || out == NULL)
         return ZBADARGUMENTS;
     *out = NULL;
+    if (timeout_ms < -1)
+        return ZBADARGUMENTS;
     if (zkr__in_callback())
         return ZKR_EDEADLK;
-    if ((rc = take_begin(q, timeout_ms)) != 0)
-        return rc;
-    if (q->thr_joinable) {
-        pthread_join(q->thr, NULL);
-        q->thr_joinable = 0;
-    }
-    rc = take_run(q, timeout_ms, out);
-    take_finish(q);
-    return rc;
-}
-
-struct take_job {
-    zkr_workq_t *q;
-    int timeout_ms;
-    zkr_take_completion_t cb;
-    void *cbdata;
-    zkr_item_t *it;
-};
-
-static void take_deliver(const zkr__event_t *ev)
-{
-    struct take_job *j = ev->data;
-
-    j->cb(ev->a, j->it, j->cbdata);
-    free(j);
-}
-
-static void *take_thread(void *arg)
-{
-    struct take_job *j = arg;
-    zkr_workq_t *q = j->q;
-    zkr_session_t *s = q->s;
-    int rc = take_run(q, j->timeout_ms, &j->it);
-
+    s = q->s;
     pthread_mutex_lock(&s->mu);
-    q->taking = 0;
-    q->cancel = 0;
-    if (zkr__post_call(s, take_deliver, rc, NULL, j) != 0) {
-        zkr_item_t *it = j->it;
-        free(j);
+    if ((t = take_start(q, timeout_ms, NULL, NULL, &rc)) == NULL) {
         pthread_mutex_unlock(&s->mu);
-        zkr_item_free(it); /* nobody can be told: give it back */
-        pthread_mutex_lock(&s->mu);
+        return rc;
     }
-    pthread_cond_broadcast(&s->cv);
+    while (!t->ended)
+        zkr__wait(s, &t->ended, -1);
     pthread_mutex_unlock(&s->mu);
-    return NULL;
+    rc = t->rc;
+    *out = t->out;
+    spent_destroy_all(t);
+    free(t);
+    return rc;
 }
 
 int zkr_workq_take_async(zkr_workq_t *q, int timeout_ms,
                          zkr_take_completion_t cb, void *data)
 {
-    struct take_job *j;
+    zkr_session_t *s;
     int rc;
 
-    if (q == NULL || cb == NULL)
+    if (q == NULL || cb == NULL || timeout_ms < -1)
         return ZBADARGUMENTS;
-    if ((rc = take_begin(q, timeout_ms)) != 0)
-        return rc;
-    /* The last asynchronous take's thread has ended or is ending. */
-    if (q->thr_joinable) {
-        pthread_join(q->thr, NULL);
-        q->thr_joinable = 0;
-    }
-    if ((j = calloc(1, sizeof(*j))) == NULL) {
-        take_finish(q);
-        return ZKR_ENOMEM;
-    }
-    j->q = q;
-    j->timeout_ms = timeout_ms;
-    j->cb = cb;
-    j->cbdata = data;
-    /* The thread and its flag are set under the mutex: the take may end
-     * and its completion free q (zkr_workq_free reads them under it)
-     * before pthread_create returns here; q is not touched after. */
-    pthread_mutex_lock(&q->s->mu);
-    if (pthread_create(&q->thr, NULL, take_thread, j) != 0) {
-        pthread_mutex_unlock(&q->s->mu);
-        free(j);
-        take_finish(q);
-        return ZKR_ESYS;
-    }
-    q->thr_joinable = 1;
-    pthread_cond_broadcast(&q->s->cv); /* zkr_workq_free may wait for it */
-    pthread_mutex_unlock(&q->s->mu);
-    return 0;
+    s = q->s;
+    pthread_mutex_lock(&s->mu);
+    /* The take may end inside take_start (the session lost for good):
+     * its callback is then posted already, like any other end. */
+    (void)take_start(q, timeout_ms, cb, data, &rc);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
 }
 
-/* Ends the pending take (mutex held; 0 or ZKR_ESTATE). The take may be
- * about to start waiting for its turn: until its acquire is under way (or
- * the turn held, or the take over) the turn cannot be canceled, so this
- * waits for that (briefly: no request stands between). */
 int zkr__wq_take_cancel(zkr_workq_t *q)
 {
-    zkr_session_t *s = q->s;
-
-    if (!q->taking)
+    if (q->take == NULL)
         return ZKR_ESTATE;
-    q->cancel = 1;
-    pthread_cond_broadcast(&s->cv);
-    for (int i = 0;
-         i < 100 && q->taking && q->turn.phase != ZKR__P_HELD &&
-         q->turn.pub != ZKR_LOCK_ACQUIRING && q->turn.pub != ZKR_LOCK_DELAYED;
-         i++)
-        zkr__wait(s, NULL, zkr__now_ms() + 10);
+    q->take->cancel = 1;
+    take_go(q->take);
     return 0;
 }
 
@@ -629,7 +1247,5 @@ int zkr_workq_cancel(zkr_workq_t *q)
     pthread_mutex_lock(&q->s->mu);
     rc = zkr__wq_take_cancel(q);
     pthread_mutex_unlock(&q->s->mu);
-    if (rc == 0)
-        zkr__cancel(&q->turn); /* a wait for the turn ends now */
     return rc;
 }
