@@ -15,103 +15,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "workq.h"
-
-/* The steps of a take (take_t.step): what it waits for. */
-enum {
-    TK_RELEASING = 1, /* the last take's turn still being given back */
-    TK_TURN,          /* the turn's acquire (engine) */
-    TK_TOP,           /* PATH's children: which q<L> there are */
-    TK_TOP_WATCH,     /* PATH missing: an exists watch on it */
-    TK_BSIZE,         /* PATH's data: B */
-    TK_LEVEL,         /* q<L>'s children: its buckets */
-    TK_LEVEL_WATCH,   /* an exists watch on q<L> (its version: the tail) */
-    TK_BUCKET,        /* a bucket's children: its items */
-    TK_BUCKET_DEL,    /* an empty sealed bucket deleted */
-    TK_ITEM,          /* an item read: data, version, children */
-    TK_CL_LIST,       /* an item with children: them */
-    TK_CL_FIRST,      /* ... its first contender's stat (ephemeral?) */
-    TK_TREE,          /* ... a node there that is no claim deleted */
-    TK_DEAD,          /* dead letter: copy and delete in one multi */
-    TK_DEAD_DEL,      /* ... the item alone (moved before, answer lost) */
-    TK_DEAD_MK,       /* ... the dead-letter path made */
-    TK_DEAD_ANC,      /* ... one of its ancestors */
-    TK_CLAIM,         /* the claim's acquire (engine) */
-    TK_WAIT,          /* nothing available: every place watched */
-    TK_ENDED
-};
-
-#define TREE_DEPTH 8 /* levels below a foreign node that are deleted */
-
-/* A node being deleted with what is below it (delete_tree): deleted at
- * once, or listed and its children deleted first. */
-typedef struct {
-    char *path;
-    struct String_vector kids;
-    int i, depth;
-    int listed; /* its children are being deleted */
-    int last;   /* its second delete is in flight */
-} tree_frame_t;
-
-typedef struct wq_take {
-    wq_call_t k;    /* its requests */
-    zkr__task_t tk; /* its wake-ups */
-    zkr_workq_t *q;
-    int step;    /* TK_*, or 0: between scans */
-    int running; /* take_go is running: a nested wake only says so */
-    int rewake;  /* ... and it did: take_go looks again */
-    int orphan;  /* ended, nobody to tell: freed when take_go returns */
-    int timeout_ms;
-    int64_t deadline;    /* -1: none */
-    int64_t pause_until; /* after a request that could not be sent */
-    int cancel;          /* zkr_workq_cancel(), or the handle freed */
-    int watch;           /* this scan sets watches */
-    uint64_t gen;        /* the session's watch events when it began */
-    /* the scan */
-    unsigned levels; /* the q<L> under PATH */
-    int level, bsize;
-    int *bk, nb, b, qver, tail;
-    char ql[300], bt[320], ipath[512];
-    struct String_vector iv; /* the bucket's names (owned) */
-    wq_entry_t *e;           /* ... its items, oldest first */
-    int ni, i;
-    int again; /* the item is read again after its junk went */
-    /* is the item claimed? (item_claimed) */
-    struct String_vector cv;
-    zkr__entry_t *ce;
-    int cn, ci, round, junk, first;
-    tree_frame_t tree[TREE_DEPTH + 2];
-    int nfr;
-    /* a dead letter */
-    char dead[600];
-    char *data;
-    int len, version, dead_tries, mk_tries, anc_at;
-    zoo_op_t ops[2];
-    zoo_op_result_t res[2];
-    /* the claim, and claims that failed (freed when nothing of theirs is
-     * pending any more, at the latest when the take's end is told) */
-    zkr_item_t *it;
-    zkr_item_t *spent; /* linked by zkr_item_t.spent_next */
-    /* the watches it set, removed when it ends */
-    char **wpath;
-    int *wtype;
-    int nw, capw;
-    /* its end */
-    int ended; /* a blocking take (cb NULL) has ended: its caller frees t */
-    int rc;
-    zkr_item_t *out;
-    zkr_take_completion_t cb;
-    void *cbdata;
-} take_t;
+#include "workq_take.h"
 
 static void take_go(take_t *t);
 static void take_next(wq_call_t *k, int rc);
 static void next_level(take_t *t);
 static void next_bucket(take_t *t);
-static void next_item(take_t *t);
-static void claimed_list(take_t *t);
-static void cl_next_junk(take_t *t);
-static void dead_send(take_t *t);
 
 static void take_wake(zkr__task_t *tk)
 {
@@ -120,7 +29,7 @@ static void take_wake(zkr__task_t *tk)
 
 /* A watch of a take fired: every take of the session looks again (the
  * watch's context is the session, which outlives any take). */
-static void wq_watcher(zhandle_t *zh, int type, int state, const char *path,
+void zkr__take_watcher(zhandle_t *zh, int type, int state, const char *path,
                        void *ctx)
 {
     zkr_session_t *s;
@@ -166,7 +75,8 @@ static void note_watch(take_t *t, const char *path, int wtype)
 }
 
 /* A copy of v (valid during an answer only); 0 or ZKR_ENOMEM. */
-static int copy_names(struct String_vector *to, const struct String_vector *v)
+int zkr__take_copy_names(struct String_vector *to,
+                         const struct String_vector *v)
 {
     int n = v != NULL ? v->count : 0;
 
@@ -184,7 +94,7 @@ static int copy_names(struct String_vector *to, const struct String_vector *v)
     return 0;
 }
 
-static void free_names(struct String_vector *v)
+void zkr__take_free_names(struct String_vector *v)
 {
     for (int i = 0; i < v->count; i++)
         free(v->data[i]);
@@ -198,23 +108,7 @@ static void free_items(take_t *t)
     free(t->e);
     t->e = NULL;
     t->ni = 0;
-    free_names(&t->iv);
-}
-
-static void free_claimed(take_t *t)
-{
-    free(t->ce);
-    t->ce = NULL;
-    t->cn = 0;
-    free_names(&t->cv);
-}
-
-static void free_tree(take_t *t)
-{
-    for (; t->nfr > 0; t->nfr--) {
-        free(t->tree[t->nfr - 1].path);
-        free_names(&t->tree[t->nfr - 1].kids);
-    }
+    zkr__take_free_names(&t->iv);
 }
 
 static void free_scan(take_t *t)
@@ -223,8 +117,7 @@ static void free_scan(take_t *t)
     t->bk = NULL;
     t->nb = 0;
     free_items(t);
-    free_claimed(t);
-    free_tree(t);
+    zkr__take_free_junk(t);
 }
 
 /* Frees what of the failed claims can be freed now (mutex held). */
@@ -276,7 +169,7 @@ static void take_deliver(const zkr__event_t *ev)
 /* Mutex held: the take ends with rc (0: t->out is the item). Its
  * watches go, its turn is given back (not awaited); a blocking caller is
  * woken, an asynchronous one told on the event thread. */
-static void take_end(take_t *t, int rc)
+void zkr__take_end(take_t *t, int rc)
 {
     zkr_workq_t *q = t->q;
     zkr_session_t *s = q->s;
@@ -292,7 +185,8 @@ static void take_end(take_t *t, int rc)
     t->data = NULL;
     for (int i = 0; i < t->nw; i++) {
         if (!s->forked)
-            zkr__cleanup_add_watch(s, t->wpath[i], t->wtype[i], wq_watcher);
+            zkr__cleanup_add_watch(s, t->wpath[i], t->wtype[i],
+                                   zkr__take_watcher);
         free(t->wpath[i]);
     }
     free(t->wpath);
@@ -347,7 +241,7 @@ static void take_pause(take_t *t)
 
 /* A request of step st issued with code rc: in flight (0), or not sent:
  * the take looks again soon (not connected, short of memory). */
-static void take_issue(take_t *t, int st, int rc)
+void zkr__take_issue(take_t *t, int st, int rc)
 {
     t->step = st;
     if (rc == 0)
@@ -357,12 +251,12 @@ static void take_issue(take_t *t, int st, int rc)
         take_pause(t);
         return;
     }
-    take_end(t, rc);
+    zkr__take_end(t, rc);
 }
 
 /* The scan stopped on rc: a lost answer scans again once connected (or
  * after a pause), another code ends the take. */
-static void scan_failed(take_t *t, int rc)
+void zkr__take_failed(take_t *t, int rc)
 {
     t->step = 0;
     free_scan(t);
@@ -370,7 +264,7 @@ static void scan_failed(take_t *t, int rc)
         take_pause(t);
         return;
     }
-    take_end(t, rc);
+    zkr__take_end(t, rc);
 }
 
 /* Looks again at once (something changed under the scan). */
@@ -392,7 +286,7 @@ static void scan_empty(take_t *t)
         return;
     }
     if (t->timeout_ms == 0) {
-        take_end(t, ZKR_ETIMEDOUT);
+        zkr__take_end(t, ZKR_ETIMEDOUT);
         return;
     }
     t->step = TK_WAIT;
@@ -407,9 +301,10 @@ static void scan_begin(take_t *t)
     t->gen = zkr__engine(q->s)->watch_events;
     t->levels = 0;
     t->level = -1;
-    take_issue(
-        t, TK_TOP,
-        zkr__wq_children2(&t->k, q->path, t->watch ? wq_watcher : NULL, q->s));
+    zkr__take_issue(t, TK_TOP,
+                    zkr__wq_children2(&t->k, q->path,
+                                      t->watch ? zkr__take_watcher : NULL,
+                                      q->s));
 }
 
 /* The next level that exists, from its buckets on; B read first. */
@@ -427,14 +322,15 @@ static void next_level(take_t *t)
         return;
     }
     if (q->bucket <= 0) {
-        take_issue(t, TK_BSIZE, zkr__wq_get(&t->k, q->path));
+        zkr__take_issue(t, TK_BSIZE, zkr__wq_get(&t->k, q->path));
         return;
     }
     t->bsize = q->bucket;
     snprintf(t->ql, sizeof(t->ql), "%s/q%d", q->path, t->level);
-    take_issue(
-        t, TK_LEVEL,
-        zkr__wq_children2(&t->k, t->ql, t->watch ? wq_watcher : NULL, q->s));
+    zkr__take_issue(t, TK_LEVEL,
+                    zkr__wq_children2(&t->k, t->ql,
+                                      t->watch ? zkr__take_watcher : NULL,
+                                      q->s));
 }
 
 static void next_bucket(take_t *t)
@@ -450,12 +346,13 @@ static void next_bucket(take_t *t)
     /* The tail is where puts go: watched. q<L>'s version names it; it
      * need not be the last bucket (another client may make one ahead). */
     t->tail = t->watch && (t->b == t->nb - 1 || t->bk[t->b] == t->qver);
-    take_issue(
-        t, TK_BUCKET,
-        zkr__wq_children2(&t->k, t->bt, t->tail ? wq_watcher : NULL, q->s));
+    zkr__take_issue(t, TK_BUCKET,
+                    zkr__wq_children2(&t->k, t->bt,
+                                      t->tail ? zkr__take_watcher : NULL,
+                                      q->s));
 }
 
-static void next_item(take_t *t)
+void zkr__take_next_item(take_t *t)
 {
     if (++t->i >= t->ni) {
         next_bucket(t);
@@ -463,7 +360,7 @@ static void next_item(take_t *t)
     }
     snprintf(t->ipath, sizeof(t->ipath), "%s/%s", t->bt, t->e[t->i].name);
     t->again = 0;
-    take_issue(t, TK_ITEM, zkr__wq_get(&t->k, t->ipath));
+    zkr__take_issue(t, TK_ITEM, zkr__wq_get(&t->k, t->ipath));
 }
 
 /* The item read (data, stat) has no children: available, unless it has
@@ -484,243 +381,29 @@ static void item_available(take_t *t, const char *data, int len,
      * would its delivery fit what zkr.h promises. Skipped, as a node we
      * may not delete is (zkr inspect shows it). */
     if (len > ZKR_WORKQ_DATA_MAX) {
-        next_item(t);
+        zkr__take_next_item(t);
         return;
     }
     /* Deliveries so far: each claim is one child created and deleted
      * under the item (its cversion), so writes to the item's data by
      * others do not count. */
     if (q->dead_max > 0 && e->carry + (st->cversion + 1) / 2 >= q->dead_max) {
-        if (t->data == NULL && (t->data = malloc(ZKR_WORKQ_DATA_MAX)) == NULL) {
-            take_end(t, ZKR_ENOMEM);
-            return;
-        }
-        memcpy(t->data, data, (size_t)len);
-        t->len = len;
-        t->version = st->version;
-        snprintf(t->dead, sizeof(t->dead), "%s/%s", q->dead_path, e->name);
-        t->dead_tries = 0;
-        t->mk_tries = 0;
-        dead_send(t);
+        zkr__take_dead_letter(t, data, len, st->version);
         return;
     }
     it = zkr__wq_item_make(q, t->ipath, t->level, e->name, e->carry,
                            st->version, st->cversion, data, len, t->bsize);
     if (it == NULL) {
-        take_end(t, ZKR_ENOMEM);
+        zkr__take_end(t, ZKR_ENOMEM);
         return;
     }
     if ((rc = zkr__acquire_task(&it->c, 0, &t->tk)) != 0) {
         spend(t, it);
-        scan_failed(t, rc);
+        zkr__take_failed(t, rc);
         return;
     }
     t->it = it;
     t->step = TK_CLAIM;
-}
-
-/* ----------------------------------------- is an item with children
- * claimed? A claim is an ephemeral contender node (engine name,
- * ephemeral owner): anything else under an item is not the queue's and
- * would keep it from ever being taken or completed, so it is deleted
- * (workq.md, section 3). */
-
-static void claimed_list(take_t *t)
-{
-    free_claimed(t);
-    take_issue(t, TK_CL_LIST,
-               zkr__wq_children2(&t->k, t->ipath, t->watch ? wq_watcher : NULL,
-                                 t->q->s));
-}
-
-/* A round of deleting what is no claim ended with rc. */
-static void cl_round_end(take_t *t, int rc)
-{
-    free_claimed(t);
-    if (rc != ZOK) {
-        if (zkr__wq_conn_error(rc) || rc == ZKR_ENOMEM || rc == ZSESSIONEXPIRED)
-            scan_failed(t, rc);
-        else
-            next_item(t); /* a node we may not delete (ZNOAUTH): skipped */
-        return;
-    }
-    if (!t->junk) { /* nothing there now: available, read again */
-        t->again = 1;
-        take_issue(t, TK_ITEM, zkr__wq_get(&t->k, t->ipath));
-    } else if (++t->round < 3) {
-        claimed_list(t);
-    } else {
-        next_item(t); /* still changing: left for the next scan */
-    }
-}
-
-static void tree_step(take_t *t);
-
-/* Deletes path and what is below it (at most depth levels below). */
-static void tree_begin(take_t *t, const char *path, int depth)
-{
-    tree_frame_t *f = &t->tree[0];
-
-    memset(f, 0, sizeof(*f));
-    if ((f->path = zkr__strdup(path)) == NULL) {
-        cl_round_end(t, ZKR_ENOMEM);
-        return;
-    }
-    f->depth = depth;
-    t->nfr = 1;
-    take_issue(t, TK_TREE, zkr__wq_delete(&t->k, f->path, -1));
-}
-
-/* The tree's top node is done with rc (ZOK: gone). */
-static void tree_pop(take_t *t, int rc)
-{
-    for (;;) {
-        tree_frame_t *f = &t->tree[t->nfr - 1];
-
-        free(f->path);
-        free_names(&f->kids);
-        if (--t->nfr == 0) {
-            /* The first contender deleted ends the round; a junk child
-             * lets the next one go. */
-            if (rc != ZOK || t->first)
-                cl_round_end(t, rc);
-            else
-                cl_next_junk(t);
-            return;
-        }
-        if (rc == ZOK)
-            break;
-    }
-    tree_step(t);
-}
-
-/* The next child of the top node deleted, or the node itself again once
- * they are. */
-static void tree_step(take_t *t)
-{
-    tree_frame_t *f = &t->tree[t->nfr - 1], *c;
-
-    if (f->i >= f->kids.count) {
-        f->last = 1;
-        take_issue(t, TK_TREE, zkr__wq_delete(&t->k, f->path, -1));
-        return;
-    }
-    c = &t->tree[t->nfr];
-    memset(c, 0, sizeof(*c));
-    /* Names of other clients' nodes can be of any length. */
-    if ((c->path = zkr__join(f->path, f->kids.data[f->i++])) == NULL) {
-        tree_pop(t, ZKR_ENOMEM);
-        return;
-    }
-    c->depth = f->depth - 1;
-    t->nfr++;
-    take_issue(t, TK_TREE, zkr__wq_delete(&t->k, c->path, -1));
-}
-
-static void tree_answer(take_t *t, int rc, const struct String_vector *v)
-{
-    tree_frame_t *f = &t->tree[t->nfr - 1];
-
-    if (f->listed && !f->last) { /* its listing */
-        if (rc != ZOK) {
-            tree_pop(t, rc == ZNONODE ? ZOK : rc);
-            return;
-        }
-        if (copy_names(&f->kids, v) != 0) {
-            tree_pop(t, ZKR_ENOMEM);
-            return;
-        }
-        tree_step(t);
-        return;
-    }
-    if (rc == ZNOTEMPTY && !f->listed && f->depth > 0) {
-        f->listed = 1;
-        take_issue(t, TK_TREE, zkr__wq_children(&t->k, f->path));
-        return;
-    }
-    tree_pop(t, rc == ZNONODE ? ZOK : rc);
-}
-
-/* The next child of the item that is no contender: deleted; then the
- * first contender's stat. */
-static void cl_next_junk(take_t *t)
-{
-    char *path;
-
-    while (++t->ci < t->cv.count) {
-        int claim = 0;
-
-        for (int k = 0; k < t->cn && !claim; k++)
-            claim = t->ce[k].name == t->cv.data[t->ci];
-        if (claim)
-            continue;
-        /* Names of other clients' nodes can be of any length. */
-        if ((path = zkr__join(t->ipath, t->cv.data[t->ci])) == NULL) {
-            cl_round_end(t, ZKR_ENOMEM);
-            return;
-        }
-        t->junk = 1;
-        t->first = 0;
-        tree_begin(t, path, TREE_DEPTH);
-        free(path);
-        return;
-    }
-    if (t->cn == 0) {
-        cl_round_end(t, ZOK);
-        return;
-    }
-    if ((path = zkr__join(t->ipath, t->ce[0].name)) == NULL) {
-        cl_round_end(t, ZKR_ENOMEM);
-        return;
-    }
-    take_issue(t, TK_CL_FIRST, zkr__wq_exists(&t->k, path));
-    free(path);
-}
-
-/* ------------------------------------------------------- dead letter */
-
-/* Moves an item that has been delivered dead_max times to the
- * dead-letter path: its copy and its deletion in one multi. */
-static void dead_send(take_t *t)
-{
-    zkr_workq_t *q = t->q;
-
-    if (t->dead_tries++ >= 3) {
-        next_item(t);
-        return;
-    }
-    zoo_create_op_init(&t->ops[0], t->dead, t->data, t->len, q->acl,
-                       ZOO_PERSISTENT, NULL, 0);
-    zoo_delete_op_init(&t->ops[1], t->ipath, t->version);
-    /* Results are only written by a multi the server answered. */
-    memset(t->res, 0, sizeof(t->res));
-    take_issue(t, TK_DEAD, zkr__wq_multi(&t->k, 2, t->ops, t->res));
-}
-
-/* The dead-letter path made: its next missing ancestor (as a
- * container), or itself. */
-static void dead_mk(take_t *t)
-{
-    zkr_workq_t *q = t->q;
-    const char *dp = q->dead_path, *slash;
-    char pre[600];
-
-    if (t->anc_at > 0 && (slash = strchr(dp + t->anc_at + 1, '/')) != NULL &&
-        (size_t)(slash - dp) < sizeof(pre)) {
-        t->anc_at = (int)(slash - dp);
-        memcpy(pre, dp, (size_t)t->anc_at);
-        pre[t->anc_at] = '\0';
-        take_issue(t, TK_DEAD_ANC,
-                   zkr__wq_create(&t->k, pre, "", 0, q->acl, ZOO_CONTAINER));
-        return;
-    }
-    if (t->mk_tries++ >= 5) {
-        next_item(t);
-        return;
-    }
-    t->anc_at = 0;
-    take_issue(t, TK_DEAD_MK,
-               zkr__wq_create(&t->k, dp, "", 0, q->acl, ZOO_PERSISTENT));
 }
 
 /* ------------------------------------------------------ the answers */
@@ -763,14 +446,15 @@ static void take_next(wq_call_t *k, int rc)
     case TK_TOP:
         if (rc == ZNONODE) {
             if (t->watch)
-                take_issue(t, TK_TOP_WATCH,
-                           zkr__wq_wexists(&t->k, q->path, wq_watcher, q->s));
+                zkr__take_issue(
+                    t, TK_TOP_WATCH,
+                    zkr__wq_wexists(&t->k, q->path, zkr__take_watcher, q->s));
             else
                 scan_empty(t);
             return;
         }
         if (rc != ZOK) {
-            scan_failed(t, rc);
+            zkr__take_failed(t, rc);
             return;
         }
         for (int i = 0; i < k->strings->count; i++) {
@@ -784,7 +468,7 @@ static void take_next(wq_call_t *k, int rc)
         return;
     case TK_TOP_WATCH:
         if (rc != ZOK && rc != ZNONODE) {
-            scan_failed(t, rc);
+            zkr__take_failed(t, rc);
             return;
         }
         if (rc == ZOK)
@@ -794,7 +478,7 @@ static void take_next(wq_call_t *k, int rc)
         return;
     case TK_BSIZE:
         if (rc != ZOK && rc != ZNONODE) {
-            scan_failed(t, rc);
+            zkr__take_failed(t, rc);
             return;
         }
         /* 1024 if absent or unreadable (then read again by the next
@@ -805,9 +489,10 @@ static void take_next(wq_call_t *k, int rc)
         if (rc == ZOK)
             q->bucket = t->bsize;
         snprintf(t->ql, sizeof(t->ql), "%s/q%d", q->path, t->level);
-        take_issue(t, TK_LEVEL,
-                   zkr__wq_children2(&t->k, t->ql, t->watch ? wq_watcher : NULL,
-                                     q->s));
+        zkr__take_issue(t, TK_LEVEL,
+                        zkr__wq_children2(&t->k, t->ql,
+                                          t->watch ? zkr__take_watcher : NULL,
+                                          q->s));
         return;
     case TK_LEVEL:
         if (rc == ZNONODE) {
@@ -815,25 +500,26 @@ static void take_next(wq_call_t *k, int rc)
             return;
         }
         if (rc != ZOK) {
-            scan_failed(t, rc);
+            zkr__take_failed(t, rc);
             return;
         }
         if ((t->bk = zkr__wq_sorted_buckets(k->strings, &t->nb)) == NULL) {
-            take_end(t, ZKR_ENOMEM);
+            zkr__take_end(t, ZKR_ENOMEM);
             return;
         }
         t->qver = st->version;
         t->b = -1;
         /* q<L>'s version names the tail, where puts go: watched too. */
         if (t->watch)
-            take_issue(t, TK_LEVEL_WATCH,
-                       zkr__wq_wexists(&t->k, t->ql, wq_watcher, q->s));
+            zkr__take_issue(
+                t, TK_LEVEL_WATCH,
+                zkr__wq_wexists(&t->k, t->ql, zkr__take_watcher, q->s));
         else
             next_bucket(t);
         return;
     case TK_LEVEL_WATCH:
         if (rc != ZOK && rc != ZNONODE) {
-            scan_failed(t, rc);
+            zkr__take_failed(t, rc);
             return;
         }
         if (rc == ZNONODE) {
@@ -849,137 +535,54 @@ static void take_next(wq_call_t *k, int rc)
             return;
         }
         if (rc != ZOK) {
-            scan_failed(t, rc);
+            zkr__take_failed(t, rc);
             return;
         }
-        if (copy_names(&t->iv, k->strings) != 0 ||
+        if (zkr__take_copy_names(&t->iv, k->strings) != 0 ||
             (t->e = zkr__wq_sorted_items(&t->iv, &t->ni)) == NULL) {
-            take_end(t, ZKR_ENOMEM);
+            zkr__take_end(t, ZKR_ENOMEM);
             return;
         }
         t->i = -1;
         if (t->ni == 0 && st->version >= 1 && t->b != t->nb - 1) {
             /* empty and sealed */
-            take_issue(t, TK_BUCKET_DEL, zkr__wq_delete(&t->k, t->bt, -1));
+            zkr__take_issue(t, TK_BUCKET_DEL, zkr__wq_delete(&t->k, t->bt, -1));
             return;
         }
-        next_item(t);
+        zkr__take_next_item(t);
         return;
     case TK_BUCKET_DEL:
         next_bucket(t); /* gone, or not empty after all: either way */
         return;
     case TK_ITEM:
         if (rc == ZNONODE) {
-            next_item(t);
+            zkr__take_next_item(t);
             return;
         }
         if (rc != ZOK) {
-            scan_failed(t, rc);
+            zkr__take_failed(t, rc);
             return;
         }
         if (st->numChildren > 0) {
             /* Claimed: its claim going (a death, a nack) makes it
              * available again (watched). Children that are not a live
              * claim are deleted: then it is available. */
-            if (t->again) {
-                next_item(t);
-            } else {
-                t->round = 0;
-                claimed_list(t);
-            }
+            if (t->again)
+                zkr__take_next_item(t);
+            else
+                zkr__take_claimed(t);
             return;
         }
         item_available(t, k->value, k->value_len, st);
         return;
     case TK_CL_LIST:
-        if (rc != ZOK) {
-            if (rc == ZNONODE)
-                next_item(t); /* gone: nothing to take */
-            else
-                scan_failed(t, rc);
-            return;
-        }
-        if (copy_names(&t->cv, k->strings) != 0 ||
-            (rc = zkr__sort_children(&t->cv, &t->ce, &t->cn)) != 0) {
-            take_end(t, ZKR_ENOMEM);
-            return;
-        }
-        t->ci = -1;
-        t->junk = 0;
-        cl_next_junk(t);
-        return;
     case TK_CL_FIRST:
-        /* The first contender holds the item: a claim only if ephemeral
-         * (a persistent node of that name is not one). */
-        if (rc == ZOK && st->ephemeralOwner != 0) {
-            free_claimed(t);
-            next_item(t);
-        } else if (rc == ZOK) {
-            char *path = zkr__join(t->ipath, t->ce[0].name);
-
-            if (path == NULL) {
-                cl_round_end(t, ZKR_ENOMEM);
-                return;
-            }
-            t->junk = 1;
-            t->first = 1;
-            tree_begin(t, path, TREE_DEPTH);
-            free(path);
-        } else {
-            cl_round_end(t, rc == ZNONODE ? ZOK : rc);
-        }
-        return;
     case TK_TREE:
-        tree_answer(t, rc, k->strings);
-        return;
     case TK_DEAD:
-        if (rc == ZOK) {
-            next_item(t);
-        } else if (t->res[0].err == ZNODEEXISTS) { /* moved, answer lost */
-            take_issue(t, TK_DEAD_DEL,
-                       zkr__wq_delete(&t->k, t->ipath, t->version));
-        } else if (t->res[0].err == ZNONODE) {
-            t->anc_at = 0;
-            dead_mk(t);
-        } else if (zkr__wq_conn_error(rc)) {
-            scan_failed(t, rc);
-        } else {
-            next_item(t); /* changed meanwhile */
-        }
-        return;
     case TK_DEAD_DEL:
-        next_item(t);
-        return;
     case TK_DEAD_MK:
     case TK_DEAD_ANC:
-        if (rc == ZOK || rc == ZNODEEXISTS) {
-            if (step == TK_DEAD_MK)
-                dead_send(t);
-            else
-                dead_mk(t);
-        } else if (rc == ZNONODE && step == TK_DEAD_MK) {
-            t->anc_at = 0;
-            /* from the root down: the first ancestor below "/" */
-            {
-                const char *dp = q->dead_path, *slash = strchr(dp + 1, '/');
-                char pre[600];
-
-                if (slash == NULL || (size_t)(slash - dp) >= sizeof(pre)) {
-                    next_item(t);
-                    return;
-                }
-                t->anc_at = (int)(slash - dp);
-                memcpy(pre, dp, (size_t)t->anc_at);
-                pre[t->anc_at] = '\0';
-                take_issue(
-                    t, TK_DEAD_ANC,
-                    zkr__wq_create(&t->k, pre, "", 0, q->acl, ZOO_CONTAINER));
-            }
-        } else if (zkr__wq_conn_error(rc)) {
-            scan_failed(t, rc);
-        } else {
-            take_end(t, rc);
-        }
+        zkr__take_junk_next(t, step, rc);
         return;
     default:
         return;
@@ -1004,7 +607,7 @@ static void take_step(take_t *t)
     if (s->forked) {
         /* In a forked child's copy: the parent's requests and grants are
          * not ours, and no thread of the parent's runs here. */
-        take_end(t, ZKR_ECLOSED);
+        zkr__take_end(t, ZKR_ECLOSED);
         return;
     }
     if (t->k.busy)
@@ -1013,11 +616,11 @@ static void take_step(take_t *t)
     case TK_RELEASING:
         now = zkr__now_ms();
         if (t->cancel) {
-            take_end(t, ZKR_ECANCELED);
+            zkr__take_end(t, ZKR_ECANCELED);
             return;
         }
         if (t->deadline >= 0 && now >= t->deadline) {
-            take_end(t, ZKR_ETIMEDOUT);
+            zkr__take_end(t, ZKR_ETIMEDOUT);
             return;
         }
         if (q->turn.phase == ZKR__P_RELEASING) {
@@ -1034,7 +637,7 @@ static void take_step(take_t *t)
             &q->turn,
             t->deadline < 0 ? t->timeout_ms : (int)(t->deadline - now), &t->tk);
         if (rc != 0) {
-            take_end(t, rc == ZKR_EBUSY ? ZKR_ETIMEDOUT : rc);
+            zkr__take_end(t, rc == ZKR_EBUSY ? ZKR_ETIMEDOUT : rc);
             return;
         }
         t->step = TK_TURN;
@@ -1045,7 +648,7 @@ static void take_step(take_t *t)
         if (!zkr__acquire_took(&q->turn, &rc))
             return;
         if (rc != 0) {
-            take_end(t, rc == ZKR_EBUSY ? ZKR_ETIMEDOUT : rc);
+            zkr__take_end(t, rc == ZKR_EBUSY ? ZKR_ETIMEDOUT : rc);
             return;
         }
         t->step = 0;
@@ -1066,7 +669,7 @@ static void take_step(take_t *t)
         it->c.task = NULL;
         if (rc == 0) {
             t->out = it;
-            take_end(t, 0);
+            zkr__take_end(t, 0);
             return;
         }
         spend(t, it);
@@ -1075,7 +678,7 @@ static void take_step(take_t *t)
          * deadline, or the take's end (checked below); a lost answer. */
         if (rc != ZKR_ESTALE && rc != ZKR_EBUSY && rc != ZKR_ETIMEDOUT &&
             rc != ZKR_ECANCELED && !answer_lost(rc)) {
-            take_end(t, rc);
+            zkr__take_end(t, rc);
             return;
         }
         break;
@@ -1108,12 +711,12 @@ static void take_step(take_t *t)
     else
         rc = 0;
     if (rc != 0) {
-        take_end(t, rc);
+        zkr__take_end(t, rc);
         return;
     }
     if (s->zh == NULL || !s->connected) {
         if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
-            take_end(t, ZKR_ELOST);
+            zkr__take_end(t, ZKR_ELOST);
         else /* (re)connected or lost, the engine wakes its tasks */
             zkr__task_wake_at(s, &t->tk, t->deadline);
         return;

@@ -1477,6 +1477,45 @@ static void test_oversized_item_skipped(void **state)
     assert_int_equal(n, 1);
 }
 
+/* zkr.h: the dead-letter path is made when missing, with its missing
+ * ancestors. One three levels below a node that does not exist gets the
+ * item (data kept), and the take goes on (here: nothing else, it times
+ * out).                                                                 */
+static void test_dead_letter_deep_path(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_workq_t *q = new_q(s, "/r30/deadq", "c");
+    zkr_item_t *it = NULL;
+    struct String_vector v = {0, NULL};
+    char node[300], buf[16];
+    int rc, len = sizeof(buf), moved = 0;
+
+    (void)state;
+    (void)zoo_create(raw, "/r30", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(zkr_workq_set_dead_letter(q, 1, "/r30/deadx/a/b/dead"), 0);
+    assert_int_equal(zkr_workq_put(q, "job", 3, 0, NULL, 0), 0);
+    assert_int_equal(zkr_workq_take(q, 5000, &it), 0);
+    assert_int_equal(zkr_item_nack(it, ZKR_NACK_FRONT), 0);
+    zkr_item_free(it);
+    it = NULL;
+    rc = zkr_workq_take(q, 2000, &it);
+    zkr_item_free(it);
+    if (zoo_get_children(raw, "/r30/deadx/a/b/dead", 0, &v) == ZOK &&
+        v.count == 1) {
+        snprintf(node, sizeof(node), "/r30/deadx/a/b/dead/%s", v.data[0]);
+        moved = zoo_get(raw, node, 0, buf, &len, NULL) == ZOK && len == 3 &&
+                memcmp(buf, "job", 3) == 0;
+    }
+    printf("# dead letters three levels below a missing node: take %d, "
+           "moved %d (%d there)\n",
+           rc, moved, v.count);
+    deallocate_String_vector(&v);
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    assert_int_equal(rc, ZKR_ETIMEDOUT);
+    assert_true(moved);
+}
+
 /* Issue 30: "put, take, ack and nack are state machines driven by the
  * event thread like every other recipe; no thread per call". 16 handles
  * wait in asynchronous takes, one more starts its takes from its own
@@ -1944,6 +1983,7 @@ int main(void)
         cmocka_unit_test(test_async_puts_start_no_thread),
         cmocka_unit_test(test_async_takes_start_no_thread),
         cmocka_unit_test(test_oversized_item_skipped),
+        cmocka_unit_test(test_dead_letter_deep_path),
         cmocka_unit_test(test_put_parked_ends_by_deadline),
         cmocka_unit_test(test_put_answer_lost_no_reconnect),
         cmocka_unit_test(test_put_async_answer_lost_no_reconnect),
