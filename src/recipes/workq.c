@@ -339,10 +339,13 @@ int zkr__wq_sync(wq_call_t *k, const char *path)
 
 /* ------------------------------------------------------------ handle */
 
+/* The turn's only events are its takes' completions (workq_take.c),
+ * posted on it so that the handle's free waits for them. */
 static void turn_deliver(zkr__contender_t *c, const zkr__event_t *ev)
 {
     (void)c;
-    (void)ev; /* the turn's release completion: nothing to tell */
+    if (ev->kind == ZKR__EV_RELEASED && ev->fn != NULL)
+        ((void (*)(int, void *))ev->fn)(ev->a, ev->data);
 }
 
 static const zkr__recipe_t turn_recipe = {

@@ -237,7 +237,7 @@ static void dead_anc(take_t *t)
 {
     zkr_workq_t *q = t->q;
     const char *dp = q->dead_path, *slash = strchr(dp + t->anc_at + 1, '/');
-    char pre[600];
+    char pre[ZKR_PATH_MAX + 1];
 
     if (slash == NULL || (size_t)(slash - dp) >= sizeof(pre)) {
         dead_mk(t);
@@ -264,7 +264,11 @@ void zkr__take_dead_letter(take_t *t, const char *data, int len, int version)
         memcpy(t->data, data, (size_t)len);
     t->len = len;
     t->version = version;
-    snprintf(t->dead, sizeof(t->dead), "%s/%s", q->dead_path, t->e[t->i].name);
+    if (snprintf(t->dead, sizeof(t->dead), "%s/%s", q->dead_path,
+                 t->e[t->i].name) >= (int)sizeof(t->dead)) {
+        zkr__take_next_item(t); /* cannot be: item names are short */
+        return;
+    }
     t->dead_tries = 0;
     t->mk_tries = 0;
     dead_send(t);
@@ -345,12 +349,19 @@ void zkr__take_junk_next(take_t *t, int step, int rc)
                 dead_send(t);
             else
                 dead_anc(t);
-        } else if (rc == ZNONODE && step == TK_DEAD_MK) {
-            dead_anc(t); /* from the root down */
+        } else if (rc == ZNONODE) {
+            /* the path's parent is missing (made from the root down), or
+             * an empty container above it went meanwhile: again, bounded
+             * (mk_tries) */
+            if (step == TK_DEAD_MK)
+                dead_anc(t);
+            else
+                dead_mk(t);
         } else if (zkr__wq_conn_error(rc)) {
             zkr__take_failed(t, rc);
         } else {
-            zkr__take_end(t, rc);
+            /* refused (ZNOAUTH): the item stays, as a refused move */
+            zkr__take_next_item(t);
         }
         return;
     default:

@@ -157,14 +157,65 @@ static void spent_destroy_all(take_t *t)
 
 /* ----------------------------------------------------------- its end */
 
-static void take_deliver(const zkr__event_t *ev)
+/* An asynchronous take's completion, on the event thread: an event of
+ * the handle's turn (workq.c, turn_deliver), so that the handle's free
+ * waits for it (or, freed from a callback, ends after it). */
+static void take_complete(int rc, void *arg)
 {
-    take_t *t = ev->data;
+    take_t *t = arg;
 
     spent_destroy_all(t);
-    t->cb(ev->a, t->out, t->cbdata);
+    t->cb(rc, t->out, t->cbdata);
     free(t);
 }
+
+/* Posts the completion of the ended asynchronous take t: 0, or nonzero
+ * when there is no event to post it with, not even from the session's
+ * reserve (then again after a pause: the event thread gives events
+ * back). Until posted, the take is the handle's (q->take): its free
+ * waits. */
+static int take_post(take_t *t)
+{
+    zkr_workq_t *q = t->q;
+    zkr_session_t *s = q->s;
+
+    if (zkr__post(s, ZKR__EV_RELEASED, t->rc, &q->turn.m,
+                  (void (*)(void))take_complete, t) != 0) {
+        t->step = TK_POSTING;
+        if (!t->tk.on)
+            zkr__task_add(s, &t->tk);
+        zkr__task_wake_at(s, &t->tk, zkr__now_ms() + ZKR__RETRY_MS);
+        return -1;
+    }
+    t->step = TK_ENDED;
+    q->take = NULL;
+    pthread_cond_broadcast(&s->cv);
+    return 0;
+}
+
+/* Does the take still need its watch on path (the session's cleanup
+ * must not remove it, as a removal of another take's, retried after a
+ * reconnection)? */
+static int take_follows(zkr__reader_t *r, const char *path)
+{
+    take_t *t = (take_t *)((char *)r - offsetof(take_t, rd));
+
+    for (int i = 0; i < t->nw; i++)
+        if (strcmp(t->wpath[i], path) == 0)
+            return 1;
+    return 0;
+}
+
+static void take_reader_nop(zkr__reader_t *r)
+{
+    (void)r; /* the take's task is woken by the same changes */
+}
+
+static const zkr__reader_ops_t take_reader_ops = {
+    .refresh = take_reader_nop,
+    .forked = take_reader_nop,
+    .follows = take_follows,
+};
 
 /* Mutex held: the take ends with rc (0: t->out is the item). Its
  * watches go, its turn is given back (not awaited); a blocking caller is
@@ -176,6 +227,7 @@ void zkr__take_end(take_t *t, int rc)
 
     t->step = TK_ENDED;
     zkr__task_remove(s, &t->tk);
+    zkr__reader_remove(s, &t->rd); /* its watches are no longer needed */
     if (t->it != NULL) { /* a forked child's copy: not ours to give back */
         t->it->c.task = NULL;
         t->it = NULL;
@@ -201,24 +253,22 @@ void zkr__take_end(take_t *t, int rc)
     if (!s->forked)
         (void)zkr__release_task(&q->turn);
     spent_free(t);
-    q->take = NULL;
     t->rc = rc;
+    if (t->cb != NULL && !s->forked) {
+        (void)take_post(t);
+        return;
+    }
+    q->take = NULL;
     pthread_cond_broadcast(&s->cv);
     if (t->cb == NULL) {
         t->ended = 1; /* the caller frees t */
         return;
     }
-    if (s->forked || zkr__post_call(s, take_deliver, rc, NULL, t) != 0) {
-        /* Nobody can be told: a forked child's copy, or no event even
-         * from the reserve. A claim is given back (its node deleted: the
-         * item is available again); the handles stay the session's. */
-        if (t->out != NULL && !s->forked)
-            (void)zkr__release_task(&t->out->c);
-        if (t->running)
-            t->orphan = 1; /* freed when take_go returns */
-        else
-            free(t);
-    }
+    /* A forked child's copy: nobody to tell, nothing of it runs here. */
+    if (t->running)
+        t->orphan = 1; /* freed when take_go returns */
+    else
+        free(t);
 }
 
 /* ------------------------------------------------------------- steps */
@@ -604,6 +654,11 @@ static void take_step(take_t *t)
 
     if (t->step == TK_ENDED)
         return;
+    if (t->step == TK_POSTING) {
+        if (take_post(t) == 0)
+            zkr__task_remove(s, &t->tk);
+        return;
+    }
     if (s->forked) {
         /* In a forked child's copy: the parent's requests and grants are
          * not ours, and no thread of the parent's runs here. */
@@ -658,10 +713,14 @@ static void take_step(take_t *t)
 
         /* A try: it ends by itself within the session timeout; a cancel
          * or the take's deadline ends it at once (unless granted). */
-        if (t->cancel || (t->deadline >= 0 && zkr__now_ms() >= t->deadline))
+        int over = t->deadline >= 0 && zkr__now_ms() >= t->deadline;
+
+        if (t->cancel || over)
             (void)zkr__cancel_task(&it->c);
         if (!zkr__acquire_took(&it->c, &rc)) {
-            zkr__task_wake_at(s, &t->tk, t->deadline);
+            /* Its end wakes the take (it->c.task); until then only the
+             * deadline still to come does. */
+            zkr__task_wake_at(s, &t->tk, t->cancel || over ? -1 : t->deadline);
             return;
         }
         t->it = NULL;
@@ -777,6 +836,8 @@ static take_t *take_start(zkr_workq_t *q, int timeout_ms,
     t->tk.wake = take_wake;
     t->tk.wake_at = -1;
     zkr__task_add(s, &t->tk);
+    t->rd.ops = &take_reader_ops;
+    zkr__reader_add(s, &t->rd);
     q->take = t;
     /* The last take's turn may still be being given back: its end wakes
      * this one. */

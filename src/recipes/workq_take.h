@@ -26,6 +26,7 @@ enum {
     TK_DEAD_ANC,      /* ... one of its ancestors */
     TK_CLAIM,         /* the claim's acquire (engine) */
     TK_WAIT,          /* nothing available: every place watched */
+    TK_POSTING,       /* ended: its completion waits for an event */
     TK_ENDED
 };
 
@@ -42,8 +43,9 @@ typedef struct {
 } tree_frame_t;
 
 typedef struct wq_take {
-    wq_call_t k;    /* its requests */
-    zkr__task_t tk; /* its wake-ups */
+    wq_call_t k;      /* its requests */
+    zkr__task_t tk;   /* its wake-ups */
+    zkr__reader_t rd; /* claims its watches (the session's cleanup) */
     zkr_workq_t *q;
     int step;    /* TK_*, or 0: between scans */
     int running; /* take_go is running: a nested wake only says so */
@@ -71,7 +73,7 @@ typedef struct wq_take {
     tree_frame_t tree[TREE_DEPTH + 2];
     int nfr;
     /* a dead letter */
-    char dead[600];
+    char dead[ZKR_PATH_MAX + WQ_NAME_MAX + 2]; /* dead_path/<name> */
     char *data;
     int len, version, dead_tries, mk_tries, anc_at;
     zoo_op_t ops[2];
