@@ -291,6 +291,11 @@ int zkr__acquire_took(zkr__contender_t *c, int *rc)
     return 1;
 }
 
+int zkr__acquire_still(zkr__contender_t *c)
+{
+    return zkr__grant_result(c, c->acq_gen, c->acq_letgo);
+}
+
 int zkr__acquire(zkr__contender_t *c, int timeout_ms, void (*fn)(void),
                  void *data)
 {

@@ -424,6 +424,10 @@ int zkr__release(zkr__contender_t *c, void (*fn)(void), void *data);
  * completion: its end wakes c->task, if set) and zkr__cancel. */
 int zkr__acquire_task(zkr__contender_t *c, int timeout_ms, zkr__task_t *t);
 int zkr__acquire_took(zkr__contender_t *c, int *rc);
+/* After zkr__acquire_took said granted (0): is the grant still held now,
+ * when it reaches the application (the session's deadline enforced)?
+ * 0, ZKR_ELOST or ZKR_ECANCELED, as a blocking acquire would return. */
+int zkr__acquire_still(zkr__contender_t *c);
 int zkr__release_task(zkr__contender_t *c);
 int zkr__cancel_task(zkr__contender_t *c);
 /* Frees a contender that is neither acquiring nor held at once, mutex

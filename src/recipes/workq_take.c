@@ -157,6 +157,21 @@ static void spent_destroy_all(take_t *t)
 
 /* ----------------------------------------------------------- its end */
 
+/* The claim was granted when the take ended, maybe long before its
+ * caller learns it (the event thread ran late, the process was paused):
+ * a claim lost meanwhile is reported as lost, as a blocking acquire's
+ * would be (mutex not held). 0, ZKR_ELOST or ZKR_ECANCELED. */
+static int take_still(take_t *t)
+{
+    zkr_session_t *s = t->k.s;
+    int rc;
+
+    pthread_mutex_lock(&s->mu);
+    rc = zkr__acquire_still(&t->out->c);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
 /* An asynchronous take's completion, on the event thread: an event of
  * the handle's turn (workq.c, turn_deliver), so that the handle's free
  * waits for it (or, freed from a callback, ends after it). */
@@ -165,6 +180,10 @@ static void take_complete(int rc, void *arg)
     take_t *t = arg;
 
     spent_destroy_all(t);
+    if (rc == 0 && (rc = take_still(t)) != 0) {
+        zkr_item_free(t->out);
+        t->out = NULL;
+    }
     t->cb(rc, t->out, t->cbdata);
     free(t);
 }
@@ -870,6 +889,10 @@ int zkr_workq_take(zkr_workq_t *q, int timeout_ms, zkr_item_t **out)
         zkr__wait(s, &t->ended, -1);
     pthread_mutex_unlock(&s->mu);
     rc = t->rc;
+    if (rc == 0 && (rc = take_still(t)) != 0) {
+        zkr_item_free(t->out);
+        t->out = NULL;
+    }
     *out = t->out;
     spent_destroy_all(t);
     free(t);

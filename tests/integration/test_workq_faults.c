@@ -1516,6 +1516,100 @@ static void test_dead_letter_deep_path(void **state)
     assert_true(moved);
 }
 
+/* A claim granted while the event thread is busy, whose session is lost
+ * before the completion runs: zkr.h, zkr_workq_take_async: cb gets what
+ * zkr_workq_take() would return, and a blocking acquire returns a grant
+ * lost meanwhile as ZKR_ELOST. The completion must not hand over an
+ * item whose claim is gone (another consumer may be processing it).    */
+
+/* The number of claimed items of the queue at path, as another client
+ * sees them (zkr_workq_items, a session of its own). */
+static int queue_claims(const char *path)
+{
+    zkr_session_t *cs = open_session(10000);
+    zkr_workq_t *cq = new_q(cs, path, "counter");
+    zkr_item_info_t *v = NULL;
+    int n = 0, claimed = 0;
+
+    assert_int_equal(zkr_workq_items(cq, 100, &v, &n), 0);
+    for (int i = 0; i < n; i++)
+        claimed += v[i].claimed;
+    zkr_item_infos_free(v, n);
+    zkr_workq_free(cq);
+    zkr_session_free(cs);
+    return claimed;
+}
+
+static pthread_mutex_t lt_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t lt_cv = PTHREAD_COND_INITIALIZER;
+static int lt_blocking, lt_release, lt_done, lt_rc = 1000, lt_item;
+
+static void lt_block(int rc, const char *id, void *data)
+{
+    (void)rc;
+    (void)id;
+    (void)data;
+    pthread_mutex_lock(&lt_mu);
+    lt_blocking = 1;
+    while (!lt_release)
+        pthread_cond_wait(&lt_cv, &lt_mu);
+    pthread_mutex_unlock(&lt_mu);
+}
+
+static void lt_taken(int rc, zkr_item_t *it, void *data)
+{
+    (void)data;
+    pthread_mutex_lock(&lt_mu);
+    lt_rc = rc;
+    lt_item = it != NULL;
+    lt_done = 1;
+    pthread_mutex_unlock(&lt_mu);
+    zkr_item_free(it);
+}
+
+static void test_take_completion_after_session_lost(void **state)
+{
+    const int tmo = 4000;
+    zkr_session_t *s = open_proxied(tmo);
+    zkr_workq_t *q = new_q(s, "/r30/late", "c");
+    int blocking, rc, item;
+
+    (void)state;
+    lt_blocking = lt_release = lt_done = 0;
+    assert_int_equal(zkr_workq_put(q, "job", 3, 0, NULL, 0), 0);
+    /* the event thread is held by a callback of this session */
+    assert_int_equal(zkr_workq_put_async(q, "y", 1, 0, lt_block, NULL), 0);
+    blocking = wait_flag(&lt_mu, &lt_blocking, zkt_scaled_ms(10000));
+    assert_true(blocking);
+    assert_int_equal(zkr_workq_take_async(q, 10000, lt_taken, NULL), 0);
+    /* granted: the claim's node is there (another session sees it) */
+    assert_true(
+        ZKT_WAIT_UNTIL(queue_claims("/r30/late") == 1, zkt_scaled_ms(10000)));
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    /* lost: zkr's safe deadline is under the session timeout; the server
+     * expires the session and deletes the claim */
+    assert_true(ZKT_WAIT_UNTIL(zkr_session_state(s) == ZKR_STATE_LOST,
+                               zkt_scaled_ms(6 * tmo)));
+    assert_true(
+        ZKT_WAIT_UNTIL(queue_claims("/r30/late") == 0, zkt_scaled_ms(6 * tmo)));
+    pthread_mutex_lock(&lt_mu);
+    lt_release = 1;
+    pthread_cond_broadcast(&lt_cv);
+    pthread_mutex_unlock(&lt_mu);
+    (void)wait_flag(&lt_mu, &lt_done, zkt_scaled_ms(10000));
+    pthread_mutex_lock(&lt_mu);
+    rc = lt_rc;
+    item = lt_item;
+    pthread_mutex_unlock(&lt_mu);
+    printf("# take completed after its session was lost: %d (item %d)\n", rc,
+           item);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    zkr_workq_free(q);
+    zkr_session_free(s);
+    assert_int_equal(rc, ZKR_ELOST);
+    assert_false(item);
+}
+
 /* Issue 30: "put, take, ack and nack are state machines driven by the
  * event thread like every other recipe; no thread per call". 16 handles
  * wait in asynchronous takes, one more starts its takes from its own
@@ -1984,6 +2078,7 @@ int main(void)
         cmocka_unit_test(test_async_takes_start_no_thread),
         cmocka_unit_test(test_oversized_item_skipped),
         cmocka_unit_test(test_dead_letter_deep_path),
+        cmocka_unit_test(test_take_completion_after_session_lost),
         cmocka_unit_test(test_put_parked_ends_by_deadline),
         cmocka_unit_test(test_put_answer_lost_no_reconnect),
         cmocka_unit_test(test_put_async_answer_lost_no_reconnect),
