@@ -49,7 +49,9 @@ void zkr__issue_create(zkr__contender_t *c)
     else
         rc = zoo_acreate2(s->zh, path, c->data, (int)strlen(c->data), &c->acl,
                           ZOO_EPHEMERAL_SEQUENTIAL, create_done, op);
-    free(path);
+    /* The op keeps the name it asked for: a create whose answer is lost
+     * after its contender moved on is searched for by this UUID. */
+    op->path = path;
     if (rc != ZOK) {
         zkr__cleanup_unreserve(op->ctx);
         zkr__op_cancel(op);
@@ -191,6 +193,27 @@ static int issue_create_multi(zkr__contender_t *c, const char *path,
     return rc;
 }
 
+/* The create of op (its name op->path: "<dir>/_c_<UUID>...") may have
+ * been applied: the session's cleanup searches the directory for its
+ * UUID and deletes what it finds (a node of op's session only). */
+static void search_stale_create(zkr_session_t *s, const zkr__op_t *op)
+{
+    const char *slash = op->path != NULL ? strrchr(op->path, '/') : NULL;
+    char *dir, uuid[37];
+
+    if (slash == NULL || strncmp(slash + 1, "_c_", 3) != 0 ||
+        strlen(slash + 4) < 36)
+        return;
+    memcpy(uuid, slash + 4, 36);
+    uuid[36] = '\0';
+    if ((dir = malloc((size_t)(slash - op->path) + 1)) == NULL)
+        return; /* short of memory: as the other cleanups, left */
+    memcpy(dir, op->path, (size_t)(slash - op->path));
+    dir[slash - op->path] = '\0';
+    (void)zkr__cleanup_add(s, NULL, dir, uuid, op->sid, NULL);
+    free(dir);
+}
+
 static void create_done(int rc, const char *value, const struct Stat *stat,
                         const void *data)
 {
@@ -205,10 +228,14 @@ static void create_done(int rc, const char *value, const struct Stat *stat,
     else
         zkr__cleanup_unreserve(reserve); /* no node */
     if (zkr__stale(op, ZKR__P_CREATING)) {
-        /* Nobody wants this node any more (timed out, canceled, lost):
-         * delete it, or it would block the queue until our session ends. */
+        /* Nobody wants this node any more (timed out, canceled, freed,
+         * lost): delete it, or it would block the queue until our session
+         * ends. Its answer lost, it may have been made: searched for by
+         * the UUID of its name, in the session that sent it. */
         if (rc == ZOK)
             zkr__cleanup_commit(s, reserve, value, op->sid, NULL);
+        else if (zkr__is_connection_error(rc) || rc == ZOPERATIONTIMEOUT)
+            search_stale_create(s, op);
     } else if (rc == ZOK) {
         zkr__set_node(c, zkr__strdup(value));
         c->czxid = stat->czxid;

@@ -213,7 +213,8 @@ void zkr__queue_on_suspended(zkr_session_t *s)
  * reaches the server (entries of this session id are kept when the same
  * session comes back, dropped when it expires). A create in flight is
  * deleted by its completion (create_done: stale); one of unknown
- * outcome is searched for by UUID. */
+ * outcome is searched for by UUID. A commit's multi (an ack) that applied
+ * deleted the node already: its delete then finds nothing. */
 static void adopted_lost_nodes(zkr_session_t *s)
 {
     ZKR__EACH_CONTENDER (c, s) {
@@ -221,7 +222,8 @@ static void adopted_lost_nodes(zkr_session_t *s)
             zkr__cleanup_add(s, NULL, c->dir, c->uuid, c->node_sid, NULL);
         else if (c->node != NULL &&
                  (c->phase == ZKR__P_LISTING || c->phase == ZKR__P_WATCHING ||
-                  c->phase == ZKR__P_DELAYED || c->phase == ZKR__P_HELD))
+                  c->phase == ZKR__P_DELAYED || c->phase == ZKR__P_HELD ||
+                  c->phase == ZKR__P_COMMITTING))
             zkr__cleanup_add(s, c->node, NULL, NULL, c->node_sid, NULL);
     }
 }

@@ -787,6 +787,44 @@ static int inflight_nodes(void)
     return total;
 }
 
+/* A handle freed while its create is in flight, the create applied and
+ * its answer lost (the connection reset; the session lives on): nobody
+ * wants the node, which would block the directory for as long as the
+ * session lasts. zkr.h, zkr_lock_free: "cancels or releases whatever it
+ * has"; docs/PROTOCOL.md [C1]: a create of unknown outcome is searched
+ * for by its UUID. The node is gone soon after the reconnection, while
+ * the session is still the same one.                                    */
+static void test_free_with_create_answer_lost(void **state)
+{
+    enum { T = 8000 };
+    const char *path = "/p/freelost";
+    zkr_session_t *a = open_proxied(T);
+    zkr_lock_t *la = new_lock(a, path, "a");
+    static struct rec ra;
+    int64_t sid = zkr_session_id(a);
+    int gone;
+
+    (void)state;
+    rec_init(&ra);
+    assert_int_equal(zkr_lock_acquire(la, -1), 0);
+    assert_int_equal(zkr_lock_release(la), 0);
+    /* The create takes 1 s to reach the server: the free comes first. */
+    assert_int_equal(zkt_proxy_cmd(proxy, "drop-create-reply"), 0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "delay 1000"), 0);
+    assert_int_equal(zkr_lock_acquire_async(la, -1, on_done, &ra), 0);
+    zkt_sleep_ms(200);
+    zkr_lock_free(la);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    gone = ZKT_WAIT_UNTIL(children(path) == 0, zkt_scaled_ms(T));
+    print_message("# freed during a create whose answer was lost: node %s, "
+                  "session %s\n",
+                  gone ? "deleted" : "left",
+                  zkr_session_id(a) == sid ? "the same" : "another");
+    assert_true(zkr_session_id(a) == sid);
+    assert_true(gone);
+    zkr_session_free(a);
+}
+
 static void test_free_with_requests_in_flight(void **state)
 {
     /* T leaves the frees 2T/3 = 8 s before the client would notice the
@@ -892,6 +930,7 @@ int main(void)
         cmocka_unit_test(test_lost_live_connection_keeps_tenth),
         cmocka_unit_test(test_search_after_lost_create_syncs),
         cmocka_unit_test(test_free_with_requests_in_flight),
+        cmocka_unit_test(test_free_with_create_answer_lost),
         cmocka_unit_test(test_acquire_timeout_with_create_unanswered),
     };
     zkt_test_filter();

@@ -228,6 +228,63 @@ static void test_adopted_lost_then_back(void **state)
     zkr_session_free(sb);
 }
 
+/* The same with an ack under way (the claim's commit sent into the cut):
+ * the adopted session is declared LOST and comes back. The claim node
+ * must go with the LOST as a held node does, or the item stays claimed
+ * by a live session while the application keeps its handle (the ack was
+ * reported as not applied). Another consumer then takes the item.      */
+static atomic_int ack_rc = 1000;
+static void acked(int rc, zkr_item_t *it, void *data)
+{
+    (void)it;
+    (void)data;
+    atomic_store(&ack_rc, rc);
+}
+
+static void test_adopted_lost_while_acking(void **state)
+{
+    enum { T = 12000 };
+    zhandle_t *zh;
+    zkr_session_t *sa = NULL, *sb = open_session(10000);
+    zkr_workq_t *qa = NULL, *qb = NULL;
+    zkr_item_t *it = NULL, *again = NULL;
+    int rb;
+
+    (void)state;
+    atomic_store(&ack_rc, 1000);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    zh = zookeeper_init(zkt_proxy_hosts(proxy), app_watcher, T, NULL, NULL, 0);
+    assert_non_null(zh);
+    assert_int_equal(zkt_wait_connected(zh, 10000), 0);
+    assert_int_equal(zkr_session_adopt(&sa, zh), 0);
+    g_adopted = sa;
+    assert_int_equal(zkr_workq_new(&qa, sa, "/r/adoptq", "a", NULL), 0);
+    assert_int_equal(zkr_workq_new(&qb, sb, "/r/adoptq", "b", NULL), 0);
+    assert_int_equal(zkr_workq_put(qb, "job", 3, 0, NULL, 0), 0);
+    assert_int_equal(zkr_workq_take(qa, 5000, &it), 0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    assert_int_equal(zkr_item_ack_async(it, acked, NULL), 0);
+    assert_true(ZKT_WAIT_UNTIL(zkr_session_state(sa) == ZKR_STATE_LOST, 2 * T));
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    ZKT_WAIT_UNTIL(zkr_session_state(sa) == ZKR_STATE_CONNECTED, 5000);
+    rb = zkr_workq_take(qb, 5000, &again);
+    print_message("# adopted LOST while acking: ack %d, another consumer's "
+                  "take %d (%s)\n",
+                  atomic_load(&ack_rc), rb, zkr_strerror(rb));
+    if (again != NULL) {
+        assert_int_equal(zkr_item_ack(again), 0);
+        zkr_item_free(again);
+    }
+    zkr_item_free(it);
+    zkr_workq_free(qa);
+    zkr_workq_free(qb);
+    g_adopted = NULL;
+    zkr_session_free(sa);
+    zookeeper_close(zh);
+    zkr_session_free(sb);
+    assert_int_equal(rb, 0);
+}
+
 /* zkr.h: credentials the server refuses: the waiting open returns
  * ZAUTHFAILED; with no_wait the session becomes LOST (its listener hears
  * it, its last error says why) as a connected one's would, and (owned,
@@ -340,6 +397,7 @@ int main(void)
         cmocka_unit_test(test_waiter_node_recreated_two_holders),
         cmocka_unit_test(test_sem_foreign_ahead_grant_lost),
         cmocka_unit_test(test_adopted_lost_then_back),
+        cmocka_unit_test(test_adopted_lost_while_acking),
         cmocka_unit_test(test_credentials_refused),
         cmocka_unit_test(test_credentials_answer_after_reconnect),
         cmocka_unit_test(test_credentials_refused_after_failed_attempt),
