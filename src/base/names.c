@@ -263,7 +263,19 @@ int zkr__parse_permits(const char *name)
     return strncmp(p, "-lock-", 6) == 0 ? (int)v : 0;
 }
 
-/* Equal sequences: order unknown, so assumed before us.
+/* Can the names not tell which of two sequences is older? Equal ones
+ * (below), and 2147483647 beside a negative one: on 3.8's stuck counter
+ * (below) a create in flight with another gets -2147483648 and the
+ * creates after it get 2147483647 again, so either may be the older
+ * (queue order, which puts 2147483647 first as a documented wrap would,
+ * is only a guess then). */
+static int unordered(int32_t a, int32_t b)
+{
+    return a == b || (a == INT32_MAX && b < 0) || (b == INT32_MAX && a < 0);
+}
+
+/* Unordered sequences (unordered()): order unknown, so assumed before
+ * us.
  *
  * ZooKeeper 3.8's server does not wrap its counter as documented: the
  * parent's stored count is only ever raised (DataTree.createNode keeps the
@@ -284,7 +296,7 @@ static int tied(const zkr__entry_t *v, int n, int self, int from,
                 int writers_only)
 {
     for (int i = from; i < n; i++)
-        if (i != self && v[i].seq == v[self].seq &&
+        if (i != self && unordered(v[i].seq, v[self].seq) &&
             (!writers_only || zkr__read_waits_on(v[i].kind)))
             return i;
     return -1;

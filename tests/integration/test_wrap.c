@@ -39,6 +39,10 @@
 #define RAW_PATH "/wrapraw"
 #define FIFO_PATH "/wrapfifo"
 #define STUCK_PATH "/wrapstuck"
+#define MIX_PATH "/wrapmix"
+/* A holder that got -2147483648 on a stuck counter (its create in flight
+ * with another, which got 2147483647). */
+#define D_MIN "_c_44444444-4444-4444-8444-444444444444-lock--2147483648"
 /* Curator-named foreign contenders (persistent: they leave when the test
  * deletes them), created in this order by the crafted state. */
 #define F1 "_c_11111111-1111-4111-8111-111111111111-lock-2147483646"
@@ -64,6 +68,8 @@ static int wrap_setup(void **state)
                     FIFO_PATH "/" F2,
                     FIFO_PATH "/" F3,
                     STUCK_PATH "=2147483646",
+                    MIX_PATH "=2147483647",
+                    MIX_PATH "/" D_MIN,
                     NULL};
     int fd, st = -1;
     pid_t pid;
@@ -326,12 +332,36 @@ static void test_shared_sequence_no_two_holders(void **state)
     assert_true(ZKT_WAIT_UNTIL(children(STUCK_PATH) == 1, 10000));
 }
 
+/* ZooKeeper 3.8's stuck counter, the other half: a create in flight
+ * beside another one got -2147483648 (D, which holds: it was alone when
+ * it listed), and a contender created later gets 2147483647 again. The
+ * names would put the newcomer first, as a documented wrap would: it must
+ * not be granted while D holds (two holders, and a fencing token lower
+ * than the holder's). Found by an engine review; the crafted state is D
+ * in a directory whose counter is at 2147483647. */
+static void test_max_beside_negative_no_two_holders(void **state)
+{
+    struct waiter w;
+
+    (void)state;
+    enqueue(&w, MIX_PATH, 1);
+    assert_true(ends_with(w.node, "-lock-2147483647"));
+    if (settle(&w, MIX_PATH "/" D_MIN))
+        fail_msg("%s granted while %s holds", base(w.node), D_MIN);
+    assert_int_equal(zoo_delete(raw, MIX_PATH "/" D_MIN, -1), ZOK);
+    assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(w.l) == ZKR_LOCK_HELD,
+                               zkt_scaled_ms(10000)));
+    assert_int_equal(zkr_lock_release(w.l), 0);
+    done(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counter_after_max),
         cmocka_unit_test(test_fifo_across_documented_wrap),
         cmocka_unit_test(test_shared_sequence_no_two_holders),
+        cmocka_unit_test(test_max_beside_negative_no_two_holders),
     };
     zkt_test_filter();
     return cmocka_run_group_tests_name("wrap", tests, wrap_setup, teardown);
