@@ -359,7 +359,7 @@ int zkr__pred_read(const zkr__entry_t *v, int n, int self, int permits)
  */
 int zkr__pred_semaphore(const zkr__entry_t *v, int n, int self, int permits)
 {
-    int after = 0; /* entries after us with our sequence (see tied()) */
+    int after = 0; /* entries after us maybe older (unordered(), tied()) */
 
     /* The queue's count is that of its oldest contender stating one: only
      * a newcomer that disagrees is refused, never those already waiting
@@ -372,7 +372,7 @@ int zkr__pred_semaphore(const zkr__entry_t *v, int n, int self, int permits)
         }
     }
     for (int i = self + 1; i < n; i++)
-        after += v[i].seq == v[self].seq;
+        after += unordered(v[i].seq, v[self].seq);
     if (self + after < permits)
         return ZKR__GRANT;
     if (self > permits)
