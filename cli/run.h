@@ -1,0 +1,107 @@
+/* zkr lock / sem / elect / queue take: what their files share. run.c:
+ * the design (at its top), zkr's callbacks, setup and end, and each
+ * subcommand's run; run_opts.c: options and --help; run_command.c: finding
+ * and starting the command; run_supervise.c: the supervisor while the
+ * command runs. */
+#ifndef ZKR_TOOLS_RUN_H
+#define ZKR_TOOLS_RUN_H
+
+#include <stdint.h>
+
+#include "cli.h"
+
+typedef enum { KIND_LOCK, KIND_SEM, KIND_ELECT, KIND_QUEUE } kind_t;
+typedef enum { SUSP_TERM, SUSP_STOP, SUSP_IGNORE } susp_t;
+
+typedef struct opts {
+    kind_t kind;
+    const char *sub;
+    int64_t wait_ms; /* -1 forever */
+    int fail_code;
+    int lost_code;   /* --lost-exit-code, default CLI_EXIT_LOST */
+    int read, write; /* --read, --write: the sides of a read/write lock */
+    long permits;
+    const char *id;
+    const char *acl;
+    susp_t susp;
+    int64_t grace_ms;
+    int requeue;
+    const char *path;
+    const char *metrics_file; /* --metrics-file, or NULL */
+    int64_t delay_ms;         /* --lock-delay; -1: the session timeout */
+    unsigned delay_flags;     /* --trust-foreign-release */
+    zkr_nack_where_t nack;    /* queue take: --nack front|back */
+    long max_deliveries;      /* queue take: --max-deliveries, 0 none */
+    const char *dead_path;    /* queue take: --dead, or NULL */
+    char **cmd;
+} opts_t;
+
+/* Messages from zkr's event thread to the supervisor. */
+enum { M_ACQUIRED, M_LOCK_STATE, M_LEADER, M_SESSION };
+struct msg {
+    int kind, a, b;
+};
+
+typedef struct sup {
+    const cli_t *cli;
+    const opts_t *o;
+    zkr_session_t *s;
+    zkr_lock_t *l;
+    zkr_election_t *e;
+    zkr_workq_t *q;  /* queue take: the queue */
+    zkr_item_t *it;  /* queue take: the item taken, once taken */
+    int ev[2];       /* message pipe */
+    int sfd;         /* signalfd */
+    int tty;         /* the controlling terminal, or -1 */
+    int handed;      /* the command's group is the terminal's foreground */
+    ct_t g;          /* the guard and the command */
+    int running;     /* a command's tree may still have processes */
+    int exited;      /* the command's first process ended (status set) */
+    int orphaned;    /* the guard died: we kill and reap the tree */
+    int killing;     /* SIGKILL the tree until it is gone */
+    int stopped;     /* we sent SIGSTOP and no SIGCONT yet */
+    int softened;    /* acted on the current SUSPENDED */
+    int hard;        /* acted on a loss during this run */
+    int lost;        /* ownership was lost (or the command was stopped
+                        because of a suspension) during this run */
+    const char *why; /* what lost it first, for the last word */
+    int64_t kill_at; /* CLOCK_BOOTTIME ms: SIGKILL the tree if still there */
+    int64_t beat_at; /* next heartbeat to the guard */
+    int64_t wake_at; /* -w beyond the library's int: our own deadline */
+    int64_t jc_at;   /* a job-control stop forwarded to the command: stop
+                        the tree ourselves if it has not stopped by then */
+    int jc_sig;      /* that stop's signal */
+    int timed_out;   /* we canceled the acquire at wake_at */
+    int64_t epoch;   /* elect: the leadership the command runs under */
+    int signo;       /* last SIGINT/SIGTERM/SIGHUP received */
+    int status;      /* the command's wait status */
+} sup_t;
+
+/* The subcommand's options and operands: 0, -1 (--help was written), or
+ * an exit status (said why) (run_opts.c). */
+int run_parse_opts(kind_t kind, int argc, char **argv, opts_t *o);
+
+/* Finds COMMAND before anything is acquired: 0, or 127 or 126 after saying
+ * why (run_command.c). */
+int run_command_runs(const opts_t *o);
+/* Starts the command under its guard, with the grant q's environment: 0,
+ * or an exit status with nothing left running. */
+int run_spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id);
+
+/* Whether zkr is in the foreground of its terminal (run_supervise.c). */
+int run_foreground(const sup_t *p);
+/* Stops zkr (its process group if group) by the job-control signal sig;
+ * 1 once continued, 0 when the stop was discarded. */
+int run_stop_as_job(int sig, int group);
+/* Handles a signal zkr received (the signalfd's). */
+void run_on_signal(sup_t *p, int sig);
+/* Waits for the next message, signal or deadline: 1 with *m filled for a
+ * message, else 0. */
+int run_wait_event(sup_t *p, struct msg *m);
+/* Runs the command until every process of it is gone. */
+void run_supervise(sup_t *p);
+
+/* Records what lost the grant first, for the last word (run.c). */
+void run_lose(sup_t *p, const char *why);
+
+#endif /* ZKR_TOOLS_RUN_H */
