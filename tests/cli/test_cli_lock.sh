@@ -519,7 +519,13 @@ test_semaphore_jobs() {
     mkdir -p "$d"
     : > "$d/log"
     for i in 1 2 3 4 5 6; do
-        bg "$ZKR" sem -c 2 /cli/sem sh -c "echo \"\$(date +%s%3N) start $i\" >> '$d/log'; sleep 0.4; echo \"\$(date +%s%3N) end $i\" >> '$d/log'"
+        # Each job holds until a second one has started (at most 20 s):
+        # two permits must be seen held at once however slowly the jobs
+        # arrive on a busy machine (the two first overlap; the later ones
+        # find two starts logged and go on). Then job i holds i/2 s, so
+        # that grants come one at a time, half a second apart, and the
+        # start order is the grant order.
+        bg "$ZKR" sem -c 2 /cli/sem sh -c "echo \"\$(date +%s%3N) start $i\" >> '$d/log'; n=0; while [ \$(grep -c start '$d/log') -lt 2 ] && [ \$n -lt 400 ]; do sleep 0.05; n=\$((n + 1)); done; sleep $((i / 2)).$((i % 2 * 5)); echo \"\$(date +%s%3N) end $i\" >> '$d/log'"
         pids+=($!)
         # Arrival order: each job is queued before the next one starts.
         expect "job $i not queued" wait_for 10 sem_queued "$d/log" "$i"
@@ -532,7 +538,7 @@ test_semaphore_jobs() {
         $2 == "start" { n++; if (n > max) max = n }
         $2 == "end" { n-- }
         END { exit !(max == 2) }' <(sort -n -s -k1,1 "$d/log")
-    expect "start order $(awk '$2 == "start" { printf "%s ", $3 }' "$d/log")" \
+    expect "start order $(awk '$2 == "start" { printf "%s ", $3 }' "$d/log"): $(cat "$d/log")" \
         [ "$(awk '$2 == "start" { printf "%s", $3 }' "$d/log")" = 123456 ]
 }
 
