@@ -2111,7 +2111,9 @@ ZKR_EXTERN int zkr_workq_put_async(zkr_workq_t *q, const void *data, size_t len,
  * \return 0; ZKR_ETIMEDOUT (nothing within timeout_ms; also for
  *   timeout 0 and an empty queue); ZKR_ECANCELED (zkr_workq_cancel());
  *   ZKR_EALREADY (a take of this handle is in progress: one at a time per
- *   handle); ZKR_ELOST (the session was lost while waiting); ZKR_ECLOSED;
+ *   handle); ZKR_ELOST (the session was lost while waiting, or the claim
+ *   was lost before the take returned it: the item is not handed over,
+ *   and is available again); ZKR_ECLOSED;
  *   ZKR_EDEADLK; ZBADARGUMENTS; ZKR_ENOMEM; ZooKeeper codes (ZNOAUTH).
  */
 ZKR_EXTERN int zkr_workq_take(zkr_workq_t *q, int timeout_ms, zkr_item_t **out);
@@ -2121,7 +2123,9 @@ ZKR_EXTERN int zkr_workq_take(zkr_workq_t *q, int timeout_ms, zkr_item_t **out);
 typedef void (*zkr_take_completion_t)(int rc, zkr_item_t *item, void *data);
 
 /** \brief Asynchronous take; `cb` gets what zkr_workq_take() would
- *   return. Callable from callbacks.
+ *   return, on the session's event thread (a claim lost before cb runs
+ *   is ZKR_ELOST, as for zkr_workq_take()). Callable from callbacks;
+ *   starts no thread (the take is a chain of asynchronous requests).
  * \return 0 (cb will be called exactly once); else an error as for
  *   zkr_workq_take() and cb is never called. */
 ZKR_EXTERN int zkr_workq_take_async(zkr_workq_t *q, int timeout_ms,
