@@ -188,30 +188,6 @@ static void take_complete(int rc, void *arg)
     free(t);
 }
 
-/* Posts the completion of the ended asynchronous take t: 0, or nonzero
- * when there is no event to post it with, not even from the session's
- * reserve (then again after a pause: the event thread gives events
- * back). Until posted, the take is the handle's (q->take): its free
- * waits. */
-static int take_post(take_t *t)
-{
-    zkr_workq_t *q = t->q;
-    zkr_session_t *s = q->s;
-
-    if (zkr__post(s, ZKR__EV_RELEASED, t->rc, &q->turn.m,
-                  (void (*)(void))take_complete, t) != 0) {
-        t->step = TK_POSTING;
-        if (!t->tk.on)
-            zkr__task_add(s, &t->tk);
-        zkr__task_wake_at(s, &t->tk, zkr__now_ms() + ZKR__RETRY_MS);
-        return -1;
-    }
-    t->step = TK_ENDED;
-    q->take = NULL;
-    pthread_cond_broadcast(&s->cv);
-    return 0;
-}
-
 /* Does the take still need its watch on path (the session's cleanup
  * must not remove it, as a removal of another take's, retried after a
  * reconnection)? */
@@ -273,17 +249,22 @@ void zkr__take_end(take_t *t, int rc)
         (void)zkr__release_task(&q->turn);
     spent_free(t);
     t->rc = rc;
-    if (t->cb != NULL && !s->forked) {
-        (void)take_post(t);
-        return;
-    }
     q->take = NULL;
     pthread_cond_broadcast(&s->cv);
     if (t->cb == NULL) {
         t->ended = 1; /* the caller frees t */
         return;
     }
+    if (!s->forked) {
+        /* An event of the handle's turn, so that its free waits for it
+         * (or, freed from a callback, ends after it); allocated when the
+         * take began, so that this cannot fail for want of memory. */
+        zkr__post_event(s, t->ev, ZKR__EV_RELEASED, rc, &q->turn.m,
+                        (void (*)(void))take_complete, t);
+        return;
+    }
     /* A forked child's copy: nobody to tell, nothing of it runs here. */
+    free(t->ev);
     if (t->running)
         t->orphan = 1; /* freed when take_go returns */
     else
@@ -673,11 +654,6 @@ static void take_step(take_t *t)
 
     if (t->step == TK_ENDED)
         return;
-    if (t->step == TK_POSTING) {
-        if (take_post(t) == 0)
-            zkr__task_remove(s, &t->tk);
-        return;
-    }
     if (s->forked) {
         /* In a forked child's copy: the parent's requests and grants are
          * not ours, and no thread of the parent's runs here. */
@@ -843,6 +819,10 @@ static take_t *take_start(zkr_workq_t *q, int timeout_ms,
         *rc = ZKR_ELOST;
     else if ((t = calloc(1, sizeof(*t))) == NULL)
         *rc = ZKR_ENOMEM;
+    else if (cb != NULL && (t->ev = zkr__event_new()) == NULL) {
+        free(t);
+        *rc = ZKR_ENOMEM;
+    }
     if (*rc != 0)
         return NULL;
     t->q = q;

@@ -26,7 +26,6 @@ enum {
     TK_DEAD_ANC,      /* ... one of its ancestors */
     TK_CLAIM,         /* the claim's acquire (engine) */
     TK_WAIT,          /* nothing available: every place watched */
-    TK_POSTING,       /* ended: its completion waits for an event */
     TK_ENDED
 };
 
@@ -92,6 +91,7 @@ typedef struct wq_take {
     zkr_item_t *out;
     zkr_take_completion_t cb;
     void *cbdata;
+    zkr__event_t *ev; /* its completion's event (asynchronous take) */
 } take_t;
 
 /* workq_take.c; all with the mutex held */

@@ -16,6 +16,9 @@
 
 /* ------------------------------------------------------------- events */
 
+static void enqueue(zkr_session_t *s, zkr__event_t *ev, int kind, int a,
+                    zkr__member_t *m, void (*fn)(void), void *data);
+
 int zkr__post(zkr_session_t *s, int kind, int a, zkr__member_t *m,
               void (*fn)(void), void *data)
 {
@@ -32,6 +35,29 @@ int zkr__post(zkr_session_t *s, int kind, int a, zkr__member_t *m,
     }
     if (ev == NULL)
         return ZKR_ENOMEM;
+    enqueue(s, ev, kind, a, m, fn, data);
+    return 0;
+}
+
+zkr__event_t *zkr__event_new(void)
+{
+    return calloc(1, sizeof(zkr__event_t));
+}
+
+void zkr__post_event(zkr_session_t *s, zkr__event_t *ev, int kind, int a,
+                     zkr__member_t *m, void (*fn)(void), void *data)
+{
+    if (s->forked) {
+        free(ev); /* no event thread in a forked child: nothing runs */
+        return;
+    }
+    enqueue(s, ev, kind, a, m, fn, data);
+}
+
+/* Appends ev (zeroed) to the session's queue and wakes its runner. */
+static void enqueue(zkr_session_t *s, zkr__event_t *ev, int kind, int a,
+                    zkr__member_t *m, void (*fn)(void), void *data)
+{
     ev->kind = kind;
     ev->a = a;
     ev->m = m;
@@ -51,7 +77,6 @@ int zkr__post(zkr_session_t *s, int kind, int a, zkr__member_t *m,
         ssize_t w = write(s->ev_fd[1], "e", 1);
         s->ev_signalled = w == 1;
     }
-    return 0;
 }
 
 int zkr__post_call(zkr_session_t *s, void (*run)(const zkr__event_t *ev),

@@ -298,6 +298,13 @@ int zkr__is_dispatcher(zkr_session_t *s);
 /* Posts an event; the session mutex must be held. Returns 0/ZKR_ENOMEM. */
 int zkr__post(zkr_session_t *s, int kind, int a, zkr__member_t *m,
               void (*fn)(void), void *data);
+/* An event allocated ahead (free() it if never posted), and its post:
+ * for a completion that must not fail to post for want of memory when it
+ * is due. zkr__post_event cannot fail; it takes ev (in a forked child it
+ * frees it: nothing runs there). Mutex held. */
+zkr__event_t *zkr__event_new(void);
+void zkr__post_event(zkr_session_t *s, zkr__event_t *ev, int kind, int a,
+                     zkr__member_t *m, void (*fn)(void), void *data);
 
 /* Posts a one-shot completion: run(ev) is called on the event thread with
  * ev->fn, ev->data and ev->a = rc. Mutex held. */
