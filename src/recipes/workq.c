@@ -140,6 +140,12 @@ int zkr__wq_conn_error(int rc)
     return zkr__is_connection_error(rc) || rc == ZOPERATIONTIMEOUT;
 }
 
+int zkr__wq_lost(int rc)
+{
+    return zkr__wq_conn_error(rc) || rc == ZSESSIONEXPIRED || rc == ZCLOSING ||
+           rc == ZINVALIDSTATE;
+}
+
 /* ------------------------------------------------------ call chains */
 
 /* The answer of a chain's request (mutex taken): k->next is told it,

@@ -126,6 +126,10 @@ int zkr__wq_parse_bucket(const char *value, int len);
 int *zkr__wq_sorted_buckets(const struct String_vector *v, int *n);
 wq_entry_t *zkr__wq_sorted_items(const struct String_vector *v, int *n);
 int zkr__wq_conn_error(int rc);
+/* Was the answer lost (or the request never sent) with the connection or
+ * the session? Nothing is known of what it asked: a chain asks again once
+ * connected (a put's multi is resolved by its receipt). */
+int zkr__wq_lost(int rc);
 
 /* workq_put.c */
 void zkr__wq_receipts_to_cleanup(zkr_workq_t *q, char **v, int n, int64_t sid);

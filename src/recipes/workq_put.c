@@ -288,15 +288,6 @@ enum {
 static void put_go(put_t *p);
 static void put_send(put_t *p);
 
-/* Was the answer lost (or never sent) with the connection or the
- * session? Nothing is known of what it asked then: the attempt goes on
- * once connected (a multi's outcome is resolved). */
-static int put_lost(int rc)
-{
-    return zkr__wq_conn_error(rc) || rc == ZSESSIONEXPIRED || rc == ZCLOSING ||
-           rc == ZINVALIDSTATE;
-}
-
 /* An asynchronous put's completion, on the event thread. */
 static void put_deliver(const zkr__event_t *ev)
 {
@@ -343,7 +334,7 @@ static void put_end(put_t *p, int rc)
 static void put_unsent(put_t *p, int rc)
 {
     p->step = 0;
-    if (put_lost(rc) || rc == ZKR_ENOMEM) {
+    if (zkr__wq_lost(rc) || rc == ZKR_ENOMEM) {
         p->rc = rc;
         p->pause_until = zkr__now_ms() + ZKR__RETRY_MS;
         zkr__task_wake_at(p->q->s, &p->tk, p->pause_until);
@@ -365,7 +356,7 @@ static void put_issue(put_t *p, int st, int rc)
 static void put_again_or_end(put_t *p, int rc)
 {
     p->step = 0;
-    if (put_lost(rc)) {
+    if (zkr__wq_lost(rc)) {
         p->rc = rc;
         put_go(p);
     } else {
@@ -480,7 +471,7 @@ static void put_sent(put_t *p, int rc)
         put_end(p, 0);
         return;
     }
-    if (put_lost(rc)) {
+    if (zkr__wq_lost(rc)) {
         /* Applied or not, the carried deletes are the cleanup's. */
         zkr__wq_receipts_to_cleanup(q, p->carried, p->nc, p->sid);
         p->unknown = 1;
@@ -574,7 +565,7 @@ static void put_repaired(wq_repair_t *r, int rc)
         return;
     }
     p->step = 0;
-    if (rc != ZOK && rc != ZBADVERSION && !put_lost(rc)) {
+    if (rc != ZOK && rc != ZBADVERSION && !zkr__wq_lost(rc)) {
         put_end(p, rc);
         return;
     }
@@ -662,7 +653,7 @@ static void put_next(wq_call_t *k, int rc)
         put_sent(p, rc);
         return;
     case PS_RDIR_MADE:
-        if (rc != ZOK && rc != ZNODEEXISTS && !put_lost(rc)) {
+        if (rc != ZOK && rc != ZNODEEXISTS && !zkr__wq_lost(rc)) {
             put_end(p, rc);
             return;
         }

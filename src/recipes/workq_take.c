@@ -273,14 +273,6 @@ void zkr__take_end(take_t *t, int rc)
 
 /* ------------------------------------------------------------- steps */
 
-/* Was the answer lost (or the request never sent) with the connection
- * or the session? The scan is made again once connected. */
-static int answer_lost(int rc)
-{
-    return zkr__wq_conn_error(rc) || rc == ZSESSIONEXPIRED || rc == ZCLOSING ||
-           rc == ZINVALIDSTATE || rc == ZKR_ECLOSED;
-}
-
 /* The take looks again after a pause (woken then). */
 static void take_pause(take_t *t)
 {
@@ -297,7 +289,7 @@ void zkr__take_issue(take_t *t, int st, int rc)
     if (rc == 0)
         return;
     t->step = 0;
-    if (rc == ZKR_ENOMEM || answer_lost(rc)) {
+    if (rc == ZKR_ENOMEM || rc == ZKR_ECLOSED || zkr__wq_lost(rc)) {
         take_pause(t);
         return;
     }
@@ -310,7 +302,7 @@ void zkr__take_failed(take_t *t, int rc)
 {
     t->step = 0;
     free_scan(t);
-    if (answer_lost(rc)) {
+    if (zkr__wq_lost(rc)) {
         take_pause(t);
         return;
     }
@@ -731,7 +723,7 @@ static void take_step(take_t *t)
          * foreign node in the item; ETIMEDOUT, ECANCELED: the try's
          * deadline, or the take's end (checked below); a lost answer. */
         if (rc != ZKR_ESTALE && rc != ZKR_EBUSY && rc != ZKR_ETIMEDOUT &&
-            rc != ZKR_ECANCELED && !answer_lost(rc)) {
+            rc != ZKR_ECANCELED && !zkr__wq_lost(rc)) {
             zkr__take_end(t, rc);
             return;
         }
