@@ -2,7 +2,7 @@
 #ifndef ZKR_WORKQ_H
 #define ZKR_WORKQ_H
 
-#include "recipes.h"
+#include "call.h"
 
 #define WQ_BUCKET_DEFAULT 1024
 #define WQ_NAME_MAX 96 /* "i-<carry>-<uuid36>-<seq10>" and more */
@@ -13,29 +13,12 @@
 
 enum { WQ_AGAIN = 1, WQ_EMPTY = 2 }; /* scan results besides 0 and errors */
 
-/* One request at a time of a chain of asynchronous requests (a put, a
- * repair of a level): its answer's completion, under the session's
- * mutex, calls next with the request's code and what came back (stat,
- * strings, value: valid during the call only). m: the handle whose free
- * waits for the requests, or NULL. */
-typedef struct wq_call wq_call_t;
-struct wq_call {
-    zkr_session_t *s;
-    zkr__member_t *m;
-    void (*next)(wq_call_t *k, int rc);
-    const struct Stat *stat;
-    const struct String_vector *strings;
-    const char *value;
-    int value_len;
-    int busy; /* a request in flight */
-};
-
 /* A seal or repair of a level's tail, as a chain (workq_put.c,
  * zkr__wq_repair). The owner sets k.s, k.m, acl and done. */
 enum { WQ_SEAL = 1, WQ_REPAIR_SEALED, WQ_REPAIR_MISSING };
 typedef struct wq_repair wq_repair_t;
 struct wq_repair {
-    wq_call_t k;
+    zkr__call_t k;
     const struct ACL_vector *acl;
     void (*done)(wq_repair_t *r, int rc); /* mutex held; may free r */
     char ql[300], bt[320], bb[320], next[320];
@@ -104,32 +87,9 @@ typedef struct {
 } wq_entry_t;
 
 /* workq.c */
-/* Issue k's request (mutex held): 0 when in flight (k->next is told its
- * answer), or the code it was not sent with (ZCONNECTIONLOSS when not
- * connected, ZKR_ECLOSED, ZKR_ENOMEM, the client's code). */
-int zkr__wq_exists(wq_call_t *k, const char *path);
-int zkr__wq_get(wq_call_t *k, const char *path);
-int zkr__wq_children(wq_call_t *k, const char *path);
-/* With the stat, and a watch w (ctx wctx) unless w is NULL. */
-int zkr__wq_children2(wq_call_t *k, const char *path, watcher_fn w, void *wctx);
-int zkr__wq_wexists(wq_call_t *k, const char *path, watcher_fn w, void *wctx);
-int zkr__wq_create(wq_call_t *k, const char *path, const char *data, int len,
-                   const struct ACL_vector *acl, int mode);
-int zkr__wq_delete(wq_call_t *k, const char *path, int version);
-int zkr__wq_set(wq_call_t *k, const char *path, const char *data, int len,
-                int version);
-int zkr__wq_multi(wq_call_t *k, int n, const zoo_op_t *ops,
-                  zoo_op_result_t *res);
-int zkr__wq_sync(wq_call_t *k, const char *path);
-
 int zkr__wq_parse_bucket(const char *value, int len);
 int *zkr__wq_sorted_buckets(const struct String_vector *v, int *n);
 wq_entry_t *zkr__wq_sorted_items(const struct String_vector *v, int *n);
-int zkr__wq_conn_error(int rc);
-/* Was the answer lost (or the request never sent) with the connection or
- * the session? Nothing is known of what it asked: a chain asks again once
- * connected (a put's multi is resolved by its receipt). */
-int zkr__wq_lost(int rc);
 
 /* workq_put.c */
 void zkr__wq_receipts_to_cleanup(zkr_workq_t *q, char **v, int n, int64_t sid);

@@ -269,7 +269,7 @@ static void item_repaired(wq_repair_t *rp, int rc)
         r = build_back(it);
         if (r == 0)
             r = zkr__commit(&it->c, &it->cm);
-    } else if (rc == 0 || rc == ZBADVERSION || zkr__wq_conn_error(rc) ||
+    } else if (rc == 0 || rc == ZBADVERSION || zkr__call_conn_error(rc) ||
                rc == ZCLOSING || rc == ZSESSIONEXPIRED) {
         /* q<L> moved on (by us or not), or the answer was lost (ZCLOSING:
          * our handle closed with the request in flight): read again; not
@@ -278,7 +278,7 @@ static void item_repaired(wq_repair_t *rp, int rc)
     }
     if (r != 0) {
         it->where = -2; /* report r as is */
-        item_done(&it->cm, zkr__wq_conn_error(r) ? ZCONNECTIONLOSS : r);
+        item_done(&it->cm, zkr__call_conn_error(r) ? ZCONNECTIONLOSS : r);
     }
 }
 
@@ -321,7 +321,7 @@ static void tail_done(int rc, const struct Stat *stat, const void *data)
         if (r == 0)
             r = zkr__commit(&it->c, &it->cm);
     } else {
-        r = zkr__wq_conn_error(rc) ? ZCONNECTIONLOSS : rc;
+        r = zkr__call_conn_error(rc) ? ZCONNECTIONLOSS : rc;
     }
     if (r != 0) {
         it->where = -2; /* report r as is */
@@ -344,7 +344,7 @@ static void rdir_done(int rc, const char *value, const void *data)
     zkr_session_t *s = zkr__op_begin(op, rc);
     zkr_item_t *it = zkr__c(op->m)->owner;
     int r = rc == ZOK || rc == ZNODEEXISTS ? 0
-            : zkr__wq_conn_error(rc)       ? ZCONNECTIONLOSS
+            : zkr__call_conn_error(rc)     ? ZCONNECTIONLOSS
                                            : rc;
 
     (void)s;

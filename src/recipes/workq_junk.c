@@ -36,9 +36,9 @@ static void claimed_list(take_t *t)
 {
     free_claimed(t);
     zkr__take_issue(t, TK_CL_LIST,
-                    zkr__wq_children2(&t->k, t->ipath,
-                                      t->watch ? zkr__take_watcher : NULL,
-                                      t->q->s));
+                    zkr__call_children2(&t->k, t->ipath,
+                                        t->watch ? zkr__take_watcher : NULL,
+                                        t->q->s));
 }
 
 /* A round of deleting what is no claim ended with rc. */
@@ -46,7 +46,8 @@ static void cl_round_end(take_t *t, int rc)
 {
     free_claimed(t);
     if (rc != ZOK) {
-        if (zkr__wq_conn_error(rc) || rc == ZKR_ENOMEM || rc == ZSESSIONEXPIRED)
+        if (zkr__call_conn_error(rc) || rc == ZKR_ENOMEM ||
+            rc == ZSESSIONEXPIRED)
             zkr__take_failed(t, rc);
         else
             zkr__take_next_item(
@@ -55,7 +56,7 @@ static void cl_round_end(take_t *t, int rc)
     }
     if (!t->junk) { /* nothing there now: available, read again */
         t->again = 1;
-        zkr__take_issue(t, TK_ITEM, zkr__wq_get(&t->k, t->ipath));
+        zkr__take_issue(t, TK_ITEM, zkr__call_get(&t->k, t->ipath));
     } else if (++t->round < 3) {
         claimed_list(t);
     } else {
@@ -77,7 +78,7 @@ static void tree_begin(take_t *t, const char *path, int depth)
     }
     f->depth = depth;
     t->nfr = 1;
-    zkr__take_issue(t, TK_TREE, zkr__wq_delete(&t->k, f->path, -1));
+    zkr__take_issue(t, TK_TREE, zkr__call_delete(&t->k, f->path, -1));
 }
 
 /* The tree's top node is done with rc (ZOK: gone). */
@@ -111,7 +112,7 @@ static void tree_step(take_t *t)
 
     if (f->i >= f->kids.count) {
         f->last = 1;
-        zkr__take_issue(t, TK_TREE, zkr__wq_delete(&t->k, f->path, -1));
+        zkr__take_issue(t, TK_TREE, zkr__call_delete(&t->k, f->path, -1));
         return;
     }
     c = &t->tree[t->nfr];
@@ -123,7 +124,7 @@ static void tree_step(take_t *t)
     }
     c->depth = f->depth - 1;
     t->nfr++;
-    zkr__take_issue(t, TK_TREE, zkr__wq_delete(&t->k, c->path, -1));
+    zkr__take_issue(t, TK_TREE, zkr__call_delete(&t->k, c->path, -1));
 }
 
 static void tree_answer(take_t *t, int rc, const struct String_vector *v)
@@ -144,7 +145,7 @@ static void tree_answer(take_t *t, int rc, const struct String_vector *v)
     }
     if (rc == ZNOTEMPTY && !f->listed && f->depth > 0) {
         f->listed = 1;
-        zkr__take_issue(t, TK_TREE, zkr__wq_children(&t->k, f->path));
+        zkr__take_issue(t, TK_TREE, zkr__call_children(&t->k, f->path));
         return;
     }
     tree_pop(t, rc == ZNONODE ? ZOK : rc);
@@ -191,7 +192,7 @@ static void cl_next_junk(take_t *t)
         cl_round_end(t, ZKR_ENOMEM);
         return;
     }
-    zkr__take_issue(t, TK_CL_FIRST, zkr__wq_exists(&t->k, path));
+    zkr__take_issue(t, TK_CL_FIRST, zkr__call_exists(&t->k, path));
     free(path);
 }
 
@@ -212,7 +213,7 @@ static void dead_send(take_t *t)
     zoo_delete_op_init(&t->ops[1], t->ipath, t->version);
     /* Results are only written by a multi the server answered. */
     memset(t->res, 0, sizeof(t->res));
-    zkr__take_issue(t, TK_DEAD, zkr__wq_multi(&t->k, 2, t->ops, t->res));
+    zkr__take_issue(t, TK_DEAD, zkr__call_multi(&t->k, 2, t->ops, t->res));
 }
 
 /* The dead-letter path made (persistent), after its missing ancestors
@@ -228,7 +229,7 @@ static void dead_mk(take_t *t)
     t->anc_at = 0;
     zkr__take_issue(
         t, TK_DEAD_MK,
-        zkr__wq_create(&t->k, q->dead_path, "", 0, q->acl, ZOO_PERSISTENT));
+        zkr__call_create(&t->k, q->dead_path, "", 0, q->acl, ZOO_PERSISTENT));
 }
 
 /* The next ancestor of the dead-letter path below the last one made,
@@ -247,7 +248,7 @@ static void dead_anc(take_t *t)
     memcpy(pre, dp, (size_t)t->anc_at);
     pre[t->anc_at] = '\0';
     zkr__take_issue(t, TK_DEAD_ANC,
-                    zkr__wq_create(&t->k, pre, "", 0, q->acl, ZOO_CONTAINER));
+                    zkr__call_create(&t->k, pre, "", 0, q->acl, ZOO_CONTAINER));
 }
 
 void zkr__take_dead_letter(take_t *t, const char *data, int len, int version)
@@ -289,7 +290,7 @@ void zkr__take_free_junk(take_t *t)
 /* Mutex held: the answer to a request of the steps above. */
 void zkr__take_junk_next(take_t *t, int step, int rc)
 {
-    const wq_call_t *k = &t->k;
+    const zkr__call_t *k = &t->k;
     const struct Stat *st = k->stat;
 
     switch (step) {
@@ -330,10 +331,10 @@ void zkr__take_junk_next(take_t *t, int step, int rc)
             zkr__take_next_item(t);
         } else if (t->res[0].err == ZNODEEXISTS) { /* moved, answer lost */
             zkr__take_issue(t, TK_DEAD_DEL,
-                            zkr__wq_delete(&t->k, t->ipath, t->version));
+                            zkr__call_delete(&t->k, t->ipath, t->version));
         } else if (t->res[0].err == ZNONODE) {
             dead_mk(t);
-        } else if (zkr__wq_conn_error(rc)) {
+        } else if (zkr__call_conn_error(rc)) {
             zkr__take_failed(t, rc);
         } else {
             zkr__take_next_item(t); /* changed meanwhile */
@@ -357,7 +358,7 @@ void zkr__take_junk_next(take_t *t, int step, int rc)
                 dead_anc(t);
             else
                 dead_mk(t);
-        } else if (zkr__wq_conn_error(rc)) {
+        } else if (zkr__call_conn_error(rc)) {
             zkr__take_failed(t, rc);
         } else {
             /* refused (ZNOAUTH): the item stays, as a refused move */

@@ -69,7 +69,7 @@ static void repair_end(wq_repair_t *r, int rc)
 }
 
 /* Mutex held: the answer to the repair's request. */
-static void repair_next(wq_call_t *k, int rc)
+static void repair_next(zkr__call_t *k, int rc)
 {
     wq_repair_t *r = (wq_repair_t *)k;
     int n = r->mode == WQ_SEAL ? 3 : 2, below = -1, *bk, nb = 0;
@@ -91,7 +91,7 @@ static void repair_next(wq_call_t *k, int rc)
          * items: it is not a bucket. Deleted, it is missing. */
         if (rc == ZOK && k->stat->ephemeralOwner != 0) {
             r->step = RP_DELETE;
-            if ((rc = zkr__wq_delete(k, r->bt, k->stat->version)) != 0)
+            if ((rc = zkr__call_delete(k, r->bt, k->stat->version)) != 0)
                 repair_end(r, rc);
             return;
         }
@@ -144,7 +144,7 @@ static void repair_next(wq_call_t *k, int rc)
 /* Issues the request of r's step: 0, or the code it was not sent with. */
 static int repair_send(wq_repair_t *r)
 {
-    wq_call_t *k = &r->k;
+    zkr__call_t *k = &r->k;
     int n;
 
     memset(r->res, 0, sizeof(r->res));
@@ -153,19 +153,19 @@ static int repair_send(wq_repair_t *r)
     case RP_ADOPT:
         n = advance_ops(r->ops, r->mode == WQ_SEAL ? r->bt : NULL, r->ql,
                         r->next, r->t, r->step == RP_ADOPT, r->acl);
-        return zkr__wq_multi(k, n, r->ops, r->res);
+        return zkr__call_multi(k, n, r->ops, r->res);
     case RP_EXISTS:
-        return zkr__wq_exists(k, r->bt);
+        return zkr__call_exists(k, r->bt);
     case RP_LIST:
-        return zkr__wq_children(k, r->ql);
+        return zkr__call_children(k, r->ql);
     case RP_SEAL_BELOW:
-        return zkr__wq_set(k, r->bb, "sealed", 6, 0);
+        return zkr__call_set(k, r->bb, "sealed", 6, 0);
     default: /* RP_CREATE: only while q<L> still names t, so that a
                 repair from an old read makes no bucket below the tail */
         zoo_check_op_init(&r->ops[0], r->ql, r->t);
         zoo_create_op_init(&r->ops[1], r->bt, "", 0, r->acl, ZOO_PERSISTENT,
                            NULL, 0);
-        return zkr__wq_multi(k, 2, r->ops, r->res);
+        return zkr__call_multi(k, 2, r->ops, r->res);
     }
 }
 
@@ -232,7 +232,7 @@ void zkr__wq_receipts_to_cleanup(zkr_workq_t *q, char **v, int n, int64_t sid)
  * receipt and the receipts confirmed so far; a full bucket sealed after.
  * After a lost answer, put_resolve's: the receipt tells. */
 typedef struct put {
-    wq_call_t k;    /* its requests */
+    zkr__call_t k;  /* its requests */
     zkr__task_t tk; /* its wake-ups: connected, a pause's end, the deadline */
     wq_repair_t rp; /* a seal or repair of its level */
     zkr_workq_t *q;
@@ -334,7 +334,7 @@ static void put_end(put_t *p, int rc)
 static void put_unsent(put_t *p, int rc)
 {
     p->step = 0;
-    if (zkr__wq_lost(rc) || rc == ZKR_ENOMEM) {
+    if (zkr__call_lost(rc) || rc == ZKR_ENOMEM) {
         p->rc = rc;
         p->pause_until = zkr__now_ms() + ZKR__RETRY_MS;
         zkr__task_wake_at(p->q->s, &p->tk, p->pause_until);
@@ -356,7 +356,7 @@ static void put_issue(put_t *p, int st, int rc)
 static void put_again_or_end(put_t *p, int rc)
 {
     p->step = 0;
-    if (zkr__wq_lost(rc)) {
+    if (zkr__call_lost(rc)) {
         p->rc = rc;
         put_go(p);
     } else {
@@ -385,12 +385,12 @@ static void put_level(put_t *p)
         snprintf(data, sizeof(data), "zkr-workq 1 bucket=%d",
                  WQ_BUCKET_DEFAULT);
         put_issue(p, PS_PATH,
-                  zkr__wq_create(&p->k, q->path, data, (int)strlen(data),
-                                 q->acl, ZOO_PERSISTENT));
+                  zkr__call_create(&p->k, q->path, data, (int)strlen(data),
+                                   q->acl, ZOO_PERSISTENT));
     } else if (p->bsize <= 0) {
-        put_issue(p, PS_BUCKET, zkr__wq_get(&p->k, q->path));
+        put_issue(p, PS_BUCKET, zkr__call_get(&p->k, q->path));
     } else if (p->t < 0) {
-        put_issue(p, PS_TAIL, zkr__wq_exists(&p->k, p->ql));
+        put_issue(p, PS_TAIL, zkr__call_exists(&p->k, p->ql));
     } else {
         put_send(p);
     }
@@ -409,7 +409,7 @@ static void put_ancestor(put_t *p)
     p->anc_at = (int)(slash - p->anc);
     *slash = '\0';
     put_issue(p, PS_ANCESTOR,
-              zkr__wq_create(&p->k, p->anc, "", 0, p->q->acl, ZOO_CONTAINER));
+              zkr__call_create(&p->k, p->anc, "", 0, p->q->acl, ZOO_CONTAINER));
     *slash = '/';
 }
 
@@ -441,7 +441,7 @@ static void put_send(put_t *p)
      * op. */
     memset(p->res, 0, sizeof(p->res));
     p->step = PS_MULTI;
-    if ((rc = zkr__wq_multi(&p->k, 3 + p->nc, p->ops, p->res)) != 0) {
+    if ((rc = zkr__call_multi(&p->k, 3 + p->nc, p->ops, p->res)) != 0) {
         for (int i = 0; i < p->nc; i++) /* not sent: kept */
             q->rcpt[q->nrcpt++] = p->carried[i];
         p->nc = 0;
@@ -471,7 +471,7 @@ static void put_sent(put_t *p, int rc)
         put_end(p, 0);
         return;
     }
-    if (zkr__wq_lost(rc)) {
+    if (zkr__call_lost(rc)) {
         /* Applied or not, the carried deletes are the cleanup's. */
         zkr__wq_receipts_to_cleanup(q, p->carried, p->nc, p->sid);
         p->unknown = 1;
@@ -495,8 +495,9 @@ static void put_sent(put_t *p, int rc)
     }
     if (f == 2 && p->res[2].err == ZNONODE) {
         /* The receipts' container was reaped (empty): again. */
-        put_issue(p, PS_RDIR_MADE,
-                  zkr__wq_create(&p->k, p->rdir, "", 0, q->acl, ZOO_CONTAINER));
+        put_issue(
+            p, PS_RDIR_MADE,
+            zkr__call_create(&p->k, p->rdir, "", 0, q->acl, ZOO_CONTAINER));
         return;
     }
     if ((f == 0 &&
@@ -508,7 +509,7 @@ static void put_sent(put_t *p, int rc)
         p->was = p->t;
         p->rc = f == 1 ? ZNONODE : p->res[0].err;
         p->t = -1;
-        put_issue(p, PS_LEVEL_READ, zkr__wq_exists(&p->k, p->ql));
+        put_issue(p, PS_LEVEL_READ, zkr__call_exists(&p->k, p->ql));
         return;
     }
     put_fail(p, rc);
@@ -524,9 +525,9 @@ static void put_resolve(put_t *p)
 {
     p->receipt_gone = 0;
     if (p->sid == p->sent_sid)
-        put_issue(p, PS_R_SYNC, zkr__wq_sync(&p->k, p->rdir));
+        put_issue(p, PS_R_SYNC, zkr__call_sync(&p->k, p->rdir));
     else
-        put_issue(p, PS_R_BSYNC, zkr__wq_sync(&p->k, p->bt));
+        put_issue(p, PS_R_BSYNC, zkr__call_sync(&p->k, p->bt));
 }
 
 /* The resolve's search of b<t> found (hit, the name) or not. */
@@ -565,7 +566,7 @@ static void put_repaired(wq_repair_t *r, int rc)
         return;
     }
     p->step = 0;
-    if (rc != ZOK && rc != ZBADVERSION && !zkr__wq_lost(rc)) {
+    if (rc != ZOK && rc != ZBADVERSION && !zkr__call_lost(rc)) {
         put_end(p, rc);
         return;
     }
@@ -575,7 +576,7 @@ static void put_repaired(wq_repair_t *r, int rc)
 }
 
 /* Mutex held: the answer to the put's request. */
-static void put_next(wq_call_t *k, int rc)
+static void put_next(zkr__call_t *k, int rc)
 {
     put_t *p = (put_t *)k;
     zkr_workq_t *q = p->q;
@@ -587,8 +588,9 @@ static void put_next(wq_call_t *k, int rc)
     switch (st) {
     case PS_PATH:
         if (rc == ZOK || rc == ZNODEEXISTS) {
-            put_issue(p, PS_RCPT_DIR,
-                      zkr__wq_create(k, p->rdir, "", 0, q->acl, ZOO_CONTAINER));
+            put_issue(
+                p, PS_RCPT_DIR,
+                zkr__call_create(k, p->rdir, "", 0, q->acl, ZOO_CONTAINER));
         } else if (rc == ZNONODE && ++p->path_tries < 5) {
             snprintf(p->anc, sizeof(p->anc), "%s", q->path);
             p->anc_at = 0;
@@ -617,7 +619,7 @@ static void put_next(wq_call_t *k, int rc)
             zoo_create_op_init(&p->ops[1], b0, "", 0, q->acl, ZOO_PERSISTENT,
                                NULL, 0);
             memset(p->res, 0, sizeof(p->res));
-            put_issue(p, PS_LEVEL, zkr__wq_multi(k, 2, p->ops, p->res));
+            put_issue(p, PS_LEVEL, zkr__call_multi(k, 2, p->ops, p->res));
         }
         return;
     case PS_LEVEL:
@@ -653,7 +655,7 @@ static void put_next(wq_call_t *k, int rc)
         put_sent(p, rc);
         return;
     case PS_RDIR_MADE:
-        if (rc != ZOK && rc != ZNODEEXISTS && !zkr__wq_lost(rc)) {
+        if (rc != ZOK && rc != ZNODEEXISTS && !zkr__call_lost(rc)) {
             put_end(p, rc);
             return;
         }
@@ -677,7 +679,7 @@ static void put_next(wq_call_t *k, int rc)
         return;
     case PS_R_SYNC:
         if (rc == ZOK || rc == ZNONODE) {
-            put_issue(p, PS_R_RECEIPT, zkr__wq_exists(k, p->receipt));
+            put_issue(p, PS_R_RECEIPT, zkr__call_exists(k, p->receipt));
             return;
         }
         put_again_or_end(p, rc);
@@ -691,11 +693,11 @@ static void put_next(wq_call_t *k, int rc)
             put_again_or_end(p, rc);
             return;
         }
-        put_issue(p, PS_R_BSYNC, zkr__wq_sync(k, p->bt));
+        put_issue(p, PS_R_BSYNC, zkr__call_sync(k, p->bt));
         return;
     case PS_R_BSYNC:
         if (rc == ZOK) {
-            put_issue(p, PS_R_LIST, zkr__wq_children(k, p->bt));
+            put_issue(p, PS_R_LIST, zkr__call_children(k, p->bt));
             return;
         }
         /* ZNONODE (no such bucket) or an error: as the listing's */

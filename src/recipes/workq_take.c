@@ -1,7 +1,7 @@
 /* The work queue's take: the consumers' line, the scan for the oldest
  * available item, and its claim (docs/design/workq.md).
  *
- * A take is a chain of asynchronous requests (wq_call_t), each issued in
+ * A take is a chain of asynchronous requests (zkr__call_t), each issued in
  * the previous answer's completion under the session's mutex, and a task
  * (zkr__task_t) that the engine wakes when the chain cannot go on by
  * itself: the turn's or the claim's acquire ended (engine, c->task), the
@@ -18,7 +18,7 @@
 #include "workq_take.h"
 
 static void take_go(take_t *t);
-static void take_next(wq_call_t *k, int rc);
+static void take_next(zkr__call_t *k, int rc);
 static void next_level(take_t *t);
 static void next_bucket(take_t *t);
 
@@ -289,7 +289,7 @@ void zkr__take_issue(take_t *t, int st, int rc)
     if (rc == 0)
         return;
     t->step = 0;
-    if (rc == ZKR_ENOMEM || rc == ZKR_ECLOSED || zkr__wq_lost(rc)) {
+    if (rc == ZKR_ENOMEM || rc == ZKR_ECLOSED || zkr__call_lost(rc)) {
         take_pause(t);
         return;
     }
@@ -302,7 +302,7 @@ void zkr__take_failed(take_t *t, int rc)
 {
     t->step = 0;
     free_scan(t);
-    if (zkr__wq_lost(rc)) {
+    if (zkr__call_lost(rc)) {
         take_pause(t);
         return;
     }
@@ -344,9 +344,9 @@ static void scan_begin(take_t *t)
     t->levels = 0;
     t->level = -1;
     zkr__take_issue(t, TK_TOP,
-                    zkr__wq_children2(&t->k, q->path,
-                                      t->watch ? zkr__take_watcher : NULL,
-                                      q->s));
+                    zkr__call_children2(&t->k, q->path,
+                                        t->watch ? zkr__take_watcher : NULL,
+                                        q->s));
 }
 
 /* The next level that exists, from its buckets on; B read first. */
@@ -364,15 +364,15 @@ static void next_level(take_t *t)
         return;
     }
     if (q->bucket <= 0) {
-        zkr__take_issue(t, TK_BSIZE, zkr__wq_get(&t->k, q->path));
+        zkr__take_issue(t, TK_BSIZE, zkr__call_get(&t->k, q->path));
         return;
     }
     t->bsize = q->bucket;
     snprintf(t->ql, sizeof(t->ql), "%s/q%d", q->path, t->level);
     zkr__take_issue(t, TK_LEVEL,
-                    zkr__wq_children2(&t->k, t->ql,
-                                      t->watch ? zkr__take_watcher : NULL,
-                                      q->s));
+                    zkr__call_children2(&t->k, t->ql,
+                                        t->watch ? zkr__take_watcher : NULL,
+                                        q->s));
 }
 
 static void next_bucket(take_t *t)
@@ -389,9 +389,9 @@ static void next_bucket(take_t *t)
      * need not be the last bucket (another client may make one ahead). */
     t->tail = t->watch && (t->b == t->nb - 1 || t->bk[t->b] == t->qver);
     zkr__take_issue(t, TK_BUCKET,
-                    zkr__wq_children2(&t->k, t->bt,
-                                      t->tail ? zkr__take_watcher : NULL,
-                                      q->s));
+                    zkr__call_children2(&t->k, t->bt,
+                                        t->tail ? zkr__take_watcher : NULL,
+                                        q->s));
 }
 
 void zkr__take_next_item(take_t *t)
@@ -402,7 +402,7 @@ void zkr__take_next_item(take_t *t)
     }
     snprintf(t->ipath, sizeof(t->ipath), "%s/%s", t->bt, t->e[t->i].name);
     t->again = 0;
-    zkr__take_issue(t, TK_ITEM, zkr__wq_get(&t->k, t->ipath));
+    zkr__take_issue(t, TK_ITEM, zkr__call_get(&t->k, t->ipath));
 }
 
 /* The item read (data, stat) has no children: available, unless it has
@@ -471,7 +471,7 @@ static void answer_watch(take_t *t, int step, int rc)
 }
 
 /* Mutex held: the answer to the take's request. */
-static void take_next(wq_call_t *k, int rc)
+static void take_next(zkr__call_t *k, int rc)
 {
     take_t *t = (take_t *)k;
     zkr_workq_t *q = t->q;
@@ -490,7 +490,7 @@ static void take_next(wq_call_t *k, int rc)
             if (t->watch)
                 zkr__take_issue(
                     t, TK_TOP_WATCH,
-                    zkr__wq_wexists(&t->k, q->path, zkr__take_watcher, q->s));
+                    zkr__call_wexists(&t->k, q->path, zkr__take_watcher, q->s));
             else
                 scan_empty(t);
             return;
@@ -532,9 +532,9 @@ static void take_next(wq_call_t *k, int rc)
             q->bucket = t->bsize;
         snprintf(t->ql, sizeof(t->ql), "%s/q%d", q->path, t->level);
         zkr__take_issue(t, TK_LEVEL,
-                        zkr__wq_children2(&t->k, t->ql,
-                                          t->watch ? zkr__take_watcher : NULL,
-                                          q->s));
+                        zkr__call_children2(&t->k, t->ql,
+                                            t->watch ? zkr__take_watcher : NULL,
+                                            q->s));
         return;
     case TK_LEVEL:
         if (rc == ZNONODE) {
@@ -555,7 +555,7 @@ static void take_next(wq_call_t *k, int rc)
         if (t->watch)
             zkr__take_issue(
                 t, TK_LEVEL_WATCH,
-                zkr__wq_wexists(&t->k, t->ql, zkr__take_watcher, q->s));
+                zkr__call_wexists(&t->k, t->ql, zkr__take_watcher, q->s));
         else
             next_bucket(t);
         return;
@@ -588,7 +588,8 @@ static void take_next(wq_call_t *k, int rc)
         t->i = -1;
         if (t->ni == 0 && st->version >= 1 && t->b != t->nb - 1) {
             /* empty and sealed */
-            zkr__take_issue(t, TK_BUCKET_DEL, zkr__wq_delete(&t->k, t->bt, -1));
+            zkr__take_issue(t, TK_BUCKET_DEL,
+                            zkr__call_delete(&t->k, t->bt, -1));
             return;
         }
         zkr__take_next_item(t);
@@ -723,7 +724,7 @@ static void take_step(take_t *t)
          * foreign node in the item; ETIMEDOUT, ECANCELED: the try's
          * deadline, or the take's end (checked below); a lost answer. */
         if (rc != ZKR_ESTALE && rc != ZKR_EBUSY && rc != ZKR_ETIMEDOUT &&
-            rc != ZKR_ECANCELED && !zkr__wq_lost(rc)) {
+            rc != ZKR_ECANCELED && !zkr__call_lost(rc)) {
             zkr__take_end(t, rc);
             return;
         }

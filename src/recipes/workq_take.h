@@ -42,7 +42,7 @@ typedef struct {
 } tree_frame_t;
 
 typedef struct wq_take {
-    wq_call_t k;      /* its requests */
+    zkr__call_t k;    /* its requests */
     zkr__task_t tk;   /* its wake-ups */
     zkr__reader_t rd; /* claims its watches (the session's cleanup) */
     zkr_workq_t *q;
