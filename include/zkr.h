@@ -2283,6 +2283,150 @@ ZKR_EXTERN void zkr_item_free(zkr_item_t *it);
 /** @} */
 
 /* ------------------------------------------------------------------------ */
+/* Atomic counter                                                            */
+/* ------------------------------------------------------------------------ */
+/** \defgroup zkr_atomic Atomic counter
+ *
+ * A signed 64-bit counter in one node's data: get, add, set and
+ * compare-and-set, each a read then a write conditional on the version
+ * read (a conflict reads again, so every update is applied exactly once
+ * or not at all). No node, or empty data, counts as 0; the first update
+ * creates the node (and its missing ancestors, persistent, with the
+ * handle's ACL). The data is Apache Curator's DistributedAtomicLong
+ * encoding by default (8 bytes, big-endian two's complement), or with
+ * #ZKR_ATOMIC_TEXT kazoo's Counter encoding (decimal ASCII, "-5"): a
+ * Curator or kazoo counter on the same path, with the same encoding, sees
+ * every zkr update and zkr sees theirs. Every client of a path must use
+ * one encoding.
+ *
+ * A write whose answer is lost with the connection or the session is not
+ * sent again blindly (Curator and kazoo do, and may count twice): once
+ * connected, zkr syncs and reads the node. When it shows that the write
+ * did not apply (the node as it was read, or its next version holding
+ * another value), the operation starts over; otherwise it ends with
+ * ZKR_EINDOUBT, the value now in the result's `after`.
+ *
+ * A get reads from the server the session is connected to: it sees every
+ * update of this session, and another client's update once that server
+ * has it (ZooKeeper's reads; updates are always made on the latest
+ * value).
+ *
+ * \par RETURN VALUE
+ * 0 on success, or an error code.
+ *
+ * \par ERRORS
+ * - ZBADARGUMENTS: NULL, an invalid path or flag, an add that would leave
+ *   the 64-bit range (nothing written).
+ * - ZKR_EFORMAT: the node's data is not a value of the handle's encoding.
+ * - ZKR_EINDOUBT: an update whose answer was lost, and the node changed
+ *   since: it may or may not have applied.
+ * - ZCONNECTIONLOSS: not connected within the session timeout plus the
+ *   request timeout of the operation's start or last connection; nothing
+ *   was changed.
+ * - ZKR_ELOST: the session was lost and is not re-created (`no_reconnect`
+ *   or an adopted handle); nothing was changed.
+ * - ZKR_ECANCELED: zkr_atomic_free() ended an asynchronous operation.
+ * - ZKR_EDEADLK, ZKR_ECLOSED, ZNOAUTH, ZKR_ENOMEM.
+ *
+ * \par EXAMPLE
+ * \code
+ * zkr_atomic_t *shard;
+ * int64_t mine;
+ * zkr_atomic_new(&shard, s, "/app/next-shard", 0, NULL);
+ * if (zkr_atomic_add(shard, 1, &mine) == 0)
+ *     serve_shard(mine - 1);     // 0, 1, 2, ...: each handed out once
+ * zkr_atomic_free(shard);
+ * \endcode
+ *
+ * \sa %zkr(7), %zkr(1) (zkr counter)
+ *
+ * @{
+ */
+
+/** An atomic counter at one path. Thread-safe. */
+typedef struct zkr_atomic zkr_atomic_t;
+
+/** zkr_atomic_new() flag: kazoo's Counter encoding (decimal text). */
+#define ZKR_ATOMIC_TEXT 1
+
+/** The operations of zkr_atomic_async(). */
+typedef enum {
+    ZKR_ATOMIC_GET = 0, /**< read the value */
+    ZKR_ATOMIC_ADD = 1, /**< add a (may be negative) */
+    ZKR_ATOMIC_SET = 2, /**< set to a */
+    ZKR_ATOMIC_CAS = 3  /**< set to b if the value is a */
+} zkr_atomic_op_t;
+
+/** \brief What an atomic counter's operation found and did. */
+typedef struct zkr_atomic_result {
+    int64_t before; /**< the value the operation read (0: no node) */
+    int64_t after;  /**< the value it wrote; the value read when it wrote
+                         nothing (a get, a compare-and-set that did not
+                         match); with ZKR_EINDOUBT, the value now */
+    int changed;    /**< 1 if it wrote, 0 if not */
+} zkr_atomic_result_t;
+
+/** Called once on the session's event thread when an asynchronous
+ * operation ends: rc as the blocking call would return, r valid during
+ * the call. */
+typedef void (*zkr_atomic_completion_t)(int rc, const zkr_atomic_result_t *r,
+                                        void *data);
+
+/**
+ * \brief Creates a counter handle at path. Sends nothing.
+ * \param flags 0 (Curator's encoding) or #ZKR_ATOMIC_TEXT (kazoo's).
+ * \param acl the ACL of the nodes it creates; NULL: world:anyone, all.
+ * \return 0; ZBADARGUMENTS; ZKR_ECLOSED; ZKR_ENOMEM.
+ */
+ZKR_EXTERN int zkr_atomic_new(zkr_atomic_t **out, zkr_session_t *s,
+                              const char *path, int flags,
+                              const struct ACL_vector *acl);
+
+/**
+ * \brief Frees the handle. Asynchronous operations still under way end
+ *   with ZKR_ECANCELED (one whose write's outcome is being resolved ends
+ *   as resolved, or ZKR_EINDOUBT), after waiting for an answer in flight.
+ *   NULL is a no-op; callable from a callback. Not while a blocking call
+ *   on it runs.
+ */
+ZKR_EXTERN void zkr_atomic_free(zkr_atomic_t *c);
+
+/** \brief Reads the value into *value. */
+ZKR_EXTERN int zkr_atomic_get(zkr_atomic_t *c, int64_t *value);
+
+/** \brief Adds delta; the value after it in *value (NULL: not wanted). */
+ZKR_EXTERN int zkr_atomic_add(zkr_atomic_t *c, int64_t delta, int64_t *value);
+
+/** \brief Sets the value. */
+ZKR_EXTERN int zkr_atomic_set(zkr_atomic_t *c, int64_t value);
+
+/**
+ * \brief Sets the value to `value` if it is `expect` (no node counts as
+ *   0). *swapped is 1 if it did, 0 if the value differed; *now the value
+ *   after the call (either may be NULL).
+ */
+ZKR_EXTERN int zkr_atomic_cas(zkr_atomic_t *c, int64_t expect, int64_t value,
+                              int *swapped, int64_t *now);
+
+/**
+ * \brief Any operation, blocking, with its whole result in *r (may be
+ *   NULL). a and b as zkr_atomic_op_t says.
+ */
+ZKR_EXTERN int zkr_atomic_run(zkr_atomic_t *c, zkr_atomic_op_t op, int64_t a,
+                              int64_t b, zkr_atomic_result_t *r);
+
+/**
+ * \brief Starts any operation; cb is called once when it ends.
+ * \return 0 (cb will be called); ZBADARGUMENTS (cb NULL too); ZKR_ECLOSED;
+ *   ZKR_ENOMEM.
+ */
+ZKR_EXTERN int zkr_atomic_async(zkr_atomic_t *c, zkr_atomic_op_t op, int64_t a,
+                                int64_t b, zkr_atomic_completion_t cb,
+                                void *data);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
 /* Metrics (docs/OBSERVABILITY.md)                                           */
 /* ------------------------------------------------------------------------ */
 /** \defgroup zkr_metrics Metrics in the Prometheus text format

@@ -26,6 +26,7 @@
  *                      createContainer, createTTL or multi), drop its
  *                      reply and reset that connection: the create is
  *                      applied, the client sees connection loss.
+ *   drop-set-reply     the same for the next setData request.
  *   drop-create-reply-blackhole
  *                      the same, but the reply and everything after it
  *                      are dropped as by blackhole (which this mode then
@@ -116,7 +117,7 @@ struct conn {
 static struct conn *conns[MAX_CONNS];
 static int blackhole;
 static int delay_ms;
-static int drop_create_armed;
+static int drop_create_armed;   /* 1: a create's reply, 2: a setData's */
 static int drop_then_blackhole; /* the armed drop turns blackhole on */
 static int fail_auth_armed;
 static int reset_auth_armed;
@@ -197,7 +198,8 @@ static int is_create(int32_t type)
 static int on_header(struct conn *c, int dir, const struct framer *f)
 {
     if (dir == C2S && f->want == 12 && drop_create_armed &&
-        is_create(be32(f->hdr + 8))) {
+        (drop_create_armed == 2 ? be32(f->hdr + 8) == 5
+                                : is_create(be32(f->hdr + 8)))) {
         drop_create_armed = 0;
         c->drop_armed = 1;
         c->drop_xid = be32(f->hdr + 4);
@@ -474,6 +476,9 @@ static void do_command(char *line, int *quit)
         delay_ms = (int)ms;
     } else if (strcmp(line, "drop-create-reply") == 0) {
         drop_create_armed = 1;
+        drop_then_blackhole = 0;
+    } else if (strcmp(line, "drop-set-reply") == 0) {
+        drop_create_armed = 2;
         drop_then_blackhole = 0;
     } else if (strcmp(line, "drop-create-reply-blackhole") == 0) {
         drop_create_armed = 1;
