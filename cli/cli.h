@@ -18,7 +18,10 @@
 enum {
     CLI_EXIT_NOT_ACQUIRED = 1, /* default of -E; also "nothing to release" */
     CLI_EXIT_LOST = 4,         /* ownership lost while the command ran */
+    CLI_EXIT_INDOUBT = 5,      /* an ack or an update whose answer was lost:
+                                  it may or may not have applied */
     CLI_EXIT_USAGE = 64,       /* EX_USAGE: bad arguments, nothing tried */
+    CLI_EXIT_DATAERR = 65,     /* EX_DATAERR: counter: not a counter's data */
     CLI_EXIT_NOINPUT = 66,     /* EX_NOINPUT: inspect's PATH does not exist */
     CLI_EXIT_UNAVAILABLE = 69, /* EX_UNAVAILABLE: no server or no session
                                   (retryable) */
@@ -203,6 +206,8 @@ int cli_inspect(const cli_t *c, int argc, char **argv);
 int cli_release(const cli_t *c, int argc, char **argv);
 int cli_exporter(const cli_t *c, int argc, char **argv);
 int cli_queue(const cli_t *c, int argc, char **argv);
+/* zkr counter get / add / set (counter.c). */
+int cli_counter(const cli_t *c, int argc, char **argv);
 /* zkr queue take (run.c): argv[0] is "take". */
 int cli_queue_take(const cli_t *c, int argc, char **argv);
 /* Whether path is a zkr work queue: its data, or its layout, says so. */

@@ -558,7 +558,7 @@ out:
 /* zkr queue take's exit status for an ack in doubt (ZKR_EINDOUBT: sent,
  * its answer lost with the session): neither 0 (acked) nor 4 (not
  * completed), as either may be false (zkr(1), EXIT STATUS). */
-#define QUEUE_EXIT_IN_DOUBT 5
+#define QUEUE_EXIT_IN_DOUBT CLI_EXIT_INDOUBT
 
 /* Errors after which an ack or nack may be sent again: nothing was
  * changed, the claim still stands (zkr.h). */

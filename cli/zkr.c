@@ -417,6 +417,8 @@ static void usage(FILE *f)
           "                                 exit 0 acks it, else it goes "
           "back)\n"
           "  zkr queue len PATH\n"
+          "  zkr counter get|add|set [--text] PATH [N]     (prints the "
+          "value)\n"
           "  zkr inspect [--json] [--items N] PATH\n"
           "  zkr release --force --reason TEXT [--node NODE] PATH\n"
           "  zkr exporter [--listen HOST:PORT] [--refresh SECONDS] PATH...\n"
@@ -625,7 +627,7 @@ int main(int argc, char **argv)
         {"lock", cli_lock},       {"sem", cli_sem},
         {"elect", cli_elect},     {"inspect", cli_inspect},
         {"release", cli_release}, {"exporter", cli_exporter},
-        {"queue", cli_queue},
+        {"queue", cli_queue},     {"counter", cli_counter},
     };
     struct option lopts[N_GLOBALS + 1];
     const char *env = getenv("ZKR_SERVER");
