@@ -2302,14 +2302,26 @@ ZKR_EXTERN void zkr_item_free(zkr_item_t *it);
  * A write whose answer is lost with the connection or the session is not
  * sent again blindly (Curator and kazoo do, and may count twice): once
  * connected, zkr syncs and reads the node. When it shows that the write
- * did not apply (the node as it was read, or its next version holding
- * another value), the operation starts over; otherwise it ends with
- * ZKR_EINDOUBT, the value now in the result's `after`.
+ * did not apply (the node as it was read, which zkr then fences with a
+ * write of the same bytes at that version so that the lost write can never
+ * apply late; or the version after it holding another value; for a lost
+ * create, no child of the parent made or deleted since, or one made
+ * holding another value), the operation starts over; otherwise it ends
+ * with ZKR_EINDOUBT, the value now in the result's `after` (0 if the node
+ * is gone). A set that finds its own value there returns 0: the counter
+ * holds what it asked, whoever wrote it. Every write is conditional, also
+ * at version -1 (ZooKeeper's versions wrap: a multi checks it).
  *
  * A get reads from the server the session is connected to: it sees every
  * update of this session, and another client's update once that server
- * has it (ZooKeeper's reads; updates are always made on the latest
- * value).
+ * has it (ZooKeeper's reads). Updates are always made on the latest
+ * value, and an answer that rests on a read alone (a compare-and-set that
+ * did not match, an add out of range, data that is not a value) comes
+ * from a read made after a sync.
+ *
+ * With #ZKR_ATOMIC_TEXT the data must be exactly `-?[0-9]+` within the
+ * 64-bit range ("+5", " 5" and "5\n" are not values, though Python's
+ * int() takes them; kazoo never writes them).
  *
  * \par RETURN VALUE
  * 0 on success, or an error code.
@@ -2323,6 +2335,9 @@ ZKR_EXTERN void zkr_item_free(zkr_item_t *it);
  * - ZCONNECTIONLOSS: not connected within the session timeout plus the
  *   request timeout of the operation's start or last connection; nothing
  *   was changed.
+ * - ZNONODE: the node could not be created: its parent was missing again
+ *   after its ancestors were made, three times (the session's chroot
+ *   deleted, say); nothing was changed.
  * - ZKR_ELOST: the session was lost and is not re-created (`no_reconnect`
  *   or an adopted handle); nothing was changed.
  * - ZKR_ECANCELED: zkr_atomic_free() ended an asynchronous operation.

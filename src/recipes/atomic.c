@@ -27,7 +27,8 @@ struct zkr_atomic {
     zkr_session_t *s;
     op_t *ops; /* the operations under way: the free waits for them */
     char *path;
-    int text; /* ZKR_ATOMIC_TEXT */
+    char *parent; /* the path's parent ("/" for a top-level node) */
+    int text;     /* ZKR_ATOMIC_TEXT */
     struct ACL_vector acl;
     int acl_owned;
     int freeing; /* being freed: operations end with ZKR_ECANCELED */
@@ -36,32 +37,49 @@ struct zkr_atomic {
 /* The steps of an operation (op_t.step): the request in flight. */
 enum {
     CS_READ = 1, /* the node's data */
+    CS_SYNC,     /* before a verdict that rests on a read alone */
+    CS_PARENT,   /* the parent's child version, before a create */
     CS_WRITE,    /* setData at the version read */
     CS_CREATE,   /* the node, when there was none */
     CS_ANCESTOR, /* one of its missing ancestors */
-    CS_R_SYNC,   /* resolve: sync of the node's path */
-    CS_R_READ    /* ... the node */
+    CS_R_SYNC,   /* a lost write's resolution: sync of the node's path */
+    CS_R_READ,   /* ... the node */
+    CS_R_PARENT, /* ... its parent (a lost create) */
+    CS_FENCE     /* ... the write that keeps a late one from applying */
 };
 
 #define VALUE_MAX 24 /* "-9223372036854775808" and its NUL */
+#define ROUNDS 3     /* creates refused for want of a parent, at most */
 
 struct op {
     op_t *prev, *next; /* the handle's operations */
     zkr__call_t k;     /* its requests */
     zkr__task_t tk;    /* its wake-ups: connected, a pause's end, deadline */
+    zkr__event_t *ev;  /* an asynchronous one's completion, made ahead */
     zkr_atomic_t *c;   /* NULL once ended */
     zkr_atomic_op_t kind;
     int64_t a, b;
     zkr_atomic_result_t r;
-    int step;       /* CS_*: the request in flight, or 0 */
-    int unknown;    /* the last write's answer was lost */
-    int wversion;   /* the write: the version it was made against, or -1
-                       for a create */
-    int64_t wczxid; /* ... and the node's czxid then */
+    int step;          /* CS_*: the request in flight, or 0 */
+    int synced;        /* its last read came after a sync */
+    int unknown;       /* the last write's answer was lost */
+    int wcreate;       /* the write is a create ... */
+    int32_t wversion;  /* ... or a setData at this version */
+    int64_t wczxid;    /* ... of the node with this czxid */
+    int32_t pcversion; /* a create: the parent's cversion just before */
     char wdata[VALUE_MAX];
     int wlen;
-    int anc_at;          /* making the path's ancestors: the '/' of the
-                            last one made (0: none yet), or -1 */
+    /* The node as a resolution read it (CS_R_READ): */
+    int r_exists, r_same;
+    int32_t r_version;
+    int64_t r_czxid;
+    char r_data[VALUE_MAX];
+    int r_len; /* -1: not a value (longer than any) */
+    zoo_op_t ops[2];
+    zoo_op_result_t res[2];
+    int anc_at;          /* making the path's ancestors: the '/' of the last one
+                            made (0: none yet), or -1 */
+    int rounds;          /* creates refused for want of a parent */
     int64_t deadline;    /* not connected after it: the end */
     int64_t pause_until; /* the next attempt not before */
     int rc;
@@ -81,7 +99,8 @@ static int encode(const zkr_atomic_t *c, int64_t v, char *out)
     return 8;
 }
 
-/* The value of data (len <= 0: none, 0), or ZKR_EFORMAT. */
+/* The value of data (len <= 0: none, 0), or ZKR_EFORMAT. Text is exactly
+ * -?[0-9]+ (kazoo writes repr(int)). */
 static int decode(const zkr_atomic_t *c, const char *data, int len, int64_t *v)
 {
     uint64_t u = 0;
@@ -116,6 +135,12 @@ static int decode(const zkr_atomic_t *c, const char *data, int len, int64_t *v)
     return 0;
 }
 
+/* The version after v: ZooKeeper's versions are signed 32-bit and wrap. */
+static int32_t next_version(int32_t v)
+{
+    return (int32_t)(uint32_t)((uint32_t)v + 1u);
+}
+
 /* ----------------------------------------------------------- the chain */
 
 static void op_go(op_t *o);
@@ -129,7 +154,8 @@ static void op_deliver(const zkr__event_t *ev)
 }
 
 /* Mutex held: the operation ends with rc; a blocking caller is woken, an
- * asynchronous one told on the event thread. */
+ * asynchronous one told on the event thread (its event was made when it
+ * began: the completion cannot be lost for want of memory). */
 static void op_end(op_t *o, int rc)
 {
     zkr_atomic_t *c = o->c;
@@ -154,8 +180,13 @@ static void op_end(op_t *o, int rc)
         o->ended = 1; /* the caller frees o */
         return;
     }
-    if (s->forked || zkr__post_call(s, op_deliver, rc, NULL, o) != 0)
-        free(o); /* no event even from the reserve: nothing to tell */
+    if (s->forked) {
+        free(o->ev); /* nothing runs in a forked child */
+        free(o);
+        return;
+    }
+    o->ev->run = op_deliver;
+    zkr__post_event(s, o->ev, ZKR__EV_CALL, rc, NULL, NULL, o);
 }
 
 /* Step st's request was issued with code rc (0: in flight; its answer
@@ -175,25 +206,51 @@ static void op_issue(op_t *o, int st, int rc)
     op_end(o, rc);
 }
 
-/* Writes value: setData at the version read (st the node's stat), or a
- * create when there was no node (st NULL). */
+/* A setData of data at version v, conditional also at v == -1 (which
+ * ZooKeeper takes for "any version": a multi checks that the write made
+ * version 0). */
+static void op_set(op_t *o, int st, const char *data, int len, int32_t v)
+{
+    zkr_atomic_t *c = o->c;
+
+    if (v != -1) {
+        op_issue(o, st, zkr__call_set(&o->k, c->path, data, len, v));
+        return;
+    }
+    zoo_set_op_init(&o->ops[0], c->path, data, len, -1, NULL);
+    zoo_check_op_init(&o->ops[1], c->path, 0);
+    op_issue(o, st, zkr__call_multi(&o->k, 2, o->ops, o->res));
+}
+
+/* Ends with a verdict that rests on a read alone (a compare that did not
+ * match, a value out of range or not a value): once the read came after
+ * a sync (a lagging server's read may be older than the call), else
+ * after syncing and reading again. */
+static void op_verdict(op_t *o, int rc)
+{
+    if (o->synced) {
+        op_end(o, rc);
+        return;
+    }
+    op_issue(o, CS_SYNC, zkr__call_sync(&o->k, o->c->path));
+}
+
+/* Writes value: setData at the version read (st the node's stat), or,
+ * when there was no node (st NULL), a create after reading the parent's
+ * child version (what tells a lost create's fate). */
 static void op_write(op_t *o, const struct Stat *st, int64_t value)
 {
     zkr_atomic_t *c = o->c;
 
     o->r.after = value;
     o->wlen = encode(c, value, o->wdata);
+    o->wcreate = st == NULL;
     if (st != NULL) {
         o->wversion = st->version;
         o->wczxid = st->czxid;
-        op_issue(o, CS_WRITE,
-                 zkr__call_set(&o->k, c->path, o->wdata, o->wlen, st->version));
+        op_set(o, CS_WRITE, o->wdata, o->wlen, st->version);
     } else {
-        o->wversion = -1;
-        o->wczxid = 0;
-        op_issue(
-            o, CS_CREATE,
-            zkr__call_create(&o->k, c->path, o->wdata, o->wlen, &c->acl, 0));
+        op_issue(o, CS_PARENT, zkr__call_exists(&o->k, c->parent));
     }
 }
 
@@ -209,7 +266,7 @@ static void op_apply(op_t *o, const struct Stat *st, int64_t v)
     case ZKR_ATOMIC_ADD:
         if ((o->a > 0 && v > INT64_MAX - o->a) ||
             (o->a < 0 && v < INT64_MIN - o->a)) {
-            op_end(o, ZBADARGUMENTS); /* out of range: nothing written */
+            op_verdict(o, ZBADARGUMENTS); /* out of range: not written */
             return;
         }
         op_write(o, st, v + o->a);
@@ -219,7 +276,7 @@ static void op_apply(op_t *o, const struct Stat *st, int64_t v)
         return;
     case ZKR_ATOMIC_CAS:
         if (v != o->a) {
-            op_end(o, 0); /* another value: not swapped (r.changed 0) */
+            op_verdict(o, 0); /* another value: not swapped (r.changed 0) */
             return;
         }
         op_write(o, st, o->b);
@@ -227,29 +284,85 @@ static void op_apply(op_t *o, const struct Stat *st, int64_t v)
     }
 }
 
-/* After a lost write's sync, the node read (rc ZOK or ZNONODE, st, data):
- * did the write apply? 0: no, 1: the value is what a set asked, -1:
- * unknown. By [Z4] and [Z9] (docs/PROTOCOL.md), after the sync the write
- * has applied if it ever will. */
-static int write_applied(const op_t *o, int rc, const struct Stat *st,
-                         const char *data, int len)
+/* A create was refused for want of a parent: make the ancestors and try
+ * again, a bounded number of times (a missing chroot, or someone
+ * deleting the parent each time, ends with ZNONODE). */
+static void op_no_parent(op_t *o)
 {
-    int same = rc == ZOK && len == o->wlen &&
-               memcmp(data, o->wdata, (size_t)o->wlen) == 0;
+    if (++o->rounds > ROUNDS) {
+        op_end(o, ZNONODE);
+        return;
+    }
+    o->anc_at = 0;
+    op_go(o);
+}
+
+/* A lost write's resolution, once the node (and for a create its parent,
+ * pcv: -2 when there is none) is read after a sync. 0: it did not apply
+ * and cannot (start over), 1: a set whose value is there, 2: not known
+ * yet (a fence is sent), -1: unknown (ZKR_EINDOUBT). By [Z4] and [Z9]
+ * (docs/PROTOCOL.md) the write has applied by now if it ever will on
+ * this session; a fence write covers the case where it still could (an
+ * old session zkr gave up on while the server kept it: [V3]). */
+static int op_resolve(op_t *o, int32_t pcv)
+{
+    zkr_atomic_t *c = o->c;
     int set = o->kind == ZKR_ATOMIC_SET;
 
-    if (rc == ZNONODE) /* a create did not apply; a write's node went */
-        return o->wversion == -1 ? 0 : -1;
-    if (o->wversion == -1) /* a create: made by someone else with other
-                              data, or (same data) maybe by us */
-        return st->version == 0 && !same ? 0 : (same && set ? 1 : -1);
-    if (st->czxid != o->wczxid)
-        return same && set ? 1 : -1; /* deleted and made again since */
-    if (st->version == o->wversion)
-        return 0; /* as before the write: it never applied */
-    if (st->version == o->wversion + 1 && !same)
-        return 0; /* the version after it holds another writer's value */
-    return same && set ? 1 : -1;
+    if (o->r_exists && o->r_same && set)
+        return 1;
+    if (o->wcreate) {
+        if (pcv == -2)
+            return -1; /* the parent went: our node may have gone too */
+        if (!o->r_exists && pcv == o->pcversion) {
+            /* No child made or deleted since our look: it did not apply.
+             * A node holding 0 (no change of value) keeps it from
+             * applying later. */
+            char zero[VALUE_MAX];
+            int n = encode(c, 0, zero);
+
+            op_issue(o, CS_FENCE,
+                     zkr__call_create(&o->k, c->path, zero, n, &c->acl, 0));
+            return 2;
+        }
+        /* One child made since our look, and it holds another value: not
+         * ours (the node read came before the parent's). */
+        return o->r_exists && !o->r_same && o->r_version == 0 &&
+                       pcv == next_version(o->pcversion)
+                   ? 0
+                   : -1;
+    }
+    if (!o->r_exists || o->r_czxid != o->wczxid)
+        return -1; /* deleted (and made again) since */
+    if (o->r_version == o->wversion) {
+        /* As before our write: it did not apply. Writing the same bytes
+         * at that version keeps it from applying later. */
+        op_set(o, CS_FENCE, o->r_data, o->r_len, o->wversion);
+        return 2;
+    }
+    /* The version after ours holds another value: another writer's. */
+    return o->r_version == next_version(o->wversion) && !o->r_same ? 0 : -1;
+}
+
+/* The resolution's verdict v (op_resolve). */
+static void op_resolved(op_t *o, int v)
+{
+    switch (v) {
+    case 0:
+        o->unknown = 0; /* never applied: the operation starts over */
+        op_go(o);
+        return;
+    case 1:
+        o->unknown = 0;
+        o->r.changed = 1;
+        op_end(o, 0);
+        return;
+    case 2:
+        return; /* a fence is in flight */
+    default:
+        op_end(o, ZKR_EINDOUBT);
+        return;
+    }
 }
 
 /* A request's answer (mutex held). */
@@ -267,7 +380,7 @@ static void op_next(zkr__call_t *k, int rc)
     }
     if (zkr__call_lost(rc)) {
         /* A write's answer lost: resolved before anything else is sent.
-         * Reads and syncs are asked again. */
+         * Reads, syncs and fences are asked again. */
         if (st == CS_WRITE || st == CS_CREATE)
             o->unknown = 1;
         op_go(o);
@@ -280,11 +393,31 @@ static void op_next(zkr__call_t *k, int rc)
         else if (rc != ZOK)
             op_end(o, rc);
         else if ((rc = decode(c, k->value, k->value_len, &v)) != 0)
-            op_end(o, rc);
+            op_verdict(o, rc);
         else if (c->freeing)
             op_end(o, o->kind == ZKR_ATOMIC_GET ? 0 : ZKR_ECANCELED);
         else
             op_apply(o, k->stat, v);
+        return;
+    case CS_SYNC:
+        if (rc != ZOK) {
+            op_end(o, rc);
+        } else {
+            o->synced = 1; /* the next read is at least as new */
+            op_go(o);
+        }
+        return;
+    case CS_PARENT:
+        if (rc == ZNONODE) {
+            op_no_parent(o);
+        } else if (rc != ZOK) {
+            op_end(o, rc);
+        } else {
+            o->pcversion = k->stat->cversion;
+            op_issue(
+                o, CS_CREATE,
+                zkr__call_create(k, c->path, o->wdata, o->wlen, &c->acl, 0));
+        }
         return;
     case CS_WRITE:
     case CS_CREATE:
@@ -293,21 +426,17 @@ static void op_next(zkr__call_t *k, int rc)
             op_end(o, 0);
         } else if (rc == ZBADVERSION || rc == ZNODEEXISTS ||
                    (rc == ZNONODE && st == CS_WRITE)) {
+            o->synced = 0;
             op_go(o); /* another writer was first: read again */
         } else if (rc == ZNONODE) {
-            o->anc_at = 0; /* no parent: make the ancestors, then again */
-            op_go(o);
+            op_no_parent(o);
         } else {
             op_end(o, rc);
         }
         return;
     case CS_ANCESTOR:
-        if (rc != ZOK && rc != ZNODEEXISTS && rc != ZNONODE) {
-            op_end(o, rc);
-            return;
-        }
-        if (rc == ZNONODE) /* one above went meanwhile: from the top */
-            o->anc_at = 0;
+        /* Whatever an intermediate ancestor says (ZNOAUTH where it exists
+         * already, say), the counter's own create decides. */
         op_go(o);
         return;
     case CS_R_SYNC:
@@ -321,27 +450,51 @@ static void op_next(zkr__call_t *k, int rc)
             op_end(o, rc);
             return;
         }
-        switch (write_applied(o, rc, k->stat, k->value, k->value_len)) {
-        case 0:
-            o->unknown = 0; /* never applied: the operation starts over */
-            op_go(o);
-            return;
-        case 1:
-            o->unknown = 0;
-            o->r.changed = 1;
-            op_end(o, 0);
-            return;
-        default:
-            if (rc == ZOK)
-                (void)decode(c, k->value, k->value_len, &o->r.after);
-            op_end(o, ZKR_EINDOUBT);
-            return;
+        o->r_exists = rc == ZOK;
+        o->r_same = rc == ZOK && k->value_len == o->wlen &&
+                    memcmp(k->value, o->wdata, (size_t)o->wlen) == 0;
+        o->r_len = rc == ZOK && k->value_len > 0 ? k->value_len : 0;
+        if (o->r_len > VALUE_MAX)
+            o->r_len = -1;
+        else if (o->r_len > 0)
+            memcpy(o->r_data, k->value, (size_t)o->r_len);
+        if (rc == ZOK) {
+            o->r_version = k->stat->version;
+            o->r_czxid = k->stat->czxid;
         }
+        /* The value now, for a verdict of ZKR_EINDOUBT. */
+        if (rc == ZNONODE)
+            o->r.after = 0;
+        else
+            (void)decode(c, k->value, k->value_len, &o->r.after);
+        if (o->wcreate)
+            op_issue(o, CS_R_PARENT, zkr__call_exists(k, c->parent));
+        else if (o->r_len < 0 && o->r_exists && o->r_czxid == o->wczxid &&
+                 o->r_version == o->wversion)
+            op_resolved(o, -1); /* data that cannot be ours or a value */
+        else
+            op_resolved(o, op_resolve(o, 0));
+        return;
+    case CS_R_PARENT:
+        if (rc != ZOK && rc != ZNONODE)
+            op_end(o, rc);
+        else
+            op_resolved(o, op_resolve(o, rc == ZOK ? k->stat->cversion : -2));
+        return;
+    case CS_FENCE:
+        if (rc == ZOK) {
+            op_resolved(o, 0); /* it can no longer apply: start over */
+        } else if (rc == ZBADVERSION || rc == ZNODEEXISTS || rc == ZNONODE) {
+            op_go(o); /* the node moved since: resolve again */
+        } else {
+            op_end(o, rc);
+        }
+        return;
     }
 }
 
-/* Sends the create of the path's next missing ancestor, from the top:
- * 1 when sent (or the operation ended), 0 when none is left. */
+/* Sends the create of the path's next ancestor, from the top: 1 when
+ * sent (or the operation ended), 0 when none is left. */
 static int op_ancestor(op_t *o)
 {
     zkr_atomic_t *c = o->c;
@@ -420,6 +573,10 @@ static op_t *op_start(zkr_atomic_t *c, zkr_atomic_op_t kind, int64_t a,
 
     if (o == NULL)
         return NULL;
+    if (cb != NULL && (o->ev = zkr__event_new()) == NULL) {
+        free(o);
+        return NULL;
+    }
     o->c = c;
     o->kind = kind;
     o->a = a;
@@ -457,10 +614,17 @@ int zkr_atomic_new(zkr_atomic_t **out, zkr_session_t *s, const char *path,
         return ZBADARGUMENTS;
     *out = NULL;
     if ((c = calloc(1, sizeof(*c))) == NULL ||
-        (c->path = zkr__strdup(path)) == NULL) {
+        (c->path = zkr__strdup(path)) == NULL ||
+        (c->parent = zkr__strdup(path)) == NULL) {
+        if (c != NULL)
+            free(c->path);
         free(c);
         return ZKR_ENOMEM;
     }
+    if (strrchr(c->parent, '/') == c->parent)
+        c->parent[1] = '\0';
+    else
+        *strrchr(c->parent, '/') = '\0';
     c->s = s;
     c->text = (flags & ZKR_ATOMIC_TEXT) != 0;
     if (acl == NULL)
@@ -478,6 +642,7 @@ int zkr_atomic_new(zkr_atomic_t **out, zkr_session_t *s, const char *path,
     if (rc != 0) {
         if (c->acl_owned)
             zkr__acl_free(&c->acl);
+        free(c->parent);
         free(c->path);
         free(c);
         return rc;
@@ -510,6 +675,7 @@ void zkr_atomic_free(zkr_atomic_t *c)
     pthread_mutex_unlock(&s->mu);
     if (c->acl_owned)
         zkr__acl_free(&c->acl);
+    free(c->parent);
     free(c->path);
     free(c);
 }

@@ -27,6 +27,9 @@
  *                      reply and reset that connection: the create is
  *                      applied, the client sees connection loss.
  *   drop-set-reply     the same for the next setData request.
+ *   drop-set-request   the next setData request is not forwarded: the
+ *                      stream is cut before it and the connection reset
+ *                      (the client sees connection loss; nothing applied).
  *   drop-create-reply-blackhole
  *                      the same, but the reply and everything after it
  *                      are dropped as by blackhole (which this mode then
@@ -117,7 +120,8 @@ struct conn {
 static struct conn *conns[MAX_CONNS];
 static int blackhole;
 static int delay_ms;
-static int drop_create_armed;   /* 1: a create's reply, 2: a setData's */
+static int drop_create_armed;   /* 1: a create's reply, 2: a setData's, 3: a
+                                   setData request */
 static int drop_then_blackhole; /* the armed drop turns blackhole on */
 static int fail_auth_armed;
 static int reset_auth_armed;
@@ -197,6 +201,11 @@ static int is_create(int32_t type)
  * the start of this message (the reply to drop). */
 static int on_header(struct conn *c, int dir, const struct framer *f)
 {
+    if (dir == C2S && f->want == 12 && drop_create_armed == 3 &&
+        be32(f->hdr + 8) == 5) {
+        drop_create_armed = 0;
+        return 1; /* cut before the request: it never reaches the server */
+    }
     if (dir == C2S && f->want == 12 && drop_create_armed &&
         (drop_create_armed == 2 ? be32(f->hdr + 8) == 5
                                 : is_create(be32(f->hdr + 8)))) {
@@ -479,6 +488,9 @@ static void do_command(char *line, int *quit)
         drop_then_blackhole = 0;
     } else if (strcmp(line, "drop-set-reply") == 0) {
         drop_create_armed = 2;
+        drop_then_blackhole = 0;
+    } else if (strcmp(line, "drop-set-request") == 0) {
+        drop_create_armed = 3;
         drop_then_blackhole = 0;
     } else if (strcmp(line, "drop-create-reply-blackhole") == 0) {
         drop_create_armed = 1;

@@ -138,6 +138,25 @@ mixed() { # PATH PEER-ARRAY-NAME [--text]
 test_mixed_with_curator() { mixed /cli/ctr/mix-curator CURATOR; }
 test_mixed_with_kazoo() { mixed /cli/ctr/mix-kazoo KAZOO --text; }
 
+# examples/shards.c: three workers share out 30 shards, each to exactly
+# one of them, and count them on PATH/done.
+test_example_shards() {
+    local p=/cli/ctr/shards i pids=()
+    for i in 1 2 3; do
+        bg "$builddir/examples/shards" -s "$ZKR_SERVER" -p "$p" -n 30 >"$WORK/shards.$i"
+        pids+=($!)
+    done
+    for i in "${pids[@]}"; do
+        wait_status "$i"
+        expect "a worker exit $st" [ "$st" -eq 0 ]
+    done
+    expect "shards given twice: $(sort "$WORK"/shards.* | uniq -d | head -3)" \
+        [ "$(sort "$WORK"/shards.* | uniq -d | wc -l)" -eq 0 ]
+    expect "shards not 0..29" [ "$(sort -u "$WORK"/shards.* | sed 's/shard //' | sort -n | tr '\n' ' ')" = "$(seq 0 29 | tr '\n' ' ')" ]
+    ctr get "$p/done"
+    expect "done count '$out', want 30" [ "$out" = 30 ]
+}
+
 start_server
 CURATOR=(java -Xss512k -XX:+UseSerialGC -XX:TieredStopAtLevel=1
     -XX:-UsePerfData -cp "$CP" CuratorCounter "$ZKR_SERVER")
@@ -148,4 +167,5 @@ run_test test_curator_interop
 run_test test_kazoo_interop
 run_test test_mixed_with_curator
 run_test test_mixed_with_kazoo
+run_test test_example_shards
 done_testing

@@ -594,6 +594,93 @@ static void test_lagging_follower_sync(void **state)
     zookeeper_close(zf);
 }
 
+/* The atomic counter on three servers: one session on a follower that
+ * lags its leader (its reads are stale: a write computed from one fails
+ * its version check and reads again), one on the other follower; two
+ * threads on each add 1 in a loop while the leader is killed. Every add
+ * ends 0 or ZKR_EINDOUBT; the values after the successful ones are
+ * distinct, and the total counts each successful add once and an in-doubt
+ * one at most once. */
+enum { CTR_ADDS = 40 };
+struct ctr_adder {
+    zkr_atomic_t *c;
+    int ok, doubt, other;
+    int64_t got[CTR_ADDS];
+};
+
+static void *ctr_adder_main(void *arg)
+{
+    struct ctr_adder *a = arg;
+
+    for (int i = 0; i < CTR_ADDS; i++) {
+        int64_t v = -1;
+        int rc = zkr_atomic_add(a->c, 1, &v);
+
+        if (rc == 0)
+            a->got[a->ok++] = v;
+        else if (rc == ZKR_EINDOUBT)
+            a->doubt++;
+        else
+            a->other++;
+    }
+    return NULL;
+}
+
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+static void test_counter_lagging_follower_leader_killed(void **state)
+{
+    static struct ctr_adder a[4]; /* threads may outlive a failed test */
+    zkr_session_t *s[2];
+    pthread_t t[4];
+    int64_t all[4 * CTR_ADDS], total = -1;
+    int leader, f, g, ok = 0, doubt = 0;
+
+    (void)state;
+    heal_links();
+    leader = wait_leader(-1, zkt_scaled_ms(10000));
+    assert_true(leader >= 0);
+    f = (leader + 1) % 3;
+    g = (leader + 2) % 3;
+    assert_int_equal(zkt_ensemble_link(ens, f, leader, "delay 200"), 0);
+    assert_int_equal(
+        open_on(&s[0], zkt_server_hosts(zkt_ensemble_member(ens, f)), TF), 0);
+    assert_int_equal(
+        open_on(&s[1], zkt_server_hosts(zkt_ensemble_member(ens, g)), TF), 0);
+    memset(a, 0, sizeof(a));
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(
+            zkr_atomic_new(&a[i].c, s[i % 2], "/e/ctr/total", 0, NULL), 0);
+        assert_int_equal(pthread_create(&t[i], NULL, ctr_adder_main, &a[i]), 0);
+    }
+    ZKT_WAIT_UNTIL(a[0].ok + a[1].ok >= CTR_ADDS / 2, zkt_scaled_ms(30000));
+    assert_int_equal(zkt_server_kill(zkt_ensemble_member(ens, leader)), 0);
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        memcpy(all + ok, a[i].got, sizeof(int64_t) * (size_t)a[i].ok);
+        ok += a[i].ok;
+        doubt += a[i].doubt;
+        assert_int_equal(a[i].other, 0);
+    }
+    assert_int_equal(zkr_atomic_get(a[0].c, &total), 0);
+    print_message("# %d adds: %d applied, %d in doubt, total %lld\n",
+                  4 * CTR_ADDS, ok, doubt, (long long)total);
+    qsort(all, (size_t)ok, sizeof(all[0]), cmp_i64);
+    for (int i = 1; i < ok; i++)
+        assert_true(all[i] > all[i - 1]); /* no value handed out twice */
+    assert_true(ok == 0 || all[ok - 1] <= total);
+    assert_true(total >= ok && total <= ok + doubt);
+    for (int i = 0; i < 4; i++)
+        zkr_atomic_free(a[i].c);
+    assert_int_equal(zkr_session_free(s[0]), 0);
+    assert_int_equal(zkr_session_free(s[1]), 0);
+    heal_links();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -605,6 +692,7 @@ int main(void)
         cmocka_unit_test(test_follower_cut_from_leader),
         cmocka_unit_test(test_leader_isolated),
         cmocka_unit_test(test_lagging_follower_sync),
+        cmocka_unit_test(test_counter_lagging_follower_leader_killed),
     };
 
     zkt_test_filter();

@@ -387,6 +387,116 @@ static void test_lost_refusal_starts_over(void **state)
     assert_int_equal(zkr_session_free(s), 0);
 }
 
+/* The setData never reaches the server (the proxy cuts the stream before
+ * it): the node is as it was read, so the write did not apply; a fence
+ * (the same bytes at that version) keeps it from applying later, and the
+ * add starts over: 0, the value moved once, the version twice. */
+static void test_lost_request_fenced(void **state)
+{
+    zkr_session_t *s = open_proxied(10000);
+    zkr_atomic_t *c = new_ctr(s, "/t/ctr/fence", 0);
+    struct Stat st0, st1;
+    int64_t v = 0;
+
+    (void)state;
+    assert_int_equal(zkr_atomic_set(c, 10), 0);
+    assert_int_equal(zoo_exists(raw, "/t/ctr/fence", 0, &st0), ZOK);
+    assert_int_equal(zkt_proxy_cmd(proxy, "drop-set-request"), 0);
+    assert_int_equal(zkr_atomic_add(c, 5, &v), 0);
+    assert_int_equal(v, 15);
+    assert_int_equal(get(c), 15);
+    assert_int_equal(zoo_exists(raw, "/t/ctr/fence", 0, &st1), ZOK);
+    assert_int_equal(st1.version, st0.version + 2); /* the fence, the add */
+    zkr_atomic_free(c);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* A create applies and its answer is lost; before zkr can look, another
+ * client deletes the node and makes it again holding 0. The node zkr
+ * finds is not its own, but its own may have been there: ZKR_EINDOUBT,
+ * never a second create (that would count the add twice). */
+static void test_lost_create_then_foreign_recreate(void **state)
+{
+    zkr_session_t *s = open_proxied(zkt_scaled_ms(20000));
+    zkr_atomic_t *c = new_ctr(s, "/t/ctr/recreated", 0);
+    unsigned char zero[8] = {0};
+    struct Stat st;
+
+    (void)state;
+    memset(&done, 0, sizeof(done));
+    assert_int_equal(zkt_proxy_cmd(proxy, "drop-create-reply-blackhole"), 0);
+    assert_int_equal(
+        zkr_atomic_async(c, ZKR_ATOMIC_ADD, 3, 0, on_done, (void *)0), 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(zoo_exists(raw, "/t/ctr/recreated", 0, &st) == ZOK,
+                       zkt_scaled_ms(10000)));
+    assert_int_equal(zoo_delete(raw, "/t/ctr/recreated", -1), ZOK);
+    assert_int_equal(zoo_create(raw, "/t/ctr/recreated", (char *)zero, 8,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(atomic_load(&done.n) == 1, zkt_scaled_ms(20000)));
+    assert_int_equal(done.rc[0], ZKR_EINDOUBT);
+    assert_int_equal(done.after[0], 0); /* the value now */
+    assert_int_equal(get(c), 0);
+    zkr_atomic_free(c);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* The session's chroot is deleted: every create is refused for want of
+ * a parent. The add ends with ZNONODE after a bounded number of rounds,
+ * instead of looping. */
+static void test_chroot_deleted(void **state)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+    zkr_atomic_t *c;
+    int64_t v;
+
+    (void)state;
+    (void)zoo_create(raw, "/t", NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(
+        zoo_create(raw, "/t/chr", NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+        ZOK);
+    o.chroot = "/t/chr";
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), 10000, &o),
+                     0);
+    c = new_ctr(s, "/a/ctr", 0);
+    assert_int_equal(zkr_atomic_add(c, 1, &v), 0);
+    assert_int_equal(zoo_delete(raw, "/t/chr/a/ctr", -1), ZOK);
+    assert_int_equal(zoo_delete(raw, "/t/chr/a", -1), ZOK);
+    assert_int_equal(zoo_delete(raw, "/t/chr", -1), ZOK);
+    assert_int_equal(zkr_atomic_add(c, 1, &v), ZNONODE);
+    zkr_atomic_free(c);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* An ancestor that exists but whose parent refuses us CREATE (ZNOAUTH
+ * to its create) does not stop the counter: its own create decides. */
+static void test_existing_ancestor_not_creatable(void **state)
+{
+    struct ACL ro[] = {{ZOO_PERM_READ, ZOO_ANYONE_ID_UNSAFE}};
+    struct ACL_vector ro_acl = {1, ro};
+    zkr_session_t *s = open_session(10000);
+    zkr_atomic_t *c = new_ctr(s, "/t-locked/app/sub/ctr", 0);
+    int64_t v;
+
+    (void)state;
+    assert_int_equal(zoo_create(raw, "/t-locked", NULL, -1,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    assert_int_equal(zoo_create(raw, "/t-locked/app", NULL, -1,
+                                &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                     ZOK);
+    assert_int_equal(zoo_set_acl(raw, "/t-locked", -1, &ro_acl), ZOK);
+    assert_int_equal(zkr_atomic_add(c, 4, &v), 0);
+    assert_int_equal(v, 4);
+    assert_int_equal(get(c), 4);
+    zkr_atomic_free(c);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
 /* Expiry between operations, and another client deleting the node: the
  * next add works on the new session and makes the node again. */
 static void test_expiry_and_foreign_delete(void **state)
@@ -404,6 +514,51 @@ static void test_expiry_and_foreign_delete(void **state)
     assert_int_equal(get(c), 0);
     assert_int_equal(zkr_atomic_add(c, 2, &v), 0);
     assert_int_equal(v, 2);
+    zkr_atomic_free(c);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* The server restarts while 30 asynchronous adds run: each ends 0 or
+ * ZKR_EINDOUBT (the restart is far shorter than the session), the values
+ * after the successful ones are distinct, and the total counts each
+ * successful add once and an in-doubt one at most once. */
+static void test_server_restart(void **state)
+{
+    zkr_session_t *s = open_session(zkt_scaled_ms(20000));
+    zkr_atomic_t *c = new_ctr(s, "/t/ctr/restart", 0);
+    int64_t got[30], total = -1;
+    int ok = 0, doubt = 0;
+
+    (void)state;
+    memset(&done, 0, sizeof(done));
+    for (int i = 0; i < 30; i++) {
+        assert_int_equal(zkr_atomic_async(c, ZKR_ATOMIC_ADD, 1, 0, on_done,
+                                          (void *)(intptr_t)i),
+                         0);
+        if (i == 10) {
+            zookeeper_close(raw);
+            raw = NULL;
+            assert_int_equal(zkt_server_restart(server), 0);
+        }
+    }
+    raw = zkt_connect(zkt_server_hosts(server), 10000);
+    assert_non_null(raw);
+    for (int i = 0; i < 800 && atomic_load(&done.n) < 30; i++)
+        zkt_sleep_ms(zkt_scaled_ms(50));
+    assert_int_equal(atomic_load(&done.n), 30);
+    for (int i = 0; i < 30; i++) {
+        if (done.rc[i] == 0)
+            got[ok++] = done.after[i];
+        else
+            assert_int_equal(done.rc[i], ZKR_EINDOUBT), doubt++;
+    }
+    assert_int_equal(zkr_atomic_get(c, &total), 0);
+    print_message("# 30 adds: %d applied, %d in doubt, total %lld\n", ok, doubt,
+                  (long long)total);
+    qsort(got, (size_t)ok, sizeof(got[0]), cmp64);
+    for (int i = 1; i < ok; i++)
+        assert_true(got[i] > got[i - 1]);
+    assert_true(total >= ok && total <= ok + doubt);
     zkr_atomic_free(c);
     assert_int_equal(zkr_session_free(s), 0);
 }
@@ -442,7 +597,12 @@ int main(void)
         cmocka_unit_test(test_lost_answer_never_written_twice),
         cmocka_unit_test(test_lost_create_answer),
         cmocka_unit_test(test_lost_refusal_starts_over),
+        cmocka_unit_test(test_lost_request_fenced),
+        cmocka_unit_test(test_lost_create_then_foreign_recreate),
+        cmocka_unit_test(test_chroot_deleted),
+        cmocka_unit_test(test_existing_ancestor_not_creatable),
         cmocka_unit_test(test_expiry_and_foreign_delete),
+        cmocka_unit_test(test_server_restart),
         cmocka_unit_test(test_not_connected),
     };
 
