@@ -158,8 +158,9 @@ int cli_counter(const cli_t *c, int argc, char **argv)
         status = has_if && !r.changed ? CLI_EXIT_NOT_ACQUIRED : 0;
     } else if (rc == ZKR_EINDOUBT) {
         cli_err("%s: %s: the answer was lost and it may or may not have "
-                "applied; the counter is %" PRId64 " now",
-                sub, path, r.after);
+                "applied (%" PRId64 " to %" PRId64 "): read the counter "
+                "before trying again",
+                sub, path, r.before, r.after);
         status = CLI_EXIT_INDOUBT;
     } else if (rc == ZKR_EFORMAT) {
         cli_err("%s: %s: its data is not a counter in %s encoding%s", sub, path,

@@ -2305,12 +2305,12 @@ ZKR_EXTERN void zkr_item_free(zkr_item_t *it);
  * did not apply (the node as it was read, which zkr then fences with a
  * write of the same bytes at that version so that the lost write can never
  * apply late; or the version after it holding another value; for a lost
- * create, no child of the parent made or deleted since, or one made
- * holding another value), the operation starts over; otherwise it ends
- * with ZKR_EINDOUBT, the value now in the result's `after` (0 if the node
- * is gone). A set that finds its own value there returns 0: the counter
- * holds what it asked, whoever wrote it. Every write is conditional, also
- * at version -1 (ZooKeeper's versions wrap: a multi checks it).
+ * create, no node and no child of the parent made or deleted since), the
+ * operation starts over; otherwise it ends with ZKR_EINDOUBT (the result
+ * says from which value to which it may have moved the counter). A set that
+ * finds its own value there returns 0: the counter holds what it asked, whoever
+ * wrote it. Every write is conditional, also at version -1 (ZooKeeper's
+ * versions wrap: a multi checks it).
  *
  * A get reads from the server the session is connected to: it sees every
  * update of this session, and another client's update once that server
@@ -2375,9 +2375,9 @@ typedef enum {
 /** \brief What an atomic counter's operation found and did. */
 typedef struct zkr_atomic_result {
     int64_t before; /**< the value the operation read (0: no node) */
-    int64_t after;  /**< the value it wrote; the value read when it wrote
-                         nothing (a get, a compare-and-set that did not
-                         match); with ZKR_EINDOUBT, the value now */
+    int64_t after;  /**< the value it wrote (with ZKR_EINDOUBT: would have
+                         written); the value read when it wrote nothing (a
+                         get, a compare-and-set that did not match) */
     int changed;    /**< 1 if it wrote, 0 if not */
 } zkr_atomic_result_t;
 

@@ -60,13 +60,14 @@ struct op {
     zkr_atomic_op_t kind;
     int64_t a, b;
     zkr_atomic_result_t r;
-    int step;          /* CS_*: the request in flight, or 0 */
-    int synced;        /* its last read came after a sync */
-    int unknown;       /* the last write's answer was lost */
-    int wcreate;       /* the write is a create ... */
-    int32_t wversion;  /* ... or a setData at this version */
-    int64_t wczxid;    /* ... of the node with this czxid */
-    int32_t pcversion; /* a create: the parent's cversion just before */
+    int step;               /* CS_*: the request in flight, or 0 */
+    int synced;             /* its last read came after a sync */
+    int unknown;            /* the last write's answer was lost */
+    int wcreate;            /* the write is a create ... */
+    int32_t wversion;       /* ... or a setData at this version */
+    int64_t wczxid;         /* ... of the node with this czxid */
+    int64_t pczxid, ppzxid; /* a create: the parent's czxid and pzxid
+                               just before it */
     char wdata[VALUE_MAX];
     int wlen;
     /* The node as a resolution read it (CS_R_READ): */
@@ -80,7 +81,8 @@ struct op {
     int anc_at;          /* making the path's ancestors: the '/' of the last one
                             made (0: none yet), or -1 */
     int rounds;          /* creates refused for want of a parent */
-    int64_t deadline;    /* not connected after it: the end */
+    int64_t deadline;    /* no answer by then: the end */
+    int unsent;          /* the code of the last request not sent */
     int64_t pause_until; /* the next attempt not before */
     int rc;
     int ended; /* a blocking operation has ended: its caller frees it */
@@ -143,6 +145,14 @@ static int32_t next_version(int32_t v)
 
 /* ----------------------------------------------------------- the chain */
 
+/* How long an operation goes on without an answer (not connected, or its
+ * requests not sent): the request timeout plus the session timeout. */
+static int64_t op_bound(const zkr_session_t *s)
+{
+    return (s->req_timeout > 0 ? s->req_timeout : 10000) +
+           (s->timeout > 0 ? s->timeout : 10000);
+}
+
 static void op_go(op_t *o);
 
 static void op_deliver(const zkr__event_t *ev)
@@ -199,6 +209,7 @@ static void op_issue(op_t *o, int st, int rc)
         return;
     o->step = 0;
     if (zkr__call_lost(rc) || rc == ZKR_ENOMEM) {
+        o->unsent = rc;
         o->pause_until = zkr__now_ms() + ZKR__RETRY_MS;
         zkr__task_wake_at(o->c->s, &o->tk, o->pause_until);
         return;
@@ -297,14 +308,14 @@ static void op_no_parent(op_t *o)
     op_go(o);
 }
 
-/* A lost write's resolution, once the node (and for a create its parent,
- * pcv: -2 when there is none) is read after a sync. 0: it did not apply
- * and cannot (start over), 1: a set whose value is there, 2: not known
- * yet (a fence is sent), -1: unknown (ZKR_EINDOUBT). By [Z4] and [Z9]
- * (docs/PROTOCOL.md) the write has applied by now if it ever will on
- * this session; a fence write covers the case where it still could (an
+/* A lost write's resolution, once the node (and for a create its parent's
+ * stat, pst: NULL when there is none) is read after a sync. 0: it did not
+ * apply and cannot (start over), 1: a set whose value is there, 2: not
+ * known yet (a fence is sent), -1: unknown (ZKR_EINDOUBT). By [Z4] and
+ * [Z9] (docs/PROTOCOL.md) the write has applied by now if it ever will
+ * on this session; a fence write covers the case where it still could (an
  * old session zkr gave up on while the server kept it: [V3]). */
-static int op_resolve(op_t *o, int32_t pcv)
+static int op_resolve(op_t *o, const struct Stat *pst)
 {
     zkr_atomic_t *c = o->c;
     int set = o->kind == ZKR_ATOMIC_SET;
@@ -312,12 +323,15 @@ static int op_resolve(op_t *o, int32_t pcv)
     if (o->r_exists && o->r_same && set)
         return 1;
     if (o->wcreate) {
-        if (pcv == -2)
-            return -1; /* the parent went: our node may have gone too */
-        if (!o->r_exists && pcv == o->pcversion) {
-            /* No child made or deleted since our look: it did not apply.
-             * A node holding 0 (no change of value) keeps it from
-             * applying later. */
+        /* No node, and no child of the same parent made or deleted since
+         * our look (pzxid: a delete always moves it, a create unless the
+         * parent's cversion is stuck at its maximum, [Z6]; and our create
+         * would have left the node): it did not apply. A node holding 0
+         * (no change of value) keeps it from applying later. Anything
+         * else (the parent deleted and made again, a node there now) may
+         * have been ours. */
+        if (!o->r_exists && pst != NULL && pst->czxid == o->pczxid &&
+            pst->pzxid == o->ppzxid) {
             char zero[VALUE_MAX];
             int n = encode(c, 0, zero);
 
@@ -325,12 +339,7 @@ static int op_resolve(op_t *o, int32_t pcv)
                      zkr__call_create(&o->k, c->path, zero, n, &c->acl, 0));
             return 2;
         }
-        /* One child made since our look, and it holds another value: not
-         * ours (the node read came before the parent's). */
-        return o->r_exists && !o->r_same && o->r_version == 0 &&
-                       pcv == next_version(o->pcversion)
-                   ? 0
-                   : -1;
+        return -1;
     }
     if (!o->r_exists || o->r_czxid != o->wczxid)
         return -1; /* deleted (and made again) since */
@@ -374,6 +383,7 @@ static void op_next(zkr__call_t *k, int rc)
     int64_t v;
 
     o->step = 0;
+    o->deadline = zkr__now_ms() + op_bound(c->s); /* an answer came */
     if (c->s->forked) {
         op_end(o, ZKR_ECLOSED);
         return;
@@ -413,7 +423,8 @@ static void op_next(zkr__call_t *k, int rc)
         } else if (rc != ZOK) {
             op_end(o, rc);
         } else {
-            o->pcversion = k->stat->cversion;
+            o->pczxid = k->stat->czxid;
+            o->ppzxid = k->stat->pzxid;
             op_issue(
                 o, CS_CREATE,
                 zkr__call_create(k, c->path, o->wdata, o->wlen, &c->acl, 0));
@@ -462,24 +473,19 @@ static void op_next(zkr__call_t *k, int rc)
             o->r_version = k->stat->version;
             o->r_czxid = k->stat->czxid;
         }
-        /* The value now, for a verdict of ZKR_EINDOUBT. */
-        if (rc == ZNONODE)
-            o->r.after = 0;
-        else
-            (void)decode(c, k->value, k->value_len, &o->r.after);
         if (o->wcreate)
             op_issue(o, CS_R_PARENT, zkr__call_exists(k, c->parent));
         else if (o->r_len < 0 && o->r_exists && o->r_czxid == o->wczxid &&
                  o->r_version == o->wversion)
             op_resolved(o, -1); /* data that cannot be ours or a value */
         else
-            op_resolved(o, op_resolve(o, 0));
+            op_resolved(o, op_resolve(o, NULL));
         return;
     case CS_R_PARENT:
         if (rc != ZOK && rc != ZNONODE)
             op_end(o, rc);
         else
-            op_resolved(o, op_resolve(o, rc == ZOK ? k->stat->cversion : -2));
+            op_resolved(o, op_resolve(o, rc == ZOK ? k->stat : NULL));
         return;
     case CS_FENCE:
         if (rc == ZOK) {
@@ -541,18 +547,19 @@ static void op_go(op_t *o)
         op_end(o, ZKR_ECLOSED);
         return;
     }
+    if (now >= o->deadline) { /* not connected, or nothing could be sent */
+        op_end(o, o->unsent == ZKR_ENOMEM ? ZKR_ENOMEM : ZCONNECTIONLOSS);
+        return;
+    }
     if (s->zh == NULL || !s->connected) {
         if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
             op_end(o, ZKR_ELOST);
-        else if (now >= o->deadline || c->freeing)
+        else if (c->freeing)
             op_end(o, ZCONNECTIONLOSS);
         else
             zkr__task_wake_at(s, &o->tk, o->deadline);
         return;
     }
-    /* Connected: the deadline counts from here. */
-    o->deadline = now + (s->req_timeout > 0 ? s->req_timeout : 10000) +
-                  (s->timeout > 0 ? s->timeout : 10000);
     if (o->unknown)
         op_issue(o, CS_R_SYNC, zkr__call_sync(&o->k, c->path));
     else if (o->anc_at < 0 || op_ancestor(o) == 0)
@@ -588,9 +595,7 @@ static op_t *op_start(zkr_atomic_t *c, zkr_atomic_op_t kind, int64_t a,
     o->k.next = op_next;
     o->tk.wake = op_wake;
     o->tk.wake_at = -1;
-    o->deadline = zkr__now_ms() +
-                  (s->req_timeout > 0 ? s->req_timeout : 10000) +
-                  (s->timeout > 0 ? s->timeout : 10000);
+    o->deadline = zkr__now_ms() + op_bound(s);
     o->next = c->ops;
     if (c->ops != NULL)
         c->ops->prev = o;

@@ -152,10 +152,12 @@ enum recipe {
     R_WRITE,
     R_ELECTION,
     R_OBSERVER,
-    R_WORKQ
+    R_WORKQ,
+    R_ATOMIC
 };
-static const char *const recipe_name[] = {
-    "lock", "semaphore", "read", "write", "election", "observer", "workq"};
+static const char *const recipe_name[] = {"lock",  "semaphore", "read",
+                                          "write", "election",  "observer",
+                                          "workq", "atomic"};
 
 static int make(enum recipe r, zkr_session_t *s, const char *dir,
                 zkr_lock_t **l, zkr_lock_t **other)
@@ -387,6 +389,51 @@ static void workq_scenario(zkr_session_t *s, const char *dir, int tmo)
     zkr_workq_free(q);
 }
 
+/* The atomic counter: adds that end 0 applied once, in doubt at most
+ * once, and others not at all (the run checks the total); a compare; a
+ * get; asynchronous adds, one of them pending at the free. */
+static int at_ok, at_doubt;
+
+static void at_cb(int rc, const zkr_atomic_result_t *r, void *data)
+{
+    (void)r;
+    (void)data;
+    pthread_mutex_lock(&mu);
+    at_ok += rc == 0;
+    at_doubt += rc == ZKR_EINDOUBT;
+    calls++;
+    pthread_mutex_unlock(&mu);
+}
+
+static void atomic_scenario(zkr_session_t *s, const char *dir)
+{
+    zkr_atomic_t *c = NULL;
+    char path[80];
+    int64_t v;
+    int rc;
+
+    at_ok = at_doubt = 0;
+    remove_tree(dir);
+    snprintf(path, sizeof(path), "%s/ctr", dir);
+    if (zkr_atomic_new(&c, s, path, 0, NULL) != 0)
+        return;
+    for (int i = 0; i < 3; i++) {
+        rc = zkr_atomic_add(c, 1, &v);
+        pthread_mutex_lock(&mu);
+        at_ok += rc == 0;
+        at_doubt += rc == ZKR_EINDOUBT;
+        pthread_mutex_unlock(&mu);
+    }
+    (void)zkr_atomic_cas(c, -1, 5, NULL, NULL); /* never matches */
+    (void)zkr_atomic_get(c, &v);
+    for (int i = 0; i < 3; i++)
+        accept_call(zkr_atomic_async(c, ZKR_ATOMIC_ADD, 1, 0, at_cb, NULL));
+    settle();
+    accept_call(zkr_atomic_async(c, ZKR_ATOMIC_ADD, 1, 0, at_cb, NULL));
+    zkr_atomic_free(c); /* one may still be under way: ended, called back */
+    settle();
+}
+
 /* One run: fault point n of kinds fails (n = 0: none). Returns how many
  * points the run passed. */
 static long run(enum recipe r, int kinds, long n, int persist)
@@ -411,16 +458,19 @@ static long run(enum recipe r, int kinds, long n, int persist)
         observer_scenario(s, dir, !persist);
     else if (r == R_WORKQ)
         workq_scenario(s, dir, persist ? 500 : 2000);
+    else if (r == R_ATOMIC)
+        atomic_scenario(s, dir);
     else
         lock_scenario(r, s, dir, persist ? 500 : -1);
     points = zkr__fault_points();
     zkr__fault_arm(0, 0, 0, 0);
     /* Exactly once: every accepted call was called back, none twice. */
     pthread_mutex_lock(&mu);
-    if (calls != accepted)
-        fail_msg("%s: %d callbacks for %d accepted calls", wd_what, calls,
-                 accepted);
+    int ncalls = calls, naccepted = accepted;
     pthread_mutex_unlock(&mu);
+    if (ncalls != naccepted) /* fail_msg leaves: not with mu held */
+        fail_msg("%s: %d callbacks for %d accepted calls", wd_what, ncalls,
+                 naccepted);
     if (r == R_WORKQ) {
         /* No item lost or made twice: those acked and those left (in the
          * queue or dead) are the puts that returned 0, give or take the puts
@@ -443,6 +493,29 @@ static long run(enum recipe r, int kinds, long n, int persist)
                      "%lld left",
                      wd_what, wq_put_ok, wq_put_maybe, wq_acked, wq_doubt,
                      (long long)left);
+        assert_int_equal(zkr_session_free(s), 0);
+        remove_tree(dir);
+        watchdog(0, "");
+        return points;
+    }
+    if (r == R_ATOMIC) {
+        /* Each add applied once if it said 0, at most once in doubt. */
+        zkr_session_t *cs = open_session(T);
+        zkr_atomic_t *c = NULL;
+        char path[80];
+        int64_t total = -1;
+
+        snprintf(path, sizeof(path), "%s/ctr", dir);
+        assert_int_equal(zkr_atomic_new(&c, cs, path, 0, NULL), 0);
+        assert_int_equal(zkr_atomic_get(c, &total), 0);
+        zkr_atomic_free(c);
+        assert_int_equal(zkr_session_free(cs), 0);
+        pthread_mutex_lock(&mu);
+        int ok = at_ok, doubt = at_doubt;
+        pthread_mutex_unlock(&mu);
+        if (total < ok || total > ok + doubt)
+            fail_msg("%s: total %lld after %d adds applied, %d in doubt",
+                     wd_what, (long long)total, ok, doubt);
         assert_int_equal(zkr_session_free(s), 0);
         remove_tree(dir);
         watchdog(0, "");
@@ -493,7 +566,8 @@ static void sweep(enum recipe r, int kinds)
     }
     /* The semaphore and read/write lock share the lock's engine: their
      * persistent failures run in the full sweep only. */
-    if (!full && r != R_LOCK && r != R_ELECTION && r != R_OBSERVER)
+    if (!full && r != R_LOCK && r != R_ELECTION && r != R_OBSERVER &&
+        r != R_ATOMIC)
         n = total + 1;
     else
         n = full ? 1 : total / 2 + 1;
@@ -524,6 +598,7 @@ RECIPE_TESTS(R_WRITE, write)
 RECIPE_TESTS(R_ELECTION, election)
 RECIPE_TESTS(R_OBSERVER, observer)
 RECIPE_TESTS(R_WORKQ, workq)
+RECIPE_TESTS(R_ATOMIC, atomic)
 
 /* A failed run leaves the seam armed: disarm before the next test. */
 static int disarm(void **state)
@@ -729,6 +804,8 @@ int main(void)
         cmocka_unit_test_teardown(test_observer_alloc, disarm),
         cmocka_unit_test_teardown(test_workq_zk, disarm),
         cmocka_unit_test_teardown(test_workq_alloc, disarm),
+        cmocka_unit_test_teardown(test_atomic_zk, disarm),
+        cmocka_unit_test_teardown(test_atomic_alloc, disarm),
         cmocka_unit_test_teardown(test_acquire_in_lost_window, disarm),
         cmocka_unit_test_teardown(test_index_growth_alloc, disarm),
         cmocka_unit_test_teardown(test_digest_refused_between_attempts, disarm),
