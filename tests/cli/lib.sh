@@ -33,6 +33,27 @@ zkr_need() {
     fi
 }
 
+# curator_peer FILE.java: compiles a Curator peer (tests/cli/FILE.java)
+# into $WORK/classes and sets CP to its class path with Curator's jars;
+# bails out, naming the Debian package, when javac or Curator is missing.
+curator_peer() {
+    zkr_need javac default-jdk-headless
+    CP=$(zkr_curator_cp)
+    if [ -z "$CP" ]; then
+        echo "Bail out! Apache Curator is missing: install the Debian package" \
+            "libcurator-recipes-java (scripts/check installs it)"
+        exit 99
+    fi
+    mkdir -p "$WORK/classes"
+    if ! javac -nowarn -d "$WORK/classes" -cp "$CP" \
+        "$top_srcdir/tests/cli/$1" 2>"$WORK/javac.log"; then
+        echo "Bail out! $1 does not compile"
+        sed 's/^/# /' "$WORK/javac.log"
+        exit 99
+    fi
+    CP=$WORK/classes:$CP
+}
+
 SCALE=${ZKR_TEST_SCALE:-1}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/zkr-cli.XXXXXX")
 zkr_on_exit "rm -rf '$WORK'"

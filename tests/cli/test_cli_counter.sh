@@ -7,27 +7,13 @@
 # them are each applied once (the total is their number).
 . "${srcdir:-.}/tests/cli/lib.sh"
 
-zkr_need javac default-jdk-headless
 PY=/usr/bin/python3
 if ! "$PY" -c 'import kazoo' 2>/dev/null; then
     echo "Bail out! kazoo is missing: install the Debian package" \
         "python3-kazoo (scripts/check installs it)"
     exit 99
 fi
-CP=$(zkr_curator_cp)
-if [ -z "$CP" ]; then
-    echo "Bail out! Apache Curator is missing: install the Debian package" \
-        "libcurator-recipes-java (scripts/check installs it)"
-    exit 99
-fi
-mkdir "$WORK/classes"
-if ! javac -nowarn -d "$WORK/classes" -cp "$CP" \
-    "$top_srcdir/tests/cli/CuratorCounter.java" 2>"$WORK/javac.log"; then
-    echo "Bail out! CuratorCounter.java does not compile"
-    sed 's/^/# /' "$WORK/javac.log"
-    exit 99
-fi
-CP=$WORK/classes:$CP
+curator_peer CuratorCounter.java
 CURATOR=() # set once the server runs: "${CURATOR[@]}" PATH ACTION ARGS...
 KAZOO=()
 

@@ -6,21 +6,7 @@
 # a writer with anyone.
 . "${srcdir:-.}/tests/cli/lib.sh"
 
-zkr_need javac default-jdk-headless
-CP=$(zkr_curator_cp)
-if [ -z "$CP" ]; then
-    echo "Bail out! Apache Curator is missing: install the Debian package" \
-        "libcurator-recipes-java (scripts/check installs it)"
-    exit 99
-fi
-mkdir "$WORK/classes"
-if ! javac -nowarn -d "$WORK/classes" -cp "$CP" \
-    "$top_srcdir/tests/cli/CuratorRw.java" 2>"$WORK/javac.log"; then
-    echo "Bail out! CuratorRw.java does not compile"
-    sed 's/^/# /' "$WORK/javac.log"
-    exit 99
-fi
-CP=$WORK/classes:$CP
+curator_peer CuratorRw.java
 
 # The Curator peer: "${CURATOR[@]}" PATH ACTION ARGS... (set once the
 # server runs).
