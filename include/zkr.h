@@ -2332,9 +2332,10 @@ ZKR_EXTERN void zkr_item_free(zkr_item_t *it);
  * - ZKR_EFORMAT: the node's data is not a value of the handle's encoding.
  * - ZKR_EINDOUBT: an update whose answer was lost, and the node changed
  *   since: it may or may not have applied.
- * - ZCONNECTIONLOSS: not connected within the session timeout plus the
- *   request timeout of the operation's start or last connection; nothing
- *   was changed.
+ * - ZCONNECTIONLOSS: no answer within the session timeout plus the
+ *   request timeout of the operation's start or its last answer (not
+ *   connected); nothing was changed. ZKR_ENOMEM likewise when its requests
+ *   could not be sent for want of memory.
  * - ZNONODE: the node could not be created: its parent was missing again
  *   after its ancestors were made, three times (the session's chroot
  *   deleted, say); nothing was changed.

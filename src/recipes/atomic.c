@@ -205,8 +205,10 @@ static void op_end(op_t *o, int rc)
 static void op_issue(op_t *o, int st, int rc)
 {
     o->step = st;
-    if (rc == 0)
+    if (rc == 0) {
+        o->unsent = 0;
         return;
+    }
     o->step = 0;
     if (zkr__call_lost(rc) || rc == ZKR_ENOMEM) {
         o->unsent = rc;
@@ -383,7 +385,8 @@ static void op_next(zkr__call_t *k, int rc)
     int64_t v;
 
     o->step = 0;
-    o->deadline = zkr__now_ms() + op_bound(c->s); /* an answer came */
+    if (!zkr__call_lost(rc)) /* an answer came: the deadline moves */
+        o->deadline = zkr__now_ms() + op_bound(c->s);
     if (c->s->forked) {
         op_end(o, ZKR_ECLOSED);
         return;
@@ -393,6 +396,8 @@ static void op_next(zkr__call_t *k, int rc)
          * Reads, syncs and fences are asked again. */
         if (st == CS_WRITE || st == CS_CREATE)
             o->unknown = 1;
+        if (st == CS_ANCESTOR)
+            o->anc_at = 0; /* it may not have applied: from the top */
         op_go(o);
         return;
     }
@@ -520,9 +525,10 @@ static int op_ancestor(op_t *o)
 }
 
 /* The operation's next request, unless one is under way or a pause; or
- * its end: the handle freed, the session closing or lost for good, the
- * deadline while not connected. Not connected, it waits to be woken. A
- * write of unknown outcome is resolved first, even when freed. */
+ * its end: the handle freed, the session closing or lost for good, no
+ * answer by the deadline (not connected, or nothing could be sent). Not
+ * connected, it waits to be woken. A write of unknown outcome is resolved
+ * first, even when freed, while connected. */
 static void op_go(op_t *o)
 {
     zkr_atomic_t *c = o->c;
