@@ -508,19 +508,14 @@ static void op_next(zkr__call_t *k, int rc)
  * sent (or the operation ended), 0 when none is left. */
 static int op_ancestor(op_t *o)
 {
-    zkr_atomic_t *c = o->c;
-    char anc[1024];
-    const char *p = strchr(c->path + o->anc_at + 1, '/');
+    int rc;
 
-    if (p == NULL) {
+    if (!zkr__call_ancestor(&o->k, o->c->path, &o->anc_at, &o->c->acl, 0,
+                            &rc)) {
         o->anc_at = -1;
         return 0;
     }
-    o->anc_at = (int)(p - c->path);
-    memcpy(anc, c->path, (size_t)o->anc_at); /* the path is < 1024 */
-    anc[o->anc_at] = '\0';
-    op_issue(o, CS_ANCESTOR,
-             zkr__call_create(&o->k, anc, NULL, -1, &c->acl, 0));
+    op_issue(o, CS_ANCESTOR, rc);
     return 1;
 }
 
@@ -620,7 +615,7 @@ int zkr_atomic_new(zkr_atomic_t **out, zkr_session_t *s, const char *path,
     int rc = 0;
 
     if (out == NULL || s == NULL || zkr__check_path(path) != 0 ||
-        strcmp(path, "/") == 0 || strlen(path) >= 1024 ||
+        strcmp(path, "/") == 0 || strlen(path) > ZKR_PATH_MAX ||
         (flags & ~ZKR_ATOMIC_TEXT) != 0)
         return ZBADARGUMENTS;
     *out = NULL;

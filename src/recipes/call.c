@@ -3,6 +3,7 @@
  * next step taken in the previous answer's completion. */
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "call.h"
 
@@ -216,4 +217,19 @@ int zkr__call_sync(zkr__call_t *k, const char *path)
     return op == NULL
                ? rc
                : call_sent(k, op, zoo_async(k->s->zh, path, call_string, op));
+}
+
+int zkr__call_ancestor(zkr__call_t *k, const char *path, int *at,
+                       const struct ACL_vector *acl, int mode, int *rc)
+{
+    const char *slash = strchr(path + *at + 1, '/');
+    char pre[ZKR_PATH_MAX + 1];
+
+    if (slash == NULL || (size_t)(slash - path) >= sizeof(pre))
+        return 0;
+    *at = (int)(slash - path);
+    memcpy(pre, path, (size_t)*at);
+    pre[*at] = '\0';
+    *rc = zkr__call_create(k, pre, "", 0, acl, mode);
+    return 1;
 }

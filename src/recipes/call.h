@@ -42,6 +42,13 @@ int zkr__call_multi(zkr__call_t *k, int n, const zoo_op_t *ops,
                     zoo_op_result_t *res);
 int zkr__call_sync(zkr__call_t *k, const char *path);
 
+/* Sends the create (empty data, acl, mode) of path's next ancestor from
+ * the top, the one after the prefix ending at *at (0: none made yet), and
+ * moves *at to it: 1 with *rc the code it was issued with (as above), or
+ * 0 when no ancestor is left. */
+int zkr__call_ancestor(zkr__call_t *k, const char *path, int *at,
+                       const struct ACL_vector *acl, int mode, int *rc);
+
 /* A connection error (or the client's own request timeout). */
 int zkr__call_conn_error(int rc);
 /* Was the answer lost (or the request never sent) with the connection or

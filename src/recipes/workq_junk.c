@@ -237,18 +237,13 @@ static void dead_mk(take_t *t)
 static void dead_anc(take_t *t)
 {
     zkr_workq_t *q = t->q;
-    const char *dp = q->dead_path, *slash = strchr(dp + t->anc_at + 1, '/');
-    char pre[ZKR_PATH_MAX + 1];
+    int rc;
 
-    if (slash == NULL || (size_t)(slash - dp) >= sizeof(pre)) {
+    if (!zkr__call_ancestor(&t->k, q->dead_path, &t->anc_at, q->acl,
+                            ZOO_CONTAINER, &rc))
         dead_mk(t);
-        return;
-    }
-    t->anc_at = (int)(slash - dp);
-    memcpy(pre, dp, (size_t)t->anc_at);
-    pre[t->anc_at] = '\0';
-    zkr__take_issue(t, TK_DEAD_ANC,
-                    zkr__call_create(&t->k, pre, "", 0, q->acl, ZOO_CONTAINER));
+    else
+        zkr__take_issue(t, TK_DEAD_ANC, rc);
 }
 
 void zkr__take_dead_letter(take_t *t, const char *data, int len, int version)

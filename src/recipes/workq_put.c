@@ -400,17 +400,13 @@ static void put_level(put_t *p)
  * again once they are. */
 static void put_ancestor(put_t *p)
 {
-    char *slash = strchr(p->anc + p->anc_at + 1, '/');
+    int rc;
 
-    if (slash == NULL) {
+    if (!zkr__call_ancestor(&p->k, p->anc, &p->anc_at, p->q->acl, ZOO_CONTAINER,
+                            &rc))
         put_level(p);
-        return;
-    }
-    p->anc_at = (int)(slash - p->anc);
-    *slash = '\0';
-    put_issue(p, PS_ANCESTOR,
-              zkr__call_create(&p->k, p->anc, "", 0, p->q->acl, ZOO_CONTAINER));
-    *slash = '/';
+    else
+        put_issue(p, PS_ANCESTOR, rc);
 }
 
 /* One attempt's multi: the item, its receipt and the receipts confirmed
