@@ -1924,6 +1924,191 @@ ZKR_EXTERN int zkr_rwlock_new(zkr_lock_t **read, zkr_lock_t **write,
 /** @} */
 
 /* ------------------------------------------------------------------------ */
+/* Multi-lock                                                                */
+/* ------------------------------------------------------------------------ */
+/** \defgroup zkr_multilock Multi-lock: several locks, all or nothing
+ *
+ * Acquires several lock handles (any mix of exclusive locks, read or
+ * write sides and semaphore permits, zkr_lock_new(), zkr_rwlock_new(),
+ * zkr_semaphore_new()) all or nothing, under one timeout for the whole
+ * set, and releases them together. Each member stays an ordinary
+ * zkr_lock_t with its own node, state, descriptor and fencing token
+ * (zkr_lock_token() of zkr_multilock_member()), so a Curator
+ * InterProcessMutex or a kazoo Lock on any one of the paths respects it.
+ *
+ * **No deadlock.** Members are acquired one at a time in one canonical
+ * order, the byte order of their paths (strcmp(); a session's chroot
+ * prefixes every path alike, so the order is the server's too), whatever
+ * order they were given in. A contender that waits on a path holds only
+ * members of smaller paths, so no cycle of multi-locks (or of
+ * single-lock holders, who hold one path) can form. Curator's
+ * InterProcessMultiLock takes its members in the order of its list: a
+ * Curator multi-lock whose list is not in byte order, on paths a zkr
+ * multi-lock also takes, can deadlock with it (each holds a path the
+ * other waits for) until one's timeout; give Curator the paths sorted.
+ *
+ * **One timeout.** timeout_ms bounds the whole acquire: each member is
+ * given what is left of it (Curator gives each lock the full time, N
+ * times t in all). When a member cannot be had (timed out, busy for a
+ * try, canceled, lost, refused), the members already granted are
+ * released, in reverse order, before the result is returned (or the
+ * completion called): the set is never left partly held. A grant of an
+ * earlier member lost while a later one was awaited (a foreign client
+ * deleted its node, say) fails the acquire with ZKR_ELOST.
+ *
+ * The members must belong to one session and lie on different paths (a
+ * read/write pair's two sides, or two handles of one path, would wait for
+ * each other). The multi-lock does not own them: free it before them, and
+ * do not acquire, release or free a member through its own calls while
+ * the multi-lock has it.
+ *
+ * \par RETURN VALUE
+ * 0 on success, or an error code; zkr_multilock_state() returns a state,
+ * zkr_multilock_fd() a descriptor (-1 on failure).
+ *
+ * \par ERRORS
+ * - ZBADARGUMENTS: NULL, no member, more than #ZKR_MULTILOCK_MAX, a NULL
+ *   member, members of two sessions or of one path.
+ * - ZKR_ETIMEDOUT, ZKR_EBUSY, ZKR_ECANCELED, ZKR_ELOST, ZKR_ELIMIT,
+ *   ZKR_ESTATE, ZKR_EALREADY and ZooKeeper's codes: a member's acquire
+ *   ended so (zkr_lock_acquire()); no member is held then.
+ * - ZKR_ENOTHELD: a release of a multi-lock not held.
+ * - ZKR_EDEADLK: a blocking call from a callback.
+ *
+ * \par EXAMPLE
+ * \code
+ * zkr_lock_t *a, *b;
+ * zkr_multilock_t *both;
+ * zkr_lock_new(&a, s, "/app/accounts/17", NULL, NULL);
+ * zkr_lock_new(&b, s, "/app/accounts/4", NULL, NULL);
+ * zkr_lock_t *members[] = {b, a};  // any order: /17 is taken before /4
+ * zkr_multilock_new(&both, members, 2);
+ * if (zkr_multilock_acquire(both, 10000) == 0) {   // 10 s for both
+ *     transfer(a, b);                  // zkr_lock_token() of each
+ *     zkr_multilock_release(both);
+ * }
+ * zkr_multilock_free(both);
+ * zkr_lock_free(a);
+ * zkr_lock_free(b);
+ * \endcode
+ *
+ * \sa %zkr_lock(3), %zkr_semaphore(3), %zkr(1) (zkr lock PATH PATH...)
+ *
+ * @{
+ */
+
+/** Several lock handles acquired together. Thread-safe. */
+typedef struct zkr_multilock zkr_multilock_t;
+
+/** The most members of one multi-lock. */
+#define ZKR_MULTILOCK_MAX 64
+
+/** Completion of an asynchronous acquire or release: rc first, data last. */
+typedef void (*zkr_multilock_completion_t)(int rc, zkr_multilock_t *m,
+                                           void *data);
+
+/**
+ * \brief Creates a multi-lock of `count` lock handles. Does not touch
+ *   ZooKeeper, and does not take ownership of the members.
+ * \return 0; ZBADARGUMENTS (see the group's errors); ZKR_ENOMEM.
+ */
+ZKR_EXTERN int zkr_multilock_new(zkr_multilock_t **out,
+                                 zkr_lock_t *const *members, int count);
+
+/**
+ * \brief Frees a multi-lock: cancels an acquire in progress (its
+ *   completion gets ZKR_ECANCELED, after the members granted so far are
+ *   released), releases the members if held, and waits for a running
+ *   callback of it, unless called from a callback (it then returns at
+ *   once and finishes in the background). The members are not freed.
+ *   NULL is a no-op.
+ */
+ZKR_EXTERN void zkr_multilock_free(zkr_multilock_t *m);
+
+/**
+ * \brief Acquires every member, waiting at most timeout_ms in all.
+ * \param timeout_ms -1 forever; 0 tries each member once (ZKR_EBUSY if one
+ *   is held by another contender); N at most N ms for the whole set (a
+ *   member's acquire may overrun it as zkr_lock_acquire() says).
+ * \return 0: every member held; else the error that ended it (see the
+ *   group's errors), with no member held; ZKR_EALREADY (held or being
+ *   acquired), ZKR_ESTATE (being released), ZKR_EDEADLK (from a callback).
+ */
+ZKR_EXTERN int zkr_multilock_acquire(zkr_multilock_t *m, int timeout_ms);
+
+/**
+ * \brief Starts acquiring; `cb` gets what zkr_multilock_acquire() would
+ *   return, on the session's event thread. Callable from callbacks.
+ * \return 0 (cb will be called exactly once); else an error and cb is
+ *   never called.
+ */
+ZKR_EXTERN int zkr_multilock_acquire_async(zkr_multilock_t *m, int timeout_ms,
+                                           zkr_multilock_completion_t cb,
+                                           void *data);
+
+/**
+ * \brief Cancels a pending acquire from any thread: it ends with
+ *   ZKR_ECANCELED, members granted so far released.
+ * \return 0; ZKR_ESTATE (nothing being acquired); ZBADARGUMENTS.
+ */
+ZKR_EXTERN int zkr_multilock_cancel(zkr_multilock_t *m);
+
+/**
+ * \brief Releases every member (in reverse canonical order), each as
+ *   zkr_lock_release().
+ * \return 0; ZKR_ELOST (a member's grant had been lost: the others are
+ *   released); ZKR_ENOTHELD (not held); ZKR_ESTATE (an acquire or a
+ *   release is in progress); ZKR_EDEADLK; or a member's refusal (ZNOAUTH:
+ *   that member's node stays, the multi-lock stays held: release again).
+ */
+ZKR_EXTERN int zkr_multilock_release(zkr_multilock_t *m);
+
+/**
+ * \brief Asynchronous release; `cb` gets what zkr_multilock_release()
+ *   would return. Callable from callbacks.
+ * \return 0 (cb will be called once); else an error and cb is never
+ *   called.
+ */
+ZKR_EXTERN int zkr_multilock_release_async(zkr_multilock_t *m,
+                                           zkr_multilock_completion_t cb,
+                                           void *data);
+
+/**
+ * \brief The state of the set: IDLE, ACQUIRING, RELEASING; once held,
+ *   LOST if a member's grant is lost (or was released by its own call),
+ *   else SUSPENDED if one is suspended, else HELD. Reads each member's
+ *   state (zkr_lock_state()). ZKR_LOCK_IDLE for NULL.
+ */
+ZKR_EXTERN zkr_lock_state_t zkr_multilock_state(zkr_multilock_t *m);
+
+/** \brief The number of members (0 for NULL). */
+ZKR_EXTERN int zkr_multilock_count(zkr_multilock_t *m);
+
+/**
+ * \brief The i-th member in canonical order (the order of acquisition),
+ *   or NULL when i is out of range. Its zkr_lock_token() is that path's
+ *   fencing token.
+ */
+ZKR_EXTERN zkr_lock_t *zkr_multilock_member(zkr_multilock_t *m, int i);
+
+/**
+ * \brief Milliseconds for which every member's grant is still guaranteed
+ *   (the least of their zkr_lock_valid_ms()); 0 when not held.
+ */
+ZKR_EXTERN int64_t zkr_multilock_valid_ms(zkr_multilock_t *m);
+
+/**
+ * \brief A descriptor readable while any member's zkr_lock_fd() is (an
+ *   epoll descriptor over them): poll it, then read
+ *   zkr_multilock_state(). Made on the first call, closed by the free; -1
+ *   for NULL or when a descriptor cannot be made (call again later). Do
+ *   not read from or close it.
+ */
+ZKR_EXTERN int zkr_multilock_fd(zkr_multilock_t *m);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
 /* Work queue (docs/design/workq.md)                                         */
 /* ------------------------------------------------------------------------ */
 /** \defgroup zkr_workq Fenced FIFO work queue with priorities

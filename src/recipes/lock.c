@@ -132,6 +132,16 @@ int zkr_rwlock_new(zkr_lock_t **read, zkr_lock_t **write, zkr_session_t *s,
     return 0;
 }
 
+zkr_session_t *zkr__lock_session(const zkr_lock_t *l)
+{
+    return l->c.s;
+}
+
+const char *zkr__lock_dir(const zkr_lock_t *l)
+{
+    return l->c.dir;
+}
+
 void zkr_lock_free(zkr_lock_t *l)
 {
     if (l == NULL)

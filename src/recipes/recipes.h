@@ -5,4 +5,8 @@
 
 #include "../engine/engine.h"
 
+/* A lock handle's session and path, for the multi-lock (lock.c). */
+zkr_session_t *zkr__lock_session(const zkr_lock_t *l);
+const char *zkr__lock_dir(const zkr_lock_t *l);
+
 #endif /* ZKR_RECIPES_H */

@@ -1,0 +1,517 @@
+/* The multi-lock: several lock handles acquired all or nothing, one at a
+ * time in the byte order of their paths, under one deadline, and released
+ * together (zkr.h, zkr_multilock). It is built on the lock's public calls
+ * only: each member's acquire or release completion, on the session's
+ * event thread, starts the next step. Its own mutex (mu) guards its state
+ * and is taken before the session's (by the member calls made under it);
+ * no zkr lock is held when the member completions call us. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "recipes.h"
+
+typedef enum {
+    M_IDLE,
+    M_ACQUIRING, /* a member's acquire is pending */
+    M_UNDOING,   /* the acquire failed: releasing the members granted */
+    M_HELD,
+    M_RELEASING
+} phase_t;
+
+struct zkr_multilock {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    zkr_session_t *s;
+    int n;
+    zkr_lock_t **mem; /* canonical order */
+    int efd;          /* zkr_multilock_fd(), or -1 */
+    phase_t phase;
+    int got;       /* acquire: members granted; release: members left */
+    int rc;        /* the result being made */
+    int keep;      /* release: a member refused, the set stays held */
+    int canceled;  /* the acquire was canceled */
+    int timeout;   /* the acquire's timeout_ms */
+    int64_t until; /* its deadline (zkr__now_ms()), when timeout > 0 */
+    zkr_multilock_completion_t cb;
+    void *data;
+    int in_cb;   /* our completion is running */
+    int users;   /* blocking calls waiting on cv */
+    int freeing; /* freed from a callback: the last step frees it */
+};
+
+/* A blocking call's wait for its completion. */
+typedef struct {
+    int done, rc;
+} waiter_t;
+
+static int by_path(const void *a, const void *b)
+{
+    return strcmp(zkr__lock_dir(*(zkr_lock_t *const *)a),
+                  zkr__lock_dir(*(zkr_lock_t *const *)b));
+}
+
+int zkr_multilock_new(zkr_multilock_t **out, zkr_lock_t *const *members,
+                      int count)
+{
+    zkr_multilock_t *m;
+
+    if (out == NULL || members == NULL || count < 1 ||
+        count > ZKR_MULTILOCK_MAX)
+        return ZBADARGUMENTS;
+    for (int i = 0; i < count; i++)
+        if (members[i] == NULL ||
+            zkr__lock_session(members[i]) != zkr__lock_session(members[0]))
+            return ZBADARGUMENTS;
+    if ((m = calloc(1, sizeof(*m))) == NULL)
+        return ZKR_ENOMEM;
+    if ((m->mem = malloc(sizeof(*m->mem) * (size_t)count)) == NULL) {
+        free(m);
+        return ZKR_ENOMEM;
+    }
+    memcpy(m->mem, members, sizeof(*m->mem) * (size_t)count);
+    qsort(m->mem, (size_t)count, sizeof(*m->mem), by_path);
+    for (int i = 1; i < count; i++)
+        if (by_path(&m->mem[i - 1], &m->mem[i]) == 0) {
+            free(m->mem);
+            free(m);
+            return ZBADARGUMENTS; /* one path twice: they would wait */
+        }
+    pthread_mutex_init(&m->mu, NULL);
+    pthread_cond_init(&m->cv, NULL);
+    m->s = zkr__lock_session(members[0]);
+    m->n = count;
+    m->efd = -1;
+    *out = m;
+    return 0;
+}
+
+static void destroy(zkr_multilock_t *m)
+{
+    if (m->efd >= 0)
+        close(m->efd);
+    pthread_cond_destroy(&m->cv);
+    pthread_mutex_destroy(&m->mu);
+    free(m->mem);
+    free(m);
+}
+
+static void ignore(int rc, zkr_lock_t *l, void *data)
+{
+    (void)rc;
+    (void)l;
+    (void)data;
+}
+
+/* Freed from a callback while held: the members go back in the
+ * background (their completions do not know m). */
+static void release_detached(zkr_multilock_t *m)
+{
+    for (int i = m->n - 1; i >= 0; i--)
+        zkr_lock_release_async(m->mem[i], ignore, NULL);
+}
+
+/* Ends the current acquire or release with rc: calls its completion
+ * without mu, then frees m if a free from a callback waits for that.
+ * Called with mu held; returns with it released. */
+static void finish(zkr_multilock_t *m, int rc)
+{
+    zkr_multilock_completion_t cb = m->cb;
+    void *data = m->data;
+
+    m->cb = NULL;
+    m->data = NULL;
+    m->in_cb = 1;
+    pthread_mutex_unlock(&m->mu);
+    cb(rc, m, data);
+    pthread_mutex_lock(&m->mu);
+    m->in_cb = 0;
+    pthread_cond_broadcast(&m->cv);
+    if (m->freeing) {
+        if (m->phase == M_HELD)
+            release_detached(m);
+        if (m->phase == M_IDLE || m->phase == M_HELD) {
+            pthread_mutex_unlock(&m->mu);
+            destroy(m);
+            return;
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+static void on_undone(int rc, zkr_lock_t *l, void *data);
+
+/* Releases the members granted so far, last first, one completion at a
+ * time; then ends the acquire with m->rc. A member that cannot be
+ * released now (lost already, ZKR_ELOST) is skipped. mu held on entry,
+ * released on return. */
+static void undo_next(zkr_multilock_t *m)
+{
+    while (m->got > 0) {
+        zkr_lock_t *l = m->mem[--m->got];
+        if (zkr_lock_release_async(l, on_undone, m) == 0) {
+            pthread_mutex_unlock(&m->mu);
+            return;
+        }
+    }
+    m->phase = M_IDLE;
+    finish(m, m->rc);
+}
+
+static void on_undone(int rc, zkr_lock_t *l, void *data)
+{
+    zkr_multilock_t *m = data;
+
+    (void)rc; /* a member the server refuses to release stays HELD (zkr.h) */
+    (void)l;
+    pthread_mutex_lock(&m->mu);
+    undo_next(m);
+}
+
+static void on_granted(int rc, zkr_lock_t *l, void *data);
+
+/* Starts the acquire of member m->got with what is left of the
+ * deadline. mu held. */
+static int acquire_next(zkr_multilock_t *m)
+{
+    int t = m->timeout;
+
+    if (m->timeout > 0) {
+        int64_t left = m->until - zkr__now_ms();
+        if (left <= 0)
+            return ZKR_ETIMEDOUT;
+        t = left > INT_MAX ? INT_MAX : (int)left;
+    }
+    return zkr_lock_acquire_async(m->mem[m->got], t, on_granted, m);
+}
+
+/* Every member granted: 0 if each grant still stands (a foreign client
+ * may have deleted an earlier member's node while a later one was
+ * awaited), else ZKR_ELOST. mu held. */
+static int all_held(zkr_multilock_t *m)
+{
+    int64_t token;
+
+    for (int i = 0; i < m->n; i++)
+        if (zkr_lock_token(m->mem[i], &token) != 0)
+            return ZKR_ELOST;
+    return 0;
+}
+
+static void on_granted(int rc, zkr_lock_t *l, void *data)
+{
+    zkr_multilock_t *m = data;
+
+    (void)l;
+    pthread_mutex_lock(&m->mu);
+    if (rc == 0) {
+        m->got++;
+        if (m->canceled)
+            rc = ZKR_ECANCELED;
+        else if (m->got < m->n)
+            rc = acquire_next(m);
+        else if ((rc = all_held(m)) == 0) {
+            m->phase = M_HELD;
+            finish(m, 0);
+            return;
+        }
+        if (rc == 0) { /* the next member's acquire is under way */
+            pthread_mutex_unlock(&m->mu);
+            return;
+        }
+    }
+    m->rc = rc;
+    m->phase = M_UNDOING;
+    undo_next(m);
+}
+
+int zkr_multilock_acquire_async(zkr_multilock_t *m, int timeout_ms,
+                                zkr_multilock_completion_t cb, void *data)
+{
+    int rc;
+
+    if (m == NULL || cb == NULL || timeout_ms < -1)
+        return ZBADARGUMENTS;
+    pthread_mutex_lock(&m->mu);
+    if (m->freeing)
+        rc = ZKR_ECLOSED;
+    else if (m->phase == M_RELEASING)
+        rc = ZKR_ESTATE;
+    else if (m->phase != M_IDLE)
+        rc = ZKR_EALREADY;
+    else {
+        m->timeout = timeout_ms;
+        m->until = zkr__now_ms() + timeout_ms;
+        m->got = 0;
+        m->canceled = 0;
+        if ((rc = acquire_next(m)) == 0) {
+            m->phase = M_ACQUIRING;
+            m->cb = cb;
+            m->data = data;
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+static void wake(int rc, zkr_multilock_t *m, void *data)
+{
+    waiter_t *w = data;
+
+    pthread_mutex_lock(&m->mu);
+    w->rc = rc;
+    w->done = 1;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* Runs an asynchronous call and waits for its completion. */
+static int blocking(zkr_multilock_t *m, int acquire, int timeout_ms)
+{
+    waiter_t w = {0, 0};
+    int rc;
+
+    if (m == NULL)
+        return ZBADARGUMENTS;
+    if (zkr__in_callback())
+        return ZKR_EDEADLK;
+    pthread_mutex_lock(&m->mu);
+    m->users++;
+    pthread_mutex_unlock(&m->mu);
+    rc = acquire ? zkr_multilock_acquire_async(m, timeout_ms, wake, &w)
+                 : zkr_multilock_release_async(m, wake, &w);
+    pthread_mutex_lock(&m->mu);
+    while (rc == 0 && !w.done)
+        pthread_cond_wait(&m->cv, &m->mu);
+    if (rc == 0)
+        rc = w.rc;
+    m->users--;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+int zkr_multilock_acquire(zkr_multilock_t *m, int timeout_ms)
+{
+    return blocking(m, 1, timeout_ms);
+}
+
+int zkr_multilock_cancel(zkr_multilock_t *m)
+{
+    int rc = 0;
+
+    if (m == NULL)
+        return ZBADARGUMENTS;
+    pthread_mutex_lock(&m->mu);
+    if (m->phase != M_ACQUIRING)
+        rc = ZKR_ESTATE;
+    else if (!m->canceled) {
+        m->canceled = 1;
+        /* ZKR_ESTATE when its grant is on the way: on_granted sees
+         * canceled. */
+        zkr_lock_cancel(m->mem[m->got]);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+static void on_released(int rc, zkr_lock_t *l, void *data);
+
+/* One member's release answered rc. A member already released by its own
+ * call (ZKR_ENOTHELD) counts as released; a lost one makes the result
+ * ZKR_ELOST; a refusal (ZNOAUTH: its node stays) is the result, and the
+ * set stays held so that a release can be tried again. mu held. */
+static void note_release(zkr_multilock_t *m, int rc)
+{
+    if (rc == 0 || rc == ZKR_ENOTHELD)
+        return;
+    if (rc != ZKR_ELOST) {
+        if (!m->keep)
+            m->rc = rc;
+        m->keep = 1;
+    } else if (m->rc == 0) {
+        m->rc = rc;
+    }
+}
+
+/* Starts the release of the next member left, last first: 1 when one is
+ * under way, 0 when none is left. mu held. */
+static int release_next(zkr_multilock_t *m)
+{
+    while (m->got > 0) {
+        int rc = zkr_lock_release_async(m->mem[--m->got], on_released, m);
+        if (rc == 0)
+            return 1;
+        note_release(m, rc);
+    }
+    m->phase = m->keep ? M_HELD : M_IDLE;
+    return 0;
+}
+
+static void on_released(int rc, zkr_lock_t *l, void *data)
+{
+    zkr_multilock_t *m = data;
+
+    (void)l;
+    pthread_mutex_lock(&m->mu);
+    note_release(m, rc);
+    if (release_next(m))
+        pthread_mutex_unlock(&m->mu);
+    else
+        finish(m, m->rc);
+}
+
+int zkr_multilock_release_async(zkr_multilock_t *m,
+                                zkr_multilock_completion_t cb, void *data)
+{
+    int rc = 0;
+
+    if (m == NULL || cb == NULL)
+        return ZBADARGUMENTS;
+    pthread_mutex_lock(&m->mu);
+    if (m->freeing)
+        rc = ZKR_ECLOSED;
+    else if (m->phase == M_IDLE)
+        rc = ZKR_ENOTHELD;
+    else if (m->phase != M_HELD)
+        rc = ZKR_ESTATE;
+    else {
+        m->phase = M_RELEASING;
+        m->got = m->n;
+        m->rc = 0;
+        m->keep = 0;
+        if (release_next(m)) {
+            m->cb = cb;
+            m->data = data;
+        } else { /* nothing to wait for: cb is not called */
+            rc = m->rc != 0 ? m->rc : ZKR_ENOTHELD;
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+int zkr_multilock_release(zkr_multilock_t *m)
+{
+    return blocking(m, 0, 0);
+}
+
+void zkr_multilock_free(zkr_multilock_t *m)
+{
+    if (m == NULL)
+        return;
+    pthread_mutex_lock(&m->mu);
+    if (m->phase == M_ACQUIRING && !m->canceled) {
+        m->canceled = 1;
+        zkr_lock_cancel(m->mem[m->got]);
+    }
+    if (zkr__in_callback()) {
+        /* Cannot wait: the last step (or now, if none is pending) frees
+         * it. */
+        m->freeing = 1;
+        if (m->in_cb || (m->phase != M_IDLE && m->phase != M_HELD)) {
+            pthread_mutex_unlock(&m->mu);
+            return;
+        }
+        if (m->phase == M_HELD)
+            release_detached(m);
+        pthread_mutex_unlock(&m->mu);
+        destroy(m);
+        return;
+    }
+    while (m->in_cb || m->users > 0 ||
+           (m->phase != M_IDLE && m->phase != M_HELD))
+        pthread_cond_wait(&m->cv, &m->mu);
+    m->freeing = 1;
+    pthread_mutex_unlock(&m->mu);
+    if (m->phase == M_HELD)
+        for (int i = m->n - 1; i >= 0; i--)
+            zkr_lock_release(m->mem[i]);
+    destroy(m);
+}
+
+zkr_lock_state_t zkr_multilock_state(zkr_multilock_t *m)
+{
+    zkr_lock_state_t st = ZKR_LOCK_HELD;
+
+    if (m == NULL)
+        return ZKR_LOCK_IDLE;
+    pthread_mutex_lock(&m->mu);
+    switch (m->phase) {
+    case M_IDLE:
+        st = ZKR_LOCK_IDLE;
+        break;
+    case M_ACQUIRING:
+    case M_UNDOING:
+        st = ZKR_LOCK_ACQUIRING;
+        break;
+    case M_RELEASING:
+        st = ZKR_LOCK_RELEASING;
+        break;
+    case M_HELD:
+        for (int i = 0; i < m->n; i++) {
+            zkr_lock_state_t one = zkr_lock_state(m->mem[i]);
+            if (one == ZKR_LOCK_SUSPENDED && st == ZKR_LOCK_HELD)
+                st = ZKR_LOCK_SUSPENDED;
+            else if (one != ZKR_LOCK_HELD && one != ZKR_LOCK_SUSPENDED)
+                st = ZKR_LOCK_LOST;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return st;
+}
+
+int zkr_multilock_count(zkr_multilock_t *m)
+{
+    return m != NULL ? m->n : 0;
+}
+
+zkr_lock_t *zkr_multilock_member(zkr_multilock_t *m, int i)
+{
+    return m != NULL && i >= 0 && i < m->n ? m->mem[i] : NULL;
+}
+
+int64_t zkr_multilock_valid_ms(zkr_multilock_t *m)
+{
+    int64_t least = 0;
+
+    if (m == NULL)
+        return 0;
+    pthread_mutex_lock(&m->mu);
+    if (m->phase == M_HELD)
+        for (int i = 0; i < m->n; i++) {
+            int64_t v = zkr_lock_valid_ms(m->mem[i]);
+            if (i == 0 || v < least)
+                least = v;
+        }
+    pthread_mutex_unlock(&m->mu);
+    return least;
+}
+
+int zkr_multilock_fd(zkr_multilock_t *m)
+{
+    int fd;
+
+    if (m == NULL)
+        return -1;
+    pthread_mutex_lock(&m->mu);
+    if (m->efd < 0 && (fd = epoll_create1(EPOLL_CLOEXEC)) >= 0) {
+        int i;
+        for (i = 0; i < m->n; i++) {
+            struct epoll_event ev = {.events = EPOLLIN, .data = {.u32 = 0}};
+            int one = zkr_lock_fd(m->mem[i]);
+            if (one < 0 || epoll_ctl(fd, EPOLL_CTL_ADD, one, &ev) != 0)
+                break;
+        }
+        if (i == m->n)
+            m->efd = fd;
+        else
+            close(fd);
+    }
+    fd = m->efd;
+    pthread_mutex_unlock(&m->mu);
+    return fd;
+}
