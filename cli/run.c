@@ -79,6 +79,12 @@ static void on_acquired(int rc, zkr_lock_t *l, void *data)
     post(data, M_ACQUIRED, rc, 0);
 }
 
+static void on_multi_acquired(int rc, zkr_multilock_t *m, void *data)
+{
+    (void)m;
+    post(data, M_ACQUIRED, rc, 0);
+}
+
 static void on_lock_state(zkr_lock_t *l, zkr_lock_state_t st, void *data)
 {
     (void)l;
@@ -319,6 +325,10 @@ static void teardown(sup_t *p, int status)
 {
     zkr_item_free(p->it); /* a claim still held is given back */
     zkr_workq_free(p->q);
+    zkr_multilock_free(p->m); /* before its members */
+    for (int i = 0; p->more != NULL && i < p->o->nmore; i++)
+        zkr_lock_free(p->more[i]);
+    free(p->more);
     zkr_lock_free(p->l);
     zkr_election_free(p->e);
     write_metrics(p, status);
@@ -376,7 +386,9 @@ static int lock_delay(const opts_t *o, zkr_session_t *s)
     return d > INT_MAX ? INT_MAX : d < 0 ? 0 : (int)d;
 }
 
-static int make_lock(sup_t *p)
+/* The lock (permit, side) of one PATH, with its options. 0 or an exit
+ * status. */
+static int make_one(sup_t *p, const char *path, zkr_lock_t **out)
 {
     const opts_t *o = p->o;
     const struct ACL_vector *acl = cli_acl(o->acl);
@@ -384,26 +396,66 @@ static int make_lock(sup_t *p)
     int rc;
 
     if (o->kind == KIND_SEM)
-        rc = zkr_semaphore_new(&p->l, p->s, o->path, (int)o->permits, o->id,
-                               acl);
+        rc = zkr_semaphore_new(out, p->s, path, (int)o->permits, o->id, acl);
     else if (o->read)
-        rc = zkr_rwlock_new(&p->l, &w, p->s, o->path, o->id, acl);
+        rc = zkr_rwlock_new(out, &w, p->s, path, o->id, acl);
     else if (o->write) /* w is the unused side here */
-        rc = zkr_rwlock_new(&w, &p->l, p->s, o->path, o->id, acl);
+        rc = zkr_rwlock_new(&w, out, p->s, path, o->id, acl);
     else
-        rc = zkr_lock_new(&p->l, p->s, o->path, o->id, acl);
+        rc = zkr_lock_new(out, p->s, path, o->id, acl);
     zkr_lock_free(w);
     if (rc == ZBADARGUMENTS)
-        return cli_usage_error(o->sub, "invalid PATH '%s' or --id", o->path);
+        return cli_usage_error(o->sub, "invalid PATH '%s' or --id", path);
     if (rc == 0)
-        rc = zkr_lock_set_delay(p->l, lock_delay(o, p->s));
+        rc = zkr_lock_set_delay(*out, lock_delay(o, p->s));
     if (rc == 0)
-        rc = zkr_lock_set_delay_flags(p->l, o->delay_flags);
+        rc = zkr_lock_set_delay_flags(*out, o->delay_flags);
     if (rc != 0)
-        return cli_zk_error(p->cli, rc, "%s", o->path);
-    zkr_lock_set_listener(p->l, on_lock_state, p);
+        return cli_zk_error(p->cli, rc, "%s", path);
+    zkr_lock_set_listener(*out, on_lock_state, p);
+    return 0;
+}
+
+/* The lock of PATH and, with more PATHs, theirs and the multi-lock of
+ * all. 0 or an exit status. */
+static int make_lock(sup_t *p)
+{
+    const opts_t *o = p->o;
+    zkr_lock_t **all;
+    int status, rc;
+
+    if ((status = make_one(p, o->path, &p->l)) != 0)
+        return status;
+    if (o->nmore > 0) {
+        if ((p->more = calloc((size_t)o->nmore, sizeof(*p->more))) == NULL ||
+            (all = calloc((size_t)o->nmore + 1, sizeof(*all))) == NULL)
+            return cli_zk_error(p->cli, ZKR_ENOMEM, "%s", o->path);
+        all[0] = p->l;
+        for (int i = 0; status == 0 && i < o->nmore; i++)
+            if ((status = make_one(p, o->more[i], &p->more[i])) == 0)
+                all[i + 1] = p->more[i];
+        rc = status == 0 ? zkr_multilock_new(&p->m, all, o->nmore + 1) : 0;
+        free(all);
+        if (status != 0)
+            return status;
+        if (rc == ZBADARGUMENTS)
+            return cli_usage_error(o->sub, "a PATH is given twice");
+        if (rc != 0)
+            return cli_zk_error(p->cli, rc, "%s", o->path);
+    }
     zkr_session_add_listener(p->s, on_session, p);
     return 0;
+}
+
+/* The grant's state: the multi-lock's with several PATHs. */
+zkr_lock_state_t run_lock_state(sup_t *p)
+{
+    return p->m != NULL ? zkr_multilock_state(p->m) : zkr_lock_state(p->l);
+}
+
+static int release_grant(sup_t *p)
+{
+    return p->m != NULL ? zkr_multilock_release(p->m) : zkr_lock_release(p->l);
 }
 
 /* Cancels the pending acquire or take. */
@@ -411,6 +463,8 @@ static void cancel(sup_t *p)
 {
     if (p->q != NULL)
         zkr_workq_cancel(p->q);
+    else if (p->m != NULL)
+        zkr_multilock_cancel(p->m);
     else
         zkr_lock_cancel(p->l);
 }
@@ -487,6 +541,11 @@ static ran_t run_granted(sup_t *p, int *status)
     }
     rc = p->it != NULL ? zkr_item_sequencer(p->it, &q)
                        : zkr_lock_sequencer(p->l, &q);
+    if (rc == 0 && p->m != NULL) { /* every PATH's grant */
+        zkr_lock_state_t st = run_lock_state(p);
+        if (st != ZKR_LOCK_HELD && st != ZKR_LOCK_SUSPENDED)
+            rc = ZKR_ELOST;
+    }
     if (rc != 0) {
         /* Lost between the grant and now. */
         cli_err("ownership of %s lost before the command started", o->path);
@@ -497,8 +556,13 @@ static ran_t run_granted(sup_t *p, int *status)
      * now: an older, weaker ACL on it would let others delete the holder's
      * node. */
     if ((*status = cli_check_path_acl(
-             p->cli, p->s, p->it != NULL ? q.path : o->path, o->acl)) != 0 ||
-        (*status = run_spawn(p, &q, NULL)) != 0)
+             p->cli, p->s, p->it != NULL ? q.path : o->path, o->acl)) != 0)
+        return GIVE_BACK;
+    for (int i = 0; i < o->nmore; i++)
+        if ((*status = cli_check_path_acl(p->cli, p->s, o->more[i], o->acl)) !=
+            0)
+            return GIVE_BACK;
+    if ((*status = run_spawn(p, &q, NULL)) != 0)
         return GIVE_BACK;
     /* The grant lasts until every process of the command is gone. */
     run_supervise(p);
@@ -520,21 +584,24 @@ static int run_lock(const cli_t *c, const opts_t *o)
     /* A wait longer than the library's int of ms: forever, bounded here. */
     if (cli_timeout_arg(o->wait_ms) != o->wait_ms)
         p.wake_at = ct_now_ms() + o->wait_ms;
-    rc = zkr_lock_acquire_async(p.l, cli_timeout_arg(o->wait_ms), on_acquired,
-                                &p);
+    rc = p.m != NULL
+             ? zkr_multilock_acquire_async(p.m, cli_timeout_arg(o->wait_ms),
+                                           on_multi_acquired, &p)
+             : zkr_lock_acquire_async(p.l, cli_timeout_arg(o->wait_ms),
+                                      on_acquired, &p);
     if (rc == 0)
         await_grant(&p, &rc);
     if (!granted(&p, rc, &status))
         goto out;
     if ((ran = run_granted(&p, &status)) == GIVE_BACK)
-        zkr_lock_release(p.l);
+        release_grant(&p);
     if (ran != RAN)
         goto out;
     /* SUSPENDED too: the release waits for the reconnection that confirms
      * the delete, or for the session's end (which deletes the node). */
-    st = zkr_lock_state(p.l);
+    st = run_lock_state(&p);
     if (st == ZKR_LOCK_HELD || st == ZKR_LOCK_SUSPENDED) {
-        rc = zkr_lock_release(p.l);
+        rc = release_grant(&p);
         if (rc == ZKR_ELOST && st == ZKR_LOCK_HELD)
             run_lose(&p, "the node was gone at the release");
         else if (rc == ZKR_ELOST)

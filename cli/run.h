@@ -27,6 +27,8 @@ typedef struct opts {
     int64_t grace_ms;
     int requeue;
     const char *path;
+    char **more;              /* lock: the PATHs after the first */
+    int nmore;                /* ... their number (0: one lock) */
     const char *metrics_file; /* --metrics-file, or NULL */
     int64_t delay_ms;         /* --lock-delay; -1: the session timeout */
     unsigned delay_flags;     /* --trust-foreign-release */
@@ -46,7 +48,9 @@ typedef struct sup {
     const cli_t *cli;
     const opts_t *o;
     zkr_session_t *s;
-    zkr_lock_t *l;
+    zkr_lock_t *l;      /* the lock of PATH (the first PATH) */
+    zkr_lock_t **more;  /* the locks of o->more */
+    zkr_multilock_t *m; /* with more: all of them, or NULL */
     zkr_election_t *e;
     zkr_workq_t *q;  /* queue take: the queue */
     zkr_item_t *it;  /* queue take: the item taken, once taken */
@@ -76,6 +80,10 @@ typedef struct sup {
     int signo;       /* last SIGINT/SIGTERM/SIGHUP received */
     int status;      /* the command's wait status */
 } sup_t;
+
+/* The state of zkr lock's (sem's) grant: the lock's, or with several
+ * PATHs the multi-lock's (run.c). */
+zkr_lock_state_t run_lock_state(sup_t *p);
 
 /* The subcommand's options and operands: 0, -1 (--help was written), or
  * an exit status (said why) (run_opts.c). */

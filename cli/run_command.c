@@ -149,7 +149,7 @@ int run_command_runs(const opts_t *o)
 static const char *const our_vars[] = {
     "ZKR_FENCE",          "ZKR_LOCK_PATH",   "ZKR_LOCK_NODE",  "ZKR_SESSION_ID",
     "ZKR_SEQUENCER",      "ZKR_LEADER_ID",   "ZKR_QUEUE_PATH", "ZKR_QUEUE_ITEM",
-    "ZKR_QUEUE_DELIVERY", "ZKR_QUEUE_LEVEL",
+    "ZKR_QUEUE_DELIVERY", "ZKR_QUEUE_LEVEL", "ZKR_FENCES",
 };
 #define N_OUR_VARS (sizeof(our_vars) / sizeof(our_vars[0]))
 
@@ -168,9 +168,34 @@ static void free_env(envp_t *e)
     memset(e, 0, sizeof(*e));
 }
 
-/* it: the item of queue take (its claim is q), or NULL. */
+/* zkr lock with several PATHs: "ZKR_FENCES=T1 T2 ...", the fencing
+ * token of each PATH in the order given; NULL with one PATH (or no
+ * memory: errno). */
+static char *fences(const sup_t *p)
+{
+    char *s = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    if (p->m == NULL || (f = open_memstream(&s, &len)) == NULL)
+        return NULL;
+    fputs("ZKR_FENCES=", f);
+    for (int i = 0; i <= p->o->nmore; i++) {
+        int64_t t = -1;
+        zkr_lock_token(i == 0 ? p->l : p->more[i - 1], &t);
+        fprintf(f, "%s%" PRId64, i == 0 ? "" : " ", t);
+    }
+    if (fclose(f) != 0) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* it: the item of queue take (its claim is q), or NULL. fence_list:
+ * fences()'s, or NULL. */
 static int build_env(envp_t *e, const zkr_sequencer_t *q, const char *leader_id,
-                     const char *queue, const zkr_item_t *it)
+                     const char *queue, const zkr_item_t *it, char *fence_list)
 {
     char seq[ZKR_SEQUENCER_MAX];
     size_t n = 0, k = 0;
@@ -178,8 +203,10 @@ static int build_env(envp_t *e, const zkr_sequencer_t *q, const char *leader_id,
     memset(e, 0, sizeof(*e));
     while (environ[n] != NULL)
         n++;
-    if ((e->env = calloc(n + N_OUR_VARS + 1, sizeof(*e->env))) == NULL)
+    if ((e->env = calloc(n + N_OUR_VARS + 1, sizeof(*e->env))) == NULL) {
+        free(fence_list);
         return -1;
+    }
     for (size_t i = 0; i < n; i++) {
         int ours = 0;
         for (size_t j = 0; j < N_OUR_VARS; j++) {
@@ -193,6 +220,8 @@ static int build_env(envp_t *e, const zkr_sequencer_t *q, const char *leader_id,
     }
     if (zkr_sequencer_format(q, seq, sizeof(seq)) < 0)
         seq[0] = '\0';
+    if (fence_list != NULL) /* ours from now on, freed with the rest */
+        e->ours[e->n_ours++] = fence_list;
     if (asprintf(&e->ours[e->n_ours++], "ZKR_FENCE=%" PRId64, q->token) < 0 ||
         asprintf(&e->ours[e->n_ours++], "ZKR_LOCK_PATH=%s", q->path) < 0 ||
         asprintf(&e->ours[e->n_ours++], "ZKR_LOCK_NODE=%s", q->node) < 0 ||
@@ -256,7 +285,7 @@ static int item_input(const zkr_item_t *it)
 int run_spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
 {
     envp_t env;
-    char *file;
+    char *file, *fence_list;
     int why = 0, e, rc, fg = run_foreground(p), in = -1;
     /* The guard's first deadline, read with the clock at the same moment
      * (the PATH search below takes time). */
@@ -268,7 +297,9 @@ int run_spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
         free(file);
         return CLI_EXIT_OSERR;
     }
-    if (build_env(&env, q, leader_id, p->o->path, p->it) != 0) {
+    fence_list = fences(p);
+    if ((p->m != NULL && fence_list == NULL) ||
+        build_env(&env, q, leader_id, p->o->path, p->it, fence_list) != 0) {
         cli_err("cannot start %s: %s", p->o->cmd[0], strerror(errno));
         free(file);
         if (in >= 0)

@@ -85,10 +85,19 @@ static void help(kind_t kind)
     }
 
     printf("usage: zkr %s%s [options] PATH [--] COMMAND [ARG...]\n"
-           "       zkr %s%s [options] PATH %s STRING\n\n",
+           "       zkr %s%s [options] PATH %s STRING\n",
            names[kind], kind == KIND_SEM ? " --permits N" : "", names[kind],
            kind == KIND_SEM ? " --permits N" : "",
            kind == KIND_SEM ? "--command" : "-c");
+    if (kind == KIND_LOCK)
+        fputs("       zkr lock [options] PATH PATH... -- COMMAND [ARG...]\n"
+              "       zkr lock [options] -c STRING PATH PATH...\n"
+              "         (several PATHs: all or none, taken in their byte "
+              "order, one --wait\n"
+              "         for all; $ZKR_FENCES has their tokens in the order "
+              "given)\n",
+              stdout);
+    putchar('\n');
     if (kind == KIND_SEM)
         fputs("  -c, --permits N           N permits (1..100000), required; "
               "in sem, -c is\n"
@@ -379,6 +388,36 @@ static int opts_check(const opts_t *o)
     return 0;
 }
 
+/* zkr lock's PATHs after the first: the operands that start with '/' up
+ * to a "--" (all that is left when -c STRING came before them). Without
+ * that "--" the next operand is the COMMAND, as with one PATH, so
+ * `zkr lock P /bin/sh -c S` keeps its meaning. */
+static void more_paths(opts_t *o, int argc, char **argv, int have_command)
+{
+    int k = optind;
+
+    while (k < argc && argv[k][0] == '/')
+        k++;
+    if (k == optind ||
+        (have_command ? k < argc : k == argc || strcmp(argv[k], "--") != 0))
+        return;
+    o->more = argv + optind;
+    o->nmore = k - optind;
+    optind = k;
+}
+
+/* Every PATH and --id. 0 or an exit status. */
+static int check_paths(const opts_t *o)
+{
+    int rc = cli_check_args(o->sub, o->path, o->id);
+
+    for (int i = 0; rc == 0 && i < o->nmore; i++)
+        rc = cli_check_args(o->sub, o->more[i], NULL);
+    if (rc == 0 && o->nmore + 1 > ZKR_MULTILOCK_MAX)
+        rc = cli_usage_error(o->sub, "more than %d PATHs", ZKR_MULTILOCK_MAX);
+    return rc;
+}
+
 /* PATH, then the command: -c STRING (also after PATH, flock's order) or
  * [--] COMMAND [ARG]... from argv[optind]. 0 or an exit status. */
 static int parse_command(opts_t *o, int argc, char **argv, const char *command)
@@ -389,6 +428,8 @@ static int parse_command(opts_t *o, int argc, char **argv, const char *command)
     if (optind >= argc)
         return cli_usage_error(sub, "missing PATH");
     o->path = argv[optind++];
+    if (kind == KIND_LOCK)
+        more_paths(o, argc, argv, command != NULL);
     if (command == NULL && optind + 1 == argc &&
         ((kind != KIND_SEM && strcmp(argv[optind], "-c") == 0) ||
          strcmp(argv[optind], "--command") == 0))
@@ -406,14 +447,14 @@ static int parse_command(opts_t *o, int argc, char **argv, const char *command)
                 argv[optind]);
         sh_argv[2] = (char *)command;
         o->cmd = sh_argv;
-        return cli_check_args(sub, o->path, o->id);
+        return check_paths(o);
     }
     if (optind < argc && strcmp(argv[optind], "--") == 0)
         optind++;
     if (optind >= argc)
         return cli_usage_error(sub, "missing COMMAND");
     o->cmd = argv + optind;
-    return cli_check_args(sub, o->path, o->id);
+    return check_paths(o);
 }
 
 /* The subcommand's options and operands: 0, -1 (--help was written), or

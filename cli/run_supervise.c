@@ -177,7 +177,7 @@ static own_t ownership(sup_t *p)
             return OWN_SUSPENDED;
         return OWN_HELD;
     }
-    switch (p->it != NULL ? zkr_item_state(p->it) : zkr_lock_state(p->l)) {
+    switch (p->it != NULL ? zkr_item_state(p->it) : run_lock_state(p)) {
     case ZKR_LOCK_HELD:
         return OWN_HELD;
     case ZKR_LOCK_SUSPENDED:
