@@ -200,6 +200,28 @@ test_kazoo_interop() {
     expect "zkr after kazoo released: exit $st" [ "$st" -eq 0 ]
 }
 
+# examples/transfer.c: transfers both ways between two accounts at once
+# (each locks both, named in its own order): each ends 0, and the
+# balances are exact.
+test_example_transfer() {
+    local d=$WORK/accounts pids=() i
+    mkdir -p "$d"
+    echo 100 > "$d/a"
+    echo 100 > "$d/b"
+    for i in 1 2 3 4; do
+        bg "$builddir/examples/transfer" -s "$ZKR_SERVER" -p /cli/ml7 -t 60 "$d" a b 3 >/dev/null
+        pids+=($!)
+        bg "$builddir/examples/transfer" -s "$ZKR_SERVER" -p /cli/ml7 -t 60 "$d" b a 5 >/dev/null
+        pids+=($!)
+    done
+    for i in "${pids[@]}"; do
+        wait_status "$i"
+        expect "a transfer exited $st" [ "$st" -eq 0 ]
+    done
+    expect "balances $(cat "$d/a") $(cat "$d/b"), want 108 92" \
+        [ "$(cat "$d/a") $(cat "$d/b")" = "108 92" ]
+}
+
 start_server
 CURATOR=(java -Xss512k -XX:+UseSerialGC -XX:TieredStopAtLevel=1
     -XX:-UsePerfData -cp "$CP" CuratorMultiLock "$ZKR_SERVER")
@@ -210,4 +232,5 @@ run_test test_operands_and_fences
 run_test test_member_deleted_while_running
 run_test test_curator_interop
 run_test test_kazoo_interop
+run_test test_example_transfer
 done_testing
