@@ -19,7 +19,7 @@
 
 #include "filter.h"
 
-#include "server_test.h"
+#include "proxy_test.h"
 
 static zkr_multilock_t *new_multi(zkr_lock_t **members, int n)
 {
@@ -534,6 +534,52 @@ static void test_server_restart_while_held(void **state)
     assert_int_equal(zkr_session_free(s), 0);
 }
 
+/* Through the fault proxy: the reply to the second member's create is
+ * lost with the connection (a held by another until then), and later the
+ * connection goes silent while the set is held. The member resolves its
+ * create (one node, never two), the set is had; the silence is SUSPENDED,
+ * then HELD again once the proxy passes, the same grants. */
+static void test_lost_create_reply_and_blackhole(void **state)
+{
+    zkr_session_t *h = open_session(10000);
+    zkr_session_t *s = open_proxied(zkt_scaled_ms(20000));
+    zkr_lock_t *ha = new_lock(h, "/t/px/a", NULL);
+    zkr_lock_t *v[2] = {new_lock(s, "/t/px/b", NULL),
+                        new_lock(s, "/t/px/a", NULL)};
+    zkr_multilock_t *m = new_multi(v, 2);
+    int64_t tok[2];
+
+    (void)state;
+    assert_int_equal(zkr_lock_acquire(ha, -1), 0);
+    reset_done();
+    assert_int_equal(zkr_multilock_acquire_async(m, -1, on_done, NULL), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/t/px/a") == 2, 5000));
+    assert_int_equal(zkt_proxy_cmd(proxy, "drop-create-reply"), 0);
+    assert_int_equal(zkr_lock_release(ha), 0);
+    assert_true(ZKT_WAIT_UNTIL(done.n == 1, zkt_scaled_ms(30000)));
+    assert_int_equal(done.rc, 0);
+    assert_int_equal(children("/t/px/a"), 1);
+    assert_int_equal(children("/t/px/b"), 1);
+    tok[0] = token_of(v[0]);
+    tok[1] = token_of(v[1]);
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    assert_true(ZKT_WAIT_UNTIL(zkr_multilock_state(m) == ZKR_LOCK_SUSPENDED,
+                               zkt_scaled_ms(20000)));
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_true(ZKT_WAIT_UNTIL(zkr_multilock_state(m) == ZKR_LOCK_HELD,
+                               zkt_scaled_ms(20000)));
+    assert_true(token_of(v[0]) == tok[0] && token_of(v[1]) == tok[1]);
+    assert_int_equal(zkr_multilock_release(m), 0);
+    assert_int_equal(children("/t/px/a"), 0);
+    assert_int_equal(children("/t/px/b"), 0);
+    zkr_multilock_free(m);
+    zkr_lock_free(v[0]);
+    zkr_lock_free(v[1]);
+    zkr_lock_free(ha);
+    assert_int_equal(zkr_session_free(h), 0);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -545,7 +591,9 @@ int main(void)
         cmocka_unit_test(test_earlier_member_lost_while_waiting),
         cmocka_unit_test(test_expiry_while_held),
         cmocka_unit_test(test_server_restart_while_held),
+        cmocka_unit_test(test_lost_create_reply_and_blackhole),
     };
     zkt_test_filter();
-    return cmocka_run_group_tests_name("multilock", tests, setup, teardown);
+    return cmocka_run_group_tests_name("multilock", tests, proxy_setup,
+                                       proxy_teardown);
 }
