@@ -113,6 +113,19 @@ static void release_detached(zkr_multilock_t *m)
         zkr_lock_release_async(m->mem[i], ignore, NULL);
 }
 
+/* Freed, and nothing of it left running (no completion, no blocking
+ * call, no member's request for it): gives the members back if held, in
+ * the background, and says whether to destroy it now. mu held. */
+static int last_out(zkr_multilock_t *m)
+{
+    if (!m->freeing || m->in_cb || m->users > 0 ||
+        (m->phase != M_IDLE && m->phase != M_HELD))
+        return 0;
+    if (m->phase == M_HELD)
+        release_detached(m);
+    return 1;
+}
+
 /* Ends the current acquire or release with rc: calls its completion
  * without mu, then frees m if a free from a callback waits for that.
  * Called with mu held; returns with it released. */
@@ -129,14 +142,10 @@ static void finish(zkr_multilock_t *m, int rc)
     pthread_mutex_lock(&m->mu);
     m->in_cb = 0;
     pthread_cond_broadcast(&m->cv);
-    if (m->freeing) {
-        if (m->phase == M_HELD)
-            release_detached(m);
-        if (m->phase == M_IDLE || m->phase == M_HELD) {
-            pthread_mutex_unlock(&m->mu);
-            destroy(m);
-            return;
-        }
+    if (last_out(m)) {
+        pthread_mutex_unlock(&m->mu);
+        destroy(m);
+        return;
     }
     pthread_mutex_unlock(&m->mu);
 }
@@ -289,6 +298,11 @@ static int blocking(zkr_multilock_t *m, int acquire, int timeout_ms)
         rc = w.rc;
     m->users--;
     pthread_cond_broadcast(&m->cv);
+    if (last_out(m)) { /* freed in event-loop mode while we waited */
+        pthread_mutex_unlock(&m->mu);
+        destroy(m);
+        return rc;
+    }
     pthread_mutex_unlock(&m->mu);
     return rc;
 }
@@ -400,35 +414,36 @@ int zkr_multilock_release(zkr_multilock_t *m)
 
 void zkr_multilock_free(zkr_multilock_t *m)
 {
+    int later, held;
+
     if (m == NULL)
         return;
+    /* From a callback, or in event-loop mode (the members' completions
+     * run in zkr_session_dispatch(), maybe on this thread), it cannot
+     * wait: whatever ends last frees it (last_out()). */
+    pthread_mutex_lock(&m->s->mu);
+    later = zkr__in_callback() || m->s->dispatch;
+    pthread_mutex_unlock(&m->s->mu);
     pthread_mutex_lock(&m->mu);
     if (m->phase == M_ACQUIRING && !m->canceled) {
         m->canceled = 1;
         zkr_lock_cancel(m->mem[m->got]);
     }
-    if (zkr__in_callback()) {
-        /* Cannot wait: the last step (or now, if none is pending) frees
-         * it. */
-        m->freeing = 1;
-        if (m->in_cb || (m->phase != M_IDLE && m->phase != M_HELD)) {
-            pthread_mutex_unlock(&m->mu);
-            return;
-        }
-        if (m->phase == M_HELD)
-            release_detached(m);
-        pthread_mutex_unlock(&m->mu);
-        destroy(m);
-        return;
-    }
-    while (m->in_cb || m->users > 0 ||
-           (m->phase != M_IDLE && m->phase != M_HELD))
+    while (!later && (m->in_cb || m->users > 0 ||
+                      (m->phase != M_IDLE && m->phase != M_HELD)))
         pthread_cond_wait(&m->cv, &m->mu);
     m->freeing = 1;
+    held = m->phase == M_HELD;
+    if (later) {
+        int now = last_out(m);
+        pthread_mutex_unlock(&m->mu);
+        if (now)
+            destroy(m);
+        return;
+    }
     pthread_mutex_unlock(&m->mu);
-    if (m->phase == M_HELD)
-        for (int i = m->n - 1; i >= 0; i--)
-            zkr_lock_release(m->mem[i]);
+    for (int i = m->n - 1; held && i >= 0; i--)
+        zkr_lock_release(m->mem[i]);
     destroy(m);
 }
 

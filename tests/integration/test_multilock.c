@@ -580,6 +580,43 @@ static void test_lost_create_reply_and_blackhole(void **state)
     assert_int_equal(zkr_session_free(s), 0);
 }
 
+/* Event-loop mode (no event thread): the members' completions run only in
+ * zkr_session_dispatch(). A free while acquiring must not wait for them:
+ * it returns, and the next dispatches run the completion (ZKR_ECANCELED)
+ * and give the granted member back. */
+static void test_event_loop_free_while_acquiring(void **state)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *h = open_session(10000), *s = NULL;
+    zkr_lock_t *hb = new_lock(h, "/t/el/b", NULL), *v[2];
+    zkr_multilock_t *m;
+
+    (void)state;
+    o.no_event_thread = 1;
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), 10000, &o),
+                     0);
+    v[0] = new_lock(s, "/t/el/a", NULL);
+    v[1] = new_lock(s, "/t/el/b", NULL);
+    m = new_multi(v, 2);
+    assert_int_equal(zkr_lock_acquire(hb, -1), 0);
+    reset_done();
+    assert_int_equal(zkr_multilock_acquire_async(m, -1, on_done, NULL), 0);
+    assert_true(ZKT_WAIT_UNTIL(
+        (zkr_session_dispatch(s), children("/t/el/b") == 2), 10000));
+    assert_int_equal(children("/t/el/a"), 1);
+    zkr_multilock_free(m); /* returns at once */
+    assert_true(ZKT_WAIT_UNTIL(
+        (zkr_session_dispatch(s),
+         done.n == 1 && children("/t/el/a") == 0 && children("/t/el/b") == 1),
+        10000));
+    assert_int_equal(done.rc, ZKR_ECANCELED);
+    zkr_lock_free(v[0]);
+    zkr_lock_free(v[1]);
+    zkr_lock_free(hb);
+    assert_int_equal(zkr_session_free(h), 0);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -592,6 +629,7 @@ int main(void)
         cmocka_unit_test(test_expiry_while_held),
         cmocka_unit_test(test_server_restart_while_held),
         cmocka_unit_test(test_lost_create_reply_and_blackhole),
+        cmocka_unit_test(test_event_loop_free_while_acquiring),
     };
     zkt_test_filter();
     return cmocka_run_group_tests_name("multilock", tests, proxy_setup,
