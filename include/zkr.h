@@ -1953,8 +1953,10 @@ ZKR_EXTERN int zkr_rwlock_new(zkr_lock_t **read, zkr_lock_t **write,
  * try, canceled, lost, refused), the members already granted are
  * released, in reverse order, before the result is returned (or the
  * completion called): the set is never left partly held. A grant of an
- * earlier member lost while a later one was awaited (a foreign client
- * deleted its node, say) fails the acquire with ZKR_ELOST.
+ * earlier member lost while a later one is awaited (a foreign client
+ * deleted its node, say) fails the acquire with ZKR_ELOST once the later
+ * ones are granted (the loss is checked then; a session's loss ends the
+ * awaited member's acquire at once).
  *
  * The members must belong to one session and lie on different paths (a
  * read/write pair's two sides, or two handles of one path, would wait for
@@ -2019,9 +2021,12 @@ ZKR_EXTERN int zkr_multilock_new(zkr_multilock_t **out,
  * \brief Frees a multi-lock: cancels an acquire in progress (its
  *   completion gets ZKR_ECANCELED, after the members granted so far are
  *   released), releases the members if held, and waits for a running
- *   callback of it, unless called from a callback (it then returns at
- *   once and finishes in the background). The members are not freed.
- *   NULL is a no-op.
+ *   callback of it, unless called from a callback or on a session in
+ *   event-loop mode (`no_event_thread`): it then returns at once and
+ *   finishes in the background (in event-loop mode, in the next
+ *   zkr_session_dispatch() calls). The members are not freed: free them
+ *   after it (as soon as it returns, from a callback too). NULL is a
+ *   no-op.
  */
 ZKR_EXTERN void zkr_multilock_free(zkr_multilock_t *m);
 

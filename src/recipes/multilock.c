@@ -105,25 +105,29 @@ static void ignore(int rc, zkr_lock_t *l, void *data)
     (void)data;
 }
 
-/* Freed from a callback while held: the members go back in the
- * background (their completions do not know m). */
-static void release_detached(zkr_multilock_t *m)
+/* Freed without waiting (from a callback, or in event-loop mode): the
+ * members it holds and has no request for go back now, in the background
+ * (their completions do not know m), while the members surely exist: the
+ * application may free them as soon as this free returns. In every phase
+ * those are the first got (all, once held); the step in flight, if any,
+ * then ends the chain. mu held. */
+static void let_go(zkr_multilock_t *m)
 {
-    for (int i = m->n - 1; i >= 0; i--)
+    int held = m->phase == M_HELD ? m->n : m->got;
+
+    for (int i = held - 1; i >= 0; i--)
         zkr_lock_release_async(m->mem[i], ignore, NULL);
+    m->got = 0;
+    if (m->phase == M_HELD)
+        m->phase = M_IDLE;
 }
 
 /* Freed, and nothing of it left running (no completion, no blocking
- * call, no member's request for it): gives the members back if held, in
- * the background, and says whether to destroy it now. mu held. */
-static int last_out(zkr_multilock_t *m)
+ * call, no member's request for it): destroy it now? mu held. */
+static int last_out(const zkr_multilock_t *m)
 {
-    if (!m->freeing || m->in_cb || m->users > 0 ||
-        (m->phase != M_IDLE && m->phase != M_HELD))
-        return 0;
-    if (m->phase == M_HELD)
-        release_detached(m);
-    return 1;
+    return m->freeing && !m->in_cb && m->users == 0 &&
+           (m->phase == M_IDLE || m->phase == M_HELD);
 }
 
 /* Ends the current acquire or release with rc: calls its completion
@@ -213,8 +217,14 @@ static void on_granted(int rc, zkr_lock_t *l, void *data)
 {
     zkr_multilock_t *m = data;
 
-    (void)l;
     pthread_mutex_lock(&m->mu);
+    if (m->freeing) { /* let_go() gave back the others */
+        if (rc == 0)  /* granted, so l is not freed */
+            zkr_lock_release_async(l, ignore, NULL);
+        m->phase = M_IDLE;
+        finish(m, ZKR_ECANCELED);
+        return;
+    }
     if (rc == 0) {
         m->got++;
         if (m->canceled)
@@ -435,7 +445,9 @@ void zkr_multilock_free(zkr_multilock_t *m)
     m->freeing = 1;
     held = m->phase == M_HELD;
     if (later) {
-        int now = last_out(m);
+        int now;
+        let_go(m);
+        now = last_out(m);
         pthread_mutex_unlock(&m->mu);
         if (now)
             destroy(m);

@@ -350,7 +350,8 @@ static void test_bad_arguments(void **state)
 
 static struct {
     atomic_int n, rc, deadlk;
-    zkr_multilock_t *free_me; /* freed by the completion */
+    zkr_multilock_t *free_me; /* freed by the completion ... */
+    zkr_lock_t *free_too[2];  /* ... and then these */
 } done;
 
 static void on_done(int rc, zkr_multilock_t *m, void *data)
@@ -360,8 +361,12 @@ static void on_done(int rc, zkr_multilock_t *m, void *data)
     if (zkr_multilock_acquire(m, 0) == ZKR_EDEADLK &&
         zkr_multilock_release(m) == ZKR_EDEADLK)
         done.deadlk = 1;
-    if (done.free_me == m)
+    if (done.free_me == m) {
         zkr_multilock_free(m);
+        /* Its members may go at once (zkr_multilock_free()). */
+        zkr_lock_free(done.free_too[0]);
+        zkr_lock_free(done.free_too[1]);
+    }
     done.rc = rc;
     done.n++;
 }
@@ -372,6 +377,7 @@ static void reset_done(void)
     done.rc = 1;
     done.deadlk = 0;
     done.free_me = NULL;
+    done.free_too[0] = done.free_too[1] = NULL;
 }
 
 /* Waiting for b (held by another), a granted: a cancel ends the acquire
@@ -410,19 +416,19 @@ static void test_cancel_and_free_while_waiting(void **state)
     assert_int_equal(zkr_lock_state(v[1]), ZKR_LOCK_IDLE);
     assert_true(ZKT_WAIT_UNTIL(children("/t/cf/a") == 0, 5000));
     assert_int_equal(children("/t/cf/b"), 1);
-    /* Freed from its own completion once held: the members are given
-     * back in the background. */
+    /* Freed from its own completion once held, and its members right
+     * after it: all given back in the background. */
     assert_int_equal(zkr_lock_release(hb), 0);
     m = new_multi(v, 2);
     reset_done();
     done.free_me = m;
+    done.free_too[0] = v[0];
+    done.free_too[1] = v[1];
     assert_int_equal(zkr_multilock_acquire_async(m, -1, on_done, NULL), 0);
     assert_true(ZKT_WAIT_UNTIL(done.n == 1, 10000));
     assert_int_equal(done.rc, 0);
     assert_true(ZKT_WAIT_UNTIL(
         children("/t/cf/a") == 0 && children("/t/cf/b") == 0, 10000));
-    zkr_lock_free(v[0]);
-    zkr_lock_free(v[1]);
     zkr_lock_free(hb);
     assert_int_equal(zkr_session_free(h), 0);
     assert_int_equal(zkr_session_free(s), 0);
