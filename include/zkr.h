@@ -1952,7 +1952,10 @@ ZKR_EXTERN int zkr_rwlock_new(zkr_lock_t **read, zkr_lock_t **write,
  * times t in all). When a member cannot be had (timed out, busy for a
  * try, canceled, lost, refused), the members already granted are
  * released, in reverse order, before the result is returned (or the
- * completion called): the set is never left partly held. A grant of an
+ * completion called): the set is not left partly held (should the
+ * server refuse to delete one of them, ZNOAUTH, the acquire returns that
+ * code with that member still held, and zkr_multilock_release() gives it
+ * back once it may). A grant of an
  * earlier member lost while a later one is awaited (a foreign client
  * deleted its node, say) fails the acquire with ZKR_ELOST once the later
  * ones are granted (the loss is checked then; a session's loss ends the
@@ -1973,7 +1976,8 @@ ZKR_EXTERN int zkr_rwlock_new(zkr_lock_t **read, zkr_lock_t **write,
  *   member, members of two sessions or of one path.
  * - ZKR_ETIMEDOUT, ZKR_EBUSY, ZKR_ECANCELED, ZKR_ELOST, ZKR_ELIMIT,
  *   ZKR_ESTATE, ZKR_EALREADY and ZooKeeper's codes: a member's acquire
- *   ended so (zkr_lock_acquire()); no member is held then.
+ *   ended so (zkr_lock_acquire()); no member is held then, but for one
+ *   whose release was refused (its code is then the result).
  * - ZKR_ENOTHELD: a release of a multi-lock not held.
  * - ZKR_EDEADLK: a blocking call from a callback.
  *
@@ -2019,9 +2023,10 @@ ZKR_EXTERN int zkr_multilock_new(zkr_multilock_t **out,
 
 /**
  * \brief Frees a multi-lock: cancels an acquire in progress (its
- *   completion gets ZKR_ECANCELED, after the members granted so far are
- *   released), releases the members if held, and waits for a running
- *   callback of it, unless called from a callback or on a session in
+ *   completion gets ZKR_ECANCELED), gives back the members it holds in
+ *   the background, as zkr_lock_free() does (it does not wait for the
+ *   server), and waits for a step in flight and a running callback of it,
+ *   unless called from a callback or on a session in
  *   event-loop mode (`no_event_thread`): it then returns at once and
  *   finishes in the background (in event-loop mode, in the next
  *   zkr_session_dispatch() calls). The members are not freed: free them
@@ -2031,7 +2036,10 @@ ZKR_EXTERN int zkr_multilock_new(zkr_multilock_t **out,
 ZKR_EXTERN void zkr_multilock_free(zkr_multilock_t *m);
 
 /**
- * \brief Acquires every member, waiting at most timeout_ms in all.
+ * \brief Acquires every member, waiting at most timeout_ms in all: the
+ *   members' blocking acquires one after another (so, as they, it needs
+ *   no event thread or dispatch); after a failure, their blocking
+ *   releases.
  * \param timeout_ms -1 forever; 0 tries each member once (ZKR_EBUSY if one
  *   is held by another contender); N at most N ms for the whole set (a
  *   member's acquire may overrun it as zkr_lock_acquire() says).
@@ -2053,7 +2061,8 @@ ZKR_EXTERN int zkr_multilock_acquire_async(zkr_multilock_t *m, int timeout_ms,
 
 /**
  * \brief Cancels a pending acquire from any thread: it ends with
- *   ZKR_ECANCELED, members granted so far released.
+ *   ZKR_ECANCELED, members granted so far released (unless its last
+ *   member was granted already: then it ends with 0).
  * \return 0; ZKR_ESTATE (nothing being acquired); ZBADARGUMENTS.
  */
 ZKR_EXTERN int zkr_multilock_cancel(zkr_multilock_t *m);
@@ -2061,6 +2070,8 @@ ZKR_EXTERN int zkr_multilock_cancel(zkr_multilock_t *m);
 /**
  * \brief Releases every member (in reverse canonical order), each as
  *   zkr_lock_release().
+ * After a failed acquire that could not give a member back (see the
+ * group), it releases that member.
  * \return 0; ZKR_ELOST (a member's grant had been lost: the others are
  *   released); ZKR_ENOTHELD (not held); ZKR_ESTATE (an acquire or a
  *   release is in progress); ZKR_EDEADLK; or a member's refusal (ZNOAUTH:

@@ -1,11 +1,15 @@
 /* The multi-lock: several lock handles acquired all or nothing, one at a
  * time in the byte order of their paths, under one deadline, and released
  * together (zkr.h, zkr_multilock). It is built on the lock's public calls
- * only: each member's acquire or release completion, on the session's
- * event thread, starts the next step. Its own mutex (mu) guards its state
- * and is taken before the session's (by the member calls made under it);
- * no zkr lock is held when the member completions call us. */
+ * only. Asynchronously, each member's acquire or release completion, on
+ * the session's event thread, starts the next step; a blocking call runs
+ * the members' blocking calls one after another on its caller's thread
+ * (so it needs no event thread, as a lock's does not). Its own mutex (mu)
+ * guards its state and is taken before the session's (by the member calls
+ * made under it); no zkr lock is held when the member completions call
+ * us. */
 #include <limits.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -32,20 +36,22 @@ struct zkr_multilock {
     int got;       /* acquire: members granted; release: members left */
     int rc;        /* the result being made */
     int keep;      /* release: a member refused, the set stays held */
+    int leftover;  /* a failed acquire could not give a member back: a
+                      release (from IDLE) tries again */
+    int from_idle; /* the release is such a try */
     int canceled;  /* the acquire was canceled */
+    int blocked;   /* a blocking acquire runs ... */
+    int in_member; /* ... and is inside mem[got]'s zkr_lock_acquire() */
     int timeout;   /* the acquire's timeout_ms */
     int64_t until; /* its deadline (zkr__now_ms()), when timeout > 0 */
     zkr_multilock_completion_t cb;
     void *data;
-    int in_cb;   /* our completion is running */
-    int users;   /* blocking calls waiting on cv */
-    int freeing; /* freed from a callback: the last step frees it */
+    int in_cb;    /* our completion is running */
+    int users;    /* blocking calls under way */
+    int freeing;  /* being freed: no new acquire or release */
+    int orphaned; /* freed without waiting: whatever ends last destroys
+                     it (last_out()) */
 };
-
-/* A blocking call's wait for its completion. */
-typedef struct {
-    int done, rc;
-} waiter_t;
 
 static int by_path(const void *a, const void *b)
 {
@@ -105,12 +111,12 @@ static void ignore(int rc, zkr_lock_t *l, void *data)
     (void)data;
 }
 
-/* Freed without waiting (from a callback, or in event-loop mode): the
- * members it holds and has no request for go back now, in the background
- * (their completions do not know m), while the members surely exist: the
- * application may free them as soon as this free returns. In every phase
- * those are the first got (all, once held); the step in flight, if any,
- * then ends the chain. mu held. */
+/* Gives back the members it holds and has no request for, in the
+ * background (their completions do not know m), as a lock's free does:
+ * the first got in every phase (all, once held). Used by the free, while
+ * the members surely exist: the application may free them as soon as the
+ * free returns; the step in flight, if any, then ends the chain. mu
+ * held. */
 static void let_go(zkr_multilock_t *m)
 {
     int held = m->phase == M_HELD ? m->n : m->got;
@@ -126,12 +132,12 @@ static void let_go(zkr_multilock_t *m)
  * call, no member's request for it): destroy it now? mu held. */
 static int last_out(const zkr_multilock_t *m)
 {
-    return m->freeing && !m->in_cb && m->users == 0 &&
+    return m->orphaned && !m->in_cb && m->users == 0 &&
            (m->phase == M_IDLE || m->phase == M_HELD);
 }
 
-/* Ends the current acquire or release with rc: calls its completion
- * without mu, then frees m if a free from a callback waits for that.
+/* Ends the current asynchronous acquire or release with rc: calls its
+ * completion without mu, then destroys m if it was freed meanwhile.
  * Called with mu held; returns with it released. */
 static void finish(zkr_multilock_t *m, int rc)
 {
@@ -154,20 +160,33 @@ static void finish(zkr_multilock_t *m, int rc)
     pthread_mutex_unlock(&m->mu);
 }
 
+/* A member given back after a failed acquire answered rc: one that stays
+ * held (the server refused the delete, or no memory) makes the acquire's
+ * result that code, and a release from IDLE tries again (leftover). mu
+ * held. */
+static void note_undo(zkr_multilock_t *m, int rc)
+{
+    if (rc == 0 || rc == ZKR_ELOST || rc == ZKR_ENOTHELD)
+        return;
+    m->rc = rc;
+    m->leftover = 1;
+}
+
 static void on_undone(int rc, zkr_lock_t *l, void *data);
 
 /* Releases the members granted so far, last first, one completion at a
- * time; then ends the acquire with m->rc. A member that cannot be
- * released now (lost already, ZKR_ELOST) is skipped. mu held on entry,
- * released on return. */
+ * time; then ends the acquire with m->rc. mu held on entry, released on
+ * return. */
 static void undo_next(zkr_multilock_t *m)
 {
     while (m->got > 0) {
         zkr_lock_t *l = m->mem[--m->got];
-        if (zkr_lock_release_async(l, on_undone, m) == 0) {
+        int rc = zkr_lock_release_async(l, on_undone, m);
+        if (rc == 0) {
             pthread_mutex_unlock(&m->mu);
             return;
         }
+        note_undo(m, rc);
     }
     m->phase = M_IDLE;
     finish(m, m->rc);
@@ -177,32 +196,40 @@ static void on_undone(int rc, zkr_lock_t *l, void *data)
 {
     zkr_multilock_t *m = data;
 
-    (void)rc; /* a member the server refuses to release stays HELD (zkr.h) */
     (void)l;
     pthread_mutex_lock(&m->mu);
+    note_undo(m, rc);
     undo_next(m);
 }
 
-static void on_granted(int rc, zkr_lock_t *l, void *data);
-
-/* Starts the acquire of member m->got with what is left of the
- * deadline. mu held. */
-static int acquire_next(zkr_multilock_t *m)
+/* The timeout for the next member: what is left of the set's (-1 and 0
+ * as given), or ZKR_ETIMEDOUT when nothing is. */
+static int member_timeout(const zkr_multilock_t *m, int *t)
 {
-    int t = m->timeout;
-
+    *t = m->timeout;
     if (m->timeout > 0) {
         int64_t left = m->until - zkr__now_ms();
         if (left <= 0)
             return ZKR_ETIMEDOUT;
-        t = left > INT_MAX ? INT_MAX : (int)left;
+        *t = left > INT_MAX ? INT_MAX : (int)left;
     }
-    return zkr_lock_acquire_async(m->mem[m->got], t, on_granted, m);
+    return 0;
+}
+
+static void on_granted(int rc, zkr_lock_t *l, void *data);
+
+/* Starts the acquire of member m->got. mu held. */
+static int acquire_next(zkr_multilock_t *m)
+{
+    int t, rc = member_timeout(m, &t);
+
+    return rc != 0 ? rc
+                   : zkr_lock_acquire_async(m->mem[m->got], t, on_granted, m);
 }
 
 /* Every member granted: 0 if each grant still stands (a foreign client
  * may have deleted an earlier member's node while a later one was
- * awaited), else ZKR_ELOST. mu held. */
+ * awaited; a blocking caller may run late), else ZKR_ELOST. mu held. */
 static int all_held(zkr_multilock_t *m)
 {
     int64_t token;
@@ -218,8 +245,8 @@ static void on_granted(int rc, zkr_lock_t *l, void *data)
     zkr_multilock_t *m = data;
 
     pthread_mutex_lock(&m->mu);
-    if (m->freeing) { /* let_go() gave back the others */
-        if (rc == 0)  /* granted, so l is not freed */
+    if (m->orphaned) { /* let_go() gave back the others */
+        if (rc == 0)   /* granted, so l is not freed */
             zkr_lock_release_async(l, ignore, NULL);
         m->phase = M_IDLE;
         finish(m, ZKR_ECANCELED);
@@ -246,6 +273,26 @@ static void on_granted(int rc, zkr_lock_t *l, void *data)
     undo_next(m);
 }
 
+/* Whether an acquire may start now: 0, or why not. mu held. */
+static int acquire_refused(const zkr_multilock_t *m)
+{
+    if (m->freeing)
+        return ZKR_ECLOSED;
+    if (m->phase == M_RELEASING)
+        return ZKR_ESTATE;
+    return m->phase != M_IDLE ? ZKR_EALREADY : 0;
+}
+
+/* Sets up an acquire. mu held. */
+static void acquire_begin(zkr_multilock_t *m, int timeout_ms)
+{
+    m->timeout = timeout_ms;
+    m->until = zkr__now_ms() + timeout_ms;
+    m->got = 0;
+    m->rc = 0;
+    m->canceled = 0;
+}
+
 int zkr_multilock_acquire_async(zkr_multilock_t *m, int timeout_ms,
                                 zkr_multilock_completion_t cb, void *data)
 {
@@ -254,17 +301,8 @@ int zkr_multilock_acquire_async(zkr_multilock_t *m, int timeout_ms,
     if (m == NULL || cb == NULL || timeout_ms < -1)
         return ZBADARGUMENTS;
     pthread_mutex_lock(&m->mu);
-    if (m->freeing)
-        rc = ZKR_ECLOSED;
-    else if (m->phase == M_RELEASING)
-        rc = ZKR_ESTATE;
-    else if (m->phase != M_IDLE)
-        rc = ZKR_EALREADY;
-    else {
-        m->timeout = timeout_ms;
-        m->until = zkr__now_ms() + timeout_ms;
-        m->got = 0;
-        m->canceled = 0;
+    if ((rc = acquire_refused(m)) == 0) {
+        acquire_begin(m, timeout_ms);
         if ((rc = acquire_next(m)) == 0) {
             m->phase = M_ACQUIRING;
             m->cb = cb;
@@ -275,51 +313,71 @@ int zkr_multilock_acquire_async(zkr_multilock_t *m, int timeout_ms,
     return rc;
 }
 
-static void wake(int rc, zkr_multilock_t *m, void *data)
+/* The end of a blocking call: destroys m if a free that could not wait
+ * left that to us. mu held on entry, released on return. */
+static void blocking_end(zkr_multilock_t *m)
 {
-    waiter_t *w = data;
-
-    pthread_mutex_lock(&m->mu);
-    w->rc = rc;
-    w->done = 1;
-    pthread_cond_broadcast(&m->cv);
-    pthread_mutex_unlock(&m->mu);
-}
-
-/* Runs an asynchronous call and waits for its completion. */
-static int blocking(zkr_multilock_t *m, int acquire, int timeout_ms)
-{
-    waiter_t w = {0, 0};
-    int rc;
-
-    if (m == NULL)
-        return ZBADARGUMENTS;
-    if (zkr__in_callback())
-        return ZKR_EDEADLK;
-    pthread_mutex_lock(&m->mu);
-    m->users++;
-    pthread_mutex_unlock(&m->mu);
-    rc = acquire ? zkr_multilock_acquire_async(m, timeout_ms, wake, &w)
-                 : zkr_multilock_release_async(m, wake, &w);
-    pthread_mutex_lock(&m->mu);
-    while (rc == 0 && !w.done)
-        pthread_cond_wait(&m->cv, &m->mu);
-    if (rc == 0)
-        rc = w.rc;
     m->users--;
     pthread_cond_broadcast(&m->cv);
-    if (last_out(m)) { /* freed in event-loop mode while we waited */
+    if (last_out(m)) {
         pthread_mutex_unlock(&m->mu);
         destroy(m);
-        return rc;
+        return;
     }
     pthread_mutex_unlock(&m->mu);
-    return rc;
 }
 
 int zkr_multilock_acquire(zkr_multilock_t *m, int timeout_ms)
 {
-    return blocking(m, 1, timeout_ms);
+    int rc;
+
+    if (m == NULL || timeout_ms < -1)
+        return ZBADARGUMENTS;
+    if (zkr__in_callback())
+        return ZKR_EDEADLK;
+    pthread_mutex_lock(&m->mu);
+    if ((rc = acquire_refused(m)) != 0) {
+        pthread_mutex_unlock(&m->mu);
+        return rc;
+    }
+    acquire_begin(m, timeout_ms);
+    m->phase = M_ACQUIRING;
+    m->blocked = 1;
+    m->users++;
+    while (rc == 0 && m->got < m->n) {
+        int t;
+        if (m->canceled) {
+            rc = ZKR_ECANCELED;
+            break;
+        }
+        if ((rc = member_timeout(m, &t)) != 0)
+            break;
+        m->in_member = 1;
+        pthread_mutex_unlock(&m->mu);
+        rc = zkr_lock_acquire(m->mem[m->got], t);
+        pthread_mutex_lock(&m->mu);
+        m->in_member = 0;
+        if (rc == 0)
+            m->got++;
+    }
+    if (rc == 0)
+        rc = all_held(m);
+    if (rc != 0) {
+        m->rc = rc;
+        m->phase = M_UNDOING;
+        while (m->got > 0) {
+            zkr_lock_t *l = m->mem[--m->got];
+            pthread_mutex_unlock(&m->mu);
+            rc = zkr_lock_release(l);
+            pthread_mutex_lock(&m->mu);
+            note_undo(m, rc);
+        }
+        rc = m->rc;
+    }
+    m->phase = rc == 0 ? M_HELD : M_IDLE;
+    m->blocked = 0;
+    blocking_end(m);
+    return rc;
 }
 
 int zkr_multilock_cancel(zkr_multilock_t *m)
@@ -329,13 +387,27 @@ int zkr_multilock_cancel(zkr_multilock_t *m)
     if (m == NULL)
         return ZBADARGUMENTS;
     pthread_mutex_lock(&m->mu);
-    if (m->phase != M_ACQUIRING)
+    if (m->phase == M_UNDOING) {
+        m->rc = ZKR_ECANCELED; /* it ends already, nothing held */
+    } else if (m->phase != M_ACQUIRING) {
         rc = ZKR_ESTATE;
-    else if (!m->canceled) {
+    } else if (!m->canceled) {
         m->canceled = 1;
-        /* ZKR_ESTATE when its grant is on the way: on_granted sees
-         * canceled. */
-        zkr_lock_cancel(m->mem[m->got]);
+        if (!m->blocked) {
+            /* ZKR_ESTATE when its grant is on the way: on_granted sees
+             * canceled. */
+            zkr_lock_cancel(m->mem[m->got]);
+        } else {
+            /* The blocking acquire may be about to enter the member's
+             * zkr_lock_acquire(), or be leaving it granted: until the
+             * member takes the cancel or the caller is back (and sees
+             * canceled), try again. */
+            while (m->in_member && zkr_lock_cancel(m->mem[m->got]) != 0) {
+                pthread_mutex_unlock(&m->mu);
+                poll(NULL, 0, 1);
+                pthread_mutex_lock(&m->mu);
+            }
+        }
     }
     pthread_mutex_unlock(&m->mu);
     return rc;
@@ -360,6 +432,38 @@ static void note_release(zkr_multilock_t *m, int rc)
     }
 }
 
+/* Whether a release may start now: 0, or why not. mu held. */
+static int release_refused(const zkr_multilock_t *m)
+{
+    if (m->freeing)
+        return ZKR_ECLOSED;
+    if (m->phase == M_IDLE)
+        return m->leftover ? 0 : ZKR_ENOTHELD;
+    return m->phase != M_HELD ? ZKR_ESTATE : 0;
+}
+
+/* Sets up a release (of every member: those not held answer
+ * ZKR_ENOTHELD). mu held. */
+static void release_begin(zkr_multilock_t *m)
+{
+    m->from_idle = m->phase == M_IDLE;
+    m->phase = M_RELEASING;
+    m->got = m->n;
+    m->rc = 0;
+    m->keep = 0;
+}
+
+/* The release's end. mu held. */
+static void release_end(zkr_multilock_t *m)
+{
+    if (m->from_idle) {
+        m->phase = M_IDLE;
+        m->leftover = m->keep;
+    } else {
+        m->phase = m->keep ? M_HELD : M_IDLE;
+    }
+}
+
 /* Starts the release of the next member left, last first: 1 when one is
  * under way, 0 when none is left. mu held. */
 static int release_next(zkr_multilock_t *m)
@@ -370,7 +474,7 @@ static int release_next(zkr_multilock_t *m)
             return 1;
         note_release(m, rc);
     }
-    m->phase = m->keep ? M_HELD : M_IDLE;
+    release_end(m);
     return 0;
 }
 
@@ -390,27 +494,19 @@ static void on_released(int rc, zkr_lock_t *l, void *data)
 int zkr_multilock_release_async(zkr_multilock_t *m,
                                 zkr_multilock_completion_t cb, void *data)
 {
-    int rc = 0;
+    int rc;
 
     if (m == NULL || cb == NULL)
         return ZBADARGUMENTS;
     pthread_mutex_lock(&m->mu);
-    if (m->freeing)
-        rc = ZKR_ECLOSED;
-    else if (m->phase == M_IDLE)
-        rc = ZKR_ENOTHELD;
-    else if (m->phase != M_HELD)
-        rc = ZKR_ESTATE;
-    else {
-        m->phase = M_RELEASING;
-        m->got = m->n;
-        m->rc = 0;
-        m->keep = 0;
+    if ((rc = release_refused(m)) == 0) {
+        int leftover = m->leftover;
+        release_begin(m);
         if (release_next(m)) {
             m->cb = cb;
             m->data = data;
         } else { /* nothing to wait for: cb is not called */
-            rc = m->rc != 0 ? m->rc : ZKR_ENOTHELD;
+            rc = m->rc != 0 ? m->rc : leftover ? 0 : ZKR_ENOTHELD;
         }
     }
     pthread_mutex_unlock(&m->mu);
@@ -419,44 +515,61 @@ int zkr_multilock_release_async(zkr_multilock_t *m,
 
 int zkr_multilock_release(zkr_multilock_t *m)
 {
-    return blocking(m, 0, 0);
+    int rc;
+
+    if (m == NULL)
+        return ZBADARGUMENTS;
+    if (zkr__in_callback())
+        return ZKR_EDEADLK;
+    pthread_mutex_lock(&m->mu);
+    if ((rc = release_refused(m)) != 0) {
+        pthread_mutex_unlock(&m->mu);
+        return rc;
+    }
+    release_begin(m);
+    m->users++;
+    while (m->got > 0) {
+        zkr_lock_t *l = m->mem[--m->got];
+        pthread_mutex_unlock(&m->mu);
+        rc = zkr_lock_release(l);
+        pthread_mutex_lock(&m->mu);
+        note_release(m, rc);
+    }
+    release_end(m);
+    rc = m->rc;
+    blocking_end(m);
+    return rc;
 }
 
 void zkr_multilock_free(zkr_multilock_t *m)
 {
-    int later, held;
+    int later, now;
 
     if (m == NULL)
         return;
     /* From a callback, or in event-loop mode (the members' completions
      * run in zkr_session_dispatch(), maybe on this thread), it cannot
-     * wait: whatever ends last frees it (last_out()). */
+     * wait for a step in flight: whatever ends last destroys it
+     * (last_out()). */
     pthread_mutex_lock(&m->s->mu);
     later = zkr__in_callback() || m->s->dispatch;
     pthread_mutex_unlock(&m->s->mu);
     pthread_mutex_lock(&m->mu);
+    m->freeing = 1; /* no new acquire or release from now on */
     if (m->phase == M_ACQUIRING && !m->canceled) {
-        m->canceled = 1;
-        zkr_lock_cancel(m->mem[m->got]);
+        pthread_mutex_unlock(&m->mu);
+        zkr_multilock_cancel(m);
+        pthread_mutex_lock(&m->mu);
     }
     while (!later && (m->in_cb || m->users > 0 ||
                       (m->phase != M_IDLE && m->phase != M_HELD)))
         pthread_cond_wait(&m->cv, &m->mu);
-    m->freeing = 1;
-    held = m->phase == M_HELD;
-    if (later) {
-        int now;
-        let_go(m);
-        now = last_out(m);
-        pthread_mutex_unlock(&m->mu);
-        if (now)
-            destroy(m);
-        return;
-    }
+    m->orphaned = 1;
+    let_go(m);
+    now = last_out(m);
     pthread_mutex_unlock(&m->mu);
-    for (int i = m->n - 1; held && i >= 0; i--)
-        zkr_lock_release(m->mem[i]);
-    destroy(m);
+    if (now)
+        destroy(m);
 }
 
 zkr_lock_state_t zkr_multilock_state(zkr_multilock_t *m)
@@ -466,27 +579,22 @@ zkr_lock_state_t zkr_multilock_state(zkr_multilock_t *m)
     if (m == NULL)
         return ZKR_LOCK_IDLE;
     pthread_mutex_lock(&m->mu);
-    switch (m->phase) {
-    case M_IDLE:
-        st = ZKR_LOCK_IDLE;
-        break;
-    case M_ACQUIRING:
-    case M_UNDOING:
-        st = ZKR_LOCK_ACQUIRING;
-        break;
-    case M_RELEASING:
-        st = ZKR_LOCK_RELEASING;
-        break;
-    case M_HELD:
-        for (int i = 0; i < m->n; i++) {
-            zkr_lock_state_t one = zkr_lock_state(m->mem[i]);
-            if (one == ZKR_LOCK_SUSPENDED && st == ZKR_LOCK_HELD)
-                st = ZKR_LOCK_SUSPENDED;
-            else if (one != ZKR_LOCK_HELD && one != ZKR_LOCK_SUSPENDED)
-                st = ZKR_LOCK_LOST;
-        }
-        break;
+    /* Every member's state is read (which ends its descriptor's signal of
+     * earlier changes) in every phase, so that a poll() loop on
+     * zkr_multilock_fd() goes quiet. */
+    for (int i = 0; i < m->n; i++) {
+        zkr_lock_state_t one = zkr_lock_state(m->mem[i]);
+        if (one == ZKR_LOCK_SUSPENDED && st == ZKR_LOCK_HELD)
+            st = ZKR_LOCK_SUSPENDED;
+        else if (one != ZKR_LOCK_HELD && one != ZKR_LOCK_SUSPENDED)
+            st = ZKR_LOCK_LOST;
     }
+    if (m->phase == M_IDLE)
+        st = ZKR_LOCK_IDLE;
+    else if (m->phase == M_ACQUIRING || m->phase == M_UNDOING)
+        st = ZKR_LOCK_ACQUIRING;
+    else if (m->phase == M_RELEASING)
+        st = ZKR_LOCK_RELEASING;
     pthread_mutex_unlock(&m->mu);
     return st;
 }

@@ -623,6 +623,151 @@ static void test_event_loop_free_while_acquiring(void **state)
     assert_int_equal(zkr_session_free(s), 0);
 }
 
+/* Event-loop mode and nobody dispatching: the blocking calls work as a
+ * lock's do (they need no dispatch): a set had and released, and a set
+ * that times out on a held member, its first member given back. */
+static void test_event_loop_blocking_calls(void **state)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *h = open_session(10000), *s = NULL;
+    zkr_lock_t *hb = new_lock(h, "/t/eb/b", NULL), *v[2];
+    zkr_multilock_t *m;
+
+    (void)state;
+    o.no_event_thread = 1;
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), 10000, &o),
+                     0);
+    v[0] = new_lock(s, "/t/eb/a", NULL);
+    v[1] = new_lock(s, "/t/eb/b", NULL);
+    m = new_multi(v, 2);
+    assert_int_equal(zkr_multilock_acquire(m, 5000), 0);
+    assert_int_equal(zkr_multilock_release(m), 0);
+    assert_int_equal(zkr_lock_acquire(hb, -1), 0);
+    assert_int_equal(zkr_multilock_acquire(m, 1000), ZKR_ETIMEDOUT);
+    assert_int_equal(children("/t/eb/a"), 0);
+    assert_int_equal(children("/t/eb/b"), 1);
+    zkr_multilock_free(m);
+    zkr_lock_free(v[0]);
+    zkr_lock_free(v[1]);
+    zkr_lock_free(hb);
+    assert_int_equal(zkr_session_free(h), 0);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* The first member's directory refuses DELETE and the second is held: the
+ * failed try cannot give the first back. It says so (ZNOAUTH, not
+ * ZKR_EBUSY), and once the directory allows it a release of the idle set
+ * gives it back. */
+static void test_undo_refused(void **state)
+{
+    zkr_session_t *h = open_session(10000), *s = open_session(10000);
+    struct ACL nodel[] = {
+        {ZOO_PERM_READ | ZOO_PERM_CREATE | ZOO_PERM_WRITE | ZOO_PERM_ADMIN,
+         {"world", "anyone"}}};
+    struct ACL_vector acl = {1, nodel};
+    zkr_lock_t *hb = new_lock(h, "/t/ur/b", NULL), *v[2];
+    zkr_multilock_t *m;
+
+    (void)state;
+    zoo_create(raw, "/t/ur", NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(zoo_create(raw, "/t/ur/a", NULL, -1, &acl, 0, NULL, 0),
+                     ZOK);
+    v[0] = new_lock(s, "/t/ur/a", NULL);
+    v[1] = new_lock(s, "/t/ur/b", NULL);
+    m = new_multi(v, 2);
+    assert_int_equal(zkr_lock_acquire(hb, -1), 0);
+    assert_int_equal(zkr_multilock_acquire(m, 0), ZNOAUTH);
+    assert_int_equal(zkr_multilock_state(m), ZKR_LOCK_IDLE);
+    assert_int_equal(zkr_lock_state(v[0]), ZKR_LOCK_HELD);
+    assert_int_equal(zkr_multilock_release(m), ZNOAUTH); /* still refused */
+    assert_int_equal(zkr_lock_state(v[0]), ZKR_LOCK_HELD);
+    assert_int_equal(zoo_set_acl(raw, "/t/ur/a", -1, &ZOO_OPEN_ACL_UNSAFE),
+                     ZOK);
+    assert_int_equal(zkr_multilock_release(m), 0);
+    assert_int_equal(zkr_lock_state(v[0]), ZKR_LOCK_IDLE);
+    assert_int_equal(children("/t/ur/a"), 0);
+    assert_int_equal(zkr_multilock_release(m), ZKR_ENOTHELD);
+    assert_int_equal(zkr_lock_release(hb), 0);
+    assert_int_equal(zkr_multilock_acquire(m, 5000), 0);
+    assert_int_equal(zkr_multilock_release(m), 0);
+    zkr_multilock_free(m);
+    zkr_lock_free(v[0]);
+    zkr_lock_free(v[1]);
+    zkr_lock_free(hb);
+    assert_int_equal(zkr_session_free(h), 0);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* A member DELAYED (lock-delay after the holder's death) while the set
+ * acquires: the set's descriptor turns readable, and reading the set's
+ * state quiets it (a poll() loop does not spin). */
+static void test_fd_quiet_while_acquiring(void **state)
+{
+    zkr_session_t *h = open_session(10000), *s = open_session(10000);
+    zkr_lock_t *hb = new_lock(h, "/t/fq/b", NULL), *v[2];
+    zkr_multilock_t *m;
+    struct pollfd p;
+    int wakes = 0;
+
+    (void)state;
+    v[0] = new_lock(s, "/t/fq/a", NULL);
+    v[1] = new_lock(s, "/t/fq/b", NULL);
+    assert_int_equal(zkr_lock_set_delay(v[1], 3000), 0);
+    m = new_multi(v, 2);
+    p.fd = zkr_multilock_fd(m);
+    p.events = POLLIN;
+    assert_true(p.fd >= 0);
+    assert_int_equal(zkr_lock_acquire(hb, -1), 0);
+    reset_done();
+    assert_int_equal(zkr_multilock_acquire_async(m, -1, on_done, NULL), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/t/fq/b") == 2, 5000));
+    expire(h); /* the holder dies: b waits out its delay (3 s) */
+    for (int64_t t0 = zkt_now_ms(); zkt_now_ms() - t0 < 2000 && done.n == 0;)
+        if (poll(&p, 1, 100) == 1) {
+            wakes++;
+            assert_int_equal(zkr_multilock_state(m), ZKR_LOCK_ACQUIRING);
+        }
+    print_message("# descriptor wakes in 2 s while DELAYED: %d\n", wakes);
+    assert_int_equal(zkr_lock_state(v[1]), ZKR_LOCK_DELAYED);
+    assert_true(wakes >= 1 && wakes <= 3);
+    assert_true(ZKT_WAIT_UNTIL(done.n == 1, 20000));
+    assert_int_equal(done.rc, 0);
+    assert_int_equal(zkr_multilock_release(m), 0);
+    zkr_multilock_free(m);
+    zkr_lock_free(v[0]);
+    zkr_lock_free(v[1]);
+    zkr_lock_free(hb);
+    zkr_session_free(h);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* Held, the connection silent: the free does not wait for the server (a
+ * lock's free does not); the nodes go once it answers again. */
+static void test_free_held_silent(void **state)
+{
+    zkr_session_t *s = open_proxied(zkt_scaled_ms(20000));
+    zkr_lock_t *v[2] = {new_lock(s, "/t/fs/a", NULL),
+                        new_lock(s, "/t/fs/b", NULL)};
+    zkr_multilock_t *m = new_multi(v, 2);
+    int64_t t0, took;
+
+    (void)state;
+    assert_int_equal(zkr_multilock_acquire(m, 5000), 0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    t0 = zkt_now_ms();
+    zkr_multilock_free(m);
+    zkr_lock_free(v[0]);
+    zkr_lock_free(v[1]);
+    took = zkt_now_ms() - t0;
+    print_message("# free of a held set, connection silent: %lld ms\n",
+                  (long long)took);
+    assert_true(took < zkt_scaled_ms(20000) / 4);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_true(ZKT_WAIT_UNTIL(
+        children("/t/fs/a") == 0 && children("/t/fs/b") == 0, 30000));
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -636,6 +781,10 @@ int main(void)
         cmocka_unit_test(test_server_restart_while_held),
         cmocka_unit_test(test_lost_create_reply_and_blackhole),
         cmocka_unit_test(test_event_loop_free_while_acquiring),
+        cmocka_unit_test(test_event_loop_blocking_calls),
+        cmocka_unit_test(test_undo_refused),
+        cmocka_unit_test(test_fd_quiet_while_acquiring),
+        cmocka_unit_test(test_free_held_silent),
     };
     zkt_test_filter();
     return cmocka_run_group_tests_name("multilock", tests, proxy_setup,
