@@ -681,6 +681,117 @@ static void test_counter_lagging_follower_leader_killed(void **state)
     heal_links();
 }
 
+/* The multi-lock on three servers: two sessions, on the two followers
+ * (one lagging its leader by 200 ms), take paths a and b named in
+ * opposite orders, round after round, while the leader is killed. No
+ * deadlock (no round ends ZKR_ETIMEDOUT within a minute) and no two
+ * grants of one path overlap among those still held when their holder
+ * let go (a grant lost meanwhile may overlap its successor: that is what
+ * its loss means, and its token is lower). */
+enum { ML_ROUNDS = 12 };
+struct ml_grant {
+    int64_t tok[2], start, end;
+    int valid; /* still held at the end */
+};
+struct ml_taker {
+    zkr_session_t *s;
+    const char *first, *second;
+    struct ml_grant g[ML_ROUNDS];
+    int n, timeouts, other;
+};
+
+static void *ml_taker_main(void *arg)
+{
+    struct ml_taker *x = arg;
+    zkr_lock_t *l[2];
+    zkr_multilock_t *m;
+
+    if (zkr_lock_new(&l[0], x->s, x->first, NULL, NULL) != 0 ||
+        zkr_lock_new(&l[1], x->s, x->second, NULL, NULL) != 0 ||
+        zkr_multilock_new(&m, l, 2) != 0) {
+        x->other = -1;
+        return NULL;
+    }
+    for (int r = 0; r < ML_ROUNDS; r++) {
+        int rc = zkr_multilock_acquire(m, zkt_scaled_ms(60000));
+        struct ml_grant *g = &x->g[x->n];
+
+        if (rc != 0) {
+            if (rc == ZKR_ETIMEDOUT)
+                x->timeouts++;
+            else
+                x->other++;
+            continue;
+        }
+        /* tok[0] is the token of path a, tok[1] of b, whatever order. */
+        for (int i = 0; i < 2; i++) {
+            zkr_lock_t *mem = zkr_multilock_member(m, i);
+            zkr_lock_token(mem, &g->tok[i]);
+        }
+        g->start = zkt_now_ms();
+        zkt_sleep_ms(50);
+        g->valid = zkr_multilock_state(m) == ZKR_LOCK_HELD;
+        g->end = zkt_now_ms();
+        x->n++;
+        zkr_multilock_release(m);
+    }
+    zkr_multilock_free(m);
+    zkr_lock_free(l[0]);
+    zkr_lock_free(l[1]);
+    return NULL;
+}
+
+static void test_multilock_lagging_follower_leader_killed(void **state)
+{
+    static struct ml_taker x[2]; /* threads may outlive a failed test */
+    struct ml_grant *all[2 * ML_ROUNDS];
+    pthread_t t[2];
+    int leader, n = 0;
+
+    (void)state;
+    heal();
+    heal_links();
+    leader = wait_leader(-1, zkt_scaled_ms(10000));
+    assert_true(leader >= 0);
+    assert_int_equal(
+        zkt_ensemble_link(ens, (leader + 1) % 3, leader, "delay 200"), 0);
+    memset(x, 0, sizeof(x));
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(open_on(&x[i].s,
+                                 zkt_server_hosts(zkt_ensemble_member(
+                                     ens, (leader + 1 + i) % 3)),
+                                 TF),
+                         0);
+        x[i].first = i == 0 ? "/e/ml/a" : "/e/ml/b";
+        x[i].second = i == 0 ? "/e/ml/b" : "/e/ml/a";
+        assert_int_equal(pthread_create(&t[i], NULL, ml_taker_main, &x[i]), 0);
+    }
+    ZKT_WAIT_UNTIL(x[0].n + x[1].n >= ML_ROUNDS / 2, zkt_scaled_ms(30000));
+    assert_int_equal(zkt_server_kill(zkt_ensemble_member(ens, leader)), 0);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        print_message("# taker %d: %d grants, %d timeouts, %d other\n", i,
+                      x[i].n, x[i].timeouts, x[i].other);
+        assert_int_equal(x[i].timeouts, 0);
+        assert_true(x[i].other >= 0);
+        for (int k = 0; k < x[i].n; k++)
+            all[n++] = &x[i].g[k];
+    }
+    assert_true(n > 0);
+    /* Per path: by token, a grant still held at its end ends before the
+     * next still-held grant starts. */
+    for (int p = 0; p < 2; p++)
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++)
+                if (all[i]->valid && all[j]->valid &&
+                    all[i]->tok[p] < all[j]->tok[p])
+                    assert_true(all[i]->end <= all[j]->start);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(zkr_session_free(x[i].s), 0);
+    heal_links();
+    heal();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -693,6 +804,7 @@ int main(void)
         cmocka_unit_test(test_leader_isolated),
         cmocka_unit_test(test_lagging_follower_sync),
         cmocka_unit_test(test_counter_lagging_follower_leader_killed),
+        cmocka_unit_test(test_multilock_lagging_follower_leader_killed),
     };
 
     zkt_test_filter();
