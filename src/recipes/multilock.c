@@ -136,6 +136,19 @@ static int last_out(const zkr_multilock_t *m)
            (m->phase == M_IDLE || m->phase == M_HELD);
 }
 
+/* After a step (a completion, a blocking call, a free): wakes those who
+ * wait for one, and destroys m if it is the last of a free that could not
+ * wait. mu held on entry, released on return. */
+static void step_end(zkr_multilock_t *m)
+{
+    int now = last_out(m);
+
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    if (now)
+        destroy(m);
+}
+
 /* Ends the current asynchronous acquire or release with rc: calls its
  * completion without mu, then destroys m if it was freed meanwhile.
  * Called with mu held; returns with it released. */
@@ -151,13 +164,7 @@ static void finish(zkr_multilock_t *m, int rc)
     cb(rc, m, data);
     pthread_mutex_lock(&m->mu);
     m->in_cb = 0;
-    pthread_cond_broadcast(&m->cv);
-    if (last_out(m)) {
-        pthread_mutex_unlock(&m->mu);
-        destroy(m);
-        return;
-    }
-    pthread_mutex_unlock(&m->mu);
+    step_end(m);
 }
 
 /* A member given back after a failed acquire answered rc: one that stays
@@ -318,13 +325,7 @@ int zkr_multilock_acquire_async(zkr_multilock_t *m, int timeout_ms,
 static void blocking_end(zkr_multilock_t *m)
 {
     m->users--;
-    pthread_cond_broadcast(&m->cv);
-    if (last_out(m)) {
-        pthread_mutex_unlock(&m->mu);
-        destroy(m);
-        return;
-    }
-    pthread_mutex_unlock(&m->mu);
+    step_end(m);
 }
 
 int zkr_multilock_acquire(zkr_multilock_t *m, int timeout_ms)
@@ -543,7 +544,7 @@ int zkr_multilock_release(zkr_multilock_t *m)
 
 void zkr_multilock_free(zkr_multilock_t *m)
 {
-    int later, now;
+    int later;
 
     if (m == NULL)
         return;
@@ -566,10 +567,7 @@ void zkr_multilock_free(zkr_multilock_t *m)
         pthread_cond_wait(&m->cv, &m->mu);
     m->orphaned = 1;
     let_go(m);
-    now = last_out(m);
-    pthread_mutex_unlock(&m->mu);
-    if (now)
-        destroy(m);
+    step_end(m);
 }
 
 zkr_lock_state_t zkr_multilock_state(zkr_multilock_t *m)

@@ -29,6 +29,18 @@ static zkr_multilock_t *new_multi(zkr_lock_t **members, int n)
     return m;
 }
 
+/* A session in event-loop mode (no event thread). */
+static zkr_session_t *open_loop_session(void)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *s = NULL;
+
+    o.no_event_thread = 1;
+    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), 10000, &o),
+                     0);
+    return s;
+}
+
 /* Our own nodes of path: the contenders of session s among its children
  * (the holder's node of another session is not ours). */
 static int nodes_of(zkr_session_t *s, const char *path)
@@ -592,15 +604,11 @@ static void test_lost_create_reply_and_blackhole(void **state)
  * and give the granted member back. */
 static void test_event_loop_free_while_acquiring(void **state)
 {
-    zkr_session_options_t o = {0};
-    zkr_session_t *h = open_session(10000), *s = NULL;
+    zkr_session_t *h = open_session(10000), *s = open_loop_session();
     zkr_lock_t *hb = new_lock(h, "/t/el/b", NULL), *v[2];
     zkr_multilock_t *m;
 
     (void)state;
-    o.no_event_thread = 1;
-    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), 10000, &o),
-                     0);
     v[0] = new_lock(s, "/t/el/a", NULL);
     v[1] = new_lock(s, "/t/el/b", NULL);
     m = new_multi(v, 2);
@@ -628,15 +636,11 @@ static void test_event_loop_free_while_acquiring(void **state)
  * that times out on a held member, its first member given back. */
 static void test_event_loop_blocking_calls(void **state)
 {
-    zkr_session_options_t o = {0};
-    zkr_session_t *h = open_session(10000), *s = NULL;
+    zkr_session_t *h = open_session(10000), *s = open_loop_session();
     zkr_lock_t *hb = new_lock(h, "/t/eb/b", NULL), *v[2];
     zkr_multilock_t *m;
 
     (void)state;
-    o.no_event_thread = 1;
-    assert_int_equal(zkr_session_open(&s, zkt_server_hosts(server), 10000, &o),
-                     0);
     v[0] = new_lock(s, "/t/eb/a", NULL);
     v[1] = new_lock(s, "/t/eb/b", NULL);
     m = new_multi(v, 2);
