@@ -36,7 +36,7 @@ def key_of(r):
     m = r["mode"]
     size = {"contended": "contenders", "herd": "waiters", "scale": "locks",
             "semaphore": "contenders", "election": "candidates",
-            "many": "w", "qput": "w", "qtake": "consumers",
+            "many": "w", "qput": "w", "qtake": "consumers", "multi": "k",
             "qdrain": "items", "qnotify": "consumers",
             "failover_kill": "candidates",
             "failover_term": "candidates"}.get(m)
@@ -80,6 +80,10 @@ FIGURES = [
     ("uncontended", "p99_us", "uncontended p99 us", True),
     ("uncontended", "req_per_op",
      "uncontended ZooKeeper requests per acquire+release", True),
+    ("multi", "us_per_cycle", "multi-lock of K us/cycle (mean), K={n}", True),
+    ("multi", "p99_us", "multi-lock of K p99 us, K={n}", True),
+    ("multi", "req_per_op",
+     "multi-lock of K ZooKeeper requests per acquire+release, K={n}", True),
     ("contended", "grants_per_s", "contended grants/s, K={n}", False),
     ("contended", "fairness", "contended min/max per client, K={n}", False),
     ("contended", "violations", "contended overlap violations, K={n}", True),

@@ -5,6 +5,8 @@
  *             MODE ARGS...
  *
  *   uncontended CYCLES      one session, acquire+release on one lock
+ *   multi K CYCLES          one session, acquire+release of a set of K
+ *                           uncontended locks (zkr_multilock_*)
  *   contended K SECONDS     K sessions loop acquire+release on one lock
  *   herd W ROUNDS           one holder, W waiters; the holder releases,
  *                           the grantee becomes holder, the old holder
@@ -203,6 +205,51 @@ static void run_uncontended(int cycles)
            impl, cycles, (double)t / 1e3 / cycles, percentile(&lat, 50),
            percentile(&lat, 99));
     zkr_lock_free(l);
+    zkr_session_free(s);
+    free(lat.v);
+}
+
+/* One session acquires and releases a set of K uncontended locks (K
+ * distinct paths), CYCLES times: the multi-lock's cost over its members'. */
+static void run_multi(int k, int cycles)
+{
+    zkr_session_t *s = open_session();
+    zkr_lock_t *l[64];
+    zkr_multilock_t *m = NULL;
+    char dir[160];
+    samples_t lat = {0};
+    int64_t t0, t;
+    int rc;
+
+    if (k < 1 || k > 64)
+        die("multi K", ZBADARGUMENTS);
+    for (int i = 0; i < k; i++) {
+        snprintf(dir, sizeof(dir), "%s/multi-%02d", root, i);
+        if ((rc = zkr_lock_new(&l[i], s, dir, "bench", NULL)) != 0)
+            die("zkr_lock_new", rc);
+    }
+    if ((rc = zkr_multilock_new(&m, l, k)) != 0)
+        die("zkr_multilock_new", rc);
+    for (int i = 0; i < cycles / 10 + 10; i++) /* warm up */
+        if ((rc = zkr_multilock_acquire(m, -1)) != 0 ||
+            (rc = zkr_multilock_release(m)) != 0)
+            die("warm-up cycle", rc);
+    t0 = now_ns();
+    for (int i = 0; i < cycles; i++) {
+        t = now_ns();
+        if ((rc = zkr_multilock_acquire(m, -1)) != 0 ||
+            (rc = zkr_multilock_release(m)) != 0)
+            die("cycle", rc);
+        samples_add(&lat, (double)(now_ns() - t) / 1e3);
+    }
+    t = now_ns() - t0;
+    printf("impl=%s mode=multi k=%d cycles=%d us_per_cycle=%.1f p50_us=%.1f "
+           "p99_us=%.1f\n",
+           impl, k, cycles, (double)t / 1e3 / cycles, percentile(&lat, 50),
+           percentile(&lat, 99));
+    zkr_multilock_free(m);
+    for (int i = 0; i < k; i++)
+        zkr_lock_free(l[i]);
     zkr_session_free(s);
     free(lat.v);
 }
@@ -1494,6 +1541,9 @@ int main(int argc, char **argv)
 
     if (strcmp(mode, "uncontended") == 0 && argc == 2)
         run_uncontended(arg(argv, 1));
+    else if (strcmp(mode, "multi") == 0 && argc == 3 &&
+             strcmp(impl, "raw") != 0)
+        run_multi(arg(argv, 1), arg(argv, 2));
     else if (strcmp(mode, "contended") == 0 && argc == 3)
         run_contenders("contended", 1, arg(argv, 1), arg(argv, 2));
     else if (strcmp(mode, "semaphore") == 0 && argc == 4)

@@ -32,6 +32,8 @@ import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
+import org.apache.curator.framework.recipes.locks.InterProcessLock;
+import org.apache.curator.framework.recipes.locks.InterProcessMultiLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
@@ -208,6 +210,31 @@ public class CuratorBench {
         System.out.println("impl=curator mode=uncontended cycles=" + cycles + " us_per_cycle="
                 + f1(total / cycles) + " p50_us=" + f1(percentile(lat, 50)) + " p99_us="
                 + f1(percentile(lat, 99)));
+        c.close();
+    }
+
+    static void multi(int k, int cycles) throws Exception {
+        CuratorFramework c = client();
+        List<InterProcessLock> locks = new ArrayList<>();
+        for (int i = 0; i < k; i++)
+            locks.add(new InterProcessMutex(c, root + String.format("/multi-%02d", i)));
+        InterProcessMultiLock m = new InterProcessMultiLock(locks);
+        for (int i = 0; i < cycles / 10 + 10; i++) { // warm up (and the JIT)
+            m.acquire();
+            m.release();
+        }
+        List<Double> lat = new ArrayList<>(cycles);
+        long t0 = nowNs();
+        for (int i = 0; i < cycles; i++) {
+            long t = nowNs();
+            m.acquire();
+            m.release();
+            lat.add((nowNs() - t) / 1e3);
+        }
+        double total = (nowNs() - t0) / 1e3;
+        System.out.println("impl=curator mode=multi k=" + k + " cycles=" + cycles
+                + " us_per_cycle=" + f1(total / cycles) + " p50_us=" + f1(percentile(lat, 50))
+                + " p99_us=" + f1(percentile(lat, 99)));
         c.close();
     }
 
@@ -778,6 +805,8 @@ public class CuratorBench {
         int n = a.length - i;
         if (mode.equals("uncontended") && n == 2)
             uncontended(num(a[i + 1]));
+        else if (mode.equals("multi") && n == 3)
+            multi(num(a[i + 1]), num(a[i + 2]));
         else if (mode.equals("contended") && n == 3)
             contenders("contended", 1, num(a[i + 1]), num(a[i + 2]));
         else if (mode.equals("semaphore") && n == 4)

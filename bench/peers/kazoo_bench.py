@@ -94,6 +94,34 @@ def rss_bytes():
     return 0
 
 
+def multi(k, cycles):
+    """kazoo has no multi-lock: K Locks taken in one order, released in
+    the reverse one (what a kazoo user writes)."""
+    c = client()
+    locks = [c.Lock(ROOT + "/multi-%02d" % i, "bench") for i in range(k)]
+
+    def cycle():
+        for lk in locks:
+            lk.acquire()
+        for lk in reversed(locks):
+            lk.release()
+
+    for _ in range(cycles // 10 + 10):
+        cycle()
+    lat = []
+    t0 = now_ns()
+    for _ in range(cycles):
+        t = now_ns()
+        cycle()
+        lat.append((now_ns() - t) / 1e3)
+    total = (now_ns() - t0) / 1e3
+    print("impl=kazoo mode=multi k=%d cycles=%d us_per_cycle=%.1f "
+          "p50_us=%.1f p99_us=%.1f" % (k, cycles, total / cycles,
+                                       percentile(lat, 50),
+                                       percentile(lat, 99)))
+    c.stop()
+
+
 def uncontended(cycles):
     c = client()
     lk = c.Lock(ROOT + "/uncontended", "bench")
@@ -565,6 +593,8 @@ def main(argv):
     mode, args = argv[0], argv[1:]
     if mode == "uncontended" and len(args) == 1:
         uncontended(num(args[0]))
+    elif mode == "multi" and len(args) == 2:
+        multi(num(args[0]), num(args[1]))
     elif mode == "contended" and len(args) == 2:
         contenders("contended", 1, num(args[0]), num(args[1]))
     elif mode == "semaphore" and len(args) == 3:
