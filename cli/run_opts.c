@@ -5,6 +5,8 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "run.h"
 
@@ -388,15 +390,27 @@ static int opts_check(const opts_t *o)
     return 0;
 }
 
-/* zkr lock's PATHs after the first: the operands that start with '/' up
- * to a "--" (all that is left when -c STRING came before them). Without
- * that "--" the next operand is the COMMAND, as with one PATH, so
- * `zkr lock P /bin/sh -c S` keeps its meaning. */
+/* Could operand be the COMMAND? An executable file of this machine
+ * (/usr/bin/nice, /usr/bin/env): `zkr lock P /usr/bin/nice -- cmd` runs
+ * nice under P, as it did before zkr lock took several PATHs. */
+static int local_command(const char *operand)
+{
+    struct stat st;
+
+    return stat(operand, &st) == 0 && S_ISREG(st.st_mode) &&
+           access(operand, X_OK) == 0;
+}
+
+/* zkr lock's PATHs after the first: the operands that start with '/' and
+ * are no executable file here, up to a "--" (all that is left when -c
+ * STRING came before them). Without that "--" the next operand is the
+ * COMMAND, as with one PATH, so `zkr lock P /bin/sh -c S` keeps its
+ * meaning. */
 static void more_paths(opts_t *o, int argc, char **argv, int have_command)
 {
     int k = optind;
 
-    while (k < argc && argv[k][0] == '/')
+    while (k < argc && argv[k][0] == '/' && !local_command(argv[k]))
         k++;
     if (k == optind ||
         (have_command ? k < argc : k == argc || strcmp(argv[k], "--") != 0))

@@ -2022,16 +2022,17 @@ ZKR_EXTERN int zkr_multilock_new(zkr_multilock_t **out,
                                  zkr_lock_t *const *members, int count);
 
 /**
- * \brief Frees a multi-lock: cancels an acquire in progress (its
- *   completion gets ZKR_ECANCELED), gives back the members it holds in
- *   the background, as zkr_lock_free() does (it does not wait for the
- *   server), and waits for a step in flight and a running callback of it,
- *   unless called from a callback or on a session in
- *   event-loop mode (`no_event_thread`): it then returns at once and
- *   finishes in the background (in event-loop mode, in the next
- *   zkr_session_dispatch() calls). The members are not freed: free them
- *   after it (as soon as it returns, from a callback too). NULL is a
- *   no-op.
+ * \brief Frees a multi-lock without waiting for the server (as
+ *   zkr_lock_free()): ends an acquire in progress (its completion gets
+ *   ZKR_ECANCELED, perhaps after this returns; a blocking acquire of
+ *   another thread returns ZKR_ECANCELED) and gives back in the
+ *   background the members it holds (or could not give back after a
+ *   failed acquire). It waits for a running completion of it, unless
+ *   called from a callback or on a session in event-loop mode
+ *   (`no_event_thread`). The members are not freed: free them after it
+ *   (as soon as it returns, from a callback too). A blocking call of it
+ *   already running on another thread returns (ZKR_ECANCELED, or its
+ *   result); no new call may start. NULL is a no-op.
  */
 ZKR_EXTERN void zkr_multilock_free(zkr_multilock_t *m);
 

@@ -33,17 +33,19 @@ struct zkr_multilock {
     zkr_lock_t **mem; /* canonical order */
     int efd;          /* zkr_multilock_fd(), or -1 */
     phase_t phase;
-    int got;       /* acquire: members granted; release: members left */
-    int rc;        /* the result being made */
-    int keep;      /* release: a member refused, the set stays held */
-    int leftover;  /* a failed acquire could not give a member back: a
-                      release (from IDLE) tries again */
-    int from_idle; /* the release is such a try */
-    int canceled;  /* the acquire was canceled */
-    int blocked;   /* a blocking acquire runs ... */
-    int in_member; /* ... and is inside mem[got]'s zkr_lock_acquire() */
-    int timeout;   /* the acquire's timeout_ms */
-    int64_t until; /* its deadline (zkr__now_ms()), when timeout > 0 */
+    int got;             /* acquire: members granted; release: members left */
+    int rc;              /* the result being made */
+    int keep;            /* release: a member refused, the set stays held */
+    unsigned char *left; /* members a failed acquire could not give back
+                            (refused): a release from IDLE, or the free,
+                            gives back those only */
+    int nleft;           /* their number */
+    int from_idle;       /* the release is such a try */
+    int canceled;        /* the acquire was canceled */
+    int blocked;         /* a blocking acquire runs ... */
+    int in_member;       /* ... and is inside mem[got]'s zkr_lock_acquire() */
+    int timeout;         /* the acquire's timeout_ms */
+    int64_t until;       /* its deadline (zkr__now_ms()), when timeout > 0 */
     zkr_multilock_completion_t cb;
     void *data;
     int in_cb;    /* our completion is running */
@@ -73,7 +75,9 @@ int zkr_multilock_new(zkr_multilock_t **out, zkr_lock_t *const *members,
             return ZBADARGUMENTS;
     if ((m = calloc(1, sizeof(*m))) == NULL)
         return ZKR_ENOMEM;
-    if ((m->mem = malloc(sizeof(*m->mem) * (size_t)count)) == NULL) {
+    if ((m->mem = malloc(sizeof(*m->mem) * (size_t)count)) == NULL ||
+        (m->left = calloc((size_t)count, 1)) == NULL) {
+        free(m->mem);
         free(m);
         return ZKR_ENOMEM;
     }
@@ -82,6 +86,7 @@ int zkr_multilock_new(zkr_multilock_t **out, zkr_lock_t *const *members,
     for (int i = 1; i < count; i++)
         if (by_path(&m->mem[i - 1], &m->mem[i]) == 0) {
             free(m->mem);
+            free(m->left);
             free(m);
             return ZBADARGUMENTS; /* one path twice: they would wait */
         }
@@ -101,7 +106,18 @@ static void destroy(zkr_multilock_t *m)
     pthread_cond_destroy(&m->cv);
     pthread_mutex_destroy(&m->mu);
     free(m->mem);
+    free(m->left);
     free(m);
+}
+
+/* The index of member l. */
+static int idx_of(const zkr_multilock_t *m, const zkr_lock_t *l)
+{
+    int i = 0;
+
+    while (i < m->n - 1 && m->mem[i] != l)
+        i++;
+    return i;
 }
 
 static void ignore(int rc, zkr_lock_t *l, void *data)
@@ -113,7 +129,8 @@ static void ignore(int rc, zkr_lock_t *l, void *data)
 
 /* Gives back the members it holds and has no request for, in the
  * background (their completions do not know m), as a lock's free does:
- * the first got in every phase (all, once held). Used by the free, while
+ * the first got in every phase (all, once held), and those a failed
+ * acquire could not give back. Used by the free, while
  * the members surely exist: the application may free them as soon as the
  * free returns; the step in flight, if any, then ends the chain. mu
  * held. */
@@ -121,8 +138,11 @@ static void let_go(zkr_multilock_t *m)
 {
     int held = m->phase == M_HELD ? m->n : m->got;
 
-    for (int i = held - 1; i >= 0; i--)
-        zkr_lock_release_async(m->mem[i], ignore, NULL);
+    for (int i = m->n - 1; i >= 0; i--)
+        if (i < held || m->left[i])
+            zkr_lock_release_async(m->mem[i], ignore, NULL);
+    memset(m->left, 0, (size_t)m->n);
+    m->nleft = 0;
     m->got = 0;
     if (m->phase == M_HELD)
         m->phase = M_IDLE;
@@ -169,14 +189,17 @@ static void finish(zkr_multilock_t *m, int rc)
 
 /* A member given back after a failed acquire answered rc: one that stays
  * held (the server refused the delete, or no memory) makes the acquire's
- * result that code, and a release from IDLE tries again (leftover). mu
+ * result that code, and a release from IDLE tries again (left). mu
  * held. */
-static void note_undo(zkr_multilock_t *m, int rc)
+static void note_undo(zkr_multilock_t *m, int i, int rc)
 {
     if (rc == 0 || rc == ZKR_ELOST || rc == ZKR_ENOTHELD)
         return;
     m->rc = rc;
-    m->leftover = 1;
+    if (!m->left[i]) {
+        m->left[i] = 1;
+        m->nleft++;
+    }
 }
 
 static void on_undone(int rc, zkr_lock_t *l, void *data);
@@ -193,7 +216,7 @@ static void undo_next(zkr_multilock_t *m)
             pthread_mutex_unlock(&m->mu);
             return;
         }
-        note_undo(m, rc);
+        note_undo(m, m->got, rc);
     }
     m->phase = M_IDLE;
     finish(m, m->rc);
@@ -203,9 +226,9 @@ static void on_undone(int rc, zkr_lock_t *l, void *data)
 {
     zkr_multilock_t *m = data;
 
-    (void)l;
     pthread_mutex_lock(&m->mu);
-    note_undo(m, rc);
+    if (!m->orphaned) /* else let_go() gave it back */
+        note_undo(m, idx_of(m, l), rc);
     undo_next(m);
 }
 
@@ -346,6 +369,7 @@ int zkr_multilock_acquire(zkr_multilock_t *m, int timeout_ms)
     m->blocked = 1;
     m->users++;
     while (rc == 0 && m->got < m->n) {
+        zkr_lock_t *l = m->mem[m->got];
         int t;
         if (m->canceled) {
             rc = ZKR_ECANCELED;
@@ -355,9 +379,15 @@ int zkr_multilock_acquire(zkr_multilock_t *m, int timeout_ms)
             break;
         m->in_member = 1;
         pthread_mutex_unlock(&m->mu);
-        rc = zkr_lock_acquire(m->mem[m->got], t);
+        rc = zkr_lock_acquire(l, t);
         pthread_mutex_lock(&m->mu);
         m->in_member = 0;
+        if (m->orphaned) { /* freed meanwhile: let_go() gave back the rest */
+            if (rc == 0)
+                zkr_lock_release_async(l, ignore, NULL);
+            rc = ZKR_ECANCELED;
+            break;
+        }
         if (rc == 0)
             m->got++;
     }
@@ -366,12 +396,13 @@ int zkr_multilock_acquire(zkr_multilock_t *m, int timeout_ms)
     if (rc != 0) {
         m->rc = rc;
         m->phase = M_UNDOING;
-        while (m->got > 0) {
-            zkr_lock_t *l = m->mem[--m->got];
+        while (m->got > 0) { /* a free's let_go() ends it (got 0) */
+            int i = --m->got;
             pthread_mutex_unlock(&m->mu);
-            rc = zkr_lock_release(l);
+            rc = zkr_lock_release(m->mem[i]);
             pthread_mutex_lock(&m->mu);
-            note_undo(m, rc);
+            if (!m->orphaned)
+                note_undo(m, i, rc);
         }
         rc = m->rc;
     }
@@ -389,7 +420,8 @@ int zkr_multilock_cancel(zkr_multilock_t *m)
         return ZBADARGUMENTS;
     pthread_mutex_lock(&m->mu);
     if (m->phase == M_UNDOING) {
-        m->rc = ZKR_ECANCELED; /* it ends already, nothing held */
+        if (m->nleft == 0) /* it ends already; nothing is held */
+            m->rc = ZKR_ECANCELED;
     } else if (m->phase != M_ACQUIRING) {
         rc = ZKR_ESTATE;
     } else if (!m->canceled) {
@@ -420,8 +452,13 @@ static void on_released(int rc, zkr_lock_t *l, void *data);
  * call (ZKR_ENOTHELD) counts as released; a lost one makes the result
  * ZKR_ELOST; a refusal (ZNOAUTH: its node stays) is the result, and the
  * set stays held so that a release can be tried again. mu held. */
-static void note_release(zkr_multilock_t *m, int rc)
+static void note_release(zkr_multilock_t *m, int i, int rc)
 {
+    if (m->from_idle && (rc == 0 || rc == ZKR_ENOTHELD || rc == ZKR_ELOST) &&
+        m->left[i]) {
+        m->left[i] = 0;
+        m->nleft--;
+    }
     if (rc == 0 || rc == ZKR_ENOTHELD)
         return;
     if (rc != ZKR_ELOST) {
@@ -439,12 +476,12 @@ static int release_refused(const zkr_multilock_t *m)
     if (m->freeing)
         return ZKR_ECLOSED;
     if (m->phase == M_IDLE)
-        return m->leftover ? 0 : ZKR_ENOTHELD;
+        return m->nleft > 0 ? 0 : ZKR_ENOTHELD;
     return m->phase != M_HELD ? ZKR_ESTATE : 0;
 }
 
-/* Sets up a release (of every member: those not held answer
- * ZKR_ENOTHELD). mu held. */
+/* Sets up a release: of every member (those not held answer
+ * ZKR_ENOTHELD), or from IDLE of those a failed acquire left. mu held. */
 static void release_begin(zkr_multilock_t *m)
 {
     m->from_idle = m->phase == M_IDLE;
@@ -459,21 +496,33 @@ static void release_end(zkr_multilock_t *m)
 {
     if (m->from_idle) {
         m->phase = M_IDLE;
-        m->leftover = m->keep;
     } else {
         m->phase = m->keep ? M_HELD : M_IDLE;
     }
 }
 
-/* Starts the release of the next member left, last first: 1 when one is
- * under way, 0 when none is left. mu held. */
-static int release_next(zkr_multilock_t *m)
+/* The next member to release, last first, or -1. mu held. */
+static int release_pick(zkr_multilock_t *m)
 {
     while (m->got > 0) {
-        int rc = zkr_lock_release_async(m->mem[--m->got], on_released, m);
+        int i = --m->got;
+        if (!m->from_idle || m->left[i])
+            return i;
+    }
+    return -1;
+}
+
+/* Starts the release of the next member left: 1 when one is under way, 0
+ * when none is left. mu held. */
+static int release_next(zkr_multilock_t *m)
+{
+    int i;
+
+    while ((i = release_pick(m)) >= 0) {
+        int rc = zkr_lock_release_async(m->mem[i], on_released, m);
         if (rc == 0)
             return 1;
-        note_release(m, rc);
+        note_release(m, i, rc);
     }
     release_end(m);
     return 0;
@@ -483,9 +532,9 @@ static void on_released(int rc, zkr_lock_t *l, void *data)
 {
     zkr_multilock_t *m = data;
 
-    (void)l;
     pthread_mutex_lock(&m->mu);
-    note_release(m, rc);
+    if (!m->orphaned) /* else let_go() gave the rest back */
+        note_release(m, idx_of(m, l), rc);
     if (release_next(m))
         pthread_mutex_unlock(&m->mu);
     else
@@ -501,13 +550,13 @@ int zkr_multilock_release_async(zkr_multilock_t *m,
         return ZBADARGUMENTS;
     pthread_mutex_lock(&m->mu);
     if ((rc = release_refused(m)) == 0) {
-        int leftover = m->leftover;
+        int from_idle = m->phase == M_IDLE;
         release_begin(m);
         if (release_next(m)) {
             m->cb = cb;
             m->data = data;
         } else { /* nothing to wait for: cb is not called */
-            rc = m->rc != 0 ? m->rc : leftover ? 0 : ZKR_ENOTHELD;
+            rc = m->rc != 0 ? m->rc : from_idle ? 0 : ZKR_ENOTHELD;
         }
     }
     pthread_mutex_unlock(&m->mu);
@@ -529,12 +578,12 @@ int zkr_multilock_release(zkr_multilock_t *m)
     }
     release_begin(m);
     m->users++;
-    while (m->got > 0) {
-        zkr_lock_t *l = m->mem[--m->got];
+    for (int i; (i = release_pick(m)) >= 0;) { /* let_go() ends it */
         pthread_mutex_unlock(&m->mu);
-        rc = zkr_lock_release(l);
+        rc = zkr_lock_release(m->mem[i]);
         pthread_mutex_lock(&m->mu);
-        note_release(m, rc);
+        if (!m->orphaned)
+            note_release(m, i, rc);
     }
     release_end(m);
     rc = m->rc;
@@ -548,10 +597,14 @@ void zkr_multilock_free(zkr_multilock_t *m)
 
     if (m == NULL)
         return;
-    /* From a callback, or in event-loop mode (the members' completions
-     * run in zkr_session_dispatch(), maybe on this thread), it cannot
-     * wait for a step in flight: whatever ends last destroys it
-     * (last_out()). */
+    /* It never waits for the server (as a lock's free does not): it ends
+     * an acquire, gives back what the set holds in the background and
+     * leaves the rest to whatever step is in flight (a member's
+     * completion, a blocking call of another thread), the last of which
+     * destroys it (last_out()). It waits only for a running completion of
+     * the set, and not even that from a callback or in event-loop mode
+     * (its members' completions run in zkr_session_dispatch(), maybe on
+     * this thread). */
     pthread_mutex_lock(&m->s->mu);
     later = zkr__in_callback() || m->s->dispatch;
     pthread_mutex_unlock(&m->s->mu);
@@ -562,8 +615,7 @@ void zkr_multilock_free(zkr_multilock_t *m)
         zkr_multilock_cancel(m);
         pthread_mutex_lock(&m->mu);
     }
-    while (!later && (m->in_cb || m->users > 0 ||
-                      (m->phase != M_IDLE && m->phase != M_HELD)))
+    while (!later && m->in_cb)
         pthread_cond_wait(&m->cv, &m->mu);
     m->orphaned = 1;
     let_go(m);

@@ -124,6 +124,9 @@ test_operands_and_fences() {
     expect "zkr lock PATH /bin/echo hi printed '$out'" [ "$out" = hi ]
     out=$("$ZKR" lock /cli/ml3/a /bin/sh -c 'echo "[$ZKR_FENCES]"')
     expect "zkr lock PATH /bin/sh -c: '$out'" [ "$out" = "[]" ]
+    # A wrapper of this machine before "--" is the COMMAND, not a PATH.
+    out=$("$ZKR" lock /cli/ml3/a /usr/bin/env -- sh -c 'echo "[$ZKR_FENCES]"')
+    expect "zkr lock PATH /usr/bin/env -- sh: '$out'" [ "$out" = "[]" ]
     # Several: the first PATH's variables, and every token in the order given.
     out=$("$ZKR" lock /cli/ml3/b /cli/ml3/a -- sh -c 'echo "$ZKR_LOCK_PATH $ZKR_FENCE $ZKR_FENCES"')
     set -- $out

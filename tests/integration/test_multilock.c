@@ -421,11 +421,12 @@ static void test_cancel_and_free_while_waiting(void **state)
     reset_done();
     assert_int_equal(zkr_multilock_acquire_async(m, -1, on_done, NULL), 0);
     assert_true(ZKT_WAIT_UNTIL(children("/t/cf/b") == 2, 5000));
-    zkr_multilock_free(m);
-    assert_int_equal(done.n, 1);
+    zkr_multilock_free(m); /* does not wait for the server */
+    assert_true(ZKT_WAIT_UNTIL(done.n == 1, 10000));
     assert_int_equal(done.rc, ZKR_ECANCELED);
-    assert_int_equal(zkr_lock_state(v[0]), ZKR_LOCK_IDLE);
-    assert_int_equal(zkr_lock_state(v[1]), ZKR_LOCK_IDLE);
+    assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(v[0]) == ZKR_LOCK_IDLE &&
+                                   zkr_lock_state(v[1]) == ZKR_LOCK_IDLE,
+                               10000));
     assert_true(ZKT_WAIT_UNTIL(children("/t/cf/a") == 0, 5000));
     assert_int_equal(children("/t/cf/b"), 1);
     /* Freed from its own completion once held, and its members right
@@ -685,16 +686,29 @@ static void test_undo_refused(void **state)
     assert_int_equal(zkr_lock_state(v[0]), ZKR_LOCK_HELD);
     assert_int_equal(zkr_multilock_release(m), ZNOAUTH); /* still refused */
     assert_int_equal(zkr_lock_state(v[0]), ZKR_LOCK_HELD);
+    /* b, taken meanwhile through its own call, is not the set's to give
+     * back: the retry gives back a only. */
+    assert_int_equal(zkr_lock_release(hb), 0);
+    assert_int_equal(zkr_lock_acquire(v[1], 5000), 0);
     assert_int_equal(zoo_set_acl(raw, "/t/ur/a", -1, &ZOO_OPEN_ACL_UNSAFE),
                      ZOK);
     assert_int_equal(zkr_multilock_release(m), 0);
     assert_int_equal(zkr_lock_state(v[0]), ZKR_LOCK_IDLE);
+    assert_int_equal(zkr_lock_state(v[1]), ZKR_LOCK_HELD);
     assert_int_equal(children("/t/ur/a"), 0);
     assert_int_equal(zkr_multilock_release(m), ZKR_ENOTHELD);
-    assert_int_equal(zkr_lock_release(hb), 0);
+    assert_int_equal(zkr_lock_release(v[1]), 0);
     assert_int_equal(zkr_multilock_acquire(m, 5000), 0);
     assert_int_equal(zkr_multilock_release(m), 0);
+    /* Left over again, then freed: the free gives it back. */
+    assert_int_equal(zoo_set_acl(raw, "/t/ur/a", -1, &acl), ZOK);
+    assert_int_equal(zkr_lock_acquire(hb, -1), 0);
+    assert_int_equal(zkr_multilock_acquire(m, 0), ZNOAUTH);
+    assert_int_equal(zoo_set_acl(raw, "/t/ur/a", -1, &ZOO_OPEN_ACL_UNSAFE),
+                     ZOK);
     zkr_multilock_free(m);
+    assert_true(ZKT_WAIT_UNTIL(children("/t/ur/a") == 0, 10000));
+    assert_int_equal(zkr_lock_release(hb), 0);
     zkr_lock_free(v[0]);
     zkr_lock_free(v[1]);
     zkr_lock_free(hb);
@@ -769,6 +783,36 @@ static void test_free_held_silent(void **state)
     assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
     assert_true(ZKT_WAIT_UNTIL(
         children("/t/fs/a") == 0 && children("/t/fs/b") == 0, 30000));
+    /* Acquiring (a granted, b queued behind another session's holder):
+     * the free does not wait for the server either. */
+    {
+        zkr_session_t *h = open_session(10000);
+        zkr_lock_t *hb = new_lock(h, "/t/fs/b", NULL);
+        assert_int_equal(zkr_lock_acquire(hb, -1), 0);
+        v[0] = new_lock(s, "/t/fs/a", NULL);
+        v[1] = new_lock(s, "/t/fs/b", NULL);
+        m = new_multi(v, 2);
+        reset_done();
+        assert_int_equal(zkr_multilock_acquire_async(m, -1, on_done, NULL), 0);
+        assert_true(ZKT_WAIT_UNTIL(children("/t/fs/b") == 2, 10000));
+        assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+        t0 = zkt_now_ms();
+        zkr_multilock_free(m);
+        zkr_lock_free(v[0]);
+        zkr_lock_free(v[1]);
+        took = zkt_now_ms() - t0;
+        print_message("# free of an acquiring set, connection silent: "
+                      "%lld ms\n",
+                      (long long)took);
+        assert_true(took < zkt_scaled_ms(20000) / 4);
+        assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+        assert_true(ZKT_WAIT_UNTIL(done.n == 1, 30000));
+        assert_int_equal(done.rc, ZKR_ECANCELED);
+        assert_true(ZKT_WAIT_UNTIL(
+            children("/t/fs/a") == 0 && children("/t/fs/b") == 1, 30000));
+        zkr_lock_free(hb);
+        assert_int_equal(zkr_session_free(h), 0);
+    }
     assert_int_equal(zkr_session_free(s), 0);
 }
 
