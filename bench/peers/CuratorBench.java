@@ -191,9 +191,11 @@ public class CuratorBench {
 
     // ------------------------------------------------------------ modes
 
-    static void uncontended(int cycles) throws Exception {
-        CuratorFramework c = client();
-        InterProcessMutex m = new InterProcessMutex(c, root + "/uncontended");
+    /**
+     * Warms up, then times `cycles` acquire+release of m: the result line's
+     * "cycles=... us_per_cycle=... p50_us=... p99_us=...".
+     */
+    static String timeCycles(InterProcessLock m, int cycles) throws Exception {
         for (int i = 0; i < cycles / 10 + 10; i++) { // warm up (and the JIT)
             m.acquire();
             m.release();
@@ -207,9 +209,14 @@ public class CuratorBench {
             lat.add((nowNs() - t) / 1e3);
         }
         double total = (nowNs() - t0) / 1e3;
-        System.out.println("impl=curator mode=uncontended cycles=" + cycles + " us_per_cycle="
-                + f1(total / cycles) + " p50_us=" + f1(percentile(lat, 50)) + " p99_us="
-                + f1(percentile(lat, 99)));
+        return "cycles=" + cycles + " us_per_cycle=" + f1(total / cycles) + " p50_us="
+                + f1(percentile(lat, 50)) + " p99_us=" + f1(percentile(lat, 99));
+    }
+
+    static void uncontended(int cycles) throws Exception {
+        CuratorFramework c = client();
+        InterProcessMutex m = new InterProcessMutex(c, root + "/uncontended");
+        System.out.println("impl=curator mode=uncontended " + timeCycles(m, cycles));
         c.close();
     }
 
@@ -219,22 +226,7 @@ public class CuratorBench {
         for (int i = 0; i < k; i++)
             locks.add(new InterProcessMutex(c, root + String.format("/multi-%02d", i)));
         InterProcessMultiLock m = new InterProcessMultiLock(locks);
-        for (int i = 0; i < cycles / 10 + 10; i++) { // warm up (and the JIT)
-            m.acquire();
-            m.release();
-        }
-        List<Double> lat = new ArrayList<>(cycles);
-        long t0 = nowNs();
-        for (int i = 0; i < cycles; i++) {
-            long t = nowNs();
-            m.acquire();
-            m.release();
-            lat.add((nowNs() - t) / 1e3);
-        }
-        double total = (nowNs() - t0) / 1e3;
-        System.out.println("impl=curator mode=multi k=" + k + " cycles=" + cycles
-                + " us_per_cycle=" + f1(total / cycles) + " p50_us=" + f1(percentile(lat, 50))
-                + " p99_us=" + f1(percentile(lat, 99)));
+        System.out.println("impl=curator mode=multi k=" + k + " " + timeCycles(m, cycles));
         c.close();
     }
 

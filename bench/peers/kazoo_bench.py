@@ -94,6 +94,22 @@ def rss_bytes():
     return 0
 
 
+def time_cycles(cycle, cycles):
+    """Warms up, then times `cycles` calls of cycle: the result line's
+    "cycles=... us_per_cycle=... p50_us=... p99_us=..."."""
+    for _ in range(cycles // 10 + 10):
+        cycle()
+    lat = []
+    t0 = now_ns()
+    for _ in range(cycles):
+        t = now_ns()
+        cycle()
+        lat.append((now_ns() - t) / 1e3)
+    total = (now_ns() - t0) / 1e3
+    return "cycles=%d us_per_cycle=%.1f p50_us=%.1f p99_us=%.1f" % (
+        cycles, total / cycles, percentile(lat, 50), percentile(lat, 99))
+
+
 def multi(k, cycles):
     """kazoo has no multi-lock: K Locks taken in one order, released in
     the reverse one (what a kazoo user writes)."""
@@ -106,40 +122,19 @@ def multi(k, cycles):
         for lk in reversed(locks):
             lk.release()
 
-    for _ in range(cycles // 10 + 10):
-        cycle()
-    lat = []
-    t0 = now_ns()
-    for _ in range(cycles):
-        t = now_ns()
-        cycle()
-        lat.append((now_ns() - t) / 1e3)
-    total = (now_ns() - t0) / 1e3
-    print("impl=kazoo mode=multi k=%d cycles=%d us_per_cycle=%.1f "
-          "p50_us=%.1f p99_us=%.1f" % (k, cycles, total / cycles,
-                                       percentile(lat, 50),
-                                       percentile(lat, 99)))
+    print("impl=kazoo mode=multi k=%d %s" % (k, time_cycles(cycle, cycles)))
     c.stop()
 
 
 def uncontended(cycles):
     c = client()
     lk = c.Lock(ROOT + "/uncontended", "bench")
-    for _ in range(cycles // 10 + 10):
+
+    def cycle():
         lk.acquire()
         lk.release()
-    lat = []
-    t0 = now_ns()
-    for _ in range(cycles):
-        t = now_ns()
-        lk.acquire()
-        lk.release()
-        lat.append((now_ns() - t) / 1e3)
-    total = (now_ns() - t0) / 1e3
-    print("impl=kazoo mode=uncontended cycles=%d us_per_cycle=%.1f "
-          "p50_us=%.1f p99_us=%.1f" % (cycles, total / cycles,
-                                       percentile(lat, 50),
-                                       percentile(lat, 99)))
+
+    print("impl=kazoo mode=uncontended %s" % time_cycles(cycle, cycles))
     c.stop()
     c.close()
 

@@ -54,6 +54,17 @@ curator_peer() {
     CP=$WORK/classes:$CP
 }
 
+# kazoo_peer: sets PY to Debian's python3, which has kazoo (the kazoo
+# peers run with it); bails out, naming the package, when kazoo is missing.
+kazoo_peer() {
+    PY=/usr/bin/python3
+    if ! "$PY" -c 'import kazoo' 2>/dev/null; then
+        echo "Bail out! kazoo is missing: install the Debian package" \
+            "python3-kazoo (scripts/check installs it)"
+        exit 99
+    fi
+}
+
 SCALE=${ZKR_TEST_SCALE:-1}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/zkr-cli.XXXXXX")
 zkr_on_exit "rm -rf '$WORK'"

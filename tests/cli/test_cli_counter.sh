@@ -7,12 +7,7 @@
 # them are each applied once (the total is their number).
 . "${srcdir:-.}/tests/cli/lib.sh"
 
-PY=/usr/bin/python3
-if ! "$PY" -c 'import kazoo' 2>/dev/null; then
-    echo "Bail out! kazoo is missing: install the Debian package" \
-        "python3-kazoo (scripts/check installs it)"
-    exit 99
-fi
+kazoo_peer
 curator_peer CuratorCounter.java
 CURATOR=() # set once the server runs: "${CURATOR[@]}" PATH ACTION ARGS...
 KAZOO=()

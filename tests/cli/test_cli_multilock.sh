@@ -7,12 +7,7 @@
 # and kazoo's Lock (tests/cli/kazoo_lock.py), each respecting the other.
 . "${srcdir:-.}/tests/cli/lib.sh"
 
-PY=/usr/bin/python3
-if ! "$PY" -c 'import kazoo' 2>/dev/null; then
-    echo "Bail out! kazoo is missing: install the Debian package" \
-        "python3-kazoo (scripts/check installs it)"
-    exit 99
-fi
+kazoo_peer
 curator_peer CuratorMultiLock.java
 CURATOR=() # set once the server runs: "${CURATOR[@]}" hold|try ARG PATH...
 KAZOO=()   # "${KAZOO[@]}" PATH try|hold ARG
