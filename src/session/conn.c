@@ -413,6 +413,8 @@ static void maybe_open(zkr_session_t *s, int64_t now)
         return;
     }
     s->zh = zh;
+    s->zh_shared = 0; /* a new handle, not handed out: the application's
+                         watches were the old one's */
     s->digest_missing = missing;
     /* A fresh handle that cannot connect within a session timeout is
      * replaced, so hosts are resolved again and attempts are spaced. */
