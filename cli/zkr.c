@@ -419,6 +419,7 @@ static void usage(FILE *f)
           "  zkr queue len PATH\n"
           "  zkr counter get|add|set [--text] PATH [N]     (prints the "
           "value)\n"
+          "  zkr barrier set|clear|wait [-w SECONDS] PATH\n"
           "  zkr inspect [--json] [--items N] PATH\n"
           "  zkr release --force --reason TEXT [--node NODE] PATH\n"
           "  zkr exporter [--listen HOST:PORT] [--refresh SECONDS] PATH...\n"
@@ -628,6 +629,7 @@ int main(int argc, char **argv)
         {"elect", cli_elect},     {"inspect", cli_inspect},
         {"release", cli_release}, {"exporter", cli_exporter},
         {"queue", cli_queue},     {"counter", cli_counter},
+        {"barrier", cli_barrier},
     };
     struct option lopts[N_GLOBALS + 1];
     const char *env = getenv("ZKR_SERVER");

@@ -2644,6 +2644,159 @@ ZKR_EXTERN int zkr_atomic_async(zkr_atomic_t *c, zkr_atomic_op_t op, int64_t a,
 
 /** @} */
 
+/** \defgroup zkr_barrier Barrier: set, clear, wait until cleared
+ *
+ * A barrier is one node: it stands while the node exists. Set creates
+ * it, clear deletes it, and a wait returns once it does not stand. The
+ * layout is kazoo's Barrier and Apache Curator's DistributedBarrier (the
+ * node at the path, any data): a kazoo or Curator client on the same
+ * path sets, clears and waits on the same barrier as zkr.
+ *
+ * **A setter that dies.** By default the node is ephemeral: it lives as
+ * long as the setter's session, so a setter that dies (its session
+ * expires) clears the barrier instead of leaving its waiters blocked for
+ * ever, as a Curator barrier whose remover dies does. It is not set again
+ * on a new session. #ZKR_BARRIER_PERSISTENT makes a persistent node (the
+ * layout kazoo and Curator create), which stands until someone clears
+ * it: for a barrier set by one process and cleared by another (`zkr
+ * barrier set`).
+ *
+ * **Waiting.** A wait first syncs (a server that lags behind the leader
+ * cannot show it a barrier cleared before the call, nor hide one set
+ * before it), then watches the node. It returns 0 once the node is gone,
+ * or once it sees another node there than the one it first saw (its czxid
+ * differs: the barrier was cleared and set again, say while the session
+ * was being re-created after expiry, when no watch could tell). Through a
+ * lost connection it waits on (the watch survives a reconnection; after
+ * a session expiry it looks again on the new session) until its timeout.
+ * A wait that ends leaves no watch behind.
+ *
+ * **Lost answers.** A set or clear whose answer is lost with the
+ * connection is not sent again blindly: once connected, zkr syncs and
+ * reads the node. A set that finds the barrier standing returns 0 (for
+ * an ephemeral barrier, created is 1 only if the node is this session's);
+ * a set that finds no node, and no child of the parent made or deleted
+ * since it looked, creates it again; else the barrier may have been set
+ * by this call and cleared since, and it returns ZKR_EINDOUBT. A clear
+ * that finds no node, or another node than the one it deleted (a new
+ * czxid), returns 0: the barrier was cleared during the call. A clear
+ * deletes at the version it read, so it never deletes a node it did not
+ * read.
+ *
+ * \par RETURN VALUE
+ * 0 on success, or an error code.
+ *
+ * \par ERRORS
+ * - ZBADARGUMENTS: NULL, an invalid path or flag, the root, a timeout
+ *   below -1.
+ * - ZKR_ETIMEDOUT: a wait whose timeout passed with the barrier standing.
+ * - ZKR_EINDOUBT: a set whose answer was lost, and the barrier is not
+ *   standing: this call may have set it, and someone (or the session's
+ *   expiry) cleared it since.
+ * - ZCONNECTIONLOSS: a set or clear with no answer within the session
+ *   timeout plus the request timeout of its start or its last answer
+ *   (not connected); nothing was changed.
+ * - ZNOTEMPTY: a clear of a node that has children (not a barrier).
+ * - ZNOCHILDRENFOREPHEMERALS: a set under an ephemeral parent.
+ * - ZNONODE: a set whose parent was missing again after its ancestors
+ *   were made, three times; nothing was changed.
+ * - ZKR_ELOST: the session was lost and is not re-created
+ *   (`no_reconnect` or an adopted handle).
+ * - ZKR_ECANCELED: zkr_barrier_free() ended an asynchronous operation.
+ * - ZKR_EDEADLK, ZKR_ECLOSED, ZNOAUTH, ZKR_ENOMEM.
+ *
+ * \par EXAMPLE
+ * \code
+ * zkr_barrier_t *b;
+ * zkr_barrier_new(&b, s, "/app/maintenance", 0, NULL);
+ * // operator: zkr_barrier_set(b, NULL); ...; zkr_barrier_clear(b, NULL);
+ * // workers:
+ * if (zkr_barrier_wait(b, 60000) == 0)
+ *     resume_work();              // not in maintenance (any more)
+ * zkr_barrier_free(b);
+ * \endcode
+ *
+ * \sa %zkr(7), %zkr(1) (zkr barrier)
+ *
+ * @{
+ */
+
+/** A barrier at one path. Thread-safe. */
+typedef struct zkr_barrier zkr_barrier_t;
+
+/** zkr_barrier_new() flag: set makes a persistent node, which stands
+ *  until cleared even if the setter dies (kazoo's and Curator's). */
+#define ZKR_BARRIER_PERSISTENT 1
+
+/** The operations of zkr_barrier_async(). */
+typedef enum {
+    ZKR_BARRIER_SET = 0,   /**< create the node */
+    ZKR_BARRIER_CLEAR = 1, /**< delete it */
+    ZKR_BARRIER_WAIT = 2   /**< wait until it does not stand */
+} zkr_barrier_op_t;
+
+/** Called once on the session's event thread when an asynchronous
+ * operation ends: rc as the blocking call would return; changed as
+ * zkr_barrier_set()'s *created or zkr_barrier_clear()'s *removed (0 for
+ * a wait). */
+typedef void (*zkr_barrier_completion_t)(int rc, int changed, void *data);
+
+/**
+ * \brief Creates a barrier handle at path. Sends nothing.
+ * \param flags 0 (ephemeral: the setter's death clears it) or
+ *   #ZKR_BARRIER_PERSISTENT.
+ * \param acl the ACL of the nodes it creates (the barrier and its missing
+ *   ancestors, persistent); NULL: world:anyone, all.
+ * \return 0; ZBADARGUMENTS; ZKR_ECLOSED; ZKR_ENOMEM.
+ */
+ZKR_EXTERN int zkr_barrier_new(zkr_barrier_t **out, zkr_session_t *s,
+                               const char *path, int flags,
+                               const struct ACL_vector *acl);
+
+/**
+ * \brief Frees the handle. Asynchronous operations still under way end
+ *   with ZKR_ECANCELED (a set or clear whose answer was lost is resolved
+ *   first while connected), after waiting for an answer in flight. Does
+ *   not clear the barrier (an ephemeral one stands until the session
+ *   ends). NULL is a no-op; callable from a callback. Not while a
+ *   blocking call on it runs.
+ */
+ZKR_EXTERN void zkr_barrier_free(zkr_barrier_t *b);
+
+/**
+ * \brief Sets the barrier (creates the node and its missing ancestors).
+ *   0 also when it stood already; *created (may be NULL) is 1 if this
+ *   call made the node, 0 if it stood.
+ */
+ZKR_EXTERN int zkr_barrier_set(zkr_barrier_t *b, int *created);
+
+/**
+ * \brief Clears the barrier (deletes the node, whoever set it). 0 also
+ *   when it did not stand; *removed (may be NULL) is 1 if this call
+ *   deleted it.
+ */
+ZKR_EXTERN int zkr_barrier_clear(zkr_barrier_t *b, int *removed);
+
+/**
+ * \brief Waits until the barrier does not stand, at most timeout_ms (-1:
+ *   no limit; 0: look once).
+ * \return 0 (not standing, or cleared since the call began);
+ *   ZKR_ETIMEDOUT; the errors above.
+ */
+ZKR_EXTERN int zkr_barrier_wait(zkr_barrier_t *b, int timeout_ms);
+
+/**
+ * \brief Starts any operation; cb is called once when it ends. timeout_ms
+ *   is a wait's (ignored by set and clear).
+ * \return 0 (cb will be called); ZBADARGUMENTS (cb NULL too); ZKR_ECLOSED;
+ *   ZKR_ENOMEM.
+ */
+ZKR_EXTERN int zkr_barrier_async(zkr_barrier_t *b, zkr_barrier_op_t op,
+                                 int timeout_ms, zkr_barrier_completion_t cb,
+                                 void *data);
+
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Metrics (docs/OBSERVABILITY.md)                                           */
 /* ------------------------------------------------------------------------ */

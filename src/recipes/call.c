@@ -162,6 +162,17 @@ int zkr__call_wexists(zkr__call_t *k, const char *path, watcher_fn w,
                                                call_stat, op));
 }
 
+int zkr__call_wget(zkr__call_t *k, const char *path, watcher_fn w, void *wctx)
+{
+    int rc;
+    zkr__op_t *op = call_op(k, &rc);
+
+    return op == NULL
+               ? rc
+               : call_sent(k, op,
+                           zoo_awget(k->s->zh, path, w, wctx, call_data, op));
+}
+
 int zkr__call_create(zkr__call_t *k, const char *path, const char *data,
                      int len, const struct ACL_vector *acl, int mode)
 {

@@ -33,6 +33,7 @@ int zkr__call_children2(zkr__call_t *k, const char *path, watcher_fn w,
                         void *wctx);
 int zkr__call_wexists(zkr__call_t *k, const char *path, watcher_fn w,
                       void *wctx);
+int zkr__call_wget(zkr__call_t *k, const char *path, watcher_fn w, void *wctx);
 int zkr__call_create(zkr__call_t *k, const char *path, const char *data,
                      int len, const struct ACL_vector *acl, int mode);
 int zkr__call_delete(zkr__call_t *k, const char *path, int version);

@@ -792,6 +792,81 @@ static void test_multilock_lagging_follower_leader_killed(void **state)
     heal();
 }
 
+/* The barrier on three servers. A waiter on a follower that lags its
+ * leader (300 ms each way) looks at a barrier the leader's client has just
+ * set, then just cleared: it sees each as the call finds it (a wait syncs
+ * first; the follower alone would still show the state before). Then it
+ * waits on while the leader is killed, and a client of the other follower
+ * clears the barrier once a new leader serves: the wait returns 0. */
+static void br_waited(int rc, int changed, void *data)
+{
+    (void)changed;
+    *(atomic_int *)data = rc;
+}
+
+static void test_barrier_lagging_follower_leader_killed(void **state)
+{
+    static atomic_int waited; /* the completion may outlive a failed test */
+    zkr_session_t *s[3];
+    zkr_barrier_t *b[3];
+    int leader, rc = -1;
+
+    (void)state;
+    heal();
+    heal_links();
+    leader = wait_leader(-1, zkt_scaled_ms(10000));
+    assert_true(leader >= 0);
+    /* s[0] on the leader, s[1] on the lagging follower, s[2] on the other;
+     * the barrier persistent: the leader's death must not clear it. */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(open_on(&s[i],
+                                 zkt_server_hosts(zkt_ensemble_member(
+                                     ens, (leader + i) % 3)),
+                                 TF),
+                         0);
+        assert_int_equal(zkr_barrier_new(&b[i], s[i], "/e/gate",
+                                         ZKR_BARRIER_PERSISTENT, NULL),
+                         0);
+    }
+    assert_int_equal(
+        zkt_ensemble_link(ens, (leader + 1) % 3, leader, "delay 300"), 0);
+    zkt_sleep_ms(300); /* the delay applies to what is sent from now on */
+    for (int round = 0; round < 4; round++) {
+        int created = -1, removed = -1;
+
+        assert_int_equal(zkr_barrier_set(b[0], &created), 0);
+        assert_int_equal(created, 1);
+        assert_int_equal(zkr_barrier_wait(b[1], 0), ZKR_ETIMEDOUT);
+        assert_int_equal(zkr_barrier_clear(b[0], &removed), 0);
+        assert_int_equal(removed, 1);
+        assert_int_equal(zkr_barrier_wait(b[1], 0), 0);
+    }
+    assert_int_equal(zkr_barrier_set(b[0], NULL), 0);
+    waited = 1; /* no barrier code is 1 */
+    assert_int_equal(zkr_barrier_async(b[1], ZKR_BARRIER_WAIT,
+                                       zkt_scaled_ms(120000), br_waited,
+                                       &waited),
+                     0);
+    zkt_sleep_ms(500);
+    assert_int_equal(waited, 1); /* it stands: the wait waits */
+    assert_int_equal(zkt_server_kill(zkt_ensemble_member(ens, leader)), 0);
+    assert_true(wait_leader(leader, zkt_scaled_ms(30000)) >= 0);
+    /* A clear through the failover: no answer within its bound is
+     * ZCONNECTIONLOSS (nothing changed), and it is asked again. */
+    for (int i = 0; i < 5 && rc != 0; i++)
+        if ((rc = zkr_barrier_clear(b[2], NULL)) != 0)
+            print_message("# clear: %s\n", zkr_strerror(rc));
+    assert_int_equal(rc, 0);
+    assert_true(ZKT_WAIT_UNTIL(waited != 1, zkt_scaled_ms(30000)));
+    assert_int_equal(waited, 0);
+    for (int i = 0; i < 3; i++) {
+        zkr_barrier_free(b[i]);
+        assert_int_equal(zkr_session_free(s[i]), 0);
+    }
+    heal_links();
+    heal();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -805,6 +880,7 @@ int main(void)
         cmocka_unit_test(test_lagging_follower_sync),
         cmocka_unit_test(test_counter_lagging_follower_leader_killed),
         cmocka_unit_test(test_multilock_lagging_follower_leader_killed),
+        cmocka_unit_test(test_barrier_lagging_follower_leader_killed),
     };
 
     zkt_test_filter();

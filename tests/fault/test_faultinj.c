@@ -153,11 +153,12 @@ enum recipe {
     R_ELECTION,
     R_OBSERVER,
     R_WORKQ,
-    R_ATOMIC
+    R_ATOMIC,
+    R_BARRIER
 };
 static const char *const recipe_name[] = {"lock",  "semaphore", "read",
                                           "write", "election",  "observer",
-                                          "workq", "atomic"};
+                                          "workq", "atomic",    "barrier"};
 
 static int make(enum recipe r, zkr_session_t *s, const char *dir,
                 zkr_lock_t **l, zkr_lock_t **other)
@@ -434,6 +435,57 @@ static void atomic_scenario(zkr_session_t *s, const char *dir)
     settle();
 }
 
+/* The barrier: set, a look, a wait pending through a clear, async set and
+ * clear, a wait pending at the free. The run checks that a clear that
+ * returned 0 as the last write left no node. */
+static int br_clear_rc;
+
+static void br_cb(int rc, int changed, void *data)
+{
+    (void)rc;
+    (void)changed;
+    (void)data;
+    pthread_mutex_lock(&mu);
+    calls++;
+    pthread_mutex_unlock(&mu);
+}
+
+static void barrier_scenario(zkr_session_t *s, const char *dir)
+{
+    zkr_barrier_t *b = NULL;
+    zkr_barrier_t *b2 = NULL;
+    char path[80];
+
+    br_clear_rc = -1;
+    remove_tree(dir);
+    snprintf(path, sizeof(path), "%s/gate", dir);
+    if (zkr_barrier_new(&b, s, path, 0, NULL) != 0)
+        return;
+    if (zkr_barrier_new(&b2, s, path, ZKR_BARRIER_PERSISTENT, NULL) != 0) {
+        zkr_barrier_free(b);
+        return;
+    }
+    (void)zkr_barrier_set(b, NULL);
+    (void)zkr_barrier_wait(b, 0);
+    accept_call(zkr_barrier_async(b, ZKR_BARRIER_WAIT, 2000, br_cb, NULL));
+    (void)zkr_barrier_clear(b2, NULL);
+    settle();
+    accept_call(zkr_barrier_async(b2, ZKR_BARRIER_SET, -1, br_cb, NULL));
+    settle();
+    accept_call(zkr_barrier_async(b, ZKR_BARRIER_CLEAR, -1, br_cb, NULL));
+    settle();
+    (void)zkr_barrier_set(b, NULL);
+    br_clear_rc = zkr_barrier_clear(b, NULL);
+    (void)zkr_barrier_set(b2, NULL);
+    accept_call(zkr_barrier_async(b2, ZKR_BARRIER_WAIT, -1, br_cb, NULL));
+    zkr_barrier_free(b2); /* the wait pending: ended, called back */
+    settle();
+    accept_call(zkr_barrier_async(b, ZKR_BARRIER_CLEAR, -1, br_cb, NULL));
+    settle();
+    br_clear_rc = zkr_barrier_clear(b, NULL);
+    zkr_barrier_free(b);
+}
+
 /* One run: fault point n of kinds fails (n = 0: none). Returns how many
  * points the run passed. */
 static long run(enum recipe r, int kinds, long n, int persist)
@@ -460,6 +512,8 @@ static long run(enum recipe r, int kinds, long n, int persist)
         workq_scenario(s, dir, persist ? 500 : 2000);
     else if (r == R_ATOMIC)
         atomic_scenario(s, dir);
+    else if (r == R_BARRIER)
+        barrier_scenario(s, dir);
     else
         lock_scenario(r, s, dir, persist ? 500 : -1);
     points = zkr__fault_points();
@@ -521,6 +575,19 @@ static long run(enum recipe r, int kinds, long n, int persist)
         watchdog(0, "");
         return points;
     }
+    if (r == R_BARRIER) {
+        /* The last clear returned 0: no barrier stands. */
+        char path[80];
+
+        snprintf(path, sizeof(path), "%s/gate", dir);
+        if (br_clear_rc == 0 && zoo_exists(raw, path, 0, NULL) != ZNONODE)
+            fail_msg("%s: %s stands after a clear that returned 0", wd_what,
+                     path);
+        assert_int_equal(zkr_session_free(s), 0);
+        remove_tree(dir);
+        watchdog(0, "");
+        return points;
+    }
     /* No node left behind while the session lives. */
     if (!ZKT_WAIT_UNTIL(children(dir) == 0, 10000))
         fail_msg("%s: %d nodes left in %s", wd_what, children(dir), dir);
@@ -567,7 +634,7 @@ static void sweep(enum recipe r, int kinds)
     /* The semaphore and read/write lock share the lock's engine: their
      * persistent failures run in the full sweep only. */
     if (!full && r != R_LOCK && r != R_ELECTION && r != R_OBSERVER &&
-        r != R_ATOMIC)
+        r != R_ATOMIC && r != R_BARRIER)
         n = total + 1;
     else
         n = full ? 1 : total / 2 + 1;
@@ -599,6 +666,7 @@ RECIPE_TESTS(R_ELECTION, election)
 RECIPE_TESTS(R_OBSERVER, observer)
 RECIPE_TESTS(R_WORKQ, workq)
 RECIPE_TESTS(R_ATOMIC, atomic)
+RECIPE_TESTS(R_BARRIER, barrier)
 
 /* A failed run leaves the seam armed: disarm before the next test. */
 static int disarm(void **state)
@@ -806,6 +874,8 @@ int main(void)
         cmocka_unit_test_teardown(test_workq_alloc, disarm),
         cmocka_unit_test_teardown(test_atomic_zk, disarm),
         cmocka_unit_test_teardown(test_atomic_alloc, disarm),
+        cmocka_unit_test_teardown(test_barrier_zk, disarm),
+        cmocka_unit_test_teardown(test_barrier_alloc, disarm),
         cmocka_unit_test_teardown(test_acquire_in_lost_window, disarm),
         cmocka_unit_test_teardown(test_index_growth_alloc, disarm),
         cmocka_unit_test_teardown(test_digest_refused_between_attempts, disarm),
