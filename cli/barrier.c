@@ -33,25 +33,27 @@ static void help(FILE *f)
           "does not stand,\n"
           "or was cleared since the wait began); 1 wait: it still stands "
           "after SECONDS;\n"
-          "5 set: the answer was lost and the barrier does not stand now: "
-          "this set may\n"
-          "have set it and someone cleared it since; 64 usage; 69 no server "
-          "or session;\n"
+          "5 set or clear: the answer was lost and the outcome is unknown; "
+          "64 usage;\n"
+          "69 no server or session; "
           "71 other error; 77 permission denied. See zkr(1).\n",
           f);
 }
 
 /* A wait of wait_ms (-1: no limit), longer than an int's milliseconds
- * too. */
+ * too: in rounds of at most INT32_MAX ms. */
 static int wait_for(zkr_barrier_t *b, int64_t wait_ms)
 {
     int rc;
 
-    while ((rc = zkr_barrier_wait(b, cli_timeout_arg(wait_ms))) ==
-               ZKR_ETIMEDOUT &&
-           wait_ms > INT32_MAX)
+    for (;;) {
+        int64_t round = wait_ms > INT32_MAX ? INT32_MAX : wait_ms;
+
+        rc = zkr_barrier_wait(b, (int)round);
+        if (rc != ZKR_ETIMEDOUT || wait_ms <= INT32_MAX)
+            return rc;
         wait_ms -= INT32_MAX;
-    return rc;
+    }
 }
 
 int cli_barrier(const cli_t *c, int argc, char **argv)
@@ -133,6 +135,7 @@ int cli_barrier(const cli_t *c, int argc, char **argv)
     if (rc == 0)
         rc = op == ZKR_BARRIER_SET     ? zkr_barrier_set(b, NULL)
              : op == ZKR_BARRIER_CLEAR ? zkr_barrier_clear(b, NULL)
+             : wait_ms < 0             ? zkr_barrier_wait(b, -1)
                                        : wait_for(b, wait_ms);
     if (rc == 0) {
         status = 0;
@@ -141,8 +144,8 @@ int cli_barrier(const cli_t *c, int argc, char **argv)
             cli_err("%s: %s: still standing", sub, path);
         status = CLI_EXIT_NOT_ACQUIRED;
     } else if (rc == ZKR_EINDOUBT) {
-        cli_err("%s: %s: the answer was lost and the barrier does not stand "
-                "now: this set may have set it and someone cleared it since",
+        cli_err("%s: %s: the answer was lost and the outcome is unknown (the "
+                "barrier may or may not stand): look before trying again",
                 sub, path);
         status = CLI_EXIT_INDOUBT;
     } else {

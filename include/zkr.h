@@ -2669,19 +2669,28 @@ ZKR_EXTERN int zkr_atomic_async(zkr_atomic_t *c, zkr_atomic_op_t op, int64_t a,
  * was being re-created after expiry, when no watch could tell). Through a
  * lost connection it waits on (the watch survives a reconnection; after
  * a session expiry it looks again on the new session) until its timeout.
- * A wait that ends leaves no watch behind.
+ * It always looks once (the sync and the read), so on a slow or lagging
+ * server a wait may return after its timeout, by up to about the session
+ * timeout (each request is answered, or the connection given up, within
+ * it). A wait that ends leaves no watch behind (a watch whose removal
+ * cannot be queued for want of memory stays until the node changes).
  *
  * **Lost answers.** A set or clear whose answer is lost with the
  * connection is not sent again blindly: once connected, zkr syncs and
- * reads the node. A set that finds the barrier standing returns 0 (for
- * an ephemeral barrier, created is 1 only if the node is this session's);
- * a set that finds no node, and no child of the parent made or deleted
- * since it looked, creates it again; else the barrier may have been set
- * by this call and cleared since, and it returns ZKR_EINDOUBT. A clear
- * that finds no node, or another node than the one it deleted (a new
- * czxid), returns 0: the barrier was cleared during the call. A clear
- * deletes at the version it read, so it never deletes a node it did not
- * read.
+ * reads the node. A set that finds the barrier standing returns 0
+ * (created is 1 only if the node holds this call's data, a UUID of its
+ * own); a set that finds no node, and no child of the parent made or
+ * deleted since it looked, creates it again; else the barrier may have
+ * been set by this call and cleared since, and it returns ZKR_EINDOUBT.
+ * A clear that finds no node, or another node than the one it read (a new
+ * czxid), returns 0: the barrier was cleared during the call. When the
+ * outcome cannot be read (no connection within the bound below, the
+ * session lost for good, the handle freed while not connected), a set or
+ * clear whose answer was lost returns ZKR_EINDOUBT: it may or may not
+ * have applied. A clear deletes at the version it read; ZooKeeper has no
+ * delete conditional on the czxid, so a node deleted and set again
+ * between the read and the delete (at version 0 again) is deleted too,
+ * which is a clear right after that set.
  *
  * \par RETURN VALUE
  * 0 on success, or an error code.
@@ -2690,16 +2699,18 @@ ZKR_EXTERN int zkr_atomic_async(zkr_atomic_t *c, zkr_atomic_op_t op, int64_t a,
  * - ZBADARGUMENTS: NULL, an invalid path or flag, the root, a timeout
  *   below -1.
  * - ZKR_ETIMEDOUT: a wait whose timeout passed with the barrier standing.
- * - ZKR_EINDOUBT: a set whose answer was lost, and the barrier is not
- *   standing: this call may have set it, and someone (or the session's
- *   expiry) cleared it since.
+ * - ZKR_EINDOUBT: a set or clear whose answer was lost, and its outcome
+ *   unknown: the barrier may or may not stand (for a set that found it
+ *   not standing: this call may have set it, and someone, or the
+ *   session's expiry, cleared it since).
  * - ZCONNECTIONLOSS: a set or clear with no answer within the session
  *   timeout plus the request timeout of its start or its last answer
- *   (not connected); nothing was changed.
+ *   (not connected); the barrier was not changed (missing ancestors may
+ *   have been made).
  * - ZNOTEMPTY: a clear of a node that has children (not a barrier).
  * - ZNOCHILDRENFOREPHEMERALS: a set under an ephemeral parent.
  * - ZNONODE: a set whose parent was missing again after its ancestors
- *   were made, three times; nothing was changed.
+ *   were made, three times; the barrier was not set.
  * - ZKR_ELOST: the session was lost and is not re-created
  *   (`no_reconnect` or an adopted handle).
  * - ZKR_ECANCELED: zkr_barrier_free() ended an asynchronous operation.
@@ -2778,8 +2789,8 @@ ZKR_EXTERN int zkr_barrier_set(zkr_barrier_t *b, int *created);
 ZKR_EXTERN int zkr_barrier_clear(zkr_barrier_t *b, int *removed);
 
 /**
- * \brief Waits until the barrier does not stand, at most timeout_ms (-1:
- *   no limit; 0: look once).
+ * \brief Waits until the barrier does not stand, for timeout_ms (-1: no
+ *   limit; 0: look once; see "Waiting" above for a slow server).
  * \return 0 (not standing, or cleared since the call began);
  *   ZKR_ETIMEDOUT; the errors above.
  */

@@ -24,14 +24,8 @@
 typedef struct op op_t;
 
 struct zkr_atomic {
-    zkr_session_t *s;
-    op_t *ops; /* the operations under way: the free waits for them */
-    char *path;
-    char *parent; /* the path's parent ("/" for a top-level node) */
-    int text;     /* ZKR_ATOMIC_TEXT */
-    struct ACL_vector acl;
-    int acl_owned;
-    int freeing; /* being freed: operations end with ZKR_ECANCELED */
+    zkr__rhandle_t h; /* its path, ACL and operations (call.h) */
+    int text;         /* ZKR_ATOMIC_TEXT */
 };
 
 /* The steps of an operation (op_t.step): the request in flight. */
@@ -49,20 +43,14 @@ enum {
 };
 
 #define VALUE_MAX 24 /* "-9223372036854775808" and its NUL */
-#define ROUNDS 3     /* creates refused for want of a parent, at most */
 
 struct op {
-    op_t *prev, *next; /* the handle's operations */
-    zkr__call_t k;     /* its requests */
-    zkr__task_t tk;    /* its wake-ups: connected, a pause's end, deadline */
-    zkr__event_t *ev;  /* an asynchronous one's completion, made ahead */
-    zkr_atomic_t *c;   /* NULL once ended */
+    zkr__rop_t o;    /* its requests, wake-ups and end (call.h) */
+    zkr_atomic_t *c; /* its handle */
     zkr_atomic_op_t kind;
     int64_t a, b;
     zkr_atomic_result_t r;
-    int step;               /* CS_*: the request in flight, or 0 */
     int synced;             /* its last read came after a sync */
-    int unknown;            /* the last write's answer was lost */
     int wcreate;            /* the write is a create ... */
     int32_t wversion;       /* ... or a setData at this version */
     int64_t wczxid;         /* ... of the node with this czxid */
@@ -78,14 +66,6 @@ struct op {
     int r_len; /* -1: not a value (longer than any) */
     zoo_op_t ops[2];
     zoo_op_result_t res[2];
-    int anc_at;          /* making the path's ancestors: the '/' of the last one
-                            made (0: none yet), or -1 */
-    int rounds;          /* creates refused for want of a parent */
-    int64_t deadline;    /* no answer by then: the end */
-    int unsent;          /* the code of the last request not sent */
-    int64_t pause_until; /* the next attempt not before */
-    int rc;
-    int ended; /* a blocking operation has ended: its caller frees it */
     zkr_atomic_completion_t cb;
     void *cbdata;
 };
@@ -145,78 +125,38 @@ static int32_t next_version(int32_t v)
 
 /* ----------------------------------------------------------- the chain */
 
-/* How long an operation goes on without an answer (not connected, or its
- * requests not sent): the request timeout plus the session timeout. */
-static int64_t op_bound(const zkr_session_t *s)
+static void op_go(zkr__rop_t *r);
+
+static op_t *op_of(zkr__rop_t *r)
 {
-    return (s->req_timeout > 0 ? s->req_timeout : 10000) +
-           (s->timeout > 0 ? s->timeout : 10000);
+    return (op_t *)r;
 }
 
-static void op_go(op_t *o);
-
-static void op_deliver(const zkr__event_t *ev)
+static void op_deliver(zkr__rop_t *r)
 {
-    op_t *o = ev->data;
+    op_t *o = op_of(r);
 
-    o->cb(ev->a, &o->r, o->cbdata);
-    free(o);
+    o->cb(r->rc, &o->r, o->cbdata);
 }
 
-/* Mutex held: the operation ends with rc; a blocking caller is woken, an
- * asynchronous one told on the event thread (its event was made when it
- * began: the completion cannot be lost for want of memory). */
+/* Mutex held: the operation ends with rc. A write whose outcome is not
+ * proven may have applied: whatever ends the operation now says so, never
+ * "nothing changed". */
+static void op_end_rc(zkr__rop_t *r, int rc)
+{
+    if (rc != 0 && r->unknown)
+        rc = ZKR_EINDOUBT;
+    zkr__rop_end(r, rc);
+}
+
 static void op_end(op_t *o, int rc)
 {
-    zkr_atomic_t *c = o->c;
-    zkr_session_t *s = c->s;
-
-    zkr__task_remove(s, &o->tk);
-    o->step = 0;
-    /* A write whose outcome is not proven may have applied: whatever ends
-     * the operation now says so, never "nothing changed". */
-    if (rc != 0 && o->unknown)
-        rc = ZKR_EINDOUBT;
-    o->rc = rc;
-    o->c = NULL;
-    if (o->prev != NULL)
-        o->prev->next = o->next;
-    else
-        c->ops = o->next;
-    if (o->next != NULL)
-        o->next->prev = o->prev;
-    pthread_cond_broadcast(&s->cv);
-    if (o->cb == NULL) {
-        o->ended = 1; /* the caller frees o */
-        return;
-    }
-    if (s->forked) {
-        free(o->ev); /* nothing runs in a forked child */
-        free(o);
-        return;
-    }
-    o->ev->run = op_deliver;
-    zkr__post_event(s, o->ev, ZKR__EV_CALL, rc, NULL, NULL, o);
+    op_end_rc(&o->o, rc);
 }
 
-/* Step st's request was issued with code rc (0: in flight; its answer
- * cannot come before the mutex is released). Not sent: not connected or
- * short of memory, the operation goes on after a pause; else it ends. */
 static void op_issue(op_t *o, int st, int rc)
 {
-    o->step = st;
-    if (rc == 0) {
-        o->unsent = 0;
-        return;
-    }
-    o->step = 0;
-    if (zkr__call_lost(rc) || rc == ZKR_ENOMEM) {
-        o->unsent = rc;
-        o->pause_until = zkr__now_ms() + ZKR__RETRY_MS;
-        zkr__task_wake_at(o->c->s, &o->tk, o->pause_until);
-        return;
-    }
-    op_end(o, rc);
+    zkr__rop_issue(&o->o, st, rc);
 }
 
 /* A setData of data at version v, conditional also at v == -1 (which
@@ -227,12 +167,12 @@ static void op_set(op_t *o, int st, const char *data, int len, int32_t v)
     zkr_atomic_t *c = o->c;
 
     if (v != -1) {
-        op_issue(o, st, zkr__call_set(&o->k, c->path, data, len, v));
+        op_issue(o, st, zkr__call_set(&o->o.k, c->h.path, data, len, v));
         return;
     }
-    zoo_set_op_init(&o->ops[0], c->path, data, len, -1, NULL);
-    zoo_check_op_init(&o->ops[1], c->path, 0);
-    op_issue(o, st, zkr__call_multi(&o->k, 2, o->ops, o->res));
+    zoo_set_op_init(&o->ops[0], c->h.path, data, len, -1, NULL);
+    zoo_check_op_init(&o->ops[1], c->h.path, 0);
+    op_issue(o, st, zkr__call_multi(&o->o.k, 2, o->ops, o->res));
 }
 
 /* Ends with a verdict that rests on a read alone (a compare that did not
@@ -245,7 +185,7 @@ static void op_verdict(op_t *o, int rc)
         op_end(o, rc);
         return;
     }
-    op_issue(o, CS_SYNC, zkr__call_sync(&o->k, o->c->path));
+    op_issue(o, CS_SYNC, zkr__call_sync(&o->o.k, o->c->h.path));
 }
 
 /* Writes value: setData at the version read (st the node's stat), or,
@@ -263,7 +203,7 @@ static void op_write(op_t *o, const struct Stat *st, int64_t value)
         o->wczxid = st->czxid;
         op_set(o, CS_WRITE, o->wdata, o->wlen, st->version);
     } else {
-        op_issue(o, CS_PARENT, zkr__call_exists(&o->k, c->parent));
+        op_issue(o, CS_PARENT, zkr__call_exists(&o->o.k, c->h.parent));
     }
 }
 
@@ -297,19 +237,6 @@ static void op_apply(op_t *o, const struct Stat *st, int64_t v)
     }
 }
 
-/* A create was refused for want of a parent: make the ancestors and try
- * again, a bounded number of times (a missing chroot, or someone
- * deleting the parent each time, ends with ZNONODE). */
-static void op_no_parent(op_t *o)
-{
-    if (++o->rounds > ROUNDS) {
-        op_end(o, ZNONODE);
-        return;
-    }
-    o->anc_at = 0;
-    op_go(o);
-}
-
 /* A lost write's resolution, once the node (and for a create its parent's
  * stat, pst: NULL when there is none) is read after a sync. 0: it did not
  * apply and cannot (start over), 1: a set whose value is there, 2: not
@@ -337,8 +264,9 @@ static int op_resolve(op_t *o, const struct Stat *pst)
             char zero[VALUE_MAX];
             int n = encode(c, 0, zero);
 
-            op_issue(o, CS_FENCE,
-                     zkr__call_create(&o->k, c->path, zero, n, &c->acl, 0));
+            op_issue(
+                o, CS_FENCE,
+                zkr__call_create(&o->o.k, c->h.path, zero, n, &c->h.acl, 0));
             return 2;
         }
         return -1;
@@ -360,11 +288,11 @@ static void op_resolved(op_t *o, int v)
 {
     switch (v) {
     case 0:
-        o->unknown = 0; /* never applied: the operation starts over */
-        op_go(o);
+        o->o.unknown = 0; /* never applied: the operation starts over */
+        op_go(&o->o);
         return;
     case 1:
-        o->unknown = 0;
+        o->o.unknown = 0;
         o->r.changed = 1;
         op_end(o, 0);
         return;
@@ -379,15 +307,15 @@ static void op_resolved(op_t *o, int v)
 /* A request's answer (mutex held). */
 static void op_next(zkr__call_t *k, int rc)
 {
-    op_t *o = (op_t *)((char *)k - offsetof(op_t, k));
+    op_t *o = (op_t *)((char *)k - offsetof(zkr__rop_t, k));
     zkr_atomic_t *c = o->c;
-    int st = o->step;
+    int st = o->o.step;
     int64_t v;
 
-    o->step = 0;
+    o->o.step = 0;
     if (!zkr__call_lost(rc)) /* an answer came: the deadline moves */
-        o->deadline = zkr__now_ms() + op_bound(c->s);
-    if (c->s->forked) {
+        o->o.deadline = zkr__rop_bound(c->h.s);
+    if (c->h.s->forked) {
         op_end(o, ZKR_ECLOSED);
         return;
     }
@@ -395,10 +323,10 @@ static void op_next(zkr__call_t *k, int rc)
         /* A write's answer lost: resolved before anything else is sent.
          * Reads, syncs and fences are asked again. */
         if (st == CS_WRITE || st == CS_CREATE)
-            o->unknown = 1;
+            o->o.unknown = 1;
         if (st == CS_ANCESTOR)
-            o->anc_at = 0; /* it may not have applied: from the top */
-        op_go(o);
+            o->o.anc_at = 0; /* it may not have applied: from the top */
+        op_go(&o->o);
         return;
     }
     switch (st) {
@@ -409,7 +337,7 @@ static void op_next(zkr__call_t *k, int rc)
             op_end(o, rc);
         else if ((rc = decode(c, k->value, k->value_len, &v)) != 0)
             op_verdict(o, rc);
-        else if (c->freeing)
+        else if (c->h.freeing)
             op_end(o, o->kind == ZKR_ATOMIC_GET ? 0 : ZKR_ECANCELED);
         else
             op_apply(o, k->stat, v);
@@ -419,20 +347,20 @@ static void op_next(zkr__call_t *k, int rc)
             op_end(o, rc);
         } else {
             o->synced = 1; /* the next read is at least as new */
-            op_go(o);
+            op_go(&o->o);
         }
         return;
     case CS_PARENT:
         if (rc == ZNONODE) {
-            op_no_parent(o);
+            zkr__rop_no_parent(&o->o);
         } else if (rc != ZOK) {
             op_end(o, rc);
         } else {
             o->pczxid = k->stat->czxid;
             o->ppzxid = k->stat->pzxid;
-            op_issue(
-                o, CS_CREATE,
-                zkr__call_create(k, c->path, o->wdata, o->wlen, &c->acl, 0));
+            op_issue(o, CS_CREATE,
+                     zkr__call_create(k, c->h.path, o->wdata, o->wlen,
+                                      &c->h.acl, 0));
         }
         return;
     case CS_WRITE:
@@ -443,9 +371,9 @@ static void op_next(zkr__call_t *k, int rc)
         } else if (rc == ZBADVERSION || rc == ZNODEEXISTS ||
                    (rc == ZNONODE && st == CS_WRITE)) {
             o->synced = 0;
-            op_go(o); /* another writer was first: read again */
+            op_go(&o->o); /* another writer was first: read again */
         } else if (rc == ZNONODE) {
-            op_no_parent(o);
+            zkr__rop_no_parent(&o->o);
         } else {
             op_end(o, rc);
         }
@@ -453,13 +381,13 @@ static void op_next(zkr__call_t *k, int rc)
     case CS_ANCESTOR:
         /* Whatever an intermediate ancestor says (ZNOAUTH where it exists
          * already, say), the counter's own create decides. */
-        op_go(o);
+        op_go(&o->o);
         return;
     case CS_R_SYNC:
         if (rc != ZOK)
             op_end(o, rc);
         else
-            op_issue(o, CS_R_READ, zkr__call_get(k, c->path));
+            op_issue(o, CS_R_READ, zkr__call_get(k, c->h.path));
         return;
     case CS_R_READ:
         if (rc != ZOK && rc != ZNONODE) {
@@ -479,7 +407,7 @@ static void op_next(zkr__call_t *k, int rc)
             o->r_czxid = k->stat->czxid;
         }
         if (o->wcreate)
-            op_issue(o, CS_R_PARENT, zkr__call_exists(k, c->parent));
+            op_issue(o, CS_R_PARENT, zkr__call_exists(k, c->h.parent));
         else if (o->r_len < 0 && o->r_exists && o->r_czxid == o->wczxid &&
                  o->r_version == o->wversion)
             op_resolved(o, -1); /* data that cannot be ours or a value */
@@ -496,7 +424,7 @@ static void op_next(zkr__call_t *k, int rc)
         if (rc == ZOK) {
             op_resolved(o, 0); /* it can no longer apply: start over */
         } else if (rc == ZBADVERSION || rc == ZNODEEXISTS || rc == ZNONODE) {
-            op_go(o); /* the node moved since: resolve again */
+            op_go(&o->o); /* the node moved since: resolve again */
         } else {
             op_end(o, rc);
         }
@@ -504,105 +432,41 @@ static void op_next(zkr__call_t *k, int rc)
     }
 }
 
-/* Sends the create of the path's next ancestor, from the top: 1 when
- * sent (or the operation ended), 0 when none is left. */
-static int op_ancestor(op_t *o)
-{
-    int rc;
-
-    if (!zkr__call_ancestor(&o->k, o->c->path, &o->anc_at, &o->c->acl, 0,
-                            &rc)) {
-        o->anc_at = -1;
-        return 0;
-    }
-    op_issue(o, CS_ANCESTOR, rc);
-    return 1;
-}
-
 /* The operation's next request, unless one is under way or a pause; or
- * its end: the handle freed, the session closing or lost for good, no
- * answer by the deadline (not connected, or nothing could be sent). Not
- * connected, it waits to be woken. A write of unknown outcome is resolved
+ * its end (zkr__rop_ready()). A write of unknown outcome is resolved
  * first, even when freed, while connected. */
-static void op_go(op_t *o)
+static void op_go(zkr__rop_t *r)
 {
+    op_t *o = op_of(r);
     zkr_atomic_t *c = o->c;
-    zkr_session_t *s = c->s;
-    int64_t now = zkr__now_ms();
 
-    if (s->forked) {
-        op_end(o, ZKR_ECLOSED); /* the parent's requests are not ours */
+    if (!zkr__rop_ready(r, ZCONNECTIONLOSS))
         return;
-    }
-    if (o->k.busy || o->step != 0)
-        return; /* its answer goes on */
-    if (c->freeing && !o->unknown) {
-        op_end(o, ZKR_ECANCELED);
-        return;
-    }
-    if (o->pause_until > now) {
-        zkr__task_wake_at(s, &o->tk, o->pause_until);
-        return;
-    }
-    if (s->closing) {
-        op_end(o, ZKR_ECLOSED);
-        return;
-    }
-    if (now >= o->deadline) { /* not connected, or nothing could be sent */
-        op_end(o, o->unsent == ZKR_ENOMEM ? ZKR_ENOMEM : ZCONNECTIONLOSS);
-        return;
-    }
-    if (s->zh == NULL || !s->connected) {
-        if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
-            op_end(o, ZKR_ELOST);
-        else if (c->freeing)
-            op_end(o, ZCONNECTIONLOSS);
-        else
-            zkr__task_wake_at(s, &o->tk, o->deadline);
-        return;
-    }
-    if (o->unknown)
-        op_issue(o, CS_R_SYNC, zkr__call_sync(&o->k, c->path));
-    else if (o->anc_at < 0 || op_ancestor(o) == 0)
-        op_issue(o, CS_READ, zkr__call_get(&o->k, c->path));
+    if (r->unknown)
+        op_issue(o, CS_R_SYNC, zkr__call_sync(&r->k, c->h.path));
+    else if (r->anc_at < 0 || zkr__rop_ancestor(r, CS_ANCESTOR) == 0)
+        op_issue(o, CS_READ, zkr__call_get(&r->k, c->h.path));
 }
 
-static void op_wake(zkr__task_t *t)
-{
-    op_go((op_t *)((char *)t - offsetof(op_t, tk)));
-}
+static const zkr__rop_class_t atomic_class = {op_go, op_end_rc, op_deliver,
+                                              op_next};
 
 /* An operation, started (mutex held), or NULL (no memory). */
 static op_t *op_start(zkr_atomic_t *c, zkr_atomic_op_t kind, int64_t a,
                       int64_t b, zkr_atomic_completion_t cb, void *cbdata)
 {
-    zkr_session_t *s = c->s;
-    op_t *o = calloc(1, sizeof(*o));
+    op_t *o =
+        (op_t *)zkr__rop_new(&c->h, sizeof(op_t), &atomic_class, cb != NULL);
 
     if (o == NULL)
         return NULL;
-    if (cb != NULL && (o->ev = zkr__event_new()) == NULL) {
-        free(o);
-        return NULL;
-    }
     o->c = c;
     o->kind = kind;
     o->a = a;
     o->b = b;
     o->cb = cb;
     o->cbdata = cbdata;
-    o->anc_at = -1;
-    o->k.s = s;
-    o->k.next = op_next;
-    o->tk.wake = op_wake;
-    o->tk.wake_at = -1;
-    o->deadline = zkr__now_ms() + op_bound(s);
-    o->next = c->ops;
-    if (c->ops != NULL)
-        c->ops->prev = o;
-    c->ops = o;
-    zkr__task_add(s, &o->tk);
-    op_go(o);
+    op_go(&o->o);
     return o;
 }
 
@@ -612,77 +476,27 @@ int zkr_atomic_new(zkr_atomic_t **out, zkr_session_t *s, const char *path,
                    int flags, const struct ACL_vector *acl)
 {
     zkr_atomic_t *c;
-    int rc = 0;
+    int rc;
 
-    if (out == NULL || s == NULL || zkr__check_path(path) != 0 ||
-        strcmp(path, "/") == 0 || strlen(path) > ZKR_PATH_MAX ||
-        (flags & ~ZKR_ATOMIC_TEXT) != 0)
+    if (out == NULL || s == NULL || (flags & ~ZKR_ATOMIC_TEXT) != 0)
         return ZBADARGUMENTS;
     *out = NULL;
-    if ((c = calloc(1, sizeof(*c))) == NULL ||
-        (c->path = zkr__strdup(path)) == NULL ||
-        (c->parent = zkr__strdup(path)) == NULL) {
-        if (c != NULL)
-            free(c->path);
-        free(c);
+    if ((c = calloc(1, sizeof(*c))) == NULL)
         return ZKR_ENOMEM;
-    }
-    if (strrchr(c->parent, '/') == c->parent)
-        c->parent[1] = '\0';
-    else
-        *strrchr(c->parent, '/') = '\0';
-    c->s = s;
-    c->text = (flags & ZKR_ATOMIC_TEXT) != 0;
-    if (acl == NULL)
-        c->acl = ZOO_OPEN_ACL_UNSAFE; /* shared, not copied */
-    else if ((rc = zkr__acl_copy(&c->acl, acl)) == 0)
-        c->acl_owned = 1;
-    if (rc == 0) {
-        pthread_mutex_lock(&s->mu);
-        if (s->closing)
-            rc = ZKR_ECLOSED;
-        else
-            zkr__session_hold(s, 1); /* zkr_session_free() refuses */
-        pthread_mutex_unlock(&s->mu);
-    }
-    if (rc != 0) {
-        if (c->acl_owned)
-            zkr__acl_free(&c->acl);
-        free(c->parent);
-        free(c->path);
+    if ((rc = zkr__rhandle_init(&c->h, s, path, acl)) != 0) {
         free(c);
         return rc;
     }
+    c->text = (flags & ZKR_ATOMIC_TEXT) != 0;
     *out = c;
     return 0;
 }
 
 void zkr_atomic_free(zkr_atomic_t *c)
 {
-    zkr_session_t *s;
-
     if (c == NULL)
         return;
-    s = c->s;
-    pthread_mutex_lock(&s->mu);
-    /* Operations end at their next step: one waiting (for a connection, a
-     * pause) now, one with a request in flight when its answer comes (on
-     * ZooKeeper's thread, bounded by the client's timeouts); a write of
-     * unknown outcome is resolved first while connected. Their ends post
-     * their completions, which do not touch c. */
-    c->freeing = 1;
-    for (op_t *o = c->ops, *nx; o != NULL; o = nx) {
-        nx = o->next;
-        op_go(o);
-    }
-    while (c->ops != NULL)
-        zkr__wait(s, NULL, zkr__now_ms() + 100);
-    zkr__session_hold(s, -1);
-    pthread_mutex_unlock(&s->mu);
-    if (c->acl_owned)
-        zkr__acl_free(&c->acl);
-    free(c->parent);
-    free(c->path);
+    zkr__rhandle_free(&c->h);
     free(c);
 }
 
@@ -701,9 +515,9 @@ int zkr_atomic_async(zkr_atomic_t *c, zkr_atomic_op_t kind, int64_t a,
 
     if (op_check(c, kind) != 0 || cb == NULL)
         return ZBADARGUMENTS;
-    s = c->s;
+    s = c->h.s;
     pthread_mutex_lock(&s->mu);
-    if (s->closing || s->forked || c->freeing) {
+    if (zkr__rop_may_start(&c->h) != 0) {
         pthread_mutex_unlock(&s->mu);
         return ZKR_ECLOSED;
     }
@@ -725,9 +539,9 @@ int zkr_atomic_run(zkr_atomic_t *c, zkr_atomic_op_t kind, int64_t a, int64_t b,
         return ZBADARGUMENTS;
     if (zkr__in_callback())
         return ZKR_EDEADLK;
-    s = c->s;
+    s = c->h.s;
     pthread_mutex_lock(&s->mu);
-    if (s->closing || s->forked || c->freeing) {
+    if (zkr__rop_may_start(&c->h) != 0) {
         pthread_mutex_unlock(&s->mu);
         return ZKR_ECLOSED;
     }
@@ -735,10 +549,8 @@ int zkr_atomic_run(zkr_atomic_t *c, zkr_atomic_op_t kind, int64_t a, int64_t b,
         pthread_mutex_unlock(&s->mu);
         return ZKR_ENOMEM;
     }
-    while (!o->ended)
-        zkr__wait(s, &o->ended, -1);
+    rc = zkr__rop_wait(&o->o);
     pthread_mutex_unlock(&s->mu);
-    rc = o->rc;
     if (r != NULL)
         *r = o->r;
     free(o);

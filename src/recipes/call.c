@@ -244,3 +244,256 @@ int zkr__call_ancestor(zkr__call_t *k, const char *path, int *at,
     *rc = zkr__call_create(k, pre, "", 0, acl, mode);
     return 1;
 }
+
+/* ------------------------------------------------------ operations */
+
+int zkr__rhandle_init(zkr__rhandle_t *h, zkr_session_t *s, const char *path,
+                      const struct ACL_vector *acl)
+{
+    int rc = 0;
+
+    memset(h, 0, sizeof(*h));
+    if (zkr__check_path(path) != 0 || strcmp(path, "/") == 0 ||
+        strlen(path) > ZKR_PATH_MAX)
+        return ZBADARGUMENTS;
+    if ((h->path = zkr__strdup(path)) == NULL ||
+        (h->parent = zkr__strdup(path)) == NULL) {
+        free(h->path);
+        return ZKR_ENOMEM;
+    }
+    if (strrchr(h->parent, '/') == h->parent)
+        h->parent[1] = '\0';
+    else
+        *strrchr(h->parent, '/') = '\0';
+    h->s = s;
+    if (acl == NULL)
+        h->acl = ZOO_OPEN_ACL_UNSAFE; /* shared, not copied */
+    else if ((rc = zkr__acl_copy(&h->acl, acl)) == 0)
+        h->acl_owned = 1;
+    if (rc == 0) {
+        pthread_mutex_lock(&s->mu);
+        if (s->closing)
+            rc = ZKR_ECLOSED;
+        else
+            zkr__session_hold(s, 1); /* zkr_session_free() refuses */
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (rc != 0) {
+        if (h->acl_owned)
+            zkr__acl_free(&h->acl);
+        free(h->parent);
+        free(h->path);
+    }
+    return rc;
+}
+
+void zkr__rhandle_free(zkr__rhandle_t *h)
+{
+    zkr_session_t *s = h->s;
+
+    pthread_mutex_lock(&s->mu);
+    /* Operations end at their next step: one waiting (for a connection, a
+     * pause, a watch) now, one with a request in flight when its answer
+     * comes (on ZooKeeper's thread, bounded by the client's timeouts); a
+     * write of unknown outcome is resolved first while connected. Their
+     * ends post their completions, which do not touch h. */
+    h->freeing = 1;
+    for (zkr__rop_t *o = h->ops, *nx; o != NULL; o = nx) {
+        nx = o->next;
+        o->cls->go(o);
+    }
+    while (h->ops != NULL)
+        zkr__wait(s, NULL, zkr__now_ms() + 100);
+    zkr__session_hold(s, -1);
+    pthread_mutex_unlock(&s->mu);
+    if (h->acl_owned)
+        zkr__acl_free(&h->acl);
+    free(h->parent);
+    free(h->path);
+}
+
+int64_t zkr__rop_bound(const zkr_session_t *s)
+{
+    return zkr__now_ms() + (s->req_timeout > 0 ? s->req_timeout : 10000) +
+           (s->timeout > 0 ? s->timeout : 10000);
+}
+
+static void rop_wake(zkr__task_t *t)
+{
+    zkr__rop_t *o = (zkr__rop_t *)((char *)t - offsetof(zkr__rop_t, tk));
+
+    o->cls->go(o);
+}
+
+zkr__rop_t *zkr__rop_of_task(zkr__task_t *t)
+{
+    return t->wake == rop_wake
+               ? (zkr__rop_t *)((char *)t - offsetof(zkr__rop_t, tk))
+               : NULL;
+}
+
+zkr__rop_t *zkr__rop_new(zkr__rhandle_t *h, size_t size,
+                         const zkr__rop_class_t *cls, int async)
+{
+    zkr_session_t *s = h->s;
+    zkr__rop_t *o = calloc(1, size);
+
+    if (o == NULL)
+        return NULL;
+    if (async && (o->ev = zkr__event_new()) == NULL) {
+        free(o);
+        return NULL;
+    }
+    o->cls = cls;
+    o->h = h;
+    o->anc_at = -1;
+    o->k.s = s;
+    o->k.next = cls->answer;
+    o->tk.wake = rop_wake;
+    o->tk.wake_at = -1;
+    o->deadline = zkr__rop_bound(s);
+    o->next = h->ops;
+    if (h->ops != NULL)
+        h->ops->prev = o;
+    h->ops = o;
+    zkr__task_add(s, &o->tk);
+    return o;
+}
+
+static void rop_deliver(const zkr__event_t *ev)
+{
+    zkr__rop_t *o = ev->data;
+
+    o->cls->deliver(o);
+    free(o);
+}
+
+void zkr__rop_end(zkr__rop_t *o, int rc)
+{
+    zkr__rhandle_t *h = o->h;
+    zkr_session_t *s = h->s;
+
+    zkr__task_remove(s, &o->tk);
+    o->step = 0;
+    o->rc = rc;
+    o->h = NULL;
+    if (o->prev != NULL)
+        o->prev->next = o->next;
+    else
+        h->ops = o->next;
+    if (o->next != NULL)
+        o->next->prev = o->prev;
+    pthread_cond_broadcast(&s->cv);
+    if (o->ev == NULL) {
+        o->ended = 1; /* the caller frees o */
+        return;
+    }
+    if (s->forked) {
+        free(o->ev); /* nothing runs in a forked child */
+        free(o);
+        return;
+    }
+    o->ev->run = rop_deliver;
+    zkr__post_event(s, o->ev, ZKR__EV_CALL, rc, NULL, NULL, o);
+}
+
+void zkr__rop_issue(zkr__rop_t *o, int st, int rc)
+{
+    o->step = st;
+    if (rc == 0) {
+        o->unsent = 0;
+        return;
+    }
+    o->step = 0;
+    if (zkr__call_lost(rc) || rc == ZKR_ENOMEM) {
+        o->unsent = rc;
+        o->pause_until = zkr__now_ms() + ZKR__RETRY_MS;
+        zkr__task_wake_at(o->h->s, &o->tk, o->pause_until);
+        return;
+    }
+    o->cls->end(o, rc);
+}
+
+enum { ROP_ROUNDS = 3 }; /* creates refused for want of a parent, at most */
+
+void zkr__rop_no_parent(zkr__rop_t *o)
+{
+    if (++o->rounds > ROP_ROUNDS) {
+        o->cls->end(o, ZNONODE);
+        return;
+    }
+    o->anc_at = 0;
+    o->cls->go(o);
+}
+
+int zkr__rop_ancestor(zkr__rop_t *o, int st)
+{
+    int rc;
+
+    if (!zkr__call_ancestor(&o->k, o->h->path, &o->anc_at, &o->h->acl, 0,
+                            &rc)) {
+        o->anc_at = -1;
+        return 0;
+    }
+    zkr__rop_issue(o, st, rc);
+    return 1;
+}
+
+int zkr__rop_ready(zkr__rop_t *o, int deadline_rc)
+{
+    zkr__rhandle_t *h = o->h;
+    zkr_session_t *s = h->s;
+    int64_t now = zkr__now_ms();
+
+    if (s->forked) {
+        o->cls->end(o, ZKR_ECLOSED); /* the parent's requests are not ours */
+        return 0;
+    }
+    if (o->k.busy || o->step != 0)
+        return 0; /* its answer goes on */
+    if (h->freeing && !o->unknown) {
+        o->cls->end(o, ZKR_ECANCELED);
+        return 0;
+    }
+    if (o->pause_until > now) {
+        zkr__task_wake_at(s, &o->tk, o->pause_until);
+        return 0;
+    }
+    if (s->closing) {
+        o->cls->end(o, ZKR_ECLOSED);
+        return 0;
+    }
+    if (deadline_rc != 0 && o->deadline >= 0 && now >= o->deadline) {
+        /* not connected, or nothing could be sent */
+        o->cls->end(o, o->unsent == ZKR_ENOMEM && deadline_rc == ZCONNECTIONLOSS
+                           ? ZKR_ENOMEM
+                           : deadline_rc);
+        return 0;
+    }
+    if (s->zh == NULL || !s->connected) {
+        if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
+            o->cls->end(o, ZKR_ELOST);
+        else if (h->freeing)
+            o->cls->end(o, ZCONNECTIONLOSS);
+        else
+            zkr__task_wake_at(s, &o->tk, o->deadline);
+        return 0;
+    }
+    return 1;
+}
+
+int zkr__rop_wait(zkr__rop_t *o)
+{
+    zkr_session_t *s = o->k.s;
+
+    while (!o->ended)
+        zkr__wait(s, &o->ended, -1);
+    return o->rc;
+}
+
+int zkr__rop_may_start(const zkr__rhandle_t *h)
+{
+    const zkr_session_t *s = h->s;
+
+    return s->closing || s->forked || h->freeing ? ZKR_ECLOSED : 0;
+}

@@ -201,14 +201,16 @@ static int is_create(int32_t type)
  * the start of this message (the reply to drop). */
 static int on_header(struct conn *c, int dir, const struct framer *f)
 {
-    if (dir == C2S && f->want == 12 && drop_create_armed == 3 &&
-        be32(f->hdr + 8) == 5) {
+    if (dir == C2S && f->want == 12 &&
+        ((drop_create_armed == 3 && be32(f->hdr + 8) == 5) ||
+         (drop_create_armed == 5 && is_create(be32(f->hdr + 8))))) {
         drop_create_armed = 0;
         return 1; /* cut before the request: it never reaches the server */
     }
     if (dir == C2S && f->want == 12 && drop_create_armed &&
-        (drop_create_armed == 2 ? be32(f->hdr + 8) == 5
-                                : is_create(be32(f->hdr + 8)))) {
+        (drop_create_armed == 2   ? be32(f->hdr + 8) == 5
+         : drop_create_armed == 4 ? be32(f->hdr + 8) == 2
+                                  : is_create(be32(f->hdr + 8)))) {
         drop_create_armed = 0;
         c->drop_armed = 1;
         c->drop_xid = be32(f->hdr + 4);
@@ -495,6 +497,18 @@ static void do_command(char *line, int *quit)
     } else if (strcmp(line, "drop-create-reply-blackhole") == 0) {
         drop_create_armed = 1;
         drop_then_blackhole = 1;
+    } else if (strcmp(line, "drop-delete-reply-blackhole") == 0) {
+        drop_create_armed = 4;
+        drop_then_blackhole = 1;
+    } else if (strcmp(line, "drop-delete-reply") == 0) {
+        drop_create_armed = 4;
+        drop_then_blackhole = 0;
+    } else if (strcmp(line, "drop-create-request-blackhole") == 0) {
+        drop_create_armed = 5;
+        drop_then_blackhole = 1;
+    } else if (strcmp(line, "drop-create-request") == 0) {
+        drop_create_armed = 5;
+        drop_then_blackhole = 0;
     } else if (strcmp(line, "fail-auth") == 0) {
         fail_auth_armed = 1;
     } else if (strcmp(line, "reset-auth") == 0) {

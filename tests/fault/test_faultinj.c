@@ -855,6 +855,47 @@ static void test_digest_refused_between_attempts(void **state)
     zookeeper_close(alice);
 }
 
+/* A wait(200) under allocation failures that last (from the second on):
+ * its timeout still ends it (ZKR_ETIMEDOUT), though it never looked. It
+ * waited until the failures stopped. */
+static atomic_int rvw_done;
+static int rvw_rc;
+static void *rvw_main(void *arg)
+{
+    rvw_rc = zkr_barrier_wait(arg, 200);
+    atomic_store(&rvw_done, 1);
+    return NULL;
+}
+static void test_barrier_wait_enomem(void **state)
+{
+    zkr_session_t *s = open_session(10000);
+    zkr_barrier_t *b = NULL;
+    pthread_t t;
+    int64_t t0;
+
+    (void)state;
+    zoo_create(raw, "/revw", NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(zkr_barrier_new(&b, s, "/revw", 0, NULL), 0);
+    atomic_store(&rvw_done, 0);
+    zkr__fault_arm(ZKR__FAULT_ALLOC, 2, 1, 0);
+    t0 = zkt_now_ms();
+    pthread_create(&t, NULL, rvw_main, b);
+    zkt_sleep_ms(5000);
+    print_message("# wait(200) under ENOMEM: done=%d after %lld ms (rc %d)\n",
+                  atomic_load(&rvw_done), (long long)(zkt_now_ms() - t0),
+                  rvw_rc);
+    int hung = !atomic_load(&rvw_done);
+    zkr__fault_arm(0, 0, 0, 0);
+    pthread_join(t, NULL);
+    print_message("# after disarm: rc %d at %lld ms\n", rvw_rc,
+                  (long long)(zkt_now_ms() - t0));
+    zkr_barrier_free(b);
+    zkr_session_free(s);
+    zoo_delete(raw, "/revw", -1);
+    assert_false(hung);
+    assert_int_equal(rvw_rc, ZKR_ETIMEDOUT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -877,6 +918,7 @@ int main(void)
         cmocka_unit_test_teardown(test_barrier_zk, disarm),
         cmocka_unit_test_teardown(test_barrier_alloc, disarm),
         cmocka_unit_test_teardown(test_acquire_in_lost_window, disarm),
+        cmocka_unit_test_teardown(test_barrier_wait_enomem, disarm),
         cmocka_unit_test_teardown(test_index_growth_alloc, disarm),
         cmocka_unit_test_teardown(test_digest_refused_between_attempts, disarm),
     };

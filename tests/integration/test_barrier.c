@@ -1054,6 +1054,234 @@ static void test_bad_arguments(void **state)
     assert_int_equal(zkr_session_free(s), 0);
 }
 
+/* ------------------------------------------- the second review's cases */
+
+static struct {
+    atomic_int n;
+    int rc[4], changed[4];
+} rv;
+
+static void rv_cb(int rc, int changed, void *data)
+{
+    int i = (int)(intptr_t)data;
+
+    rv.rc[i] = rc;
+    rv.changed[i] = changed;
+    atomic_fetch_add(&rv.n, 1);
+}
+
+/* A clear whose delete applied, its answer lost, then no connection until
+ * its bound: ZKR_EINDOUBT (it said ZCONNECTIONLOSS, "nothing changed",
+ * with the node gone). */
+static void test_clear_lost_then_cut(void **state)
+{
+    const char *p = "/t/rev/clearcut";
+    zkr_session_t *s = open_proxied(4000);
+    zkr_barrier_t *b = new_barrier(s, p, 0);
+    int removed = -1, rc;
+
+    (void)state;
+    raw_make(p);
+    assert_int_equal(zkt_proxy_cmd(proxy, "drop-delete-reply-blackhole"), 0);
+    rc = zkr_barrier_clear(b, &removed);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    print_message("# clear rc=%d (%s) removed=%d node exists=%d\n", rc,
+                  zkr_strerror(rc), removed, raw_exists(p));
+    assert_false(raw_exists(p));
+    assert_int_equal(rc, ZKR_EINDOUBT);
+    zkr_barrier_free(b);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* Two sets of one session: A's create never reaches the server (cut), B
+ * makes the node after the reconnection, before A resolves. Only B says
+ * created (both did: A took this session's ephemeral node for its own). */
+static void test_two_sets_one_created(void **state)
+{
+    const char *p = "/t/rev/twoset";
+    zkr_session_t *s = open_proxied(ST);
+    zkr_barrier_t *b = new_barrier(s, p, 0);
+
+    (void)state;
+    memset(&rv, 0, sizeof(rv));
+    raw_make("/t/rev/twoset-x");
+    assert_int_equal(zkt_proxy_cmd(proxy, "drop-create-request-blackhole"), 0);
+    assert_int_equal(
+        zkr_barrier_async(b, ZKR_BARRIER_SET, -1, rv_cb, (void *)0), 0);
+    zkt_sleep_ms(300);
+    assert_int_equal(
+        zkr_barrier_async(b, ZKR_BARRIER_SET, -1, rv_cb, (void *)1), 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(zkr_session_state(s) != ZKR_STATE_CONNECTED &&
+                           zkr_session_state(s) != ZKR_STATE_RECONNECTED,
+                       zkt_scaled_ms(3 * ST)));
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_true(ZKT_WAIT_UNTIL(atomic_load(&rv.n) == 2, zkt_scaled_ms(3 * ST)));
+    print_message("# A rc=%d created=%d; B rc=%d created=%d\n", rv.rc[0],
+                  rv.changed[0], rv.rc[1], rv.changed[1]);
+    assert_int_equal(rv.rc[0], 0);
+    assert_int_equal(rv.rc[1], 0);
+    assert_int_equal(rv.changed[0] + rv.changed[1], 1);
+    assert_true(raw_exists(p));
+    zkr_barrier_free(b);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* Waits on p and q in one session; an operator takes read away from p
+ * (no event), then q's event makes every wait look again: p's look is
+ * refused (ZNOAUTH) and its wait ends; no watch of it is left on p. */
+static void test_refused_look_leaves_no_watch(void **state)
+{
+    const char *p = "/t/rev/acl", *q = "/t/rev/acl-other";
+    zkr_session_t *s = open_session(ST);
+    zkr_barrier_t *b = new_barrier(s, p, 0), *c = new_barrier(s, q, 0);
+    struct ACL none_read[] = {
+        {ZOO_PERM_ALL & ~ZOO_PERM_READ, ZOO_ANYONE_ID_UNSAFE}};
+    struct ACL_vector nr = {1, none_read};
+    int64_t sid = zkr_session_id(s);
+
+    (void)state;
+    memset(&rv, 0, sizeof(rv));
+    raw_make(p);
+    raw_make(q);
+    assert_int_equal(
+        zkr_barrier_async(b, ZKR_BARRIER_WAIT, -1, rv_cb, (void *)0), 0);
+    assert_int_equal(
+        zkr_barrier_async(c, ZKR_BARRIER_WAIT, -1, rv_cb, (void *)1), 0);
+    watching(s, p);
+    watching(s, q);
+    assert_int_equal(zoo_set_acl(raw, p, -1, &nr), ZOK); /* fires nothing */
+    assert_int_equal(zoo_set(raw, q, "y", 1, -1), ZOK);  /* q's event */
+    assert_true(ZKT_WAIT_UNTIL(atomic_load(&rv.n) >= 1, zkt_scaled_ms(ST)));
+    assert_int_equal(rv.rc[0], ZNOAUTH);
+    no_watch_left(sid, p);
+    zkr_barrier_free(c);
+    zkr_barrier_free(b);
+    assert_int_equal(zkr_session_free(s), 0);
+    assert_int_equal(zoo_delete(raw, p, -1), ZOK);
+    assert_int_equal(zoo_delete(raw, q, -1), ZOK);
+}
+
+/* A wait's timeout on a slow server (1.5 s each way): it looks once
+ * first, so it ends late, but within the rule's bound (about the session
+ * timeout past its timeout), ZKR_ETIMEDOUT. */
+static void test_wait_timeout_slow_server(void **state)
+{
+    const char *p = "/t/rev/slow";
+    zkr_session_t *s = open_proxied(ST);
+    zkr_barrier_t *b = new_barrier(s, p, 0);
+    int64_t t0, took;
+    int rc;
+
+    (void)state;
+    raw_make(p);
+    assert_int_equal(zkt_proxy_cmd(proxy, "delay 1500"), 0);
+    t0 = zkt_now_ms();
+    rc = zkr_barrier_wait(b, 200);
+    took = zkt_now_ms() - t0;
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    print_message("# wait(200) on a slow server: rc=%d after %lld ms\n", rc,
+                  (long long)took);
+    assert_int_equal(rc, ZKR_ETIMEDOUT);
+    assert_true(took >= 200 && took <= 200 + 2 * zkt_scaled_ms(ST));
+    zkr_barrier_free(b);
+    assert_int_equal(zkr_session_free(s), 0);
+    assert_int_equal(zoo_delete(raw, p, -1), ZOK);
+}
+
+/* q's event makes the wait on p look again; that look is lost with the
+ * connection (reset), and the wait's timeout ends it while cut. On the
+ * same session, reconnected, no watch of it is left on p (the client set
+ * it again on reconnecting). */
+static void test_event_then_cut_leaves_no_watch(void **state)
+{
+    const char *p = "/t/rev/xa", *q = "/t/rev/xb";
+    zkr_session_t *s = open_proxied(ST);
+    zkr_barrier_t *b = new_barrier(s, p, 0), *c = new_barrier(s, q, 0);
+    int64_t sid = zkr_session_id(s);
+
+    (void)state;
+    memset(&rv, 0, sizeof(rv));
+    raw_make(p);
+    raw_make(q);
+    assert_int_equal(
+        zkr_barrier_async(b, ZKR_BARRIER_WAIT, 4000, rv_cb, (void *)0), 0);
+    assert_int_equal(
+        zkr_barrier_async(c, ZKR_BARRIER_WAIT, -1, rv_cb, (void *)1), 0);
+    watching(s, p);
+    watching(s, q);
+    assert_int_equal(zkt_proxy_cmd(proxy, "delay 1000"), 0);
+    assert_int_equal(zoo_set(raw, q, "y", 1, -1), ZOK); /* q's event */
+    zkt_sleep_ms(1500); /* delivered; the new looks held in the proxy */
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "reset"), 0);
+    assert_true(ZKT_WAIT_UNTIL(atomic_load(&rv.n) >= 1, zkt_scaled_ms(3 * ST)));
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_int_equal(zkr_session_wait_connected(s, zkt_scaled_ms(ST)), 0);
+    zkr_barrier_free(c);
+    if (zkr_session_id(s) == sid)
+        no_watch_left(sid, p);
+    zkr_barrier_free(b);
+    assert_int_equal(zkr_session_free(s), 0);
+    assert_int_equal(zoo_delete(raw, p, -1), ZOK);
+    assert_int_equal(zoo_delete(raw, q, -1), ZOK);
+}
+
+/* W1's watch is kept at its timeout for W2 (another handle, same path
+ * and session, its sync held by a slow link); W2 is then freed before it
+ * ever looked: the watch is still removed. */
+static void test_kept_watch_removed_by_the_last(void **state)
+{
+    const char *p = "/t/rev/kept";
+    zkr_session_t *s = open_proxied(ST);
+    zkr_barrier_t *b = new_barrier(s, p, 0), *b2 = new_barrier(s, p, 0);
+    int64_t sid = zkr_session_id(s);
+
+    (void)state;
+    memset(&rv, 0, sizeof(rv));
+    raw_make(p);
+    assert_int_equal(
+        zkr_barrier_async(b, ZKR_BARRIER_WAIT, 1500, rv_cb, (void *)0), 0);
+    watching(s, p);
+    assert_int_equal(zkt_proxy_cmd(proxy, "delay 2000"), 0);
+    assert_int_equal(
+        zkr_barrier_async(b2, ZKR_BARRIER_WAIT, -1, rv_cb, (void *)1), 0);
+    assert_true(ZKT_WAIT_UNTIL(atomic_load(&rv.n) >= 1, zkt_scaled_ms(ST)));
+    assert_int_equal(rv.rc[0], ZKR_ETIMEDOUT);
+    zkr_barrier_free(b2); /* W2: its sync still in flight */
+    assert_true(ZKT_WAIT_UNTIL(atomic_load(&rv.n) == 2, zkt_scaled_ms(ST)));
+    assert_int_equal(rv.rc[1], ZKR_ECANCELED);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_int_equal(zkr_session_wait_connected(s, zkt_scaled_ms(ST)), 0);
+    if (zkr_session_id(s) == sid)
+        no_watch_left(sid, p);
+    zkr_barrier_free(b);
+    assert_int_equal(zkr_session_free(s), 0);
+    assert_int_equal(zoo_delete(raw, p, -1), ZOK);
+}
+
+/* A persistent set whose create applied, its answer lost, then no
+ * connection until its bound: ZKR_EINDOUBT, the outcome unknown (the
+ * node stands). */
+static void test_set_lost_then_cut(void **state)
+{
+    const char *p = "/t/rev/setcut";
+    zkr_session_t *s = open_proxied(4000);
+    zkr_barrier_t *b = new_barrier(s, p, ZKR_BARRIER_PERSISTENT);
+    int created = -1, rc;
+
+    (void)state;
+    raw_make("/t/rev/setcut-x");
+    assert_int_equal(zkt_proxy_cmd(proxy, "drop-create-reply-blackhole"), 0);
+    rc = zkr_barrier_set(b, &created);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_int_equal(rc, ZKR_EINDOUBT);
+    assert_true(raw_exists(p));
+    zkr_barrier_free(b);
+    assert_int_equal(zkr_session_free(s), 0);
+    assert_int_equal(zoo_delete(raw, p, -1), ZOK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1082,6 +1310,13 @@ int main(void)
         cmocka_unit_test(test_free_from_completion),
         cmocka_unit_test(test_timeout_leaves_no_watch),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_clear_lost_then_cut),
+        cmocka_unit_test(test_two_sets_one_created),
+        cmocka_unit_test(test_refused_look_leaves_no_watch),
+        cmocka_unit_test(test_wait_timeout_slow_server),
+        cmocka_unit_test(test_event_then_cut_leaves_no_watch),
+        cmocka_unit_test(test_kept_watch_removed_by_the_last),
+        cmocka_unit_test(test_set_lost_then_cut),
     };
 
     zkt_test_filter();
