@@ -2702,7 +2702,9 @@ ZKR_EXTERN int zkr_atomic_async(zkr_atomic_t *c, zkr_atomic_op_t op, int64_t a,
  * - ZKR_EINDOUBT: a set or clear whose answer was lost, and its outcome
  *   unknown: the barrier may or may not stand (for a set that found it
  *   not standing: this call may have set it, and someone, or the
- *   session's expiry, cleared it since).
+ *   session's expiry, cleared it since; for an ephemeral set that found
+ *   its node owned by a session zkr gave up on: it goes when that session
+ *   expires).
  * - ZCONNECTIONLOSS: a set or clear with no answer within the session
  *   timeout plus the request timeout of its start or its last answer
  *   (not connected); the barrier was not changed (missing ancestors may
@@ -2783,8 +2785,10 @@ ZKR_EXTERN int zkr_barrier_set(zkr_barrier_t *b, int *created);
 
 /**
  * \brief Clears the barrier (deletes the node, whoever set it). 0 also
- *   when it did not stand; *removed (may be NULL) is 1 if this call
- *   deleted it.
+ *   when it did not stand; *removed (may be NULL) is 1 if this call is
+ *   known to have deleted it (0 when it did not, or when its answer was
+ *   lost and the node found gone: cleared during the call, by this call
+ *   or another).
  */
 ZKR_EXTERN int zkr_barrier_clear(zkr_barrier_t *b, int *removed);
 

@@ -55,6 +55,9 @@ typedef struct op {
     int64_t sid_seen; /* the session its sync and watch belong to */
     int looked;       /* it has seen the barrier standing */
     int armed;        /* its watch is set and has not fired */
+    int64_t watched;  /* the session on which it set a watch, or for which
+                         another wait's watch was kept for it (0: none):
+                         its end removes it there */
     int changed;
     zkr_barrier_completion_t cb;
     void *cbdata;
@@ -111,27 +114,29 @@ static void op_deliver(zkr__rop_t *r)
 }
 
 /* Mutex held: the operation ends with rc. A set or clear whose write's
- * outcome is not proven says so, never "nothing changed". A wait hands
- * the removal of the session's watch on the path to the cleanup list,
- * whatever its own last look saw: another wait's event may have made it
- * look again, a look may have failed, a watch it left to another wait
- * may outlive that one. The list keeps the watch while another wait of
- * the session on the path needs it (the readers say so), and a watch the
- * client no longer has costs nothing to remove (ZNOWATCHER at once). */
+ * outcome is not proven says so, never "nothing changed". A wait that
+ * set a watch on this session, or for which another wait's watch was
+ * kept, hands its removal to the cleanup list, whatever its own last look
+ * saw (another path's event may have made it look again, and that look
+ * may have failed). The list keeps the watch while another wait of the
+ * session on the path needs it (the readers say so, and mark that wait:
+ * barrier_follows), and a watch the client no longer has costs nothing
+ * to remove (ZNOWATCHER at once). A wait that never looked on this
+ * session queues nothing (a poll while disconnected adds no entry). */
 static void op_end_rc(zkr__rop_t *r, int rc)
 {
     op_t *o = op_of(r);
     zkr_barrier_t *b = o->b;
     zkr_session_t *s = b->h.s;
-
-    int wait = o->kind == ZKR_BARRIER_WAIT;
+    int unwatch = o->kind == ZKR_BARRIER_WAIT && o->watched != 0 &&
+                  o->watched == s->sid && !s->forked;
 
     if (rc != 0 && r->unknown)
         rc = ZKR_EINDOUBT;
     o->armed = 0;
     zkr__rop_end(r, rc); /* unlinked: the reader no longer counts it (o
                             may be freed; b lives while the mutex is held) */
-    if (wait && !s->forked && s->sid != 0)
+    if (unwatch)
         (void)zkr__cleanup_add_watch(s, b->h.path, ZWATCHTYPE_DATA,
                                      barrier_watcher);
 }
@@ -166,6 +171,13 @@ static void op_resolve_set(op_t *o, const struct Stat *st, int ours,
                            const struct Stat *pst)
 {
     o->o.unknown = 0;
+    if (st != NULL && ours && !o->b->persistent &&
+        st->ephemeralOwner != o->b->h.s->sid) {
+        /* Ours, made on a session zkr gave up on while the server kept it:
+         * it goes when that session expires. */
+        op_end(o, ZKR_EINDOUBT);
+        return;
+    }
     if (st != NULL) {
         /* The barrier stands: what the call asked, whoever made it. */
         o->changed = ours;
@@ -292,6 +304,7 @@ static void op_next(zkr__call_t *k, int rc)
             op_end(o, rc);
         } else {
             o->armed = 1;
+            o->watched = b->h.s->sid;
             op_standing(o, k->stat->czxid);
         }
         return;
@@ -403,17 +416,23 @@ static zkr_barrier_t *barrier_of_reader(zkr__reader_t *r)
     return (zkr_barrier_t *)((char *)r - offsetof(zkr_barrier_t, rd));
 }
 
-/* Its waits' watches on path are still needed. */
+/* Its waits' watches on path are still needed. The session's watch on
+ * the path is then theirs to remove: each is marked (asked when a removal
+ * is about to be sent, so a watch kept for a wait that then ends before
+ * it ever looked is still removed). */
 static int barrier_follows(zkr__reader_t *r, const char *path)
 {
     zkr_barrier_t *b = barrier_of_reader(r);
+    int follows = 0;
 
     if (strcmp(b->h.path, path) != 0)
         return 0;
     for (zkr__rop_t *o = b->h.ops; o != NULL; o = o->next)
-        if (op_of(o)->kind == ZKR_BARRIER_WAIT)
-            return 1;
-    return 0;
+        if (op_of(o)->kind == ZKR_BARRIER_WAIT) {
+            op_of(o)->watched = b->h.s->sid;
+            follows = 1;
+        }
+    return follows;
 }
 
 /* The operations' tasks are woken by the engine on (re)connection and in

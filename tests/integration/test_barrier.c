@@ -1282,6 +1282,84 @@ static void test_set_lost_then_cut(void **state)
     assert_int_equal(zoo_delete(raw, p, -1), ZOK);
 }
 
+/* The server's count of packets received (its mntr). */
+static long mntr_packets(void)
+{
+    char *m = zkt_4lw(server, "mntr"), *p;
+    long v = -1;
+
+    if (m != NULL && (p = strstr(m, "zk_packets_received")) != NULL)
+        v = strtol(p + strlen("zk_packets_received"), NULL, 10);
+    free(m);
+    return v;
+}
+
+/* Waits polled while the connection is cut never look, so they queue
+ * nothing: after the reconnection the server hears a handful of packets,
+ * not one per poll (each queued a watch removal, 12,582 packets after 4 s
+ * of polling, and the pump's walk made each poll slower). */
+static void test_poll_while_cut_queues_nothing(void **state)
+{
+    const char *p = "/t/rev/poll";
+    zkr_session_t *s = open_proxied(ST);
+    zkr_barrier_t *b = new_barrier(s, p, 0);
+    long pk0, pk1;
+
+    (void)state;
+    raw_make(p);
+    assert_int_equal(zkr_barrier_wait(b, 0), ZKR_ETIMEDOUT); /* connected */
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "reset"), 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(zkr_session_state(s) != ZKR_STATE_CONNECTED &&
+                           zkr_session_state(s) != ZKR_STATE_RECONNECTED,
+                       zkt_scaled_ms(3 * ST)));
+    for (int i = 0; i < 2000; i++)
+        assert_int_equal(zkr_barrier_wait(b, 0), ZKR_ETIMEDOUT);
+    pk0 = mntr_packets();
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_int_equal(zkr_session_wait_connected(s, zkt_scaled_ms(3 * ST)), 0);
+    zkt_sleep_ms(zkt_scaled_ms(2000));
+    pk1 = mntr_packets();
+    print_message("# 2000 waits while cut; packets after reconnecting: %ld\n",
+                  pk1 - pk0);
+    assert_true(pk1 - pk0 < 200);
+    zkr_barrier_free(b);
+    assert_int_equal(zkr_session_free(s), 0);
+    assert_int_equal(zoo_delete(raw, p, -1), ZOK);
+}
+
+/* Waits of other handles on the path ending (50 looks, a handle freed
+ * with its wait) keep a live wait's watch: it is released by the delete. */
+static void test_other_waits_keep_the_watch(void **state)
+{
+    const char *p = "/t/rev/keep2";
+    zkr_session_t *s = open_session(ST);
+    zkr_barrier_t *a = new_barrier(s, p, 0), *b = new_barrier(s, p, 0),
+                  *c = new_barrier(s, p, 0);
+    waiter_t w;
+
+    (void)state;
+    memset(&rv, 0, sizeof(rv));
+    raw_make(p);
+    start_wait(&w, a, -1);
+    watching(s, p);
+    assert_int_equal(
+        zkr_barrier_async(c, ZKR_BARRIER_WAIT, -1, rv_cb, (void *)0), 0);
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(zkr_barrier_wait(b, 0), ZKR_ETIMEDOUT);
+    zkr_barrier_free(c); /* its wait canceled */
+    assert_true(ZKT_WAIT_UNTIL(atomic_load(&rv.n) == 1, zkt_scaled_ms(ST)));
+    zkt_sleep_ms(zkt_scaled_ms(500));
+    watching(s, p);
+    assert_int_equal(zoo_delete(raw, p, -1), ZOK);
+    assert_int_equal(join_wait(&w, zkt_scaled_ms(ST)), 0);
+    no_watch_left(zkr_session_id(s), p);
+    zkr_barrier_free(b);
+    zkr_barrier_free(a);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1317,6 +1395,8 @@ int main(void)
         cmocka_unit_test(test_event_then_cut_leaves_no_watch),
         cmocka_unit_test(test_kept_watch_removed_by_the_last),
         cmocka_unit_test(test_set_lost_then_cut),
+        cmocka_unit_test(test_poll_while_cut_queues_nothing),
+        cmocka_unit_test(test_other_waits_keep_the_watch),
     };
 
     zkt_test_filter();
