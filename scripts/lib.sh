@@ -388,4 +388,14 @@ print_failed_logs() {
             cat "$log" 2>/dev/null || echo "(no log)"
         fi
     done
+    # Last, what failed and why (a tool that keeps only the output's
+    # tail, such as fresh-root, still shows it): each failed test's
+    # "not ok" line and the diagnostics before it.
+    echo "===================== failed tests, with their last diagnostics"
+    find tests -name '*.trs' -print | sort | while read -r trs; do
+        if grep -qE '^:test-result: (FAIL|ERROR|XPASS)' "$trs"; then
+            grep -B6 -E '^not ok' "${trs%.trs}.log" 2>/dev/null |
+                grep -vE '^(PASS|ok) ' || true
+        fi
+    done
 }
