@@ -9,6 +9,18 @@
 
 /* ------------------------------------------------------- connection */
 
+zkr_session_t *zkr__call_watch_event(int type, const char *path, void *ctx)
+{
+    zkr_session_t *s;
+
+    if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT ||
+        path == NULL || (s = zkr__session_lock_live(ctx)) == NULL)
+        return NULL;
+    zkr__engine(s)->watch_events++;
+    s->counters[ZKR_COUNTER_WATCH_EVENTS]++;
+    return s;
+}
+
 int zkr__call_conn_error(int rc)
 {
     return zkr__is_connection_error(rc) || rc == ZOPERATIONTIMEOUT;

@@ -50,6 +50,12 @@ int zkr__call_sync(zkr__call_t *k, const char *path);
 int zkr__call_ancestor(zkr__call_t *k, const char *path, int *at,
                        const struct ACL_vector *acl, int mode, int *rc);
 
+/* The common start of a recipe's watcher whose context is the session:
+ * for an event on a node, the session, its mutex taken and the watch
+ * event counted (the caller wakes what looks again, then unlocks); NULL
+ * for a session event, or once the session is being freed. */
+zkr_session_t *zkr__call_watch_event(int type, const char *path, void *ctx);
+
 /* A connection error (or the client's own request timeout). */
 int zkr__call_conn_error(int rc);
 /* Was the answer lost (or the request never sent) with the connection or

@@ -36,13 +36,8 @@ void zkr__take_watcher(zhandle_t *zh, int type, int state, const char *path,
 
     (void)zh;
     (void)state;
-    if (type == ZOO_SESSION_EVENT || type == ZOO_NOTWATCHING_EVENT ||
-        path == NULL)
+    if ((s = zkr__call_watch_event(type, path, ctx)) == NULL)
         return;
-    if ((s = zkr__session_lock_live(ctx)) == NULL)
-        return;
-    zkr__engine(s)->watch_events++;
-    s->counters[ZKR_COUNTER_WATCH_EVENTS]++;
     for (zkr__task_t *tk = zkr__engine(s)->tasks; tk != NULL; tk = tk->next)
         if (tk->wake == take_wake)
             zkr__task_wake_at(s, tk, 0);

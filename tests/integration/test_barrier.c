@@ -69,35 +69,11 @@ static void raw_make(const char *path)
         zoo_create(raw, path, "x", 1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0), ZOK);
 }
 
-/* Whether session sid has a watch on path, by the server's "wchc" (as
- * tests/integration/test_wrap.c reads it). */
-static int watches(int64_t sid, const char *path)
-{
-    char head[32], *wchc = zkt_4lw(server, "wchc"), *p;
-    int found = 0;
-
-    assert_non_null(wchc);
-    snprintf(head, sizeof(head), "0x%llx\n", (unsigned long long)sid);
-    if ((p = strstr(wchc, head)) != NULL) {
-        /* The session's block: one tab-indented path a line. */
-        for (p += strlen(head); *p == '\t' && !found;) {
-            size_t n = strcspn(p + 1, "\n");
-
-            found = n == strlen(path) && strncmp(p + 1, path, n) == 0;
-            p += 1 + n;
-            if (*p == '\n')
-                p++;
-        }
-    }
-    free(wchc);
-    return found;
-}
-
 /* No watch of sid on path, and none comes back for a while (a watch the
  * client still counts as its own is set again on its next connection). */
 static void no_watch_left(int64_t sid, const char *path)
 {
-    if (!ZKT_WAIT_UNTIL(!watches(sid, path), zkt_scaled_ms(ST))) {
+    if (!ZKT_WAIT_UNTIL(!session_watches(sid, path), zkt_scaled_ms(ST))) {
         char *w = zkt_4lw(server, "wchc");
 
         print_message("# watch of 0x%llx on %s left:\n%s\n",
@@ -106,7 +82,7 @@ static void no_watch_left(int64_t sid, const char *path)
         fail();
     }
     zkt_sleep_ms(zkt_scaled_ms(500));
-    assert_false(watches(sid, path));
+    assert_false(session_watches(sid, path));
 }
 
 /* A blocking wait on its own thread. */
@@ -153,8 +129,8 @@ static int join_wait(waiter_t *w, int bound_ms)
 /* The waiter's watch is on the server: it is blocked on the barrier. */
 static void watching(zkr_session_t *s, const char *path)
 {
-    assert_true(
-        ZKT_WAIT_UNTIL(watches(zkr_session_id(s), path), zkt_scaled_ms(ST)));
+    assert_true(ZKT_WAIT_UNTIL(session_watches(zkr_session_id(s), path),
+                               zkt_scaled_ms(ST)));
 }
 
 /* ------------------------------------------------------------- set */

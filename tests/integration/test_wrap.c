@@ -148,30 +148,6 @@ static int ends_with(const char *s, const char *tail)
     return a >= b && strcmp(s + a - b, tail) == 0;
 }
 
-/* Whether session sid has a watch on path, by the server's "wchc". */
-static int watches(int64_t sid, const char *path)
-{
-    char head[32], *wchc = zkt_4lw(server, "wchc"), *p;
-    int found = 0;
-
-    if (wchc == NULL)
-        return 0;
-    snprintf(head, sizeof(head), "0x%llx\n", (unsigned long long)sid);
-    if ((p = strstr(wchc, head)) != NULL) {
-        /* The session's block: one tab-indented path a line. */
-        for (p += strlen(head); *p == '\t' && !found;) {
-            size_t n = strcspn(p + 1, "\n");
-
-            found = n == strlen(path) && strncmp(p + 1, path, n) == 0;
-            p += 1 + n;
-            if (*p == '\n')
-                p++;
-        }
-    }
-    free(wchc);
-    return found;
-}
-
 struct waiter {
     zkr_session_t *s;
     zkr_lock_t *l;
@@ -204,10 +180,10 @@ static int settle2(struct waiter *w, const char *path, const char *path2)
 {
     int64_t sid = zkr_session_id(w->s);
 
-    assert_true(ZKT_WAIT_UNTIL(zkr_lock_state(w->l) == ZKR_LOCK_HELD ||
-                                   watches(sid, path) ||
-                                   (path2 != NULL && watches(sid, path2)),
-                               zkt_scaled_ms(20000)));
+    assert_true(ZKT_WAIT_UNTIL(
+        zkr_lock_state(w->l) == ZKR_LOCK_HELD || session_watches(sid, path) ||
+            (path2 != NULL && session_watches(sid, path2)),
+        zkt_scaled_ms(20000)));
     return zkr_lock_state(w->l) == ZKR_LOCK_HELD;
 }
 

@@ -66,6 +66,29 @@ static inline void expire(zkr_session_t *s)
                      0);
 }
 
+/* Whether session sid has a watch on path, by the server's "wchc": its
+ * block lists one tab-indented path a line. */
+static inline int session_watches(int64_t sid, const char *path)
+{
+    char head[32], *wchc = zkt_4lw(server, "wchc"), *p;
+    int found = 0;
+
+    assert_non_null(wchc);
+    snprintf(head, sizeof(head), "0x%llx\n", (unsigned long long)sid);
+    if ((p = strstr(wchc, head)) != NULL) {
+        for (p += strlen(head); *p == '\t' && !found;) {
+            size_t n = strcspn(p + 1, "\n");
+
+            found = n == strlen(path) && strncmp(p + 1, path, n) == 0;
+            p += 1 + n;
+            if (*p == '\n')
+                p++;
+        }
+    }
+    free(wchc);
+    return found;
+}
+
 /* Number of nodes below path (0 if it does not exist). */
 static inline int children(const char *path)
 {
