@@ -2812,6 +2812,154 @@ ZKR_EXTERN int zkr_barrier_async(zkr_barrier_t *b, zkr_barrier_op_t op,
 
 /** @} */
 
+/** \defgroup zkr_dbarrier Double barrier: start and end a phase together
+ *
+ * A double barrier starts a phase when N participants have entered and
+ * ends it when all have left. Each participant is an ephemeral child of
+ * the path named by a random UUID (32 hex digits) holding the handle's
+ * id; the phase has begun once the child `ready` exists. The layout is
+ * kazoo's DoubleBarrier and Apache Curator's DistributedDoubleBarrier:
+ * kazoo, Curator and zkr participants on one path count each other.
+ *
+ * **Enter** watches `ready`, creates the participant node (and the
+ * path), then returns 0 once `ready` exists (its watch tells it, even if
+ * `ready` is deleted again at once), or once it counts at least N
+ * participants and makes `ready` itself. It makes `ready` in one
+ * transaction with a check that each of the N participants it counted
+ * still exists, so a participant that died (its session expired) between
+ * the count and the create is not counted: no phantom member opens the
+ * phase. (When a participant cannot be read, kazoo's or Curator's with an
+ * ACL of its own, or when the checks would not fit in one request, about
+ * 256 KiB of paths, `ready` is made without them, as kazoo and Curator
+ * do.) A participant that dies counts as leaving (its node goes with its
+ * session); so does one whose node someone deletes after its enter
+ * returned. While it enters, a participant whose node is deleted by
+ * another client makes it again and counts again. Through a lost
+ * connection enter waits on; after a session expiry it creates its node
+ * again on the new session (its node of the old session, if the server
+ * still keeps it, is deleted first); if the phase began and ended while
+ * it was away, it waits for the next one. An enter that times out with
+ * fewer than N removes its node and returns ZKR_ETIMEDOUT (a participant
+ * that counted it in that instant sees a member that entered and left at
+ * once).
+ *
+ * **Leave** deletes the participant node, then returns 0 once no
+ * participant is left (it watches the path's children), deleting `ready`
+ * (Curator's order; kazoo deletes it at the start of its leave). Every
+ * leaver watches the children, so N leavers get up to N*N events (kazoo
+ * and Curator chain their leavers, with fewer events and a leave that
+ * waits on the lowest participant). A participant of the next round that
+ * enters before the last one of this round has left delays this round's
+ * leave until it leaves, and may find `ready` still standing and enter at
+ * once, as in kazoo and Curator; so does a round after one whose
+ * participants all died before leaving: use a new path per round.
+ *
+ * **Free** deletes the participant node if it stands (a handle that is
+ * gone does not participate any more); an operation under way ends with
+ * ZKR_ECANCELED, even one whose answer said it entered.
+ *
+ * \par RETURN VALUE
+ * 0 on success, or an error code.
+ *
+ * \par ERRORS
+ * - ZBADARGUMENTS: NULL, an invalid path (or one longer than
+ *   #ZKR_PATH_MAX - 33, with the node's name), the root, count below 1,
+ *   an id not of 1 to #ZKR_ID_MAX bytes of UTF-8, a timeout below -1.
+ * - ZKR_ETIMEDOUT: an enter with fewer than count participants by its
+ *   timeout (its node is removed, or handed to the session's cleanup
+ *   when not connected); a leave with participants left by its timeout
+ *   (its own node is deleted).
+ * - ZKR_ESTATE: another operation of the handle is under way.
+ * - ZNOCHILDRENFOREPHEMERALS: the path is an ephemeral node.
+ * - ZNONODE: the path was missing again after its ancestors were made,
+ *   three times.
+ * - ZKR_ELOST: the session was lost and is not re-created
+ *   (`no_reconnect` or an adopted handle).
+ * - ZKR_ECANCELED: zkr_dbarrier_free() ended an asynchronous operation.
+ * - ZINVALIDACL: an empty ACL given to zkr_dbarrier_new().
+ * - ZKR_EDEADLK, ZKR_ECLOSED, ZNOAUTH, ZKR_ENOMEM.
+ *
+ * \par EXAMPLE
+ * \code
+ * zkr_dbarrier_t *d;
+ * zkr_dbarrier_new(&d, s, "/jobs/nightly/phase1", 4, "worker-7", NULL);
+ * if (zkr_dbarrier_enter(d, 600000) == 0) {
+ *     run_phase();                  // all 4 workers run it together
+ *     zkr_dbarrier_leave(d, -1);    // returns when all 4 are done
+ * }
+ * zkr_dbarrier_free(d);
+ * \endcode
+ *
+ * \sa %zkr(7), %zkr(1) (zkr barrier enter)
+ *
+ * @{
+ */
+
+/** A double barrier participant at one path. Thread-safe; one operation
+ *  at a time. */
+typedef struct zkr_dbarrier zkr_dbarrier_t;
+
+/** The operations of zkr_dbarrier_async(). */
+typedef enum {
+    ZKR_DBARRIER_ENTER = 0, /**< enter: wait for count participants */
+    ZKR_DBARRIER_LEAVE = 1  /**< leave: wait for all to leave */
+} zkr_dbarrier_op_t;
+
+/** Called once on the session's event thread when an asynchronous
+ *  operation ends, with rc as the blocking call would return. */
+typedef void (*zkr_dbarrier_completion_t)(int rc, void *data);
+
+/**
+ * \brief Creates a participant handle at path for count participants.
+ *   Sends nothing.
+ * \param id the participant node's data (NULL: "HOST:PID").
+ * \param acl the ACL of the nodes it creates: the path and its missing
+ *   ancestors, the participant node and `ready` (NULL: world:anyone,
+ *   all).
+ * \return 0; ZBADARGUMENTS; ZKR_ECLOSED; ZKR_ENOMEM.
+ */
+ZKR_EXTERN int zkr_dbarrier_new(zkr_dbarrier_t **out, zkr_session_t *s,
+                                const char *path, int count, const char *id,
+                                const struct ACL_vector *acl);
+
+/**
+ * \brief Frees the handle: its participant node, if it stands, is
+ *   deleted (by the session's cleanup). An asynchronous operation under
+ *   way ends with ZKR_ECANCELED, after waiting for an answer in flight.
+ *   NULL is a no-op; callable from a callback. Not while a blocking call
+ *   on it runs.
+ */
+ZKR_EXTERN void zkr_dbarrier_free(zkr_dbarrier_t *d);
+
+/** The participant node's name (32 hex digits), the same for the life
+ *  of d. */
+ZKR_EXTERN const char *zkr_dbarrier_name(const zkr_dbarrier_t *d);
+
+/**
+ * \brief Enters: waits until count participants have entered, for
+ *   timeout_ms (-1: no limit; 0: look once).
+ * \return 0 (the phase has begun); ZKR_ETIMEDOUT; the errors above.
+ */
+ZKR_EXTERN int zkr_dbarrier_enter(zkr_dbarrier_t *d, int timeout_ms);
+
+/**
+ * \brief Leaves: deletes the participant node and waits until no
+ *   participant is left, for timeout_ms (-1: no limit; 0: look once).
+ * \return 0 (all have left); ZKR_ETIMEDOUT; the errors above.
+ */
+ZKR_EXTERN int zkr_dbarrier_leave(zkr_dbarrier_t *d, int timeout_ms);
+
+/**
+ * \brief Starts enter or leave; cb is called once when it ends.
+ * \return 0 (cb will be called); ZBADARGUMENTS (cb NULL too); ZKR_ESTATE;
+ *   ZKR_ECLOSED; ZKR_ENOMEM.
+ */
+ZKR_EXTERN int zkr_dbarrier_async(zkr_dbarrier_t *d, zkr_dbarrier_op_t op,
+                                  int timeout_ms, zkr_dbarrier_completion_t cb,
+                                  void *data);
+
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Metrics (docs/OBSERVABILITY.md)                                           */
 /* ------------------------------------------------------------------------ */

@@ -867,6 +867,105 @@ static void test_barrier_lagging_follower_leader_killed(void **state)
     heal();
 }
 
+/* The double barrier on three servers: participants on the leader, on
+ * a follower that lags it by 300 ms and on the other follower. With N = 3
+ * no enter returns before the third has entered (the lagging one's looks
+ * may miss the others' nodes: its watch on "ready" tells it), and each
+ * leave waits for the others. Then two wait in a new round while the
+ * leader is killed, and the third enters through the failover: all three
+ * enter, and all leave. */
+static void db_done(int rc, void *data)
+{
+    *(atomic_int *)data = rc;
+}
+
+static void test_dbarrier_lagging_follower_leader_killed(void **state)
+{
+    static atomic_int done[3]; /* completions may outlive a failed test */
+    zkr_session_t *s[3];
+    zkr_dbarrier_t *d[3], *e[3];
+    int leader, rc = -1;
+
+    (void)state;
+    heal();
+    heal_links();
+    leader = wait_leader(-1, zkt_scaled_ms(10000));
+    assert_true(leader >= 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(open_on(&s[i],
+                                 zkt_server_hosts(zkt_ensemble_member(
+                                     ens, (leader + i) % 3)),
+                                 TF),
+                         0);
+        assert_int_equal(
+            zkr_dbarrier_new(&d[i], s[i], "/e/phase1", 3, NULL, NULL), 0);
+        assert_int_equal(
+            zkr_dbarrier_new(&e[i], s[i], "/e/phase2", 3, NULL, NULL), 0);
+    }
+    assert_int_equal(
+        zkt_ensemble_link(ens, (leader + 1) % 3, leader, "delay 300"), 0);
+    zkt_sleep_ms(300); /* the delay applies to what is sent from now on */
+    for (int i = 0; i < 2; i++) {
+        done[i] = 1; /* no double barrier code is 1 */
+        assert_int_equal(
+            zkr_dbarrier_async(d[i], ZKR_DBARRIER_ENTER, -1, db_done, &done[i]),
+            0);
+    }
+    zkt_sleep_ms(1000);
+    assert_int_equal(done[0], 1);
+    assert_int_equal(done[1], 1);
+    assert_int_equal(zkr_dbarrier_enter(d[2], zkt_scaled_ms(30000)), 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(done[0] != 1 && done[1] != 1, zkt_scaled_ms(30000)));
+    assert_int_equal(done[0], 0);
+    assert_int_equal(done[1], 0);
+    /* Leave: the first two wait for the third. */
+    for (int i = 0; i < 2; i++) {
+        done[i] = 1;
+        assert_int_equal(
+            zkr_dbarrier_async(d[i], ZKR_DBARRIER_LEAVE, -1, db_done, &done[i]),
+            0);
+    }
+    zkt_sleep_ms(1000);
+    assert_int_equal(done[0], 1);
+    assert_int_equal(done[1], 1);
+    assert_int_equal(zkr_dbarrier_leave(d[2], zkt_scaled_ms(30000)), 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(done[0] != 1 && done[1] != 1, zkt_scaled_ms(30000)));
+    assert_int_equal(done[0], 0);
+    assert_int_equal(done[1], 0);
+    /* A new round; the leader dies while two wait. */
+    for (int i = 1; i < 3; i++) {
+        done[i] = 1;
+        assert_int_equal(
+            zkr_dbarrier_async(e[i], ZKR_DBARRIER_ENTER, -1, db_done, &done[i]),
+            0);
+    }
+    zkt_sleep_ms(1000);
+    assert_int_equal(done[1], 1);
+    assert_int_equal(done[2], 1);
+    zkr_dbarrier_free(e[0]); /* its session is on the leader */
+    assert_int_equal(zkt_server_kill(zkt_ensemble_member(ens, leader)), 0);
+    assert_true(wait_leader(leader, zkt_scaled_ms(30000)) >= 0);
+    assert_int_equal(zkr_dbarrier_new(&e[0], s[2], "/e/phase2", 3, NULL, NULL),
+                     0);
+    for (int i = 0; i < 5 && rc != 0; i++)
+        if ((rc = zkr_dbarrier_enter(e[0], zkt_scaled_ms(30000))) != 0)
+            print_message("# enter: %s\n", zkr_strerror(rc));
+    assert_int_equal(rc, 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(done[1] != 1 && done[2] != 1, zkt_scaled_ms(60000)));
+    assert_int_equal(done[1], 0);
+    assert_int_equal(done[2], 0);
+    for (int i = 0; i < 3; i++) {
+        zkr_dbarrier_free(d[i]);
+        zkr_dbarrier_free(e[i]);
+        assert_int_equal(zkr_session_free(s[i]), 0);
+    }
+    heal_links();
+    heal();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -881,6 +980,7 @@ int main(void)
         cmocka_unit_test(test_counter_lagging_follower_leader_killed),
         cmocka_unit_test(test_multilock_lagging_follower_leader_killed),
         cmocka_unit_test(test_barrier_lagging_follower_leader_killed),
+        cmocka_unit_test(test_dbarrier_lagging_follower_leader_killed),
     };
 
     zkt_test_filter();

@@ -154,11 +154,12 @@ enum recipe {
     R_OBSERVER,
     R_WORKQ,
     R_ATOMIC,
-    R_BARRIER
+    R_BARRIER,
+    R_DBARRIER
 };
-static const char *const recipe_name[] = {"lock",  "semaphore", "read",
-                                          "write", "election",  "observer",
-                                          "workq", "atomic",    "barrier"};
+static const char *const recipe_name[] = {
+    "lock",     "semaphore", "read",   "write",   "election",
+    "observer", "workq",     "atomic", "barrier", "dbarrier"};
 
 static int make(enum recipe r, zkr_session_t *s, const char *dir,
                 zkr_lock_t **l, zkr_lock_t **other)
@@ -486,6 +487,54 @@ static void barrier_scenario(zkr_session_t *s, const char *dir)
     zkr_barrier_free(b);
 }
 
+/* 1 if path has a child "ready", else 0. */
+static int ready_child(const char *path)
+{
+    char p[128];
+
+    snprintf(p, sizeof(p), "%s/ready", path);
+    return zoo_exists(raw, p, 0, NULL) == ZOK;
+}
+
+/* The double barrier: two participants of one session enter (one
+ * asynchronous) and leave (one asynchronous), one enters alone and times
+ * out, one is freed while entering. The run checks that no participant
+ * node is left once the handles are freed. */
+static void dbr_cb(int rc, void *data)
+{
+    (void)rc;
+    (void)data;
+    pthread_mutex_lock(&mu);
+    calls++;
+    pthread_mutex_unlock(&mu);
+}
+
+static void dbarrier_scenario(zkr_session_t *s, const char *dir)
+{
+    zkr_dbarrier_t *a = NULL, *b = NULL;
+    char path[80];
+
+    remove_tree(dir);
+    snprintf(path, sizeof(path), "%s/phase", dir);
+    if (zkr_dbarrier_new(&a, s, path, 2, "a", NULL) != 0)
+        return;
+    if (zkr_dbarrier_new(&b, s, path, 2, "b", NULL) != 0) {
+        zkr_dbarrier_free(a);
+        return;
+    }
+    accept_call(zkr_dbarrier_async(a, ZKR_DBARRIER_ENTER, 2000, dbr_cb, NULL));
+    (void)zkr_dbarrier_enter(b, 2000);
+    settle();
+    accept_call(zkr_dbarrier_async(a, ZKR_DBARRIER_LEAVE, 2000, dbr_cb, NULL));
+    (void)zkr_dbarrier_leave(b, 2000);
+    settle();
+    (void)zkr_dbarrier_enter(b, 200); /* alone: times out */
+    accept_call(zkr_dbarrier_async(a, ZKR_DBARRIER_ENTER, -1, dbr_cb, NULL));
+    zkr_dbarrier_free(a); /* the enter pending: ended, called back */
+    settle();
+    zkr_dbarrier_free(b);
+}
+
 /* One run: fault point n of kinds fails (n = 0: none). Returns how many
  * points the run passed. */
 static long run(enum recipe r, int kinds, long n, int persist)
@@ -514,6 +563,8 @@ static long run(enum recipe r, int kinds, long n, int persist)
         atomic_scenario(s, dir);
     else if (r == R_BARRIER)
         barrier_scenario(s, dir);
+    else if (r == R_DBARRIER)
+        dbarrier_scenario(s, dir);
     else
         lock_scenario(r, s, dir, persist ? 500 : -1);
     points = zkr__fault_points();
@@ -588,6 +639,20 @@ static long run(enum recipe r, int kinds, long n, int persist)
         watchdog(0, "");
         return points;
     }
+    if (r == R_DBARRIER) {
+        /* No participant left behind while the session lives (the
+         * phase's "ready" may stand). */
+        char path[80];
+
+        snprintf(path, sizeof(path), "%s/phase", dir);
+        if (!ZKT_WAIT_UNTIL(children(path) - ready_child(path) == 0, 10000))
+            fail_msg("%s: %d participants left in %s", wd_what,
+                     children(path) - ready_child(path), path);
+        assert_int_equal(zkr_session_free(s), 0);
+        remove_tree(dir);
+        watchdog(0, "");
+        return points;
+    }
     /* No node left behind while the session lives. */
     if (!ZKT_WAIT_UNTIL(children(dir) == 0, 10000))
         fail_msg("%s: %d nodes left in %s", wd_what, children(dir), dir);
@@ -634,7 +699,7 @@ static void sweep(enum recipe r, int kinds)
     /* The semaphore and read/write lock share the lock's engine: their
      * persistent failures run in the full sweep only. */
     if (!full && r != R_LOCK && r != R_ELECTION && r != R_OBSERVER &&
-        r != R_ATOMIC && r != R_BARRIER)
+        r != R_ATOMIC && r != R_BARRIER && r != R_DBARRIER)
         n = total + 1;
     else
         n = full ? 1 : total / 2 + 1;
@@ -667,6 +732,7 @@ RECIPE_TESTS(R_OBSERVER, observer)
 RECIPE_TESTS(R_WORKQ, workq)
 RECIPE_TESTS(R_ATOMIC, atomic)
 RECIPE_TESTS(R_BARRIER, barrier)
+RECIPE_TESTS(R_DBARRIER, dbarrier)
 
 /* A failed run leaves the seam armed: disarm before the next test. */
 static int disarm(void **state)
@@ -911,6 +977,8 @@ int main(void)
         cmocka_unit_test_teardown(test_atomic_alloc, disarm),
         cmocka_unit_test_teardown(test_barrier_zk, disarm),
         cmocka_unit_test_teardown(test_barrier_alloc, disarm),
+        cmocka_unit_test_teardown(test_dbarrier_zk, disarm),
+        cmocka_unit_test_teardown(test_dbarrier_alloc, disarm),
         cmocka_unit_test_teardown(test_acquire_in_lost_window, disarm),
         cmocka_unit_test_teardown(test_barrier_wait_enomem, disarm),
         cmocka_unit_test_teardown(test_index_growth_alloc, disarm),
