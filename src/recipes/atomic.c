@@ -449,7 +449,7 @@ static void op_go(zkr__rop_t *r)
 }
 
 static const zkr__rop_class_t atomic_class = {op_go, op_end_rc, op_deliver,
-                                              op_next};
+                                              op_next, NULL};
 
 /* An operation, started (mutex held), or NULL (no memory). */
 static op_t *op_start(zkr_atomic_t *c, zkr_atomic_op_t kind, int64_t a,

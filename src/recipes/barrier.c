@@ -20,7 +20,6 @@
 struct zkr_barrier {
     zkr__rhandle_t h; /* its path, ACL and operations (call.h) */
     int persistent;   /* ZKR_BARRIER_PERSISTENT */
-    zkr__reader_t rd; /* keeps the waits' watches from being removed */
 };
 
 /* The steps of an operation (zkr__rop_t.step): the request in flight. */
@@ -55,9 +54,6 @@ typedef struct op {
     int64_t sid_seen; /* the session its sync and watch belong to */
     int looked;       /* it has seen the barrier standing */
     int armed;        /* its watch is set and has not fired */
-    int64_t watched;  /* the session on which it set a watch, or for which
-                         another wait's watch was kept for it (0: none):
-                         its end removes it there */
     int changed;
     zkr_barrier_completion_t cb;
     void *cbdata;
@@ -67,9 +63,10 @@ static void op_go(zkr__rop_t *r);
 static void op_end_rc(zkr__rop_t *r, int rc);
 static void op_deliver(zkr__rop_t *r);
 static void op_next(zkr__call_t *k, int rc);
+static int op_watches(const zkr__rop_t *r, const char *path);
 
 static const zkr__rop_class_t barrier_class = {op_go, op_end_rc, op_deliver,
-                                               op_next};
+                                               op_next, op_watches};
 
 static op_t *op_of(zkr__rop_t *r)
 {
@@ -115,7 +112,7 @@ static void op_deliver(zkr__rop_t *r)
  * saw (another path's event may have made it look again, and that look
  * may have failed). The list keeps the watch while another wait of the
  * session on the path needs it (the readers say so, and mark that wait:
- * barrier_follows), and a watch the client no longer has costs nothing
+ * zkr__rhandle_follow()), and a watch the client no longer has costs nothing
  * to remove (ZNOWATCHER at once). A wait that never looked on this
  * session queues nothing (a poll while disconnected adds no entry). */
 static void op_end_rc(zkr__rop_t *r, int rc)
@@ -123,8 +120,8 @@ static void op_end_rc(zkr__rop_t *r, int rc)
     op_t *o = op_of(r);
     zkr_barrier_t *b = o->b;
     zkr_session_t *s = b->h.s;
-    int unwatch = o->kind == ZKR_BARRIER_WAIT && o->watched != 0 &&
-                  o->watched == s->sid && !s->forked;
+    int unwatch = o->kind == ZKR_BARRIER_WAIT && o->o.watched != 0 &&
+                  o->o.watched == s->sid && !s->forked;
 
     if (rc != 0 && r->unknown)
         rc = ZKR_EINDOUBT;
@@ -299,7 +296,7 @@ static void op_next(zkr__call_t *k, int rc)
             op_end(o, rc);
         } else {
             o->armed = 1;
-            o->watched = b->h.s->sid;
+            o->o.watched = b->h.s->sid;
             op_standing(o, k->stat->czxid);
         }
         return;
@@ -404,41 +401,13 @@ static op_t *op_start(zkr_barrier_t *b, zkr_barrier_op_t kind, int timeout_ms,
     return o;
 }
 
-/* ------------------------------------------------------------ reader */
-
-static zkr_barrier_t *barrier_of_reader(zkr__reader_t *r)
+/* A wait needs the session's watch on its path until it ends. */
+static int op_watches(const zkr__rop_t *r, const char *path)
 {
-    return (zkr_barrier_t *)((char *)r - offsetof(zkr_barrier_t, rd));
+    const op_t *o = (const op_t *)r;
+
+    return o->kind == ZKR_BARRIER_WAIT && strcmp(o->b->h.path, path) == 0;
 }
-
-/* Its waits' watches on path are still needed. The session's watch on
- * the path is then theirs to remove: each is marked (asked when a removal
- * is about to be sent, so a watch kept for a wait that then ends before
- * it ever looked is still removed). */
-static int barrier_follows(zkr__reader_t *r, const char *path)
-{
-    zkr_barrier_t *b = barrier_of_reader(r);
-    int follows = 0;
-
-    if (strcmp(b->h.path, path) != 0)
-        return 0;
-    for (zkr__rop_t *o = b->h.ops; o != NULL; o = o->next)
-        if (op_of(o)->kind == ZKR_BARRIER_WAIT) {
-            op_of(o)->watched = b->h.s->sid;
-            follows = 1;
-        }
-    return follows;
-}
-
-/* The operations' tasks are woken by the engine on (re)connection and in
- * a forked child: nothing more to do here. */
-static void barrier_nothing(zkr__reader_t *r)
-{
-    (void)r;
-}
-
-static const zkr__reader_ops_t barrier_reader_ops = {
-    barrier_nothing, barrier_nothing, barrier_follows};
 
 /* ------------------------------------------------------------- the API */
 
@@ -458,25 +427,15 @@ int zkr_barrier_new(zkr_barrier_t **out, zkr_session_t *s, const char *path,
         return rc;
     }
     b->persistent = (flags & ZKR_BARRIER_PERSISTENT) != 0;
-    b->rd.ops = &barrier_reader_ops;
-    pthread_mutex_lock(&s->mu);
-    zkr__reader_add(s, &b->rd);
-    pthread_mutex_unlock(&s->mu);
+    zkr__rhandle_follow(&b->h);
     *out = b;
     return 0;
 }
 
 void zkr_barrier_free(zkr_barrier_t *b)
 {
-    zkr_session_t *s;
-
     if (b == NULL)
         return;
-    s = b->h.s;
-    /* Its waits all end now: their watches need no keeping. */
-    pthread_mutex_lock(&s->mu);
-    zkr__reader_remove(s, &b->rd);
-    pthread_mutex_unlock(&s->mu);
     zkr__rhandle_free(&b->h);
     free(b);
 }

@@ -299,11 +299,56 @@ int zkr__rhandle_init(zkr__rhandle_t *h, zkr_session_t *s, const char *path,
     return rc;
 }
 
+static zkr__rhandle_t *rhandle_of_reader(zkr__reader_t *r)
+{
+    return (zkr__rhandle_t *)((char *)r - offsetof(zkr__rhandle_t, rd));
+}
+
+/* Do its operations need the session's watch on path? Each that does is
+ * marked: its end removes the watch kept for it (asked when a removal is
+ * about to be sent, so a watch kept for an operation that then ends
+ * before it ever set one is still removed). */
+static int rhandle_follows(zkr__reader_t *r, const char *path)
+{
+    zkr__rhandle_t *h = rhandle_of_reader(r);
+    int follows = 0;
+
+    for (zkr__rop_t *o = h->ops; o != NULL; o = o->next)
+        if (o->cls->watches != NULL && o->cls->watches(o, path)) {
+            o->watched = h->s->sid;
+            follows = 1;
+        }
+    return follows;
+}
+
+/* The operations' tasks are woken by the engine on (re)connection and in
+ * a forked child: nothing more to do here. */
+static void rhandle_nothing(zkr__reader_t *r)
+{
+    (void)r;
+}
+
+static const zkr__reader_ops_t rhandle_reader_ops = {
+    rhandle_nothing, rhandle_nothing, rhandle_follows};
+
+void zkr__rhandle_follow(zkr__rhandle_t *h)
+{
+    h->rd.ops = &rhandle_reader_ops;
+    pthread_mutex_lock(&h->s->mu);
+    zkr__reader_add(h->s, &h->rd);
+    h->following = 1;
+    pthread_mutex_unlock(&h->s->mu);
+}
+
 void zkr__rhandle_free(zkr__rhandle_t *h)
 {
     zkr_session_t *s = h->s;
 
     pthread_mutex_lock(&s->mu);
+    /* Its operations all end now: their watches need no keeping. */
+    if (h->following)
+        zkr__reader_remove(s, &h->rd);
+    h->following = 0;
     /* Operations end at their next step: one waiting (for a connection, a
      * pause, a watch) now, one with a request in flight when its answer
      * comes (on ZooKeeper's thread, bounded by the client's timeouts); a

@@ -72,6 +72,9 @@ typedef struct zkr__rop zkr__rop_t;
 typedef struct zkr__rhandle {
     zkr_session_t *s;
     zkr__rop_t *ops;
+    zkr__reader_t rd; /* with zkr__rhandle_follow(): keeps the operations'
+                         watches from being removed */
+    int following;
     char *path;
     char *parent; /* the path's parent ("/" for a top-level node) */
     struct ACL_vector acl;
@@ -92,6 +95,9 @@ typedef struct zkr__rop_class {
     void (*deliver)(zkr__rop_t *o);
     /* An answer of its chain (zkr__call_t.next). */
     void (*answer)(zkr__call_t *k, int rc);
+    /* Does it need the session's watch on path (zkr__rhandle_follow())?
+     * NULL: it sets none. */
+    int (*watches)(const zkr__rop_t *o, const char *path);
 } zkr__rop_class_t;
 
 /* An operation: a chain of requests (k), a task the engine wakes (tk),
@@ -115,7 +121,10 @@ struct zkr__rop {
     int unsent;          /* the code of the last request not sent */
     int64_t pause_until; /* the next attempt not before */
     int rc;
-    int ended; /* a blocking operation has ended: its caller frees it */
+    int ended;       /* a blocking operation has ended: its caller frees it */
+    int64_t watched; /* the session on which it set a watch, or for which
+                        another operation's watch was kept for it (0:
+                        none): its end removes the watch there */
 };
 
 /* Makes h for path on s: 0; ZBADARGUMENTS (an invalid path, or the
@@ -126,6 +135,10 @@ int zkr__rhandle_init(zkr__rhandle_t *h, zkr_session_t *s, const char *path,
 /* Frees what h holds, once its operations have ended: each is told (its
  * go) that h is being freed, and waited for. */
 void zkr__rhandle_free(zkr__rhandle_t *h);
+/* The session's cleanup keeps a watch on a path while an operation of h
+ * needs it (its class's watches), and marks those operations (watched)
+ * as owing its removal. Once, after zkr__rhandle_init(); mutex not held. */
+void zkr__rhandle_follow(zkr__rhandle_t *h);
 
 /* A new operation of size bytes (the recipe's struct, zkr__rop_t first)
  * on h, linked and its task added, with an event ahead if asynchronous;

@@ -42,7 +42,6 @@ struct zkr_dbarrier {
      * node can always be handed to the cleanup, even with no memory left
      * (NULL: none reserved yet). */
     zkr__cleanup_t *reserve;
-    zkr__reader_t rd; /* keeps the operations' watches from being removed */
 };
 
 /* The steps of an operation (zkr__rop_t.step): the request in flight. */
@@ -79,9 +78,6 @@ typedef struct op {
     int plain;        /* enter: makes "ready" without the checks (one of
                          them was refused, or they would not fit in a
                          request) */
-    int64_t watched;  /* the session on which it set a watch, or for which
-                         another operation's watch was kept for it (0:
-                         none): its end removes it there */
     /* DS_MAKE's multi: */
     int nops;
     zoo_op_t *ops;
@@ -96,8 +92,10 @@ static void op_end_rc(zkr__rop_t *r, int rc);
 static void op_deliver(zkr__rop_t *r);
 static void op_next(zkr__call_t *k, int rc);
 
+static int op_watches(const zkr__rop_t *r, const char *path);
+
 static const zkr__rop_class_t dbarrier_class = {op_go, op_end_rc, op_deliver,
-                                                op_next};
+                                                op_next, op_watches};
 
 static op_t *op_of(zkr__rop_t *r)
 {
@@ -106,8 +104,10 @@ static op_t *op_of(zkr__rop_t *r)
 
 /* Does the operation watch path? An enter watches "ready" and its node
  * (data watches), a leave the barrier's children. */
-static int op_watches(const op_t *o, const char *path)
+static int op_watches(const zkr__rop_t *r, const char *path)
 {
+    const op_t *o = (const op_t *)r;
+
     return o->kind == ZKR_DBARRIER_ENTER ? strcmp(path, o->d->ready) == 0 ||
                                                strcmp(path, o->d->h.path) == 0
                                          : strcmp(path, o->d->h.parent) == 0;
@@ -147,7 +147,7 @@ static void dbarrier_watcher(zhandle_t *zh, int type, int state,
         if (r == NULL || r->cls != &dbarrier_class)
             continue;
         o = op_of(r);
-        if (!op_watches(o, path))
+        if (!op_watches(r, path))
             continue;
         if (o->kind == ZKR_DBARRIER_ENTER && strcmp(path, o->d->h.path) == 0) {
             o->own_armed = 0; /* deleted by another client: made again */
@@ -210,13 +210,13 @@ static void node_give_up(zkr_dbarrier_t *d)
 /* Mutex held: the operation ends with rc. An enter that did not enter,
  * and any leave, give up the node if it may stand. A watch it set (or
  * that was kept for it) on this session is handed to the cleanup list,
- * which keeps it while another operation needs it (barrier_follows). */
+ * which keeps it while another operation needs it (zkr__rhandle_follow()). */
 static void op_end_rc(zkr__rop_t *r, int rc)
 {
     op_t *o = op_of(r);
     zkr_dbarrier_t *d = o->d;
     zkr_session_t *s = d->h.s;
-    int unwatch = o->watched != 0 && o->watched == s->sid && !s->forked;
+    int unwatch = o->o.watched != 0 && o->o.watched == s->sid && !s->forked;
     int enter = o->kind == ZKR_DBARRIER_ENTER;
 
     multi_free(o);
@@ -408,7 +408,7 @@ static void op_next(zkr__call_t *k, int rc)
         return;
     case DS_WATCH:
         /* Either way an exists sets a watch. */
-        o->watched = s->sid;
+        o->o.watched = s->sid;
         if (rc == ZOK) {
             o->own_armed = 1;
             op_go(&o->o);
@@ -424,7 +424,7 @@ static void op_next(zkr__call_t *k, int rc)
             /* Either way an exists sets a watch. Standing: entered, once
              * its own node is made. */
             o->armed = 1;
-            o->watched = s->sid;
+            o->o.watched = s->sid;
             if (rc == ZOK)
                 o->saw_ready = 1;
             op_go(&o->o);
@@ -480,7 +480,7 @@ static void op_next(zkr__call_t *k, int rc)
         for (int i = 0; rc == ZOK && i < k->strings->count; i++)
             n += strcmp(k->strings->data[i], READY) != 0;
         if (rc == ZOK)
-            o->watched = s->sid;
+            o->o.watched = s->sid;
         if (rc != ZOK && rc != ZNONODE) {
             op_end(o, rc);
         } else if (n == 0) {
@@ -583,38 +583,6 @@ static void op_go(zkr__rop_t *r)
         op_go_leave(o);
 }
 
-/* ------------------------------------------------------------ reader */
-
-static zkr_dbarrier_t *dbarrier_of_reader(zkr__reader_t *r)
-{
-    return (zkr_dbarrier_t *)((char *)r - offsetof(zkr_dbarrier_t, rd));
-}
-
-/* Its operations' watches on path are still needed: each is marked (its
- * end then removes the watch kept for it). */
-static int dbarrier_follows(zkr__reader_t *r, const char *path)
-{
-    zkr_dbarrier_t *d = dbarrier_of_reader(r);
-    int follows = 0;
-
-    for (zkr__rop_t *o = d->h.ops; o != NULL; o = o->next)
-        if (op_watches(op_of(o), path)) {
-            op_of(o)->watched = d->h.s->sid;
-            follows = 1;
-        }
-    return follows;
-}
-
-/* The operations' tasks are woken by the engine on (re)connection and in
- * a forked child: nothing more to do here. */
-static void dbarrier_nothing(zkr__reader_t *r)
-{
-    (void)r;
-}
-
-static const zkr__reader_ops_t dbarrier_reader_ops = {
-    dbarrier_nothing, dbarrier_nothing, dbarrier_follows};
-
 /* ------------------------------------------------------------- the API */
 
 int zkr_dbarrier_new(zkr_dbarrier_t **out, zkr_session_t *s, const char *path,
@@ -655,10 +623,7 @@ int zkr_dbarrier_new(zkr_dbarrier_t **out, zkr_session_t *s, const char *path,
     d->count = count;
     d->name = strrchr(d->h.path, '/') + 1;
     new_name(d);
-    d->rd.ops = &dbarrier_reader_ops;
-    pthread_mutex_lock(&s->mu);
-    zkr__reader_add(s, &d->rd);
-    pthread_mutex_unlock(&s->mu);
+    zkr__rhandle_follow(&d->h);
     *out = d;
     return 0;
 }
@@ -671,7 +636,6 @@ void zkr_dbarrier_free(zkr_dbarrier_t *d)
         return;
     s = d->h.s;
     pthread_mutex_lock(&s->mu);
-    zkr__reader_remove(s, &d->rd);
     /* Entered and never left: its node goes. An operation under way gives
      * it up at its end instead (its create may be in flight). */
     if (d->h.ops == NULL)
