@@ -75,9 +75,10 @@ typedef struct op {
     int saw_ready;    /* enter: its watch saw "ready" created */
     int quitting;     /* enter: timed out, deleting its node */
     int deleted;      /* leave: its node is deleted */
-    int plain;        /* enter: makes "ready" without the checks (one of
-                         them was refused, or they would not fit in a
-                         request) */
+    int plain;        /* enter: makes "ready" with the check of its own node
+                         only (1: a check of another was refused, or they
+                         would not fit in a request, or such a request was
+                         lost), or with none (2: its own was refused) */
     /* DS_MAKE's multi: */
     int nops;
     zoo_op_t *ops;
@@ -156,7 +157,10 @@ static void dbarrier_watcher(zhandle_t *zh, int type, int state,
                 o->counted = 0; /* and counted again once it is back */
             }
         } else {
-            if (o->kind == ZKR_DBARRIER_ENTER && type == ZOO_CREATED_EVENT)
+            /* Its own watch's (an event of an older one comes before
+             * its exists is answered, while it is not armed). */
+            if (o->kind == ZKR_DBARRIER_ENTER && type == ZOO_CREATED_EVENT &&
+                o->armed)
                 o->saw_ready = 1;
             o->armed = 0;
             o->counted = 0;
@@ -216,14 +220,14 @@ static void op_end_rc(zkr__rop_t *r, int rc)
     op_t *o = op_of(r);
     zkr_dbarrier_t *d = o->d;
     zkr_session_t *s = d->h.s;
-    int unwatch = o->o.watched != 0 && o->o.watched == s->sid && !s->forked;
-    int enter = o->kind == ZKR_DBARRIER_ENTER;
+    int enter = o->kind == ZKR_DBARRIER_ENTER, unwatch;
 
     multi_free(o);
     if (d->h.freeing && rc == 0)
         rc = ZKR_ECANCELED; /* a freed handle takes no part any more */
     if (rc != 0 || o->kind == ZKR_DBARRIER_LEAVE)
-        node_give_up(d);
+        node_give_up(d); /* its pump may mark o as owing a removal */
+    unwatch = o->o.watched != 0 && o->o.watched == s->sid && !s->forked;
     o->armed = 0;
     o->own_armed = 0;
     zkr__rop_end(r, rc); /* o may be freed; d lives while the mutex is held */
@@ -249,10 +253,12 @@ static void op_issue(op_t *o, int st, int rc)
 }
 
 /* The multi that makes "ready": a check of N participants (its own
- * first) and the create. 0, or ZKR_ENOMEM. */
+ * first; its own only, or none, when plain) and the create. 0, or
+ * ZKR_ENOMEM. */
 static int multi_make(op_t *o, const struct String_vector *v)
 {
     zkr_dbarrier_t *d = o->d;
+    int checks = o->plain == 2 ? 0 : o->plain == 1 ? 1 : d->count;
     char *p;
 
     multi_free(o);
@@ -261,10 +267,11 @@ static int multi_make(op_t *o, const struct String_vector *v)
     o->paths = calloc((size_t)d->count, sizeof(*o->paths));
     if (o->ops == NULL || o->res == NULL || o->paths == NULL)
         goto nomem;
-    if ((p = zkr__strdup(d->h.path)) == NULL)
+    if (checks > 0 && (p = zkr__strdup(d->h.path)) == NULL)
         goto nomem;
-    o->paths[o->nops++] = p;
-    for (int i = 0; i < v->count && o->nops < d->count; i++) {
+    if (checks > 0)
+        o->paths[o->nops++] = p;
+    for (int i = 0; i < v->count && o->nops < checks; i++) {
         if (strcmp(v->data[i], READY) == 0 || strcmp(v->data[i], d->name) == 0)
             continue;
         if ((p = zkr__join(d->h.parent, v->data[i])) == NULL)
@@ -308,7 +315,10 @@ static void op_counted(op_t *o, const struct String_vector *v)
 
     for (int i = 0; v != NULL && i < v->count; i++) {
         if (strcmp(v->data[i], READY) == 0) {
-            op_end(o, 0); /* the phase has begun */
+            /* The phase has begun: entered once its node stands (it may
+             * have been deleted meanwhile). */
+            o->saw_ready = 1;
+            op_go(&o->o);
             return;
         }
         n++;
@@ -325,11 +335,8 @@ static void op_counted(op_t *o, const struct String_vector *v)
         op_go(&o->o); /* waits for its watch or its timeout */
         return;
     }
-    if (o->plain || !multi_fits(o, v)) {
-        op_issue(o, DS_MAKE,
-                 zkr__call_create(&o->o.k, d->ready, "", 0, &d->h.acl, 0));
-        return;
-    }
+    if (o->plain == 0 && !multi_fits(o, v))
+        o->plain = 1;
     if ((rc = multi_make(o, v)) != 0) {
         op_issue(o, DS_MAKE, rc); /* a pause, then again */
         return;
@@ -361,6 +368,8 @@ static void op_next(zkr__call_t *k, int rc)
             o->armed = 0;
         if (st == DS_WATCH)
             o->own_armed = 0;
+        if (st == DS_MAKE && o->plain == 0)
+            o->plain = 1; /* too big for the server's limit, perhaps */
         op_go(&o->o);
         return;
     }
@@ -438,24 +447,35 @@ static void op_next(zkr__call_t *k, int rc)
         else
             op_end(o, rc);
         return;
-    case DS_MAKE:
+    case DS_MAKE: {
+        /* The op that failed: the first whose code is not ZOK (those
+         * after it are ZRUNTIMEINCONSISTENCY); nops: the create. */
+        int failed = 0, nops = o->nops;
+
+        while (rc != ZOK && failed < o->nops && o->res[failed].err == ZOK)
+            failed++;
         multi_free(o);
         if (rc == ZOK || rc == ZNODEEXISTS) {
-            op_end(o, 0); /* made, or made by another */
+            /* Made, or made by another: entered once its node stands
+             * (deleted meanwhile: made again first). */
+            o->saw_ready = 1;
+            op_go(&o->o);
         } else if (rc == ZNONODE) {
             o->counted = 0; /* one of those counted is gone: again */
             op_go(&o->o);
-        } else if (rc == ZNOAUTH && !o->plain) {
+        } else if (rc == ZNOAUTH && failed < nops) {
             /* A participant we may not read (kazoo's or Curator's, with
-             * its own ACL), or no right to create: count again, and make
-             * "ready" without the checks, as kazoo and Curator do. */
-            o->plain = 1;
+             * its own ACL), then our own: count again, and make "ready"
+             * with fewer checks (none at last, as kazoo and Curator). A
+             * create refused ends it. */
+            o->plain = failed == 0 ? 2 : 1;
             o->counted = 0;
             op_go(&o->o);
         } else {
             op_end(o, rc);
         }
         return;
+    }
     case DS_QUIT:
         if (rc == ZOK || rc == ZNONODE) {
             d->node_sid = 0;
@@ -557,10 +577,10 @@ static void op_go(zkr__rop_t *r)
     zkr_dbarrier_t *d = o->d;
     zkr_session_t *s = d->h.s;
 
-    if (o->kind == ZKR_DBARRIER_ENTER && !o->quitting && o->looked &&
-        r->step == 0 && !r->k.busy && !d->h.freeing && !s->forked &&
-        s->connected && d->node_sid == s->sid && r->deadline >= 0 &&
-        zkr__now_ms() >= r->deadline) {
+    if (o->kind == ZKR_DBARRIER_ENTER && !o->quitting && !o->saw_ready &&
+        o->looked && r->step == 0 && !r->k.busy && !d->h.freeing &&
+        !s->forked && s->connected && d->node_sid == s->sid &&
+        r->deadline >= 0 && zkr__now_ms() >= r->deadline) {
         o->quitting = 1;
         r->deadline = zkr__rop_bound(s);
     }
@@ -571,6 +591,7 @@ static void op_go(zkr__rop_t *r)
         o->armed = 0;
         o->own_armed = 0;
         o->counted = 0;
+        o->saw_ready = 0; /* away: what stands now decides */
     }
     if (!zkr__rop_ready(r, !s->connected || r->unsent != 0 || o->looked ||
                                    o->quitting

@@ -658,6 +658,38 @@ static void test_unreadable_participant(void **state)
     assert_int_equal(zkr_session_free(s), 0);
 }
 
+/* Review 2: the handle's own ACL gives no read (its node's check is
+ * refused too): "ready" is made with no check at all. A path where it may
+ * not create ends the enter with ZNOAUTH. */
+static void test_own_node_unreadable(void **state)
+{
+    const char *p = "/t/dbar/ownnoread", *p2 = "/t/dbar/nocreate";
+    zkr_session_t *s = open_session(ST);
+    struct ACL noread = {ZOO_PERM_WRITE | ZOO_PERM_DELETE | ZOO_PERM_ADMIN |
+                             ZOO_PERM_CREATE,
+                         {"world", "anyone"}};
+    struct ACL readonly = {ZOO_PERM_READ | ZOO_PERM_DELETE,
+                           {"world", "anyone"}};
+    struct ACL_vector acl = {1, &noread}, ro = {1, &readonly};
+    zkr_dbarrier_t *d = NULL;
+
+    (void)state;
+    raw_make(p);
+    assert_int_equal(zkr_dbarrier_new(&d, s, p, 1, "a", &acl), 0);
+    assert_int_equal(zkr_dbarrier_enter(d, zkt_scaled_ms(2 * ST)), 0);
+    assert_true(raw_exists("/t/dbar/ownnoread/ready"));
+    assert_int_equal(zkr_dbarrier_leave(d, zkt_scaled_ms(ST)), 0);
+    zkr_dbarrier_free(d);
+    /* A barrier path where no one may create. */
+    raw_make("/t/dbar");
+    assert_int_equal(zoo_create(raw, p2, NULL, -1, &ro, 0, NULL, 0), ZOK);
+    assert_int_equal(zkr_dbarrier_new(&d, s, p2, 1, "a", NULL), 0);
+    assert_int_equal(zkr_dbarrier_enter(d, zkt_scaled_ms(2 * ST)), ZNOAUTH);
+    zkr_dbarrier_free(d);
+    assert_int_equal(zoo_delete(raw, p2, -1), ZOK);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
 /* Review 1: so many long participant paths that the multi of checks
  * would pass the server's request limit (which cuts the connection, on
  * every attempt): "ready" is made without the checks. */
@@ -893,6 +925,7 @@ int main(void)
         cmocka_unit_test(test_recount_after_node_deleted),
         cmocka_unit_test(test_phase_begun_and_ended_at_once),
         cmocka_unit_test(test_unreadable_participant),
+        cmocka_unit_test(test_own_node_unreadable),
         cmocka_unit_test(test_many_long_participants),
         cmocka_unit_test(test_free_with_request_in_flight),
         cmocka_unit_test(test_async),
