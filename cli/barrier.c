@@ -1,7 +1,8 @@
 /* zkr barrier set / clear / wait: the barrier (zkr_barrier_*) from a
  * shell, on the node layout of kazoo's Barrier and Curator's
  * DistributedBarrier. The command sets a persistent node: it ends, and
- * an ephemeral barrier would end with it. */
+ * an ephemeral barrier would end with it. zkr barrier enter, the double
+ * barrier's (zkr_dbarrier_*), runs a command as zkr lock does: run.c. */
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <stdio.h>
@@ -15,12 +16,17 @@ static void help(FILE *f)
     fputs("usage: zkr barrier set [--acl open|private] PATH\n"
           "       zkr barrier clear PATH\n"
           "       zkr barrier wait [-w SECONDS] PATH\n"
+          "       zkr barrier enter [options] N PATH [--] COMMAND [ARG...]\n"
           "\n"
           "A barrier stands while the node PATH exists (kazoo's Barrier, "
           "Curator's\n"
           "DistributedBarrier). set creates it (persistent, with its "
           "missing ancestors);\n"
           "clear deletes it; wait returns once it does not stand.\n"
+          "enter is the double barrier's (kazoo's DoubleBarrier, Curator's\n"
+          "DistributedDoubleBarrier): it runs COMMAND once N participants "
+          "have entered,\n"
+          "then leaves; its options: zkr barrier enter --help.\n"
           "\n"
           "options:\n"
           "  -w, --wait, --timeout SECONDS\n"
@@ -76,12 +82,14 @@ int cli_barrier(const cli_t *c, int argc, char **argv)
 
     if (argc < 2)
         return cli_usage_error("barrier",
-                               "wants an action: set, clear or wait");
+                               "wants an action: set, clear, wait or enter");
     act = argv[1];
     if (strcmp(act, "-h") == 0 || strcmp(act, "--help") == 0) {
         help(stdout);
         return 0;
     }
+    if (strcmp(act, "enter") == 0)
+        return cli_barrier_enter(c, argc - 1, argv + 1);
     if (strcmp(act, "set") == 0)
         op = ZKR_BARRIER_SET;
     else if (strcmp(act, "clear") == 0)
@@ -89,8 +97,8 @@ int cli_barrier(const cli_t *c, int argc, char **argv)
     else if (strcmp(act, "wait") == 0)
         op = ZKR_BARRIER_WAIT;
     else
-        return cli_usage_error("barrier",
-                               "unknown action '%s' (set, clear, wait)", act);
+        return cli_usage_error(
+            "barrier", "unknown action '%s' (set, clear, wait, enter)", act);
     snprintf(sub, sizeof(sub), "barrier %s", act);
     argc--;
     argv++;

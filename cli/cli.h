@@ -208,8 +208,10 @@ int cli_exporter(const cli_t *c, int argc, char **argv);
 int cli_queue(const cli_t *c, int argc, char **argv);
 /* zkr counter get / add / set (counter.c). */
 int cli_counter(const cli_t *c, int argc, char **argv);
-/* zkr barrier set / clear / wait (barrier.c). */
+/* zkr barrier set / clear / wait / enter (barrier.c). */
 int cli_barrier(const cli_t *c, int argc, char **argv);
+/* zkr barrier enter (run.c): argv[0] is "enter". */
+int cli_barrier_enter(const cli_t *c, int argc, char **argv);
 /* zkr queue take (run.c): argv[0] is "take". */
 int cli_queue_take(const cli_t *c, int argc, char **argv);
 /* Whether path is a zkr work queue: its data, or its layout, says so. */

@@ -1,12 +1,22 @@
 /* zkr lock / sem / elect / queue take: run a command while holding a lock,
  * a semaphore permit, leadership or the claim of a work queue's item, and
- * stop it before anyone else can be granted.
+ * stop it before anyone else can be granted. zkr barrier enter: run a
+ * command in a phase of a double barrier.
  *
  * A work queue's claim is contained exactly as a lock is: it is an
  * exclusive lock whose directory is the item's node, with the same states
  * (HELD, SUSPENDED, LOST at the safe deadline), so the same supervisor
  * runs the command; only the end differs: the command's exit status acks
  * (0) or nacks the item, once every process of the command is gone.
+ *
+ * barrier enter's command runs under the same guard and supervisor, with
+ * no grant (run_has_grant()): once N participants have entered, the phase
+ * has begun for all of them, and nothing that happens to the session can
+ * take it back. So the command is never stopped for the session's sake
+ * (its participant node goes with an expired session: the others count it
+ * as left), and the guard has no deadline; zkr's own death still kills the
+ * command's tree, and signals are forwarded as for a lock. Once every
+ * process of the command is gone, zkr leaves.
  *
  * One thread (main) supervises; zkr's callbacks only write small messages
  * to a pipe. Signals are received through a signalfd, so SIGINT, SIGTERM,
@@ -323,7 +333,8 @@ static void write_metrics(const sup_t *p, int status)
 
 static void teardown(sup_t *p, int status)
 {
-    zkr_item_free(p->it); /* a claim still held is given back */
+    zkr_dbarrier_free(p->d); /* its node, if it stands, goes */
+    zkr_item_free(p->it);    /* a claim still held is given back */
     zkr_workq_free(p->q);
     zkr_multilock_free(p->m); /* before its members */
     for (int i = 0; p->more != NULL && i < p->o->nmore; i++)
@@ -458,10 +469,14 @@ static int release_grant(sup_t *p)
     return p->m != NULL ? zkr_multilock_release(p->m) : zkr_lock_release(p->l);
 }
 
-/* Cancels the pending acquire or take. */
+/* Cancels the pending acquire or take; barrier enter's enter or leave
+ * ends with its handle (ZKR_ECANCELED), which deletes its node. */
 static void cancel(sup_t *p)
 {
-    if (p->q != NULL)
+    if (p->d != NULL) {
+        zkr_dbarrier_free(p->d);
+        p->d = NULL;
+    } else if (p->q != NULL)
         zkr_workq_cancel(p->q);
     else if (p->m != NULL)
         zkr_multilock_cancel(p->m);
@@ -469,7 +484,8 @@ static void cancel(sup_t *p)
         zkr_lock_cancel(p->l);
 }
 
-/* Waits for the acquire's (take's) completion, canceling it on a signal. */
+/* Waits for the acquire's (take's, barrier enter's enter or leave)
+ * completion, canceling it on a signal or at wake_at. */
 static int await_grant(sup_t *p, int *rc)
 {
     struct msg m;
@@ -513,7 +529,9 @@ static int granted(sup_t *p, int rc, int *status)
     }
     if (rc != 0) {
         *status = cli_zk_error(p->cli, rc, "%s: cannot %s", o->path,
-                               o->kind == KIND_QUEUE ? "take" : "acquire");
+                               o->kind == KIND_QUEUE      ? "take"
+                               : o->kind == KIND_DBARRIER ? "enter"
+                                                          : "acquire");
         return 0;
     }
     return 1;
@@ -853,6 +871,160 @@ out:
     return status;
 }
 
+/* ------------------------------------------------------- barrier enter */
+
+static void on_dbarrier(int rc, void *data)
+{
+    post(data, M_ACQUIRED, rc, 0);
+}
+
+/* With --acl private, a PATH that exists already must not be open to
+ * others (they could delete the participants' nodes or "ready"); one that
+ * does not is made with the ACL asked for. 0 or an exit status. */
+static int check_enter_acl(sup_t *p)
+{
+    struct Stat st;
+    int rc;
+
+    if (strcmp(p->o->acl, "open") == 0)
+        return 0;
+    rc = zoo_exists(zkr_session_handle(p->s), p->o->path, 0, &st);
+    if (rc == ZNONODE)
+        return 0;
+    if (rc != ZOK)
+        return cli_zk_error(p->cli, rc, "%s", p->o->path);
+    return cli_check_path_acl(p->cli, p->s, p->o->path, p->o->acl);
+}
+
+static int make_dbarrier(sup_t *p)
+{
+    const opts_t *o = p->o;
+    int rc;
+
+    if ((rc = check_enter_acl(p)) != 0)
+        return rc;
+    rc = zkr_dbarrier_new(&p->d, p->s, o->path, (int)o->count, o->id,
+                          cli_acl(o->acl));
+    if (rc == ZBADARGUMENTS)
+        return cli_usage_error(o->sub, "invalid PATH '%s' or --id", o->path);
+    if (rc != 0)
+        return cli_zk_error(p->cli, rc, "%s", o->path);
+    zkr_session_add_listener(p->s, on_session, p); /* for await_connected */
+    return 0;
+}
+
+static int connected(sup_t *p)
+{
+    zkr_state_t st = zkr_session_state(p->s);
+
+    return st == ZKR_STATE_CONNECTED || st == ZKR_STATE_RECONNECTED;
+}
+
+/* A leave that looks once ends at once when it cannot look (zkr.h): after
+ * a lost connection or session (the command ran on), it waits for one,
+ * for at most a session timeout, so that the last one to leave deletes
+ * "ready" still. A signal ends the wait. */
+static void await_connected(sup_t *p)
+{
+    int64_t until = ct_now_ms() + p->cli->session_timeout_ms;
+    struct msg m;
+
+    p->wake_at = until;
+    while (!connected(p) && p->signo == 0 && ct_now_ms() < until)
+        run_wait_event(p, &m);
+    p->wake_at = -1;
+}
+
+/* Enter (op ZKR_DBARRIER_ENTER) or leave, for ms (-1: no limit; longer
+ * than the library's int: bounded here); a signal ends it
+ * (ZKR_ECANCELED, the handle freed). The operation's code. */
+static int dbarrier_op(sup_t *p, zkr_dbarrier_op_t op, int64_t ms)
+{
+    int rc;
+
+    p->timed_out = 0;
+    p->wake_at = cli_timeout_arg(ms) != ms ? ct_now_ms() + ms : -1;
+    rc = zkr_dbarrier_async(p->d, op, cli_timeout_arg(ms), on_dbarrier, p);
+    if (rc == 0)
+        await_grant(p, &rc);
+    p->wake_at = -1;
+    return rc;
+}
+
+/* Leaves, after the command (or instead of it): with --wait-leave, and
+ * no signal received, waits until no participant is left; otherwise
+ * deletes its node and looks once. zkr's exit status, from status (the
+ * command's, or zkr's if it did not run): a wait for the others that did
+ * not end so (--wait-leave's time passed, a signal, an error) says so
+ * only when status is 0, so that a command's failure is never hidden. */
+static int leave_phase(sup_t *p, int status)
+{
+    const opts_t *o = p->o;
+    int waits = o->wait_leave && p->signo == 0;
+    int rc;
+
+    if (o->wait_leave && !waits && status == 0)
+        status = 128 + p->signo; /* told to stop: not waited */
+    if (p->d == NULL) /* freed on a signal as the enter ended: node gone */
+        return status;
+    if (!waits && p->signo == 0)
+        await_connected(p);
+    rc = dbarrier_op(p, ZKR_DBARRIER_LEAVE, waits ? o->leave_ms : 0);
+    if (rc == 0) {
+        cli_info(p->cli, "%s: left%s", o->path,
+                 waits ? "; every participant has left" : "");
+    } else if (rc == ZKR_ETIMEDOUT && waits) {
+        cli_info(p->cli,
+                 "%s: left; participants still there after "
+                 "--wait-leave's time",
+                 o->path);
+        if (status == 0)
+            status = o->fail_code;
+    } else if (rc == ZKR_ETIMEDOUT) {
+        cli_info(p->cli, "%s: left; others are still in the phase", o->path);
+    } else if (rc == ZKR_ECANCELED) {
+        if (status == 0)
+            status = 128 + p->signo;
+    } else {
+        int e = cli_zk_error(p->cli, rc, "%s: cannot leave", o->path);
+        if (status == 0)
+            status = e;
+    }
+    return status;
+}
+
+static int run_enter(const cli_t *c, const opts_t *o)
+{
+    sup_t p;
+    int64_t sid;
+    int rc, status;
+
+    if ((status = run_command_runs(o)) != 0)
+        return status;
+    if ((status = setup(&p, c, o)) != 0 || (status = make_dbarrier(&p)) != 0)
+        goto out;
+    rc = dbarrier_op(&p, ZKR_DBARRIER_ENTER, o->wait_ms);
+    /* Not entered: nothing to leave (a timed-out enter deletes its node,
+     * and so does a freed handle). */
+    if (!granted(&p, rc, &status))
+        goto out;
+    sid = zkr_session_id(p.s);
+    if (p.signo != 0) { /* entered just as we were told to stop */
+        status = 128 + p.signo;
+    } else if ((status = run_spawn(&p, NULL, NULL)) == 0) {
+        run_supervise(&p);
+        status = exit_status_of(p.status);
+        if (zkr_session_id(p.s) != sid)
+            cli_err("%s: the session was lost while the command ran: the "
+                    "other participants counted this one as left then",
+                    o->path);
+    }
+    status = leave_phase(&p, status);
+out:
+    teardown(&p, status);
+    return status;
+}
+
 /* ------------------------------------------------------ entry points */
 
 static int run(kind_t kind, const cli_t *c, int argc, char **argv)
@@ -862,6 +1034,8 @@ static int run(kind_t kind, const cli_t *c, int argc, char **argv)
 
     if (rc != 0)
         return rc < 0 ? 0 : rc; /* -1: --help printed */
+    if (kind == KIND_DBARRIER)
+        return run_enter(c, &o);
     if (kind == KIND_QUEUE)
         return run_take(c, &o);
     return kind == KIND_ELECT ? run_elect(c, &o) : run_lock(c, &o);
@@ -885,4 +1059,9 @@ int cli_elect(const cli_t *c, int argc, char **argv)
 int cli_queue_take(const cli_t *c, int argc, char **argv)
 {
     return run(KIND_QUEUE, c, argc, argv);
+}
+
+int cli_barrier_enter(const cli_t *c, int argc, char **argv)
+{
+    return run(KIND_DBARRIER, c, argc, argv);
 }

@@ -1,4 +1,5 @@
-/* zkr lock / sem / elect / queue take: what their files share. run.c:
+/* zkr lock / sem / elect / queue take / barrier enter: what their files
+ * share. run.c:
  * the design (at its top), zkr's callbacks, setup and end, and each
  * subcommand's run; run_opts.c: options and --help; run_command.c: finding
  * and starting the command; run_supervise.c: the supervisor while the
@@ -10,7 +11,16 @@
 
 #include "cli.h"
 
-typedef enum { KIND_LOCK, KIND_SEM, KIND_ELECT, KIND_QUEUE } kind_t;
+/* KIND_DBARRIER (barrier enter) runs its command in a phase of a double
+ * barrier, which is no grant: nothing to lose, no safe deadline
+ * (run_has_grant()). */
+typedef enum {
+    KIND_LOCK,
+    KIND_SEM,
+    KIND_ELECT,
+    KIND_QUEUE,
+    KIND_DBARRIER
+} kind_t;
 typedef enum { SUSP_TERM, SUSP_STOP, SUSP_IGNORE } susp_t;
 
 typedef struct opts {
@@ -35,6 +45,9 @@ typedef struct opts {
     zkr_nack_where_t nack;    /* queue take: --nack front|back */
     long max_deliveries;      /* queue take: --max-deliveries, 0 none */
     const char *dead_path;    /* queue take: --dead, or NULL */
+    long count;               /* barrier enter: N */
+    int wait_leave;           /* barrier enter: --wait-leave given */
+    int64_t leave_ms;         /* ... its SECONDS; -1 forever */
     char **cmd;
 } opts_t;
 
@@ -52,8 +65,10 @@ typedef struct sup {
     zkr_lock_t **more;  /* the locks of o->more */
     zkr_multilock_t *m; /* with more: all of them, or NULL */
     zkr_election_t *e;
-    zkr_workq_t *q;  /* queue take: the queue */
-    zkr_item_t *it;  /* queue take: the item taken, once taken */
+    zkr_workq_t *q; /* queue take: the queue */
+    zkr_item_t *it; /* queue take: the item taken, once taken */
+    /* barrier enter: the participant (NULL once freed) */
+    zkr_dbarrier_t *d;
     int ev[2];       /* message pipe */
     int sfd;         /* signalfd */
     int tty;         /* the controlling terminal, or -1 */
@@ -81,6 +96,15 @@ typedef struct sup {
     int status;      /* the command's wait status */
 } sup_t;
 
+/* Whether the command runs under a grant it can lose (lock, sem, elect,
+ * queue take: followed, with the session's safe deadline as the guard's);
+ * barrier enter's command runs in a phase that has begun, whatever
+ * happens to the session then. */
+static inline int run_has_grant(const sup_t *p)
+{
+    return p->o->kind != KIND_DBARRIER;
+}
+
 /* The state of zkr lock's (sem's) grant: the lock's, or with several
  * PATHs the multi-lock's (run.c). */
 zkr_lock_state_t run_lock_state(sup_t *p);
@@ -92,8 +116,9 @@ int run_parse_opts(kind_t kind, int argc, char **argv, opts_t *o);
 /* Finds COMMAND before anything is acquired: 0, or 127 or 126 after saying
  * why (run_command.c). */
 int run_command_runs(const opts_t *o);
-/* Starts the command under its guard, with the grant q's environment: 0,
- * or an exit status with nothing left running. */
+/* Starts the command under its guard, with the grant q's environment
+ * (NULL: no grant, zkr's own environment as it is): 0, or an exit status
+ * with nothing left running. */
 int run_spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id);
 
 /* Whether zkr is in the foreground of its terminal (run_supervise.c). */

@@ -1,6 +1,6 @@
-/* zkr lock / sem / elect / queue take: the command. Found before
- * anything is acquired, started under its guard (contain.c) with the
- * grant's environment. */
+/* zkr lock / sem / elect / queue take / barrier enter: the command. Found
+ * before anything is acquired (or entered), started under its guard
+ * (contain.c) with the grant's environment. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -280,16 +280,20 @@ static int item_input(const zkr_item_t *it)
 }
 
 /* Starts the command, under its guard, with the grant's environment (and
- * queue take's item on its standard input). Returns 0, or an exit status
- * (command not found, ...) with nothing left running. */
+ * queue take's item on its standard input). Without a grant (q NULL:
+ * barrier enter) the command gets zkr's environment as it is: an outer
+ * zkr's variables stay true for it (its grant lasts while this zkr runs),
+ * and the guard gets no deadline (run_has_grant()). Returns 0, or an exit
+ * status (command not found, ...) with nothing left running. */
 int run_spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
 {
-    envp_t env;
+    envp_t env = {0};
     char *file, *fence_list;
     int why = 0, e, rc, fg = run_foreground(p), in = -1;
     /* The guard's first deadline, read with the clock at the same moment
      * (the PATH search below takes time). */
-    int64_t deadline = ct_now_ms() + zkr_session_valid_ms(p->s);
+    int64_t deadline =
+        run_has_grant(p) ? ct_now_ms() + zkr_session_valid_ms(p->s) : -1;
 
     if ((file = resolve(p->o->cmd[0], &why)) == NULL)
         return why;
@@ -297,16 +301,18 @@ int run_spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
         free(file);
         return CLI_EXIT_OSERR;
     }
-    fence_list = fences(p);
-    if ((p->m != NULL && fence_list == NULL) ||
-        build_env(&env, q, leader_id, p->o->path, p->it, fence_list) != 0) {
+    fence_list = q != NULL ? fences(p) : NULL;
+    if (q != NULL &&
+        ((p->m != NULL && fence_list == NULL) ||
+         build_env(&env, q, leader_id, p->o->path, p->it, fence_list) != 0)) {
         cli_err("cannot start %s: %s", p->o->cmd[0], strerror(errno));
         free(file);
         if (in >= 0)
             close(in);
         return CLI_EXIT_OSERR;
     }
-    rc = ct_spawn(&p->g, file, p->o->cmd, env.env, deadline, fg, in, &e);
+    rc = ct_spawn(&p->g, file, p->o->cmd, q != NULL ? env.env : environ,
+                  deadline, fg, in, &e);
     if (in >= 0)
         close(in);
     if (rc != 0) {
@@ -322,9 +328,13 @@ int run_spawn(sup_t *p, const zkr_sequencer_t *q, const char *leader_id)
         p->why = NULL;
         p->kill_at = p->jc_at = -1;
         p->beat_at = 0;
-        cli_info(p->cli,
-                 "%s %s granted (token %" PRId64 "); started %s, pid %d",
-                 p->o->path, q->node, q->token, p->o->cmd[0], (int)p->g.cmd);
+        if (q != NULL)
+            cli_info(
+                p->cli, "%s %s granted (token %" PRId64 "); started %s, pid %d",
+                p->o->path, q->node, q->token, p->o->cmd[0], (int)p->g.cmd);
+        else
+            cli_info(p->cli, "%s: started %s, pid %d", p->o->path, p->o->cmd[0],
+                     (int)p->g.cmd);
     }
     free(file);
     free_env(&env);

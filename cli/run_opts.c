@@ -1,5 +1,5 @@
-/* zkr lock / sem / elect / queue take: their options, operands and
- * --help. */
+/* zkr lock / sem / elect / queue take / barrier enter: their options,
+ * operands and --help. */
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <limits.h>
@@ -73,6 +73,63 @@ static void help_take(void)
           "before any item is taken, but for what only exec can tell: "
           "see zkr(1)).\n"
           "See zkr(1).\n",
+          stdout);
+}
+
+/* zkr barrier enter --help. */
+static void help_enter(void)
+{
+    fputs("usage: zkr barrier enter [options] N PATH [options] [--] COMMAND "
+          "[ARG...]\n"
+          "       zkr barrier enter [options] N PATH [options] -c STRING\n\n"
+          "Enters the double barrier PATH of N participants (kazoo's "
+          "DoubleBarrier,\n"
+          "Curator's DistributedDoubleBarrier) and runs COMMAND once N have "
+          "entered; once\n"
+          "every process of the command is gone, leaves. The phase has begun "
+          "for all: a\n"
+          "lost session does not stop the command (the others count this "
+          "participant as\n"
+          "left). Signals are forwarded to the command as in zkr lock.\n\n"
+          "  -c, --command STRING      run STRING with sh -c instead of "
+          "COMMAND\n"
+          "  -w, --wait, --timeout SECONDS\n"
+          "                            give up entering after SECONDS "
+          "(fractions allowed;\n"
+          "                            0: look once; default: no limit): "
+          "COMMAND not run\n"
+          "  -E, --conflict-exit-code CODE\n"
+          "                            exit CODE when not entered (or not "
+          "all left) in\n"
+          "                            time (default 1)\n"
+          "      --wait-leave[=SECONDS]\n"
+          "                            after the command, wait until every "
+          "participant has\n"
+          "                            left (at most SECONDS; default: no "
+          "limit); without\n"
+          "                            it, zkr deletes its own node and "
+          "exits\n"
+          "      --id ID               the participant node's data (default "
+          "host:pid)\n"
+          "      --acl open|private    ACL of the nodes it creates (private "
+          "needs\n"
+          "                            credentials)\n"
+          "      --grace SECONDS       after a signal forwarded to the "
+          "command, SIGKILL\n"
+          "                            after SECONDS (default 5)\n"
+          "  -h, --help                this help\n\n"
+          "Options, global ones too (zkr --help), may come before N or "
+          "after PATH.\n"
+          "Exit status: the command's; 1 (-E) not entered within -w (the "
+          "command did not\n"
+          "run), or with --wait-leave=SECONDS participants still there after "
+          "SECONDS (the\n"
+          "command exited 0); 64 usage; 69 no server or session; 71 other "
+          "error; 77\n"
+          "permission denied; 126/127 COMMAND not executable/not found "
+          "(found out before\n"
+          "entering); 128+N signal N while entering or waiting. See "
+          "zkr(1).\n",
           stdout);
 }
 
@@ -180,7 +237,8 @@ enum {
     O_TRUST,
     O_NACK,
     O_MAXDEL,
-    O_DEAD
+    O_DEAD,
+    O_LEAVE
 };
 static const struct option lopts[] = {
     {"wait", required_argument, NULL, 'w'},
@@ -204,6 +262,7 @@ static const struct option lopts[] = {
     {"nack", required_argument, NULL, O_NACK},
     {"max-deliveries", required_argument, NULL, O_MAXDEL},
     {"dead", required_argument, NULL, O_DEAD},
+    {"wait-leave", optional_argument, NULL, O_LEAVE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -219,6 +278,43 @@ static void opts_defaults(opts_t *o, kind_t kind, const char *sub)
     o->grace_ms = 5000;
     o->acl = "open";
     o->delay_ms = -1;
+    o->leave_ms = -1;
+}
+
+/* The options of lock that barrier enter does not take (its phase is no
+ * grant: nothing to suspend, lose or delay), by name; NULL for the
+ * others. */
+static const char *not_enter(int opt)
+{
+    switch (opt) {
+    case 'n':
+        return "-n/--nonblock (-w 0 looks once)";
+    case O_SUSPEND:
+        return "--on-suspend";
+    case O_LOST:
+        return "--lost-exit-code";
+    case O_DELAY:
+        return "--lock-delay";
+    case O_TRUST:
+        return "--trust-foreign-release";
+    case O_METRICS:
+        return "--metrics-file";
+    default:
+        return NULL;
+    }
+}
+
+/* --wait-leave[=SECONDS] of barrier enter. 0 or an exit status. */
+static int leave_opt(opts_t *o, const char *arg)
+{
+    if (o->kind != KIND_DBARRIER)
+        return cli_usage_error(o->sub, "--wait-leave is an option of barrier "
+                                       "enter");
+    o->wait_leave = 1;
+    o->leave_ms = -1;
+    if (arg != NULL && cli_parse_seconds(arg, &o->leave_ms) != 0)
+        return cli_usage_error(o->sub, "invalid --wait-leave '%s'", arg);
+    return 0;
 }
 
 /* The options of queue take alone: --nack, --max-deliveries, --dead. */
@@ -305,6 +401,9 @@ static int parse_one(opts_t *o, int opt, const char *arg, const char *given,
                                opt == 'w'   ? "-w/--wait/--timeout"
                                : opt == 'n' ? "-n/--nonblock"
                                             : "-E/--conflict-exit-code");
+    if (kind == KIND_DBARRIER && not_enter(opt) != NULL)
+        return cli_usage_error(sub, "%s is not an option of barrier enter",
+                               not_enter(opt));
     /* -c: the permit count in sem (as it always was), the command string
      * in lock and elect (as in flock(1)). */
     if (opt == 'c')
@@ -368,8 +467,13 @@ static int parse_one(opts_t *o, int opt, const char *arg, const char *given,
     case O_MAXDEL:
     case O_DEAD:
         return queue_opt(o, opt, arg);
+    case O_LEAVE:
+        return leave_opt(o, arg);
     case 'h':
-        help(kind);
+        if (kind == KIND_DBARRIER)
+            help_enter();
+        else
+            help(kind);
         return -1;
     default:
         return cli_usage_error(sub, "unknown or incomplete option '%s'", given);
@@ -427,6 +531,8 @@ static int check_paths(const opts_t *o)
 
     for (int i = 0; rc == 0 && i < o->nmore; i++)
         rc = cli_check_args(o->sub, o->more[i], NULL);
+    if (rc == 0 && o->kind == KIND_DBARRIER && strcmp(o->path, "/") == 0)
+        rc = cli_usage_error(o->sub, "PATH is not the root");
     if (rc == 0 && o->nmore + 1 > ZKR_MULTILOCK_MAX)
         rc = cli_usage_error(o->sub, "more than %d PATHs", ZKR_MULTILOCK_MAX);
     return rc;
@@ -438,17 +544,21 @@ static int parse_command(opts_t *o, int argc, char **argv, const char *command)
 {
     const char *sub = o->sub;
     kind_t kind = o->kind;
+    /* barrier enter's options after PATH were read by getopt: -c STRING,
+     * and a "--" (everything after it is the COMMAND). */
+    int raw = kind != KIND_DBARRIER;
 
-    if (optind >= argc)
+    if (o->path == NULL && optind >= argc)
         return cli_usage_error(sub, "missing PATH");
-    o->path = argv[optind++];
+    if (o->path == NULL)
+        o->path = argv[optind++];
     if (kind == KIND_LOCK)
         more_paths(o, argc, argv, command != NULL);
-    if (command == NULL && optind + 1 == argc &&
+    if (raw && command == NULL && optind + 1 == argc &&
         ((kind != KIND_SEM && strcmp(argv[optind], "-c") == 0) ||
          strcmp(argv[optind], "--command") == 0))
         return cli_usage_error(sub, "%s wants a STRING", argv[optind]);
-    if (command == NULL && optind + 1 < argc &&
+    if (raw && command == NULL && optind + 1 < argc &&
         ((kind != KIND_SEM && strcmp(argv[optind], "-c") == 0) ||
          strcmp(argv[optind], "--command") == 0)) {
         command = argv[optind + 1];
@@ -463,7 +573,7 @@ static int parse_command(opts_t *o, int argc, char **argv, const char *command)
         o->cmd = sh_argv;
         return check_paths(o);
     }
-    if (optind < argc && strcmp(argv[optind], "--") == 0)
+    if (raw && optind < argc && strcmp(argv[optind], "--") == 0)
         optind++;
     if (optind >= argc)
         return cli_usage_error(sub, "missing COMMAND");
@@ -471,19 +581,54 @@ static int parse_command(opts_t *o, int argc, char **argv, const char *command)
     return check_paths(o);
 }
 
+/* The options from argv[optind] up to the first operand (or "--").
+ * *command: the -c/--command string. 0, -1 (--help was written), or an
+ * exit status. */
+static int parse_options(opts_t *o, int argc, char **argv, const char **command)
+{
+    int opt, rc;
+
+    while ((opt = cli_getopt(argc, argv, "+w:nE:c:h", lopts)) != -1)
+        if ((rc = parse_one(o, opt, optarg, argv[optind - 1], command)) != 0)
+            return rc;
+    return 0;
+}
+
+/* barrier enter: N and PATH, then the options that may follow them
+ * (enter 3 /p -w 60 -- COMMAND, as well as enter -w 60 3 /p COMMAND). 0,
+ * -1 (--help was written), or an exit status. */
+static int enter_operands(opts_t *o, int argc, char **argv,
+                          const char **command)
+{
+    if (optind >= argc)
+        return cli_usage_error(o->sub, "missing N");
+    if (cli_parse_int(argv[optind], 1, 100000, &o->count) != 0)
+        return cli_usage_error(o->sub, "N wants 1..100000, not '%s'",
+                               argv[optind]);
+    if (++optind >= argc)
+        return cli_usage_error(o->sub, "missing PATH");
+    o->path = argv[optind++];
+    return parse_options(o, argc, argv, command);
+}
+
 /* The subcommand's options and operands: 0, -1 (--help was written), or
  * an exit status (said why). */
 int run_parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
 {
     const char *command = NULL;
-    int opt, rc;
+    int rc;
 
-    opts_defaults(o, kind, kind == KIND_QUEUE ? "queue take" : argv[0]);
+    opts_defaults(o, kind,
+                  kind == KIND_QUEUE      ? "queue take"
+                  : kind == KIND_DBARRIER ? "barrier enter"
+                                          : argv[0]);
     optind = 0;
     opterr = 0;
-    while ((opt = cli_getopt(argc, argv, "+w:nE:c:h", lopts)) != -1)
-        if ((rc = parse_one(o, opt, optarg, argv[optind - 1], &command)) != 0)
-            return rc;
+    if ((rc = parse_options(o, argc, argv, &command)) != 0)
+        return rc;
+    if (kind == KIND_DBARRIER &&
+        (rc = enter_operands(o, argc, argv, &command)) != 0)
+        return rc;
     if ((rc = opts_check(o)) != 0)
         return rc;
     return parse_command(o, argc, argv, command);

@@ -1,5 +1,6 @@
-/* zkr lock / sem / elect / queue take: the supervisor, while the command
- * runs. It follows the grant (--on-suspend), keeps the guard's deadline,
+/* zkr lock / sem / elect / queue take / barrier enter: the supervisor,
+ * while the command runs. It follows the grant (--on-suspend; barrier
+ * enter has none), keeps the guard's deadline,
  * passes signals and job control on to the command's tree, and hands the
  * terminal over and back (run.c says how, at its top). */
 #define _GNU_SOURCE
@@ -165,6 +166,8 @@ static void reap_orphans(sup_t *p)
  * candidate's own state. */
 static own_t ownership(sup_t *p)
 {
+    if (!run_has_grant(p))
+        return OWN_HELD; /* a phase that has begun: nothing to lose */
     if (p->e != NULL) {
         struct pollfd fd = {zkr_election_fd(p->e), POLLIN, 0};
         int64_t epoch;
@@ -248,7 +251,9 @@ static void react(sup_t *p)
 /* The guard's deadline: until when the command may run without a word
  * from us. While the grant stands, the session's safe deadline (a stopped
  * or frozen zkr cannot vouch for the grant past it); --on-suspend ignore
- * adds its grace after the loss; a pending SIGKILL comes first. */
+ * adds its grace after the loss; a pending SIGKILL comes first. Without a
+ * grant (barrier enter) only that SIGKILL: a stopped zkr vouches for
+ * nothing, and its command runs on. */
 static void heartbeat(sup_t *p)
 {
     int64_t now = ct_now_ms(), at;
@@ -257,6 +262,8 @@ static void heartbeat(sup_t *p)
         return;
     if (p->killing) {
         at = now;
+    } else if (!run_has_grant(p)) {
+        at = p->kill_at; /* -1: none */
     } else if (p->hard) {
         at = p->kill_at >= 0 ? p->kill_at : now;
     } else {
@@ -424,10 +431,14 @@ static void on_report(sup_t *p)
          * stop was zkr's own, and the guard's deadline ends the command
          * if nobody continues zkr (fg) within the session's safe
          * deadline. */
-        cli_err("the command was stopped (%s): zkr stops too; the "
-                "command is killed if zkr is not continued within %" PRId64
-                " ms",
-                strsignal(value), zkr_session_valid_ms(p->s));
+        if (run_has_grant(p))
+            cli_err("the command was stopped (%s): zkr stops too; the "
+                    "command is killed if zkr is not continued within "
+                    "%" PRId64 " ms",
+                    strsignal(value), zkr_session_valid_ms(p->s));
+        else
+            cli_err("the command was stopped (%s): zkr stops too",
+                    strsignal(value));
         stop_self(p, value, p->jc_at < 0);
     } else if (kind == CT_DEADLINE && !p->killing) {
         p->killing = 1;

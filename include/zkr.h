@@ -2852,7 +2852,10 @@ ZKR_EXTERN int zkr_barrier_async(zkr_barrier_t *b, zkr_barrier_op_t op,
  * enters before the last one of this round has left delays this round's
  * leave until it leaves, and may find `ready` still standing and enter at
  * once, as in kazoo and Curator; so does a round after one whose
- * participants all died before leaving: use a new path per round.
+ * participants all died before leaving: use a new path per round. kazoo's
+ * leave deletes `ready` first: a participant that has not looked yet
+ * (its enter still on its way to the server) may then count fewer than N
+ * and wait, as kazoo's own participants would.
  *
  * **Free** deletes the participant node if it stands (a handle that is
  * gone does not participate any more); an operation under way ends with
@@ -2867,8 +2870,11 @@ ZKR_EXTERN int zkr_barrier_async(zkr_barrier_t *b, zkr_barrier_op_t op,
  *   an id not of 1 to #ZKR_ID_MAX bytes of UTF-8, a timeout below -1.
  * - ZKR_ETIMEDOUT: an enter with fewer than count participants by its
  *   timeout (its node is removed, or handed to the session's cleanup
- *   when not connected); a leave with participants left by its timeout
- *   (its own node is deleted).
+ *   when not connected); a leave with participants left by its timeout,
+ *   or, when not connected, one that could not look by then (its own
+ *   node is deleted, or handed to the session's cleanup). A leave of 0
+ *   while not connected is ZKR_ETIMEDOUT at once: wait for the
+ *   connection first if the last leaver must delete `ready`.
  * - ZKR_ESTATE: another operation of the handle is under way.
  * - ZNOCHILDRENFOREPHEMERALS: the path is an ephemeral node.
  * - ZNONODE: the path was missing again after its ancestors were made,

@@ -402,6 +402,31 @@ test_pair_curator() {
     pair curator CURATOR peer
 }
 
+# examples/phases: three workers run two phases together. Each phase K
+# starts for all three (no worker goes on alone) and no worker starts
+# phase 2 before every worker has ended phase 1 (their leave waits for all
+# to leave); the workers' stamps are CLOCK_MONOTONIC ms, like mono_ms.
+test_example_phases() {
+    local p=/cli/dbar/phases ex=$builddir/examples/phases log=$WORK/phases.log
+    local w pids=() s2 e1
+    : >"$log"
+    for w in w1 w2 w3; do
+        bg "$ex" -s "$ZKR_SERVER" -p "$p" -t $((6 * ZKS)) 3 "$w" 2 >>"$log"
+        pids+=($!)
+    done
+    for w in "${pids[@]}"; do
+        ended_with "$w" 0 "worker $w"
+    done
+    expect "not every worker ran both phases: $(cat "$log")" \
+        [ "$(grep -c ' start ' "$log")" -eq 6 ]
+    e1=$(awk '$2 == "end" && $3 == 1 { print $4 }' "$log" | sort -n | tail -1)
+    s2=$(awk '$2 == "start" && $3 == 2 { print $4 }' "$log" | sort -n | head -1)
+    at_or_after "the first start of phase 2" "$s2" "$e1" \
+        "the last end of phase 1"
+    expect "nodes left at $p/phase-1: $(zk_ls "$p/phase-1" | tr '\n' ' ')" \
+        nodes_eq "$p/phase-1" 0
+}
+
 start_server
 # shellcheck disable=SC2034 # both used through pair's nameref
 CURATOR=(java -Xss512k -XX:+UseSerialGC -XX:TieredStopAtLevel=1
@@ -419,4 +444,5 @@ run_test test_session_lost_command_runs_on
 run_test test_three_libraries
 run_test test_pair_kazoo
 run_test test_pair_curator
+run_test test_example_phases
 done_testing
