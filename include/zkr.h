@@ -2831,10 +2831,10 @@ ZKR_EXTERN int zkr_barrier_async(zkr_barrier_t *b, zkr_barrier_op_t op,
  * phase. (When a participant cannot be read, kazoo's or Curator's with an
  * ACL of its own, or when the checks would not fit in one request, about
  * 256 KiB of paths, `ready` is made with the check of its own node only,
- * much as kazoo and Curator make it with none.) A participant that dies counts as leaving (its node goes with its
- * session); so does one whose node someone deletes after its enter
- * returned. While it enters, a participant whose node is deleted by
- * another client makes it again and counts again. Through a lost
+ * much as kazoo and Curator make it with none.) A participant that dies counts
+ * as leaving (its node goes with its session); so does one whose node someone
+ * deletes after its enter returned. While it enters, a participant whose node
+ * is deleted by another client makes it again and counts again. Through a lost
  * connection enter waits on; after a session expiry it creates its node
  * again on the new session (its node of the old session, if the server
  * still keeps it, is deleted first); if the phase began and ended while
