@@ -36,35 +36,15 @@ static zkr_barrier_t *new_barrier(zkr_session_t *s, const char *path, int flags)
     return b;
 }
 
-/* The node's stat as another client reads it: ZOK or ZNONODE. */
-static int raw_stat(const char *path, struct Stat *st)
-{
-    int rc = zoo_exists(raw, path, 0, st);
-
-    assert_true(rc == ZOK || rc == ZNONODE);
-    return rc;
-}
-
-static int raw_exists(const char *path)
-{
-    struct Stat st;
-
-    return raw_stat(path, &st) == ZOK;
-}
-
 /* Another client makes the node (persistent) and its missing ancestors. */
 static void raw_make(const char *path)
 {
-    char buf[512], *p;
-    int rc;
+    char parent[512];
 
-    snprintf(buf, sizeof(buf), "%s", path);
-    for (p = strchr(buf + 1, '/'); p != NULL; p = strchr(p + 1, '/')) {
-        *p = '\0';
-        rc = zoo_create(raw, buf, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-        assert_true(rc == ZOK || rc == ZNODEEXISTS);
-        *p = '/';
-    }
+    snprintf(parent, sizeof(parent), "%s", path);
+    *strrchr(parent, '/') = '\0';
+    if (parent[0] != '\0')
+        raw_ensure(parent);
     assert_int_equal(
         zoo_create(raw, path, "x", 1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0), ZOK);
 }

@@ -38,36 +38,6 @@ static zkr_dbarrier_t *new_dbarrier(zkr_session_t *s, const char *path, int n,
     return d;
 }
 
-static int raw_stat(const char *path, struct Stat *st)
-{
-    int rc = zoo_exists(raw, path, 0, st);
-
-    assert_true(rc == ZOK || rc == ZNONODE);
-    return rc;
-}
-
-static int raw_exists(const char *path)
-{
-    struct Stat st;
-
-    return raw_stat(path, &st) == ZOK;
-}
-
-/* Another client makes path and its missing ancestors (persistent). */
-static void raw_make(const char *path)
-{
-    char buf[1100], *p;
-    int rc;
-
-    snprintf(buf, sizeof(buf), "%s/", path);
-    for (p = strchr(buf + 1, '/'); p != NULL; p = strchr(p + 1, '/')) {
-        *p = '\0';
-        rc = zoo_create(raw, buf, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-        assert_true(rc == ZOK || rc == ZNODEEXISTS);
-        *p = '/';
-    }
-}
-
 /* The participants under path, as another client lists them: the
  * children but "ready". */
 static int participants(const char *path)
@@ -256,7 +226,7 @@ static void test_enter_ready_standing(void **state)
     zkr_dbarrier_t *d = new_dbarrier(s, p, 5, "a");
 
     (void)state;
-    raw_make(p);
+    raw_ensure(p);
     assert_int_equal(zoo_create(raw, "/t/dbar/standing/ready", NULL, -1,
                                 &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
                      ZOK);
@@ -503,7 +473,7 @@ static void test_create_answer_lost(void **state)
     struct Stat st;
 
     (void)state;
-    raw_make(p);
+    raw_ensure(p);
     assert_int_equal(zkt_proxy_cmd(proxy, "drop-create-reply"), 0);
     assert_int_equal(zkr_dbarrier_enter(d, zkt_scaled_ms(3 * ST)), 0);
     child_path(node, sizeof(node), p, d);
@@ -646,7 +616,7 @@ static void test_unreadable_participant(void **state)
     struct ACL_vector acl = {1, &noread};
 
     (void)state;
-    raw_make(p);
+    raw_ensure(p);
     assert_int_equal(zoo_create(raw, "/t/dbar/noread/k", "k", 1, &acl,
                                 ZOO_EPHEMERAL, NULL, 0),
                      ZOK);
@@ -674,14 +644,14 @@ static void test_own_node_unreadable(void **state)
     zkr_dbarrier_t *d = NULL;
 
     (void)state;
-    raw_make(p);
+    raw_ensure(p);
     assert_int_equal(zkr_dbarrier_new(&d, s, p, 1, "a", &acl), 0);
     assert_int_equal(zkr_dbarrier_enter(d, zkt_scaled_ms(2 * ST)), 0);
     assert_true(raw_exists("/t/dbar/ownnoread/ready"));
     assert_int_equal(zkr_dbarrier_leave(d, zkt_scaled_ms(ST)), 0);
     zkr_dbarrier_free(d);
     /* A barrier path where no one may create. */
-    raw_make("/t/dbar");
+    raw_ensure("/t/dbar");
     assert_int_equal(zoo_create(raw, p2, NULL, -1, &ro, 0, NULL, 0), ZOK);
     assert_int_equal(zkr_dbarrier_new(&d, s, p2, 1, "a", NULL), 0);
     assert_int_equal(zkr_dbarrier_enter(d, zkt_scaled_ms(2 * ST)), ZNOAUTH);
@@ -703,7 +673,7 @@ static void test_many_long_participants(void **state)
     (void)state;
     snprintf(p, sizeof(p), "/t/dbar/%0600d", 7);
     d = new_dbarrier(s, p, N, "a");
-    raw_make(p);
+    raw_ensure(p);
     for (int i = 0; i < N - 1; i++) {
         snprintf(name, sizeof(name), "%0200d", i);
         snprintf(child, sizeof(child), "%s/%s", p, name);
@@ -833,7 +803,7 @@ static void test_free_with_request_in_flight(void **state)
     zkr_session_t *s = open_proxied(ST);
 
     (void)state;
-    raw_make(p);
+    raw_ensure(p);
     assert_int_equal(zkt_proxy_cmd(proxy, "delay 200"), 0);
     for (int at = 100; at <= 1500; at += 350)
         free_in_flight(s, p, at);

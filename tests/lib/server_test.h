@@ -66,6 +66,38 @@ static inline void expire(zkr_session_t *s)
                      0);
 }
 
+/* A node's stat as another client reads it: ZOK or ZNONODE. */
+static inline int raw_stat(const char *path, struct Stat *st)
+{
+    int rc = zoo_exists(raw, path, 0, st);
+
+    assert_true(rc == ZOK || rc == ZNONODE);
+    return rc;
+}
+
+static inline int raw_exists(const char *path)
+{
+    struct Stat st;
+
+    return raw_stat(path, &st) == ZOK;
+}
+
+/* Another client makes path and its missing ancestors (persistent, no
+ * data); those that exist already are fine. */
+static inline void raw_ensure(const char *path)
+{
+    char buf[ZKR_PATH_MAX + 2], *p;
+    int rc;
+
+    snprintf(buf, sizeof(buf), "%s/", path);
+    for (p = strchr(buf + 1, '/'); p != NULL; p = strchr(p + 1, '/')) {
+        *p = '\0';
+        rc = zoo_create(raw, buf, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+        assert_true(rc == ZOK || rc == ZNODEEXISTS);
+        *p = '/';
+    }
+}
+
 /* Whether session sid has a watch on path, by the server's "wchc": its
  * block lists one tab-indented path a line. */
 static inline int session_watches(int64_t sid, const char *path)
