@@ -1,6 +1,7 @@
 /* The zkr command: shared declarations of its parts (zkr.c: options and
- * dispatch; run.c: lock, sem, elect and queue take; admin.c: inspect and
- * release; queue.c: queue put and len, a queue's inspect). */
+ * dispatch; run.c: lock, sem, elect, queue take, barrier enter and
+ * member; admin.c: inspect and release; queue.c: queue put and len, a
+ * queue's inspect; group.c: members; watch.c: watch). */
 #ifndef ZKR_TOOLS_CLI_H
 #define ZKR_TOOLS_CLI_H
 
@@ -212,6 +213,25 @@ int cli_counter(const cli_t *c, int argc, char **argv);
 int cli_barrier(const cli_t *c, int argc, char **argv);
 /* zkr barrier enter (run.c): argv[0] is "enter". */
 int cli_barrier_enter(const cli_t *c, int argc, char **argv);
+/* zkr member (run.c): runs a command as a member of a group. */
+int cli_member(const cli_t *c, int argc, char **argv);
+/* zkr members (group.c): a group's members, once or as they change. */
+int cli_members(const cli_t *c, int argc, char **argv);
+/* Checks member's PATH, ID (NULL: the default) and DATA (NULL: the id) by
+ * the group's rules (zkr.h, zkr_group_join()), before any connection: 0,
+ * or CLI_EXIT_USAGE after saying why (group.c). */
+int cli_check_member(const char *sub, const char *path, const char *id,
+                     const char *data);
+/* Node data (len bytes, any bytes, followed by a NUL) as zkr members
+ * writes it (group.c): cli_escape()'s escapes, a NUL byte as \x00; and as
+ * a JSON string obj[key] (U+FFFD for each byte that is not part of valid
+ * UTF-8, a NUL as \u0000), with obj[key + "_hex"] the exact bytes when
+ * they are not valid UTF-8 (0 or -1). zkr watch writes data so too. */
+void cli_escape_bytes(FILE *f, const char *s, int len);
+int cli_json_set_bytes(json_t *obj, const char *key, const char *s, int len);
+/* zkr watch (watch.c): runs a command at each new view of a node or of
+ * its children (zkr_cache_*), or prints the views. */
+int cli_watch(const cli_t *c, int argc, char **argv);
 /* zkr queue take (run.c): argv[0] is "take". */
 int cli_queue_take(const cli_t *c, int argc, char **argv);
 /* Whether path is a zkr work queue: its data, or its layout, says so. */

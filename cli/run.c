@@ -1,7 +1,8 @@
 /* zkr lock / sem / elect / queue take: run a command while holding a lock,
  * a semaphore permit, leadership or the claim of a work queue's item, and
  * stop it before anyone else can be granted. zkr barrier enter: run a
- * command in a phase of a double barrier.
+ * command in a phase of a double barrier. zkr member: run a command as a
+ * member of a group.
  *
  * A work queue's claim is contained exactly as a lock is: it is an
  * exclusive lock whose directory is the item's node, with the same states
@@ -17,6 +18,12 @@
  * as left), and the guard has no deadline; zkr's own death still kills the
  * command's tree, and signals are forwarded as for a lock. Once every
  * process of the command is gone, zkr leaves.
+ *
+ * member's command runs the same way, with no grant either: the library
+ * keeps the membership (a node lost with an expired session is made again
+ * on the new one), so nothing that happens to the session is a reason to
+ * stop the command. Once every process of the command is gone, zkr
+ * leaves the group.
  *
  * One thread (main) supervises; zkr's callbacks only write small messages
  * to a pipe. Signals are received through a signalfd, so SIGINT, SIGTERM,
@@ -333,6 +340,7 @@ static void write_metrics(const sup_t *p, int status)
 
 static void teardown(sup_t *p, int status)
 {
+    zkr_group_free(p->grp);  /* its node, if it stands, goes */
     zkr_dbarrier_free(p->d); /* its node, if it stands, goes */
     zkr_item_free(p->it);    /* a claim still held is given back */
     zkr_workq_free(p->q);
@@ -469,11 +477,15 @@ static int release_grant(sup_t *p)
     return p->m != NULL ? zkr_multilock_release(p->m) : zkr_lock_release(p->l);
 }
 
-/* Cancels the pending acquire or take; barrier enter's enter or leave
- * ends with its handle (ZKR_ECANCELED), which deletes its node. */
+/* Cancels the pending acquire or take; barrier enter's enter or leave,
+ * and member's join or leave, end with their handle (ZKR_ECANCELED),
+ * which deletes its node. */
 static void cancel(sup_t *p)
 {
-    if (p->d != NULL) {
+    if (p->grp != NULL) {
+        zkr_group_free(p->grp);
+        p->grp = NULL;
+    } else if (p->d != NULL) {
         zkr_dbarrier_free(p->d);
         p->d = NULL;
     } else if (p->q != NULL)
@@ -484,8 +496,9 @@ static void cancel(sup_t *p)
         zkr_lock_cancel(p->l);
 }
 
-/* Waits for the acquire's (take's, barrier enter's enter or leave)
- * completion, canceling it on a signal or at wake_at. */
+/* Waits for the acquire's (take's, barrier enter's enter or leave,
+ * member's join or leave) completion, canceling it on a signal or at
+ * wake_at. */
 static int await_grant(sup_t *p, int *rc)
 {
     struct msg m;
@@ -531,6 +544,7 @@ static int granted(sup_t *p, int rc, int *status)
         *status = cli_zk_error(p->cli, rc, "%s: cannot %s", o->path,
                                o->kind == KIND_QUEUE      ? "take"
                                : o->kind == KIND_DBARRIER ? "enter"
+                               : o->kind == KIND_MEMBER   ? "join"
                                                           : "acquire");
         return 0;
     }
@@ -1025,6 +1039,112 @@ out:
     return status;
 }
 
+/* -------------------------------------------------------------- member */
+
+static void on_group(int rc, zkr_group_t *g, void *data)
+{
+    (void)g;
+    post(data, M_ACQUIRED, rc, 0);
+}
+
+static int make_group(sup_t *p)
+{
+    const opts_t *o = p->o;
+    int rc;
+
+    if ((rc = check_enter_acl(p)) != 0)
+        return rc;
+    rc = zkr_group_new(&p->grp, p->s, o->path, cli_acl(o->acl), NULL, NULL);
+    if (rc == ZBADARGUMENTS)
+        return cli_usage_error(o->sub, "invalid PATH '%s'", o->path);
+    if (rc != 0)
+        return cli_zk_error(p->cli, rc, "%s", o->path);
+    return 0;
+}
+
+/* Joins (leave 0) or leaves, for ms (-1: no limit; longer than the
+ * library's int: bounded here); a signal ends it (ZKR_ECANCELED, the
+ * handle freed, which deletes the node). The operation's code. */
+static int group_op(sup_t *p, int leave, int64_t ms)
+{
+    const opts_t *o = p->o;
+    int rc;
+
+    p->timed_out = 0;
+    p->wake_at = cli_timeout_arg(ms) != ms ? ct_now_ms() + ms : -1;
+    rc = zkr_group_async(p->grp, leave, leave ? NULL : o->id,
+                         leave ? NULL : o->data, leave ? 0 : -1,
+                         cli_timeout_arg(ms), on_group, p);
+    if (rc == 0)
+        await_grant(p, &rc);
+    p->wake_at = -1;
+    return rc;
+}
+
+/* Leaves after the command (or instead of it). The leave is confirmed
+ * by the server within a session timeout, or it is not, and the node goes
+ * with the session, which zkr closes as it exits: either way the member
+ * is gone, and the exit status stays the command's. */
+static void leave_group(sup_t *p)
+{
+    const opts_t *o = p->o;
+    int rc;
+
+    if (p->grp == NULL) /* freed on a signal as the join ended: node gone */
+        return;
+    rc = group_op(p, 1, zkr_session_timeout_ms(p->s));
+    if (rc == 0)
+        cli_info(p->cli, "%s: left", o->path);
+    else if (rc == ZKR_ETIMEDOUT || rc == ZKR_ECANCELED)
+        cli_info(p->cli,
+                 "%s: the leave was not confirmed: the node goes as zkr "
+                 "closes its session",
+                 o->path);
+    else
+        cli_zk_error(p->cli, rc,
+                     "%s: cannot leave (the node goes as zkr closes its "
+                     "session)",
+                     o->path);
+}
+
+static int run_member(const cli_t *c, const opts_t *o)
+{
+    sup_t p;
+    int64_t sid;
+    int rc, status;
+
+    if ((status = run_command_runs(o)) != 0)
+        return status;
+    if ((status = setup(&p, c, o)) != 0 || (status = make_group(&p)) != 0)
+        goto out;
+    rc = group_op(&p, 0, o->wait_ms);
+    if (rc == ZBADARGUMENTS) { /* what the checks before could not tell */
+        status = cli_usage_error(o->sub, "invalid --id or --data");
+        goto out;
+    }
+    /* Not joined: nothing to leave (a join that timed out deletes its
+     * node, and so does a freed handle). */
+    if (!granted(&p, rc, &status))
+        goto out;
+    cli_info(c, "%s: joined", o->path);
+    sid = zkr_session_id(p.s);
+    if (p.signo != 0) { /* joined just as we were told to stop */
+        status = 128 + p.signo;
+    } else if ((status = run_spawn(&p, NULL, NULL)) == 0) {
+        run_supervise(&p);
+        status = exit_status_of(p.status);
+        if (zkr_session_id(p.s) != sid)
+            cli_info(c,
+                     "%s: the session was lost while the command ran: the "
+                     "member was made again on the new one",
+                     o->path);
+    }
+    leave_group(&p);
+out:
+    teardown(&p, status);
+    return status;
+}
+
 /* ------------------------------------------------------ entry points */
 
 static int run(kind_t kind, const cli_t *c, int argc, char **argv)
@@ -1036,6 +1156,8 @@ static int run(kind_t kind, const cli_t *c, int argc, char **argv)
         return rc < 0 ? 0 : rc; /* -1: --help printed */
     if (kind == KIND_DBARRIER)
         return run_enter(c, &o);
+    if (kind == KIND_MEMBER)
+        return run_member(c, &o);
     if (kind == KIND_QUEUE)
         return run_take(c, &o);
     return kind == KIND_ELECT ? run_elect(c, &o) : run_lock(c, &o);
@@ -1064,4 +1186,9 @@ int cli_queue_take(const cli_t *c, int argc, char **argv)
 int cli_barrier_enter(const cli_t *c, int argc, char **argv)
 {
     return run(KIND_DBARRIER, c, argc, argv);
+}
+
+int cli_member(const cli_t *c, int argc, char **argv)
+{
+    return run(KIND_MEMBER, c, argc, argv);
 }

@@ -1,5 +1,5 @@
-/* zkr lock / sem / elect / queue take / barrier enter: what their files
- * share. run.c:
+/* zkr lock / sem / elect / queue take / barrier enter / member: what
+ * their files share. run.c:
  * the design (at its top), zkr's callbacks, setup and end, and each
  * subcommand's run; run_opts.c: options and --help; run_command.c: finding
  * and starting the command; run_supervise.c: the supervisor while the
@@ -12,14 +12,15 @@
 #include "cli.h"
 
 /* KIND_DBARRIER (barrier enter) runs its command in a phase of a double
- * barrier, which is no grant: nothing to lose, no safe deadline
- * (run_has_grant()). */
+ * barrier, KIND_MEMBER (member) as a member of a group: neither is a
+ * grant, nothing to lose, no safe deadline (run_has_grant()). */
 typedef enum {
     KIND_LOCK,
     KIND_SEM,
     KIND_ELECT,
     KIND_QUEUE,
-    KIND_DBARRIER
+    KIND_DBARRIER,
+    KIND_MEMBER
 } kind_t;
 typedef enum { SUSP_TERM, SUSP_STOP, SUSP_IGNORE } susp_t;
 
@@ -32,6 +33,7 @@ typedef struct opts {
     int read, write; /* --read, --write: the sides of a read/write lock */
     long permits;
     const char *id;
+    const char *data; /* member: --data, or NULL (the id) */
     const char *acl;
     susp_t susp;
     int64_t grace_ms;
@@ -69,6 +71,8 @@ typedef struct sup {
     zkr_item_t *it; /* queue take: the item taken, once taken */
     /* barrier enter: the participant (NULL once freed) */
     zkr_dbarrier_t *d;
+    /* member: the group (NULL once freed) */
+    zkr_group_t *grp;
     int ev[2];       /* message pipe */
     int sfd;         /* signalfd */
     int tty;         /* the controlling terminal, or -1 */
@@ -99,10 +103,11 @@ typedef struct sup {
 /* Whether the command runs under a grant it can lose (lock, sem, elect,
  * queue take: followed, with the session's safe deadline as the guard's);
  * barrier enter's command runs in a phase that has begun, whatever
- * happens to the session then. */
+ * happens to the session then, and member's as a member that the library
+ * keeps (its node made again after an expiry). */
 static inline int run_has_grant(const sup_t *p)
 {
-    return p->o->kind != KIND_DBARRIER;
+    return p->o->kind != KIND_DBARRIER && p->o->kind != KIND_MEMBER;
 }
 
 /* The state of zkr lock's (sem's) grant: the lock's, or with several
@@ -116,6 +121,10 @@ int run_parse_opts(kind_t kind, int argc, char **argv, opts_t *o);
 /* Finds COMMAND before anything is acquired: 0, or 127 or 126 after saying
  * why (run_command.c). */
 int run_command_runs(const opts_t *o);
+/* The file COMMAND (cmd) names, found as execvp() would (a free()'d
+ * string), or NULL after saying why, with *why 127 or 126; zkr watch
+ * finds its command so, at each run (run_command.c). */
+char *run_command_file(const char *cmd, int *why);
 /* Starts the command under its guard, with the grant q's environment
  * (NULL: no grant, zkr's own environment as it is): 0, or an exit status
  * with nothing left running. */

@@ -1,6 +1,6 @@
-/* zkr lock / sem / elect / queue take / barrier enter: the command. Found
- * before anything is acquired (or entered), started under its guard
- * (contain.c) with the grant's environment. */
+/* zkr lock / sem / elect / queue take / barrier enter / member: the
+ * command. Found before anything is acquired (entered, joined), started under
+ * its guard (contain.c) with the grant's environment. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -145,6 +145,11 @@ int run_command_runs(const opts_t *o)
     return 0;
 }
 
+char *run_command_file(const char *cmd, int *why)
+{
+    return resolve(cmd, why);
+}
+
 /* Every variable zkr sets: an outer zkr's are never passed on. */
 static const char *const our_vars[] = {
     "ZKR_FENCE",          "ZKR_LOCK_PATH",   "ZKR_LOCK_NODE",  "ZKR_SESSION_ID",
@@ -281,7 +286,7 @@ static int item_input(const zkr_item_t *it)
 
 /* Starts the command, under its guard, with the grant's environment (and
  * queue take's item on its standard input). Without a grant (q NULL:
- * barrier enter) the command gets zkr's environment as it is: an outer
+ * barrier enter, member) the command gets zkr's environment as it is: an outer
  * zkr's variables stay true for it (its grant lasts while this zkr runs),
  * and the guard gets no deadline (run_has_grant()). Returns 0, or an exit
  * status (command not found, ...) with nothing left running. */

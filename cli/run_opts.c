@@ -1,5 +1,5 @@
-/* zkr lock / sem / elect / queue take / barrier enter: their options,
- * operands and --help. */
+/* zkr lock / sem / elect / queue take / barrier enter / member: their
+ * options, operands and --help. */
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <limits.h>
@@ -133,6 +133,59 @@ static void help_enter(void)
           stdout);
 }
 
+/* zkr member --help. */
+static void help_member(void)
+{
+    fputs("usage: zkr member [options] PATH [options] [--] COMMAND [ARG...]\n"
+          "       zkr member [options] PATH [options] -c STRING\n\n"
+          "Joins the group PATH (kazoo's Party; a member is the ephemeral "
+          "node\n"
+          "PATH/ID__party__ holding DATA), runs COMMAND, and once every "
+          "process of the\n"
+          "command is gone, leaves. The membership is kept while the "
+          "command runs: a\n"
+          "node lost with an expired session is made again on the new one, "
+          "and a lost\n"
+          "session does not stop the command. Signals are forwarded to the "
+          "command as\n"
+          "in zkr lock. 'zkr members PATH' lists the members.\n\n"
+          "  -c, --command STRING      run STRING with sh -c instead of "
+          "COMMAND\n"
+          "  -w, --wait, --timeout SECONDS\n"
+          "                            give up joining after SECONDS "
+          "(fractions allowed;\n"
+          "                            default: no limit): COMMAND not "
+          "run\n"
+          "  -E, --conflict-exit-code CODE\n"
+          "                            exit CODE when not joined in time "
+          "(default 1)\n"
+          "      --id ID               the member's id (default "
+          "HOST:PID, zkr's PID):\n"
+          "                            1..255 bytes of UTF-8, no '/' nor "
+          "control\n"
+          "                            characters\n"
+          "      --data DATA           the member's data (default: its "
+          "id)\n"
+          "      --acl open|private    ACL of the nodes it creates (private "
+          "needs\n"
+          "                            credentials)\n"
+          "      --grace SECONDS       after a signal forwarded to the "
+          "command, SIGKILL\n"
+          "                            after SECONDS (default 5)\n"
+          "  -h, --help                this help\n\n"
+          "Options, global ones too (zkr --help), may come before or after "
+          "PATH.\n"
+          "Exit status: the command's; 1 (-E) not joined within -w (the "
+          "command did not\n"
+          "run; another member may hold the id); 64 usage; 69 no server or "
+          "session; 71\n"
+          "other error; 77 permission denied; 126/127 COMMAND not "
+          "executable/not found\n"
+          "(found out before joining); 128+N signal N while joining. See "
+          "zkr(1).\n",
+          stdout);
+}
+
 /* zkr SUBCOMMAND --help: every option of lock, sem and elect. */
 static void help(kind_t kind)
 {
@@ -238,7 +291,8 @@ enum {
     O_NACK,
     O_MAXDEL,
     O_DEAD,
-    O_LEAVE
+    O_LEAVE,
+    O_DATA
 };
 static const struct option lopts[] = {
     {"wait", required_argument, NULL, 'w'},
@@ -263,6 +317,7 @@ static const struct option lopts[] = {
     {"max-deliveries", required_argument, NULL, O_MAXDEL},
     {"dead", required_argument, NULL, O_DEAD},
     {"wait-leave", optional_argument, NULL, O_LEAVE},
+    {"data", required_argument, NULL, O_DATA},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -281,9 +336,9 @@ static void opts_defaults(opts_t *o, kind_t kind, const char *sub)
     o->leave_ms = -1;
 }
 
-/* The options of lock that barrier enter does not take (its phase is no
- * grant: nothing to suspend, lose or delay), by name; NULL for the
- * others. */
+/* The options of lock that barrier enter and member do not take (a phase
+ * or a membership is no grant: nothing to suspend, lose or delay), by
+ * name; NULL for the others. */
 static const char *not_enter(int opt)
 {
     switch (opt) {
@@ -401,9 +456,10 @@ static int parse_one(opts_t *o, int opt, const char *arg, const char *given,
                                opt == 'w'   ? "-w/--wait/--timeout"
                                : opt == 'n' ? "-n/--nonblock"
                                             : "-E/--conflict-exit-code");
-    if (kind == KIND_DBARRIER && not_enter(opt) != NULL)
-        return cli_usage_error(sub, "%s is not an option of barrier enter",
-                               not_enter(opt));
+    if ((kind == KIND_DBARRIER || kind == KIND_MEMBER) &&
+        not_enter(opt) != NULL)
+        return cli_usage_error(sub, "%s is not an option of %s", not_enter(opt),
+                               sub);
     /* -c: the permit count in sem (as it always was), the command string
      * in lock and elect (as in flock(1)). */
     if (opt == 'c')
@@ -469,9 +525,16 @@ static int parse_one(opts_t *o, int opt, const char *arg, const char *given,
         return queue_opt(o, opt, arg);
     case O_LEAVE:
         return leave_opt(o, arg);
+    case O_DATA:
+        if (kind != KIND_MEMBER)
+            return cli_usage_error(sub, "--data is an option of member");
+        o->data = arg;
+        return 0;
     case 'h':
         if (kind == KIND_DBARRIER)
             help_enter();
+        else if (kind == KIND_MEMBER)
+            help_member();
         else
             help(kind);
         return -1;
@@ -524,10 +587,15 @@ static void more_paths(opts_t *o, int argc, char **argv, int have_command)
     optind = k;
 }
 
-/* Every PATH and --id. 0 or an exit status. */
+/* Every PATH and --id (member: its --id and --data, by the group's
+ * rules). 0 or an exit status. */
 static int check_paths(const opts_t *o)
 {
-    int rc = cli_check_args(o->sub, o->path, o->id);
+    int rc;
+
+    if (o->kind == KIND_MEMBER)
+        return cli_check_member(o->sub, o->path, o->id, o->data);
+    rc = cli_check_args(o->sub, o->path, o->id);
 
     for (int i = 0; rc == 0 && i < o->nmore; i++)
         rc = cli_check_args(o->sub, o->more[i], NULL);
@@ -544,9 +612,10 @@ static int parse_command(opts_t *o, int argc, char **argv, const char *command)
 {
     const char *sub = o->sub;
     kind_t kind = o->kind;
-    /* barrier enter's options after PATH were read by getopt: -c STRING,
-     * and a "--" (everything after it is the COMMAND). */
-    int raw = kind != KIND_DBARRIER;
+    /* barrier enter's and member's options after PATH were read by
+     * getopt: -c STRING, and a "--" (everything after it is the
+     * COMMAND). */
+    int raw = kind != KIND_DBARRIER && kind != KIND_MEMBER;
 
     if (o->path == NULL && optind >= argc)
         return cli_usage_error(sub, "missing PATH");
@@ -611,6 +680,18 @@ static int enter_operands(opts_t *o, int argc, char **argv,
     return parse_options(o, argc, argv, command);
 }
 
+/* member: PATH, then the options that may follow it (member /g --id w1
+ * -- COMMAND, as well as member --id w1 /g COMMAND). 0, -1 (--help was
+ * written), or an exit status. */
+static int member_operands(opts_t *o, int argc, char **argv,
+                           const char **command)
+{
+    if (optind >= argc)
+        return cli_usage_error(o->sub, "missing PATH");
+    o->path = argv[optind++];
+    return parse_options(o, argc, argv, command);
+}
+
 /* The subcommand's options and operands: 0, -1 (--help was written), or
  * an exit status (said why). */
 int run_parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
@@ -628,6 +709,9 @@ int run_parse_opts(kind_t kind, int argc, char **argv, opts_t *o)
         return rc;
     if (kind == KIND_DBARRIER &&
         (rc = enter_operands(o, argc, argv, &command)) != 0)
+        return rc;
+    if (kind == KIND_MEMBER &&
+        (rc = member_operands(o, argc, argv, &command)) != 0)
         return rc;
     if ((rc = opts_check(o)) != 0)
         return rc;

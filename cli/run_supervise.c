@@ -1,6 +1,6 @@
-/* zkr lock / sem / elect / queue take / barrier enter: the supervisor,
- * while the command runs. It follows the grant (--on-suspend; barrier
- * enter has none), keeps the guard's deadline,
+/* zkr lock / sem / elect / queue take / barrier enter / member: the
+ * supervisor, while the command runs. It follows the grant (--on-suspend;
+ * barrier enter and member have none), keeps the guard's deadline,
  * passes signals and job control on to the command's tree, and hands the
  * terminal over and back (run.c says how, at its top). */
 #define _GNU_SOURCE
@@ -252,7 +252,7 @@ static void react(sup_t *p)
  * from us. While the grant stands, the session's safe deadline (a stopped
  * or frozen zkr cannot vouch for the grant past it); --on-suspend ignore
  * adds its grace after the loss; a pending SIGKILL comes first. Without a
- * grant (barrier enter) only that SIGKILL: a stopped zkr vouches for
+ * grant (barrier enter, member) only that SIGKILL: a stopped zkr vouches for
  * nothing, and its command runs on. */
 static void heartbeat(sup_t *p)
 {

@@ -423,6 +423,16 @@ static void usage(FILE *f)
           "  zkr barrier enter [options] N PATH [--] COMMAND [ARG...]  (runs "
           "it once N\n"
           "                                 have entered, then leaves)\n"
+          "  zkr member [--id ID] [--data DATA] PATH [--] COMMAND [ARG...]  "
+          "(a member of\n"
+          "                                 the group while it runs)\n"
+          "  zkr members [--json] [--watch] PATH           (one line per "
+          "member: ID, DATA)\n"
+          "  zkr watch [--children [--data]] [--json] PATH [--] [COMMAND "
+          "[ARG...]]\n"
+          "                                 (each new view on its stdin; "
+          "without COMMAND,\n"
+          "                                 printed)\n"
           "  zkr inspect [--json] [--items N] PATH\n"
           "  zkr release --force --reason TEXT [--node NODE] PATH\n"
           "  zkr exporter [--listen HOST:PORT] [--refresh SECONDS] PATH...\n"
@@ -457,17 +467,17 @@ static void usage(FILE *f)
           "and descriptors 0, 1 and 2 only; queue take adds ZKR_QUEUE_ITEM,\n"
           "ZKR_QUEUE_DELIVERY, ZKR_QUEUE_PATH, ZKR_QUEUE_LEVEL, and the "
           "item's data on\n"
-          "stdin; barrier enter's gets zkr's environment as it is. Exit "
-          "status: the\n"
-          "command's; 1 (or -E) not acquired, no item, or not entered in "
-          "time; 4\n"
-          "ownership (a claim) lost while the command ran or at the ack; 64 "
-          "usage error;\n"
-          "66 inspect: PATH does not exist; 69 ZooKeeper unreachable or no "
-          "session\n"
-          "(retryable); 71 other error; 77 permission denied; 126/127 "
-          "COMMAND not\n"
-          "executable/not found. See zkr(1).\n",
+          "stdin; barrier enter's and member's get zkr's environment as it "
+          "is. Exit\n"
+          "status: the command's; 1 (or -E) not acquired, no item, not "
+          "entered or joined\n"
+          "in time; 4 ownership (a claim) lost while the command ran or at "
+          "the ack; 64\n"
+          "usage error; 66 inspect: PATH does not exist; 69 ZooKeeper "
+          "unreachable or no\n"
+          "session (retryable); 71 other error; 77 permission denied; "
+          "126/127 COMMAND\n"
+          "not executable/not found. See zkr(1).\n",
           f);
 }
 
@@ -634,7 +644,8 @@ int main(int argc, char **argv)
         {"elect", cli_elect},     {"inspect", cli_inspect},
         {"release", cli_release}, {"exporter", cli_exporter},
         {"queue", cli_queue},     {"counter", cli_counter},
-        {"barrier", cli_barrier},
+        {"barrier", cli_barrier}, {"member", cli_member},
+        {"members", cli_members}, {"watch", cli_watch},
     };
     struct option lopts[N_GLOBALS + 1];
     const char *env = getenv("ZKR_SERVER");

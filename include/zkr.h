@@ -2967,6 +2967,399 @@ ZKR_EXTERN int zkr_dbarrier_async(zkr_dbarrier_t *d, zkr_dbarrier_op_t op,
 /** @} */
 
 /* ------------------------------------------------------------------------ */
+/* Group membership                                                          */
+/* ------------------------------------------------------------------------ */
+/** \defgroup zkr_group Group membership: join, leave, and who is there
+ *
+ * A group is a path whose members are ephemeral children: a control
+ * plane registers its live daemons and watches who is there. A handle
+ * (zkr_group_new()) keeps a view of the members current by watches from
+ * the moment it is made, whether or not it joins; zkr_group_join() makes
+ * it a member too.
+ *
+ * **Layout** (kazoo's Party): a member is the ephemeral node
+ * `PATH/<id>__party__` whose data is the member's data (by default its
+ * id). The members of a group are the children of PATH whose names
+ * contain `__party__`, as kazoo counts them; a member's id is its node's
+ * name without the `__party__` suffix (a kazoo Party member's id is the
+ * 32 hex digits of its random name, and its data is kazoo's identifier).
+ * So kazoo's Party lists a zkr member by its data, which is its id unless
+ * data was given; other children of PATH (a Curator GroupMember's, whose
+ * names are its ids) are not members here. Curator's GroupMember with
+ * the id `ID__party__` makes a node zkr lists as member `ID` (its payload
+ * the data), and lists a zkr member by its whole node name.
+ *
+ * **Joining.** zkr_group_join() creates the node (and PATH and its
+ * ancestors if missing) and returns once it stands. From then on the
+ * handle keeps it: a node deleted by another client is made again at once;
+ * one lost with the session (expiry) is made again, with the same id and
+ * data, as soon as the session is re-created; a reconnection to the same
+ * session keeps it. While it is being made again, zkr_group_state() says
+ * #ZKR_GROUP_JOINING. An id held by another session (another process
+ * with the same id, or this process's own session that zkr gave up on)
+ * is waited for: the node is made when that one is deleted (by its
+ * session's end, at most a session timeout later for a crashed process).
+ * zkr_group_leave() deletes the node; zkr_group_free() deletes it too (by
+ * the session's cleanup when not connected). A join with another id while
+ * the last one's node may still stand (a leave or a join not confirmed:
+ * timed out) hands that node to the session's cleanup; a join with the
+ * same id keeps it, and writes its new data if it differs.
+ *
+ * **The view.** The handle lists PATH's children with a watch, reads each
+ * member's node with a watch (so a member that leaves and joins again, or
+ * whose data is changed, is read again), and publishes each complete
+ * listing as a view: the members sorted by node name, stamped with the
+ * highest zxid it reflects (the listing's pzxid and the members'
+ * mzxids), never lower than the previous view's. After a reconnection it
+ * lists again; after a new session (expiry) it reads every member again.
+ * A view is published when it differs from the last one (in members,
+ * their data, or their nodes' creation): the listener is called with it,
+ * in order, and the descriptor becomes readable. A change undone before
+ * the handle looked (a member that left and came back with the same node
+ * data within one round trip) may not be seen; the final state always is.
+ * While not connected the last view stays (zkr_session_state() says
+ * whether it can be trusted). A member whose node the ACL lets us list
+ * but not read is in the view with no data, czxid 0 and owner 0.
+ *
+ * \par RETURN VALUE
+ * 0 on success, or an error code; zkr_group_state() a state,
+ * zkr_group_fd() a descriptor (-1 on failure).
+ *
+ * \par ERRORS
+ * - ZBADARGUMENTS: NULL, an invalid path, the root, an id that is not 1
+ *   to #ZKR_GROUP_ID_MAX bytes of UTF-8 without '/', control characters
+ *   or what ZooKeeper refuses in a name (U+E000 to U+F8FF, U+FFF0 to
+ *   U+FFFF), or whose node path would be longer than #ZKR_PATH_MAX),
+ *   data longer than #ZKR_GROUP_DATA_MAX, a timeout below -1.
+ * - ZKR_ETIMEDOUT: a join whose node did not stand by its timeout (it is
+ *   not kept: deleted if it was made), a leave not confirmed by its
+ *   timeout (the handle goes on deleting it), a first view not complete
+ *   by the timeout of zkr_group_members().
+ * - ZKR_EALREADY: a join of a handle that is joined or joining.
+ * - ZKR_ENOTHELD: a leave of a handle that is not joined.
+ * - ZKR_ESTATE: a join or leave while another one is under way.
+ * - ZKR_ELOST: the session was lost and is not re-created
+ *   (`no_reconnect` or an adopted handle): a join under way ends so, and
+ *   so does zkr_group_members() waiting for a first view.
+ * - ZKR_ECANCELED: zkr_group_free() ended an asynchronous join or leave.
+ * - ZNOAUTH, ZINVALIDACL, ZNOCHILDRENFOREPHEMERALS: the server refused the
+ *   member's node (or PATH); the join ends with that code. ZNOAUTH from
+ *   zkr_group_members(): PATH may not be listed, and no view was ever
+ *   read (the handle tries again every second).
+ * - ZKR_EDEADLK, ZKR_ECLOSED, ZKR_ENOMEM.
+ *
+ * \par EXAMPLE
+ * \code
+ * static void changed(zkr_group_t *g, const zkr_group_member_t *m, int n,
+ *                     int64_t zxid, void *data)
+ * {
+ *     for (int i = 0; i < n; i++)
+ *         printf("%s %.*s\n", m[i].id, m[i].len, m[i].data);
+ * }
+ * ...
+ * zkr_group_t *g;
+ * zkr_group_new(&g, s, "/cluster/workers", NULL, changed, NULL);
+ * zkr_group_join(g, "10.0.0.7:8080", "{\"slots\":4}", -1, 10000);
+ * ... serve ...
+ * zkr_group_free(g);           // leaves
+ * \endcode
+ *
+ * \sa %zkr(7), %zkr(1) (zkr member, zkr members)
+ *
+ * @{
+ */
+
+/** A group handle: a view of a group's members, and this process's
+ *  membership. Thread-safe. */
+typedef struct zkr_group zkr_group_t;
+
+/** The longest member id, in bytes. */
+#define ZKR_GROUP_ID_MAX 255
+/** The most data of one member, in bytes (below the server's default
+ *  request limit of 1 MB). */
+#define ZKR_GROUP_DATA_MAX (512 * 1024)
+
+/** \brief One member of a group's view (its strings live as long as the
+ *  view). */
+typedef struct zkr_group_member {
+    const char *id;   /**< the node's name without its `__party__` suffix */
+    const char *name; /**< the node's name */
+    const char *data; /**< its data, `len` bytes, then a NUL (not counted) */
+    int len;          /**< bytes of data */
+    int self;         /**< 1: this handle's own node, on its session */
+    int64_t czxid;    /**< the node's creation: when it (last) joined */
+    int64_t owner;    /**< the session that holds it (ephemeralOwner) */
+} zkr_group_member_t;
+
+/** Membership (zkr_group_state()). */
+typedef enum {
+    ZKR_GROUP_OUT = 0,     /**< not joined (or left) */
+    ZKR_GROUP_JOINING = 1, /**< joined, the node being made (again) */
+    ZKR_GROUP_IN = 2       /**< joined, the node stands on this session */
+} zkr_group_state_t;
+
+/** Called on the session's event thread with each new view, in order:
+ *  the members sorted by node name (valid during the call only), their
+ *  count, and the view's zxid. The first view is always reported. */
+typedef void (*zkr_group_listener_t)(zkr_group_t *g,
+                                     const zkr_group_member_t *members,
+                                     int count, int64_t zxid, void *data);
+
+/** Called once on the session's event thread when an asynchronous join
+ *  or leave ends, with rc as the blocking call would return. */
+typedef void (*zkr_group_completion_t)(int rc, zkr_group_t *g, void *data);
+
+/**
+ * \brief Makes a handle on the group at path and starts following its
+ *   members (nothing is created until a join).
+ * \param acl the ACL of the nodes a join creates (the member node, PATH
+ *   and its missing ancestors); NULL: world:anyone, all.
+ * \param fn called with each new view; NULL: none (read the view with
+ *   zkr_group_members(), zkr_group_fd() says when it changed).
+ * \return 0; ZBADARGUMENTS; ZKR_ECLOSED; ZKR_ENOMEM.
+ */
+ZKR_EXTERN int zkr_group_new(zkr_group_t **out, zkr_session_t *s,
+                             const char *path, const struct ACL_vector *acl,
+                             zkr_group_listener_t fn, void *data);
+
+/**
+ * \brief Frees the handle: leaves (its node, if it may stand, is deleted
+ *   by the session's cleanup), removes its watches; a join or leave under
+ *   way ends with ZKR_ECANCELED. Waits for a running listener unless
+ *   called from one (its own included), which is allowed: the listener is
+ *   not called again. NULL is a no-op. Not while a blocking call on it
+ *   runs.
+ */
+ZKR_EXTERN void zkr_group_free(zkr_group_t *g);
+
+/**
+ * \brief Joins: creates the member node `PATH/<id>__party__` holding
+ *   data, and waits until it stands, for timeout_ms (-1: no limit). The
+ *   handle keeps it until zkr_group_leave() or zkr_group_free().
+ * \param id the member's id (NULL: "HOST:PID").
+ * \param data its data (NULL: the id).
+ * \param len bytes of data; -1: strlen(data).
+ * \return 0; ZKR_ETIMEDOUT; ZKR_EALREADY; the errors above.
+ */
+ZKR_EXTERN int zkr_group_join(zkr_group_t *g, const char *id, const void *data,
+                              int len, int timeout_ms);
+
+/**
+ * \brief Leaves: deletes the member node and waits until the server has
+ *   done so, for timeout_ms (-1: no limit). Not connected, the node is
+ *   deleted once connected again (or goes with the session).
+ * \return 0; ZKR_ETIMEDOUT; ZKR_ENOTHELD; the errors above.
+ */
+ZKR_EXTERN int zkr_group_leave(zkr_group_t *g, int timeout_ms);
+
+/**
+ * \brief zkr_group_join() (leave: id NULL, data NULL, len 0, leave 1),
+ *   asynchronous: cb is called once when it ends.
+ * \return 0 (cb will be called); ZBADARGUMENTS (cb NULL too);
+ *   ZKR_EALREADY; ZKR_ENOTHELD; ZKR_ESTATE; ZKR_ECLOSED; ZKR_ENOMEM.
+ */
+ZKR_EXTERN int zkr_group_async(zkr_group_t *g, int leave, const char *id,
+                               const void *data, int len, int timeout_ms,
+                               zkr_group_completion_t cb, void *cbdata);
+
+/** \brief The handle's membership (#ZKR_GROUP_OUT on NULL). */
+ZKR_EXTERN zkr_group_state_t zkr_group_state(zkr_group_t *g);
+
+/**
+ * \brief A copy of the current view: waits for the first complete one
+ *   for timeout_ms (-1: no limit; 0: none), and marks the view read
+ *   (zkr_group_fd()).
+ * \param out OUT: *count members sorted by node name; free with
+ *   zkr_group_members_free().
+ * \param zxid OUT (may be NULL): the zxid the view reflects.
+ * \return 0; ZKR_ETIMEDOUT (no view yet); ZNOAUTH (PATH may not be
+ *   listed, no view yet); ZBADARGUMENTS; ZKR_EDEADLK (a wait from a
+ *   callback); ZKR_ENOMEM.
+ */
+ZKR_EXTERN int zkr_group_members(zkr_group_t *g, int timeout_ms,
+                                 zkr_group_member_t **out, int *count,
+                                 int64_t *zxid);
+
+/** \brief Frees a view of zkr_group_members(); NULL is a no-op. */
+ZKR_EXTERN void zkr_group_members_free(zkr_group_member_t *members, int count);
+
+/**
+ * \brief A descriptor that is readable while a view newer than the last
+ *   one read by zkr_group_members() is there (for poll(), epoll or an
+ *   event loop; never read or close it). Made at the first call; closed
+ *   by zkr_group_free().
+ * \return the descriptor, or -1 (ZKR_ENOMEM, ZKR_ESYS: no descriptor
+ *   left).
+ */
+ZKR_EXTERN int zkr_group_fd(zkr_group_t *g);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/* Watched caches                                                            */
+/* ------------------------------------------------------------------------ */
+/** \defgroup zkr_cache Watched caches: a node, or its children, kept current
+ *
+ * A cache keeps a copy of one node (its data and stat) or of a node's
+ * children (their names, and optionally their data and stats) current by
+ * watches: a daemon reads its configuration node, or the list of
+ * backends, from memory and hears when it changes. Curator's NodeCache,
+ * PathChildrenCache and CuratorCache, and kazoo's DataWatch and
+ * ChildrenWatch, do this job.
+ *
+ * **Views.** What a cache holds is a view: the node (one entry, or none
+ * while the node does not exist), or the children sorted by name. A view
+ * is published once it is complete (every child of a listing read), and
+ * when it differs from the last one: the listener is called with it, in
+ * order, and the descriptor becomes readable. Each view is stamped with
+ * the highest zxid it reflects (the node's mzxid, the listing's pzxid, the
+ * children's mzxids; for a node that does not exist, its parent's
+ * pzxid), never lower than the view before it: no change is reported out
+ * of order. A change undone before the cache looked (a value written and
+ * written back between two reads) may not be reported; the last state
+ * always is.
+ *
+ * **Reconnection and expiry.** After a reconnection the cache reads
+ * again (the node, or the listing; children whose watch fired are read
+ * again); after a new session (expiry) it reads everything again, since
+ * no watch survives it. While not connected the last view stays:
+ * zkr_session_state() says whether it can be trusted.
+ *
+ * **Read your writes.** A write made on the cache's session reaches the
+ * cache by its watch some time after the write's answer; a write made
+ * elsewhere (another process) may not have reached this client's server
+ * yet. zkr_cache_sync() asks the server to catch up with the leader
+ * (ZooKeeper's sync), reads again, and returns once a view read after that
+ * is published: every write acknowledged anywhere before the call is in
+ * it.
+ *
+ * \par RETURN VALUE
+ * 0 on success, or an error code; zkr_cache_fd() a descriptor (-1 on
+ * failure).
+ *
+ * \par ERRORS
+ * - ZBADARGUMENTS: NULL, an invalid path, an unknown kind, a timeout
+ *   below -1.
+ * - ZKR_ETIMEDOUT: no view by the timeout of zkr_cache_get(), or none read
+ *   after the sync by the timeout of zkr_cache_sync().
+ * - ZNOAUTH: zkr_cache_get() with no view yet, the last read of the path
+ *   refused by its ACL (the cache tries again every second).
+ * - ZKR_ELOST: the session was lost and is not re-created (a sync, or a
+ *   zkr_cache_get() waiting for a first view).
+ * - ZKR_EDEADLK: a wait from a callback.
+ * - ZKR_ECLOSED, ZKR_ENOMEM.
+ *
+ * \par EXAMPLE
+ * \code
+ * static void reload(zkr_cache_t *c, const zkr_cache_entry_t *e, int n,
+ *                    int64_t zxid, void *data)
+ * {
+ *     if (n == 1)
+ *         apply_config(e[0].data, e[0].len);   // version e[0].stat.version
+ * }
+ * ...
+ * zkr_cache_t *c;
+ * zkr_cache_new(&c, s, "/app/config", ZKR_CACHE_NODE, reload, NULL);
+ * ... run ...
+ * zkr_cache_free(c);
+ * \endcode
+ *
+ * \sa %zkr_group(3), %zkr(7), %zkr(1) (zkr watch)
+ *
+ * @{
+ */
+
+/** A watched cache of a node or of its children. Thread-safe. */
+typedef struct zkr_cache zkr_cache_t;
+
+/** What a cache holds. */
+typedef enum {
+    ZKR_CACHE_NODE = 0,         /**< the node: its data and stat */
+    ZKR_CACHE_CHILDREN = 1,     /**< its children's names */
+    ZKR_CACHE_CHILDREN_DATA = 2 /**< its children: names, data and stats
+                                     (a data watch on each) */
+} zkr_cache_kind_t;
+
+/** \brief One node of a cache's view (its strings live as long as the
+ *  view). */
+typedef struct zkr_cache_entry {
+    const char *name; /**< the node's name (the last component of its path) */
+    const char *data; /**< its data, `len` bytes, then a NUL (not counted);
+                           "" for #ZKR_CACHE_CHILDREN */
+    int len;          /**< bytes of data */
+    struct Stat stat; /**< its stat; zero for #ZKR_CACHE_CHILDREN, and for a
+                           child the ACL lets us list but not read. A
+                           child's stat is as of its last read: its data's
+                           changes and its deletion are followed by its
+                           watch; the rest of its stat (its own children,
+                           its ACL) is read again by zkr_cache_sync() */
+} zkr_cache_entry_t;
+
+/** Called on the session's event thread with each new view, in order
+ *  (valid during the call only): for #ZKR_CACHE_NODE one entry, or none
+ *  while the node does not exist; for the children, sorted by name. The
+ *  first view is always reported. */
+typedef void (*zkr_cache_listener_t)(zkr_cache_t *c,
+                                     const zkr_cache_entry_t *entries,
+                                     int count, int64_t zxid, void *data);
+
+/**
+ * \brief Starts a cache of path ("/" and the server's own nodes, such
+ *   as /zookeeper/config, too): reads it, and keeps it current by
+ *   watches until zkr_cache_free().
+ * \param fn called with each new view; NULL: none (read the view with
+ *   zkr_cache_get(), zkr_cache_fd() says when it changed).
+ * \return 0; ZBADARGUMENTS; ZKR_ECLOSED; ZKR_ENOMEM.
+ */
+ZKR_EXTERN int zkr_cache_new(zkr_cache_t **out, zkr_session_t *s,
+                             const char *path, zkr_cache_kind_t kind,
+                             zkr_cache_listener_t fn, void *data);
+
+/**
+ * \brief Stops the cache (its watches are removed) and frees it. Waits
+ *   for a running listener unless called from one (its own included),
+ *   which is allowed: the listener is not called again. NULL is a no-op.
+ *   Not while a blocking call on it runs.
+ */
+ZKR_EXTERN void zkr_cache_free(zkr_cache_t *c);
+
+/**
+ * \brief A copy of the current view: waits for the first one for
+ *   timeout_ms (-1: no limit; 0: none), and marks the view read
+ *   (zkr_cache_fd()).
+ * \param out OUT: *count entries; free with zkr_cache_entries_free().
+ * \param zxid OUT (may be NULL): the zxid the view reflects.
+ * \return 0; ZKR_ETIMEDOUT; ZNOAUTH; ZBADARGUMENTS; ZKR_EDEADLK;
+ *   ZKR_ENOMEM.
+ */
+ZKR_EXTERN int zkr_cache_get(zkr_cache_t *c, int timeout_ms,
+                             zkr_cache_entry_t **out, int *count,
+                             int64_t *zxid);
+
+/** \brief Frees a view of zkr_cache_get(); NULL is a no-op. */
+ZKR_EXTERN void zkr_cache_entries_free(zkr_cache_entry_t *entries, int count);
+
+/**
+ * \brief A descriptor that is readable while a view newer than the last
+ *   one read by zkr_cache_get() is there (never read or close it). Made
+ *   at the first call; closed by zkr_cache_free().
+ * \return the descriptor, or -1 (no descriptor left).
+ */
+ZKR_EXTERN int zkr_cache_fd(zkr_cache_t *c);
+
+/**
+ * \brief Read your writes: syncs the server with the leader, reads again,
+ *   and waits until a view read after the sync is published, for
+ *   timeout_ms (-1: no limit). Then every write acknowledged (to anyone)
+ *   before the call is in the view (zkr_cache_get()).
+ * \return 0; ZKR_ETIMEDOUT; ZKR_ELOST; ZKR_EDEADLK; ZKR_ECLOSED;
+ *   ZBADARGUMENTS.
+ */
+ZKR_EXTERN int zkr_cache_sync(zkr_cache_t *c, int timeout_ms);
+
+/** @} */
+
+/* ------------------------------------------------------------------------ */
 /* Metrics (docs/OBSERVABILITY.md)                                           */
 /* ------------------------------------------------------------------------ */
 /** \defgroup zkr_metrics Metrics in the Prometheus text format

@@ -594,6 +594,83 @@ static void test_lagging_follower_sync(void **state)
     zookeeper_close(zf);
 }
 
+/* Watched caches (zkr_cache_sync()) on a follower made to lag its leader
+ * (its quorum link delayed 300 ms each way, as above): a write another
+ * client made through the other follower is answered before this
+ * follower has it; after the cache's sync its view has it, every time,
+ * for a node's cache and a cache of the children's data. */
+static void test_cache_sync_lagging_follower(void **state)
+{
+    int leader, f, g;
+    zkr_session_t *s = NULL;
+    zkr_cache_t *nc = NULL, *cc = NULL;
+    zhandle_t *zg, *zf;
+    char val[16], child[64];
+    struct Stat st;
+
+    (void)state;
+    heal_links();
+    leader = wait_leader(-1, zkt_scaled_ms(10000));
+    assert_true(leader >= 0);
+    f = (leader + 1) % 3;
+    g = (leader + 2) % 3;
+    zg = zkt_connect(zkt_server_hosts(zkt_ensemble_member(ens, g)), 10000);
+    zf = zkt_connect(zkt_server_hosts(zkt_ensemble_member(ens, f)), 10000);
+    assert_non_null(zg);
+    assert_non_null(zf);
+    zoo_create(zg, "/e-cache", "0", 1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    zoo_create(zg, "/e-cached", NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(
+        open_on(&s, zkt_server_hosts(zkt_ensemble_member(ens, f)), T), 0);
+    assert_int_equal(
+        zkr_cache_new(&nc, s, "/e-cache", ZKR_CACHE_NODE, NULL, NULL), 0);
+    assert_int_equal(
+        zkr_cache_new(&cc, s, "/e-cached", ZKR_CACHE_CHILDREN_DATA, NULL, NULL),
+        0);
+    assert_int_equal(zkr_cache_sync(nc, zkt_scaled_ms(T)), 0);
+    assert_int_equal(zkr_cache_sync(cc, zkt_scaled_ms(T)), 0);
+    assert_int_equal(zkt_ensemble_link(ens, f, leader, "delay 300"), 0);
+    zkt_sleep_ms(300); /* the delay applies to what is sent from now on */
+    for (int i = 1; i <= 5; i++) {
+        zkr_cache_entry_t *e = NULL;
+        int n = -1;
+
+        snprintf(val, sizeof(val), "v%d", i);
+        snprintf(child, sizeof(child), "/e-cached/c%d", i);
+        assert_int_equal(
+            zoo_set2(zg, "/e-cache", val, (int)strlen(val), -1, &st), ZOK);
+        assert_int_equal(zoo_create(zg, child, val, (int)strlen(val),
+                                    &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                         ZOK);
+        /* Answered; not yet on the cache's server. */
+        assert_int_equal(zoo_exists(zf, child, 0, NULL), ZNONODE);
+        assert_int_equal(zkr_cache_sync(nc, zkt_scaled_ms(T)), 0);
+        assert_int_equal(zkr_cache_get(nc, 0, &e, &n, NULL), 0);
+        assert_int_equal(n, 1);
+        assert_int_equal(e[0].stat.version, st.version);
+        assert_string_equal(e[0].data, val);
+        zkr_cache_entries_free(e, n);
+        assert_int_equal(zkr_cache_sync(cc, zkt_scaled_ms(T)), 0);
+        assert_int_equal(zkr_cache_get(cc, 0, &e, &n, NULL), 0);
+        assert_int_equal(n, i);
+        assert_string_equal(e[i - 1].name, child + strlen("/e-cached/"));
+        assert_string_equal(e[i - 1].data, val);
+        zkr_cache_entries_free(e, n);
+    }
+    assert_int_equal(zkt_ensemble_link(ens, f, leader, "pass"), 0);
+    zkr_cache_free(nc);
+    zkr_cache_free(cc);
+    assert_int_equal(zkr_session_free(s), 0);
+    for (int i = 1; i <= 5; i++) {
+        snprintf(child, sizeof(child), "/e-cached/c%d", i);
+        assert_int_equal(zoo_delete(zg, child, -1), ZOK);
+    }
+    assert_int_equal(zoo_delete(zg, "/e-cached", -1), ZOK);
+    assert_int_equal(zoo_delete(zg, "/e-cache", -1), ZOK);
+    zookeeper_close(zg);
+    zookeeper_close(zf);
+}
+
 /* The atomic counter on three servers: one session on a follower that
  * lags its leader (its reads are stale: a write computed from one fails
  * its version check and reads again), one on the other follower; two
@@ -977,6 +1054,7 @@ int main(void)
         cmocka_unit_test(test_follower_cut_from_leader),
         cmocka_unit_test(test_leader_isolated),
         cmocka_unit_test(test_lagging_follower_sync),
+        cmocka_unit_test(test_cache_sync_lagging_follower),
         cmocka_unit_test(test_counter_lagging_follower_leader_killed),
         cmocka_unit_test(test_multilock_lagging_follower_leader_killed),
         cmocka_unit_test(test_barrier_lagging_follower_leader_killed),

@@ -155,11 +155,13 @@ enum recipe {
     R_WORKQ,
     R_ATOMIC,
     R_BARRIER,
-    R_DBARRIER
+    R_DBARRIER,
+    R_GROUP,
+    R_CACHE
 };
 static const char *const recipe_name[] = {
-    "lock",     "semaphore", "read",   "write",   "election",
-    "observer", "workq",     "atomic", "barrier", "dbarrier"};
+    "lock",  "semaphore", "read",    "write",    "election", "observer",
+    "workq", "atomic",    "barrier", "dbarrier", "group",    "cache"};
 
 static int make(enum recipe r, zkr_session_t *s, const char *dir,
                 zkr_lock_t **l, zkr_lock_t **other)
@@ -535,6 +537,232 @@ static void dbarrier_scenario(zkr_session_t *s, const char *dir)
     zkr_dbarrier_free(b);
 }
 
+/* Group membership: a viewer and a member of one session; a join, a look,
+ * an asynchronous leave; an asynchronous join of an id another client
+ * holds, which ends once that one goes; a leave; a join waiting for a
+ * held id when the handle is freed (ended, called back). With check, the
+ * viewer's view must show the other client's member come and go (a look
+ * that failed is taken again). The run checks that no member node is left
+ * once the handles are freed. */
+static int grp_other = -1; /* the last view has "other": 1, has not: 0 */
+
+static void grp_view(zkr_group_t *g, const zkr_group_member_t *m, int n,
+                     int64_t zxid, void *data)
+{
+    int seen = 0;
+
+    (void)g;
+    (void)zxid;
+    (void)data;
+    for (int i = 0; i < n; i++)
+        seen |= strcmp(m[i].id, "other") == 0;
+    pthread_mutex_lock(&mu);
+    grp_other = seen;
+    pthread_mutex_unlock(&mu);
+}
+
+static int grp_seen_other(void)
+{
+    pthread_mutex_lock(&mu);
+    int r = grp_other;
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
+static void grp_cb(int rc, zkr_group_t *g, void *data)
+{
+    (void)rc;
+    (void)g;
+    (void)data;
+    pthread_mutex_lock(&mu);
+    calls++;
+    pthread_mutex_unlock(&mu);
+}
+
+/* Another client's member "other" under path (an ephemeral node of raw's
+ * session): made (with path), or deleted. */
+static void grp_hold(const char *dir, const char *path, int on)
+{
+    char node[128];
+
+    snprintf(node, sizeof(node), "%s/other__party__", path);
+    if (on) {
+        zoo_create(raw, "/fi", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+        zoo_create(raw, dir, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+        zoo_create(raw, path, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+        /* A node of the handle's, the id's, may still be going (a leave
+         * that ended before its delete was confirmed). */
+        if (!ZKT_WAIT_UNTIL(zoo_create(raw, node, "x", 1, &ZOO_OPEN_ACL_UNSAFE,
+                                       ZOO_EPHEMERAL, NULL, 0) == ZOK,
+                            10000))
+            fail_msg("%s: %s stays", wd_what, node);
+    } else {
+        assert_int_equal(zoo_delete(raw, node, -1), ZOK);
+    }
+}
+
+static void group_scenario(zkr_session_t *s, const char *dir, int tmo,
+                           int check)
+{
+    zkr_group_t *g = NULL, *v = NULL;
+    zkr_group_member_t *m = NULL;
+    char path[80];
+    int n = 0;
+
+    remove_tree(dir);
+    grp_other = -1;
+    snprintf(path, sizeof(path), "%s/members", dir);
+    if (zkr_group_new(&v, s, path, NULL, grp_view, NULL) != 0)
+        return;
+    if (zkr_group_new(&g, s, path, NULL, NULL, NULL) != 0) {
+        zkr_group_free(v);
+        return;
+    }
+    (void)zkr_group_join(g, "me", NULL, -1, 2000);
+    if (zkr_group_members(g, 2000, &m, &n, NULL) == 0)
+        zkr_group_members_free(m, n);
+    accept_call(zkr_group_async(g, 1, NULL, NULL, 0, 2000, grp_cb, NULL));
+    settle();
+    /* The id held by another client: the join ends once it goes. */
+    grp_hold(dir, path, 1);
+    accept_call(zkr_group_async(g, 0, "other", "d", -1, tmo, grp_cb, NULL));
+    if (check && !ZKT_WAIT_UNTIL(grp_seen_other() == 1, 2 * T))
+        fail_msg("%s: the view missed another client's member", wd_what);
+    grp_hold(dir, path, 0);
+    settle();
+    (void)zkr_group_leave(g, 2000);
+    /* A join waiting for the held id when the handle is freed. */
+    if (zkr_group_state(g) == ZKR_GROUP_OUT) {
+        grp_hold(dir, path, 1);
+        accept_call(zkr_group_async(g, 0, "other", NULL, -1, -1, grp_cb, NULL));
+        zkr_group_free(g);
+        settle();
+        grp_hold(dir, path, 0);
+    } else {
+        zkr_group_free(g);
+    }
+    if (check && !ZKT_WAIT_UNTIL(grp_seen_other() == 0, 2 * T))
+        fail_msg("%s: the view missed the member's leaving", wd_what);
+    zkr_group_free(v);
+}
+
+/* The members under path (children named with __party__). */
+static int party_nodes(const char *path)
+{
+    struct String_vector v = {0, NULL};
+    int n = 0;
+
+    if (zoo_get_children(raw, path, 0, &v) != ZOK)
+        return 0;
+    for (int i = 0; i < v.count; i++)
+        n += strstr(v.data[i], "__party__") != NULL;
+    deallocate_String_vector(&v);
+    return n;
+}
+
+/* Watched caches: a node's cache with a listener and a cache of the
+ * children's data without, on one session; their first views, a
+ * descriptor, another client's changes, syncs, the frees. Each call
+ * returns one of its documented codes (cache_bad says which did not).
+ * With check (one failure only), each sync returns 0 and the view then
+ * has the changes. */
+static char cache_bad[200];
+
+static void cache_note(const char *call, int rc, int ok)
+{
+    if (!ok && cache_bad[0] == '\0')
+        snprintf(cache_bad, sizeof(cache_bad), "%s returned %s", call,
+                 zkr_errname(rc));
+}
+
+static void cache_cb(zkr_cache_t *c, const zkr_cache_entry_t *e, int n,
+                     int64_t zxid, void *data)
+{
+    (void)c;
+    (void)e;
+    (void)n;
+    (void)zxid;
+    (void)data;
+}
+
+/* A get (timeout tmo); with want, the view must hold an entry name with
+ * data want (a get that failed for want of memory is taken again). */
+static void cache_look(zkr_cache_t *c, int tmo, const char *name,
+                       const char *want)
+{
+    zkr_cache_entry_t *e = NULL;
+    int n = 0, rc = zkr_cache_get(c, tmo, &e, &n, NULL), seen = 0;
+
+    if (rc == ZKR_ENOMEM && want != NULL) /* that get's own failure */
+        rc = zkr_cache_get(c, tmo, &e, &n, NULL);
+    cache_note("zkr_cache_get", rc,
+               rc == 0 || rc == ZKR_ETIMEDOUT || rc == ZKR_ENOMEM ||
+                   rc == ZKR_ELOST);
+    for (int i = 0; rc == 0 && i < n; i++)
+        seen |= strcmp(e[i].name, name) == 0 && want != NULL &&
+                strcmp(e[i].data, want) == 0;
+    if (rc == 0)
+        zkr_cache_entries_free(e, n);
+    if (want != NULL && !seen && cache_bad[0] == '\0')
+        snprintf(cache_bad, sizeof(cache_bad),
+                 "after a sync, the view has no %s = \"%s\" (get: %s)", name,
+                 want, zkr_errname(rc));
+}
+
+static void cache_sync(zkr_cache_t *c, int check)
+{
+    int rc = zkr_cache_sync(c, check ? 2 * T : 1000);
+
+    cache_note("zkr_cache_sync", rc,
+               rc == 0 || rc == ZKR_ETIMEDOUT || rc == ZKR_ELOST ||
+                   rc == ZKR_ECLOSED);
+    if (check && rc != 0 && cache_bad[0] == '\0')
+        snprintf(cache_bad, sizeof(cache_bad), "a sync returned %s",
+                 zkr_errname(rc));
+}
+
+static void cache_scenario(zkr_session_t *s, const char *dir, int check)
+{
+    zkr_cache_t *nc = NULL, *cc = NULL;
+    char node[80], kid[80];
+    int rc;
+
+    cache_bad[0] = '\0';
+    remove_tree(dir);
+    snprintf(node, sizeof(node), "%s/node", dir);
+    snprintf(kid, sizeof(kid), "%s/kid", dir);
+    zoo_create(raw, "/fi", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    zoo_create(raw, dir, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    assert_int_equal(
+        zoo_create(raw, node, "0", 1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0), ZOK);
+    rc = zkr_cache_new(&nc, s, node, ZKR_CACHE_NODE, cache_cb, NULL);
+    cache_note("zkr_cache_new", rc,
+               rc == 0 || rc == ZKR_ENOMEM || rc == ZKR_ECLOSED);
+    if (rc != 0)
+        return;
+    rc = zkr_cache_new(&cc, s, dir, ZKR_CACHE_CHILDREN_DATA, NULL, NULL);
+    cache_note("zkr_cache_new", rc,
+               rc == 0 || rc == ZKR_ENOMEM || rc == ZKR_ECLOSED);
+    if (rc != 0) {
+        zkr_cache_free(nc);
+        return;
+    }
+    (void)zkr_cache_fd(cc);
+    cache_look(nc, 2000, "node", NULL);
+    cache_look(cc, 2000, "node", NULL);
+    assert_int_equal(zoo_set(raw, node, "1", 1, -1), ZOK);
+    assert_int_equal(
+        zoo_create(raw, kid, "k", 1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0), ZOK);
+    cache_sync(cc, check);
+    cache_look(cc, 0, "kid", check ? "k" : NULL);
+    cache_look(cc, 0, "node", check ? "1" : NULL);
+    cache_sync(nc, check);
+    cache_look(nc, 0, "node", check ? "1" : NULL);
+    (void)zkr_cache_fd(nc);
+    zkr_cache_free(cc);
+    zkr_cache_free(nc);
+}
+
 /* One run: fault point n of kinds fails (n = 0: none). Returns how many
  * points the run passed. */
 static long run(enum recipe r, int kinds, long n, int persist)
@@ -565,6 +793,10 @@ static long run(enum recipe r, int kinds, long n, int persist)
         barrier_scenario(s, dir);
     else if (r == R_DBARRIER)
         dbarrier_scenario(s, dir);
+    else if (r == R_GROUP)
+        group_scenario(s, dir, persist ? 500 : -1, !persist);
+    else if (r == R_CACHE)
+        cache_scenario(s, dir, !persist);
     else
         lock_scenario(r, s, dir, persist ? 500 : -1);
     points = zkr__fault_points();
@@ -653,6 +885,30 @@ static long run(enum recipe r, int kinds, long n, int persist)
         watchdog(0, "");
         return points;
     }
+    if (r == R_GROUP) {
+        /* No member left behind while the session lives (the group's
+         * path stays). */
+        char path[80];
+
+        snprintf(path, sizeof(path), "%s/members", dir);
+        if (!ZKT_WAIT_UNTIL(party_nodes(path) == 0, 10000))
+            fail_msg("%s: %d members left in %s", wd_what, party_nodes(path),
+                     path);
+        assert_int_equal(zkr_session_free(s), 0);
+        remove_tree(dir);
+        watchdog(0, "");
+        return points;
+    }
+    if (r == R_CACHE) {
+        /* Each call returned a code of its own; the frees let the
+         * session go. */
+        if (cache_bad[0] != '\0')
+            fail_msg("%s: %s", wd_what, cache_bad);
+        assert_int_equal(zkr_session_free(s), 0);
+        remove_tree(dir);
+        watchdog(0, "");
+        return points;
+    }
     /* No node left behind while the session lives. */
     if (!ZKT_WAIT_UNTIL(children(dir) == 0, 10000))
         fail_msg("%s: %d nodes left in %s", wd_what, children(dir), dir);
@@ -699,7 +955,8 @@ static void sweep(enum recipe r, int kinds)
     /* The semaphore and read/write lock share the lock's engine: their
      * persistent failures run in the full sweep only. */
     if (!full && r != R_LOCK && r != R_ELECTION && r != R_OBSERVER &&
-        r != R_ATOMIC && r != R_BARRIER && r != R_DBARRIER)
+        r != R_ATOMIC && r != R_BARRIER && r != R_DBARRIER && r != R_GROUP &&
+        r != R_CACHE)
         n = total + 1;
     else
         n = full ? 1 : total / 2 + 1;
@@ -733,6 +990,8 @@ RECIPE_TESTS(R_WORKQ, workq)
 RECIPE_TESTS(R_ATOMIC, atomic)
 RECIPE_TESTS(R_BARRIER, barrier)
 RECIPE_TESTS(R_DBARRIER, dbarrier)
+RECIPE_TESTS(R_GROUP, group)
+RECIPE_TESTS(R_CACHE, cache)
 
 /* A failed run leaves the seam armed: disarm before the next test. */
 static int disarm(void **state)
@@ -979,6 +1238,10 @@ int main(void)
         cmocka_unit_test_teardown(test_barrier_alloc, disarm),
         cmocka_unit_test_teardown(test_dbarrier_zk, disarm),
         cmocka_unit_test_teardown(test_dbarrier_alloc, disarm),
+        cmocka_unit_test_teardown(test_group_zk, disarm),
+        cmocka_unit_test_teardown(test_group_alloc, disarm),
+        cmocka_unit_test_teardown(test_cache_zk, disarm),
+        cmocka_unit_test_teardown(test_cache_alloc, disarm),
         cmocka_unit_test_teardown(test_acquire_in_lost_window, disarm),
         cmocka_unit_test_teardown(test_barrier_wait_enomem, disarm),
         cmocka_unit_test_teardown(test_index_growth_alloc, disarm),
