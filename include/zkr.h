@@ -3002,8 +3002,8 @@ ZKR_EXTERN int zkr_dbarrier_async(zkr_dbarrier_t *d, zkr_dbarrier_op_t op,
  * zkr_group_leave() deletes the node; zkr_group_free() deletes it too (by
  * the session's cleanup when not connected). A join with another id while
  * the last one's node may still stand (a leave or a join not confirmed:
- * timed out) hands that node to the session's cleanup; a join with the
- * same id keeps it, and writes its new data if it differs.
+ * timed out) deletes that node first; a join with the same id keeps it,
+ * and writes its new data, if they differ, before it returns.
  *
  * **The view.** The handle lists PATH's children with a watch, reads each
  * member's node with a watch (so a member that leaves and joins again, or
@@ -3028,8 +3028,8 @@ ZKR_EXTERN int zkr_dbarrier_async(zkr_dbarrier_t *d, zkr_dbarrier_op_t op,
  * \par ERRORS
  * - ZBADARGUMENTS: NULL, an invalid path, the root, an id that is not 1
  *   to #ZKR_GROUP_ID_MAX bytes of UTF-8 without '/', control characters
- *   or what ZooKeeper refuses in a name (U+E000 to U+F8FF, U+FFF0 to
- *   U+FFFF), or whose node path would be longer than #ZKR_PATH_MAX),
+ *   or what ZooKeeper refuses in a name (U+E000 to U+F8FF, U+FFF0 and
+ *   above), or whose node path would be longer than #ZKR_PATH_MAX),
  *   data longer than #ZKR_GROUP_DATA_MAX, a timeout below -1.
  * - ZKR_ETIMEDOUT: a join whose node did not stand by its timeout (it is
  *   not kept: deleted if it was made), a leave not confirmed by its
@@ -3243,7 +3243,8 @@ ZKR_EXTERN int zkr_group_fd(zkr_group_t *g);
  * - ZKR_ETIMEDOUT: no view by the timeout of zkr_cache_get(), or none read
  *   after the sync by the timeout of zkr_cache_sync().
  * - ZNOAUTH: zkr_cache_get() with no view yet, the last read of the path
- *   refused by its ACL (the cache tries again every second).
+ *   refused by its ACL (the cache tries again every second); a
+ *   zkr_cache_sync() whose read after the sync was refused.
  * - ZKR_ELOST: the session was lost and is not re-created (a sync, or a
  *   zkr_cache_get() waiting for a first view).
  * - ZKR_EDEADLK: a wait from a callback.
@@ -3352,7 +3353,7 @@ ZKR_EXTERN int zkr_cache_fd(zkr_cache_t *c);
  *   and waits until a view read after the sync is published, for
  *   timeout_ms (-1: no limit). Then every write acknowledged (to anyone)
  *   before the call is in the view (zkr_cache_get()).
- * \return 0; ZKR_ETIMEDOUT; ZKR_ELOST; ZKR_EDEADLK; ZKR_ECLOSED;
+ * \return 0; ZKR_ETIMEDOUT; ZNOAUTH; ZKR_ELOST; ZKR_EDEADLK; ZKR_ECLOSED;
  *   ZBADARGUMENTS.
  */
 ZKR_EXTERN int zkr_cache_sync(zkr_cache_t *c, int timeout_ms);

@@ -223,7 +223,8 @@ static void publish(zkr__view_t *v)
     for (int i = 0; i < v->next.n; i++)
         if (v->next.e[i].st.mzxid > zxid)
             zxid = v->next.e[i].st.mzxid;
-    if (v->loaded && snap_same(&v->cur, &v->next)) {
+    if (v->loaded && (v->cls->same != NULL ? v->cls->same(&v->cur, &v->next)
+                                           : snap_same(&v->cur, &v->next))) {
         /* Nothing to report; next is the fresher (its children's
          * watches). */
         snap_clear(&v->cur);
@@ -463,7 +464,7 @@ static int listed(zkr__view_t *v, const struct String_vector *sv, int64_t pzxid)
             goto nomem;
         old = snap_find(&v->cur, e->name);
         if (v->mode == ZKR__VIEW_CHILDREN_DATA && old != NULL &&
-            old->read_sid == v->s->sid && !old->unreadable) {
+            old->read_sid == v->s->sid && !old->unreadable && !old->reread) {
             if (entry_set(e, old->data, old->len, &old->st) != 0)
                 goto nomem;
             e->read_sid = old->read_sid;
@@ -498,8 +499,19 @@ static void answer(zkr__call_t *k, int rc)
     int st = v->step;
 
     v->step = V_NONE;
-    if (s->forked || v->gone)
+    if (s->forked)
         return;
+    if (v->gone) {
+        /* Its stop waits for this answer: a child's watch it set goes. */
+        char *p;
+
+        if (st == V_GET && rc == ZOK && v->listing && v->next_i < v->next.n &&
+            (p = child_path(v, v->next.e[v->next_i].name)) != NULL) {
+            (void)zkr__cleanup_add_watch(s, p, ZWATCHTYPE_DATA, view_watcher);
+            free(p);
+        }
+        return;
+    }
     if (zkr__call_lost(rc)) {
         v->stale = 1; /* the next connection reads again */
     } else if (st == V_SYNC) {
@@ -510,7 +522,7 @@ static void answer(zkr__call_t *k, int rc)
         /* Each child is read again: a stat's changes that fire no data
          * watch (the child's own children, its ACL) are read too. */
         for (int i = 0; i < v->cur.n; i++)
-            v->cur.e[i].read_sid = 0;
+            v->cur.e[i].reread = 1; /* (its watch stands) */
     } else if (st == V_NODE && rc == ZOK) {
         zkr__ventry_t *e;
 
@@ -550,8 +562,10 @@ static void answer(zkr__call_t *k, int rc)
         missing(v, 0);
     } else if (st == V_EXISTS && rc == ZOK) {
         v->stale = 1; /* made meanwhile */
-    } else if (st == V_PARENT) {
+    } else if (st == V_PARENT && !v->stale) {
         missing(v, rc == ZOK ? k->stat->pzxid : 0);
+    } else if (st == V_PARENT) {
+        ; /* made meanwhile (its event came first): read again */
     } else if (st == V_GET && v->listing && v->next_i < v->next.n &&
                (rc == ZOK || rc == ZNONODE || rc == ZNOAUTH)) {
         zkr__ventry_t *e = &v->next.e[v->next_i];
@@ -575,6 +589,7 @@ static void answer(zkr__call_t *k, int rc)
         /* Refused (ZNOAUTH on the path, say): said to a caller waiting
          * for a first view; read again later. */
         v->refused = rc;
+        v->refused_gen = v->list_gen;
         v->stale = 1;
         v->listing = 0;
         drop_next(v);
@@ -753,6 +768,10 @@ int zkr__view_sync(zkr__view_t *v, int timeout_ms)
             rc = ZKR_ELOST;
             break;
         }
+        if (v->refused != 0 && v->refused_gen >= want) {
+            rc = v->refused; /* a read after the sync was refused */
+            break;
+        }
         rc = zkr__wait(s, NULL, deadline);
     }
     if (rc == 0 && v->pub_gen < want)
@@ -819,9 +838,9 @@ static void cache_dispose(zkr__view_t *v)
 }
 
 static const zkr__view_class_t cache_class = {
-    NULL, cache_export, cache_export_free, cache_deliver, cache_dispose};
+    NULL, NULL, cache_export, cache_export_free, cache_deliver, cache_dispose};
 static const zkr__view_class_t cache_class_quiet = {
-    NULL, cache_export, cache_export_free, NULL, cache_dispose};
+    NULL, NULL, cache_export, cache_export_free, NULL, cache_dispose};
 
 /* A path a cache may read: as zkr__check_path(), and also "/" and the
  * server's own nodes (/zookeeper/config, say). */

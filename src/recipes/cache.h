@@ -15,6 +15,7 @@ typedef struct zkr__ventry {
     int64_t read_sid; /* the session on which it was read, with a data
                          watch; 0: to be read (again) */
     int unreadable;   /* read with ZNOAUTH: no watch, read again */
+    int reread;       /* to be read again (a sync), its watch standing */
 } zkr__ventry_t;
 
 /* A view: the node (0 or 1 entry), or the children (sorted by name). */
@@ -37,6 +38,9 @@ typedef struct zkr__view zkr__view_t;
 typedef struct zkr__view_class {
     /* Which children count (NULL: all). */
     int (*filter)(const char *name);
+    /* Are two complete reads the same view for the application (NULL:
+     * the same names, data, czxid, mzxid, version and owner)? */
+    int (*same)(const zkr__vsnap_t *a, const zkr__vsnap_t *b);
     /* The owner's copy of a view for the application: NULL with *ok 0
      * when short of memory (NULL with *ok 1: an empty copy). */
     void *(*export)(zkr__view_t *v, const zkr__vsnap_t *snap, int *ok);
@@ -66,10 +70,11 @@ struct zkr__view {
     int next_i;       /* next's entry being read */
     zkr__vsnap_t cur; /* published */
     zkr__vsnap_t next;
-    int loaded;  /* a view is published */
-    int refused; /* the code the last read of the path was refused with
-                    (ZNOAUTH, say), until one succeeds */
-    int unread;  /* ... and not read by zkr__view_get() since */
+    int loaded;           /* a view is published */
+    int refused;          /* the code the last read of the path was refused with
+                             (ZNOAUTH, say), until one succeeds */
+    uint64_t refused_gen; /* the sync that refused read started after */
+    int unread;           /* ... and not read by zkr__view_get() since */
     int fd[2];
     int fd_written;
     /* zkr__view_sync(): the syncs asked for, the last of them when the

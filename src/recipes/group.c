@@ -31,6 +31,11 @@ typedef struct waiter {
     zkr__event_t *ev;
     zkr_group_completion_t cb;
     void *cbdata;
+    /* A join with another id while the last one's node may stand: the id
+     * and data it takes once that node is settled (deleted, or known
+     * gone), or NULL. */
+    char *nid, *ndata;
+    int nlen;
 } waiter_t;
 
 enum { /* the keeper's request in flight */
@@ -75,12 +80,10 @@ struct zkr_group {
     int64_t synced_sid; /* leaving: the session on which a sync was
                            answered since a create's answer was lost */
     int data_dirty;     /* the node, standing, holds older data */
-    unsigned kgen, kgen_sent; /* the member's id, counted, and the one of
-                                 the request in flight */
-    int anc_at;               /* making PATH: the '/' of the last made, or -1 */
-    int rounds;               /* creates refused for want of PATH */
-    int anc_rc;      /* the code an ancestor's create was refused with */
-    int64_t k_pause; /* the keeper's next request not before */
+    int anc_at;         /* making PATH: the '/' of the last made, or -1 */
+    int rounds;         /* creates refused for want of PATH */
+    int anc_rc;         /* the code an ancestor's create was refused with */
+    int64_t k_pause;    /* the keeper's next request not before */
     int kstep;
     zkr__call_t kk;
     zkr__cleanup_t *reserve; /* the node's cleanup entry, made ahead */
@@ -246,10 +249,31 @@ static void members_dispose(zkr__view_t *v)
     group_destroy((zkr_group_t *)v);
 }
 
+/* Two reads are the same view of the members when they have the same
+ * members, with the same data and nodes (a write of the same data again
+ * is no change). */
+static int members_same(const zkr__vsnap_t *a, const zkr__vsnap_t *b)
+{
+    if (a->n != b->n)
+        return 0;
+    for (int i = 0; i < a->n; i++) {
+        const zkr__ventry_t *x = &a->e[i], *y = &b->e[i];
+
+        if (strcmp(x->name, y->name) != 0 || x->len != y->len ||
+            x->st.czxid != y->st.czxid ||
+            x->st.ephemeralOwner != y->st.ephemeralOwner ||
+            memcmp(x->data, y->data, (size_t)x->len) != 0)
+            return 0;
+    }
+    return 1;
+}
+
 static const zkr__view_class_t members_class = {
-    is_member, members_export, members_free, members_deliver, members_dispose};
+    is_member,    members_same,    members_export,
+    members_free, members_deliver, members_dispose};
 static const zkr__view_class_t members_class_quiet = {
-    is_member, members_export, members_free, NULL, members_dispose};
+    is_member,    members_same, members_export,
+    members_free, NULL,         members_dispose};
 
 /* ------------------------------------------------------------- waiters */
 
@@ -263,6 +287,16 @@ static void run_done(const zkr__event_t *ev)
     zkr__view_event_done(&g->v);
 }
 
+static int set_member(zkr_group_t *g, const char *id, const void *data,
+                      int len);
+
+static void waiter_pending_free(waiter_t *w)
+{
+    free(w->nid);
+    free(w->ndata);
+    w->nid = w->ndata = NULL;
+}
+
 /* Ends the join or leave under way with rc (mutex held). */
 static void waiter_end(zkr_group_t *g, int rc)
 {
@@ -272,6 +306,7 @@ static void waiter_end(zkr_group_t *g, int rc)
     if (w == NULL)
         return;
     g->w = NULL;
+    waiter_pending_free(w);
     w->rc = rc;
     if (w->ev == NULL) {
         w->done = 1;
@@ -300,10 +335,22 @@ static void waiter_check(zkr_group_t *g)
 
     if (w == NULL)
         return;
-    if (!w->leave && s->sid != 0 && g->node_sid == s->sid && s->connected &&
-        !g->data_dirty) {
-        waiter_end(g, 0);
+    if (!w->leave && w->nid != NULL && !lost && !s->closing && !g->kk.busy &&
+        g->node_sid != s->sid && g->maybe_sid != s->sid) {
+        /* The last id's node is settled: the new id's turn. */
+        if (set_member(g, w->nid, w->ndata, w->nlen) != 0) {
+            waiter_end(g, ZKR_ENOMEM);
+            return;
+        }
+        waiter_pending_free(w);
+        g->want = 1;
+    }
+    if (!w->leave && w->nid == NULL && s->sid != 0 && g->node_sid == s->sid &&
+        s->connected && !g->data_dirty && g->kstep != K_SET &&
+        g->kstep != K_DELETE) {
+        waiter_end(g, 0); /* it stands, with its data */
     } else if (w->leave &&
+               !(g->kk.busy && (g->kstep == K_CREATE || g->kstep == K_OWN)) &&
                (lost || (g->node_sid != s->sid && g->maybe_sid != s->sid) ||
                 s->sid == 0)) {
         waiter_end(g, 0);
@@ -346,7 +393,6 @@ static void kissue(zkr_group_t *g, int st, int rc)
 {
     if (rc == 0) {
         g->kstep = st;
-        g->kgen_sent = g->kgen;
         return;
     }
     if (zkr__call_lost(rc) || rc == ZKR_ENOMEM)
@@ -413,12 +459,6 @@ static void keeper_next(zkr__call_t *k, int rc)
     g->kstep = K_NONE;
     if (s->forked)
         return;
-    if (g->kgen_sent != g->kgen) {
-        /* About the node of an id given up since (set_member()): a node
-         * it made is the cleanup's. */
-        pump(g);
-        return;
-    }
     if (zkr__call_lost(rc)) {
         /* Asked again once connected: a create finds its node (or
          * none), a delete none. */
@@ -479,7 +519,8 @@ static void keeper_next(zkr__call_t *k, int rc)
         break;
     case K_OWN:
         if (rc == ZNONODE) {
-            ; /* gone again: made again */
+            if (!g->want)
+                g->maybe_sid = 0; /* left: nothing of ours stands */
         } else if (rc != ZOK) {
             keeper_refused(g, rc);
         } else if (k->stat->ephemeralOwner == s->sid) {
@@ -493,7 +534,12 @@ static void keeper_next(zkr__call_t *k, int rc)
             kissue(g, K_STALE, zkr__call_delete(k, g->node, k->stat->version));
             return;
         } else {
-            /* Another session holds the id: wait for its node to go. */
+            /* Another session holds the id: a create of ours whose
+             * answer was lost did not make it. Joined, wait for it to
+             * go. */
+            g->maybe_sid = 0;
+            if (!g->want)
+                break;
             kissue(g, K_OTHER, zkr__call_wexists(k, g->node, group_watcher, s));
             return;
         }
@@ -645,7 +691,7 @@ static int check_id(const char *path, const char *id)
             (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) || /* C1 */
             /* what the server refuses in a name too: U+E000..U+F8FF
              * (private use) and U+FFF0..U+FFFF */
-            p[0] == 0xee ||
+            p[0] == 0xee || p[0] >= 0xf0 || /* and beyond U+FFFF */
             (p[0] == 0xef && (p[1] <= 0xa3 || (p[1] == 0xbf && p[2] >= 0xb0))))
             return ZBADARGUMENTS;
     if ((node = malloc(strlen(path) + 1 + strlen(id) + SUFFIX_LEN + 1)) == NULL)
@@ -691,11 +737,8 @@ static int set_member(zkr_group_t *g, const char *id, const void *data, int len)
     memcpy(d, data, (size_t)len);
     d[len] = '\0';
     if (g->node != NULL) {
-        /* The node of the last id: a create of it in flight may make it
-         * (its answer is ignored: kgen), so it may stand too. */
-        if (g->kk.busy && g->node_sid != g->s->sid &&
-            (g->kstep == K_CREATE || g->kstep == K_OWN))
-            g->maybe_sid = g->s->sid;
+        /* The node of the last id, of an older session if any (one of
+         * this session is settled first: start()). */
         node_give_up(g);
         if (!g->s->forked) /* the keeper's watch on it */
             (void)zkr__cleanup_add_watch(g->s, g->node, ZWATCHTYPE_DATA,
@@ -703,7 +746,6 @@ static int set_member(zkr_group_t *g, const char *id, const void *data, int len)
         zkr__cleanup_unreserve(g->reserve);
         g->reserve = NULL;
     }
-    g->kgen++;
     g->made_sid = g->older_sid = g->synced_sid = g->other_sid = 0;
     g->own_armed = 0;
     g->data_dirty = 0;
@@ -742,7 +784,22 @@ static int start(zkr_group_t *g, int leave, const char *id, const void *data,
         return ZKR_EALREADY;
     if (leave && !g->want)
         return ZKR_ENOTHELD;
-    if (!leave) {
+    if (!leave && g->node != NULL && strcmp(g->id, id) != 0 &&
+        (g->node_sid == s->sid || g->maybe_sid == s->sid || g->kk.busy)) {
+        /* Another id while the last one's node may stand on this session
+         * (a leave or a join not confirmed): that node is settled first
+         * (deleted if ours), then the new id is taken (waiter_check()). */
+        if ((w->nid = zkr__strdup(id)) == NULL ||
+            (w->ndata = malloc((size_t)len + 1)) == NULL) {
+            waiter_pending_free(w);
+            return ZKR_ENOMEM;
+        }
+        memcpy(w->ndata, data, (size_t)len);
+        w->ndata[len] = '\0';
+        w->nlen = len;
+        g->rounds = 0;
+        g->anc_rc = 0;
+    } else if (!leave) {
         /* The same id with its node still standing (a leave not confirmed
          * yet): kept, its data written if it differs. */
         if (g->node == NULL || strcmp(g->id, id) != 0) {
@@ -766,6 +823,9 @@ static int start(zkr_group_t *g, int leave, const char *id, const void *data,
         g->anc_rc = 0;
     } else {
         g->want = 0;
+        /* A create in flight may make the node: it is settled first. */
+        if (g->kk.busy && g->kstep == K_CREATE)
+            g->maybe_sid = s->sid;
     }
     w->leave = leave;
     w->deadline = timeout_ms < 0 ? -1 : zkr__now_ms() + timeout_ms;
