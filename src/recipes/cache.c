@@ -313,7 +313,12 @@ static void view_watcher(zhandle_t *zh, int type, int state, const char *path,
                 e->read_sid = 0;
             if ((e = snap_find(&v->next, name)) != NULL)
                 e->read_sid = 0;
-            v->stale = 1;
+            /* Its data changed: that child is read again (no listing);
+             * deleted: PATH's child watch lists again, and so here. */
+            if (type == ZOO_CHANGED_EVENT)
+                v->rescan = 1;
+            else
+                v->stale = 1;
         } else {
             continue;
         }
@@ -392,6 +397,33 @@ static void issue(zkr__view_t *v, int st, int rc)
                                     : REFUSED_PAUSE_MS);
 }
 
+/* next becomes a copy of the view, to be read again where a child's
+ * watch fired (read_sid 0): 0, or ZKR_ENOMEM. */
+static int rescan(zkr__view_t *v)
+{
+    drop_next(v);
+    if (v->cur.n > 0 &&
+        (v->next.e = calloc((size_t)v->cur.n, sizeof(zkr__ventry_t))) == NULL)
+        return ZKR_ENOMEM;
+    for (int i = 0; i < v->cur.n; i++) {
+        const zkr__ventry_t *old = &v->cur.e[i];
+        zkr__ventry_t *e = &v->next.e[v->next.n++];
+
+        if ((e->name = zkr__strdup(old->name)) == NULL ||
+            entry_set(e, old->data, old->len, &old->st) != 0) {
+            snap_clear(&v->next);
+            return ZKR_ENOMEM;
+        }
+        e->read_sid = old->read_sid;
+        e->unreadable = old->unreadable;
+        e->reread = old->reread;
+    }
+    v->next.zxid = v->cur.zxid;
+    v->next_i = 0;
+    v->listing = 1;
+    return 0;
+}
+
 /* The next request, if any (mutex held, connected, nothing in flight). */
 static void go(zkr__view_t *v)
 {
@@ -431,9 +463,21 @@ static void go(zkr__view_t *v)
         issue(v, V_SYNC, zkr__call_sync(&v->k, v->path));
         return;
     }
+    if (!v->stale && v->rescan && v->loaded &&
+        v->mode == ZKR__VIEW_CHILDREN_DATA) {
+        /* Only children's data changed: the view's children again, those
+         * whose watch fired read again. */
+        v->rescan = 0;
+        if (rescan(v) == 0) {
+            go(v);
+            return;
+        }
+        v->stale = 1; /* short of memory: a listing instead */
+    }
     if (!v->stale)
         return;
     v->stale = 0;
+    v->rescan = 0;
     v->list_gen = v->sync_done;
     if (v->mode == ZKR__VIEW_NODE)
         issue(v, V_NODE, zkr__call_wget(&v->k, v->path, view_watcher, s));

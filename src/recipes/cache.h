@@ -66,6 +66,7 @@ struct zkr__view {
     int64_t sid;      /* the session of its watches */
     int64_t pause;    /* its next request not before */
     int stale;        /* read again */
+    int rescan;       /* children's data changed: read those again */
     int listing;      /* next is being read */
     int next_i;       /* next's entry being read */
     zkr__vsnap_t cur; /* published */
