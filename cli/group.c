@@ -33,7 +33,9 @@ static void help(FILE *f)
           "characters, backslashes, bytes that are not UTF-8 and invisible "
           "characters\n"
           "are escaped as in C (\\n, \\t, \\\\, \\x00, \\u202e), so a line "
-          "is always one member.\n"
+          "is always one member;\n"
+          "an ID's leading '#' as \\x23: only --watch's header lines start "
+          "with '#'.\n"
           "\n"
           "options:\n"
           "      --json                one JSON document per view: "
@@ -44,7 +46,9 @@ static void help(FILE *f)
           "a line\n"
           "                            \"# zxid N, K members\" before each), "
           "until SIGINT\n"
-          "                            or SIGTERM (exit 0)\n"
+          "                            or SIGTERM, or until stdout's "
+          "reader goes\n"
+          "                            away (exit 0)\n"
           "  -w, --wait, --timeout SECONDS\n"
           "                            give up when no view came within "
           "SECONDS\n"
@@ -60,8 +64,10 @@ static void help(FILE *f)
 /* ------------------------------------------------------ zkr member's args */
 
 /* Whether id is one by the group's rule (zkr.h, ERRORS): 1 to
- * ZKR_GROUP_ID_MAX bytes of UTF-8, without '/' or a control character
- * (C0, DEL, C1). */
+ * ZKR_GROUP_ID_MAX bytes of UTF-8, without '/', a control character (C0,
+ * DEL, C1) or what ZooKeeper refuses in a name: U+E000 to U+F8FF (UTF-8
+ * EE xx xx, EF 80..A3 xx), U+FFF0 and above (EF BF B0..BF, and every
+ * 4-byte sequence). */
 static int valid_id(const char *id)
 {
     size_t len = strlen(id), i = 0;
@@ -69,11 +75,13 @@ static int valid_id(const char *id)
     if (len == 0 || len > ZKR_GROUP_ID_MAX)
         return 0;
     while (i < len) {
-        unsigned char c = (unsigned char)id[i];
+        const unsigned char *u = (const unsigned char *)id + i;
         int n = cli_utf8_len(id + i);
 
-        if (n == 0 || c < 0x20 || c == 0x7f || c == '/' ||
-            (c == 0xc2 && (unsigned char)id[i + 1] < 0xa0))
+        if (n == 0 || u[0] < 0x20 || u[0] == 0x7f || u[0] == '/' ||
+            (u[0] == 0xc2 && u[1] < 0xa0) || n == 4 ||
+            (n == 3 && (u[0] == 0xee || (u[0] == 0xef && u[1] <= 0xa3) ||
+                        (u[0] == 0xef && u[1] == 0xbf && u[2] >= 0xb0))))
             return 0;
         i += (size_t)n;
     }
@@ -92,7 +100,9 @@ int cli_check_member(const char *sub, const char *path, const char *id,
     if (id != NULL && !valid_id(id))
         return cli_usage_error(sub,
                                "invalid --id: it must be 1..%d bytes of UTF-8 "
-                               "without '/' or control characters",
+                               "without '/', control characters or what "
+                               "ZooKeeper refuses in a name (U+E000..U+F8FF, "
+                               "U+FFF0 and above: an emoji too)",
                                ZKR_GROUP_ID_MAX);
     if (id != NULL &&
         strlen(path) + 1 + strlen(id) + strlen(PARTY) > ZKR_PATH_MAX)
@@ -205,14 +215,22 @@ static int print_json(const zkr_group_member_t *m, int n, int64_t zxid)
 }
 
 /* A view as text: ID, a tab, DATA, one line each; with header (--watch),
- * a line "# zxid N, K members" first. 0 or -1. */
+ * a line "# zxid N, K members" first. A line starts with '#' only as a
+ * header: an ID's leading '#' is written \x23, as cli_escape() writes a
+ * byte it escapes. 0 or -1. */
 static int print_text(const zkr_group_member_t *m, int n, int64_t zxid,
                       int header)
 {
     if (header)
         printf("# zxid %" PRId64 ", %d member%s\n", zxid, n, n == 1 ? "" : "s");
     for (int i = 0; i < n; i++) {
-        cli_escape(stdout, m[i].id);
+        const char *id = m[i].id;
+
+        if (id[0] == '#') { /* no member poses as a header line */
+            fputs("\\x23", stdout);
+            id++;
+        }
+        cli_escape(stdout, id);
         putchar('\t');
         cli_escape_bytes(stdout, m[i].data, m[i].len);
         putchar('\n');
@@ -221,13 +239,18 @@ static int print_text(const zkr_group_member_t *m, int n, int64_t zxid,
 }
 
 /* Prints a view, flushed at once (--watch: a reader of a pipe gets each
- * view as it comes). 0, or CLI_EXIT_OSERR after saying why. */
+ * view as it comes). 0, -1 (--watch: stdout's reader went away, EPIPE),
+ * or CLI_EXIT_OSERR after saying why. */
 static int print_view(const zkr_group_member_t *m, int n, int64_t zxid,
                       int json, int watch)
 {
     int rc = json ? print_json(m, n, zxid) : print_text(m, n, zxid, watch);
 
-    if (fflush(stdout) != 0 || rc != 0) {
+    int bad = fflush(stdout) != 0 || rc != 0;
+
+    if (bad && watch && errno == EPIPE)
+        return -1; /* --watch: the reader went away, as tail -f | head */
+    if (bad) {
         cli_err("members: cannot write the output: %s",
                 errno != 0 ? strerror(errno) : "out of memory");
         return CLI_EXIT_OSERR;
@@ -311,6 +334,7 @@ static int watch(const cli_t *c, zkr_group_t *g, const char *path,
                  int64_t wait_ms, int json)
 {
     int fd = zkr_group_fd(g), seen = 0;
+    int out = fcntl(STDOUT_FILENO, F_GETFD) >= 0 ? STDOUT_FILENO : -1;
     int64_t until = wait_ms >= 0 ? ct_now_ms() + wait_ms : -1;
 
     if (fd < 0) {
@@ -320,7 +344,10 @@ static int watch(const cli_t *c, zkr_group_t *g, const char *path,
     }
     watching = 1;
     for (;;) {
-        struct pollfd fds[2] = {{fd, POLLIN, 0}, {stop_pipe[0], POLLIN, 0}};
+        /* stdout with no event asked: POLLERR (a pipe) or POLLHUP once
+         * its reader has gone, even while nothing changes. */
+        struct pollfd fds[3] = {
+            {fd, POLLIN, 0}, {stop_pipe[0], POLLIN, 0}, {out, 0, 0}};
         int64_t left = -1;
         zkr_group_member_t *m;
         int64_t zxid;
@@ -333,13 +360,17 @@ static int watch(const cli_t *c, zkr_group_t *g, const char *path,
                 return CLI_EXIT_NOT_ACQUIRED;
             }
         }
-        if (poll(fds, 2, left > INT32_MAX ? INT32_MAX : (int)left) < 0 &&
+        if (poll(fds, 3, left > INT32_MAX ? INT32_MAX : (int)left) < 0 &&
             errno != EINTR) {
             cli_err("members: poll: %s", strerror(errno));
             return CLI_EXIT_OSERR;
         }
         if (fds[1].revents & POLLIN)
             return 0;
+        if (fds[2].revents & (POLLERR | POLLHUP)) {
+            cli_info(c, "members: the output's reader went away");
+            return 0;
+        }
         if (!(fds[0].revents & POLLIN))
             continue;
         rc = zkr_group_members(g, 0, &m, &n, &zxid);
@@ -351,6 +382,10 @@ static int watch(const cli_t *c, zkr_group_t *g, const char *path,
             return cli_zk_error(c, rc, "members: %s", path);
         status = print_view(m, n, zxid, json, 1);
         zkr_group_members_free(m, n);
+        if (status < 0) {
+            cli_info(c, "members: the output's reader went away");
+            return 0;
+        }
         if (status != 0)
             return status;
         seen = 1;
@@ -409,6 +444,9 @@ int cli_members(const cli_t *c, int argc, char **argv)
         /* Each view is flushed (print_view()); line buffering too, for
          * any other line. */
         setvbuf(stdout, NULL, _IOLBF, 0);
+        /* A reader that went away ends the watch with 0 (EPIPE, or
+         * POLLERR on stdout while nothing changes), not SIGPIPE. */
+        signal(SIGPIPE, SIG_IGN);
         if (catch_stops() != 0) {
             cli_err("members: setup: %s", strerror(errno));
             return CLI_EXIT_OSERR;

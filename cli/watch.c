@@ -61,11 +61,14 @@ static void help(FILE *f)
           "views that come\n"
           "while it runs are coalesced, and it runs once more with the "
           "newest. Without\n"
-          "COMMAND each view is printed, after a line \"# zxid N, ...\". "
-          "Runs until\n"
-          "SIGINT, SIGTERM or SIGHUP (exit 0), which a running COMMAND "
-          "gets too and\n"
-          "zkr waits for.\n"
+          "COMMAND each view is printed, after a line \"# zxid N, ...\" "
+          "(a line of it\n"
+          "starting with '#' as \\x23), until stdout's reader goes away "
+          "(exit 0). Runs\n"
+          "until SIGINT, SIGTERM or SIGHUP (exit 0), which a running "
+          "COMMAND gets too\n"
+          "(and SIGCONT: stopped by reading the terminal) and zkr waits "
+          "for.\n"
           "\n"
           "COMMAND gets ZKR_WATCH_PATH and ZKR_WATCH_ZXID (the zxid the "
           "view reflects);\n"
@@ -148,6 +151,7 @@ typedef struct watch {
     int states[2]; /* the session listener's pipe */
     pid_t child;   /* the running COMMAND, or -1 */
     int64_t child_zxid;
+    int out;    /* stdout, polled for its reader's end (no COMMAND), or -1 */
     int stop;   /* the signal that ends the watch, or 0 */
     int status; /* the exit status once the watch must end, or -1 */
 } watch_t;
@@ -196,13 +200,26 @@ static int write_json(FILE *f, const watch_t *w, const zkr_cache_entry_t *e,
     return bad ? -1 : 0;
 }
 
+/* The start of a printed line: a leading '#' as \x23 (as cli_escape()
+ * writes a byte it escapes), so that only a header starts with '#'.
+ * Where the rest of the line begins. */
+static const char *line_start(FILE *f, const char *s, int printed)
+{
+    if (printed && s[0] == '#') {
+        fputs("\\x23", f);
+        return s + 1;
+    }
+    return s;
+}
+
 /* The children, one a line: NAME, or NAME, a tab, DATA (--data), escaped
- * as zkr members escapes, so that a line is always one child. */
+ * as zkr members escapes, so that a line is always one child; printed
+ * (after a header), a leading '#' too. */
 static void write_children(FILE *f, const watch_t *w,
-                           const zkr_cache_entry_t *e, int n)
+                           const zkr_cache_entry_t *e, int n, int printed)
 {
     for (int i = 0; i < n; i++) {
-        cli_escape(f, e[i].name);
+        cli_escape(f, line_start(f, e[i].name, printed));
         if (w->kind == ZKR_CACHE_CHILDREN_DATA) {
             fputc('\t', f);
             cli_escape_bytes(f, e[i].data, e[i].len);
@@ -219,7 +236,7 @@ static int write_input(FILE *f, const watch_t *w, const zkr_cache_entry_t *e,
     if (w->json)
         return write_json(f, w, e, n, zxid);
     if (w->kind != ZKR_CACHE_NODE)
-        write_children(f, w, e, n);
+        write_children(f, w, e, n, 0);
     else if (n > 0 && e[0].len > 0)
         fwrite(e[0].data, 1, (size_t)e[0].len, f);
     return ferror(f) ? -1 : 0;
@@ -227,8 +244,9 @@ static int write_input(FILE *f, const watch_t *w, const zkr_cache_entry_t *e,
 
 /* What zkr prints without COMMAND: the JSON document; or a line "# zxid
  * N, ..." then the children, or the node's data line by line, escaped
- * (a terminal gets no control sequence from it), the newline that ends
- * the data, if one does, ending its last line. 0 or -1. */
+ * (a terminal gets no control sequence from it; a leading '#' as \x23,
+ * only a header starts with '#'), the newline that ends the data, if one
+ * does, ending its last line. 0 or -1. */
 static int write_output(FILE *f, const watch_t *w, const zkr_cache_entry_t *e,
                         int n, int64_t zxid)
 {
@@ -239,7 +257,7 @@ static int write_output(FILE *f, const watch_t *w, const zkr_cache_entry_t *e,
     if (w->kind != ZKR_CACHE_NODE) {
         fprintf(f, "# zxid %" PRId64 ", %d child%s\n", zxid, n,
                 n == 1 ? "" : "ren");
-        write_children(f, w, e, n);
+        write_children(f, w, e, n, 1);
         return ferror(f) ? -1 : 0;
     }
     if (n == 0) {
@@ -257,7 +275,12 @@ static int write_output(FILE *f, const watch_t *w, const zkr_cache_entry_t *e,
             return -1;
         memcpy(line, d, len);
         line[len] = '\0';
-        cli_escape_bytes(f, line, (int)len);
+        if (len > 0 && line[0] == '#') { /* no line poses as a header */
+            fputs("\\x23", f);
+            cli_escape_bytes(f, line + 1, (int)len - 1);
+        } else {
+            cli_escape_bytes(f, line, (int)len);
+        }
         free(line);
         fputc('\n', f);
         d += len + 1;
@@ -473,8 +496,25 @@ static void reap(watch_t *w)
 {
     int st;
 
-    if (w->child < 0 || waitpid(w->child, &st, WNOHANG) != w->child)
+    if (w->child < 0 || waitpid(w->child, &st, WNOHANG | WUNTRACED) != w->child)
         return;
+    if (WIFSTOPPED(st)) {
+        /* In the background of zkr's terminal: a read of it stops
+         * COMMAND, which zkr waits for; a signal that ends the watch
+         * continues it (read_signals()). */
+        if (WSTOPSIG(st) == SIGTTIN || WSTOPSIG(st) == SIGTTOU)
+            cli_err("watch: %s: %s (pid %d) stopped by %s: it %s the "
+                    "terminal (COMMAND runs in its own process group, in "
+                    "the background); SIGINT or SIGTERM end the watch",
+                    w->path, w->cmd[0], (int)w->child,
+                    WSTOPSIG(st) == SIGTTIN ? "SIGTTIN" : "SIGTTOU",
+                    WSTOPSIG(st) == SIGTTIN ? "read" : "wrote to");
+        else
+            cli_err("watch: %s: %s (pid %d) stopped by signal %d (%s)", w->path,
+                    w->cmd[0], (int)w->child, WSTOPSIG(st),
+                    strsignal(WSTOPSIG(st)));
+        return;
+    }
     w->child = -1;
     if (WIFEXITED(st) && WEXITSTATUS(st) != 0)
         cli_err("watch: %s: %s exited with status %d (the view of zxid "
@@ -543,6 +583,9 @@ static void read_signals(watch_t *w)
             cli_info(w->cli, "watch: %s to %s (pid %d), then exit",
                      strsignal(sig), w->cmd[0], (int)w->child);
             kill(-w->child, sig);
+            /* A stopped COMMAND (SIGTTIN: it read the terminal) gets
+             * the signal only once continued. */
+            kill(-w->child, SIGCONT);
         }
     }
 }
@@ -570,9 +613,14 @@ static int take_view(watch_t *w, int first)
             w->status = rc;
     } else if ((write_output(stdout, w, e, n, zxid) != 0) |
                (fflush(stdout) != 0)) {
-        cli_err("watch: cannot write the output: %s",
-                errno != 0 ? strerror(errno) : "out of memory");
-        w->status = CLI_EXIT_OSERR;
+        if (errno == EPIPE) { /* its reader went away: as tail -f | head */
+            cli_info(w->cli, "watch: the output's reader went away");
+            w->status = 0;
+        } else {
+            cli_err("watch: cannot write the output: %s",
+                    errno != 0 ? strerror(errno) : "out of memory");
+            w->status = CLI_EXIT_OSERR;
+        }
     }
     zkr_cache_entries_free(e, n);
     return 1;
@@ -595,9 +643,12 @@ static int watch_loop(watch_t *w, int64_t wait_ms)
         /* The cache's descriptor only while no COMMAND runs: the views
          * that come meanwhile wait there, coalesced. */
         int idle = w->child < 0 && w->stop == 0 && w->status < 0;
-        struct pollfd fds[3] = {{w->sfd, POLLIN, 0},
+        /* stdout with no event asked: POLLERR (a pipe) or POLLHUP once
+         * its reader has gone, even while nothing changes. */
+        struct pollfd fds[4] = {{w->sfd, POLLIN, 0},
                                 {w->states[0], POLLIN, 0},
-                                {idle ? fd : -1, POLLIN, 0}};
+                                {idle ? fd : -1, POLLIN, 0},
+                                {w->out, 0, 0}};
         int timeout = -1;
 
         if (w->child < 0 && (w->stop != 0 || w->status >= 0))
@@ -612,7 +663,7 @@ static int watch_loop(watch_t *w, int64_t wait_ms)
                       : left < REFUSED_POLL_MS ? (int)left
                                                : REFUSED_POLL_MS;
         }
-        if (poll(fds, 3, timeout) < 0 && errno != EINTR) {
+        if (poll(fds, 4, timeout) < 0 && errno != EINTR) {
             cli_err("watch: poll: %s", strerror(errno));
             return CLI_EXIT_OSERR;
         }
@@ -620,6 +671,10 @@ static int watch_loop(watch_t *w, int64_t wait_ms)
             read_signals(w);
         if (fds[1].revents & POLLIN)
             read_states(w);
+        if (fds[3].revents & (POLLERR | POLLHUP) && w->status < 0) {
+            cli_info(w->cli, "watch: the output's reader went away");
+            w->status = 0;
+        }
         reap(w);
         if (w->child < 0 && w->stop == 0 && w->status < 0 &&
             ((fds[2].revents & POLLIN) || !seen))
@@ -732,7 +787,7 @@ int cli_watch(const cli_t *c, int argc, char **argv)
     w.cli = c;
     w.child = -1;
     w.status = -1;
-    w.sfd = w.states[0] = w.states[1] = -1;
+    w.sfd = w.states[0] = w.states[1] = w.out = -1;
     if ((status = parse_opts(argc, argv, &w, &wait_ms)) != 0)
         return status < 0 ? 0 : status;
     /* A typo must not wait for the first view to fail. */
@@ -742,6 +797,12 @@ int cli_watch(const cli_t *c, int argc, char **argv)
         free(file);
     } else {
         setvbuf(stdout, NULL, _IOLBF, 0); /* each view is flushed too */
+        /* A reader that went away ends the watch with 0 (EPIPE, or
+         * POLLERR on stdout while nothing changes), not SIGPIPE. COMMAND
+         * gets SIGPIPE's default back (exec_child()). */
+        signal(SIGPIPE, SIG_IGN);
+        if (fcntl(STDOUT_FILENO, F_GETFD) >= 0)
+            w.out = STDOUT_FILENO;
     }
     if ((status = block_signals(&w)) != 0 ||
         (status = cli_open_session(c, &w.s)) != 0)

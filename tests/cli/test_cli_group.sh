@@ -573,6 +573,60 @@ test_example_members() {
     expect "members left: $(listed "$p")" members_are "$p"
 }
 
+# --watch whose reader went away (members --watch PATH | head -1): ends at
+# once with 0, as tail -f | head does, even while nothing changes
+# (POLLERR on stdout), not by SIGPIPE nor never. An id starting with '#'
+# is printed \x23...: only a header line starts with '#'.
+test_watch_reader_gone_and_hash() {
+    local p=/cli/grp/quiet log=$WORK/quiet.log z args
+    for args in "--watch $p" "--watch --json $p"; do
+        st=0
+        # shellcheck disable=SC2016 # expanded by bash -c
+        timeout $((2 * ZKS)) bash -c '"$@" 2>"$0.err" | head -n 1 >"$0"; exit "${PIPESTATUS[0]}"' \
+            "$WORK/quiet.out" "$ZKR" members $args || st=$?
+        expect "members $args | head -1: exit $st, want 0 (124: did not end within 2 session timeouts): $(cat "$WORK/quiet.out.err")" \
+            [ "$st" -eq 0 ]
+        expect "members $args | head -1: no view: $(cat "$WORK/quiet.out")" \
+            [ "$(wc -l <"$WORK/quiet.out")" -eq 1 ]
+    done
+    bg "$ZKR" member --id '#h' --data '#d' "$p" -- "$WORK/hold" "$log" h "$WORK/quiet.go"
+    z=$!
+    up "$log" h
+    expect "an id starting with '#' not escaped: $(listed "$p")" \
+        wait_for $((2 * ZKS)) members_are "$p" "\\x23h${TAB}#d"
+    st=0
+    # shellcheck disable=SC2016 # expanded by bash -c
+    timeout $((2 * ZKS)) bash -c '"$@" 2>"$0.err" | head -n 2 >"$0"; exit "${PIPESTATUS[0]}"' \
+        "$WORK/quiet.out" "$ZKR" members --watch "$p" || st=$?
+    expect "members --watch | head -2 with a member: exit $st, want 0: $(cat "$WORK/quiet.out.err")" \
+        [ "$st" -eq 0 ]
+    expect "members --watch: the id's '#' not escaped: $(cat "$WORK/quiet.out")" \
+        [ "$(tail -n 1 "$WORK/quiet.out")" = "\\x23h${TAB}#d" ]
+    touch "$WORK/quiet.go"
+    ended_with "$z" 0 "member #h"
+}
+
+# An id ZooKeeper refuses in a name (U+E000..U+F8FF, U+FFF0 and above:
+# an emoji too) is a usage error naming --id, before any connection (no
+# server there).
+test_id_refused_by_zookeeper() {
+    local id
+    for id in $'\U0001F600' $'\uE000' $'a\uF8FFb' $'\uFFF0' $'\uFFFF'; do
+        st=0
+        "$ZKR" -s 127.0.0.1:1 member --id "$id" /cli/grp/ids -- true 2>"$WORK/ids.err" || st=$?
+        expect "member --id $(printf '%q' "$id"): exit $st, want 64: $(cat "$WORK/ids.err")" [ "$st" -eq 64 ]
+        expect "member --id $(printf '%q' "$id"): the message does not name --id: $(cat "$WORK/ids.err")" \
+            grep -q -- '--id' "$WORK/ids.err"
+    done
+    # The characters around them are ids.
+    for id in $'\uD7FF' $'\uF900' $'\uFFEF'; do
+        st=0
+        "$ZKR" -s 127.0.0.1:1 --session-timeout 2000 member -w 0.1 --id "$id" /cli/grp/ids -- true \
+            2>"$WORK/ids.err" || st=$?
+        expect "member --id $(printf '%q' "$id") refused as usage: $(cat "$WORK/ids.err")" [ "$st" -ne 64 ]
+    done
+}
+
 start_server
 CURATOR=(java -Xss512k -XX:+UseSerialGC -XX:TieredStopAtLevel=1
     -XX:-UsePerfData -cp "$CP" CuratorGroupMember "$ZKR_SERVER")
@@ -590,5 +644,7 @@ run_test test_command_cannot_run
 run_test test_acl_private
 run_test test_join_refused
 run_test test_usage_errors
+run_test test_watch_reader_gone_and_hash
+run_test test_id_refused_by_zookeeper
 run_test test_example_members
 done_testing

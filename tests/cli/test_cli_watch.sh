@@ -487,6 +487,75 @@ test_usage_errors() {
         eval 'grep -q "zkr watch " <<<"$("$ZKR" --help)"'
 }
 
+# head_of OUT N ARGS...: zkr ARGS | head -n N, bounded by 2 session
+# timeouts (timeout's 124 then); head's lines in OUT, zkr's status in $st.
+head_of() {
+    local out=$1 n=$2
+    shift 2
+    st=0
+    # shellcheck disable=SC2016 # expanded by bash -c
+    timeout $((2 * ZKS)) bash -c 'n=$1; shift; "$@" 2>"$0.err" | head -n "$n" >"$0"; exit "${PIPESTATUS[0]}"' \
+        "$out" "$n" "$ZKR" "$@" || st=$?
+}
+
+# Without COMMAND, a reader that went away (zkr watch PATH | head -1)
+# ends the watch at once with 0, as tail -f | head does, even while
+# nothing changes (POLLERR on stdout): not SIGPIPE, not forever. A line of
+# the view starting with '#' (the node's data, a child's name) is printed
+# \x23...: only a header starts with '#'.
+test_reader_gone_and_hash() {
+    local p=/cli/watch/quiet c
+    mk "$p"
+    put "$p" '#not a header\nplain\n#x'
+    for args in "$p" "--children $p" "--json $p"; do
+        # shellcheck disable=SC2086 # the words of each case
+        head_of "$WORK/quiet.out" 1 watch $args
+        expect "watch $args | head -1: exit $st, want 0 (124: did not end within 2 session timeouts): $(cat "$WORK/quiet.out.err")" \
+            [ "$st" -eq 0 ]
+        expect "watch $args | head -1: no first line: $(cat "$WORK/quiet.out")" \
+            [ "$(wc -l <"$WORK/quiet.out")" -eq 1 ]
+    done
+    head_of "$WORK/hash.out" 4 watch "$p"
+    expect "watch | head -4: exit $st: $(cat "$WORK/hash.out.err")" [ "$st" -eq 0 ]
+    expect "data lines starting with '#' not escaped: $(cat "$WORK/hash.out")" \
+        [ "$(tail -n 3 "$WORK/hash.out")" = "$(printf '%s\n' '\x23not a header' plain '\x23x')" ]
+    for c in '#h' 'a#'; do
+        zkq create "$p/$c" >/dev/null 2>&1
+    done
+    head_of "$WORK/hash.out" 3 watch --children "$p"
+    expect "watch --children | head -3: exit $st: $(cat "$WORK/hash.out.err")" [ "$st" -eq 0 ]
+    expect "a child's leading '#' not escaped: $(cat "$WORK/hash.out")" \
+        [ "$(tail -n 2 "$WORK/hash.out")" = "$(printf '%s\n' '\x23h' 'a#')" ]
+    # COMMAND reads the names as they are: it gets no header.
+    "$ZKR" watch --children "$p" -- sh -c 'cat >"$1"; kill -TERM "$PPID"' sh "$WORK/hash.in" \
+        2>"$WORK/hash.err" &
+    c=$!
+    t_pids+=("$c")
+    ended_with "$c" 0 "watch --children with a COMMAND that ends it"
+    expect "COMMAND's names: $(cat "$WORK/hash.in")" \
+        [ "$(cat "$WORK/hash.in")" = "$(printf '%s\n' '#h' 'a#')" ]
+}
+
+# Under a terminal, a COMMAND that reads it is stopped (SIGTTIN: it runs
+# in a process group of its own, in the background); zkr says so, and
+# Ctrl-C ends the watch all the same: the signal and SIGCONT reach
+# COMMAND's group, zkr waits for it and exits 0.
+test_command_reads_terminal() {
+    local p=/cli/watch/tty
+    if ! command -v python3 >/dev/null 2>&1; then
+        return
+    fi
+    mk "$p"
+    st=0
+    python3 "$top_srcdir/tests/cli/ptyplay.py" "$(scaled $((2 * ZKS)))" \
+        expect:'stopped by SIGTTIN' send:'\x03' -- \
+        "$ZKR" watch "$p" -- sh -c 'read x </dev/tty' >"$WORK/pty" 2>&1 || st=$?
+    expect "the stop was not said, or Ctrl-C did not end zkr watch: $(cat "$WORK/pty")" \
+        [ "$st" -eq 0 ]
+    expect "zkr watch's exit status: $(cat "$WORK/pty")" grep -q '^exit 0' "$WORK/pty"
+    expect "no hint of the terminal read: $(cat "$WORK/pty")" grep -q 'it read the terminal' "$WORK/pty"
+}
+
 start_server
 run_test test_node
 run_test test_node_missing_json
@@ -500,4 +569,6 @@ run_test test_session_expiry
 run_test test_wait_first_view
 run_test test_refused
 run_test test_usage_errors
+run_test test_reader_gone_and_hash
+run_test test_command_reads_terminal
 done_testing
