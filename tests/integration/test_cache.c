@@ -2080,6 +2080,213 @@ static void test_shared_watches(void **state)
     }
 }
 
+/* ------------------------------------------------- interleavings */
+
+/* The proxy holds every forwarded chunk ms ms, both ways. */
+static void link_delay(int ms)
+{
+    char cmd[32];
+
+    snprintf(cmd, sizeof(cmd), "delay %d", ms);
+    assert_int_equal(zkt_proxy_cmd(proxy, cmd), 0);
+}
+
+/* A NODE cache of a missing node, on a link that holds each way D: its
+ * getData finds nothing (and sets no watch), then its exists sets a
+ * watch; once the server holds that watch, the node is made, before the
+ * parent's stat (whose pzxid stamps an empty view) is read. No view
+ * without the node may be stamped at or after the node's creation (zkr.h:
+ * each view is stamped with the highest zxid it reflects; a missing
+ * node's with its parent's pzxid): the node stands from its czxid on. */
+static void test_node_made_at_first_read(void **state)
+{
+    const char *dir = "/t/cache/made-early", *p = "/t/cache/made-early/n";
+    const int d = zkt_scaled_ms(300);
+    zkr_session_t *s = open_proxied(ST);
+    int64_t sid = zkr_session_id(s);
+    struct Stat st;
+    struct vlog l;
+    zkr_cache_t *c;
+    snap_t want;
+
+    (void)state;
+    raw_rm(dir);
+    raw_put(dir, NULL, NULL);
+    vlog_init(&l, ZKR_CACHE_NODE, p, 1);
+    link_delay(d);
+    c = new_cache(s, p, ZKR_CACHE_NODE, &l);
+    if (!ZKT_WAIT_UNTIL(session_watches(sid, p), zkt_scaled_ms(ST)))
+        fail_msg("no exists watch of the cache on %s", p);
+    assert_int_equal(vlog_count(&l), 0);
+    raw_put(p, "v", &st);
+    want = server_view(p, ZKR_CACHE_NODE);
+    wait_last(&l, &want, zkt_scaled_ms(2 * ST));
+    snap_free(&want);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    pthread_mutex_lock(&l.mu);
+    for (int i = 0; i < l.n; i++)
+        if (l.v[i].n == 0 && l.v[i].zxid >= st.czxid) {
+            int64_t z = l.v[i].zxid;
+
+            pthread_mutex_unlock(&l.mu);
+            fail_msg("view %d: no node, stamped 0x%llx; the node was made at "
+                     "0x%llx",
+                     i + 1, (unsigned long long)z,
+                     (unsigned long long)st.czxid);
+        }
+    pthread_mutex_unlock(&l.mu);
+    vlog_check(&l);
+    zkr_cache_free(c);
+    vlog_destroy(&l);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* A CHILDREN_DATA cache of 50 children, synced (every child is read
+ * again, its watch standing: [V4]) and freed: its session watches
+ * nothing then, the server's watch count is back where it was ([V5]).
+ * Freed at once after a sync that returned 0; and on a link that holds
+ * each way D, freed during the sync's reading of the children (a child
+ * at a time, 2 D each: 100 D), which the sync gave up on at 6 D. */
+static void test_sync_then_free_removes_watches(void **state)
+{
+    enum { N = 50 };
+    const char *p = "/t/cache/syncfree";
+    const int d = zkt_scaled_ms(50);
+    char child[64];
+    long w0;
+
+    (void)state;
+    raw_rm(p);
+    raw_put(p, NULL, NULL);
+    for (int i = 0; i < N; i++) {
+        snprintf(child, sizeof(child), "%s/k%02d", p, i);
+        raw_put(child, "x", NULL);
+    }
+    w0 = all_watches();
+    for (int slow = 0; slow < 2; slow++) {
+        zkr_session_t *s = open_proxied(ST);
+        int64_t sid = zkr_session_id(s);
+        zkr_cache_t *c = new_cache(s, p, ZKR_CACHE_CHILDREN_DATA, NULL);
+        snap_t v = cache_view(c, zkt_scaled_ms(2 * ST));
+
+        assert_int_equal(v.n, N);
+        snap_free(&v);
+        snprintf(child, sizeof(child), "%s/k%02d", p, N - 1);
+        assert_true(
+            ZKT_WAIT_UNTIL(session_watches(sid, child), zkt_scaled_ms(ST)));
+        if (!slow) {
+            assert_int_equal(zkr_cache_sync(c, zkt_scaled_ms(2 * ST)), 0);
+            zkr_cache_free(c);
+        } else {
+            link_delay(d);
+            assert_int_equal(zkr_cache_sync(c, 6 * d), ZKR_ETIMEDOUT);
+            zkr_cache_free(c);
+            assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+        }
+        watches_back_to(w0);
+        no_watch_left(sid, p);
+        for (int i = 0; i < N; i += N - 1) {
+            snprintf(child, sizeof(child), "%s/k%02d", p, i);
+            no_watch_left(sid, child);
+        }
+        assert_int_equal(zkr_session_free(s), 0);
+    }
+}
+
+/* A CHILDREN_DATA cache freed while its first reading of the children
+ * (a child at a time, on a link that holds each way D) has a child's
+ * getData in flight: once the server holds the watch that getData set
+ * (on the first child, and on the third), its answer is D away. Freed
+ * then, it leaves no watch ([V5]). */
+static void test_free_with_get_in_flight(void **state)
+{
+    const char *p = "/t/cache/getfly";
+    const char *names[] = {"a", "b", "c", "d", "e"},
+               *data[] = {"1", "2", "3", "4", "5"};
+    const int d = zkt_scaled_ms(300);
+    long w0;
+
+    (void)state;
+    raw_dir(p, names, data, 5);
+    w0 = all_watches();
+    for (int k = 1; k <= 3; k += 2) {
+        zkr_session_t *s = open_proxied(ST);
+        int64_t sid = zkr_session_id(s);
+        zkr_cache_t *c;
+
+        link_delay(d);
+        c = new_cache(s, p, ZKR_CACHE_CHILDREN_DATA, NULL);
+        /* The listing's watch on p, and the children's read so far. */
+        if (!ZKT_WAIT_UNTIL(all_watches() >= w0 + 1 + k, zkt_scaled_ms(ST)))
+            fail_msg("%ld watches, not %ld", all_watches(), w0 + 1 + k);
+        zkr_cache_free(c);
+        assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+        watches_back_to(w0);
+        no_watch_left(sid, p);
+        for (int i = 0; i < 5; i++) {
+            char child[64];
+
+            snprintf(child, sizeof(child), "%s/%s", p, names[i]);
+            no_watch_left(sid, child);
+        }
+        assert_int_equal(zkr_session_free(s), 0);
+    }
+}
+
+/* A path nobody may read (its ACL: ADMIN only): zkr_cache_sync(-1)
+ * returns ZNOAUTH, the code its read after the sync was refused with
+ * (zkr.h, [V4]), for each kind, whether the cache never had a view or
+ * had one before the ACL was taken away; given back, a sync returns 0
+ * and the view is the server's. Each sync runs on a thread of its own,
+ * bounded by the test. */
+static void test_sync_unreadable(void **state)
+{
+    const char *p = "/t/cache/syncnoauth";
+    const zkr_cache_kind_t kinds[3] = {ZKR_CACHE_NODE, ZKR_CACHE_CHILDREN,
+                                       ZKR_CACHE_CHILDREN_DATA};
+    struct ACL readall = {ZOO_PERM_ALL, {"world", "anyone"}};
+    struct ACL adminonly = {ZOO_PERM_ADMIN, {"world", "anyone"}};
+    struct ACL_vector all = {1, &readall}, none = {1, &adminonly};
+    const char *names[] = {"k"}, *data[] = {"1"};
+    zkr_session_t *s = open_session(ST);
+    static runner_t r; /* a sync that never returns keeps it */
+    zkr_cache_entry_t *e = NULL;
+    int n = -1;
+
+    (void)state;
+    raw_dir(p, names, data, 1);
+    assert_int_equal(zoo_set_acl(raw, p, -1, &none), ZOK);
+    for (int i = 0; i < 3; i++) {
+        zkr_cache_t *c = new_cache(s, p, kinds[i], NULL);
+
+        assert_int_equal(zkr_cache_get(c, zkt_scaled_ms(2 * ST), &e, &n, NULL),
+                         ZNOAUTH);
+        start(&r, c, 1, -1);
+        assert_int_equal(join(&r, zkt_scaled_ms(2 * ST)), ZNOAUTH);
+        zkr_cache_free(c);
+    }
+    for (int i = 0; i < 3; i++) {
+        zkr_cache_t *c;
+        snap_t v, want;
+
+        assert_int_equal(zoo_set_acl(raw, p, -1, &all), ZOK);
+        c = new_cache(s, p, kinds[i], NULL);
+        v = cache_view(c, zkt_scaled_ms(2 * ST));
+        snap_free(&v);
+        assert_int_equal(zoo_set_acl(raw, p, -1, &none), ZOK);
+        start(&r, c, 1, -1);
+        assert_int_equal(join(&r, zkt_scaled_ms(2 * ST)), ZNOAUTH);
+        assert_int_equal(zoo_set_acl(raw, p, -1, &all), ZOK);
+        v = synced_view(c);
+        want = server_view(p, kinds[i]);
+        assert_int_equal(v.zxid, want.zxid);
+        assert_snap_equal_free(&v, &want);
+        zkr_cache_free(c);
+    }
+    assert_int_equal(zkr_session_free(s), 0);
+    raw_rm(p);
+}
+
 /* ------------------------------------------------------------ the API */
 
 static void test_bad_arguments(void **state)
@@ -2155,6 +2362,10 @@ int main(void)
         cmocka_unit_test(test_free_removes_watches),
         cmocka_unit_test(test_shared_watches),
         cmocka_unit_test(test_free_then_new),
+        cmocka_unit_test(test_node_made_at_first_read),
+        cmocka_unit_test(test_sync_then_free_removes_watches),
+        cmocka_unit_test(test_free_with_get_in_flight),
+        cmocka_unit_test(test_sync_unreadable),
         cmocka_unit_test(test_bad_arguments),
     };
 

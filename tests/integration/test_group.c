@@ -2071,6 +2071,407 @@ static void test_blocking_from_callbacks(void **state)
     assert_int_equal(zkr_session_free(s), 0);
 }
 
+/* ------------------------------------------- settling the last node */
+
+/* The proxy holds every forwarded chunk ms ms, both ways. */
+static void link_delay(int ms)
+{
+    char cmd[32];
+
+    snprintf(cmd, sizeof(cmd), "delay %d", ms);
+    assert_int_equal(zkt_proxy_cmd(proxy, cmd), 0);
+}
+
+/* The node stands all along ms, the one made at czxid by session owner,
+ * as another client polls it. */
+static void stands_for(const char *node, int64_t czxid, int64_t owner, int ms)
+{
+    int64_t end = zkt_now_ms() + ms;
+
+    do {
+        struct Stat st;
+        int rc = raw_stat(node, &st);
+
+        if (rc != ZOK || st.czxid != czxid || st.ephemeralOwner != owner)
+            fail_msg("%s: %s (czxid %lld, owner 0x%llx), not the node made "
+                     "at %lld by 0x%llx",
+                     node, rc == ZOK ? "stands" : "gone",
+                     (long long)(rc == ZOK ? st.czxid : 0),
+                     (unsigned long long)(rc == ZOK ? st.ephemeralOwner : 0),
+                     (long long)czxid, (unsigned long long)owner);
+        zkt_sleep_ms(5);
+    } while (zkt_now_ms() < end);
+}
+
+/* No node of session sid stands at node all along ms, as another client
+ * polls it. */
+static void none_of_ours_for(const char *node, int64_t sid, int ms)
+{
+    int64_t end = zkt_now_ms() + ms;
+
+    do {
+        struct Stat st;
+
+        if (raw_stat(node, &st) == ZOK && st.ephemeralOwner == sid)
+            fail_msg("%s stands, made at %lld by our session 0x%llx", node,
+                     (long long)st.czxid, (unsigned long long)sid);
+        zkt_sleep_ms(5);
+    } while (zkt_now_ms() < end);
+}
+
+/* An id held by another client: a join of it that times out while its
+ * create is in flight (timeout D/3, the link holding each way D), or
+ * while the read of the node after the create's ZNODEEXISTS is (3 D:
+ * the create answered at 2 D, the read at 4 D), then a join with another
+ * id: that one is joined, and the other client's node stands all along,
+ * never deleted (zkr.h: a join with another id deletes the node a join
+ * not confirmed may have made; [G5]: that node is settled as [G2],
+ * deleted only if this session owns it). */
+static void test_other_id_after_timed_out_join(void **state)
+{
+    const char *p = "/t/grp/idswitch";
+    const int d = zkt_scaled_ms(300), tmo[2] = {d / 3, 3 * d};
+    zkr_session_t *s = open_proxied(ST);
+    zkr_group_t *g = new_group(s, p, NULL);
+    char nx[128], ny[128];
+    struct Stat st;
+    int64_t czxid, owner, sid = zkr_session_id(s);
+    view_t v = {0};
+
+    (void)state;
+    node_of(nx, sizeof(nx), p, "x");
+    node_of(ny, sizeof(ny), p, "y");
+    raw_ensure(p);
+    raw_member(p, "x" SUFFIX, "other", ZOO_EPHEMERAL);
+    assert_int_equal(raw_stat(nx, &st), ZOK);
+    czxid = st.czxid;
+    owner = st.ephemeralOwner;
+    /* The view read before the link slows: only the keeper's requests
+     * are in flight from then on. */
+    assert_true(ZKT_WAIT_UNTIL(members_view(g, 0, &v) == 0 && v.n == 1,
+                               zkt_scaled_ms(ST)));
+    view_clear(&v);
+    link_delay(d);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(zkr_group_join(g, "x", NULL, -1, tmo[i]),
+                         ZKR_ETIMEDOUT);
+        assert_int_equal(zkr_group_join(g, "y", NULL, -1, zkt_scaled_ms(ST)),
+                         0);
+        assert_int_equal(zkr_group_state(g), ZKR_GROUP_IN);
+        assert_int_equal(raw_stat(ny, &st), ZOK);
+        assert_int_equal(st.ephemeralOwner, sid);
+        stands_for(nx, czxid, owner, 0);
+        assert_int_equal(zkr_group_leave(g, zkt_scaled_ms(ST)), 0);
+        assert_false(raw_exists(ny));
+    }
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    stands_for(nx, czxid, owner, zkt_scaled_ms(ST / 5));
+    zkr_group_free(g);
+    stands_for(nx, czxid, owner, zkt_scaled_ms(ST / 10));
+    assert_int_equal(zoo_delete(raw, nx, -1), ZOK);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+static done_t lost_other_done;
+
+/* An id held by another client, and the answer to our create of it lost
+ * (the proxy drops it and resets the connection): the keeper makes it
+ * again, finds the other session's node, and waits for it to go (exists
+ * with a watch). That create made nothing: the other client's node is
+ * not ours to delete ([G5]), neither by zkr_group_free() nor by a join
+ * with another id after the join timed out: it stands all along. The
+ * other's node lets nobody read it, so that the view's read of it (a
+ * getData with a watch) is refused and sets no watch: the session's
+ * watch on it is then the keeper's, and says when it waits. */
+static void test_lost_create_keeps_others_node(void **state)
+{
+    const char *p = "/t/grp/lost-other";
+    struct ACL noread = {ZOO_PERM_WRITE | ZOO_PERM_CREATE | ZOO_PERM_DELETE |
+                             ZOO_PERM_ADMIN,
+                         {"world", "anyone"}};
+    struct ACL_vector acl = {1, &noread};
+    const int d = zkt_scaled_ms(300);
+    char nx[128], ny[128];
+
+    (void)state;
+    node_of(nx, sizeof(nx), p, "x");
+    node_of(ny, sizeof(ny), p, "y");
+    raw_ensure(p);
+    for (int freed = 1; freed >= 0; freed--) {
+        zkr_session_t *s = open_proxied(ST);
+        int64_t sid = zkr_session_id(s), czxid, owner;
+        zkr_group_t *g;
+        struct Stat st;
+        view_t v = {0};
+
+        assert_int_equal(
+            zoo_create(raw, nx, "other", 5, &acl, ZOO_EPHEMERAL, NULL, 0), ZOK);
+        assert_int_equal(raw_stat(nx, &st), ZOK);
+        czxid = st.czxid;
+        owner = st.ephemeralOwner;
+        g = new_group(s, p, NULL);
+        assert_true(ZKT_WAIT_UNTIL(members_view(g, 0, &v) == 0 && v.n == 1,
+                                   zkt_scaled_ms(ST)));
+        view_clear(&v);
+        assert_false(session_watches(sid, nx));
+        assert_int_equal(zkt_proxy_cmd(proxy, "drop-create-reply"), 0);
+        done_init(&lost_other_done);
+        assert_int_equal(zkr_group_async(g, 0, "x", NULL, -1,
+                                         freed ? -1 : zkt_scaled_ms(ST / 5),
+                                         on_done, &lost_other_done),
+                         0);
+        if (!ZKT_WAIT_UNTIL(session_watches(sid, nx), zkt_scaled_ms(ST / 5)))
+            fail_msg("the keeper does not wait for the other's node");
+        assert_int_equal(atomic_load(&lost_other_done.n), 0);
+        assert_int_equal(zkr_group_state(g), ZKR_GROUP_JOINING);
+        if (freed) {
+            zkr_group_free(g);
+            assert_int_equal(done_rc(&lost_other_done, zkt_scaled_ms(ST)),
+                             ZKR_ECANCELED);
+        } else {
+            /* The link slow from the timeout on, so that the join with
+             * another id comes before anything the keeper sends then. */
+            link_delay(d);
+            assert_int_equal(done_rc(&lost_other_done, zkt_scaled_ms(ST)),
+                             ZKR_ETIMEDOUT);
+            assert_int_equal(
+                zkr_group_join(g, "y", NULL, -1, zkt_scaled_ms(ST)), 0);
+            assert_int_equal(raw_stat(ny, &st), ZOK);
+            assert_int_equal(st.ephemeralOwner, sid);
+            stands_for(nx, czxid, owner, 0);
+            assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+        }
+        stands_for(nx, czxid, owner, zkt_scaled_ms(ST / 5));
+        if (!freed)
+            zkr_group_free(g);
+        assert_int_equal(zkr_session_free(s), 0);
+        assert_int_equal(zoo_delete(raw, nx, -1), ZOK);
+        assert_false(raw_exists(ny));
+    }
+}
+
+/* A leave not confirmed (timeout 0, the link holding each way D: the
+ * node still stands), then a join with the same id and other data: it
+ * returns 0 once the node stands on the session with the new data, on
+ * the server right then (zkr.h: it writes its new data before it
+ * returns). With the node's ACL refusing writes, the join ends with the
+ * server's ZNOAUTH, out of the group, and the node is deleted ([G5]). */
+static void test_rejoin_same_id_writes_data(void **state)
+{
+    const char *p = "/t/grp/rejoin-data", *pr = "/t/grp/rejoin-ro/g";
+    struct ACL nowrite = {ZOO_PERM_READ | ZOO_PERM_DELETE | ZOO_PERM_CREATE,
+                          {"world", "anyone"}};
+    struct ACL_vector acl = {1, &nowrite};
+    const int d = zkt_scaled_ms(300);
+    zkr_session_t *s = open_proxied(ST);
+    int64_t sid = zkr_session_id(s);
+    zkr_group_t *g = new_group(s, p, NULL);
+    char node[128], data[16];
+    struct Stat st;
+
+    (void)state;
+    node_of(node, sizeof(node), p, "m");
+    assert_int_equal(zkr_group_join(g, "m", "AAAA", -1, zkt_scaled_ms(ST)), 0);
+    link_delay(d);
+    assert_int_equal(zkr_group_leave(g, 0), ZKR_ETIMEDOUT);
+    assert_true(raw_exists(node));
+    assert_int_equal(zkr_group_join(g, "m", "BBBB", -1, zkt_scaled_ms(ST)), 0);
+    assert_int_equal(raw_data(node, data, sizeof(data), &st), 4);
+    assert_string_equal(data, "BBBB");
+    assert_int_equal(st.ephemeralOwner, sid);
+    assert_int_equal(zkr_group_state(g), ZKR_GROUP_IN);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    zkr_group_free(g);
+    assert_true(ZKT_WAIT_UNTIL(!raw_exists(node), zkt_scaled_ms(ST)));
+
+    /* The node may not be written. */
+    raw_ensure("/t/grp/rejoin-ro");
+    assert_int_equal(zkr_group_new(&g, s, pr, &acl, NULL, NULL), 0);
+    node_of(node, sizeof(node), pr, "m");
+    assert_int_equal(zkr_group_join(g, "m", "AAAA", -1, zkt_scaled_ms(ST)), 0);
+    link_delay(d);
+    assert_int_equal(zkr_group_leave(g, 0), ZKR_ETIMEDOUT);
+    assert_true(raw_exists(node));
+    assert_int_equal(zkr_group_join(g, "m", "BBBB", -1, zkt_scaled_ms(ST)),
+                     ZNOAUTH);
+    assert_int_equal(zkr_group_state(g), ZKR_GROUP_OUT);
+    assert_true(raw_data(node, data, sizeof(data), NULL) < 0 ||
+                strcmp(data, "AAAA") == 0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_true(ZKT_WAIT_UNTIL(!raw_exists(node), zkt_scaled_ms(ST)));
+    assert_int_equal(zkr_group_state(g), ZKR_GROUP_OUT);
+    zkr_group_free(g);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* A leave not confirmed (timeout 0, the link holding each way D) whose
+ * delete has reached the server (its answer D away), then a join with
+ * the same id: it does not return before the delete's outcome ([G5]);
+ * once it returns 0 the node stands on the session, and keeps standing
+ * (the same node: its czxid) while nobody touches it. */
+static void test_rejoin_waits_for_delete(void **state)
+{
+    const char *p = "/t/grp/rejoin-del";
+    const int d = zkt_scaled_ms(300);
+    zkr_session_t *s = open_proxied(ST);
+    int64_t sid = zkr_session_id(s), czxid;
+    zkr_group_t *g = new_group(s, p, NULL);
+    char node[128];
+    struct Stat st;
+
+    (void)state;
+    node_of(node, sizeof(node), p, "m");
+    assert_int_equal(zkr_group_join(g, "m", NULL, -1, zkt_scaled_ms(ST)), 0);
+    assert_int_equal(raw_stat(node, &st), ZOK);
+    czxid = st.czxid;
+    link_delay(d);
+    assert_int_equal(zkr_group_leave(g, 0), ZKR_ETIMEDOUT);
+    assert_true(ZKT_WAIT_UNTIL(!raw_exists(node), zkt_scaled_ms(ST)));
+    assert_int_equal(zkr_group_join(g, "m", NULL, -1, zkt_scaled_ms(ST)), 0);
+    if (raw_stat(node, &st) != ZOK)
+        fail_msg("the join returned 0, and %s is gone", node);
+    assert_int_equal(st.ephemeralOwner, sid);
+    assert_true(st.czxid > czxid);
+    assert_int_equal(zkr_group_state(g), ZKR_GROUP_IN);
+    stands_for(node, st.czxid, sid, zkt_scaled_ms(ST / 5));
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    zkr_group_free(g);
+    assert_true(ZKT_WAIT_UNTIL(!raw_exists(node), zkt_scaled_ms(ST)));
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* Joined, and the node deleted by another client: the keeper makes it
+ * again (JOINING, its create in flight for 2 D on the slow link); a leave
+ * then returns 0 only once no node of ours may stand ([G2], [G5]): from
+ * then on none stands, as another client polls it for a while. */
+static void test_leave_waits_for_create(void **state)
+{
+    const char *p = "/t/grp/leave-create";
+    const int d = zkt_scaled_ms(300);
+    zkr_session_t *s = open_proxied(ST);
+    int64_t sid = zkr_session_id(s);
+    zkr_group_t *g = new_group(s, p, NULL);
+    char node[128];
+
+    (void)state;
+    node_of(node, sizeof(node), p, "m");
+    assert_int_equal(zkr_group_join(g, "m", NULL, -1, zkt_scaled_ms(ST)), 0);
+    link_delay(d);
+    assert_int_equal(zoo_delete(raw, node, -1), ZOK);
+    assert_true(ZKT_WAIT_UNTIL(zkr_group_state(g) == ZKR_GROUP_JOINING,
+                               zkt_scaled_ms(ST)));
+    assert_int_equal(zkr_group_leave(g, zkt_scaled_ms(ST)), 0);
+    none_of_ours_for(node, sid, zkt_scaled_ms(ST / 5));
+    assert_int_equal(zkr_group_state(g), ZKR_GROUP_OUT);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    none_of_ours_for(node, sid, zkt_scaled_ms(ST / 20));
+    zkr_group_free(g);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* ------------------------------- the same data, ids beyond U+FFFF */
+
+/* A cache of the group's path, beside it: its views, and the version of
+ * the member o's node in the last. */
+static atomic_int same_cache_views, same_cache_version;
+
+static void on_same_cache(zkr_cache_t *c, const zkr_cache_entry_t *e, int n,
+                          int64_t zxid, void *data)
+{
+    (void)c;
+    (void)zxid;
+    (void)data;
+    for (int i = 0; i < n; i++)
+        if (strcmp(e[i].name, "o" SUFFIX) == 0)
+            atomic_store(&same_cache_version, e[i].stat.version);
+    atomic_fetch_add(&same_cache_views, 1);
+}
+
+/* A member's node written five times with the data it holds: no new
+ * view (zkr.h: a view is published when the members, their data or
+ * their nodes' creation differ; [G3]), while a CHILDREN_DATA cache of
+ * the same path reports each write (the versions differ). Another
+ * member joining then is the group's next view, its only one (a view
+ * is published once every member is read after its last event: [G3], so
+ * the member written was read again by then). */
+static void test_same_data_writes_no_view(void **state)
+{
+    const char *p = "/t/grp/samedata";
+    zkr_session_t *s = open_session(ST);
+    static rec_t r;
+    zkr_group_t *g;
+    zkr_cache_t *c = NULL;
+    char node[128];
+    int views, cviews;
+
+    (void)state;
+    rec_init(&r);
+    node_of(node, sizeof(node), p, "o");
+    raw_ensure(p);
+    raw_member(p, "o" SUFFIX, "same", ZOO_EPHEMERAL);
+    atomic_store(&same_cache_views, 0);
+    atomic_store(&same_cache_version, -1);
+    g = new_group(s, p, &r);
+    assert_int_equal(
+        zkr_cache_new(&c, s, p, ZKR_CACHE_CHILDREN_DATA, on_same_cache, NULL),
+        0);
+    wait_rec_matches(&r, p, NULL, 0, zkt_scaled_ms(ST));
+    assert_true(ZKT_WAIT_UNTIL(atomic_load(&same_cache_version) == 0,
+                               zkt_scaled_ms(ST)));
+    views = rec_views(&r);
+    cviews = atomic_load(&same_cache_views);
+    for (int i = 1; i <= 5; i++) {
+        assert_int_equal(zoo_set(raw, node, "same", 4, -1), ZOK);
+        if (!ZKT_WAIT_UNTIL(atomic_load(&same_cache_version) == i,
+                            zkt_scaled_ms(ST)))
+            fail_msg("the cache did not report write %d", i);
+    }
+    assert_int_equal(atomic_load(&same_cache_views), cviews + 5);
+    raw_member(p, "z" SUFFIX, "z", ZOO_EPHEMERAL);
+    assert_true(
+        ZKT_WAIT_UNTIL(rec_has(&r, "z" SUFFIX, 0, "z"), zkt_scaled_ms(ST)));
+    wait_rec_matches(&r, p, NULL, 0, zkt_scaled_ms(ST));
+    if (rec_views(&r) != views + 1)
+        fail_msg("%d views after five writes of the same data and a member "
+                 "joining, 1 expected",
+                 rec_views(&r) - views);
+    rec_check(&r);
+    zkr_cache_free(c);
+    zkr_group_free(g);
+    assert_int_equal(zoo_delete(raw, node, -1), ZOK);
+    assert_int_equal(zoo_delete(raw, "/t/grp/samedata/z" SUFFIX, -1), ZOK);
+    rec_destroy(&r);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
+/* An id with a character beyond U+FFFF (4 bytes of UTF-8: an emoji, the
+ * first and the last of the planes) is what ZooKeeper refuses in a name
+ * (zkr.h: U+FFF0 and above): ZBADARGUMENTS from the call, blocking or
+ * not, before anything is sent: back sooner than any answer could come
+ * (the link holds each way D), no completion, PATH not made. */
+static void test_id_supplementary_refused(void **state)
+{
+    static const char *const ids[] = {"w\xf0\x9f\x98\x80", "\xf0\x90\x80\x80",
+                                      "a\xf4\x8f\xbf\xbfz"};
+    const char *p = "/t/grp/emoji/path";
+    const int d = zkt_scaled_ms(300);
+    zkr_session_t *s = open_proxied(ST);
+    zkr_group_t *g;
+    int64_t t0;
+
+    (void)state;
+    link_delay(d);
+    g = new_group(s, p, NULL);
+    t0 = zkt_now_ms();
+    for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+        bad_join(g, p, ids[i], NULL, -1, zkt_scaled_ms(ST));
+    assert_true(zkt_now_ms() - t0 < 2 * d);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_false(raw_exists("/t/grp/emoji"));
+    zkr_group_free(g);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2097,6 +2498,13 @@ int main(void)
         cmocka_unit_test(test_free_from_listener),
         cmocka_unit_test(test_free_cancels_join),
         cmocka_unit_test(test_blocking_from_callbacks),
+        cmocka_unit_test(test_other_id_after_timed_out_join),
+        cmocka_unit_test(test_lost_create_keeps_others_node),
+        cmocka_unit_test(test_rejoin_same_id_writes_data),
+        cmocka_unit_test(test_rejoin_waits_for_delete),
+        cmocka_unit_test(test_leave_waits_for_create),
+        cmocka_unit_test(test_same_data_writes_no_view),
+        cmocka_unit_test(test_id_supplementary_refused),
     };
 
     zkt_test_filter();
