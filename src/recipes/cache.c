@@ -516,7 +516,8 @@ static int listed(zkr__view_t *v, const struct String_vector *sv, int64_t pzxid)
             goto nomem;
         }
     }
-    qsort(v->next.e, (size_t)v->next.n, sizeof(zkr__ventry_t), cmp_name);
+    if (v->next.n > 1) /* (no array at all when empty) */
+        qsort(v->next.e, (size_t)v->next.n, sizeof(zkr__ventry_t), cmp_name);
     v->next.zxid = pzxid;
     v->next_i = 0;
     v->listing = 1;
