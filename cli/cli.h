@@ -159,6 +159,10 @@ void ct_record_foreign(void);
  * becomes the foreground group of the controlling terminal. in: the
  * command's standard input (the caller closes its own copy), or -1 for
  * zkr's. */
+/* Whether file is an ELF binary (one the kernel refused with ENOEXEC:
+ * for another machine, or damaged), which /bin/sh must not be given as
+ * a script. Async-signal-safe. */
+int ct_is_elf(const char *file);
 int ct_spawn(ct_t *g, const char *file, char **argv, char **env,
              int64_t deadline, int fg, int in, int *exec_errno);
 /* Sets the guard's deadline (-1: none). Never blocks. */

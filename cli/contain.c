@@ -318,7 +318,7 @@ static void guard_signal(pid_t cmd, int sig)
 /* Whether file is an ELF binary (one the kernel refused: for another
  * machine, or damaged), which /bin/sh must not be given as a script.
  * Async-signal-safe. */
-static int is_elf(const char *file)
+int ct_is_elf(const char *file)
 {
     char magic[4];
     int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY), elf;
@@ -363,7 +363,7 @@ static void exec_command(int err, const char *file, char **argv, char **sh_argv,
      * by /bin/sh, as execvp() does; not a binary for another machine,
      * which sh would read as words to run (126, as a shell says). */
     e = errno;
-    if (e == ENOEXEC && !is_elf(file)) {
+    if (e == ENOEXEC && !ct_is_elf(file)) {
         execve(sh_argv[0], sh_argv, env);
         e = errno;
     }

@@ -290,21 +290,6 @@ static int write_output(FILE *f, const watch_t *w, const zkr_cache_entry_t *e,
 
 /* ---------------------------------------------------------- the command */
 
-/* Whether file is an ELF binary (one the kernel refused: for another
- * machine, or damaged), which /bin/sh must not be given as a script. */
-static int is_elf(const char *file)
-{
-    char magic[4];
-    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY), elf;
-
-    if (fd < 0)
-        return 0;
-    elf = read(fd, magic, sizeof(magic)) == (ssize_t)sizeof(magic) &&
-          memcmp(magic, "\177ELF", 4) == 0;
-    close(fd);
-    return elf;
-}
-
 /* COMMAND's standard input: the view in an anonymous file, at its start.
  * A descriptor, or -1. */
 static int view_input(const watch_t *w, const zkr_cache_entry_t *e, int n,
@@ -415,7 +400,7 @@ static void exec_child(int err, int in, pid_t parent, const char *file,
  * running). */
 static int fork_exec(watch_t *w, const char *file, int in, char **env)
 {
-    int err[2], e = 0, argc = 0, elf = is_elf(file);
+    int err[2], e = 0, argc = 0, elf = ct_is_elf(file);
     char **sh_argv;
     pid_t pid, self = getpid();
     ssize_t n;
