@@ -2663,10 +2663,12 @@ ZKR_EXTERN int zkr_atomic_async(zkr_atomic_t *c, zkr_atomic_op_t op, int64_t a,
  *
  * **Waiting.** A wait first syncs (a server that lags behind the leader
  * cannot show it a barrier cleared before the call, nor hide one set
- * before it), then watches the node. It returns 0 once the node is gone,
- * or once it sees another node there than the one it first saw (its czxid
- * differs: the barrier was cleared and set again, say while the session
- * was being re-created after expiry, when no watch could tell). Through a
+ * before it), reads its parent's stat, then watches the node. It returns
+ * 0 once the node is gone, or once it sees another node there than the
+ * one that stood when it began (one made after that read, or another
+ * than the one it first saw: the barrier was cleared and set again, say
+ * while the session was being re-created after expiry, when no watch
+ * could tell, or while the answer to its first look was lost). Through a
  * lost connection it waits on (the watch survives a reconnection; after
  * a session expiry it looks again on the new session) until its timeout.
  * It always looks once (the sync and the read), so on a slow or lagging

@@ -12,6 +12,7 @@
  * once connected, sync, then read the node (and, for a set, its parent's
  * pzxid, read before the create). */
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,7 @@ enum {
     BS_READ,       /* clear: the node's stat, before the delete */
     BS_DELETE,     /* clear: the node, at the version read */
     BS_SYNC,       /* wait: before its first look on a session */
+    BS_START,      /* wait: its parent's pzxid, once per call */
     BS_LOOK,       /* wait: getData with a watch */
     BS_R_SYNC,     /* a lost write's resolution: sync of the node's path */
     BS_R_READ,     /* ... the node */
@@ -50,6 +52,10 @@ typedef struct op {
     char nonce[37];         /* a set: its node's data, a UUID of this call
                                (what tells its node from another's) */
     /* A wait: */
+    int started;      /* it has read its parent's pzxid (or found none) */
+    int64_t start;    /* that pzxid: a node whose czxid is above it was made
+                         during the call (-1: unknown, the parent's
+                         cversion stuck, docs/PROTOCOL.md [Z6]) */
     int synced;       /* its sync is done, on session sid_seen */
     int64_t sid_seen; /* the session its sync and watch belong to */
     int looked;       /* it has seen the barrier standing */
@@ -144,10 +150,13 @@ static void op_issue(op_t *o, int st, int rc)
 }
 
 /* A wait saw the node standing (czxid): another node than the one it
- * first saw means the barrier was cleared meanwhile. */
+ * first saw, or one made after its parent's pzxid was read (during the
+ * call: what it first saw may have been lost with the connection), means
+ * the barrier was cleared meanwhile. */
 static void op_standing(op_t *o, int64_t czxid)
 {
-    if (o->czxid != 0 && czxid != o->czxid) {
+    if ((o->czxid != 0 && czxid != o->czxid) ||
+        (o->start >= 0 && czxid > o->start)) {
         op_end(o, 0);
         return;
     }
@@ -200,6 +209,19 @@ static void op_resolve_clear(op_t *o, const struct Stat *st)
     op_go(&o->o);
 }
 
+/* The parent's child counter may be stuck at 2147483647 (docs/PROTOCOL.md
+ * [Z6]), where ZooKeeper 3.8 creates children without moving the pzxid.
+ * The server stores the count of children ever made (c) and shows
+ * cversion = 2c - numChildren (32-bit), so c = 2147483647 (or -1: the
+ * same halves) shows cversion + numChildren = -2; a server that shows
+ * c itself shows 2147483647. */
+static int counter_stuck(const struct Stat *st)
+{
+    uint32_t sum = (uint32_t)st->cversion + (uint32_t)st->numChildren;
+
+    return st->cversion == INT32_MAX || sum == UINT32_MAX - 1;
+}
+
 /* A request's answer (mutex held). */
 static void op_next(zkr__call_t *k, int rc)
 {
@@ -225,7 +247,7 @@ static void op_next(zkr__call_t *k, int rc)
             o->o.anc_at = 0; /* it may not have applied: from the top */
         if (st == BS_SYNC)
             o->synced = 0;
-        op_go(&o->o);
+        op_go(&o->o); /* BS_START and BS_LOOK: asked again */
         return;
     }
     switch (st) {
@@ -288,6 +310,20 @@ static void op_next(zkr__call_t *k, int rc)
             op_go(&o->o);
         }
         return;
+    case BS_START:
+        if (rc == ZNONODE) {
+            op_end(o, 0); /* no parent: not standing */
+        } else if (rc != ZOK) {
+            op_end(o, rc);
+        } else {
+            /* Every child made before this read has a czxid at most its
+             * pzxid, unless the child counter is stuck (a create then
+             * leaves the pzxid behind). */
+            o->started = 1;
+            o->start = counter_stuck(k->stat) ? -1 : k->stat->pzxid;
+            op_go(&o->o);
+        }
+        return;
     case BS_LOOK:
         if (rc == ZNONODE) {
             op_end(o, 0); /* not standing (no watch is left: a getData
@@ -328,9 +364,10 @@ static void op_next(zkr__call_t *k, int rc)
     }
 }
 
-/* A wait's next step, connected: sync once per session, then look (get
- * with a watch) unless its watch is set and has not fired; then wait for
- * the watch or the timeout, which ends it only once it has looked. */
+/* A wait's next step, connected: sync once per session, read its parent's
+ * pzxid once per call, then look (get with a watch) unless its watch is
+ * set and has not fired; then wait for the watch or the timeout, which
+ * ends it only once it has looked. */
 static void op_go_wait(op_t *o)
 {
     zkr_barrier_t *b = o->b;
@@ -343,6 +380,8 @@ static void op_go_wait(op_t *o)
     }
     if (!o->synced)
         op_issue(o, BS_SYNC, zkr__call_sync(&o->o.k, b->h.path));
+    else if (!o->started)
+        op_issue(o, BS_START, zkr__call_exists(&o->o.k, b->h.parent));
     else if (!o->armed)
         op_issue(o, BS_LOOK,
                  zkr__call_wget(&o->o.k, b->h.path, barrier_watcher, s));
@@ -397,6 +436,7 @@ static op_t *op_start(zkr_barrier_t *b, zkr_barrier_op_t kind, int timeout_ms,
         zkr__uuid(o->nonce);
     if (kind == ZKR_BARRIER_WAIT)
         o->o.deadline = timeout_ms < 0 ? -1 : zkr__now_ms() + timeout_ms;
+    o->start = -1;
     op_go(&o->o);
     return o;
 }

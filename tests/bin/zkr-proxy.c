@@ -35,6 +35,9 @@
  *                      are dropped as by blackhole (which this mode then
  *                      is, for every connection, until pass): the client
  *                      cannot come back to read the outcome.
+ *   drop-get-reply-blackhole
+ *                      the same for the next getData request (answered
+ *                      by the server, its watch set there).
  *   fail-auth          the next answer to an authentication request
  *                      (xid -4, after zoo_add_auth) is replaced by one that
  *                      says ZAUTHFAILED, as a server that refuses the
@@ -121,7 +124,8 @@ static struct conn *conns[MAX_CONNS];
 static int blackhole;
 static int delay_ms;
 static int drop_create_armed;   /* 1: a create's reply, 2: a setData's, 3: a
-                                   setData request */
+                                   setData request, 4: a delete's reply, 5:
+                                   a create request, 6: a getData's reply */
 static int drop_then_blackhole; /* the armed drop turns blackhole on */
 static int fail_auth_armed;
 static int reset_auth_armed;
@@ -210,6 +214,7 @@ static int on_header(struct conn *c, int dir, const struct framer *f)
     if (dir == C2S && f->want == 12 && drop_create_armed &&
         (drop_create_armed == 2   ? be32(f->hdr + 8) == 5
          : drop_create_armed == 4 ? be32(f->hdr + 8) == 2
+         : drop_create_armed == 6 ? be32(f->hdr + 8) == 4
                                   : is_create(be32(f->hdr + 8)))) {
         drop_create_armed = 0;
         c->drop_armed = 1;
@@ -509,6 +514,9 @@ static void do_command(char *line, int *quit)
     } else if (strcmp(line, "drop-create-request") == 0) {
         drop_create_armed = 5;
         drop_then_blackhole = 0;
+    } else if (strcmp(line, "drop-get-reply-blackhole") == 0) {
+        drop_create_armed = 6;
+        drop_then_blackhole = 1;
     } else if (strcmp(line, "fail-auth") == 0) {
         fail_auth_armed = 1;
     } else if (strcmp(line, "reset-auth") == 0) {

@@ -553,6 +553,50 @@ static void test_wait_through_expiry_with_new_barrier(void **state)
     assert_int_equal(zoo_delete(raw, p, -1), ZOK);
 }
 
+/* The answer to a wait's first look is lost (the server set its watch;
+ * the reply and the link are gone), and the barrier is cleared and set
+ * again before the wait can look again: it never saw the first node, yet
+ * the node it finds was made during the call, so the barrier was cleared
+ * meanwhile. On the same session (reconnected) and after an expiry. */
+static void lost_first_look(int expiry)
+{
+    const char *p = "/t/bar/lost-look";
+    zkr_session_t *s = open_proxied(6000);
+    zkr_barrier_t *b = new_barrier(s, p, 0);
+    int64_t sid0 = zkr_session_id(s);
+    waiter_t w;
+
+    raw_make(p);
+    assert_int_equal(zkt_proxy_cmd(proxy, "drop-get-reply-blackhole"), 0);
+    start_wait(&w, b, zkt_scaled_ms(60000));
+    watching(s, p); /* set on the server; its answer dropped */
+    if (expiry)
+        expire(s);
+    assert_int_equal(zoo_delete(raw, p, -1), ZOK);
+    raw_make(p);
+    assert_false(atomic_load(&w.done));
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_int_equal(join_wait(&w, zkt_scaled_ms(5 * 6000)), 0);
+    assert_true(expiry ? zkr_session_id(s) != sid0 : zkr_session_id(s) == sid0);
+    no_watch_left(zkr_session_id(s), p);
+    assert_true(raw_exists(p)); /* a wait changes nothing */
+    zkr_barrier_free(b);
+    assert_int_equal(zkr_session_free(s), 0);
+    assert_int_equal(zoo_delete(raw, p, -1), ZOK);
+}
+
+static void test_wait_first_look_lost_reconnect(void **state)
+{
+    (void)state;
+    lost_first_look(0);
+}
+
+static void test_wait_first_look_lost_expiry(void **state)
+{
+    (void)state;
+    lost_first_look(1);
+}
+
 /* The same expiry with the barrier untouched: the node it sees on the
  * new session is the one it first saw, so it waits on, until the node
  * goes. */
@@ -1332,6 +1376,8 @@ int main(void)
         cmocka_unit_test(test_setter_session_expiry),
         cmocka_unit_test(test_wait_through_cut_connection),
         cmocka_unit_test(test_wait_through_expiry_with_new_barrier),
+        cmocka_unit_test(test_wait_first_look_lost_reconnect),
+        cmocka_unit_test(test_wait_first_look_lost_expiry),
         cmocka_unit_test(test_wait_through_expiry_same_barrier),
         cmocka_unit_test(test_wait_cut_until_timeout),
         cmocka_unit_test(test_set_clear_not_connected),

@@ -40,6 +40,7 @@
 #define FIFO_PATH "/wrapfifo"
 #define STUCK_PATH "/wrapstuck"
 #define MIX_PATH "/wrapmix"
+#define BAR_PATH "/wrapbar"
 /* A holder that got -2147483648 on a stuck counter (its create in flight
  * with another, which got 2147483647). */
 #define D_MIN "_c_44444444-4444-4444-8444-444444444444-lock--2147483648"
@@ -70,6 +71,7 @@ static int wrap_setup(void **state)
                     STUCK_PATH "=2147483646",
                     MIX_PATH "=2147483647",
                     MIX_PATH "/" D_MIN,
+                    BAR_PATH "=2147483647",
                     NULL};
     int fd, st = -1;
     pid_t pid;
@@ -331,6 +333,33 @@ static void test_max_beside_negative_no_two_holders(void **state)
     done(&w);
 }
 
+/* A barrier under a parent whose child counter is stuck at 2147483647:
+ * on 3.8.0 a create there leaves the parent's pzxid behind (below the
+ * child's czxid). A wait that starts while that barrier stands must not
+ * take it for a node made during the call (docs/PROTOCOL.md [B3]): it
+ * times out, and returns once the node goes. */
+static void test_barrier_under_stuck_counter(void **state)
+{
+    const char *p = BAR_PATH "/b";
+    zkr_session_t *s = open_session(10000);
+    zkr_barrier_t *b = NULL;
+    struct Stat pst, st;
+
+    (void)state;
+    assert_int_equal(
+        zoo_create(raw, p, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0), ZOK);
+    assert_int_equal(zoo_exists(raw, BAR_PATH, 0, &pst), ZOK);
+    assert_int_equal(zoo_exists(raw, p, 0, &st), ZOK);
+    /* The premise (3.8.0): the create did not move the parent's pzxid. */
+    assert_true(pst.pzxid < st.czxid);
+    assert_int_equal(zkr_barrier_new(&b, s, p, 0, NULL), 0);
+    assert_int_equal(zkr_barrier_wait(b, 1000), ZKR_ETIMEDOUT);
+    assert_int_equal(zoo_delete(raw, p, -1), ZOK);
+    assert_int_equal(zkr_barrier_wait(b, 1000), 0);
+    zkr_barrier_free(b);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -338,6 +367,7 @@ int main(void)
         cmocka_unit_test(test_fifo_across_documented_wrap),
         cmocka_unit_test(test_shared_sequence_no_two_holders),
         cmocka_unit_test(test_max_beside_negative_no_two_holders),
+        cmocka_unit_test(test_barrier_under_stuck_counter),
     };
     zkt_test_filter();
     return cmocka_run_group_tests_name("wrap", tests, wrap_setup, teardown);
