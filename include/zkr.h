@@ -2668,14 +2668,17 @@ ZKR_EXTERN int zkr_atomic_async(zkr_atomic_t *c, zkr_atomic_op_t op, int64_t a,
  * one that stood when it began (one made after that read, or another
  * than the one it first saw: the barrier was cleared and set again, say
  * while the session was being re-created after expiry, when no watch
- * could tell, or while the answer to its first look was lost). Through a
+ * could tell, or while the answer to its first look was lost; not the
+ * latter under a parent whose child counter is stuck at 2147483647,
+ * where ZooKeeper 3.8 leaves the parent's stat behind). Through a
  * lost connection it waits on (the watch survives a reconnection; after
  * a session expiry it looks again on the new session) until its timeout.
- * It always looks once (the sync and the read), so on a slow or lagging
- * server a wait may return after its timeout, by up to about the session
- * timeout (each request is answered, or the connection given up, within
- * it). A wait that ends leaves no watch behind (a watch whose removal
- * cannot be queued for want of memory stays until the node changes).
+ * It always looks once (the sync, the parent's stat and the read), so on
+ * a slow or lagging server a wait may return after its timeout, by up to
+ * about twice the session timeout (each of the three requests is
+ * answered, or the connection given up, within two thirds of it). A wait that
+ * ends leaves no watch behind (a watch whose removal cannot be queued for want
+ * of memory stays until the node changes).
  *
  * **Lost answers.** A set or clear whose answer is lost with the
  * connection is not sent again blindly: once connected, zkr syncs and
@@ -3368,8 +3371,9 @@ ZKR_EXTERN int zkr_cache_sync(zkr_cache_t *c, int timeout_ms);
 /** \defgroup zkr_metrics Metrics in the Prometheus text format
  *
  * A session's metrics and those of its recipes (per kind and path:
- * grants, waits, hold times, losses, listings per grant, session state,
- * safe time left) in the Prometheus text format, to serve on an HTTP
+ * grants, waits, hold times, losses, listings per grant; barrier waiters,
+ * group members, cache entries and lag; session state, safe time left)
+ * in the Prometheus text format, to serve on an HTTP
  * endpoint of the application, to write to node_exporter's textfile
  * directory, or to read one value by name. Cheap: counted where zkr holds
  * its lock anyway. docs/OBSERVABILITY.md lists the families.
@@ -3403,11 +3407,13 @@ ZKR_EXTERN int zkr_cache_sync(zkr_cache_t *c, int timeout_ms);
  *   Prometheus text exposition format (version 0.0.4).
  *
  * Session metrics carry no label; recipe metrics carry `path` (the recipe
- * path) and `kind` (`lock`, `read`, `write`, `semaphore`, `election`), one
- * series per path and kind that a handle of this session has used since
- * the session was opened, freed handles included (their counts stay until
- * zkr_session_free()). Counters and histograms (fixed buckets) are kept
- * by the engine under the lock it already holds, without allocating;
+ * path) and `kind` (`lock`, `read`, `write`, `semaphore`, `election`;
+ * `barrier`, `dbarrier`, `group`, `cache` for their gauges), one series
+ * per path and kind that a handle of this session has used since the
+ * session was opened, freed handles included (their counts stay until
+ * zkr_session_free(); the gauges of the barrier, group and cache are 0
+ * once their handles are freed). Counters and histograms (fixed buckets) are
+ * kept by the engine under the lock it already holds, without allocating;
  * writing copies them under that lock and formats them without it, so a
  * slow `f` never delays the session. docs/OBSERVABILITY.md lists every
  * metric and the buckets. Every name starts with `zkr_`. A daemon can
@@ -3444,7 +3450,9 @@ ZKR_EXTERN void zkr_metrics_text_free(char *text);
  * zkr_session_state() and the text).
  * \param out OUT: the value.
  * \return 0; ZBADARGUMENTS (NULL s, name or out, an unknown name, kind
- *   and path missing for a recipe metric or given for a session metric);
+ *   and path missing for a recipe metric or given for a session metric;
+ *   the gauges of the barrier, group and cache are known to a session
+ *   once a handle of their kind was made on it);
  *   ZNONODE (no handle of this session has used that kind and path, the
  *   metric is not one of that kind's, or a gauge not measured yet, such as
  *   the reconnect margin before any reconnection); ZKR_ENOMEM.

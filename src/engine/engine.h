@@ -45,6 +45,35 @@ typedef struct zkr__msets {
     size_t nindex, nsets;
 } zkr__msets_t;
 
+/* A gauge of a recipe that is no contender (the barrier's waiters, a
+ * group's members, a cache's lag): its family, which the recipe declares
+ * once, and one zkr__gauge_t per handle, attached while the handle lives
+ * (zkr__gauge_attach()). The engine reads each value under the session
+ * mutex when the metrics are written; the recipe keeps no number for it. */
+typedef struct zkr__gfamily {
+    const char *name, *help; /* name: "zkr_..." */
+    const char *kind;        /* its kind label: the recipe's */
+    char unit;  /* 'n' a number, 'm' milliseconds (seconds shown) */
+    char merge; /* the handles on one path: 's' summed, 'x' the largest */
+} zkr__gfamily_t;
+
+typedef struct zkr__gauge zkr__gauge_t;
+/* The entry of a (family, path) in a session, made by the first handle
+ * attached there and kept until the session is freed (the series then
+ * shows 0). */
+typedef struct zkr__gset {
+    const zkr__gfamily_t *fam;
+    char *path;
+    zkr__gauge_t *gauges; /* attached */
+    struct zkr__gset *next;
+} zkr__gset_t;
+struct zkr__gauge {
+    /* The value now (mutex held; now in zkr__now_ms()); below 0: none. */
+    int64_t (*value)(zkr__gauge_t *g, int64_t now);
+    zkr__gset_t *set; /* NULL: not attached */
+    zkr__gauge_t *next;
+};
+
 /* ------------------------------------------------------- src/engine/ */
 
 /* A contender in the session's path index (engine/index.c): its node's path, or
@@ -106,6 +135,7 @@ typedef struct zkr__engine {
     zkr__reader_t *readers;
     zkr__task_t *tasks;
     zkr__msets_t msets;    /* metrics by (kind, path) (metrics.c) */
+    zkr__gset_t *gsets;    /* recipe gauges by (family, path), newest first */
     uint64_t watch_events; /* events of recipes' own watchers so far: a
                               recipe waiting for one compares counts */
 } zkr__engine_t;
@@ -548,6 +578,13 @@ void zkr__metrics_lock_state(struct zkr__contender *c, zkr_lock_state_t st);
 void zkr__metrics_delay_served(struct zkr__contender *c, int64_t ms);
 /* Frees the session's metric sets (the engine's fini hook). */
 void zkr__metrics_free(zkr_session_t *s);
+/* Attaches a handle's gauge of family fam at path, whose value() the
+ * engine calls (mutex held): 0, or ZKR_ENOMEM. */
+int zkr__gauge_attach(zkr_session_t *s, zkr__gauge_t *g,
+                      const zkr__gfamily_t *fam, const char *path,
+                      int64_t (*value)(zkr__gauge_t *g, int64_t now));
+/* Detaches it (mutex held); one not attached is left alone. */
+void zkr__gauge_detach(zkr__gauge_t *g);
 
 /* What zkr_metrics_write() writes, copied under the mutex and written
  * without it: one row per (kind, path) entry, with its gauges. */
@@ -565,6 +602,15 @@ typedef struct zkr__msnap {
     int64_t valid_ms, timeout_ms;
     zkr__mrow_t *rows;
     int nrows;
+    /* The recipe gauges: one row per (family, path), values merged, by
+     * family name, oldest first within one. */
+    struct zkr__grow {
+        const zkr__gfamily_t *fam;
+        const char *path; /* the entry's (lives with the session) */
+        int64_t v;
+        int order;
+    } * grows;
+    int ngrows;
 } zkr__msnap_t;
 /* Writes snap in the Prometheus text format; 0, or ZKR_ESYS (a write
  * failed, errno set). */

@@ -175,9 +175,59 @@ void zkr__metrics_delay_served(zkr__contender_t *c, int64_t ms)
     m->delay_us += (uint64_t)(ms > 0 ? ms : 0) * 1000;
 }
 
+int zkr__gauge_attach(zkr_session_t *s, zkr__gauge_t *g,
+                      const zkr__gfamily_t *fam, const char *path,
+                      int64_t (*value)(zkr__gauge_t *g, int64_t now))
+{
+    zkr__engine_t *e = zkr__engine(s);
+    zkr__gset_t *gs;
+
+    for (gs = e->gsets; gs != NULL; gs = gs->next)
+        if (gs->fam == fam && strcmp(gs->path, path) == 0)
+            break;
+    if (gs == NULL) {
+        if ((gs = calloc(1, sizeof(*gs))) == NULL)
+            return ZKR_ENOMEM;
+        if ((gs->path = strdup(path)) == NULL) {
+            free(gs);
+            return ZKR_ENOMEM;
+        }
+        gs->fam = fam;
+        gs->next = e->gsets;
+        e->gsets = gs;
+    }
+    g->value = value;
+    g->set = gs;
+    g->next = gs->gauges;
+    gs->gauges = g;
+    return 0;
+}
+
+void zkr__gauge_detach(zkr__gauge_t *g)
+{
+    zkr__gauge_t **pp;
+
+    if (g->set == NULL)
+        return;
+    for (pp = &g->set->gauges; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == g) {
+            *pp = g->next;
+            break;
+        }
+    g->set = NULL;
+    g->next = NULL;
+}
+
 void zkr__metrics_free(zkr_session_t *s)
 {
     zkr__msets_t *sm = &zkr__engine(s)->msets;
+
+    while (zkr__engine(s)->gsets != NULL) {
+        zkr__gset_t *gs = zkr__engine(s)->gsets;
+        zkr__engine(s)->gsets = gs->next;
+        free(gs->path);
+        free(gs);
+    }
 
     while (sm->sets != NULL) {
         zkr__mset_t *m = sm->sets;
@@ -442,10 +492,70 @@ int zkr__metrics_format(FILE *f, const zkr__msnap_t *snap)
                 zkr_state_name((zkr_state_t)st), st == (int)snap->state);
     for (int i = 0; i < N_FAMILIES; i++)
         put_family(f, &families[i], snap);
+    /* The recipe gauges, by family name (sorted so): one HELP and TYPE
+     * each. */
+    for (int i = 0; i < snap->ngrows; i++) {
+        const struct zkr__grow *g = &snap->grows[i];
+
+        if (i == 0 || strcmp(g->fam->name, snap->grows[i - 1].fam->name) != 0)
+            fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", g->fam->name,
+                    g->fam->help, g->fam->name);
+        fputs(g->fam->name, f);
+        fputs("{path=\"", f);
+        put_label(f, g->path);
+        fprintf(f, "\",kind=\"%s\"}", g->fam->kind);
+        if (g->fam->unit == 'm')
+            fprintf(f, " %.3f\n", (double)g->v / 1e3);
+        else
+            fprintf(f, " %" PRId64 "\n", g->v);
+    }
     return ferror(f) ? ZKR_ESYS : 0;
 }
 
 /* --------------------------------------------------------- snapshots */
+
+/* Recipe gauge rows: by family name, then in the order of their entries
+ * (oldest first). */
+static int grow_cmp(const void *a, const void *b)
+{
+    const struct zkr__grow *x = a, *y = b;
+    int c = strcmp(x->fam->name, y->fam->name);
+
+    return c != 0 ? c : (x->order > y->order) - (x->order < y->order);
+}
+
+/* The recipe gauges, mutex held: 0, or ZKR_ENOMEM. */
+static int snapshot_gauges(zkr_session_t *s, zkr__msnap_t *out)
+{
+    int64_t now = zkr__now_ms();
+    int n = 0;
+
+    for (zkr__gset_t *gs = zkr__engine(s)->gsets; gs != NULL; gs = gs->next)
+        n++;
+    if (n == 0)
+        return 0;
+    if ((out->grows = calloc((size_t)n, sizeof(*out->grows))) == NULL)
+        return ZKR_ENOMEM;
+    out->ngrows = n;
+    for (zkr__gset_t *gs = zkr__engine(s)->gsets; gs != NULL; gs = gs->next) {
+        struct zkr__grow *row = &out->grows[--n];
+
+        row->fam = gs->fam;
+        row->path = gs->path;
+        row->order = n;
+        for (zkr__gauge_t *g = gs->gauges; g != NULL; g = g->next) {
+            int64_t v = g->value(g, now);
+
+            if (v < 0)
+                continue;
+            if (gs->fam->merge == 's')
+                row->v += v;
+            else if (v > row->v)
+                row->v = v;
+        }
+    }
+    return 0;
+}
 
 static int snapshot(zkr_session_t *s, zkr__msnap_t *out)
 {
@@ -485,8 +595,21 @@ static int snapshot(zkr_session_t *s, zkr__msnap_t *out)
     memcpy(out->counters, s->counters, sizeof(out->counters));
     out->state = s->state;
     out->timeout_ms = s->timeout;
+    if (snapshot_gauges(s, out) != 0) {
+        pthread_mutex_unlock(&s->mu);
+        free(out->rows);
+        return ZKR_ENOMEM;
+    }
     pthread_mutex_unlock(&s->mu);
+    if (out->ngrows > 1)
+        qsort(out->grows, (size_t)out->ngrows, sizeof(*out->grows), grow_cmp);
     return 0;
+}
+
+static void snapshot_free(zkr__msnap_t *snap)
+{
+    free(snap->rows);
+    free(snap->grows);
 }
 
 /* ------------------------------------------------------------ public */
@@ -501,7 +624,7 @@ int zkr_metrics_write(zkr_session_t *s, FILE *f)
     if ((rc = snapshot(s, &snap)) != 0)
         return rc;
     rc = zkr__metrics_format(f, &snap);
-    free(snap.rows);
+    snapshot_free(&snap);
     return rc;
 }
 
@@ -576,6 +699,35 @@ static int read_family(const family_t *fam, int part, const void *base,
     return 0;
 }
 
+/* A recipe gauge's value: ZBADARGUMENTS when no handle of this session
+ * has had a gauge of that name (or kind or path missing), ZNONODE when
+ * none of that kind and path. */
+static int gauge_value(zkr_session_t *s, const char *name, const char *kind,
+                       const char *path, double *out)
+{
+    zkr__msnap_t snap;
+    int rc, seen = 0;
+
+    if (kind == NULL || path == NULL)
+        return ZBADARGUMENTS;
+    if ((rc = snapshot(s, &snap)) != 0)
+        return rc;
+    rc = ZNONODE;
+    for (int i = 0; i < snap.ngrows; i++) {
+        const struct zkr__grow *g = &snap.grows[i];
+
+        if (strcmp(g->fam->name, name) != 0)
+            continue;
+        seen = 1;
+        if (strcmp(g->fam->kind, kind) == 0 && strcmp(g->path, path) == 0) {
+            *out = g->fam->unit == 'm' ? (double)g->v / 1e3 : (double)g->v;
+            rc = 0;
+        }
+    }
+    snapshot_free(&snap);
+    return seen ? rc : ZBADARGUMENTS;
+}
+
 int zkr_metrics_value(zkr_session_t *s, const char *name, const char *kind,
                       const char *path, double *out)
 {
@@ -583,9 +735,11 @@ int zkr_metrics_value(zkr_session_t *s, const char *name, const char *kind,
     zkr__msnap_t snap;
     int part, rc;
 
-    if (s == NULL || name == NULL || out == NULL ||
-        (fam = find_family(name, &part)) == NULL ||
-        (fam->scope == 's') != (kind == NULL && path == NULL) ||
+    if (s == NULL || name == NULL || out == NULL)
+        return ZBADARGUMENTS;
+    if ((fam = find_family(name, &part)) == NULL)
+        return gauge_value(s, name, kind, path, out);
+    if ((fam->scope == 's') != (kind == NULL && path == NULL) ||
         (fam->scope != 's' && (kind == NULL || path == NULL)))
         return ZBADARGUMENTS;
     if ((rc = snapshot(s, &snap)) != 0)
@@ -603,6 +757,6 @@ int zkr_metrics_value(zkr_session_t *s, const char *name, const char *kind,
             }
         }
     }
-    free(snap.rows);
+    snapshot_free(&snap);
     return rc;
 }

@@ -19,8 +19,9 @@
 #include "call.h"
 
 struct zkr_barrier {
-    zkr__rhandle_t h; /* its path, ACL and operations (call.h) */
-    int persistent;   /* ZKR_BARRIER_PERSISTENT */
+    zkr__rhandle_t h;     /* its path, ACL and operations (call.h) */
+    int persistent;       /* ZKR_BARRIER_PERSISTENT */
+    zkr__gauge_t waiters; /* its metric (zkr_barrier_waiters) */
 };
 
 /* The steps of an operation (zkr__rop_t.step): the request in flight. */
@@ -212,14 +213,12 @@ static void op_resolve_clear(op_t *o, const struct Stat *st)
 /* The parent's child counter may be stuck at 2147483647 (docs/PROTOCOL.md
  * [Z6]), where ZooKeeper 3.8 creates children without moving the pzxid.
  * The server stores the count of children ever made (c) and shows
- * cversion = 2c - numChildren (32-bit), so c = 2147483647 (or -1: the
- * same halves) shows cversion + numChildren = -2; a server that shows
- * c itself shows 2147483647. */
+ * cversion = 2c - numChildren (32-bit, DataNode.copyStat), so c =
+ * 2147483647 (or -1: the same modulo 2^31) shows cversion + numChildren
+ * = -2. Once stuck, it stays so while the parent stands. */
 static int counter_stuck(const struct Stat *st)
 {
-    uint32_t sum = (uint32_t)st->cversion + (uint32_t)st->numChildren;
-
-    return st->cversion == INT32_MAX || sum == UINT32_MAX - 1;
+    return (uint32_t)st->cversion + (uint32_t)st->numChildren == UINT32_MAX - 1;
 }
 
 /* A request's answer (mutex held). */
@@ -451,6 +450,22 @@ static int op_watches(const zkr__rop_t *r, const char *path)
 
 /* ------------------------------------------------------------- the API */
 
+static const zkr__gfamily_t waiters_family = {
+    "zkr_barrier_waiters", ZKR__BARRIER_WAITERS_HELP, "barrier", 'n', 's'};
+
+/* The handle's waits in progress (mutex held). */
+static int64_t waiters_now(zkr__gauge_t *g, int64_t now)
+{
+    zkr_barrier_t *b =
+        (zkr_barrier_t *)((char *)g - offsetof(zkr_barrier_t, waiters));
+    int64_t n = 0;
+
+    (void)now;
+    for (zkr__rop_t *o = b->h.ops; o != NULL; o = o->next)
+        n += op_of(o)->kind == ZKR_BARRIER_WAIT;
+    return n;
+}
+
 int zkr_barrier_new(zkr_barrier_t **out, zkr_session_t *s, const char *path,
                     int flags, const struct ACL_vector *acl)
 {
@@ -467,6 +482,14 @@ int zkr_barrier_new(zkr_barrier_t **out, zkr_session_t *s, const char *path,
         return rc;
     }
     b->persistent = (flags & ZKR_BARRIER_PERSISTENT) != 0;
+    pthread_mutex_lock(&s->mu);
+    rc = zkr__gauge_attach(s, &b->waiters, &waiters_family, path, waiters_now);
+    pthread_mutex_unlock(&s->mu);
+    if (rc != 0) {
+        zkr__rhandle_free(&b->h);
+        free(b);
+        return rc;
+    }
     zkr__rhandle_follow(&b->h);
     *out = b;
     return 0;
@@ -476,6 +499,9 @@ void zkr_barrier_free(zkr_barrier_t *b)
 {
     if (b == NULL)
         return;
+    pthread_mutex_lock(&b->h.s->mu);
+    zkr__gauge_detach(&b->waiters);
+    pthread_mutex_unlock(&b->h.s->mu);
     zkr__rhandle_free(&b->h);
     free(b);
 }

@@ -148,6 +148,21 @@ static int watched(const zkr__view_t *v, const zkr__ventry_t *e)
  * session follows it then, or this one again). */
 static void drop_next(zkr__view_t *v);
 
+/* A change may not be in the view: a read must cover it. */
+static void behind(zkr__view_t *v)
+{
+    if (v->behind_at == 0)
+        v->behind_at = zkr__now_ms();
+}
+
+/* A read starts: it covers every notice so far. */
+static void cover(zkr__view_t *v)
+{
+    if (v->behind_at != 0 && (v->round_at == 0 || v->behind_at < v->round_at))
+        v->round_at = v->behind_at;
+    v->behind_at = 0;
+}
+
 /* --------------------------------------------------------- deliveries */
 
 struct report {
@@ -232,6 +247,7 @@ static void publish(zkr__view_t *v)
         v->cur.zxid = zxid;
         memset(&v->next, 0, sizeof(v->next));
         v->pub_gen = v->list_gen;
+        v->round_at = 0;
         pthread_cond_broadcast(&v->s->cv);
         return;
     }
@@ -256,6 +272,7 @@ static void publish(zkr__view_t *v)
     v->refused = 0;
     v->unread = 1;
     v->pub_gen = v->list_gen;
+    v->round_at = 0;
     fd_signal(v);
     pthread_cond_broadcast(&v->s->cv);
     return;
@@ -322,6 +339,7 @@ static void view_watcher(zhandle_t *zh, int type, int state, const char *path,
         } else {
             continue;
         }
+        behind(v);
         pump(v);
     }
     pthread_mutex_unlock(&s->mu);
@@ -352,6 +370,7 @@ static void refresh(zkr__reader_t *rd)
     zkr__view_t *v = view_of(rd);
 
     v->stale = 1; /* (re)connected: read again */
+    behind(v);
     pump(v);
 }
 
@@ -469,6 +488,7 @@ static void go(zkr__view_t *v)
          * whose watch fired read again. */
         v->rescan = 0;
         if (rescan(v) == 0) {
+            cover(v);
             go(v);
             return;
         }
@@ -479,6 +499,7 @@ static void go(zkr__view_t *v)
     v->stale = 0;
     v->rescan = 0;
     v->list_gen = v->sync_done;
+    cover(v);
     if (v->mode == ZKR__VIEW_NODE)
         issue(v, V_NODE, zkr__call_wget(&v->k, v->path, view_watcher, s));
     else
@@ -671,6 +692,33 @@ static void view_wake(zkr__task_t *t)
     pump((zkr__view_t *)((char *)t - offsetof(zkr__view_t, tk)));
 }
 
+/* ------------------------------------------------------------- metrics */
+
+static int64_t count_now(zkr__gauge_t *g, int64_t now)
+{
+    zkr__view_t *v =
+        (zkr__view_t *)((char *)g - offsetof(zkr__view_t, count_gauge));
+
+    (void)now;
+    return v->loaded ? v->cur.n : -1;
+}
+
+static int64_t lag_now(zkr__gauge_t *g, int64_t now)
+{
+    zkr__view_t *v =
+        (zkr__view_t *)((char *)g - offsetof(zkr__view_t, lag_gauge));
+    int64_t t = v->behind_at, lag = 0;
+
+    if (t == 0 || (v->round_at != 0 && v->round_at < t))
+        t = v->round_at;
+    if (t != 0)
+        lag = now - t;
+    if (!v->s->connected && v->s->last_heard > 0 &&
+        now - v->s->last_heard > lag)
+        lag = now - v->s->last_heard;
+    return lag > 0 ? lag : 0;
+}
+
 /* ----------------------------------------------------------------- API */
 
 int zkr__view_start(zkr__view_t *v, zkr_session_t *s, const char *path,
@@ -696,6 +744,17 @@ int zkr__view_start(zkr__view_t *v, zkr_session_t *s, const char *path,
         v->path = NULL;
         return ZKR_ECLOSED;
     }
+    if (zkr__gauge_attach(s, &v->count_gauge, cls->count_family, path,
+                          count_now) != 0 ||
+        zkr__gauge_attach(s, &v->lag_gauge, cls->lag_family, path, lag_now) !=
+            0) {
+        zkr__gauge_detach(&v->count_gauge);
+        pthread_mutex_unlock(&s->mu);
+        free(v->path);
+        v->path = NULL;
+        return ZKR_ENOMEM;
+    }
+    behind(v);               /* until the first view */
     zkr__session_hold(s, 1); /* zkr_session_free() refuses while it lives */
     zkr__reader_add(s, &v->rd);
     zkr__task_add(s, &v->tk);
@@ -712,6 +771,8 @@ int zkr__view_stop(zkr__view_t *v)
 
     pthread_mutex_lock(&s->mu);
     v->gone = 1;
+    zkr__gauge_detach(&v->count_gauge);
+    zkr__gauge_detach(&v->lag_gauge);
     /* An answer in flight comes on ZooKeeper's thread. */
     while (!s->forked && v->k.busy)
         zkr__wait(s, NULL, zkr__now_ms() + 100);
@@ -882,10 +943,20 @@ static void cache_dispose(zkr__view_t *v)
     free(v);
 }
 
+static const zkr__gfamily_t entries_family = {
+    "zkr_cache_entries",
+    "Nodes in the cache's published view (1 or 0 for a node cache), the "
+    "largest of this session's caches of the path.",
+    "cache", 'n', 'x'};
+static const zkr__gfamily_t lag_family = {
+    "zkr_cache_lag_seconds", ZKR__VIEW_LAG_HELP, "cache", 'm', 'x'};
+
 static const zkr__view_class_t cache_class = {
-    NULL, NULL, cache_export, cache_export_free, cache_deliver, cache_dispose};
+    NULL,          NULL,          cache_export,    cache_export_free,
+    cache_deliver, cache_dispose, &entries_family, &lag_family};
 static const zkr__view_class_t cache_class_quiet = {
-    NULL, NULL, cache_export, cache_export_free, NULL, cache_dispose};
+    NULL, NULL,          cache_export,    cache_export_free,
+    NULL, cache_dispose, &entries_family, &lag_family};
 
 /* A path a cache may read: as zkr__check_path(), and also "/" and the
  * server's own nodes (/zookeeper/config, say). */

@@ -52,7 +52,18 @@ typedef struct zkr__view_class {
     /* The view's last delivery has run after zkr__view_stop() said 0:
      * free the owner (no mutex). */
     void (*dispose)(zkr__view_t *v);
+    /* Its metrics: the entries of the published view, and its lag
+     * (zkr__view_lag_ms()). */
+    const zkr__gfamily_t *count_family, *lag_family;
 } zkr__view_class_t;
+
+/* The help of zkr_cache_lag_seconds, which caches and groups share. */
+#define ZKR__VIEW_LAG_HELP                                                     \
+    "How long the view may have been behind the server: 0 while every "        \
+    "change notified is in the published view, else the time since the "       \
+    "oldest change notice (a watch event, a reconnection) not yet in it, "     \
+    "or since the server last answered while not connected (kind cache: a "    \
+    "zkr_cache_t; kind group: a group's member list)."
 
 struct zkr__view {
     zkr__reader_t rd; /* in the session's readers: follows() */
@@ -83,6 +94,10 @@ struct zkr__view {
      * all of those), the one the listing under way started after, and the
      * one the published view started after. */
     uint64_t sync_want, sync_sent, sync_done, list_gen, pub_gen;
+    /* Its lag: the oldest change notice not yet covered by a read (0:
+     * none), and the oldest that the read under way covers (0: none). */
+    int64_t behind_at, round_at;
+    zkr__gauge_t count_gauge, lag_gauge;
     int gone;         /* stopped */
     int events;       /* deliveries queued or running */
     int free_pending; /* the last of them disposes */

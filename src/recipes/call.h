@@ -127,6 +127,13 @@ struct zkr__rop {
                         none): its end removes the watch there */
 };
 
+/* The help of zkr_barrier_waiters, which the barrier and the double
+ * barrier share (kind "barrier", "dbarrier"). */
+#define ZKR__BARRIER_WAITERS_HELP                                              \
+    "Waits in progress: zkr_barrier_wait() calls (kind barrier), a double "    \
+    "barrier's enter and leave calls (kind dbarrier), of this session's "      \
+    "handles on the path."
+
 /* Makes h for path on s: 0; ZBADARGUMENTS (an invalid path, or the
  * root); ZKR_ECLOSED; ZKR_ENOMEM. The session's free is refused while h
  * lives. */

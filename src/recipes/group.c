@@ -268,12 +268,20 @@ static int members_same(const zkr__vsnap_t *a, const zkr__vsnap_t *b)
     return 1;
 }
 
+static const zkr__gfamily_t members_family = {
+    "zkr_group_members",
+    "Members in the group's published view (its member list), the largest "
+    "of this session's handles on the group.",
+    "group", 'n', 'x'};
+static const zkr__gfamily_t lag_family = {
+    "zkr_cache_lag_seconds", ZKR__VIEW_LAG_HELP, "group", 'm', 'x'};
+
 static const zkr__view_class_t members_class = {
-    is_member,    members_same,    members_export,
-    members_free, members_deliver, members_dispose};
+    is_member,       members_same,    members_export,  members_free,
+    members_deliver, members_dispose, &members_family, &lag_family};
 static const zkr__view_class_t members_class_quiet = {
-    is_member,    members_same, members_export,
-    members_free, NULL,         members_dispose};
+    is_member, members_same,    members_export,  members_free,
+    NULL,      members_dispose, &members_family, &lag_family};
 
 /* ------------------------------------------------------------- waiters */
 

@@ -408,6 +408,134 @@ static void test_many_paths(void **state)
     zkr_session_free(m);
 }
 
+static void barrier_done(int rc, int changed, void *data)
+{
+    (void)changed;
+    *(atomic_int *)data = rc;
+}
+
+static void dbarrier_done(int rc, void *data)
+{
+    *(atomic_int *)data = rc;
+}
+
+/* The text holds this many lines that start with prefix. */
+static int count_lines(zkr_session_t *s, const char *prefix)
+{
+    char *text = NULL;
+    int n = 0;
+
+    assert_int_equal(zkr_metrics_text(s, &text, NULL), 0);
+    for (char *p = text; p != NULL && *p != '\0';) {
+        n += strncmp(p, prefix, strlen(prefix)) == 0;
+        p = strchr(p, '\n');
+        p = p != NULL ? p + 1 : NULL;
+    }
+    zkr_metrics_text_free(text);
+    return n;
+}
+
+/* The gauges of the recipes that are no contenders: a barrier's waits in
+ * progress, a double barrier's enter, a group's members, a cache's
+ * entries and lag (how long its view may have been behind: growing while
+ * its reads are refused, 0 once a view is read). Each series stays, at 0,
+ * once its handles are freed. */
+static void test_recipe_gauges(void **state)
+{
+    zkr_session_t *s = open_session(10000), *o = open_session(10000);
+    struct ACL write_only = {ZOO_PERM_WRITE | ZOO_PERM_ADMIN,
+                             {"world", "anyone"}};
+    struct ACL_vector no_read = {1, &write_only};
+    zkr_barrier_t *b = NULL;
+    zkr_dbarrier_t *d = NULL;
+    zkr_group_t *g = NULL, *og = NULL;
+    zkr_cache_t *c = NULL;
+    atomic_int got = 1, dgot = 1;
+    double v;
+
+    (void)state;
+    zoo_create(raw, "/g", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    /* No handle of the kind yet: the name is unknown to this session. */
+    assert_int_equal(
+        zkr_metrics_value(s, "zkr_barrier_waiters", "barrier", "/g/bar", &v),
+        ZBADARGUMENTS);
+
+    /* The barrier: one wait in progress, then none. */
+    assert_int_equal(zkr_barrier_new(&b, s, "/g/bar", 0, NULL), 0);
+    assert_true(rv(s, "zkr_barrier_waiters", "barrier", "/g/bar") == 0);
+    assert_int_equal(
+        zoo_create(raw, "/g/bar", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+        ZOK);
+    assert_int_equal(
+        zkr_barrier_async(b, ZKR_BARRIER_WAIT, -1, barrier_done, (void *)&got),
+        0);
+    assert_true(rv(s, "zkr_barrier_waiters", "barrier", "/g/bar") == 1);
+    has_line(s, "zkr_barrier_waiters{path=\"/g/bar\",kind=\"barrier\"} 1");
+    assert_int_equal(
+        zkr_metrics_value(s, "zkr_barrier_waiters", "barrier", "/g/x", &v),
+        ZNONODE);
+    assert_int_equal(
+        zkr_metrics_value(s, "zkr_barrier_waiters", NULL, NULL, &v),
+        ZBADARGUMENTS);
+    assert_int_equal(zoo_delete(raw, "/g/bar", -1), ZOK);
+    assert_true(ZKT_WAIT_UNTIL(got == 0, 10000));
+    assert_true(rv(s, "zkr_barrier_waiters", "barrier", "/g/bar") == 0);
+
+    /* The double barrier: its enter waits for a second participant. */
+    assert_int_equal(zkr_dbarrier_new(&d, s, "/g/db", 2, "a", NULL), 0);
+    assert_int_equal(zkr_dbarrier_async(d, ZKR_DBARRIER_ENTER, -1,
+                                        dbarrier_done, (void *)&dgot),
+                     0);
+    assert_true(rv(s, "zkr_barrier_waiters", "dbarrier", "/g/db") == 1);
+    has_line(s, "zkr_barrier_waiters{path=\"/g/db\",kind=\"dbarrier\"} 1");
+    assert_int_equal(count_lines(s, "# TYPE zkr_barrier_waiters "), 1);
+    zkr_dbarrier_free(d); /* ends the enter */
+    assert_true(ZKT_WAIT_UNTIL(dgot != 1, 10000));
+    assert_true(rv(s, "zkr_barrier_waiters", "dbarrier", "/g/db") == 0);
+
+    /* A group: the members another session sees too. */
+    assert_int_equal(zkr_group_new(&g, s, "/g/grp", NULL, NULL, NULL), 0);
+    assert_int_equal(zkr_group_new(&og, o, "/g/grp", NULL, NULL, NULL), 0);
+    assert_int_equal(zkr_group_join(g, "a", NULL, 0, 10000), 0);
+    assert_int_equal(zkr_group_join(og, "b", NULL, 0, 10000), 0);
+    assert_true(ZKT_WAIT_UNTIL(
+        rv(s, "zkr_group_members", "group", "/g/grp") == 2, 10000));
+    assert_true(ZKT_WAIT_UNTIL(
+        rv(s, "zkr_cache_lag_seconds", "group", "/g/grp") == 0, 10000));
+    has_line(s, "zkr_group_members{path=\"/g/grp\",kind=\"group\"} 2");
+    zkr_group_free(og);
+    assert_true(ZKT_WAIT_UNTIL(
+        rv(s, "zkr_group_members", "group", "/g/grp") == 1, 10000));
+
+    /* A cache whose reads are refused: its lag grows from its start. */
+    assert_int_equal(zoo_create(raw, "/g/secret", "x", 1, &no_read, 0, NULL, 0),
+                     ZOK);
+    assert_int_equal(
+        zkr_cache_new(&c, s, "/g/secret", ZKR_CACHE_NODE, NULL, NULL), 0);
+    zkt_sleep_ms(400);
+    assert_true(rv(s, "zkr_cache_lag_seconds", "cache", "/g/secret") >= 0.4);
+    assert_true(rv(s, "zkr_cache_entries", "cache", "/g/secret") == 0);
+    /* One TYPE line for the lag of both kinds. */
+    assert_int_equal(count_lines(s, "# TYPE zkr_cache_lag_seconds "), 1);
+    assert_int_equal(count_lines(s, "zkr_cache_lag_seconds{"), 2);
+    /* Readable again: once read, no lag. */
+    assert_int_equal(zoo_set_acl(raw, "/g/secret", -1, &ZOO_OPEN_ACL_UNSAFE),
+                     ZOK);
+    assert_true(ZKT_WAIT_UNTIL(
+        rv(s, "zkr_cache_entries", "cache", "/g/secret") == 1, 20000));
+    assert_true(rv(s, "zkr_cache_lag_seconds", "cache", "/g/secret") == 0);
+
+    /* Freed: the series stay, at 0. */
+    zkr_cache_free(c);
+    zkr_group_free(g);
+    zkr_barrier_free(b);
+    assert_true(rv(s, "zkr_cache_entries", "cache", "/g/secret") == 0);
+    assert_true(rv(s, "zkr_group_members", "group", "/g/grp") == 0);
+    assert_true(rv(s, "zkr_barrier_waiters", "barrier", "/g/bar") == 0);
+    zkr_session_free(o);
+    zkr_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -418,6 +546,7 @@ int main(void)
         cmocka_unit_test(test_election_counts),
         cmocka_unit_test(test_kinds),
         cmocka_unit_test(test_many_paths),
+        cmocka_unit_test(test_recipe_gauges),
     };
     zkt_test_filter();
     return cmocka_run_group_tests_name("metrics", tests, setup, teardown);

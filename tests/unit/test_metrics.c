@@ -27,6 +27,16 @@
 
 static zkr__mrow_t rows[2];
 static zkr__msnap_t snap;
+static const zkr__gfamily_t lag_cache = {"zkr_cache_lag_seconds", "Lag.",
+                                         "cache", 'm', 'x'};
+static const zkr__gfamily_t lag_group = {"zkr_cache_lag_seconds", "Lag.",
+                                         "group", 'm', 'x'};
+static const zkr__gfamily_t waiters = {"zkr_barrier_waiters", "Waiters.",
+                                       "barrier", 'n', 's'};
+/* As a snapshot sorts them: by family name. */
+static struct zkr__grow grows[3] = {{&waiters, ODD_PATH, 2, 0},
+                                    {&lag_cache, "/c", 1500, 1},
+                                    {&lag_group, "/g", 0, 2}};
 
 static void make_snapshot(void)
 {
@@ -50,6 +60,8 @@ static void make_snapshot(void)
     rows[1].leader_us = 1500000;
     snap.rows = rows;
     snap.nrows = 2;
+    snap.grows = grows;
+    snap.ngrows = 3;
     snap.state = ZKR_STATE_RECONNECTED;
     snap.valid_ms = 5700;
     snap.timeout_ms = 10000;
@@ -198,6 +210,30 @@ static void test_histogram_shape(void **state)
     free(t);
 }
 
+/* The recipes' gauges: one HELP and TYPE per family name, whatever the
+ * kinds; seconds from milliseconds; labels escaped. */
+static void test_recipe_gauges(void **state)
+{
+    char *text;
+
+    (void)state;
+    make_snapshot();
+    text = format();
+    assert_non_null(strstr(text,
+                           "# HELP zkr_barrier_waiters Waiters.\n"
+                           "# TYPE zkr_barrier_waiters gauge\n"
+                           "zkr_barrier_waiters{path=\"/a\\\"b\\\\c\\nd\","
+                           "kind=\"barrier\"} 2\n"));
+    assert_non_null(strstr(text, "# TYPE zkr_cache_lag_seconds gauge\n"
+                                 "zkr_cache_lag_seconds{path=\"/c\","
+                                 "kind=\"cache\"} 1.500\n"
+                                 "zkr_cache_lag_seconds{path=\"/g\","
+                                 "kind=\"group\"} 0.000\n"));
+    assert_null(strstr(strstr(text, "# TYPE zkr_cache_lag_seconds") + 1,
+                       "# TYPE zkr_cache_lag_seconds"));
+    free(text);
+}
+
 /* Bucket bounds are inclusive ("le"), through the heartbeat hook. */
 static void test_bucket_bounds(void **state)
 {
@@ -228,6 +264,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_families),
         cmocka_unit_test(test_histogram_shape),
         cmocka_unit_test(test_bucket_bounds),
+        cmocka_unit_test(test_recipe_gauges),
     };
 
     if (argc > 1 && strcmp(argv[1], "--emit") == 0) {
