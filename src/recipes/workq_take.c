@@ -796,7 +796,7 @@ static take_t *take_start(zkr_workq_t *q, int timeout_ms,
                           zkr_take_completion_t cb, void *cbdata, int *rc)
 {
     zkr_session_t *s = q->s;
-    take_t *t;
+    take_t *t = NULL;
 
     *rc = 0;
     if (s->closing)
