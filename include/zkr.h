@@ -3411,8 +3411,8 @@ ZKR_EXTERN int zkr_cache_sync(zkr_cache_t *c, int timeout_ms);
  * `barrier`, `dbarrier`, `group`, `cache` for their gauges), one series
  * per path and kind that a handle of this session has used since the
  * session was opened, freed handles included (their counts stay until
- * zkr_session_free(); the gauges of the barrier, group and cache are 0
- * once their handles are freed). Counters and histograms (fixed buckets) are
+ * zkr_session_free(); the gauges of the barrier, group and cache go with
+ * their last handle). Counters and histograms (fixed buckets) are
  * kept by the engine under the lock it already holds, without allocating;
  * writing copies them under that lock and formats them without it, so a
  * slow `f` never delays the session. docs/OBSERVABILITY.md lists every
@@ -3451,8 +3451,8 @@ ZKR_EXTERN void zkr_metrics_text_free(char *text);
  * \param out OUT: the value.
  * \return 0; ZBADARGUMENTS (NULL s, name or out, an unknown name, kind
  *   and path missing for a recipe metric or given for a session metric;
- *   the gauges of the barrier, group and cache are known to a session
- *   once a handle of their kind was made on it);
+ *   the gauges of the barrier, group and cache are known once a handle
+ *   of their kind was made in the process);
  *   ZNONODE (no handle of this session has used that kind and path, the
  *   metric is not one of that kind's, or a gauge not measured yet, such as
  *   the reconnect margin before any reconnection); ZKR_ENOMEM.

@@ -58,21 +58,26 @@ typedef struct zkr__gfamily {
 } zkr__gfamily_t;
 
 typedef struct zkr__gauge zkr__gauge_t;
-/* The entry of a (family, path) in a session, made by the first handle
- * attached there and kept until the session is freed (the series then
- * shows 0). */
+/* The entry of a (family, path) in a session while a handle is attached
+ * there (a gauge describes live handles: its series goes with the last). */
 typedef struct zkr__gset {
     const zkr__gfamily_t *fam;
     char *path;
+    uint32_t hash;
     zkr__gauge_t *gauges; /* attached */
-    struct zkr__gset *next;
+    struct zkr__gset *hnext;
 } zkr__gset_t;
 struct zkr__gauge {
     /* The value now (mutex held; now in zkr__now_ms()); below 0: none. */
     int64_t (*value)(zkr__gauge_t *g, int64_t now);
     zkr__gset_t *set; /* NULL: not attached */
-    zkr__gauge_t *next;
+    zkr__gauge_t *prev, *next;
 };
+/* The entries of a session by hash(family name, path): nindex buckets. */
+typedef struct zkr__gsets {
+    zkr__gset_t **index;
+    size_t nindex, nsets;
+} zkr__gsets_t;
 
 /* ------------------------------------------------------- src/engine/ */
 
@@ -135,7 +140,7 @@ typedef struct zkr__engine {
     zkr__reader_t *readers;
     zkr__task_t *tasks;
     zkr__msets_t msets;    /* metrics by (kind, path) (metrics.c) */
-    zkr__gset_t *gsets;    /* recipe gauges by (family, path), newest first */
+    zkr__gsets_t gsets;    /* recipe gauges by (family, path) (metrics.c) */
     uint64_t watch_events; /* events of recipes' own watchers so far: a
                               recipe waiting for one compares counts */
 } zkr__engine_t;
@@ -584,7 +589,7 @@ int zkr__gauge_attach(zkr_session_t *s, zkr__gauge_t *g,
                       const zkr__gfamily_t *fam, const char *path,
                       int64_t (*value)(zkr__gauge_t *g, int64_t now));
 /* Detaches it (mutex held); one not attached is left alone. */
-void zkr__gauge_detach(zkr__gauge_t *g);
+void zkr__gauge_detach(zkr_session_t *s, zkr__gauge_t *g);
 
 /* What zkr_metrics_write() writes, copied under the mutex and written
  * without it: one row per (kind, path) entry, with its gauges. */
@@ -603,12 +608,11 @@ typedef struct zkr__msnap {
     zkr__mrow_t *rows;
     int nrows;
     /* The recipe gauges: one row per (family, path), values merged, by
-     * family name, oldest first within one. */
+     * family name, then kind and path. */
     struct zkr__grow {
         const zkr__gfamily_t *fam;
-        const char *path; /* the entry's (lives with the session) */
+        char *path; /* a copy (the entry goes with its last handle) */
         int64_t v;
-        int order;
     } * grows;
     int ngrows;
 } zkr__msnap_t;

@@ -175,59 +175,134 @@ void zkr__metrics_delay_served(zkr__contender_t *c, int64_t ms)
     m->delay_us += (uint64_t)(ms > 0 ? ms : 0) * 1000;
 }
 
+/* The families a handle of any session has attached a gauge of: what
+ * zkr_metrics_value() knows by name besides the engine's (a recipe's
+ * families are static, at most a few each). */
+static pthread_mutex_t known_mu = PTHREAD_MUTEX_INITIALIZER;
+static const zkr__gfamily_t *known[32];
+static int nknown;
+
+static void family_known(const zkr__gfamily_t *fam)
+{
+    int i;
+
+    pthread_mutex_lock(&known_mu);
+    for (i = 0; i < nknown && known[i] != fam; i++)
+        ;
+    if (i == nknown && nknown < (int)(sizeof(known) / sizeof(known[0])))
+        known[nknown++] = fam;
+    pthread_mutex_unlock(&known_mu);
+}
+
+static int name_known(const char *name)
+{
+    int found = 0;
+
+    pthread_mutex_lock(&known_mu);
+    for (int i = 0; i < nknown && !found; i++)
+        found = strcmp(known[i]->name, name) == 0;
+    pthread_mutex_unlock(&known_mu);
+    return found;
+}
+
+/* Doubles the gauge index (64 buckets at first) once it has as many
+ * entries as buckets; as index_grow(). */
+static int gindex_grow(zkr__gsets_t *gs)
+{
+    size_t n = gs->nindex > 0 ? gs->nindex * 2 : 64;
+    zkr__gset_t **ix;
+
+    if (gs->nsets < gs->nindex)
+        return 0;
+    if ((ix = calloc(n, sizeof(*ix))) == NULL)
+        return gs->index != NULL ? 0 : ZKR_ENOMEM;
+    for (size_t b = 0; b < gs->nindex; b++)
+        for (zkr__gset_t *e = gs->index[b], *nx; e != NULL; e = nx) {
+            nx = e->hnext;
+            e->hnext = ix[e->hash & (n - 1)];
+            ix[e->hash & (n - 1)] = e;
+        }
+    free(gs->index);
+    gs->index = ix;
+    gs->nindex = n;
+    return 0;
+}
+
 int zkr__gauge_attach(zkr_session_t *s, zkr__gauge_t *g,
                       const zkr__gfamily_t *fam, const char *path,
                       int64_t (*value)(zkr__gauge_t *g, int64_t now))
 {
-    zkr__engine_t *e = zkr__engine(s);
-    zkr__gset_t *gs;
+    zkr__gsets_t *gs = &zkr__engine(s)->gsets;
+    uint32_t h = set_hash(fam->name, path);
+    zkr__gset_t *e = NULL;
+    size_t b;
 
-    for (gs = e->gsets; gs != NULL; gs = gs->next)
-        if (gs->fam == fam && strcmp(gs->path, path) == 0)
-            break;
-    if (gs == NULL) {
-        if ((gs = calloc(1, sizeof(*gs))) == NULL)
+    if (gs->index != NULL)
+        for (e = gs->index[h & (gs->nindex - 1)]; e != NULL; e = e->hnext)
+            if (e->fam == fam && strcmp(e->path, path) == 0)
+                break;
+    if (e == NULL) {
+        if (gindex_grow(gs) != 0)
             return ZKR_ENOMEM;
-        if ((gs->path = strdup(path)) == NULL) {
-            free(gs);
+        if ((e = calloc(1, sizeof(*e))) == NULL)
+            return ZKR_ENOMEM;
+        if ((e->path = strdup(path)) == NULL) {
+            free(e);
             return ZKR_ENOMEM;
         }
-        gs->fam = fam;
-        gs->next = e->gsets;
-        e->gsets = gs;
+        e->fam = fam;
+        e->hash = h;
+        b = h & (gs->nindex - 1);
+        e->hnext = gs->index[b];
+        gs->index[b] = e;
+        gs->nsets++;
+        family_known(fam);
     }
     g->value = value;
-    g->set = gs;
-    g->next = gs->gauges;
-    gs->gauges = g;
+    g->set = e;
+    g->prev = NULL;
+    g->next = e->gauges;
+    if (e->gauges != NULL)
+        e->gauges->prev = g;
+    e->gauges = g;
     return 0;
 }
 
-void zkr__gauge_detach(zkr__gauge_t *g)
+void zkr__gauge_detach(zkr_session_t *s, zkr__gauge_t *g)
 {
-    zkr__gauge_t **pp;
+    zkr__gsets_t *gs = &zkr__engine(s)->gsets;
+    zkr__gset_t *e = g->set, **pp;
 
-    if (g->set == NULL)
+    if (e == NULL)
         return;
-    for (pp = &g->set->gauges; *pp != NULL; pp = &(*pp)->next)
-        if (*pp == g) {
-            *pp = g->next;
-            break;
-        }
+    if (g->prev != NULL)
+        g->prev->next = g->next;
+    else
+        e->gauges = g->next;
+    if (g->next != NULL)
+        g->next->prev = g->prev;
     g->set = NULL;
-    g->next = NULL;
+    g->prev = g->next = NULL;
+    if (e->gauges != NULL)
+        return;
+    /* Its last handle: the entry goes. */
+    for (pp = &gs->index[e->hash & (gs->nindex - 1)]; *pp != e;
+         pp = &(*pp)->hnext)
+        ;
+    *pp = e->hnext;
+    gs->nsets--;
+    free(e->path);
+    free(e);
 }
 
 void zkr__metrics_free(zkr_session_t *s)
 {
     zkr__msets_t *sm = &zkr__engine(s)->msets;
 
-    while (zkr__engine(s)->gsets != NULL) {
-        zkr__gset_t *gs = zkr__engine(s)->gsets;
-        zkr__engine(s)->gsets = gs->next;
-        free(gs->path);
-        free(gs);
-    }
+    /* Every handle detached its gauges before the session could be freed:
+     * no entry is left, only the index. */
+    free(zkr__engine(s)->gsets.index);
+    memset(&zkr__engine(s)->gsets, 0, sizeof(zkr__engine(s)->gsets));
 
     while (sm->sets != NULL) {
         zkr__mset_t *m = sm->sets;
@@ -514,46 +589,58 @@ int zkr__metrics_format(FILE *f, const zkr__msnap_t *snap)
 
 /* --------------------------------------------------------- snapshots */
 
-/* Recipe gauge rows: by family name, then in the order of their entries
- * (oldest first). */
+/* Recipe gauge rows: by family name, kind and path. */
 static int grow_cmp(const void *a, const void *b)
 {
     const struct zkr__grow *x = a, *y = b;
     int c = strcmp(x->fam->name, y->fam->name);
 
-    return c != 0 ? c : (x->order > y->order) - (x->order < y->order);
+    if (c == 0)
+        c = strcmp(x->fam->kind, y->fam->kind);
+    return c != 0 ? c : strcmp(x->path, y->path);
+}
+
+static void grows_free(struct zkr__grow *rows, int n)
+{
+    for (int i = 0; i < n && rows != NULL; i++)
+        free(rows[i].path);
+    free(rows);
 }
 
 /* The recipe gauges, mutex held: 0, or ZKR_ENOMEM. */
 static int snapshot_gauges(zkr_session_t *s, zkr__msnap_t *out)
 {
+    zkr__gsets_t *gs = &zkr__engine(s)->gsets;
     int64_t now = zkr__now_ms();
     int n = 0;
 
-    for (zkr__gset_t *gs = zkr__engine(s)->gsets; gs != NULL; gs = gs->next)
-        n++;
-    if (n == 0)
+    if (gs->nsets == 0)
         return 0;
-    if ((out->grows = calloc((size_t)n, sizeof(*out->grows))) == NULL)
+    if ((out->grows = calloc(gs->nsets, sizeof(*out->grows))) == NULL)
         return ZKR_ENOMEM;
-    out->ngrows = n;
-    for (zkr__gset_t *gs = zkr__engine(s)->gsets; gs != NULL; gs = gs->next) {
-        struct zkr__grow *row = &out->grows[--n];
+    for (size_t b = 0; b < gs->nindex; b++)
+        for (zkr__gset_t *e = gs->index[b]; e != NULL; e = e->hnext) {
+            struct zkr__grow *row = &out->grows[n];
 
-        row->fam = gs->fam;
-        row->path = gs->path;
-        row->order = n;
-        for (zkr__gauge_t *g = gs->gauges; g != NULL; g = g->next) {
-            int64_t v = g->value(g, now);
+            if ((row->path = strdup(e->path)) == NULL) {
+                grows_free(out->grows, n);
+                out->grows = NULL;
+                return ZKR_ENOMEM;
+            }
+            n++;
+            row->fam = e->fam;
+            for (zkr__gauge_t *g = e->gauges; g != NULL; g = g->next) {
+                int64_t v = g->value(g, now);
 
-            if (v < 0)
-                continue;
-            if (gs->fam->merge == 's')
-                row->v += v;
-            else if (v > row->v)
-                row->v = v;
+                if (v < 0)
+                    continue;
+                if (e->fam->merge == 's')
+                    row->v += v;
+                else if (v > row->v)
+                    row->v = v;
+            }
         }
-    }
+    out->ngrows = n;
     return 0;
 }
 
@@ -609,7 +696,7 @@ static int snapshot(zkr_session_t *s, zkr__msnap_t *out)
 static void snapshot_free(zkr__msnap_t *snap)
 {
     free(snap->rows);
-    free(snap->grows);
+    grows_free(snap->grows, snap->ngrows);
 }
 
 /* ------------------------------------------------------------ public */
@@ -699,16 +786,16 @@ static int read_family(const family_t *fam, int part, const void *base,
     return 0;
 }
 
-/* A recipe gauge's value: ZBADARGUMENTS when no handle of this session
- * has had a gauge of that name (or kind or path missing), ZNONODE when
- * none of that kind and path. */
+/* A recipe gauge's value: ZBADARGUMENTS for a name no handle in this
+ * process has had a gauge of (or kind or path missing), ZNONODE when no
+ * handle of this session of that kind and path is attached. */
 static int gauge_value(zkr_session_t *s, const char *name, const char *kind,
                        const char *path, double *out)
 {
     zkr__msnap_t snap;
-    int rc, seen = 0;
+    int rc;
 
-    if (kind == NULL || path == NULL)
+    if (kind == NULL || path == NULL || !name_known(name))
         return ZBADARGUMENTS;
     if ((rc = snapshot(s, &snap)) != 0)
         return rc;
@@ -716,16 +803,14 @@ static int gauge_value(zkr_session_t *s, const char *name, const char *kind,
     for (int i = 0; i < snap.ngrows; i++) {
         const struct zkr__grow *g = &snap.grows[i];
 
-        if (strcmp(g->fam->name, name) != 0)
-            continue;
-        seen = 1;
-        if (strcmp(g->fam->kind, kind) == 0 && strcmp(g->path, path) == 0) {
+        if (strcmp(g->fam->name, name) == 0 &&
+            strcmp(g->fam->kind, kind) == 0 && strcmp(g->path, path) == 0) {
             *out = g->fam->unit == 'm' ? (double)g->v / 1e3 : (double)g->v;
             rc = 0;
         }
     }
     snapshot_free(&snap);
-    return seen ? rc : ZBADARGUMENTS;
+    return rc;
 }
 
 int zkr_metrics_value(zkr_session_t *s, const char *name, const char *kind,

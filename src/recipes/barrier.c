@@ -500,7 +500,7 @@ void zkr_barrier_free(zkr_barrier_t *b)
     if (b == NULL)
         return;
     pthread_mutex_lock(&b->h.s->mu);
-    zkr__gauge_detach(&b->waiters);
+    zkr__gauge_detach(b->h.s, &b->waiters);
     pthread_mutex_unlock(&b->h.s->mu);
     zkr__rhandle_free(&b->h);
     free(b);

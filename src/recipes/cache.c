@@ -707,15 +707,20 @@ static int64_t lag_now(zkr__gauge_t *g, int64_t now)
 {
     zkr__view_t *v =
         (zkr__view_t *)((char *)g - offsetof(zkr__view_t, lag_gauge));
+    const zkr_session_t *s = v->s;
     int64_t t = v->behind_at, lag = 0;
 
     if (t == 0 || (v->round_at != 0 && v->round_at < t))
         t = v->round_at;
     if (t != 0)
         lag = now - t;
-    if (!v->s->connected && v->s->last_heard > 0 &&
-        now - v->s->last_heard > lag)
-        lag = now - v->s->last_heard;
+    /* Not connected: changes since the last heartbeat's send may be
+     * missed (the answers and events before it came in order). */
+    if (!s->connected) {
+        t = s->hb_n > 0 ? s->hb[s->hb_n - 1].sent : s->last_heard;
+        if (t > 0 && now - t > lag)
+            lag = now - t;
+    }
     return lag > 0 ? lag : 0;
 }
 
@@ -748,7 +753,7 @@ int zkr__view_start(zkr__view_t *v, zkr_session_t *s, const char *path,
                           count_now) != 0 ||
         zkr__gauge_attach(s, &v->lag_gauge, cls->lag_family, path, lag_now) !=
             0) {
-        zkr__gauge_detach(&v->count_gauge);
+        zkr__gauge_detach(s, &v->count_gauge);
         pthread_mutex_unlock(&s->mu);
         free(v->path);
         v->path = NULL;
@@ -771,8 +776,8 @@ int zkr__view_stop(zkr__view_t *v)
 
     pthread_mutex_lock(&s->mu);
     v->gone = 1;
-    zkr__gauge_detach(&v->count_gauge);
-    zkr__gauge_detach(&v->lag_gauge);
+    zkr__gauge_detach(s, &v->count_gauge);
+    zkr__gauge_detach(s, &v->lag_gauge);
     /* An answer in flight comes on ZooKeeper's thread. */
     while (!s->forked && v->k.busy)
         zkr__wait(s, NULL, zkr__now_ms() + 100);

@@ -61,9 +61,9 @@ typedef struct zkr__view_class {
 #define ZKR__VIEW_LAG_HELP                                                     \
     "How long the view may have been behind the server: 0 while every "        \
     "change notified is in the published view, else the time since the "       \
-    "oldest change notice (a watch event, a reconnection) not yet in it, "     \
-    "or since the server last answered while not connected (kind cache: a "    \
-    "zkr_cache_t; kind group: a group's member list)."
+    "oldest change notice (a watch event, a reconnection) not yet in it; "     \
+    "while not connected, at least since the last answered heartbeat was "     \
+    "sent (kind cache: a zkr_cache_t; kind group: a group's member list)."
 
 struct zkr__view {
     zkr__reader_t rd; /* in the session's readers: follows() */

@@ -686,7 +686,7 @@ void zkr_dbarrier_free(zkr_dbarrier_t *d)
      * it up at its end instead (its create may be in flight). */
     if (d->h.ops == NULL)
         node_give_up(d);
-    zkr__gauge_detach(&d->waiters);
+    zkr__gauge_detach(s, &d->waiters);
     pthread_mutex_unlock(&s->mu);
     zkr__rhandle_free(&d->h); /* its operations end, and free its paths */
     zkr__cleanup_unreserve(d->reserve);

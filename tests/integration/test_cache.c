@@ -17,6 +17,7 @@
  * session timeout. The sync on a follower that lags its leader is in
  * tests/fault/test_ensemble.c (three servers start there, once). */
 #define _DEFAULT_SOURCE
+#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -1327,6 +1328,61 @@ static void test_no_view_yet(void **state)
     assert_int_equal(zkr_session_free(s), 0);
 }
 
+/* The cache's lag (zkr_cache_lag_seconds), in ms. */
+static int64_t lag_ms(zkr_session_t *s, const char *path)
+{
+    double v = -1;
+
+    assert_int_equal(
+        zkr_metrics_value(s, "zkr_cache_lag_seconds", "cache", path, &v), 0);
+    return (int64_t)(v * 1000 + 0.5);
+}
+
+/* The lag: 0 on a current view; through a cut (reset, then a black hole
+ * for new connections) it is at least the time since the cut (the last answered
+ * heartbeat was sent before it) and at most that plus a quarter of the session
+ * timeout (heartbeats go every twelfth: the session's proof time, at least a
+ * quarter behind the last answer, would say more); 0 again once a view is read
+ * after it. */
+static void test_lag_through_cut(void **state)
+{
+    const char *p = "/t/cache/lagcut";
+    zkr_session_t *s = open_proxied(ST);
+    zkr_cache_t *c;
+    int64_t t0, el, lag, T;
+    double tv;
+
+    (void)state;
+    raw_rm(p);
+    raw_put(p, "a", NULL);
+    c = new_cache(s, p, ZKR_CACHE_NODE, NULL);
+    assert_true(ZKT_WAIT_UNTIL(lag_ms(s, p) == 0, zkt_scaled_ms(2 * ST)));
+    assert_int_equal(
+        zkr_metrics_value(s, "zkr_session_timeout_seconds", NULL, NULL, &tv),
+        0);
+    T = (int64_t)(tv * 1000);
+    /* Heartbeats answered for a while (the proof time trails them). */
+    zkt_sleep_ms(T / 2);
+    t0 = zkt_now_ms();
+    /* Cut at once, and no new connection gets through. */
+    assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
+    assert_int_equal(zkt_proxy_cmd(proxy, "reset"), 0);
+    assert_true(ZKT_WAIT_UNTIL(zkr_session_state(s) == ZKR_STATE_SUSPENDED,
+                               zkt_scaled_ms(2 * ST)));
+    el = zkt_now_ms() - t0; /* before the read: a lower bound */
+    lag = lag_ms(s, p);
+    print_message("# cut %" PRId64 " ms ago, lag %" PRId64 " ms (T %" PRId64
+                  ")\n",
+                  el, lag, T);
+    assert_true(lag + 1 >= el);
+    el = zkt_now_ms() - t0; /* after it: an upper bound */
+    assert_true(lag <= el + T / 4);
+    assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
+    assert_true(ZKT_WAIT_UNTIL(lag_ms(s, p) == 0, zkt_scaled_ms(3 * ST)));
+    zkr_cache_free(c);
+    assert_int_equal(zkr_session_free(s), 0);
+}
+
 /* What the listener's blocking calls returned. */
 static struct {
     zkr_cache_t *other; /* a cache with no view (its connection cut) */
@@ -2350,6 +2406,7 @@ int main(void)
         cmocka_unit_test(test_unreadable_path),
         cmocka_unit_test(test_fd),
         cmocka_unit_test(test_no_view_yet),
+        cmocka_unit_test(test_lag_through_cut),
         cmocka_unit_test(test_listener_deadlk),
         cmocka_unit_test(test_free_from_listener),
         cmocka_unit_test(test_sync_read_your_writes),

@@ -438,8 +438,8 @@ static int count_lines(zkr_session_t *s, const char *prefix)
 /* The gauges of the recipes that are no contenders: a barrier's waits in
  * progress, a double barrier's enter, a group's members, a cache's
  * entries and lag (how long its view may have been behind: growing while
- * its reads are refused, 0 once a view is read). Each series stays, at 0,
- * once its handles are freed. */
+ * its reads are refused, 0 once a view is read). Each series goes with
+ * its last handle. */
 static void test_recipe_gauges(void **state)
 {
     zkr_session_t *s = open_session(10000), *o = open_session(10000);
@@ -455,7 +455,7 @@ static void test_recipe_gauges(void **state)
 
     (void)state;
     zoo_create(raw, "/g", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-    /* No handle of the kind yet: the name is unknown to this session. */
+    /* No handle of the kind yet in this process: the name is unknown. */
     assert_int_equal(
         zkr_metrics_value(s, "zkr_barrier_waiters", "barrier", "/g/bar", &v),
         ZBADARGUMENTS);
@@ -491,7 +491,9 @@ static void test_recipe_gauges(void **state)
     assert_int_equal(count_lines(s, "# TYPE zkr_barrier_waiters "), 1);
     zkr_dbarrier_free(d); /* ends the enter */
     assert_true(ZKT_WAIT_UNTIL(dgot != 1, 10000));
-    assert_true(rv(s, "zkr_barrier_waiters", "dbarrier", "/g/db") == 0);
+    assert_int_equal(
+        zkr_metrics_value(s, "zkr_barrier_waiters", "dbarrier", "/g/db", &v),
+        ZNONODE);
 
     /* A group: the members another session sees too. */
     assert_int_equal(zkr_group_new(&g, s, "/g/grp", NULL, NULL, NULL), 0);
@@ -525,13 +527,20 @@ static void test_recipe_gauges(void **state)
         rv(s, "zkr_cache_entries", "cache", "/g/secret") == 1, 20000));
     assert_true(rv(s, "zkr_cache_lag_seconds", "cache", "/g/secret") == 0);
 
-    /* Freed: the series stay, at 0. */
+    /* Freed: the series go with their last handle. */
     zkr_cache_free(c);
     zkr_group_free(g);
     zkr_barrier_free(b);
-    assert_true(rv(s, "zkr_cache_entries", "cache", "/g/secret") == 0);
-    assert_true(rv(s, "zkr_group_members", "group", "/g/grp") == 0);
-    assert_true(rv(s, "zkr_barrier_waiters", "barrier", "/g/bar") == 0);
+    assert_int_equal(
+        zkr_metrics_value(s, "zkr_cache_entries", "cache", "/g/secret", &v),
+        ZNONODE);
+    assert_int_equal(
+        zkr_metrics_value(s, "zkr_group_members", "group", "/g/grp", &v),
+        ZNONODE);
+    assert_int_equal(
+        zkr_metrics_value(s, "zkr_barrier_waiters", "barrier", "/g/bar", &v),
+        ZNONODE);
+    assert_int_equal(count_lines(s, "zkr_cache_lag_seconds{"), 0);
     zkr_session_free(o);
     zkr_session_free(s);
 }

@@ -34,9 +34,8 @@ static const zkr__gfamily_t lag_group = {"zkr_cache_lag_seconds", "Lag.",
 static const zkr__gfamily_t waiters = {"zkr_barrier_waiters", "Waiters.",
                                        "barrier", 'n', 's'};
 /* As a snapshot sorts them: by family name. */
-static struct zkr__grow grows[3] = {{&waiters, ODD_PATH, 2, 0},
-                                    {&lag_cache, "/c", 1500, 1},
-                                    {&lag_group, "/g", 0, 2}};
+static struct zkr__grow grows[3] = {
+    {&waiters, ODD_PATH, 2}, {&lag_cache, "/c", 1500}, {&lag_group, "/g", 0}};
 
 static void make_snapshot(void)
 {
