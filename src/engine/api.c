@@ -222,7 +222,7 @@ int zkr__rejoin(zkr__contender_t *c)
     /* Not when the session will never come back (adopted, or told not to
      * reconnect): the loss then stands, ZKR_ELOST. */
     if (c->recipe->rejoins == NULL || !c->recipe->rejoins(c) || s->closing ||
-        (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned)))
+        zkr__lost_for_good(s))
         return 0;
     c->acq_fn = c->recipe->rejoin_fn;
     c->acq_data = NULL;
@@ -244,7 +244,7 @@ static int acquire_refused(zkr__contender_t *c, int timeout_ms)
 
     if (s->closing)
         rc = ZKR_ECLOSED;
-    else if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
+    else if (zkr__lost_for_good(s))
         rc = ZKR_ELOST;
     else if (c->phase == ZKR__P_RELEASING)
         rc = ZKR_ESTATE;

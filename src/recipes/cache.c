@@ -681,12 +681,6 @@ static void pump(zkr__view_t *v)
     zkr__task_wake_at(s, &v->tk, v->pause > now ? v->pause : -1);
 }
 
-/* Is the session lost, and not to be re-created? */
-static int lost_for_good(const zkr_session_t *s)
-{
-    return s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned);
-}
-
 static void view_wake(zkr__task_t *t)
 {
     pump((zkr__view_t *)((char *)t - offsetof(zkr__view_t, tk)));
@@ -823,13 +817,13 @@ int zkr__view_get(zkr__view_t *v, int timeout_ms, void **copy, int *n,
         pthread_mutex_unlock(&s->mu);
         return ZKR_EDEADLK;
     }
-    while (!v->loaded && !v->gone && v->refused == 0 && !lost_for_good(s) &&
-           rc == 0)
+    while (!v->loaded && !v->gone && v->refused == 0 &&
+           !zkr__lost_for_good(s) && rc == 0)
         rc = zkr__wait(s, NULL, deadline);
     if (!v->loaded) {
-        rc = v->refused != 0    ? v->refused
-             : lost_for_good(s) ? ZKR_ELOST
-                                : ZKR_ETIMEDOUT;
+        rc = v->refused != 0         ? v->refused
+             : zkr__lost_for_good(s) ? ZKR_ELOST
+                                     : ZKR_ETIMEDOUT;
         pthread_mutex_unlock(&s->mu);
         return rc;
     }
@@ -875,7 +869,7 @@ int zkr__view_sync(zkr__view_t *v, int timeout_ms)
     want = ++v->sync_want;
     pump(v);
     while (v->pub_gen < want && !v->gone && !s->closing && rc == 0) {
-        if (lost_for_good(s)) {
+        if (zkr__lost_for_good(s)) {
             rc = ZKR_ELOST;
             break;
         }

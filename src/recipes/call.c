@@ -528,7 +528,7 @@ int zkr__rop_ready(zkr__rop_t *o, int deadline_rc)
         return 0;
     }
     if (s->zh == NULL || !s->connected) {
-        if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
+        if (zkr__lost_for_good(s))
             o->cls->end(o, ZKR_ELOST);
         else if (h->freeing)
             o->cls->end(o, ZCONNECTIONLOSS);

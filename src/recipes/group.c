@@ -339,7 +339,7 @@ static void waiter_check(zkr_group_t *g)
 {
     zkr_session_t *s = g->s;
     waiter_t *w = g->w;
-    int lost = s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned);
+    int lost = zkr__lost_for_good(s);
 
     if (w == NULL)
         return;

@@ -747,7 +747,7 @@ static void put_go(put_t *p)
         return;
     }
     if (s->zh == NULL || !s->connected) {
-        if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
+        if (zkr__lost_for_good(s))
             put_end(p, ZKR_ELOST);
         else
             zkr__task_wake_at(s, &p->tk, p->deadline);

@@ -757,7 +757,7 @@ static void take_step(take_t *t)
         return;
     }
     if (s->zh == NULL || !s->connected) {
-        if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
+        if (zkr__lost_for_good(s))
             zkr__take_end(t, ZKR_ELOST);
         else /* (re)connected or lost, the engine wakes its tasks */
             zkr__task_wake_at(s, &t->tk, t->deadline);
@@ -803,7 +803,7 @@ static take_t *take_start(zkr_workq_t *q, int timeout_ms,
         *rc = ZKR_ECLOSED;
     else if (q->take != NULL)
         *rc = ZKR_EALREADY;
-    else if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned))
+    else if (zkr__lost_for_good(s))
         *rc = ZKR_ELOST;
     else if ((t = calloc(1, sizeof(*t))) == NULL)
         *rc = ZKR_ENOMEM;

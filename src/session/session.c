@@ -836,7 +836,7 @@ int zkr_session_wait_connected(zkr_session_t *s, int timeout_ms)
         if (s->connected && (s->state == ZKR_STATE_CONNECTED ||
                              s->state == ZKR_STATE_RECONNECTED))
             break;
-        if (s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned)) {
+        if (zkr__lost_for_good(s)) {
             rc = ZKR_ELOST;
             break;
         }

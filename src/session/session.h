@@ -451,6 +451,14 @@ int zkr__session_open(zkr_session_t **out, const char *hosts,
 int zkr__session_adopt(zkr_session_t **out, zhandle_t *zh,
                        const zkr__session_hooks_t *hooks);
 /* The engine's per-session state (hooks->size bytes). */
+/* The session is LOST and will not be made again (zkr_session_open() with
+ * no reconnection, or a ZooKeeper handle the application owns): what
+ * waits for a connection ends ZKR_ELOST. Mutex held. */
+static inline int zkr__lost_for_good(const zkr_session_t *s)
+{
+    return s->state == ZKR_STATE_LOST && (s->no_reconnect || !s->owned);
+}
+
 static inline void *zkr__session_engine(const zkr_session_t *s)
 {
     return s->engine;
