@@ -3453,9 +3453,10 @@ ZKR_EXTERN void zkr_metrics_text_free(char *text);
  *   and path missing for a recipe metric or given for a session metric;
  *   the gauges of the barrier, group and cache are known once a handle
  *   of their kind was made in the process);
- *   ZNONODE (no handle of this session has used that kind and path, the
- *   metric is not one of that kind's, or a gauge not measured yet, such as
- *   the reconnect margin before any reconnection); ZKR_ENOMEM.
+ *   ZNONODE (no handle of this session has used that kind and path, or
+ *   for the gauges of the barrier, group and cache none lives there now;
+ *   the metric is not one of that kind's, or a gauge not measured yet,
+ *   such as the reconnect margin before any reconnection); ZKR_ENOMEM.
  */
 ZKR_EXTERN int zkr_metrics_value(zkr_session_t *s, const char *name,
                                  const char *kind, const char *path,

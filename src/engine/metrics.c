@@ -10,6 +10,7 @@
  * a clock read at most. Writing copies the numbers under the mutex and
  * formats them without it: a slow FILE never stalls the engine. */
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -178,31 +179,36 @@ void zkr__metrics_delay_served(zkr__contender_t *c, int64_t ms)
 /* The families a handle of any session has attached a gauge of: what
  * zkr_metrics_value() knows by name besides the engine's (a recipe's
  * families are static, at most a few each). */
+/* Appended under known_mu (taken with a session mutex held, so never
+ * across a fork: fork_prepare holds them all), read without a lock: an
+ * entry is written before the count that shows it. */
 static pthread_mutex_t known_mu = PTHREAD_MUTEX_INITIALIZER;
 static const zkr__gfamily_t *known[32];
-static int nknown;
+static atomic_int nknown;
 
 static void family_known(const zkr__gfamily_t *fam)
 {
-    int i;
+    int i, n;
 
     pthread_mutex_lock(&known_mu);
-    for (i = 0; i < nknown && known[i] != fam; i++)
+    n = atomic_load_explicit(&nknown, memory_order_relaxed);
+    for (i = 0; i < n && known[i] != fam; i++)
         ;
-    if (i == nknown && nknown < (int)(sizeof(known) / sizeof(known[0])))
-        known[nknown++] = fam;
+    if (i == n && n < (int)(sizeof(known) / sizeof(known[0]))) {
+        known[n] = fam;
+        atomic_store_explicit(&nknown, n + 1, memory_order_release);
+    }
     pthread_mutex_unlock(&known_mu);
 }
 
 static int name_known(const char *name)
 {
-    int found = 0;
+    int n = atomic_load_explicit(&nknown, memory_order_acquire);
 
-    pthread_mutex_lock(&known_mu);
-    for (int i = 0; i < nknown && !found; i++)
-        found = strcmp(known[i]->name, name) == 0;
-    pthread_mutex_unlock(&known_mu);
-    return found;
+    for (int i = 0; i < n; i++)
+        if (strcmp(known[i]->name, name) == 0)
+            return 1;
+    return 0;
 }
 
 /* Doubles the gauge index (64 buckets at first) once it has as many

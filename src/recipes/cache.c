@@ -148,11 +148,16 @@ static int watched(const zkr__view_t *v, const zkr__ventry_t *e)
  * session follows it then, or this one again). */
 static void drop_next(zkr__view_t *v);
 
-/* A change may not be in the view: a read must cover it. */
+/* A change made since t may not be in the view: a read must cover it. */
+static void behind_since(zkr__view_t *v, int64_t t)
+{
+    if (v->behind_at == 0 || t < v->behind_at)
+        v->behind_at = t;
+}
+
 static void behind(zkr__view_t *v)
 {
-    if (v->behind_at == 0)
-        v->behind_at = zkr__now_ms();
+    behind_since(v, zkr__now_ms());
 }
 
 /* A read starts: it covers every notice so far. */
@@ -370,7 +375,12 @@ static void refresh(zkr__reader_t *rd)
     zkr__view_t *v = view_of(rd);
 
     v->stale = 1; /* (re)connected: read again */
-    behind(v);
+    /* What changed while cut, since the last answered heartbeat's send
+     * (what came before it came in order), is to be read. */
+    if (v->s->hb_answered_sent > 0)
+        behind_since(v, v->s->hb_answered_sent);
+    else
+        behind(v);
     pump(v);
 }
 
@@ -708,10 +718,10 @@ static int64_t lag_now(zkr__gauge_t *g, int64_t now)
         t = v->round_at;
     if (t != 0)
         lag = now - t;
-    /* Not connected: changes since the last heartbeat's send may be
-     * missed (the answers and events before it came in order). */
+    /* Not connected: changes since the last answered heartbeat's send may
+     * be missed (the answers and events before it came in order). */
     if (!s->connected) {
-        t = s->hb_n > 0 ? s->hb[s->hb_n - 1].sent : s->last_heard;
+        t = s->hb_answered_sent > 0 ? s->hb_answered_sent : s->last_heard;
         if (t > 0 && now - t > lag)
             lag = now - t;
     }

@@ -286,6 +286,8 @@ static void heartbeat_answered(zkr_session_t *s, int64_t sent, int64_t now)
         s->hb_n++;
     s->hb[s->hb_n - 1].sent = sent;
     s->hb[s->hb_n - 1].answered = now;
+    if (sent > s->hb_answered_sent)
+        s->hb_answered_sent = sent;
     zkr__metrics_heartbeat(s, now - sent);
 }
 

@@ -172,6 +172,9 @@ struct zkr_session {
         int64_t sent, answered;
     } hb[8];  /* the newest answered heartbeats of this connection */
     int hb_n; /* how many of hb[] are filled, oldest first */
+    int64_t hb_answered_sent; /* the send time of the newest answered
+                                 heartbeat, of any connection (0: none):
+                                 what came before it came in order */
     int64_t next_ping;
     int64_t timer_next; /* when the timer thread will wake by itself
                            (monotonic ms), -1 if only when kicked */

@@ -455,7 +455,8 @@ static void test_recipe_gauges(void **state)
 
     (void)state;
     zoo_create(raw, "/g", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-    /* No handle of the kind yet in this process: the name is unknown. */
+    /* No handle of the kind yet in this process (this test runs last):
+     * the name is unknown. */
     assert_int_equal(
         zkr_metrics_value(s, "zkr_barrier_waiters", "barrier", "/g/bar", &v),
         ZBADARGUMENTS);
@@ -478,7 +479,7 @@ static void test_recipe_gauges(void **state)
         zkr_metrics_value(s, "zkr_barrier_waiters", NULL, NULL, &v),
         ZBADARGUMENTS);
     assert_int_equal(zoo_delete(raw, "/g/bar", -1), ZOK);
-    assert_true(ZKT_WAIT_UNTIL(got == 0, 10000));
+    assert_true(ZKT_WAIT_UNTIL(got == 0, zkt_scaled_ms(10000)));
     assert_true(rv(s, "zkr_barrier_waiters", "barrier", "/g/bar") == 0);
 
     /* The double barrier: its enter waits for a second participant. */
@@ -490,7 +491,7 @@ static void test_recipe_gauges(void **state)
     has_line(s, "zkr_barrier_waiters{path=\"/g/db\",kind=\"dbarrier\"} 1");
     assert_int_equal(count_lines(s, "# TYPE zkr_barrier_waiters "), 1);
     zkr_dbarrier_free(d); /* ends the enter */
-    assert_true(ZKT_WAIT_UNTIL(dgot != 1, 10000));
+    assert_true(ZKT_WAIT_UNTIL(dgot != 1, zkt_scaled_ms(10000)));
     assert_int_equal(
         zkr_metrics_value(s, "zkr_barrier_waiters", "dbarrier", "/g/db", &v),
         ZNONODE);
@@ -498,16 +499,19 @@ static void test_recipe_gauges(void **state)
     /* A group: the members another session sees too. */
     assert_int_equal(zkr_group_new(&g, s, "/g/grp", NULL, NULL, NULL), 0);
     assert_int_equal(zkr_group_new(&og, o, "/g/grp", NULL, NULL, NULL), 0);
-    assert_int_equal(zkr_group_join(g, "a", NULL, 0, 10000), 0);
-    assert_int_equal(zkr_group_join(og, "b", NULL, 0, 10000), 0);
-    assert_true(ZKT_WAIT_UNTIL(
-        rv(s, "zkr_group_members", "group", "/g/grp") == 2, 10000));
-    assert_true(ZKT_WAIT_UNTIL(
-        rv(s, "zkr_cache_lag_seconds", "group", "/g/grp") == 0, 10000));
+    assert_int_equal(zkr_group_join(g, "a", NULL, 0, zkt_scaled_ms(10000)), 0);
+    assert_int_equal(zkr_group_join(og, "b", NULL, 0, zkt_scaled_ms(10000)), 0);
+    assert_true(
+        ZKT_WAIT_UNTIL(rv(s, "zkr_group_members", "group", "/g/grp") == 2,
+                       zkt_scaled_ms(10000)));
+    assert_true(
+        ZKT_WAIT_UNTIL(rv(s, "zkr_cache_lag_seconds", "group", "/g/grp") == 0,
+                       zkt_scaled_ms(10000)));
     has_line(s, "zkr_group_members{path=\"/g/grp\",kind=\"group\"} 2");
     zkr_group_free(og);
-    assert_true(ZKT_WAIT_UNTIL(
-        rv(s, "zkr_group_members", "group", "/g/grp") == 1, 10000));
+    assert_true(
+        ZKT_WAIT_UNTIL(rv(s, "zkr_group_members", "group", "/g/grp") == 1,
+                       zkt_scaled_ms(10000)));
 
     /* A cache whose reads are refused: its lag grows from its start. */
     assert_int_equal(zoo_create(raw, "/g/secret", "x", 1, &no_read, 0, NULL, 0),
@@ -523,8 +527,9 @@ static void test_recipe_gauges(void **state)
     /* Readable again: once read, no lag. */
     assert_int_equal(zoo_set_acl(raw, "/g/secret", -1, &ZOO_OPEN_ACL_UNSAFE),
                      ZOK);
-    assert_true(ZKT_WAIT_UNTIL(
-        rv(s, "zkr_cache_entries", "cache", "/g/secret") == 1, 20000));
+    assert_true(
+        ZKT_WAIT_UNTIL(rv(s, "zkr_cache_entries", "cache", "/g/secret") == 1,
+                       zkt_scaled_ms(20000)));
     assert_true(rv(s, "zkr_cache_lag_seconds", "cache", "/g/secret") == 0);
 
     /* Freed: the series go with their last handle. */
