@@ -178,10 +178,9 @@ void zkr__metrics_delay_served(zkr__contender_t *c, int64_t ms)
 
 /* The families a handle of any session has attached a gauge of: what
  * zkr_metrics_value() knows by name besides the engine's (a recipe's
- * families are static, at most a few each). */
-/* Appended under known_mu (taken with a session mutex held, so never
- * across a fork: fork_prepare holds them all), read without a lock: an
- * entry is written before the count that shows it. */
+ * families are static, at most a few each). Appended under known_mu (taken with
+ * a session mutex held, so never across a fork: fork_prepare holds them all),
+ * read without a lock: an entry is written before the count that shows it. */
 static pthread_mutex_t known_mu = PTHREAD_MUTEX_INITIALIZER;
 static const zkr__gfamily_t *known[32];
 static atomic_int nknown;

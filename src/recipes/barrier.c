@@ -19,9 +19,8 @@
 #include "call.h"
 
 struct zkr_barrier {
-    zkr__rhandle_t h;     /* its path, ACL and operations (call.h) */
-    int persistent;       /* ZKR_BARRIER_PERSISTENT */
-    zkr__gauge_t waiters; /* its metric (zkr_barrier_waiters) */
+    zkr__rhandle_t h; /* its path, ACL, operations and metric (call.h) */
+    int persistent;   /* ZKR_BARRIER_PERSISTENT */
 };
 
 /* The steps of an operation (zkr__rop_t.step): the request in flight. */
@@ -457,7 +456,7 @@ static const zkr__gfamily_t waiters_family = {
 static int64_t waiters_now(zkr__gauge_t *g, int64_t now)
 {
     zkr_barrier_t *b =
-        (zkr_barrier_t *)((char *)g - offsetof(zkr_barrier_t, waiters));
+        (zkr_barrier_t *)((char *)g - offsetof(zkr_barrier_t, h.gauge));
     int64_t n = 0;
 
     (void)now;
@@ -482,10 +481,8 @@ int zkr_barrier_new(zkr_barrier_t **out, zkr_session_t *s, const char *path,
         return rc;
     }
     b->persistent = (flags & ZKR_BARRIER_PERSISTENT) != 0;
-    pthread_mutex_lock(&s->mu);
-    rc = zkr__gauge_attach(s, &b->waiters, &waiters_family, path, waiters_now);
-    pthread_mutex_unlock(&s->mu);
-    if (rc != 0) {
+    if ((rc = zkr__rhandle_gauge(&b->h, &waiters_family, path, waiters_now)) !=
+        0) {
         zkr__rhandle_free(&b->h);
         free(b);
         return rc;
@@ -499,9 +496,6 @@ void zkr_barrier_free(zkr_barrier_t *b)
 {
     if (b == NULL)
         return;
-    pthread_mutex_lock(&b->h.s->mu);
-    zkr__gauge_detach(b->h.s, &b->waiters);
-    pthread_mutex_unlock(&b->h.s->mu);
     zkr__rhandle_free(&b->h);
     free(b);
 }

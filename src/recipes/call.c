@@ -340,11 +340,24 @@ void zkr__rhandle_follow(zkr__rhandle_t *h)
     pthread_mutex_unlock(&h->s->mu);
 }
 
+int zkr__rhandle_gauge(zkr__rhandle_t *h, const zkr__gfamily_t *fam,
+                       const char *path,
+                       int64_t (*value)(zkr__gauge_t *g, int64_t now))
+{
+    int rc;
+
+    pthread_mutex_lock(&h->s->mu);
+    rc = zkr__gauge_attach(h->s, &h->gauge, fam, path, value);
+    pthread_mutex_unlock(&h->s->mu);
+    return rc;
+}
+
 void zkr__rhandle_free(zkr__rhandle_t *h)
 {
     zkr_session_t *s = h->s;
 
     pthread_mutex_lock(&s->mu);
+    zkr__gauge_detach(s, &h->gauge);
     /* Its operations all end now: their watches need no keeping. */
     if (h->following)
         zkr__reader_remove(s, &h->rd);

@@ -79,7 +79,8 @@ typedef struct zkr__rhandle {
     char *parent; /* the path's parent ("/" for a top-level node) */
     struct ACL_vector acl;
     int acl_owned;
-    int freeing; /* being freed: operations end with ZKR_ECANCELED */
+    int freeing;        /* being freed: operations end with ZKR_ECANCELED */
+    zkr__gauge_t gauge; /* its metric, if any (zkr__rhandle_gauge()) */
 } zkr__rhandle_t;
 
 /* What a recipe gives its operations (each call with the mutex held). */
@@ -140,8 +141,13 @@ struct zkr__rop {
 int zkr__rhandle_init(zkr__rhandle_t *h, zkr_session_t *s, const char *path,
                       const struct ACL_vector *acl);
 /* Frees what h holds, once its operations have ended: each is told (its
- * go) that h is being freed, and waited for. */
+ * go) that h is being freed, and waited for; its gauge is detached. */
 void zkr__rhandle_free(zkr__rhandle_t *h);
+/* Attaches h's gauge of family fam at path (mutex not held): 0, or
+ * ZKR_ENOMEM. */
+int zkr__rhandle_gauge(zkr__rhandle_t *h, const zkr__gfamily_t *fam,
+                       const char *path,
+                       int64_t (*value)(zkr__gauge_t *g, int64_t now));
 /* The session's cleanup keeps a watch on a path while an operation of h
  * needs it (its class's watches), and marks those operations (watched)
  * as owing its removal. Once, after zkr__rhandle_init(); mutex not held. */

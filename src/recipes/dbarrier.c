@@ -42,7 +42,6 @@ struct zkr_dbarrier {
      * node can always be handed to the cleanup, even with no memory left
      * (NULL: none reserved yet). */
     zkr__cleanup_t *reserve;
-    zkr__gauge_t waiters; /* its metric (zkr_barrier_waiters) */
 };
 
 /* The steps of an operation (zkr__rop_t.step): the request in flight. */
@@ -614,7 +613,7 @@ static const zkr__gfamily_t waiters_family = {
 static int64_t waiters_now(zkr__gauge_t *g, int64_t now)
 {
     zkr_dbarrier_t *d =
-        (zkr_dbarrier_t *)((char *)g - offsetof(zkr_dbarrier_t, waiters));
+        (zkr_dbarrier_t *)((char *)g - offsetof(zkr_dbarrier_t, h.gauge));
 
     (void)now;
     return d->h.ops != NULL;
@@ -658,11 +657,8 @@ int zkr_dbarrier_new(zkr_dbarrier_t **out, zkr_session_t *s, const char *path,
     d->count = count;
     d->name = strrchr(d->h.path, '/') + 1;
     new_name(d);
-    pthread_mutex_lock(&s->mu);
-    rc = zkr__gauge_attach(s, &d->waiters, &waiters_family, d->h.parent,
-                           waiters_now);
-    pthread_mutex_unlock(&s->mu);
-    if (rc != 0) {
+    if ((rc = zkr__rhandle_gauge(&d->h, &waiters_family, d->h.parent,
+                                 waiters_now)) != 0) {
         zkr__rhandle_free(&d->h);
         free(d->ready);
         free(d->id);
@@ -686,7 +682,6 @@ void zkr_dbarrier_free(zkr_dbarrier_t *d)
      * it up at its end instead (its create may be in flight). */
     if (d->h.ops == NULL)
         node_give_up(d);
-    zkr__gauge_detach(s, &d->waiters);
     pthread_mutex_unlock(&s->mu);
     zkr__rhandle_free(&d->h); /* its operations end, and free its paths */
     zkr__cleanup_unreserve(d->reserve);
