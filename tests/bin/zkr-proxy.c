@@ -13,6 +13,8 @@
  *                      blackholed are reset: their streams have a gap and
  *                      cannot go on, as after a real partition whose TCP
  *                      connection timed out.
+ *   pass-delay MS      pass, then delay MS (no connection gets through
+ *                      undelayed in between).
  *   blackhole          keep all sockets open, drop bytes both ways, for
  *                      existing and new connections. A side that closes is
  *                      not reported to the other side.
@@ -461,9 +463,17 @@ static void do_command(char *line, int *quit)
 
     while (end > line && (end[-1] == '\r' || end[-1] == ' '))
         *--end = '\0';
-    if (strcmp(line, "pass") == 0) {
+    if (strcmp(line, "pass") == 0 || strncmp(line, "pass-delay ", 11) == 0) {
+        char *e;
+        long ms = line[4] == '\0' ? 0 : strtol(line + 11, &e, 10);
+
+        if (line[4] != '\0' &&
+            (*e != '\0' || e == line + 11 || ms < 0 || ms > 3600000)) {
+            reply("error bad delay '%s'\n", line + 11);
+            return;
+        }
         blackhole = 0;
-        delay_ms = 0;
+        delay_ms = (int)ms;
         for (int i = 0; i < MAX_CONNS; i++)
             if (conns[i] != NULL && (conns[i]->tainted || conns[i]->fd[0] < 0 ||
                                      conns[i]->fd[1] < 0))
