@@ -2136,7 +2136,8 @@ ZKR_EXTERN int zkr_multilock_fd(zkr_multilock_t *m);
  * item is deleted, exactly once, also when the answer is lost) or nack it
  * (given back). An item whose consumer dies becomes available again; with
  * dead-lettering (zkr_workq_set_dead_letter()) one delivered too often is
- * moved aside. Waiting consumers are served in the order they came.
+ * moved aside. Waiting consumers are served in the order they came; a
+ * consumer that finds items claims one without waiting in line.
  * Layout and protocol: docs/design/workq.md.
  *
  * \par RETURN VALUE
@@ -2288,24 +2289,35 @@ ZKR_EXTERN int zkr_workq_put_async(zkr_workq_t *q, const void *data, size_t len,
 /**
  * \brief Takes the next item: waits at most timeout_ms for one.
  *
- * Consumers are served in the order they began waiting (a FIFO line of
- * zkr lock contenders at PATH/consumers: only the first in line looks for
- * items, so a put wakes one consumer whatever their number). The item is
- * the first available one of the highest level: not claimed by a live
- * consumer (a claim is an ephemeral node under the item; nodes that other
- * clients make under an item are not claims, and are deleted so that the
- * item can be taken and completed). The item is claimed by this session (an
- * ephemeral node under the item) and its delivery count incremented in one
- * transaction; the claim ends with the session, making the item available
- * again.
+ * The item is the oldest available one of the highest level that the
+ * take finds: not claimed by a live consumer (a claim is an ephemeral node
+ * under the item; nodes that other clients make under an item are not
+ * claims, and are deleted so that the item can be taken and completed).
+ * It is claimed by this session (an ephemeral node under the item) and
+ * its delivery count incremented in one transaction; the claim ends with
+ * the session, making the item available again.
+ *
+ * A take that finds an item claims it at once. A take that finds none,
+ * or finds the items it looks at taken by other consumers, joins a FIFO
+ * line of zkr lock contenders at PATH/consumers: only the first in line
+ * waits for items, so a put wakes one waiting consumer whatever their
+ * number, and waiting consumers are served in the order they began
+ * waiting. A consumer goes on from where its last take claimed (the rest
+ * of that bucket of the level) and lists the queue from the top again
+ * when that runs out, when an item is put at a higher level, or when it
+ * gave an item back itself: an item that another consumer gave back
+ * before that point (a nack to the front, a claim lost) is found by the
+ * next take that lists from the top. The first deliveries that one handle
+ * takes of one level come in put order. docs/design/workq.md, section 3,
+ * has the exact promises.
  *
  * Head of the line: the first in line holds the turn while it waits for
  * an item. If that consumer is cut off (partitioned, paused, SIGSTOPped)
- * the others wait behind it, even with items available, until its
- * session expires (at most the session timeout after it was cut off,
- * plus the server's expiry tick) or it comes back: as for a lock holder,
- * this is inherent to a FIFO line. Give consumers short session timeouts
- * to bound it.
+ * the others that wait in line stay behind it until its session expires
+ * (at most the session timeout after it was cut off, plus the server's
+ * expiry tick) or it comes back: as for a lock holder, this is inherent to
+ * a FIFO line. A take that finds an item meanwhile is not held up. Give
+ * consumers short session timeouts to bound it.
  *
  * \param timeout_ms -1 forever, 0 only what is there now, N ms (as
  *   zkr_lock_acquire()).

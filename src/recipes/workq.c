@@ -183,6 +183,9 @@ int zkr_workq_new(zkr_workq_t **out, zkr_session_t *s, const char *path,
     q->s = s;
     q->id = q->turn.data;
     q->acl = &q->turn.acl;
+    pthread_mutex_lock(&s->mu);
+    zkr__wq_cursor_init(q);
+    pthread_mutex_unlock(&s->mu);
     *out = q;
     return 0;
 }
@@ -216,6 +219,7 @@ void zkr_workq_free(zkr_workq_t *q)
      * them (they are ephemeral anyway). */
     zkr__wq_receipts_to_cleanup(q, q->rcpt, q->nrcpt, q->rcpt_sid);
     q->nrcpt = 0;
+    zkr__wq_cursor_end(q);
     pthread_mutex_unlock(&s->mu);
     zkr__contender_destroy(&q->turn, workq_dispose);
 }

@@ -10,6 +10,7 @@
 #define WQ_REPAIRS 20      /* bounded retries of a put or of a repair */
 #define WQ_PIGGYBACK 16    /* receipt deletes carried by one put */
 #define WQ_RECEIPTS_MAX 64 /* confirmed receipts kept: beyond, cleanup */
+#define WQ_MISSES 2        /* items found taken before a take joins the line */
 
 enum { WQ_AGAIN = 1, WQ_EMPTY = 2 }; /* scan results besides 0 and errors */
 
@@ -27,6 +28,44 @@ struct wq_repair {
     zoo_op_result_t res[3];
 };
 
+typedef struct {
+    const char *name;
+    int carry;
+    int32_t seq;
+} wq_entry_t;
+
+/* Where a scan is: the levels, one level's buckets, one bucket's items,
+ * and the item looked at (take_t.l, and the handle's cursor). */
+typedef struct {
+    unsigned levels; /* the q<L> under PATH */
+    int level, bsize;
+    int *bk, nb, b, qver, tail; /* tail: the bucket's listing is watched */
+    int sealed;                 /* the bucket was sealed when listed */
+    char ql[300], bt[320];
+    struct String_vector iv; /* the bucket's names (owned) */
+    wq_entry_t *e;           /* ... its items, oldest first */
+    int ni, i;
+} wq_listing_t;
+
+#define WQ_CURSOR_WATCHES 16 /* watches a cursor relies on, at most */
+#define WQ_CHANGED_TOP (1u << ZKR_WORKQ_LEVELS)
+
+/* A consumer's cursor (workq.md, 3): the listing of its last claim, gone
+ * on from by its next take while valid: made in session sid, and no
+ * change at PATH or at a level above its own told since (the child
+ * watches its listings set; workq_take.c, cursor_event). */
+typedef struct {
+    zkr__reader_t rd; /* follows those watches, so that none is removed */
+    int have;         /* l is kept */
+    /* where a change was told since the last listing from the top began:
+     * bit L, level L (its tail bucket); bit WQ_CHANGED_TOP, PATH */
+    unsigned changed;
+    int64_t sid; /* the session its watches are in */
+    wq_listing_t l;
+    char *wpath[WQ_CURSOR_WATCHES]; /* the watches set, not yet fired */
+    int nw;
+} wq_cursor_t;
+
 struct zkr_workq {
     zkr__contender_t turn; /* PATH/consumers: whose turn it is */
     zkr_session_t *s;
@@ -38,6 +77,7 @@ struct zkr_workq {
     int dead_max;
     char *dead_path;
     struct wq_take *take; /* the take under way (one at a time), or NULL */
+    wq_cursor_t cur;      /* where the last take claimed */
     int async_puts;       /* asynchronous puts running */
     /* receipts of puts whose outcome is known, to delete (session
      * rcpt_sid): they ride on the next put (workq.md, receipts) */
@@ -60,6 +100,7 @@ struct zkr_item {
     char *data;
     size_t len;
     int finished; /* acked or nacked */
+    int handed;   /* a take gave it to its caller */
     /* an ack or nack in flight */
     int busy, sync, done, rc, where; /* where: -1 ack, else the nack's */
     zkr_item_completion_t cb;
@@ -80,18 +121,17 @@ struct zkr_item {
     zkr_item_t *spent_next; /* a failed claim kept by its take (take_t) */
 };
 
-typedef struct {
-    const char *name;
-    int carry;
-    int32_t seq;
-} wq_entry_t;
-
 /* workq.c */
 int zkr__wq_parse_bucket(const char *value, int len);
 int *zkr__wq_sorted_buckets(const struct String_vector *v, int *n);
 wq_entry_t *zkr__wq_sorted_items(const struct String_vector *v, int *n);
 
 /* workq_put.c */
+/* The receipt of a commit (an ack, a nack) whose outcome is known (mutex
+ * held): kept by a handle of the session on the queue, to ride on its
+ * next put or be deleted with others in one multi; else the cleanup's. */
+void zkr__wq_receipt_done(zkr_session_t *s, const char *qpath,
+                          const char *receipt);
 void zkr__wq_receipts_to_cleanup(zkr_workq_t *q, char **v, int n, int64_t sid);
 int zkr__wq_repair(wq_repair_t *r, const char *ql, int t, int mode);
 
@@ -99,6 +139,16 @@ int zkr__wq_repair(wq_repair_t *r, const char *ql, int t, int mode);
 /* Ends the take under way with ZKR_ECANCELED unless it has its item
  * already (mutex held): 0, or ZKR_ESTATE (none). */
 int zkr__wq_take_cancel(zkr_workq_t *q);
+/* The handle's cursor, begun in zkr_workq_new() and ended (its watches
+ * to the session's cleanup) in zkr_workq_free(); mutex held. */
+void zkr__wq_cursor_init(zkr_workq_t *q);
+void zkr__wq_cursor_end(zkr_workq_t *q);
+/* An item of queue qpath may be back where it was (a nack to the front,
+ * a failed commit, a claim freed while held): the cursors of the
+ * session's handles on that queue list from the top next (mutex held). */
+void zkr__wq_gave_back(zkr_session_t *s, const char *qpath);
+/* A handle of session s on queue qpath, or NULL (mutex held). */
+zkr_workq_t *zkr__wq_handle_of(zkr_session_t *s, const char *qpath);
 
 /* workq_item.c */
 zkr_item_t *zkr__wq_item_make(zkr_workq_t *q, const char *ipath, int level,

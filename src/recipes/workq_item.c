@@ -99,6 +99,12 @@ void zkr_item_free(zkr_item_t *it)
         return;
     /* Held: the engine's release (a plain delete of the claim, retried
      * across suspension) gives it back as a nack to the front would. */
+    if (it->handed) {
+        pthread_mutex_lock(&it->s->mu);
+        if (!it->finished)
+            zkr__wq_gave_back(it->s, it->qpath);
+        pthread_mutex_unlock(&it->s->mu);
+    }
     zkr__contender_destroy(&it->c, item_dispose);
 }
 
@@ -378,10 +384,13 @@ static void item_done(zkr__commit_t *cm, int rc)
             zkr__op_cancel(op);
         rc = ZKR_ENOMEM;
     }
-    if ((rc == 0 || rc == ZKR_ECANCELED) && cm->receipt != NULL)
-        /* Proven, or freed while the multi may still apply (B7): the
-         * receipt goes with the session's cleanup, whose delete follows
-         * the multi on the session's connection. */
+    if (rc == 0 && cm->receipt != NULL)
+        /* Proven: deleted later, with others (workq.md, 4). */
+        zkr__wq_receipt_done(s, it->qpath, it->receipt);
+    else if (rc == ZKR_ECANCELED && cm->receipt != NULL)
+        /* Freed while the multi may still apply (B7): the receipt goes
+         * with the session's cleanup, whose delete follows the multi on
+         * the session's connection. */
         (void)zkr__cleanup_add(s, it->receipt, NULL, NULL, s->sid, NULL);
     if (it->where == ZKR_NACK_BACK &&
         ((cm->failed == 3 && (rc == ZBADVERSION || rc == ZNONODE)) ||
@@ -415,6 +424,8 @@ static void item_done(zkr__commit_t *cm, int rc)
     it->busy = 0;
     if (rc == 0 || rc == ZKR_EINDOUBT)
         it->finished = 1; /* in doubt: not to be sent again either */
+    if (rc != 0 || it->where == ZKR_NACK_FRONT)
+        zkr__wq_gave_back(s, it->qpath); /* maybe back where it was */
     if (it->sync) {
         it->rc = rc;
         it->done = 1;

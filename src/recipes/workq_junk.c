@@ -261,7 +261,7 @@ void zkr__take_dead_letter(take_t *t, const char *data, int len, int version)
     t->len = len;
     t->version = version;
     if (snprintf(t->dead, sizeof(t->dead), "%s/%s", q->dead_path,
-                 t->e[t->i].name) >= (int)sizeof(t->dead)) {
+                 t->l.e[t->l.i].name) >= (int)sizeof(t->dead)) {
         zkr__take_next_item(t); /* cannot be: item names are short */
         return;
     }

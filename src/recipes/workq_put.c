@@ -213,6 +213,65 @@ static void receipt_confirmed(zkr_workq_t *q, const char *path, int64_t sid)
     q->rcpt[q->nrcpt++] = p;
 }
 
+/* A batch of confirmed receipts deleted in one multi (workq.md, 4):
+ * those of acks and nacks, which no put of the handle carried away. */
+typedef struct {
+    zkr__call_t k;
+    int64_t sid;
+    int n;
+    char *path[WQ_PIGGYBACK];
+    zoo_op_t ops[WQ_PIGGYBACK];
+    zoo_op_result_t res[WQ_PIGGYBACK];
+} rcpt_batch_t;
+
+static void batch_done(zkr__call_t *k, int rc)
+{
+    rcpt_batch_t *b = (rcpt_batch_t *)k;
+
+    /* One of them gone (someone deleted it), or the answer lost: each
+     * goes to the session's cleanup, which deletes what is left. */
+    for (int i = 0; i < b->n; i++) {
+        if (rc != ZOK && b->sid == k->s->sid)
+            (void)zkr__cleanup_add(k->s, b->path[i], NULL, NULL, b->sid, NULL);
+        free(b->path[i]);
+    }
+    free(b);
+}
+
+/* Mutex held: the receipts kept by q, WQ_PIGGYBACK of them, are deleted
+ * in one multi (no put came to carry them). */
+static void receipts_flush(zkr_workq_t *q)
+{
+    rcpt_batch_t *b = calloc(1, sizeof(*b));
+
+    if (b == NULL)
+        return; /* kept: a put, the next flush or the free takes them */
+    b->k.s = q->s;
+    b->k.next = batch_done;
+    b->sid = q->rcpt_sid;
+    while (q->nrcpt > 0 && b->n < WQ_PIGGYBACK) {
+        b->path[b->n] = q->rcpt[--q->nrcpt];
+        zoo_delete_op_init(&b->ops[b->n], b->path[b->n], -1);
+        b->n++;
+    }
+    if (zkr__call_multi(&b->k, b->n, b->ops, b->res) != 0)
+        batch_done(&b->k, ZCONNECTIONLOSS); /* not sent */
+}
+
+void zkr__wq_receipt_done(zkr_session_t *s, const char *qpath,
+                          const char *receipt)
+{
+    zkr_workq_t *q = zkr__wq_handle_of(s, qpath);
+
+    if (q == NULL) {
+        (void)zkr__cleanup_add(s, receipt, NULL, NULL, s->sid, NULL);
+        return;
+    }
+    receipt_confirmed(q, receipt, s->sid);
+    if (q->nrcpt >= WQ_PIGGYBACK && q->async_puts == 0)
+        receipts_flush(q);
+}
+
 /* Mutex held: hands the kept receipts of the current session to the
  * session's cleanup (a free; a put whose answer was lost). */
 void zkr__wq_receipts_to_cleanup(zkr_workq_t *q, char **v, int n, int64_t sid)

@@ -21,10 +21,169 @@ static void take_go(take_t *t);
 static void take_next(zkr__call_t *k, int rc);
 static void next_level(take_t *t);
 static void next_bucket(take_t *t);
+static void list_bucket(take_t *t);
+static void join_line(take_t *t);
+static void missed(take_t *t);
 
 static void take_wake(zkr__task_t *tk)
 {
     take_go((take_t *)((char *)tk - offsetof(take_t, tk)));
+}
+
+/* ------------------------------------------------------ the cursor */
+
+/* A consumer goes on from where its last take claimed (workq.md, 3):
+ * the rest of that bucket, then the buckets and levels after it, then a
+ * new listing from the top. The levels above its own were empty when it
+ * listed them; the child watches of that listing (PATH, and the tail
+ * bucket of each level above) tell of a change there, and then the next
+ * take lists from the top again. */
+
+static void listing_free(wq_listing_t *l)
+{
+    free(l->bk);
+    l->bk = NULL;
+    l->nb = 0;
+    free(l->e);
+    l->e = NULL;
+    l->ni = 0;
+    zkr__take_free_names(&l->iv);
+}
+
+static void cursor_drop(wq_cursor_t *c)
+{
+    if (c->have)
+        listing_free(&c->l);
+    c->have = 0;
+}
+
+static wq_cursor_t *cursor_of(zkr__reader_t *r)
+{
+    return (wq_cursor_t *)((char *)r - offsetof(wq_cursor_t, rd));
+}
+
+/* The handle of a cursor. */
+static zkr_workq_t *cursor_handle(wq_cursor_t *c)
+{
+    return (zkr_workq_t *)((char *)c - offsetof(zkr_workq_t, cur));
+}
+
+/* A watch the cursor set fired on path (one of PATH, q<L>, a bucket of
+ * q<L>): it is gone, and the change is noted by where it was. */
+static void cursor_event(zkr_workq_t *q, const char *path)
+{
+    wq_cursor_t *c = &q->cur;
+    const char *r = path + strlen(q->path); /* all under PATH */
+    int i;
+
+    for (i = 0; i < c->nw && strcmp(c->wpath[i], path) != 0; i++)
+        ;
+    if (i == c->nw)
+        return; /* not one of its watches */
+    free(c->wpath[i]);
+    c->wpath[i] = c->wpath[--c->nw];
+    if (r[0] == '/' && r[1] == 'q' && r[2] >= '0' &&
+        r[2] < '0' + ZKR_WORKQ_LEVELS)
+        c->changed |= 1u << (r[2] - '0');
+    else
+        c->changed |= WQ_CHANGED_TOP;
+}
+
+/* May the next take go on from the cursor? Made in this session, and
+ * nothing told of a change at PATH or at a level above its own. */
+static int cursor_valid(const zkr_workq_t *q)
+{
+    const wq_cursor_t *c = &q->cur;
+
+    return c->have && c->sid == q->s->sid &&
+           !(c->changed & (WQ_CHANGED_TOP | ((1u << c->l.level) - 1)));
+}
+
+static const zkr__reader_ops_t cursor_ops;
+
+static void cursors_event(zkr_session_t *s, const char *path)
+{
+    for (zkr__reader_t *r = zkr__engine(s)->readers; r != NULL; r = r->next)
+        if (r->ops == &cursor_ops)
+            cursor_event(cursor_handle(cursor_of(r)), path);
+}
+
+zkr_workq_t *zkr__wq_handle_of(zkr_session_t *s, const char *qpath)
+{
+    for (zkr__reader_t *r = zkr__engine(s)->readers; r != NULL; r = r->next)
+        if (r->ops == &cursor_ops &&
+            strcmp(cursor_handle(cursor_of(r))->path, qpath) == 0)
+            return cursor_handle(cursor_of(r));
+    return NULL;
+}
+
+void zkr__wq_gave_back(zkr_session_t *s, const char *qpath)
+{
+    for (zkr__reader_t *r = zkr__engine(s)->readers; r != NULL; r = r->next)
+        if (r->ops == &cursor_ops &&
+            strcmp(cursor_handle(cursor_of(r))->path, qpath) == 0)
+            cursor_of(r)->changed |= WQ_CHANGED_TOP;
+}
+
+static int cursor_follows(zkr__reader_t *r, const char *path)
+{
+    wq_cursor_t *c = cursor_of(r);
+
+    for (int i = 0; i < c->nw; i++)
+        if (strcmp(c->wpath[i], path) == 0)
+            return 1;
+    return 0;
+}
+
+static void cursor_nop(zkr__reader_t *r)
+{
+    (void)r;
+}
+
+static void cursor_forked(zkr__reader_t *r)
+{
+    cursor_drop(cursor_of(r)); /* the parent's watches are not ours */
+}
+
+static const zkr__reader_ops_t cursor_ops = {
+    .refresh = cursor_nop,
+    .forked = cursor_forked,
+    .follows = cursor_follows,
+};
+
+/* Notes a watch a scan of the cursor set; 0, or -1 (short of memory: the
+ * listing is not kept, as no change there could be told). */
+static int cursor_note(wq_cursor_t *c, const char *path)
+{
+    for (int i = 0; i < c->nw; i++)
+        if (strcmp(c->wpath[i], path) == 0)
+            return 0;
+    if (c->nw == WQ_CURSOR_WATCHES ||
+        (c->wpath[c->nw] = zkr__strdup(path)) == NULL)
+        return -1;
+    c->nw++;
+    return 0;
+}
+
+void zkr__wq_cursor_init(zkr_workq_t *q)
+{
+    q->cur.rd.ops = &cursor_ops;
+    zkr__reader_add(q->s, &q->cur.rd);
+}
+
+void zkr__wq_cursor_end(zkr_workq_t *q)
+{
+    wq_cursor_t *c = &q->cur;
+
+    cursor_drop(c);
+    zkr__reader_remove(q->s, &c->rd);
+    for (int i = 0; i < c->nw; i++) {
+        if (!q->s->forked)
+            zkr__cleanup_add_watch(q->s, c->wpath[i], ZWATCHTYPE_CHILD,
+                                   zkr__take_watcher);
+        free(c->wpath[i]);
+    }
+    c->nw = 0;
 }
 
 /* A watch of a take fired: every take of the session looks again (the
@@ -38,6 +197,7 @@ void zkr__take_watcher(zhandle_t *zh, int type, int state, const char *path,
     (void)state;
     if ((s = zkr__call_watch_event(type, path, ctx)) == NULL)
         return;
+    cursors_event(s, path);
     for (zkr__task_t *tk = zkr__engine(s)->tasks; tk != NULL; tk = tk->next)
         if (tk->wake == take_wake)
             zkr__task_wake_at(s, tk, 0);
@@ -100,18 +260,15 @@ void zkr__take_free_names(struct String_vector *v)
 
 static void free_items(take_t *t)
 {
-    free(t->e);
-    t->e = NULL;
-    t->ni = 0;
-    zkr__take_free_names(&t->iv);
+    free(t->l.e);
+    t->l.e = NULL;
+    t->l.ni = 0;
+    zkr__take_free_names(&t->l.iv);
 }
 
 static void free_scan(take_t *t)
 {
-    free(t->bk);
-    t->bk = NULL;
-    t->nb = 0;
-    free_items(t);
+    listing_free(&t->l);
     zkr__take_free_junk(t);
 }
 
@@ -222,6 +379,13 @@ void zkr__take_end(take_t *t, int rc)
         t->it->c.task = NULL;
         t->it = NULL;
     }
+    if (rc == 0 && t->keep && t->l.e != NULL && !s->forked) {
+        /* The next take goes on from here (scan_begin). */
+        cursor_drop(&q->cur);
+        q->cur.l = t->l;
+        memset(&t->l, 0, sizeof(t->l));
+        q->cur.have = 1;
+    }
     free_scan(t);
     free(t->data);
     t->data = NULL;
@@ -314,11 +478,14 @@ static void scan_again(take_t *t)
 
 /* Nothing available: a scan that set no watches is made again with
  * them (nothing can come unseen); after one that did, the take waits. */
+/* Nothing available: a scan that went on from the cursor lists from the
+ * top; one from the top joins the line (the turn), whose holder scans
+ * with watches (nothing can come unseen) and then waits for them. */
 static void scan_empty(take_t *t)
 {
     free_scan(t);
-    if (!t->watch) {
-        t->watch = 1;
+    if (t->resumed) {
+        t->resumed = 0;
         scan_again(t);
         return;
     }
@@ -326,22 +493,97 @@ static void scan_empty(take_t *t)
         zkr__take_end(t, ZKR_ETIMEDOUT);
         return;
     }
+    if (!t->lined) {
+        join_line(t);
+        return;
+    }
     t->step = TK_WAIT;
     take_go(t);
 }
 
+/* The take joins the line; its holder goes on from the take's listing,
+ * if it has one (scan_begin). */
+static void join_line(take_t *t)
+{
+    t->lined = 1;
+    t->step = TK_RELEASING;
+    take_go(t);
+}
+
+/* The item looked at was taken (gone, claimed, or its claim lost the
+ * race): the next one; before the line, after WQ_MISSES of them, the
+ * take joins the line, where consumers that find items taken by the
+ * others take their turns instead of racing for the same items (a take
+ * with timeout 0 never joins it: it looks on). */
+static void missed(take_t *t)
+{
+    if (!t->lined && t->timeout_ms != 0 && ++t->misses >= WQ_MISSES) {
+        join_line(t);
+        return;
+    }
+    zkr__take_next_item(t);
+}
+
+/* The watcher of PATH's listing: the take's own (in the line), the
+ * cursor's (before it), or none. */
+static watcher_fn scan_watcher(const take_t *t)
+{
+    return t->watch || t->cw ? zkr__take_watcher : NULL;
+}
+
+/* ... of q<L>'s: the take's only. (A put at a level above the cursor's
+ * goes to its tail bucket, watched; a seal there is made by such a put,
+ * so the cursor needs no watch on q<L>.) */
+static watcher_fn level_watcher(const take_t *t)
+{
+    return t->watch ? zkr__take_watcher : NULL;
+}
+
+/* A scan: in the line, from the top with watches; before it, from the
+ * cursor while valid, else from the top with the cursor's watches (room
+ * for them kept: PATH, and the tail bucket of every level). */
 static void scan_begin(take_t *t)
 {
     zkr_workq_t *q = t->q;
+    wq_cursor_t *c = &q->cur;
 
+    if (t->lined && !t->watch && t->l.e != NULL) {
+        /* Joined the line from a listing: on from there, then from the
+         * top with watches. */
+        t->resumed = 1;
+        t->relisted = 0;
+        zkr__take_next_item(t);
+        return;
+    }
     free_scan(t);
+    t->watch = t->lined;
     t->gen = zkr__engine(q->s)->watch_events;
-    t->levels = 0;
-    t->level = -1;
+    if (c->sid != q->s->sid) { /* its watches went with the session */
+        for (int i = 0; i < c->nw; i++)
+            free(c->wpath[i]);
+        c->nw = 0;
+        cursor_drop(c);
+        c->sid = q->s->sid;
+    }
+    t->cw = !t->lined && c->nw + 1 + ZKR_WORKQ_LEVELS <= WQ_CURSOR_WATCHES;
+    t->keep = t->cw;
+    t->relisted = 0;
+    if (!t->lined && cursor_valid(q)) {
+        t->l = c->l;
+        memset(&c->l, 0, sizeof(c->l));
+        c->have = 0;
+        t->resumed = 1;
+        zkr__take_next_item(t);
+        return;
+    }
+    cursor_drop(c);
+    t->resumed = 0;
+    if (t->cw)
+        c->changed = 0; /* what its watches tell from now on */
+    t->l.levels = 0;
+    t->l.level = -1;
     zkr__take_issue(t, TK_TOP,
-                    zkr__call_children2(&t->k, q->path,
-                                        t->watch ? zkr__take_watcher : NULL,
-                                        q->s));
+                    zkr__call_children2(&t->k, q->path, scan_watcher(t), q->s));
 }
 
 /* The next level that exists, from its buckets on; B read first. */
@@ -349,12 +591,13 @@ static void next_level(take_t *t)
 {
     zkr_workq_t *q = t->q;
 
-    free(t->bk);
-    t->bk = NULL;
-    t->nb = 0;
-    while (++t->level < ZKR_WORKQ_LEVELS && !(t->levels & (1u << t->level)))
+    free(t->l.bk);
+    t->l.bk = NULL;
+    t->l.nb = 0;
+    while (++t->l.level < ZKR_WORKQ_LEVELS &&
+           !(t->l.levels & (1u << t->l.level)))
         ;
-    if (t->level >= ZKR_WORKQ_LEVELS) {
+    if (t->l.level >= ZKR_WORKQ_LEVELS) {
         scan_empty(t);
         return;
     }
@@ -362,40 +605,53 @@ static void next_level(take_t *t)
         zkr__take_issue(t, TK_BSIZE, zkr__call_get(&t->k, q->path));
         return;
     }
-    t->bsize = q->bucket;
-    snprintf(t->ql, sizeof(t->ql), "%s/q%d", q->path, t->level);
-    zkr__take_issue(t, TK_LEVEL,
-                    zkr__call_children2(&t->k, t->ql,
-                                        t->watch ? zkr__take_watcher : NULL,
-                                        q->s));
+    t->l.bsize = q->bucket;
+    snprintf(t->l.ql, sizeof(t->l.ql), "%s/q%d", q->path, t->l.level);
+    zkr__take_issue(
+        t, TK_LEVEL,
+        zkr__call_children2(&t->k, t->l.ql, level_watcher(t), q->s));
 }
 
 static void next_bucket(take_t *t)
 {
-    zkr_workq_t *q = t->q;
-
     free_items(t);
-    if (++t->b >= t->nb) {
+    if (t->l.sealed && t->l.b >= 0 && t->l.b < t->l.nb - 1) {
+        /* A sealed bucket walked to its end: deleted if empty (NOTEMPTY:
+         * items still claimed, or given back). */
+        t->l.sealed = 0;
+        zkr__take_issue(t, TK_BUCKET_DEL, zkr__call_delete(&t->k, t->l.bt, -1));
+        return;
+    }
+    if (++t->l.b >= t->l.nb) {
         next_level(t);
         return;
     }
-    snprintf(t->bt, sizeof(t->bt), "%s/b%010d", t->ql, t->bk[t->b]);
+    snprintf(t->l.bt, sizeof(t->l.bt), "%s/b%010d", t->l.ql, t->l.bk[t->l.b]);
     /* The tail is where puts go: watched. q<L>'s version names it; it
      * need not be the last bucket (another client may make one ahead). */
-    t->tail = t->watch && (t->b == t->nb - 1 || t->bk[t->b] == t->qver);
+    t->l.tail = (t->watch || t->cw) &&
+                (t->l.b == t->l.nb - 1 || t->l.bk[t->l.b] == t->l.qver);
+    list_bucket(t);
+}
+
+/* The items of bucket t->l.bt. */
+static void list_bucket(take_t *t)
+{
+    zkr_workq_t *q = t->q;
+
     zkr__take_issue(t, TK_BUCKET,
-                    zkr__call_children2(&t->k, t->bt,
-                                        t->tail ? zkr__take_watcher : NULL,
+                    zkr__call_children2(&t->k, t->l.bt,
+                                        t->l.tail ? zkr__take_watcher : NULL,
                                         q->s));
 }
 
 void zkr__take_next_item(take_t *t)
 {
-    if (++t->i >= t->ni) {
+    if (++t->l.i >= t->l.ni) {
         next_bucket(t);
         return;
     }
-    snprintf(t->ipath, sizeof(t->ipath), "%s/%s", t->bt, t->e[t->i].name);
+    snprintf(t->ipath, sizeof(t->ipath), "%s/%s", t->l.bt, t->l.e[t->l.i].name);
     t->again = 0;
     zkr__take_issue(t, TK_ITEM, zkr__call_get(&t->k, t->ipath));
 }
@@ -407,7 +663,7 @@ static void item_available(take_t *t, const char *data, int len,
                            const struct Stat *st)
 {
     zkr_workq_t *q = t->q;
-    const wq_entry_t *e = &t->e[t->i];
+    const wq_entry_t *e = &t->l.e[t->l.i];
     zkr_item_t *it;
     int rc;
 
@@ -428,8 +684,8 @@ static void item_available(take_t *t, const char *data, int len,
         zkr__take_dead_letter(t, data, len, st->version);
         return;
     }
-    it = zkr__wq_item_make(q, t->ipath, t->level, e->name, e->carry,
-                           st->version, st->cversion, data, len, t->bsize);
+    it = zkr__wq_item_make(q, t->ipath, t->l.level, e->name, e->carry,
+                           st->version, st->cversion, data, len, t->l.bsize);
     if (it == NULL) {
         zkr__take_end(t, ZKR_ENOMEM);
         return;
@@ -451,16 +707,25 @@ static void answer_watch(take_t *t, int step, int rc)
 {
     int set = rc == ZOK || rc == ZNONODE; /* exists sets one either way */
 
+    if (t->cw) { /* the cursor's: child watches of listings */
+        const char *p = step == TK_TOP                   ? t->q->path
+                        : step == TK_BUCKET && t->l.tail ? t->l.bt
+                                                         : NULL;
+
+        if (p != NULL && rc == ZOK && cursor_note(&t->q->cur, p) != 0)
+            t->keep = 0;
+        return;
+    }
     if (step == TK_TOP && rc == ZOK && t->watch)
         note_watch(t, t->q->path, ZWATCHTYPE_CHILD);
     else if (step == TK_TOP_WATCH && set)
         note_watch(t, t->q->path, ZWATCHTYPE_DATA);
     else if (step == TK_LEVEL && rc == ZOK && t->watch)
-        note_watch(t, t->ql, ZWATCHTYPE_CHILD);
+        note_watch(t, t->l.ql, ZWATCHTYPE_CHILD);
     else if (step == TK_LEVEL_WATCH && set)
-        note_watch(t, t->ql, ZWATCHTYPE_DATA);
-    else if (step == TK_BUCKET && rc == ZOK && t->tail)
-        note_watch(t, t->bt, ZWATCHTYPE_CHILD);
+        note_watch(t, t->l.ql, ZWATCHTYPE_DATA);
+    else if (step == TK_BUCKET && rc == ZOK && t->l.tail)
+        note_watch(t, t->l.bt, ZWATCHTYPE_CHILD);
     else if (step == TK_CL_LIST && rc == ZOK && t->watch)
         note_watch(t, t->ipath, ZWATCHTYPE_CHILD);
 }
@@ -499,7 +764,7 @@ static void take_next(zkr__call_t *k, int rc)
 
             if (n[0] == 'q' && n[1] >= '0' && n[1] < '0' + ZKR_WORKQ_LEVELS &&
                 n[2] == '\0')
-                t->levels |= 1u << (n[1] - '0');
+                t->l.levels |= 1u << (n[1] - '0');
         }
         next_level(t);
         return;
@@ -520,16 +785,16 @@ static void take_next(zkr__call_t *k, int rc)
         }
         /* 1024 if absent or unreadable (then read again by the next
          * take). */
-        t->bsize = rc == ZOK ? zkr__wq_parse_bucket(k->value, k->value_len) : 0;
-        if (t->bsize <= 0)
-            t->bsize = WQ_BUCKET_DEFAULT;
+        t->l.bsize =
+            rc == ZOK ? zkr__wq_parse_bucket(k->value, k->value_len) : 0;
+        if (t->l.bsize <= 0)
+            t->l.bsize = WQ_BUCKET_DEFAULT;
         if (rc == ZOK)
-            q->bucket = t->bsize;
-        snprintf(t->ql, sizeof(t->ql), "%s/q%d", q->path, t->level);
-        zkr__take_issue(t, TK_LEVEL,
-                        zkr__call_children2(&t->k, t->ql,
-                                            t->watch ? zkr__take_watcher : NULL,
-                                            q->s));
+            q->bucket = t->l.bsize;
+        snprintf(t->l.ql, sizeof(t->l.ql), "%s/q%d", q->path, t->l.level);
+        zkr__take_issue(
+            t, TK_LEVEL,
+            zkr__call_children2(&t->k, t->l.ql, level_watcher(t), q->s));
         return;
     case TK_LEVEL:
         if (rc == ZNONODE) {
@@ -540,17 +805,17 @@ static void take_next(zkr__call_t *k, int rc)
             zkr__take_failed(t, rc);
             return;
         }
-        if ((t->bk = zkr__wq_sorted_buckets(k->strings, &t->nb)) == NULL) {
+        if ((t->l.bk = zkr__wq_sorted_buckets(k->strings, &t->l.nb)) == NULL) {
             zkr__take_end(t, ZKR_ENOMEM);
             return;
         }
-        t->qver = st->version;
-        t->b = -1;
+        t->l.qver = st->version;
+        t->l.b = -1;
         /* q<L>'s version names the tail, where puts go: watched too. */
         if (t->watch)
             zkr__take_issue(
                 t, TK_LEVEL_WATCH,
-                zkr__call_wexists(&t->k, t->ql, zkr__take_watcher, q->s));
+                zkr__call_wexists(&t->k, t->l.ql, zkr__take_watcher, q->s));
         else
             next_bucket(t);
         return;
@@ -563,7 +828,7 @@ static void take_next(zkr__call_t *k, int rc)
             next_level(t);
             return;
         }
-        t->qver = st->version;
+        t->l.qver = st->version;
         next_bucket(t);
         return;
     case TK_BUCKET:
@@ -575,16 +840,18 @@ static void take_next(zkr__call_t *k, int rc)
             zkr__take_failed(t, rc);
             return;
         }
-        if (zkr__take_copy_names(&t->iv, k->strings) != 0 ||
-            (t->e = zkr__wq_sorted_items(&t->iv, &t->ni)) == NULL) {
+        if (zkr__take_copy_names(&t->l.iv, k->strings) != 0 ||
+            (t->l.e = zkr__wq_sorted_items(&t->l.iv, &t->l.ni)) == NULL) {
             zkr__take_end(t, ZKR_ENOMEM);
             return;
         }
-        t->i = -1;
-        if (t->ni == 0 && st->version >= 1 && t->b != t->nb - 1) {
+        t->l.i = -1;
+        t->l.sealed = st->version >= 1;
+        if (t->l.ni == 0 && st->version >= 1 && t->l.b != t->l.nb - 1) {
+            t->l.sealed = 0;
             /* empty and sealed */
             zkr__take_issue(t, TK_BUCKET_DEL,
-                            zkr__call_delete(&t->k, t->bt, -1));
+                            zkr__call_delete(&t->k, t->l.bt, -1));
             return;
         }
         zkr__take_next_item(t);
@@ -593,8 +860,17 @@ static void take_next(zkr__call_t *k, int rc)
         next_bucket(t); /* gone, or not empty after all: either way */
         return;
     case TK_ITEM:
+        if (rc == ZNONODE && !t->relisted) {
+            /* Taken by another consumer: others are ahead, and what they
+             * took is gone from a new listing of the bucket (one request
+             * where the gone items are one each). */
+            t->relisted = 1;
+            free_items(t);
+            list_bucket(t);
+            return;
+        }
         if (rc == ZNONODE) {
-            zkr__take_next_item(t);
+            missed(t);
             return;
         }
         if (rc != ZOK) {
@@ -603,10 +879,12 @@ static void take_next(zkr__call_t *k, int rc)
         }
         if (st->numChildren > 0) {
             /* Claimed: its claim going (a death, a nack) makes it
-             * available again (watched). Children that are not a live
-             * claim are deleted: then it is available. */
+             * available again (watched in the line). Children that are
+             * not a live claim are deleted: then it is available. */
             if (t->again)
                 zkr__take_next_item(t);
+            else if (t->resumed || t->relisted) /* from the top: junk */
+                missed(t);
             else
                 zkr__take_claimed(t);
             return;
@@ -711,6 +989,7 @@ static void take_step(take_t *t)
         it->c.task = NULL;
         if (rc == 0) {
             t->out = it;
+            it->handed = 1;
             zkr__take_end(t, 0);
             return;
         }
@@ -721,6 +1000,13 @@ static void take_step(take_t *t)
         if (rc != ZKR_ESTALE && rc != ZKR_EBUSY && rc != ZKR_ETIMEDOUT &&
             rc != ZKR_ECANCELED && !zkr__call_lost(rc)) {
             zkr__take_end(t, rc);
+            return;
+        }
+        /* Another consumer's claim (or a foreign node) sends this one on
+         * to the next item. */
+        if ((rc == ZKR_ESTALE || rc == ZKR_EBUSY) && !t->cancel && !over &&
+            !s->closing && t->l.e != NULL) {
+            missed(t);
             return;
         }
         break;
@@ -746,7 +1032,7 @@ static void take_step(take_t *t)
         rc = ZKR_ECANCELED;
     else if (s->closing)
         rc = ZKR_ECLOSED;
-    else if (q->turn.phase != ZKR__P_HELD)
+    else if (t->lined && q->turn.phase != ZKR__P_HELD)
         rc = ZKR_ELOST;
     else if (t->deadline >= 0 && zkr__now_ms() >= t->deadline)
         rc = ZKR_ETIMEDOUT;
@@ -827,9 +1113,9 @@ static take_t *take_start(zkr_workq_t *q, int timeout_ms,
     zkr__reader_add(s, &t->rd);
     q->take = t;
     /* The last take's turn may still be being given back: its end wakes
-     * this one. */
+     * this one, should it join the line (TK_RELEASING). */
     q->turn.task = &t->tk;
-    t->step = TK_RELEASING;
+    t->step = 0; /* a scan first, before the line */
     take_go(t);
     return t;
 }

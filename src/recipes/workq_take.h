@@ -57,13 +57,14 @@ typedef struct wq_take {
     int watch;           /* this scan sets watches */
     uint64_t gen;        /* the session's watch events when it began */
     /* the scan */
-    unsigned levels; /* the q<L> under PATH */
-    int level, bsize;
-    int *bk, nb, b, qver, tail;
-    char ql[300], bt[320], ipath[512];
-    struct String_vector iv; /* the bucket's names (owned) */
-    wq_entry_t *e;           /* ... its items, oldest first */
-    int ni, i;
+    wq_listing_t l;
+    int lined;    /* in the line (the turn acquired or acquiring) */
+    int resumed;  /* the scan went on from the handle's cursor */
+    int cw;       /* the scan sets the cursor's watches */
+    int keep;     /* ... and its listing may be kept as the cursor */
+    int relisted; /* its bucket listed again (an item found gone) */
+    int misses;   /* items found taken before the line (WQ_MISSES) */
+    char ipath[512];
     int again; /* the item is read again after its junk went */
     /* is the item claimed? (item_claimed) */
     struct String_vector cv;

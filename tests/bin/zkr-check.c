@@ -187,6 +187,13 @@
  *                      ended later is counted in claims_unjudged.
  *   acked_present      an item acked (0) and still queued or dead.
  *   duplicate_items    an item more than once in the queue or dead.
+ *   consumer_order_inversions  a process took an item's first delivery
+ *                      (count 1) after the first delivery of an item of
+ *                      the same level put after it (by its id: bucket,
+ *                      then sequence number). docs/design/workq.md, 3:
+ *                      a take claims the oldest item it finds available,
+ *                      and one it passed over was claimed (a delivery) or
+ *                      gone.
  *
  * Also reported: acquisitions, leaderships, stale_rejected (fence-reject
  * count), faults and their kinds, foreign (the foreign actor's contenders,
@@ -222,27 +229,29 @@ struct ev {
 
 struct proc {
     long pid;
-    long long epoch;   /* of its current leadership */
-    int deposed;       /* its leader node was deleted by someone else */
-    int fn;            /* a leader function (fn-start) is running */
-    int fn_impaired;   /* ... and was paused since it started */
-    int fd_on;         /* its witness saw the stop descriptor readable */
-    long long check_t; /* its last check: time (ns), */
-    long long check_v; /* valid_ms then, */
-    int check_knew;    /* whether the descriptor was seen readable, */
-    int check_paused;  /* and whether it was paused since */
-    int beside;        /* counted as acting beside a newer leader */
-    int susp;          /* its session is suspended (s-suspend) */
-    long long bad_t;   /* last time its link was impaired (ns) */
-    int holding;       /* granted, not released, lost or killed */
-    int impaired;      /* suspended, paused or killed since the grant */
-    int paused;        /* frozen by the driver right now */
-    int waiting;       /* enqueued, not yet granted */
-    int leader;        /* leader-on, no leader-off yet */
-    int dead;          /* killed or exited */
-    long long seq;     /* sequence of the current grant */
-    int qpaused;       /* paused since its last take-start */
-    char cur_sid[24];  /* session of its last event ("" none yet) */
+    long long epoch;    /* of its current leadership */
+    int deposed;        /* its leader node was deleted by someone else */
+    int fn;             /* a leader function (fn-start) is running */
+    int fn_impaired;    /* ... and was paused since it started */
+    int fd_on;          /* its witness saw the stop descriptor readable */
+    long long check_t;  /* its last check: time (ns), */
+    long long check_v;  /* valid_ms then, */
+    int check_knew;     /* whether the descriptor was seen readable, */
+    int check_paused;   /* and whether it was paused since */
+    int beside;         /* counted as acting beside a newer leader */
+    int susp;           /* its session is suspended (s-suspend) */
+    long long bad_t;    /* last time its link was impaired (ns) */
+    int holding;        /* granted, not released, lost or killed */
+    int impaired;       /* suspended, paused or killed since the grant */
+    int paused;         /* frozen by the driver right now */
+    int waiting;        /* enqueued, not yet granted */
+    int leader;         /* leader-on, no leader-off yet */
+    int dead;           /* killed or exited */
+    long long seq;      /* sequence of the current grant */
+    int qpaused;        /* paused since its last take-start */
+    long long qlast[4]; /* per level: 1 + the position (bucket, seq) of its
+                           last first delivery taken (0: none) */
+    char cur_sid[24];   /* session of its last event ("" none yet) */
 };
 
 static struct ev *evs;
@@ -614,7 +623,7 @@ static struct {
     long queued, dead;
     long lost, double_acks, superseded, delivery_regr, token_regr;
     long dead_claims, claims_unjudged, acked_present, duplicates;
-    long in_doubt;
+    long in_doubt, order_inv;
     int snapshot;     /* a complete snapshot (snap-end) was read */
     long long snap_t; /* its start */
 } qs;
@@ -631,10 +640,34 @@ static void take_push(struct item *it, long long token, long long delivery)
     it->takes[it->ntakes++].delivery = delivery;
 }
 
+/* The level and position in put order (bucket, then sequence number) of
+ * an item id "q<L>/b<%010d>/i-<carry>-<uuid>-<seq>": 0, or -1. */
+static int qid_position(const char *id, int *level, long long *pos)
+{
+    const char *dash = strrchr(id, '-');
+    long long b, seq;
+    char *end;
+
+    if (id[0] != 'q' || id[1] < '0' || id[1] > '3' || id[2] != '/' ||
+        id[3] != 'b' || dash == NULL)
+        return -1;
+    b = strtoll(id + 4, &end, 10);
+    if (*end != '/')
+        return -1;
+    seq = strtoll(dash + 1, &end, 10);
+    if (*end != '\0' || b < 0 || seq < 0)
+        return -1;
+    *level = id[1] - '0';
+    *pos = (b << 32) + seq;
+    return 0;
+}
+
 /* One queue event, in time order. Returns 0 if e is none. */
 static int queue_event(struct proc *p, const struct ev *e)
 {
     struct item *it;
+    long long pos;
+    int lvl;
 
     if (strcmp(e->what, "take-start") == 0) {
         p->qpaused = p->paused;
@@ -677,6 +710,20 @@ static int queue_event(struct proc *p, const struct ev *e)
         if (e->c > it->max_token)
             it->max_token = e->c;
         take_push(it, e->c, e->b);
+        /* A consumer's first deliveries of one level come in put order
+         * (docs/design/workq.md, 3): an item it passed over was claimed
+         * by another (which counts a delivery), or gone. */
+        if (e->b == 1 && qid_position(e->d, &lvl, &pos) == 0) {
+            if (p->qlast[lvl] > pos) { /* stored as 1 + position */
+                qs.order_inv++;
+                violation(e,
+                          "a consumer's first delivery before one put "
+                          "earlier",
+                          -1);
+            }
+            if (pos + 1 > p->qlast[lvl])
+                p->qlast[lvl] = pos + 1;
+        }
     } else if (strcmp(e->what, "ack-start") == 0) {
         it->pending_ack = e->c;
     } else if (strcmp(e->what, "ack") == 0) {
@@ -1150,12 +1197,12 @@ int main(int argc, char **argv)
                "superseded_acks=%ld delivery_regressions=%ld "
                "item_token_regressions=%ld dead_claims=%ld "
                "claims_unjudged=%ld acked_present=%ld duplicate_items=%ld "
-               "acks_in_doubt=%ld",
+               "acks_in_doubt=%ld consumer_order_inversions=%ld",
                qs.puts, qs.put_errors, qs.takes, qs.acks, qs.acks_stale,
                qs.nacks, qs.nacks_stale, qs.queued, qs.dead, qs.snapshot,
                qs.lost, qs.double_acks, qs.superseded, qs.delivery_regr,
                qs.token_regr, qs.dead_claims, qs.claims_unjudged,
-               qs.acked_present, qs.duplicates, qs.in_doubt);
+               qs.acked_present, qs.duplicates, qs.in_doubt, qs.order_inv);
     printf("\n");
     free(handovers);
     free(evs);
@@ -1168,7 +1215,8 @@ int main(int argc, char **argv)
                    tokens || interleaved || early || delayed ||
                    (qs.puts > 0 && !qs.snapshot) || qs.lost || qs.double_acks ||
                    qs.superseded || qs.delivery_regr || qs.token_regr ||
-                   qs.dead_claims || qs.acked_present || qs.duplicates
+                   qs.dead_claims || qs.acked_present || qs.duplicates ||
+                   qs.order_inv
                ? 1
                : 0;
 }

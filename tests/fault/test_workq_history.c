@@ -97,6 +97,7 @@ static const char *const violations[] = {
     "dead_claims",
     "acked_present",
     "duplicate_items",
+    "consumer_order_inversions",
 };
 enum { NVIOLATIONS = sizeof(violations) / sizeof(violations[0]) };
 
@@ -156,6 +157,42 @@ static void test_checker_queue_rules(void **state)
     assert_int_equal(field_of(&c, "nacks"), 1);
     assert_int_equal(field_of(&c, "queued"), 1);
     assert_int_equal(field_of(&c, "snapshot"), 1);
+
+    /* A consumer's first deliveries of a level in put order: 12 takes
+     * k2 (put second) and then k1's first delivery ... */
+    c = check_text(dir,
+                   "1 10 aa put k1 0 0 q1/b0000000000/i-0-u1-0000000000\n"
+                   "2 10 aa put k2 0 0 q1/b0000000000/i-0-u2-0000000001\n"
+                   "3 12 cc take k2 1 100 q1/b0000000000/i-0-u2-0000000001\n"
+                   "4 12 cc ack k2 0 100 -\n"
+                   "5 12 cc take k1 1 200 q1/b0000000000/i-0-u1-0000000000\n"
+                   "6 12 cc ack k1 0 200 -\n"
+                   "20 1 0 snap-begin - 0\n" Q_END);
+    assert_only(&c, "consumer_order_inversions");
+    /* ... across buckets too (b1 after b0, whatever the sequence) ... */
+    c = check_text(dir,
+                   "1 10 aa put k1 0 0 q1/b0000000000/i-0-u1-0000000005\n"
+                   "2 10 aa put k2 0 0 q1/b0000000001/i-0-u2-0000000000\n"
+                   "3 12 cc take k2 1 100 q1/b0000000001/i-0-u2-0000000000\n"
+                   "4 12 cc ack k2 0 100 -\n"
+                   "5 12 cc take k1 1 200 q1/b0000000000/i-0-u1-0000000005\n"
+                   "6 12 cc ack k1 0 200 -\n"
+                   "20 1 0 snap-begin - 0\n" Q_END);
+    assert_only(&c, "consumer_order_inversions");
+    /* ... but an item back for another delivery (k1 claimed by 11 first),
+     * another consumer, or another level is no inversion. */
+    c = check_text(dir,
+                   "1 10 aa put k1 0 0 q1/b0000000000/i-0-u1-0000000000\n"
+                   "2 10 aa put k2 0 0 q1/b0000000000/i-0-u2-0000000001\n"
+                   "3 10 aa put k3 0 0 q0/b0000000000/i-0-u3-0000000000\n"
+                   "4 12 cc take k2 1 100 q1/b0000000000/i-0-u2-0000000001\n"
+                   "5 12 cc ack k2 0 100 -\n"
+                   "6 12 cc take k1 2 200 q1/b0000000000/i-0-u1-0000000000\n"
+                   "7 12 cc ack k1 0 200 -\n"
+                   "8 12 cc take k3 1 300 q0/b0000000000/i-0-u3-0000000000\n"
+                   "9 12 cc ack k3 0 300 -\n"
+                   "20 1 0 snap-begin - 0\n" Q_END);
+    assert_only(&c, NULL);
 
     /* Lost: k2 was put, never acked, not there at the end. */
     c = check_text(dir, Q_HEAD Q_TAKE2 Q_ACK2 Q_NACK

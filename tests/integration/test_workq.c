@@ -196,6 +196,86 @@ static void test_levels(void **state)
     zkr_session_free(s);
 }
 
+/* A consumer goes on from its last claim (its cursor) only while no
+ * item came at a higher level: one put there after its listing is taken
+ * next, whether that level's node was missing (told by PATH's watch) or
+ * there and empty (told by its tail bucket's watch). */
+static void test_levels_while_taking(void **state)
+{
+    zkr_session_t *s = open_session(10000), *ps = open_session(10000);
+    zkr_workq_t *q = new_q(s, "/t/wq/lvcur", NULL);
+    zkr_workq_t *p = new_q(ps, "/t/wq/lvcur", "p");
+    const char *want[] = {"a", "x", "b", "y", "c"};
+    zkr_item_t *it;
+
+    (void)state;
+    put_str(p, "a", 3);
+    put_str(p, "b", 3);
+    put_str(p, "c", 3);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(zkr_workq_take(q, 2000, &it), 0);
+        assert_string_equal(zkr_item_data(it, NULL), want[i]);
+        assert_int_equal(zkr_item_ack(it), 0);
+        zkr_item_free(it);
+        if (i == 0) /* q1 is not there yet */
+            put_str(p, "x", 1);
+        if (i == 2) /* q1 is there, its tail empty, listed with "b" */
+            put_str(p, "y", 1);
+    }
+    zkr_workq_free(p);
+    zkr_workq_free(q);
+    zkr_session_free(ps);
+    zkr_session_free(s);
+}
+
+/* The server's count of the requests it received so far (mntr). */
+static long server_requests(void)
+{
+    char *m = zkt_4lw(server, "mntr"), *p;
+    long n = -1;
+
+    if (m != NULL && (p = strstr(m, "zk_packets_received")) != NULL)
+        n = atol(p + strlen("zk_packets_received"));
+    free(m);
+    return n;
+}
+
+/* Take+ack with items waiting costs at most 6 requests per item (issue
+ * 34; docs/design/workq.md, 3): a get, the claim's multi and its listing,
+ * the ack's multi and its receipt's delete. Counted by the server; the
+ * session's heartbeats and the 4lw commands are a few more. */
+static void test_requests_per_item(void **state)
+{
+    enum { N = 200 };
+    zkr_session_t *s = open_session(10000);
+    zkr_workq_t *q = new_q(s, "/t/wq/req", NULL);
+    zkr_item_t *it;
+    long r0, r1;
+
+    (void)state;
+    for (int i = 0; i < N; i++) {
+        char v[16];
+
+        snprintf(v, sizeof(v), "%d", i);
+        put_str(q, v, 1);
+    }
+    assert_int_equal(take_num(q, 2000, &it), 0); /* the first listing */
+    assert_int_equal(zkr_item_ack(it), 0);
+    zkr_item_free(it);
+    r0 = server_requests();
+    for (int i = 1; i < N; i++) {
+        assert_int_equal(take_num(q, 2000, &it), i);
+        assert_int_equal(zkr_item_ack(it), 0);
+        zkr_item_free(it);
+    }
+    r1 = server_requests();
+    print_message("# %ld requests for %d take+ack\n", r1 - r0, N - 1);
+    assert_true(r0 > 0);
+    assert_true(r1 - r0 <= 6 * (N - 1));
+    zkr_workq_free(q);
+    zkr_session_free(s);
+}
+
 /* ---------------------------------------------------------- fairness */
 
 static atomic_int fair_order[64], fair_n;
@@ -417,9 +497,10 @@ static void test_dead_letter(void **state)
 /* -------------------------------------------------------- watches */
 
 /* Takes that waited (watching every place an item can come from) and
- * then timed out or were canceled leave no watch behind: the session's
- * client has none left on those paths (ZooKeeper's wchs counts only data
- * watches, so the client is asked). */
+ * then timed out or were canceled leave no watch of theirs behind; the
+ * handle's cursor (child watches on PATH, q<L> and the tail bucket) goes
+ * with the handle: the session's client has none left on those paths
+ * (ZooKeeper's wchs counts only data watches, so the client is asked). */
 static atomic_int leak_done, leak_rc;
 
 static void leak_taken(int rc, zkr_item_t *it, void *data)
@@ -458,7 +539,13 @@ static void test_no_leaked_watch(void **state)
     }
     assert_int_equal(zkr_workq_cancel(q), ZKR_ESTATE);
     assert_true(ZKT_WAIT_UNTIL(children("/t/wq/leak/consumers") == 0, 5000));
-    zkt_sleep_ms(500); /* the removals were sent before the turn's delete */
+    /* The handle's own cursor watches go with it. Its removals are sent
+     * at once, so the server has them before the requests below, which
+     * come after them on the same connection. (zkr_session_handle() is
+     * called only now: once the application may watch on the handle, zkr
+     * removes its watches on the client's side only.) */
+    zkr_workq_free(q);
+    q = NULL;
     for (int i = 0; i < 4; i++) {
         int rc = zoo_remove_all_watches(zkr_session_handle(s), paths[i],
                                         ZWATCHTYPE_ANY, 0);
@@ -667,6 +754,8 @@ int main(void)
         cmocka_unit_test(test_put_take_ack),
         cmocka_unit_test(test_fifo_three_consumers),
         cmocka_unit_test(test_levels),
+        cmocka_unit_test(test_levels_while_taking),
+        cmocka_unit_test(test_requests_per_item),
         cmocka_unit_test(test_fairness),
         cmocka_unit_test(test_consumer_expired),
         cmocka_unit_test(test_claim_deleted),

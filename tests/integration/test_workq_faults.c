@@ -10,6 +10,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -382,16 +383,28 @@ static void test_r5_write_counts_as_delivery(void **state)
 
 /* ---------------------------------------------------------------------
  * R6: a waiting consumer cut off (partitioned, or SIGSTOPped) while first
- * in line stalls every other consumer until its session expires, with
- * items available. zkr.h (zkr_workq_take) documents the bound: the other
- * consumer gets the item once the cut-off consumer's session has expired
- * (not before it could have), within the session timeout plus a margin. */
+ * in line. A consumer that finds an item takes it at once: it does not
+ * queue behind the line (docs/design/workq.md, 3). One that finds none
+ * joins the line, behind the cut-off one, and waits until that one's
+ * session has expired (not before it could have): zkr.h (zkr_workq_take)
+ * documents the bound, the session timeout plus a margin. */
 
 static void r6_took(int rc, zkr_item_t *it, void *data)
 {
     (void)rc;
     (void)data;
     zkr_item_free(it);
+}
+
+static atomic_int r6_rc = -1;
+static atomic_llong r6_at;
+
+static void r6_waited(int rc, zkr_item_t *it, void *data)
+{
+    (void)data;
+    zkr_item_free(it);
+    r6_at = now_ms();
+    r6_rc = rc;
 }
 
 static void test_r6_stalled_head_of_line(void **state)
@@ -401,30 +414,42 @@ static void test_r6_stalled_head_of_line(void **state)
     zkr_workq_t *aq = new_q(as, "/r17/r6", "A");
     zkr_workq_t *bq = new_q(bs, "/r17/r6", "B");
     zkr_item_t *it = NULL;
-    int64_t t0, waited;
+    int64_t t0, took, waited;
     int rc;
 
     (void)state;
     assert_int_equal(zkr_workq_take_async(aq, -1, r6_took, NULL), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/r17/r6/consumers") == 1, 5000));
     usleep(500 * 1000); /* A is first in line, waiting */
     assert_int_equal(zkt_proxy_cmd(proxy, "blackhole"), 0);
     t0 = now_ms(); /* A cut off: the server last heard it before this */
     assert_int_equal(zkr_workq_put(bq, "job", 3, 1, NULL, 0), 0);
-    /* A's session (10 s) expires at most 10 s after the server last
-     * heard it, plus the server's expiry tick: margin 15 s. */
     rc = zkr_workq_take(bq, 25000, &it);
-    waited = now_ms() - t0;
+    took = now_ms() - t0;
     printf("# R6: B's take with an item there, A cut off: %d after %lld ms\n",
-           rc, (long long)waited);
+           rc, (long long)took);
+    assert_int_equal(rc, 0);
+    assert_string_equal(zkr_item_data(it, NULL), "job");
+    assert_int_equal(zkr_item_ack(it), 0);
     zkr_item_free(it);
+    /* Before A's session could have expired (A last heard at most a ping
+     * interval, a third of 10 s, before the cut). */
+    assert_true(took < 10000 - 10000 / 3 - 500);
+    /* Nothing there: B joins the line behind A; a put wakes A only. */
+    r6_rc = -1;
+    assert_int_equal(zkr_workq_take_async(bq, 25000, r6_waited, NULL), 0);
+    assert_true(ZKT_WAIT_UNTIL(children("/r17/r6/consumers") == 2, 5000));
+    assert_int_equal(zkr_workq_put(bq, "job2", 4, 1, NULL, 0), 0);
+    assert_true(ZKT_WAIT_UNTIL(r6_rc != -1, 30000));
+    waited = r6_at - t0;
+    printf("# R6: B waiting behind A cut off: %d after %lld ms\n", (int)r6_rc,
+           (long long)waited);
     assert_int_equal(zkt_proxy_cmd(proxy, "pass"), 0);
     zkr_workq_free(bq);
     zkr_workq_free(aq);
     zkr_session_free(bs);
     zkr_session_free(as);
-    assert_int_equal(rc, 0);
-    /* Not before A's session could have expired: A last heard at most a
-     * ping interval (a third of 10 s) before the cut. */
+    assert_int_equal(r6_rc, 0);
     assert_true(waited >= 10000 - 10000 / 3 - 500);
     assert_true(waited <= 25000);
 }
