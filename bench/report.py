@@ -37,6 +37,7 @@ def key_of(r):
     size = {"contended": "contenders", "herd": "waiters", "scale": "locks",
             "semaphore": "contenders", "election": "candidates",
             "many": "w", "qput": "w", "qtake": "consumers", "multi": "k",
+            "qbatch": "consumers",
             "qdrain": "items", "qnotify": "consumers",
             "failover_kill": "candidates",
             "failover_term": "candidates"}.get(m)
@@ -141,6 +142,10 @@ FIGURES = [
      "queue client CPU s per 10k take+ack, K={n}", True),
     ("qtake", "req_per_op",
      "queue ZooKeeper requests per take+ack, K={n} consumers", True),
+    ("qbatch", "items_per_s",
+     "queue take+ack/s, batches of 16, K={n} consumers", False),
+    ("qbatch", "req_per_op",
+     "queue ZooKeeper requests per take+ack, batches of 16, K={n}", True),
     ("qdrain", "drain_s", "queue drain of N={n} items, s", True),
     ("qdrain", "cpu_s_per_10k", "queue drain client CPU s per 10k, N={n}",
      True),

@@ -21,6 +21,8 @@
  *   qput N W                work queue: N puts, W in flight
  *   qtake K N SECS          work queue: K consumers take+ack N items
  *   qdrain N K SECS         the same (the drain time of N items)
+ *   qbatch K N SECS B       qtake, each consumer taking B items at a time
+ *                           (zkr_workq_take_batch; zkr only)
  *   qnotify W PUTS          work queue: notifications per put, W idle
  *                           consumers
  *   candidate PATH MS       one election candidate (session timeout MS),
@@ -1018,6 +1020,7 @@ static struct {
     int next;        /* next item index to put */
     int failed;      /* first error of an asynchronous put */
     int stop;        /* consumers end their loop */
+    int batch;       /* items per take (qbatch), else 1 */
     int64_t done_at; /* when the last item was acked */
     unsigned char *seen;
     long dups, stale, bad;
@@ -1153,12 +1156,14 @@ typedef struct {
     atomic_int exited;
 } consumer_t;
 
-/* Takes and acks until told to stop (zkr_workq_cancel ends the take). */
+/* Takes (wq.batch items at a time with zkr_workq_take_batch, if more
+ * than 1) and acks each, until told to stop (zkr_workq_cancel ends the
+ * take). */
 static void *consumer_main(void *arg)
 {
     consumer_t *c = arg;
-    zkr_item_t *it;
-    int rc;
+    zkr_item_t *its[ZKR_WORKQ_BATCH_MAX];
+    int rc, n;
 
     for (;;) {
         pthread_mutex_lock(&wq.mu);
@@ -1166,26 +1171,32 @@ static void *consumer_main(void *arg)
         pthread_mutex_unlock(&wq.mu);
         if (rc)
             break;
-        rc = zkr_workq_take(c->q, -1, &it);
+        n = 1;
+        if (wq.batch > 1)
+            rc = zkr_workq_take_batch(c->q, wq.batch, -1, its, &n);
+        else
+            rc = zkr_workq_take(c->q, -1, &its[0]);
         if (rc == ZKR_ECANCELED)
             continue;
         if (rc != 0)
             die("zkr_workq_take", rc);
-        rc = zkr_item_ack(it);
-        pthread_mutex_lock(&wq.mu);
-        if (rc == 0) {
-            qmark(it);
-            if (++wq.done == wq.n)
-                wq.done_at = now_ns();
-            pthread_cond_broadcast(&wq.cv);
-        } else if (rc == ZKR_ESTALE) {
-            wq.stale++;
-        } else {
+        for (int i = 0; i < n; i++) {
+            rc = zkr_item_ack(its[i]);
+            pthread_mutex_lock(&wq.mu);
+            if (rc == 0) {
+                qmark(its[i]);
+                if (++wq.done == wq.n)
+                    wq.done_at = now_ns();
+                pthread_cond_broadcast(&wq.cv);
+            } else if (rc == ZKR_ESTALE) {
+                wq.stale++;
+            } else {
+                pthread_mutex_unlock(&wq.mu);
+                die("zkr_item_ack", rc);
+            }
             pthread_mutex_unlock(&wq.mu);
-            die("zkr_item_ack", rc);
+            zkr_item_free(its[i]);
         }
-        pthread_mutex_unlock(&wq.mu);
-        zkr_item_free(it);
     }
     atomic_store(&c->exited, 1);
     return NULL;
@@ -1459,14 +1470,16 @@ static void run_candidate(const char *path)
 
 static int usage(void)
 {
-    fprintf(stderr,
-            "usage: zkr-bench [-s HOSTS] [-i zkr|raw] [-t MS] [-m DIR] MODE "
-            "ARGS\n"
-            "  uncontended CYCLES | contended K SECONDS | herd W ROUNDS |\n"
-            "  scale N | semaphore PERMITS K SECONDS | election K ROUNDS |\n"
-            "  floor ROUNDS (raw only) | many N W |\n"
-            "  qput N W | qtake K N SECS | qdrain N K SECS | qnotify W PUTS |\n"
-            "  candidate PATH SESSION_MS\n");
+    fprintf(
+        stderr,
+        "usage: zkr-bench [-s HOSTS] [-i zkr|raw] [-t MS] [-m DIR] MODE "
+        "ARGS\n"
+        "  uncontended CYCLES | contended K SECONDS | herd W ROUNDS |\n"
+        "  scale N | semaphore PERMITS K SECONDS | election K ROUNDS |\n"
+        "  floor ROUNDS (raw only) | many N W |\n"
+        "  qput N W | qtake K N SECS | qbatch K N SECS B | qdrain N K SECS |\n"
+        "  qnotify W PUTS |\n"
+        "  candidate PATH SESSION_MS\n");
     return 2;
 }
 
@@ -1562,6 +1575,9 @@ int main(int argc, char **argv)
         run_qput(arg(argv, 1), arg(argv, 2));
     else if (strcmp(mode, "qtake") == 0 && argc == 4)
         run_qtake("qtake", arg(argv, 1), arg(argv, 2), arg(argv, 3));
+    else if (strcmp(mode, "qbatch") == 0 && argc == 5 &&
+             (wq.batch = arg(argv, 4)) <= ZKR_WORKQ_BATCH_MAX)
+        run_qtake("qbatch", arg(argv, 1), arg(argv, 2), arg(argv, 3));
     else if (strcmp(mode, "qdrain") == 0 && argc == 4)
         run_qtake("qdrain", arg(argv, 2), arg(argv, 1), arg(argv, 3));
     else if (strcmp(mode, "qnotify") == 0 && argc == 3)

@@ -118,6 +118,17 @@ static void on_taken(int rc, zkr_item_t *it, void *data)
     post(p, M_ACQUIRED, rc, 0);
 }
 
+/* queue take --batch: the items are handed over before the message. */
+static void on_taken_batch(int rc, zkr_item_t **items, int count, void *data)
+{
+    sup_t *p = data;
+
+    for (int i = 0; i < count && i < p->o->batch; i++)
+        p->batch[i] = items[i];
+    p->nbatch = count;
+    post(p, M_ACQUIRED, rc, 0);
+}
+
 static void on_item_state(zkr_item_t *it, zkr_lock_state_t st, void *data)
 {
     (void)it;
@@ -343,6 +354,9 @@ static void teardown(sup_t *p, int status)
     zkr_group_free(p->grp);  /* its node, if it stands, goes */
     zkr_dbarrier_free(p->d); /* its node, if it stands, goes */
     zkr_item_free(p->it);    /* a claim still held is given back */
+    for (int i = 0; i < p->nbatch; i++)
+        zkr_item_free(p->batch[i]); /* --batch: those not run, back */
+    free(p->batch);
     zkr_workq_free(p->q);
     zkr_multilock_free(p->m); /* before its members */
     for (int i = 0; p->more != NULL && i < p->o->nmore; i++)
@@ -706,52 +720,44 @@ static int make_queue(sup_t *p)
     return 0;
 }
 
-static int run_take(const cli_t *c, const opts_t *o)
+/* Runs the command for the item p->it, then acks or nacks it: the exit
+ * status of zkr queue take for it. */
+static int run_item(sup_t *p)
 {
-    sup_t p;
+    const cli_t *c = p->cli;
+    const opts_t *o = p->o;
     zkr_lock_state_t st;
     int rc, status, ack;
     ran_t ran;
 
-    if ((status = run_command_runs(o)) != 0)
-        return status;
-    if ((status = setup(&p, c, o)) != 0 || (status = make_queue(&p)) != 0)
-        goto out;
-    if (cli_timeout_arg(o->wait_ms) != o->wait_ms)
-        p.wake_at = ct_now_ms() + o->wait_ms;
-    rc = zkr_workq_take_async(p.q, cli_timeout_arg(o->wait_ms), on_taken, &p);
-    if (rc == 0)
-        await_grant(&p, &rc);
-    if (!granted(&p, rc, &status))
-        goto out;
-    zkr_item_set_listener(p.it, on_item_state, &p);
-    cli_info(c, "%s: took %s (delivery %d)", o->path, zkr_item_id(p.it),
-             zkr_item_deliveries(p.it));
-    if ((ran = run_granted(&p, &status)) == GIVE_BACK) {
+    zkr_item_set_listener(p->it, on_item_state, p);
+    cli_info(c, "%s: took %s (delivery %d)", o->path, zkr_item_id(p->it),
+             zkr_item_deliveries(p->it));
+    if ((ran = run_granted(p, &status)) == GIVE_BACK) {
         /* Not run: given back where it was. The delivery counts (the
          * count is the item's number of claims): resolve() found out
          * before the take what can be found out without exec. */
-        if ((rc = settle(&p, 0)) != 0)
-            cli_err("%s: cannot give %s back: %s", o->path, zkr_item_id(p.it),
+        if ((rc = settle(p, 0)) != 0)
+            cli_err("%s: cannot give %s back: %s", o->path, zkr_item_id(p->it),
                     zkr_strerror(rc));
     }
     if (ran != RAN)
-        goto out;
+        return status;
     /* Done only if the command said so (exit 0) and ran undisturbed: a
      * command that zkr signalled (a signal to zkr, a suspension) may have
      * stopped half-way, whatever its status. */
-    ack = status == 0 && p.signo == 0 && !p.lost;
-    st = zkr_item_state(p.it);
+    ack = status == 0 && p->signo == 0 && !p->lost;
+    st = zkr_item_state(p->it);
     if (st == ZKR_LOCK_HELD || st == ZKR_LOCK_SUSPENDED) {
-        rc = settle(&p, ack);
+        rc = settle(p, ack);
         if (rc == ZKR_ESTALE) {
-            run_lose(&p, ack ? "the claim was gone at the ack: the item was "
-                               "not completed and may be delivered again"
-                             : "the claim was gone at the nack");
+            run_lose(p, ack ? "the claim was gone at the ack: the item was "
+                              "not completed and may be delivered again"
+                            : "the claim was gone at the nack");
         } else if (rc == ZKR_EINDOUBT) {
             cli_err("%s: %s %s: the answer was lost with the session: it "
                     "may or may not have applied (ZooKeeper at %s)%s",
-                    o->path, ack ? "ack of" : "nack of", zkr_item_id(p.it),
+                    o->path, ack ? "ack of" : "nack of", zkr_item_id(p->it),
                     c->hosts,
                     ack ? "; the item may be delivered again if it did not"
                         : "");
@@ -759,26 +765,73 @@ static int run_take(const cli_t *c, const opts_t *o)
                 status = QUEUE_EXIT_IN_DOUBT;
         } else if (rc != 0) {
             cli_zk_error(c, rc, "%s: cannot %s %s", o->path,
-                         ack ? "ack" : "nack", zkr_item_id(p.it));
+                         ack ? "ack" : "nack", zkr_item_id(p->it));
             if (ack)
                 status = cli_exit_of(rc);
         } else {
             cli_info(c, "%s: %s %s", o->path, ack ? "acked" : "nacked",
-                     zkr_item_id(p.it));
+                     zkr_item_id(p->it));
         }
     } else {
         /* Lost as the command ended, before we looked: neither acked nor
          * nacked, whatever the command said. */
-        run_lose(&p, "the claim was lost as the command ended: the item was "
-                     "not completed and may be delivered again");
+        run_lose(p, "the claim was lost as the command ended: the item was "
+                    "not completed and may be delivered again");
     }
     /* 0 says "acked": a command that ended with 0 after zkr forwarded it
      * a signal was nacked, and zkr says why it stopped. */
-    if (!ack && status == 0 && p.signo != 0)
-        status = 128 + p.signo;
-    if (p.lost) {
-        lost_word(&p);
+    if (!ack && status == 0 && p->signo != 0)
+        status = 128 + p->signo;
+    if (p->lost) {
+        lost_word(p);
         status = o->lost_code;
+    }
+    return status;
+}
+
+static int run_take(const cli_t *c, const opts_t *o)
+{
+    sup_t p;
+    int rc, status;
+
+    if ((status = run_command_runs(o)) != 0)
+        return status;
+    if ((status = setup(&p, c, o)) != 0 || (status = make_queue(&p)) != 0)
+        goto out;
+    if (cli_timeout_arg(o->wait_ms) != o->wait_ms)
+        p.wake_at = ct_now_ms() + o->wait_ms;
+    if (o->batch > 1) {
+        if ((p.batch = calloc((size_t)o->batch, sizeof(*p.batch))) == NULL) {
+            status = cli_zk_error(c, ZKR_ENOMEM, "%s", o->path);
+            goto out;
+        }
+        rc = zkr_workq_take_batch_async(
+            p.q, o->batch, cli_timeout_arg(o->wait_ms), on_taken_batch, &p);
+    } else {
+        rc = zkr_workq_take_async(p.q, cli_timeout_arg(o->wait_ms), on_taken,
+                                  &p);
+    }
+    if (rc == 0)
+        await_grant(&p, &rc);
+    if (!granted(&p, rc, &status))
+        goto out;
+    if (p.batch == NULL) {
+        status = run_item(&p);
+        goto out;
+    }
+    /* --batch: one run per item, in order, while they succeed. */
+    for (int i = 0; i < p.nbatch; i++) {
+        p.it = p.batch[i];
+        p.batch[i] = NULL;
+        status = run_item(&p);
+        zkr_item_free(p.it); /* a claim still held is given back */
+        p.it = NULL;
+        if (status != 0 || p.signo != 0) {
+            if (i + 1 < p.nbatch)
+                cli_info(c, "%s: %d item%s not run given back", o->path,
+                         p.nbatch - i - 1, p.nbatch - i - 1 > 1 ? "s" : "");
+            break;
+        }
     }
 out:
     teardown(&p, status);

@@ -46,6 +46,7 @@ typedef struct opts {
     unsigned delay_flags;     /* --trust-foreign-release */
     zkr_nack_where_t nack;    /* queue take: --nack front|back */
     long max_deliveries;      /* queue take: --max-deliveries, 0 none */
+    int batch;                /* queue take: --batch N, 0 or 1: one item */
     const char *dead_path;    /* queue take: --dead, or NULL */
     long count;               /* barrier enter: N */
     int wait_leave;           /* barrier enter: --wait-leave given */
@@ -69,6 +70,10 @@ typedef struct sup {
     zkr_election_t *e;
     zkr_workq_t *q; /* queue take: the queue */
     zkr_item_t *it; /* queue take: the item taken, once taken */
+    /* queue take --batch: the items taken (those not run yet; NULL once
+     * run or given back), and how many */
+    zkr_item_t **batch;
+    int nbatch;
     /* barrier enter: the participant (NULL once freed) */
     zkr_dbarrier_t *d;
     /* member: the group (NULL once freed) */

@@ -48,6 +48,14 @@ static void help_take(void)
           "(1..1000000)\n"
           "      --dead PATH           the dead-letter path (default "
           "PATH/dead)\n"
+          "      --batch N             take up to N items at once and run "
+          "COMMAND once per\n"
+          "                            item, in order, each acked or nacked "
+          "on its own; the\n"
+          "                            first run that fails ends it, and "
+          "gives the items\n"
+          "                            not run yet back at once "
+          "(1..1024; default 1)\n"
           "      --id ID               identifier stored in the claim "
           "(default host:pid)\n"
           "      --acl open|private    ACL of the nodes (private needs "
@@ -294,6 +302,7 @@ enum {
     O_NACK,
     O_MAXDEL,
     O_DEAD,
+    O_BATCH,
     O_LEAVE,
     O_DATA
 };
@@ -319,6 +328,7 @@ static const struct option lopts[] = {
     {"nack", required_argument, NULL, O_NACK},
     {"max-deliveries", required_argument, NULL, O_MAXDEL},
     {"dead", required_argument, NULL, O_DEAD},
+    {"batch", required_argument, NULL, O_BATCH},
     {"wait-leave", optional_argument, NULL, O_LEAVE},
     {"data", required_argument, NULL, O_DATA},
     {"help", no_argument, NULL, 'h'},
@@ -375,15 +385,24 @@ static int leave_opt(opts_t *o, const char *arg)
     return 0;
 }
 
-/* The options of queue take alone: --nack, --max-deliveries, --dead. */
+/* The options of queue take alone: --nack, --max-deliveries, --dead,
+ * --batch. */
 static int queue_opt(opts_t *o, int opt, const char *arg)
 {
     if (o->kind != KIND_QUEUE)
         return cli_usage_error(o->sub, "%s is an option of queue take",
                                opt == O_NACK     ? "--nack"
                                : opt == O_MAXDEL ? "--max-deliveries"
+                               : opt == O_BATCH  ? "--batch"
                                                  : "--dead");
-    if (opt == O_DEAD) {
+    if (opt == O_BATCH) {
+        long v;
+
+        if (cli_parse_int(arg, 1, ZKR_WORKQ_BATCH_MAX, &v) != 0)
+            return cli_usage_error(o->sub, "--batch wants 1..%d, not '%s'",
+                                   ZKR_WORKQ_BATCH_MAX, arg);
+        o->batch = (int)v;
+    } else if (opt == O_DEAD) {
         o->dead_path = arg;
     } else if (opt == O_MAXDEL) {
         if (cli_parse_int(arg, 1, 1000000, &o->max_deliveries) != 0)
@@ -525,6 +544,7 @@ static int parse_one(opts_t *o, int opt, const char *arg, const char *given,
     case O_NACK:
     case O_MAXDEL:
     case O_DEAD:
+    case O_BATCH:
         return queue_opt(o, opt, arg);
     case O_LEAVE:
         return leave_opt(o, arg);

@@ -2345,6 +2345,49 @@ typedef void (*zkr_take_completion_t)(int rc, zkr_item_t *item, void *data);
 ZKR_EXTERN int zkr_workq_take_async(zkr_workq_t *q, int timeout_ms,
                                     zkr_take_completion_t cb, void *data);
 
+/** The most items zkr_workq_take_batch() claims in one take. */
+#define ZKR_WORKQ_BATCH_MAX 1024
+
+/**
+ * \brief Takes up to max items in one take: waits at most timeout_ms for
+ *   the first, as zkr_workq_take() waits for its item, then claims those
+ *   it finds available at once, in the same order, up to max in all,
+ *   without waiting for more (and without joining the line of waiting
+ *   consumers).
+ *
+ * Each item has its own claim, fencing token, state and delivery count,
+ * and is acked, nacked and freed on its own, as an item of
+ * zkr_workq_take(). Items not acked or nacked go back at once when they
+ * are freed (zkr_item_free()), and with the session. A cancel, the
+ * deadline or an error after the first claim ends the batch with the
+ * items claimed so far (0); a claim lost before the call returns is
+ * freed and not counted.
+ *
+ * \param max 1..ZKR_WORKQ_BATCH_MAX.
+ * \param items OUT: an array of max pointers; the first *count are the
+ *   items (the rest NULL).
+ * \param count OUT: how many, >= 1 when 0 is returned, else 0.
+ * \return 0; otherwise as zkr_workq_take() (nothing claimed);
+ *   ZBADARGUMENTS for max out of range.
+ */
+ZKR_EXTERN int zkr_workq_take_batch(zkr_workq_t *q, int max, int timeout_ms,
+                                    zkr_item_t **items, int *count);
+
+/** Completion of zkr_workq_take_batch_async(): rc, the items (an array
+ * valid during the call only; the items are the application's), their
+ * count (>= 1 when rc is 0), data last. */
+typedef void (*zkr_take_batch_completion_t)(int rc, zkr_item_t **items,
+                                            int count, void *data);
+
+/** \brief Asynchronous zkr_workq_take_batch(); `cb` gets what it would
+ *   return. Callable from callbacks.
+ * \return 0 (cb will be called exactly once); else an error as for
+ *   zkr_workq_take_batch() and cb is never called. */
+ZKR_EXTERN int zkr_workq_take_batch_async(zkr_workq_t *q, int max,
+                                          int timeout_ms,
+                                          zkr_take_batch_completion_t cb,
+                                          void *data);
+
 /** \brief Cancels a pending take from any thread: it ends with
  *   ZKR_ECANCELED unless it already had its item.
  * \return 0; ZKR_ESTATE (no take pending); ZBADARGUMENTS. */

@@ -309,19 +309,42 @@ static void spent_destroy_all(take_t *t)
 
 /* ----------------------------------------------------------- its end */
 
-/* The claim was granted when the take ended, maybe long before its
+/* The claims were granted when the take ended, maybe long before its
  * caller learns it (the event thread ran late, the process was paused):
  * a claim lost meanwhile is reported as lost, as a blocking acquire's
- * would be (mutex not held). 0, ZKR_ELOST or ZKR_ECANCELED. */
-static int take_still(take_t *t)
+ * would be, and its item freed (mutex not held). The take's code: 0 if
+ * an item is left to hand over, else that of the last one lost (ZKR_ELOST
+ * or ZKR_ECANCELED). */
+static int take_hand_over(take_t *t, int rc)
 {
     zkr_session_t *s = t->k.s;
-    int rc;
+    int n = 0;
 
-    pthread_mutex_lock(&s->mu);
-    rc = zkr__acquire_still(&t->out->c);
-    pthread_mutex_unlock(&s->mu);
-    return rc;
+    spent_destroy_all(t);
+    if (rc != 0)
+        return rc;
+    for (int i = 0; i < t->nout; i++) {
+        int r;
+
+        pthread_mutex_lock(&s->mu);
+        r = zkr__acquire_still(&t->outs[i]->c);
+        pthread_mutex_unlock(&s->mu);
+        if (r == 0) {
+            t->outs[n++] = t->outs[i];
+        } else {
+            zkr_item_free(t->outs[i]);
+            rc = r;
+        }
+    }
+    t->nout = n;
+    return n > 0 ? 0 : rc;
+}
+
+static void take_free(take_t *t)
+{
+    if (t->outs != &t->one)
+        free(t->outs);
+    free(t);
 }
 
 /* An asynchronous take's completion, on the event thread: an event of
@@ -331,13 +354,12 @@ static void take_complete(int rc, void *arg)
 {
     take_t *t = arg;
 
-    spent_destroy_all(t);
-    if (rc == 0 && (rc = take_still(t)) != 0) {
-        zkr_item_free(t->out);
-        t->out = NULL;
-    }
-    t->cb(rc, t->out, t->cbdata);
-    free(t);
+    rc = take_hand_over(t, rc);
+    if (t->bcb != NULL)
+        t->bcb(rc, rc == 0 ? t->outs : NULL, rc == 0 ? t->nout : 0, t->cbdata);
+    else
+        t->cb(rc, rc == 0 ? t->outs[0] : NULL, t->cbdata);
+    take_free(t);
 }
 
 /* Does the take still need its watch on path (the session's cleanup
@@ -364,7 +386,7 @@ static const zkr__reader_ops_t take_reader_ops = {
     .follows = take_follows,
 };
 
-/* Mutex held: the take ends with rc (0: t->out is the item). Its
+/* Mutex held: the take ends with rc (0: t->outs are its items). Its
  * watches go, its turn is given back (not awaited); a blocking caller is
  * woken, an asynchronous one told on the event thread. */
 void zkr__take_end(take_t *t, int rc)
@@ -372,6 +394,8 @@ void zkr__take_end(take_t *t, int rc)
     zkr_workq_t *q = t->q;
     zkr_session_t *s = q->s;
 
+    if (t->nout > 0)
+        rc = 0; /* a batch hands over the items it has */
     t->step = TK_ENDED;
     zkr__task_remove(s, &t->tk);
     zkr__reader_remove(s, &t->rd); /* its watches are no longer needed */
@@ -410,7 +434,7 @@ void zkr__take_end(take_t *t, int rc)
     t->rc = rc;
     q->take = NULL;
     pthread_cond_broadcast(&s->cv);
-    if (t->cb == NULL) {
+    if (t->cb == NULL && t->bcb == NULL) {
         t->ended = 1; /* the caller frees t */
         return;
     }
@@ -427,7 +451,7 @@ void zkr__take_end(take_t *t, int rc)
     if (t->running)
         t->orphan = 1; /* freed when take_go returns */
     else
-        free(t);
+        take_free(t);
 }
 
 /* ------------------------------------------------------------- steps */
@@ -483,6 +507,10 @@ static void scan_again(take_t *t)
  * with watches (nothing can come unseen) and then waits for them. */
 static void scan_empty(take_t *t)
 {
+    if (t->nout > 0) { /* a batch: no wait for more */
+        zkr__take_end(t, 0);
+        return;
+    }
     free_scan(t);
     if (t->resumed) {
         t->resumed = 0;
@@ -517,7 +545,8 @@ static void join_line(take_t *t)
  * with timeout 0 never joins it: it looks on). */
 static void missed(take_t *t)
 {
-    if (!t->lined && t->timeout_ms != 0 && ++t->misses >= WQ_MISSES) {
+    if (!t->lined && t->timeout_ms != 0 && t->nout == 0 &&
+        ++t->misses >= WQ_MISSES) {
         join_line(t);
         return;
     }
@@ -988,8 +1017,14 @@ static void take_step(take_t *t)
         t->step = 0;
         it->c.task = NULL;
         if (rc == 0) {
-            t->out = it;
+            t->outs[t->nout++] = it;
             it->handed = 1;
+            /* A batch claims on, without waiting, from where it is. */
+            if (t->nout < t->want && !t->cancel && !over && !s->closing &&
+                t->l.e != NULL) {
+                zkr__take_next_item(t);
+                return;
+            }
             zkr__take_end(t, 0);
             return;
         }
@@ -1026,8 +1061,13 @@ static void take_step(take_t *t)
     default:
         return; /* a request's answer is awaited */
     }
-    /* Between scans. (The session's safe deadline is the timer's to
-     * enforce: a lost session ends the turn, which wakes the take.) */
+    /* Between scans. A batch with items ends with them (it waits for
+     * the first one only). (The session's safe deadline is the timer's
+     * to enforce: a lost session ends the turn, which wakes the take.) */
+    if (t->nout > 0) {
+        zkr__take_end(t, 0);
+        return;
+    }
     if (t->cancel)
         rc = ZKR_ECANCELED;
     else if (s->closing)
@@ -1072,14 +1112,17 @@ static void take_go(take_t *t)
     } while (t->rewake && t->step != TK_ENDED);
     t->running = 0;
     if (t->orphan)
-        free(t);
+        take_free(t);
 }
 
 /* ---------------------------------------------------------- the API */
 
-/* A take (mutex held): started, or NULL with *rc set. */
-static take_t *take_start(zkr_workq_t *q, int timeout_ms,
-                          zkr_take_completion_t cb, void *cbdata, int *rc)
+/* A take of up to want items (mutex held): started, or NULL with *rc
+ * set. cb, or bcb for a batch, is told its end; neither: blocking. */
+static take_t *take_start(zkr_workq_t *q, int want, int timeout_ms,
+                          zkr_take_completion_t cb,
+                          zkr_take_batch_completion_t bcb, void *cbdata,
+                          int *rc)
 {
     zkr_session_t *s = q->s;
     take_t *t = NULL;
@@ -1093,16 +1136,26 @@ static take_t *take_start(zkr_workq_t *q, int timeout_ms,
         *rc = ZKR_ELOST;
     else if ((t = calloc(1, sizeof(*t))) == NULL)
         *rc = ZKR_ENOMEM;
-    else if (cb != NULL && (t->ev = zkr__event_new()) == NULL) {
+    else if (want > 1 &&
+             (t->outs = calloc((size_t)want, sizeof(*t->outs))) == NULL) {
+        free(t);
+        *rc = ZKR_ENOMEM;
+    } else if ((cb != NULL || bcb != NULL) &&
+               (t->ev = zkr__event_new()) == NULL) {
+        free(t->outs);
         free(t);
         *rc = ZKR_ENOMEM;
     }
     if (*rc != 0)
         return NULL;
+    if (t->outs == NULL)
+        t->outs = &t->one;
+    t->want = want;
     t->q = q;
     t->timeout_ms = timeout_ms;
     t->deadline = timeout_ms > 0 ? zkr__now_ms() + timeout_ms : -1;
     t->cb = cb;
+    t->bcb = bcb;
     t->cbdata = cbdata;
     t->k.s = s;
     t->k.next = take_next;
@@ -1120,37 +1173,57 @@ static take_t *take_start(zkr_workq_t *q, int timeout_ms,
     return t;
 }
 
-int zkr_workq_take(zkr_workq_t *q, int timeout_ms, zkr_item_t **out)
+/* A blocking take of up to want items: 0 and the items in items[] (*n
+ * of them), or the error. */
+static int take_wait(zkr_workq_t *q, int want, int timeout_ms,
+                     zkr_item_t **items, int *n)
 {
     zkr_session_t *s;
     take_t *t;
     int rc;
 
-    if (q == NULL || out == NULL)
-        return ZBADARGUMENTS;
-    *out = NULL;
     if (timeout_ms < -1)
         return ZBADARGUMENTS;
     if (zkr__in_callback())
         return ZKR_EDEADLK;
     s = q->s;
     pthread_mutex_lock(&s->mu);
-    if ((t = take_start(q, timeout_ms, NULL, NULL, &rc)) == NULL) {
+    if ((t = take_start(q, want, timeout_ms, NULL, NULL, NULL, &rc)) == NULL) {
         pthread_mutex_unlock(&s->mu);
         return rc;
     }
     while (!t->ended)
         zkr__wait(s, &t->ended, -1);
     pthread_mutex_unlock(&s->mu);
-    rc = t->rc;
-    if (rc == 0 && (rc = take_still(t)) != 0) {
-        zkr_item_free(t->out);
-        t->out = NULL;
+    if ((rc = take_hand_over(t, t->rc)) == 0) {
+        memcpy(items, t->outs, sizeof(*items) * (size_t)t->nout);
+        *n = t->nout;
     }
-    *out = t->out;
-    spent_destroy_all(t);
-    free(t);
+    take_free(t);
     return rc;
+}
+
+int zkr_workq_take(zkr_workq_t *q, int timeout_ms, zkr_item_t **out)
+{
+    int n = 0;
+
+    if (q == NULL || out == NULL)
+        return ZBADARGUMENTS;
+    *out = NULL;
+    return take_wait(q, 1, timeout_ms, out, &n);
+}
+
+int zkr_workq_take_batch(zkr_workq_t *q, int max, int timeout_ms,
+                         zkr_item_t **items, int *count)
+{
+    if (count != NULL)
+        *count = 0;
+    if (q == NULL || items == NULL || count == NULL || max < 1 ||
+        max > ZKR_WORKQ_BATCH_MAX)
+        return ZBADARGUMENTS;
+    for (int i = 0; i < max; i++)
+        items[i] = NULL;
+    return take_wait(q, max, timeout_ms, items, count);
 }
 
 int zkr_workq_take_async(zkr_workq_t *q, int timeout_ms,
@@ -1165,7 +1238,23 @@ int zkr_workq_take_async(zkr_workq_t *q, int timeout_ms,
     pthread_mutex_lock(&s->mu);
     /* The take may end inside take_start (the session lost for good):
      * its callback is then posted already, like any other end. */
-    (void)take_start(q, timeout_ms, cb, data, &rc);
+    (void)take_start(q, 1, timeout_ms, cb, NULL, data, &rc);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int zkr_workq_take_batch_async(zkr_workq_t *q, int max, int timeout_ms,
+                               zkr_take_batch_completion_t cb, void *data)
+{
+    zkr_session_t *s;
+    int rc;
+
+    if (q == NULL || cb == NULL || timeout_ms < -1 || max < 1 ||
+        max > ZKR_WORKQ_BATCH_MAX)
+        return ZBADARGUMENTS;
+    s = q->s;
+    pthread_mutex_lock(&s->mu);
+    (void)take_start(q, max, timeout_ms, NULL, cb, data, &rc);
     pthread_mutex_unlock(&s->mu);
     return rc;
 }

@@ -89,8 +89,11 @@ typedef struct wq_take {
     /* its end */
     int ended; /* a blocking take (cb NULL) has ended: its caller frees t */
     int rc;
-    zkr_item_t *out;
+    zkr_item_t **outs; /* its items (want of them at most): claimed */
+    zkr_item_t *one;   /* ... a take of one: outs is &one */
+    int want, nout;
     zkr_take_completion_t cb;
+    zkr_take_batch_completion_t bcb;
     void *cbdata;
     zkr__event_t *ev; /* its completion's event (asynchronous take) */
 } take_t;

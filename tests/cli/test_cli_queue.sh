@@ -284,6 +284,49 @@ test_fifo_and_levels() {
     expect "urgent's level '$(got 2 level)'" [ "$(got 2 level)" = 0 ]
 }
 
+# --batch N: up to N items taken at once, the command run once per item
+# in put order, each acked on its own; the first run that fails is
+# nacked, ends zkr with its status, and the items not run yet are given
+# back at once (delivered again, before later items, with their count).
+runs() { find "$WORK/got" -name '*.env' | wc -l; }
+test_batch() {
+    local i rc
+    reset_got
+    for i in 1 2 3 4 5 6; do
+        "$ZKR" queue put /cli/q/batch "item $i" > /dev/null
+    done
+    rc=0
+    "$ZKR" queue take --batch 3 -w 10 /cli/q/batch sh "$RECORD" 0 || rc=$?
+    expect "batch exit $rc" [ "$rc" -eq 0 ]
+    expect "batch ran $(runs) commands, not 3" [ "$(runs)" = 3 ]
+    for i in 0 1 2; do
+        expect "run $i got '$(cat "$WORK/got/$i.data")'" \
+            [ "$(cat "$WORK/got/$i.data")" = "item $((i + 1))" ]
+        expect "run $i delivery $(got $i delivery)" [ "$(got $i delivery)" = 1 ]
+    done
+    expect "fences not distinct: $(got 0 fence) $(got 1 fence) $(got 2 fence)" \
+        [ "$(got 0 fence)" != "$(got 1 fence)" ] && [ "$(got 1 fence)" != "$(got 2 fence)" ]
+    expect "len $(qlen /cli/q/batch) after 3 acks, not 3" [ "$(qlen /cli/q/batch)" = 3 ]
+    # The first run fails (exit 7): nacked, the other two given back.
+    reset_got
+    rc=0
+    "$ZKR" queue take --batch 3 -w 10 /cli/q/batch sh "$RECORD" 7 || rc=$?
+    expect "failed batch exit $rc, not 7" [ "$rc" -eq 7 ]
+    expect "failed batch ran $(runs) commands, not 1" [ "$(runs)" = 1 ]
+    expect "len $(qlen /cli/q/batch) after the failed batch, not 3" [ "$(qlen /cli/q/batch)" = 3 ]
+    reset_got
+    rc=0
+    "$ZKR" queue take --batch 10 -w 10 /cli/q/batch sh "$RECORD" 0 || rc=$?
+    expect "last batch exit $rc" [ "$rc" -eq 0 ]
+    for i in 0 1 2; do
+        expect "again: run $i got '$(cat "$WORK/got/$i.data")'" \
+            [ "$(cat "$WORK/got/$i.data")" = "item $((i + 4))" ]
+    done
+    expect "item 4's delivery $(got 0 delivery), not 2" [ "$(got 0 delivery)" = 2 ]
+    expect "item 5's delivery $(got 1 delivery), not 2" [ "$(got 1 delivery)" = 2 ]
+    expect "len $(qlen /cli/q/batch) at the end" [ "$(qlen /cli/q/batch)" = 0 ]
+}
+
 # inspect: the items in serve order (level, deliveries, claimed by whom),
 # the claim with its token, and the consumers waiting in line.
 test_inspect_queue() {
@@ -378,6 +421,8 @@ test_usage_errors() {
         "queue take --nack sideways /cli/q/u true" \
         "queue take --dead /cli/q/d /cli/q/u true" \
         "queue take --max-deliveries 0 /cli/q/u true" \
+        "queue take --batch 0 /cli/q/u true" "queue take --batch 1025 /cli/q/u true" \
+        "lock --batch 2 /cli/q/u true" \
         "queue take -E 300 /cli/q/u true" "queue take --lock-delay 1 /cli/q/u true" \
         "queue len" "queue len /a /b" "lock --nack back /cli/q/u true" \
         "inspect --items x /cli/q/u"; do
@@ -397,7 +442,7 @@ test_usage_errors() {
     local out opt
     out=$("$ZKR" queue take --help) || fail "queue take --help: exit $?"
     for opt in --wait --timeout --nonblock --conflict-exit-code --command \
-        --nack --max-deliveries --dead --id --acl --on-suspend --grace \
+        --nack --max-deliveries --dead --batch --id --acl --on-suspend --grace \
         --lost-exit-code --metrics-file --help ZKR_FENCE ZKR_QUEUE_ITEM \
         ZKR_QUEUE_DELIVERY; do
         expect "queue take --help does not list $opt" grep -q -- "$opt\b" <<< "$out"
@@ -458,6 +503,7 @@ run_test test_killed_consumer_redelivered
 run_test test_background_child_holds_claim_ack
 run_test test_setsid_child_holds_claim_nack
 run_test test_fifo_and_levels
+run_test test_batch
 run_test test_inspect_queue
 run_test test_claim_lost
 run_test test_signal_nacks

@@ -276,6 +276,90 @@ static void test_requests_per_item(void **state)
     zkr_session_free(s);
 }
 
+/* A batch claims up to max items in put order, each with its own claim
+ * and token, acked, nacked or freed on its own; it waits for the first
+ * item only. */
+static atomic_int batch_rc = 1, batch_n;
+static zkr_item_t *batch_items[8];
+
+static void batch_taken(int rc, zkr_item_t **items, int count, void *data)
+{
+    (void)data;
+    for (int i = 0; i < count && i < 8; i++)
+        batch_items[i] = items[i]; /* the array is valid during the call */
+    batch_n = count;
+    batch_rc = rc;
+}
+
+static void test_take_batch(void **state)
+{
+    zkr_session_t *s = open_session(10000), *ps = open_session(10000);
+    zkr_workq_t *q = new_q(s, "/t/wq/batch", NULL);
+    zkr_workq_t *p = new_q(ps, "/t/wq/batch", "p");
+    zkr_item_t *it[16];
+    zkr_sequencer_t seq;
+    int64_t last = 0;
+    int n = -1;
+
+    (void)state;
+    for (int i = 0; i < 10; i++) {
+        char v[8];
+
+        snprintf(v, sizeof(v), "%d", i);
+        put_str(p, v, 1);
+    }
+    assert_int_equal(zkr_workq_take_batch(q, 4, 2000, it, &n), 0);
+    assert_int_equal(n, 4);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(atoi(zkr_item_data(it[i], NULL)), i);
+        assert_int_equal(zkr_item_deliveries(it[i]), 1);
+        assert_int_equal(zkr_item_state(it[i]), ZKR_LOCK_HELD);
+        assert_int_equal(zkr_item_sequencer(it[i], &seq), 0);
+        assert_true(seq.token > last); /* a claim of its own each */
+        last = seq.token;
+    }
+    assert_int_equal(zkr_item_ack(it[0]), 0);
+    assert_int_equal(zkr_item_ack(it[1]), 0);
+    assert_int_equal(zkr_item_nack(it[2], ZKR_NACK_FRONT), 0);
+    for (int i = 0; i < 4; i++)
+        zkr_item_free(it[i]); /* it[3] held: given back */
+    /* The two given back first, in put order, then the rest. */
+    assert_int_equal(zkr_workq_take_batch(q, 16, 2000, it, &n), 0);
+    assert_int_equal(n, 8);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(atoi(zkr_item_data(it[i], NULL)), i + 2);
+        assert_int_equal(zkr_item_deliveries(it[i]), i < 2 ? 2 : 1);
+        assert_int_equal(zkr_item_ack(it[i]), 0);
+        zkr_item_free(it[i]);
+    }
+    assert_null(it[8]);
+    assert_int_equal(queue_len(q), 0);
+    assert_int_equal(zkr_workq_take_batch(q, 4, 0, it, &n), ZKR_ETIMEDOUT);
+    assert_int_equal(n, 0);
+    assert_int_equal(zkr_workq_take_batch(q, 0, 0, it, &n), ZBADARGUMENTS);
+    assert_int_equal(
+        zkr_workq_take_batch(q, ZKR_WORKQ_BATCH_MAX + 1, 0, it, &n),
+        ZBADARGUMENTS);
+    assert_int_equal(zkr_workq_take_batch_async(q, 0, 0, batch_taken, NULL),
+                     ZBADARGUMENTS);
+    /* Waiting for the first item only: one put ends a batch of 5. */
+    assert_int_equal(zkr_workq_take_batch_async(q, 5, 20000, batch_taken, NULL),
+                     0);
+    assert_true(ZKT_WAIT_UNTIL(children("/t/wq/batch/consumers") == 1, 5000));
+    put_str(p, "42", 1);
+    assert_true(ZKT_WAIT_UNTIL(batch_rc != 1, 20000));
+    assert_int_equal(batch_rc, 0);
+    assert_int_equal(batch_n, 1);
+    assert_string_equal(zkr_item_data(batch_items[0], NULL), "42");
+    assert_int_equal(zkr_item_ack(batch_items[0]), 0);
+    zkr_item_free(batch_items[0]);
+    assert_int_equal(queue_len(q), 0);
+    zkr_workq_free(p);
+    zkr_workq_free(q);
+    zkr_session_free(ps);
+    zkr_session_free(s);
+}
+
 /* ---------------------------------------------------------- fairness */
 
 static atomic_int fair_order[64], fair_n;
@@ -756,6 +840,7 @@ int main(void)
         cmocka_unit_test(test_levels),
         cmocka_unit_test(test_levels_while_taking),
         cmocka_unit_test(test_requests_per_item),
+        cmocka_unit_test(test_take_batch),
         cmocka_unit_test(test_fairness),
         cmocka_unit_test(test_consumer_expired),
         cmocka_unit_test(test_claim_deleted),
