@@ -11,6 +11,7 @@
 #define WQ_PIGGYBACK 16    /* receipt deletes carried by one put */
 #define WQ_RECEIPTS_MAX 64 /* confirmed receipts kept: beyond, cleanup */
 #define WQ_MISSES 2        /* items found taken before a take joins the line */
+#define WQ_CLAIM_RETRIES 3 /* claims of one item that found it written */
 
 enum { WQ_AGAIN = 1, WQ_EMPTY = 2 }; /* scan results besides 0 and errors */
 

@@ -129,6 +129,9 @@ static int cursor_follows(zkr__reader_t *r, const char *path)
 {
     wq_cursor_t *c = cursor_of(r);
 
+    /* Watches of an older session went with it. */
+    if (c->sid != cursor_handle(c)->s->sid)
+        return 0;
     for (int i = 0; i < c->nw; i++)
         if (strcmp(c->wpath[i], path) == 0)
             return 1;
@@ -197,7 +200,8 @@ void zkr__take_watcher(zhandle_t *zh, int type, int state, const char *path,
     (void)state;
     if ((s = zkr__call_watch_event(type, path, ctx)) == NULL)
         return;
-    cursors_event(s, path);
+    if (type == ZOO_CHILD_EVENT || type == ZOO_DELETED_EVENT)
+        cursors_event(s, path); /* the cursor's are child watches */
     for (zkr__task_t *tk = zkr__engine(s)->tasks; tk != NULL; tk = tk->next)
         if (tk->wake == take_wake)
             zkr__task_wake_at(s, tk, 0);
@@ -344,6 +348,7 @@ static void take_free(take_t *t)
 {
     if (t->outs != &t->one)
         free(t->outs);
+    free(t->claims);
     free(t);
 }
 
@@ -545,6 +550,7 @@ static void join_line(take_t *t)
  * with timeout 0 never joins it: it looks on). */
 static void missed(take_t *t)
 {
+    t->retries = 0;
     if (!t->lined && t->timeout_ms != 0 && t->nout == 0 &&
         ++t->misses >= WQ_MISSES) {
         join_line(t);
@@ -566,6 +572,18 @@ static watcher_fn scan_watcher(const take_t *t)
 static watcher_fn level_watcher(const take_t *t)
 {
     return t->watch ? zkr__take_watcher : NULL;
+}
+
+/* A listing of path with the cursor's watch (t->cw): the watch is noted
+ * before the request is sent, so that no removal of the same watch (a
+ * take's, ended) goes out after it; if it cannot be noted, the listing
+ * sets none and is not kept as the cursor. */
+static void cursor_watch(take_t *t, const char *path)
+{
+    if (t->cw && cursor_note(&t->q->cur, path) != 0) {
+        t->cw = 0;
+        t->keep = 0;
+    }
 }
 
 /* A scan: in the line, from the top with watches; before it, from the
@@ -611,6 +629,7 @@ static void scan_begin(take_t *t)
         c->changed = 0; /* what its watches tell from now on */
     t->l.levels = 0;
     t->l.level = -1;
+    cursor_watch(t, q->path);
     zkr__take_issue(t, TK_TOP,
                     zkr__call_children2(&t->k, q->path, scan_watcher(t), q->s));
 }
@@ -644,11 +663,19 @@ static void next_level(take_t *t)
 static void next_bucket(take_t *t)
 {
     free_items(t);
+    t->relisted = 0;
     if (t->l.sealed && t->l.b >= 0 && t->l.b < t->l.nb - 1) {
         /* A sealed bucket walked to its end: deleted if empty (NOTEMPTY:
          * items still claimed, or given back). */
         t->l.sealed = 0;
         zkr__take_issue(t, TK_BUCKET_DEL, zkr__call_delete(&t->k, t->l.bt, -1));
+        return;
+    }
+    if (t->resumed) {
+        /* The cursor's bucket ran out: its listing of the buckets and
+         * levels after it may be old (an item put back at its own level,
+         * a bucket made since): from the top. */
+        scan_empty(t);
         return;
     }
     if (++t->l.b >= t->l.nb) {
@@ -668,6 +695,8 @@ static void list_bucket(take_t *t)
 {
     zkr_workq_t *q = t->q;
 
+    if (t->l.tail && !t->watch)
+        cursor_watch(t, t->l.bt);
     zkr__take_issue(t, TK_BUCKET,
                     zkr__call_children2(&t->k, t->l.bt,
                                         t->l.tail ? zkr__take_watcher : NULL,
@@ -736,13 +765,9 @@ static void answer_watch(take_t *t, int step, int rc)
 {
     int set = rc == ZOK || rc == ZNONODE; /* exists sets one either way */
 
-    if (t->cw) { /* the cursor's: child watches of listings */
-        const char *p = step == TK_TOP                   ? t->q->path
-                        : step == TK_BUCKET && t->l.tail ? t->l.bt
-                                                         : NULL;
-
-        if (p != NULL && rc == ZOK && cursor_note(&t->q->cur, p) != 0)
-            t->keep = 0;
+    if (t->cw) { /* the cursor's, noted when sent (cursor_watch) */
+        if ((step == TK_TOP || (step == TK_BUCKET && t->l.tail)) && rc != ZOK)
+            t->keep = 0; /* no watch set: no change there could be told */
         return;
     }
     if (step == TK_TOP && rc == ZOK && t->watch)
@@ -912,8 +937,8 @@ static void take_next(zkr__call_t *k, int rc)
              * not a live claim are deleted: then it is available. */
             if (t->again)
                 zkr__take_next_item(t);
-            else if (t->resumed || t->relisted) /* from the top: junk */
-                missed(t);
+            else if (!t->watch && (t->resumed || t->relisted))
+                missed(t); /* a scan from the top looks below it */
             else
                 zkr__take_claimed(t);
             return;
@@ -932,6 +957,11 @@ static void take_next(zkr__call_t *k, int rc)
     default:
         return;
     }
+}
+
+void zkr__take_spend(take_t *t, zkr_item_t *it)
+{
+    spend(t, it);
 }
 
 /* -------------------------------------------------------- the driver */
@@ -1019,10 +1049,11 @@ static void take_step(take_t *t)
         if (rc == 0) {
             t->outs[t->nout++] = it;
             it->handed = 1;
+            t->retries = 0;
             /* A batch claims on, without waiting, from where it is. */
             if (t->nout < t->want && !t->cancel && !over && !s->closing &&
                 t->l.e != NULL) {
-                zkr__take_next_item(t);
+                zkr__batch_round(t);
                 return;
             }
             zkr__take_end(t, 0);
@@ -1038,14 +1069,40 @@ static void take_step(take_t *t)
             return;
         }
         /* Another consumer's claim (or a foreign node) sends this one on
-         * to the next item. */
+         * to the next item. The item's version moved: another consumer's
+         * claim, or another client's write to its data, which is no
+         * delivery: it is read again (the oldest first), a few times. */
         if ((rc == ZKR_ESTALE || rc == ZKR_EBUSY) && !t->cancel && !over &&
             !s->closing && t->l.e != NULL) {
+            if (rc == ZKR_ESTALE && t->retries++ < WQ_CLAIM_RETRIES) {
+                t->l.i--;
+                zkr__take_next_item(t);
+                return;
+            }
             missed(t);
             return;
         }
         break;
     }
+    case TK_BCLAIM:
+        if (!zkr__batch_claims_took(t)) {
+            /* Their ends wake the take; until then only the deadline
+             * still to come does (those past it are cancelled). */
+            now = zkr__now_ms();
+            zkr__task_wake_at(s, &t->tk,
+                              t->cancel ||
+                                      (t->deadline >= 0 && now >= t->deadline)
+                                  ? -1
+                                  : t->deadline);
+            return;
+        }
+        t->step = 0;
+        if (t->nout < t->want && !t->cancel && !s->closing &&
+            (t->deadline < 0 || zkr__now_ms() < t->deadline)) {
+            zkr__batch_round(t);
+            return;
+        }
+        break; /* ends it with its items */
     case TK_WAIT:
         now = zkr__now_ms();
         if (zkr__engine(s)->watch_events == t->gen && !t->cancel &&
@@ -1113,6 +1170,11 @@ static void take_go(take_t *t)
     t->running = 0;
     if (t->orphan)
         take_free(t);
+}
+
+void zkr__take_go(take_t *t)
+{
+    take_go(t);
 }
 
 /* ---------------------------------------------------------- the API */

@@ -26,6 +26,8 @@ enum {
     TK_DEAD_ANC,      /* ... one of its ancestors */
     TK_CLAIM,         /* the claim's acquire (engine) */
     TK_WAIT,          /* nothing available: every place watched */
+    TK_BPROBE,        /* a batch's round: its gets (workq_batch.c) */
+    TK_BCLAIM,        /* ... its claims */
     TK_ENDED
 };
 
@@ -40,6 +42,8 @@ typedef struct {
     int listed; /* its children are being deleted */
     int last;   /* its second delete is in flight */
 } tree_frame_t;
+
+typedef struct wq_probe wq_probe_t;
 
 typedef struct wq_take {
     zkr__call_t k;    /* its requests */
@@ -64,6 +68,7 @@ typedef struct wq_take {
     int keep;     /* ... and its listing may be kept as the cursor */
     int relisted; /* its bucket listed again (an item found gone) */
     int misses;   /* items found taken before the line (WQ_MISSES) */
+    int retries;  /* claims of the item looked at that found it written */
     char ipath[512];
     int again; /* the item is read again after its junk went */
     /* is the item claimed? (item_claimed) */
@@ -92,6 +97,11 @@ typedef struct wq_take {
     zkr_item_t **outs; /* its items (want of them at most): claimed */
     zkr_item_t *one;   /* ... a take of one: outs is &one */
     int want, nout;
+    /* a batch's round (workq_batch.c) */
+    struct wq_probe *probes;
+    int nprobe, nprobing;
+    zkr_item_t **claims; /* its claims in flight (want of room) */
+    int nclaim;
     zkr_take_completion_t cb;
     zkr_take_batch_completion_t bcb;
     void *cbdata;
@@ -112,6 +122,20 @@ int zkr__take_copy_names(struct String_vector *to,
 void zkr__take_free_names(struct String_vector *v);
 void zkr__take_watcher(zhandle_t *zh, int type, int state, const char *path,
                        void *ctx);
+
+/* The take's next move (take_go), and a failed claim kept until it can
+ * be freed. */
+void zkr__take_go(take_t *t);
+void zkr__take_spend(take_t *t, zkr_item_t *it);
+
+/* workq_batch.c; all with the mutex held */
+/* A batch with its first item: the next items of its listing read and
+ * claimed together (step TK_BPROBE, then TK_BCLAIM). */
+void zkr__batch_round(take_t *t);
+/* Have the round's claims all ended? Then the granted ones are the
+ * take's items (1); else 0 (an end wakes the take). A cancel or the
+ * deadline cancels those still trying. */
+int zkr__batch_claims_took(take_t *t);
 
 /* workq_junk.c; all with the mutex held */
 /* The item t->ipath has children: a live claim (the scan goes on), or
