@@ -789,6 +789,17 @@ static int run_item(sup_t *p)
     return status;
 }
 
+/* Acts on the signals already sent but not read yet (without waiting). */
+static void read_signals(sup_t *p)
+{
+    struct pollfd fd = {p->sfd, POLLIN, 0};
+    struct signalfd_siginfo si;
+
+    while (poll(&fd, 1, 0) > 0 &&
+           read(p->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+        run_on_signal(p, (int)si.ssi_signo);
+}
+
 static int run_take(const cli_t *c, const opts_t *o)
 {
     sup_t p;
@@ -819,8 +830,15 @@ static int run_take(const cli_t *c, const opts_t *o)
         status = run_item(&p);
         goto out;
     }
-    /* --batch: one run per item, in order, while they succeed. */
+    /* --batch: one run per item, in order, while they succeed; a signal
+     * that came during the last one's ack stops it before the next. */
     for (int i = 0; i < p.nbatch; i++) {
+        if (i > 0 && (read_signals(&p), p.signo != 0)) {
+            status = 128 + p.signo;
+            cli_info(c, "%s: %d item%s not run given back", o->path,
+                     p.nbatch - i, p.nbatch - i > 1 ? "s" : "");
+            break;
+        }
         p.it = p.batch[i];
         p.batch[i] = NULL;
         status = run_item(&p);
@@ -848,12 +866,7 @@ static int await_leadership(sup_t *p)
     struct msg m;
 
     for (;;) {
-        struct pollfd fd = {p->sfd, POLLIN, 0};
-        struct signalfd_siginfo si;
-        /* A signal already sent but not read yet counts too. */
-        while (poll(&fd, 1, 0) > 0 &&
-               read(p->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-            run_on_signal(p, (int)si.ssi_signo);
+        read_signals(p);
         if (p->signo != 0)
             return 128 + p->signo;
         /* Observes the leadership (and any loss before it): the epoch

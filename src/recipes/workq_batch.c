@@ -53,40 +53,62 @@ static void free_probes(take_t *t)
     t->nprobe = 0;
 }
 
+/* Does the batch stop here (cancelled, closing, past its deadline)? */
+static int batch_over(const take_t *t)
+{
+    return t->cancel || t->q->s->closing ||
+           (t->deadline >= 0 && zkr__now_ms() >= t->deadline);
+}
+
 /* The probes are in: each available item (no children, not too large,
  * not due for the dead letters: those are a single take's) is claimed,
- * all at once. */
+ * all at once. At the first item whose get had no answer (lost, not
+ * sent) or that cannot be claimed for want of memory, the round stops,
+ * and so does the batch after it: the items after it are not taken
+ * before it, and the handle's cursor goes on from it. A cancel or the
+ * deadline meanwhile ends the batch before any claim. */
 static void round_claims(take_t *t)
 {
     zkr_workq_t *q = t->q;
+    int stop = batch_over(t);
 
     t->nclaim = 0;
-    for (int i = 0; i < t->nprobe; i++) {
+    for (int i = 0; i < t->nprobe && !stop; i++) {
         wq_probe_t *p = &t->probes[i];
         const wq_entry_t *e = &t->l.e[p->i];
         char path[sizeof(t->ipath)];
-        zkr_item_t *it;
+        zkr_item_t *it = NULL;
 
-        if (p->rc != ZOK || p->st.numChildren > 0 ||
-            p->len > ZKR_WORKQ_DATA_MAX ||
-            (q->dead_max > 0 &&
-             e->carry + (p->st.cversion + 1) / 2 >= q->dead_max))
-            continue;
-        snprintf(path, sizeof(path), "%s/%s", t->l.bt, e->name);
-        it = zkr__wq_item_make(q, path, t->l.level, e->name, e->carry,
-                               p->st.version, p->st.cversion, p->data, p->len,
-                               t->l.bsize);
-        if (it == NULL)
-            continue; /* short of memory: not claimed */
-        if (zkr__acquire_task(&it->c, 0, &t->tk) != 0) {
+        if (p->rc == ZNONODE ||
+            (p->rc == ZOK &&
+             (p->st.numChildren > 0 || p->len > ZKR_WORKQ_DATA_MAX ||
+              (q->dead_max > 0 &&
+               e->carry + (p->st.cversion + 1) / 2 >= q->dead_max))))
+            continue; /* gone, claimed, or a single take's */
+        if (p->rc == ZOK) {
+            snprintf(path, sizeof(path), "%s/%s", t->l.bt, e->name);
+            it = zkr__wq_item_make(q, path, t->l.level, e->name, e->carry,
+                                   p->st.version, p->st.cversion, p->data,
+                                   p->len, t->l.bsize);
+        }
+        if (it != NULL && zkr__acquire_task(&it->c, 0, &t->tk) != 0) {
             zkr__take_spend(t, it);
-            continue;
+            it = NULL;
+        }
+        if (it == NULL) {
+            t->l.i = p->i - 1; /* on from this item, later */
+            stop = 1;
+            break;
         }
         t->claims[t->nclaim++] = it;
     }
     free_probes(t);
+    t->bstop = stop;
     if (t->nclaim == 0) {
-        zkr__batch_round(t); /* none available there: the next ones */
+        if (stop)
+            zkr__take_end(t, 0); /* with the items it has */
+        else
+            zkr__batch_round(t); /* none available there: the next ones */
         return;
     }
     t->step = TK_BCLAIM;
@@ -98,6 +120,10 @@ void zkr__batch_round(take_t *t)
     zkr_workq_t *q = t->q;
     int want = t->want - t->nout, first = t->l.i + 1, n;
 
+    if (batch_over(t)) {
+        zkr__take_end(t, 0); /* with the items it has */
+        return;
+    }
     if (t->l.e == NULL || first >= t->l.ni || want <= 0) {
         /* The listing's bucket ran out: on as a take goes (the next
          * bucket, the next level), claiming one by one. */
@@ -140,11 +166,12 @@ int zkr__batch_claims_took(take_t *t)
     int over = t->deadline >= 0 && zkr__now_ms() >= t->deadline;
     int rc;
 
+    for (int i = 0; i < t->nclaim; i++)
+        if (t->cancel || over || s->closing)
+            (void)zkr__cancel_task(&t->claims[i]->c);
     for (int i = 0; i < t->nclaim; i++) {
         zkr_item_t *it = t->claims[i];
 
-        if (t->cancel || over || s->closing)
-            (void)zkr__cancel_task(&it->c);
         if (it->c.acq_sync && !it->c.acq_done)
             return 0; /* its end wakes the take */
     }

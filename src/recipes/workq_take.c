@@ -165,7 +165,27 @@ static int cursor_note(wq_cursor_t *c, const char *path)
         (c->wpath[c->nw] = zkr__strdup(path)) == NULL)
         return -1;
     c->nw++;
-    return 0;
+    return 1;
+}
+
+/* A note whose listing set no watch (it failed, or was not sent) goes,
+ * unless an earlier listing's watch is there (it was noted before). */
+static void cursor_unnote(take_t *t, int step)
+{
+    wq_cursor_t *c = &t->q->cur;
+    const char *path = step == TK_TOP ? t->q->path : t->l.bt;
+
+    if (!t->cw || !t->note_new ||
+        (step != TK_TOP && !(step == TK_BUCKET && t->l.tail)))
+        return;
+    t->note_new = 0;
+    t->keep = 0; /* no change there could be told */
+    for (int i = 0; i < c->nw; i++)
+        if (strcmp(c->wpath[i], path) == 0) {
+            free(c->wpath[i]);
+            c->wpath[i] = c->wpath[--c->nw];
+            return;
+        }
 }
 
 void zkr__wq_cursor_init(zkr_workq_t *q)
@@ -174,19 +194,27 @@ void zkr__wq_cursor_init(zkr_workq_t *q)
     zkr__reader_add(q->s, &q->cur.rd);
 }
 
-void zkr__wq_cursor_end(zkr_workq_t *q)
+/* The cursor's watches go (the session's cleanup removes them, unless
+ * a take of the session needs the same watch), and its listing. */
+static void cursor_unwatch(zkr_workq_t *q)
 {
     wq_cursor_t *c = &q->cur;
+    int n = c->nw;
 
     cursor_drop(c);
-    zkr__reader_remove(q->s, &c->rd);
-    for (int i = 0; i < c->nw; i++) {
-        if (!q->s->forked)
+    c->nw = 0; /* followed no more: the removals go out */
+    for (int i = 0; i < n; i++) {
+        if (!q->s->forked && c->sid == q->s->sid)
             zkr__cleanup_add_watch(q->s, c->wpath[i], ZWATCHTYPE_CHILD,
                                    zkr__take_watcher);
         free(c->wpath[i]);
     }
-    c->nw = 0;
+}
+
+void zkr__wq_cursor_end(zkr_workq_t *q)
+{
+    zkr__reader_remove(q->s, &q->cur.rd);
+    cursor_unwatch(q);
 }
 
 /* A watch of a take fired: every take of the session looks again (the
@@ -408,6 +436,9 @@ void zkr__take_end(take_t *t, int rc)
         t->it->c.task = NULL;
         t->it = NULL;
     }
+    for (int i = 0; i < t->nclaim; i++) /* ... and its batch's claims */
+        t->claims[i]->c.task = NULL;
+    t->nclaim = 0;
     if (rc == 0 && t->keep && t->l.e != NULL && !s->forked) {
         /* The next take goes on from here (scan_begin). */
         cursor_drop(&q->cur);
@@ -476,6 +507,7 @@ void zkr__take_issue(take_t *t, int st, int rc)
     t->step = st;
     if (rc == 0)
         return;
+    cursor_unnote(t, st); /* not sent: no watch */
     t->step = 0;
     if (rc == ZKR_ENOMEM || rc == ZKR_ECLOSED || zkr__call_lost(rc)) {
         take_pause(t);
@@ -527,6 +559,10 @@ static void scan_empty(take_t *t)
         return;
     }
     if (!t->lined) {
+        /* Nothing there: while it waits in line, the cursor's watches
+         * would tell it of every put (a herd of notifications); they go,
+         * and only the first in line watches. */
+        cursor_unwatch(t->q);
         join_line(t);
         return;
     }
@@ -580,7 +616,10 @@ static watcher_fn level_watcher(const take_t *t)
  * sets none and is not kept as the cursor. */
 static void cursor_watch(take_t *t, const char *path)
 {
-    if (t->cw && cursor_note(&t->q->cur, path) != 0) {
+    int rc = t->cw ? cursor_note(&t->q->cur, path) : 0;
+
+    t->note_new = rc == 1;
+    if (rc < 0) {
         t->cw = 0;
         t->keep = 0;
     }
@@ -695,8 +734,11 @@ static void list_bucket(take_t *t)
 {
     zkr_workq_t *q = t->q;
 
-    if (t->l.tail && !t->watch)
+    if (t->l.tail && !t->watch) {
         cursor_watch(t, t->l.bt);
+        if (!t->cw)
+            t->l.tail = 0; /* not noted: no watch either */
+    }
     zkr__take_issue(t, TK_BUCKET,
                     zkr__call_children2(&t->k, t->l.bt,
                                         t->l.tail ? zkr__take_watcher : NULL,
@@ -766,8 +808,8 @@ static void answer_watch(take_t *t, int step, int rc)
     int set = rc == ZOK || rc == ZNONODE; /* exists sets one either way */
 
     if (t->cw) { /* the cursor's, noted when sent (cursor_watch) */
-        if ((step == TK_TOP || (step == TK_BUCKET && t->l.tail)) && rc != ZOK)
-            t->keep = 0; /* no watch set: no change there could be told */
+        if (rc != ZOK)
+            cursor_unnote(t, step); /* no watch set */
         return;
     }
     if (step == TK_TOP && rc == ZOK && t->watch)
@@ -1097,9 +1139,8 @@ static void take_step(take_t *t)
             return;
         }
         t->step = 0;
-        if (t->nout < t->want && !t->cancel && !s->closing &&
-            (t->deadline < 0 || zkr__now_ms() < t->deadline)) {
-            zkr__batch_round(t);
+        if (t->nout < t->want && !t->bstop) {
+            zkr__batch_round(t); /* ends it if cancelled, past... */
             return;
         }
         break; /* ends it with its items */

@@ -66,6 +66,7 @@ typedef struct wq_take {
     int resumed;  /* the scan went on from the handle's cursor */
     int cw;       /* the scan sets the cursor's watches */
     int keep;     /* ... and its listing may be kept as the cursor */
+    int note_new; /* ... the listing in flight noted its path anew */
     int relisted; /* its bucket listed again (an item found gone) */
     int misses;   /* items found taken before the line (WQ_MISSES) */
     int retries;  /* claims of the item looked at that found it written */
@@ -102,6 +103,7 @@ typedef struct wq_take {
     int nprobe, nprobing;
     zkr_item_t **claims; /* its claims in flight (want of room) */
     int nclaim;
+    int bstop; /* the batch ends after this round's claims */
     zkr_take_completion_t cb;
     zkr_take_batch_completion_t bcb;
     void *cbdata;

@@ -327,6 +327,42 @@ test_batch() {
     expect "len $(qlen /cli/q/batch) at the end" [ "$(qlen /cli/q/batch)" = 0 ]
 }
 
+# --batch: a SIGTERM that reaches zkr between two runs (here while the
+# first item's ack is on its way, slowed by the fault proxy) stops it
+# before the next item's command: 143, one command started, the items not
+# run given back.
+test_batch_sigterm_between_runs() {
+    local pid rc n
+    proxy_start || fail "the fault proxy did not start"
+    mkdir -p "$WORK/sig"
+    cat > "$WORK/sig.sh" <<SH
+n=\$(find '$WORK/sig' -name 'run*' | wc -l)
+echo "\$ZKR_QUEUE_ITEM" > '$WORK/sig/run'\$n
+if [ "\$n" = 0 ]; then touch '$WORK/sig/ready'; sleep 1; touch '$WORK/sig/done'; fi
+exit 0
+SH
+    for i in 1 2 3; do "$ZKR" queue put /cli/q/bsig "item $i" > /dev/null; done
+    "$ZKR" -v -s "$PROXY_HOSTS" --session-timeout 20000 queue take --batch 3 \
+        -w 10 /cli/q/bsig sh "$WORK/sig.sh" 2> "$WORK/sig.err" &
+    pid=$!
+    wait_for 10 test -e "$WORK/sig/ready"
+    proxy_cmd delay 1500 # the ack of item 1 takes ~3 s
+    wait_for 10 test -e "$WORK/sig/done"
+    sleep 0.5 # the command is gone, zkr is in the ack
+    kill -TERM "$pid"
+    sleep 0.2
+    proxy_cmd pass
+    rc=0
+    wait "$pid" || rc=$?
+    # the command may die of the forwarded SIGTERM before it records itself:
+    # zkr's own log says what it started
+    n=$(grep -c 'started sh' "$WORK/sig.err")
+    sed 's/^/# /' "$WORK/sig.err"
+    echo "# exit $rc, commands started: $n"
+    expect "exit $rc, not 143" [ "$rc" -eq 143 ]
+    expect "$n commands started; the second after SIGTERM" [ "$n" -eq 1 ]
+}
+
 # inspect: the items in serve order (level, deliveries, claimed by whom),
 # the claim with its token, and the consumers waiting in line.
 test_inspect_queue() {
@@ -504,6 +540,7 @@ run_test test_background_child_holds_claim_ack
 run_test test_setsid_child_holds_claim_nack
 run_test test_fifo_and_levels
 run_test test_batch
+run_test test_batch_sigterm_between_runs
 run_test test_inspect_queue
 run_test test_claim_lost
 run_test test_signal_nacks

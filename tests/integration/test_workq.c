@@ -643,20 +643,31 @@ static void test_no_leaked_watch(void **state)
     zkr_session_free(s);
 }
 
-/* 20 idle consumers (each in line, one session): a put wakes O(1) of
- * them. Watch events over the session for 10 puts taken one by one. */
+/* 30 idle consumers (each in line, each its own session): a put wakes
+ * O(1) of them. Watch events over the sessions for 10 puts taken one by
+ * one. */
+static uint64_t events_of(zkr_session_t **ss, int n)
+{
+    uint64_t e = 0;
+
+    for (int i = 0; i < n; i++)
+        e += zkr_session_counter(ss[i], ZKR_COUNTER_WATCH_EVENTS) +
+             zkr_session_counter(ss[i], ZKR_COUNTER_HOLDER_EVENTS);
+    return e;
+}
+
 static void test_idle_consumers_o1(void **state)
 {
-    enum { N = 20, PUTS = 10 };
-    zkr_session_t *cs = open_session(10000), *ps = open_session(10000);
+    enum { N = 30, PUTS = 10 };
+    zkr_session_t *cs[N], *ps = open_session(10000);
     zkr_workq_t *q[N], *p = new_q(ps, "/t/wq/herd", "p");
-    static atomic_int got;
     uint64_t e0, e1;
 
     (void)state;
-    got = 0;
     for (int i = 0; i < N; i++) {
-        q[i] = new_q(cs, "/t/wq/herd", NULL);
+        /* each in its own session: no watch of one is another's */
+        cs[i] = open_session(10000);
+        q[i] = new_q(cs[i], "/t/wq/herd", NULL);
         assert_int_equal(
             zkr_workq_take_async(q[i], 60000, fair_taken, (void *)(intptr_t)0),
             0);
@@ -664,26 +675,25 @@ static void test_idle_consumers_o1(void **state)
     fair_n = 0;
     assert_true(ZKT_WAIT_UNTIL(children("/t/wq/herd/consumers") == N, 10000));
     zkt_sleep_ms(300);
-    e0 = zkr_session_counter(cs, ZKR_COUNTER_WATCH_EVENTS) +
-         zkr_session_counter(cs, ZKR_COUNTER_HOLDER_EVENTS);
+    e0 = events_of(cs, N);
     for (int i = 0; i < PUTS; i++) {
         int n0 = fair_n;
         put_str(p, "x", 1);
         assert_true(ZKT_WAIT_UNTIL(fair_n == n0 + 1, 10000));
     }
     zkt_sleep_ms(300);
-    e1 = zkr_session_counter(cs, ZKR_COUNTER_WATCH_EVENTS) +
-         zkr_session_counter(cs, ZKR_COUNTER_HOLDER_EVENTS);
+    e1 = events_of(cs, N);
     print_message("# %llu watch events for %d puts, %d idle consumers\n",
                   (unsigned long long)(e1 - e0), PUTS, N);
-    /* per put: the new item's, the next in line's, the claim's own */
+    /* per put: the new item's, the next in line's, the claim's own (the
+     * idle consumers' scans before the line leave no watch behind) */
     assert_true(e1 - e0 <= (uint64_t)PUTS * 4);
-    for (int i = 0; i < N; i++)
+    for (int i = 0; i < N; i++) {
         zkr_workq_free(q[i]);
+        zkr_session_free(cs[i]);
+    }
     zkr_workq_free(p);
-    zkr_session_free(cs);
     zkr_session_free(ps);
-    (void)got;
 }
 
 /* ------------------------------------------------------------- scale */
