@@ -985,6 +985,14 @@ static void take_next(zkr__call_t *k, int rc)
                 zkr__take_claimed(t);
             return;
         }
+        if (t->resumed &&
+            (q->cur.changed & (WQ_CHANGED_TOP | ((1u << t->l.level) - 1)))) {
+            /* A change above the cursor's level came in meanwhile: the
+             * server sent its notice before this answer, which it made
+             * after the change. From the top. */
+            scan_again(t);
+            return;
+        }
         item_available(t, k->value, k->value_len, st);
         return;
     case TK_CL_LIST:
