@@ -70,7 +70,15 @@ static int batch_over(const take_t *t)
 static void round_claims(take_t *t)
 {
     zkr_workq_t *q = t->q;
-    int stop = batch_over(t);
+    /* A change above the level of a cursor's old listing came in (as a
+     * take of one looks at it again at its get's answer): no claim. */
+    int stop =
+        batch_over(t) ||
+        (t->resumed &&
+         (q->cur.changed & (WQ_CHANGED_TOP | ((1u << t->l.level) - 1))) != 0);
+
+    if (stop)
+        t->keep = 0; /* the items read are not passed: a listing anew */
 
     t->nclaim = 0;
     for (int i = 0; i < t->nprobe && !stop; i++) {
@@ -186,6 +194,10 @@ int zkr__batch_claims_took(take_t *t)
             t->outs[t->nout++] = it;
             it->handed = 1;
         } else {
+            /* Cancelled, or lost to another consumer: the handle's next
+             * take lists anew rather than go on past it. */
+            if (rc != ZKR_ESTALE && rc != ZKR_EBUSY)
+                t->keep = 0;
             zkr__take_spend(t, it);
         }
     }

@@ -500,13 +500,39 @@ static void take_pause(take_t *t)
     zkr__task_wake_at(t->q->s, &t->tk, t->pause_until);
 }
 
+/* The watch that the request of step st, just sent, sets for the take
+ * in the line (t->watch), noted for its removal when the take ends. */
+static void sent_watch(take_t *t, int st)
+{
+    if (!t->watch)
+        return;
+    if (st == TK_TOP)
+        note_watch(t, t->q->path, ZWATCHTYPE_CHILD);
+    else if (st == TK_TOP_WATCH)
+        note_watch(t, t->q->path, ZWATCHTYPE_DATA);
+    else if (st == TK_LEVEL)
+        note_watch(t, t->l.ql, ZWATCHTYPE_CHILD);
+    else if (st == TK_LEVEL_WATCH)
+        note_watch(t, t->l.ql, ZWATCHTYPE_DATA);
+    else if (st == TK_BUCKET && t->l.tail)
+        note_watch(t, t->l.bt, ZWATCHTYPE_CHILD);
+    else if (st == TK_CL_LIST)
+        note_watch(t, t->ipath, ZWATCHTYPE_CHILD);
+}
+
 /* A request of step st issued with code rc: in flight (0), or not sent:
  * the take looks again soon (not connected, short of memory). */
 void zkr__take_issue(take_t *t, int st, int rc)
 {
     t->step = st;
-    if (rc == 0)
+    if (rc == 0) {
+        /* Sent: the watch it sets is noted now, in the same hold of the
+         * mutex, so that no removal of the same watch (another take's,
+         * ended; the session's cleanup checks who follows a path when it
+         * sends one) can go out after it. */
+        sent_watch(t, st);
         return;
+    }
     cursor_unnote(t, st); /* not sent: no watch */
     t->step = 0;
     if (rc == ZKR_ENOMEM || rc == ZKR_ECLOSED || zkr__call_lost(rc)) {
@@ -805,25 +831,10 @@ static void item_available(take_t *t, const char *data, int len,
  * remove it when the take ends (whatever happens next: a cancel too). */
 static void answer_watch(take_t *t, int step, int rc)
 {
-    int set = rc == ZOK || rc == ZNONODE; /* exists sets one either way */
-
-    if (t->cw) { /* the cursor's, noted when sent (cursor_watch) */
-        if (rc != ZOK)
-            cursor_unnote(t, step); /* no watch set */
-        return;
-    }
-    if (step == TK_TOP && rc == ZOK && t->watch)
-        note_watch(t, t->q->path, ZWATCHTYPE_CHILD);
-    else if (step == TK_TOP_WATCH && set)
-        note_watch(t, t->q->path, ZWATCHTYPE_DATA);
-    else if (step == TK_LEVEL && rc == ZOK && t->watch)
-        note_watch(t, t->l.ql, ZWATCHTYPE_CHILD);
-    else if (step == TK_LEVEL_WATCH && set)
-        note_watch(t, t->l.ql, ZWATCHTYPE_DATA);
-    else if (step == TK_BUCKET && rc == ZOK && t->l.tail)
-        note_watch(t, t->l.bt, ZWATCHTYPE_CHILD);
-    else if (step == TK_CL_LIST && rc == ZOK && t->watch)
-        note_watch(t, t->ipath, ZWATCHTYPE_CHILD);
+    if (t->cw && rc != ZOK)
+        cursor_unnote(t, step); /* the cursor's: no watch set */
+    /* The take's own were noted when sent (sent_watch): removed when it
+     * ends, set or not (a removal of none costs no request). */
 }
 
 /* Mutex held: the answer to the take's request. */
