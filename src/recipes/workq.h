@@ -148,6 +148,9 @@ void zkr__wq_cursor_end(zkr_workq_t *q);
  * a failed commit, a claim freed while held): the cursors of the
  * session's handles on that queue list from the top next (mutex held). */
 void zkr__wq_gave_back(zkr_session_t *s, const char *qpath);
+/* Has a change at PATH or at a level above `level` been told to q's
+ * cursor since its last listing from the top? (mutex held) */
+int zkr__wq_changed_above(const zkr_workq_t *q, int level);
 /* A handle of session s on queue qpath, or NULL (mutex held). */
 zkr_workq_t *zkr__wq_handle_of(zkr_session_t *s, const char *qpath);
 

@@ -73,9 +73,7 @@ static void round_claims(take_t *t)
     /* A change above the level of a cursor's old listing came in (as a
      * take of one looks at it again at its get's answer): no claim. */
     int stop =
-        batch_over(t) ||
-        (t->resumed &&
-         (q->cur.changed & (WQ_CHANGED_TOP | ((1u << t->l.level) - 1))) != 0);
+        batch_over(t) || (t->resumed && zkr__wq_changed_above(q, t->l.level));
 
     if (stop)
         t->keep = 0; /* the items read are not passed: a listing anew */

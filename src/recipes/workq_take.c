@@ -39,15 +39,21 @@ static void take_wake(zkr__task_t *tk)
  * bucket of each level above) tell of a change there, and then the next
  * take lists from the top again. */
 
+/* A listing's items (one bucket's), then all of it. */
+static void listing_free_items(wq_listing_t *l)
+{
+    free(l->e);
+    l->e = NULL;
+    l->ni = 0;
+    zkr__take_free_names(&l->iv);
+}
+
 static void listing_free(wq_listing_t *l)
 {
     free(l->bk);
     l->bk = NULL;
     l->nb = 0;
-    free(l->e);
-    l->e = NULL;
-    l->ni = 0;
-    zkr__take_free_names(&l->iv);
+    listing_free_items(l);
 }
 
 static void cursor_drop(wq_cursor_t *c)
@@ -89,40 +95,54 @@ static void cursor_event(zkr_workq_t *q, const char *path)
         c->changed |= WQ_CHANGED_TOP;
 }
 
+int zkr__wq_changed_above(const zkr_workq_t *q, int level)
+{
+    return (q->cur.changed & (WQ_CHANGED_TOP | ((1u << level) - 1))) != 0;
+}
+
 /* May the next take go on from the cursor? Made in this session, and
  * nothing told of a change at PATH or at a level above its own. */
 static int cursor_valid(const zkr_workq_t *q)
 {
-    const wq_cursor_t *c = &q->cur;
-
-    return c->have && c->sid == q->s->sid &&
-           !(c->changed & (WQ_CHANGED_TOP | ((1u << c->l.level) - 1)));
+    return q->cur.have && q->cur.sid == q->s->sid &&
+           !zkr__wq_changed_above(q, q->cur.l.level);
 }
 
 static const zkr__reader_ops_t cursor_ops;
 
+/* The session's next queue handle after q (NULL: the first), or NULL:
+ * each handle's cursor is one of the session's readers. */
+static zkr_workq_t *next_handle(zkr_session_t *s, zkr_workq_t *q)
+{
+    zkr__reader_t *r = q == NULL ? zkr__engine(s)->readers : q->cur.rd.next;
+
+    while (r != NULL && r->ops != &cursor_ops)
+        r = r->next;
+    return r != NULL ? cursor_handle(cursor_of(r)) : NULL;
+}
+
 static void cursors_event(zkr_session_t *s, const char *path)
 {
-    for (zkr__reader_t *r = zkr__engine(s)->readers; r != NULL; r = r->next)
-        if (r->ops == &cursor_ops)
-            cursor_event(cursor_handle(cursor_of(r)), path);
+    for (zkr_workq_t *q = next_handle(s, NULL); q != NULL;
+         q = next_handle(s, q))
+        cursor_event(q, path);
 }
 
 zkr_workq_t *zkr__wq_handle_of(zkr_session_t *s, const char *qpath)
 {
-    for (zkr__reader_t *r = zkr__engine(s)->readers; r != NULL; r = r->next)
-        if (r->ops == &cursor_ops &&
-            strcmp(cursor_handle(cursor_of(r))->path, qpath) == 0)
-            return cursor_handle(cursor_of(r));
-    return NULL;
+    zkr_workq_t *q = next_handle(s, NULL);
+
+    while (q != NULL && strcmp(q->path, qpath) != 0)
+        q = next_handle(s, q);
+    return q;
 }
 
 void zkr__wq_gave_back(zkr_session_t *s, const char *qpath)
 {
-    for (zkr__reader_t *r = zkr__engine(s)->readers; r != NULL; r = r->next)
-        if (r->ops == &cursor_ops &&
-            strcmp(cursor_handle(cursor_of(r))->path, qpath) == 0)
-            cursor_of(r)->changed |= WQ_CHANGED_TOP;
+    for (zkr_workq_t *q = next_handle(s, NULL); q != NULL;
+         q = next_handle(s, q))
+        if (strcmp(q->path, qpath) == 0)
+            q->cur.changed |= WQ_CHANGED_TOP;
 }
 
 static int cursor_follows(zkr__reader_t *r, const char *path)
@@ -292,10 +312,7 @@ void zkr__take_free_names(struct String_vector *v)
 
 static void free_items(take_t *t)
 {
-    free(t->l.e);
-    t->l.e = NULL;
-    t->l.ni = 0;
-    zkr__take_free_names(&t->l.iv);
+    listing_free_items(&t->l);
 }
 
 static void free_scan(take_t *t)
@@ -996,8 +1013,7 @@ static void take_next(zkr__call_t *k, int rc)
                 zkr__take_claimed(t);
             return;
         }
-        if (t->resumed &&
-            (q->cur.changed & (WQ_CHANGED_TOP | ((1u << t->l.level) - 1)))) {
+        if (t->resumed && zkr__wq_changed_above(q, t->l.level)) {
             /* A change above the cursor's level came in meanwhile: the
              * server sent its notice before this answer, which it made
              * after the change. From the top. */
