@@ -2320,7 +2320,11 @@ ZKR_EXTERN int zkr_workq_put_async(zkr_workq_t *q, const void *data, size_t len,
  * consumers short session timeouts to bound it.
  *
  * \param timeout_ms -1 forever, 0 only what is there now, N ms (as
- *   zkr_lock_acquire()).
+ *   zkr_lock_acquire()). A request of the take that is out when the
+ *   deadline passes (or a cancel comes) is answered first: a claim sent
+ *   is granted and the item returned (0), or not (each claim made counts
+ *   a delivery, so none is abandoned half-made). The take can thus end
+ *   one answer late; at worst when the client finds the connection lost.
  * \param out OUT: the item; free it with zkr_item_free().
  * \return 0; ZKR_ETIMEDOUT (nothing within timeout_ms; also for
  *   timeout 0 and an empty queue); ZKR_ECANCELED (zkr_workq_cancel());
@@ -2389,7 +2393,8 @@ ZKR_EXTERN int zkr_workq_take_batch_async(zkr_workq_t *q, int max,
                                           void *data);
 
 /** \brief Cancels a pending take from any thread: it ends with
- *   ZKR_ECANCELED unless it already had its item.
+ *   ZKR_ECANCELED unless it already had its item, or a claim it had sent
+ *   is granted (zkr_workq_take(): then 0 and the item).
  * \return 0; ZKR_ESTATE (no take pending); ZBADARGUMENTS. */
 ZKR_EXTERN int zkr_workq_cancel(zkr_workq_t *q);
 

@@ -44,6 +44,7 @@ void zkr__issue_create(zkr__contender_t *c)
         zkr__abort_acquire(c, ZKR_ENOMEM);
         return;
     }
+    c->pre_seen = ZKR__PRE_UNKNOWN;
     if (c->pre_path != NULL)
         rc = issue_create_multi(c, path, op);
     else
@@ -63,7 +64,8 @@ void zkr__issue_create(zkr__contender_t *c)
      * are applied in order, so the list already contains our node, and an
      * uncontended acquire costs one round trip instead of two. If the
      * create fails, create_done leaves the LISTING phase unset and this
-     * answer is discarded as stale. */
+     * answer is discarded as stale (or, after a failed precondition, kept
+     * in c->pre_seen: list_done). */
     zkr__issue_list(c);
 }
 
@@ -268,9 +270,17 @@ static void create_done(int rc, const char *value, const struct Stat *stat,
             zkr__step(c);
     } else if (c->abort_rc != 0) {
         zkr__finish_acquire(c, c->abort_rc);
-    } else if (rc == ZNONODE && (c->recipe->flags & ZKR__R_NO_PARENTS)) {
-        zkr__finish_acquire(c,
-                            ZKR_ESTALE); /* the directory (the item) is gone */
+    } else if (rc == ZKR_ESTALE ||
+               (rc == ZNONODE && (c->recipe->flags & ZKR__R_NO_PARENTS))) {
+        /* The precondition failed, or the directory (the item) is gone.
+         * The listing sent behind the create tells the recipe what is in
+         * the directory now: the acquire ends with its answer (list_done
+         * keeps it, zkr__step ends the acquire), one request and one
+         * round trip fewer than a read of its own. */
+        if (c->m.busy > 0)
+            c->abort_rc = ZKR_ESTALE;
+        else
+            zkr__finish_acquire(c, ZKR_ESTALE);
     } else {
         zkr__finish_acquire(c, rc == ZSESSIONEXPIRED || rc == ZCLOSING ||
                                        rc == ZINVALIDSTATE

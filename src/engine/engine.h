@@ -408,8 +408,20 @@ struct zkr__contender {
     char *pre_data;
     int pre_len;
     int pre_version;
+    /* ... its failure: what the listing sent behind the multi found in
+     * the directory (ZKR__PRE_*), so that the recipe need not read it
+     * again (the acquire ends when that answer is in). */
+    int pre_seen;
     zkr__commit_t *commit; /* COMMITTING: the caller's multi */
     int commit_unknown;    /* ... its answer was lost: probe first */
+};
+
+/* zkr__contender_t.pre_seen: the directory after a failed precondition. */
+enum {
+    ZKR__PRE_UNKNOWN = 0, /* not listed (no answer, an error, not sent) */
+    ZKR__PRE_GONE,        /* the directory is gone */
+    ZKR__PRE_CHILDREN,    /* it has children */
+    ZKR__PRE_EMPTY        /* it has none */
 };
 
 int zkr__contender_init(zkr__contender_t *c, zkr_session_t *s,

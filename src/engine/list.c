@@ -364,6 +364,15 @@ static void list_done(int rc, const struct String_vector *v, const void *data)
     zkr__verdict_t d;
     int n = 0;
 
+    if (op->gen == c->gen && c->phase == ZKR__P_CREATING &&
+        c->abort_rc == ZKR_ESTALE && c->pre_path != NULL) {
+        /* The listing behind a create whose precondition failed
+         * (create_done): what the directory holds now. */
+        c->pre_seen = rc == ZNONODE  ? ZKR__PRE_GONE
+                      : rc != ZOK    ? ZKR__PRE_UNKNOWN
+                      : v->count > 0 ? ZKR__PRE_CHILDREN
+                                     : ZKR__PRE_EMPTY;
+    }
     if (zkr__stale(op, ZKR__P_LISTING)) {
         if (op->watched && rc == ZOK)
             zkr__drop_watch(s, c->dir, c, ZWATCHTYPE_CHILD);

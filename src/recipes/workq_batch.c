@@ -126,6 +126,8 @@ void zkr__batch_round(take_t *t)
     zkr_workq_t *q = t->q;
     int want = t->want - t->nout, first = t->l.i + 1, n;
 
+    t->looking = 0; /* the rounds say where the batch goes on (l.i) */
+
     if (batch_over(t)) {
         zkr__take_end(t, 0); /* with the items it has */
         return;
@@ -172,14 +174,24 @@ int zkr__batch_claims_took(take_t *t)
     int over = t->deadline >= 0 && zkr__now_ms() >= t->deadline;
     int rc;
 
+    int awaited = 0;
+
     for (int i = 0; i < t->nclaim; i++)
         if (t->cancel || over || s->closing)
-            (void)zkr__cancel_task(&t->claims[i]->c);
+            awaited |= zkr__claim_stop(t->claims[i]);
     for (int i = 0; i < t->nclaim; i++) {
         zkr_item_t *it = t->claims[i];
 
-        if (it->c.acq_sync && !it->c.acq_done)
-            return 0; /* its end wakes the take */
+        if (it->c.acq_sync && !it->c.acq_done) {
+            /* Their ends wake the take; until then the deadline still
+             * to come does, and an awaited claim's connection is looked
+             * at (lost: the claim is stopped). */
+            zkr__task_wake_at(s, &t->tk,
+                              awaited ? zkr__now_ms() + ZKR__RETRY_MS
+                              : t->cancel || over ? -1
+                                                  : t->deadline);
+            return 0;
+        }
     }
     /* All ended: the granted ones are the take's, in listing order. */
     for (int i = 0; i < t->nclaim; i++) {

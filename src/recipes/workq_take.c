@@ -457,7 +457,11 @@ void zkr__take_end(take_t *t, int rc)
         t->claims[i]->c.task = NULL;
     t->nclaim = 0;
     if (rc == 0 && t->keep && t->l.e != NULL && !s->forked) {
-        /* The next take goes on from here (scan_begin). */
+        /* The next take goes on from here (scan_begin): from the item it
+         * was looking at, if it neither passed nor claimed it (a batch
+         * ended by a cancel, the deadline, a want of memory). */
+        if (t->looking && t->l.i >= 0)
+            t->l.i--;
         cursor_drop(&q->cur);
         q->cur.l = t->l;
         memset(&t->l, 0, sizeof(t->l));
@@ -535,6 +539,8 @@ static void sent_watch(take_t *t, int st)
         note_watch(t, t->l.bt, ZWATCHTYPE_CHILD);
     else if (st == TK_CL_LIST)
         note_watch(t, t->ipath, ZWATCHTYPE_CHILD);
+    else if ((st == TK_ITEM && t->retries > 0) || st == TK_BIG_WATCH)
+        note_watch(t, t->ipath, ZWATCHTYPE_DATA);
 }
 
 /* A request of step st issued with code rc: in flight (0), or not sent:
@@ -796,7 +802,15 @@ void zkr__take_next_item(take_t *t)
     }
     snprintf(t->ipath, sizeof(t->ipath), "%s/%s", t->l.bt, t->l.e[t->l.i].name);
     t->again = 0;
-    zkr__take_issue(t, TK_ITEM, zkr__call_get(&t->k, t->ipath));
+    t->looking = 1;
+    /* Read again after a claim that found it written: in the line, with a
+     * data watch, so that the write that fails the next claim wakes the
+     * turn's holder should it pass the item over (WQ_CLAIM_RETRIES). */
+    zkr__take_issue(
+        t, TK_ITEM,
+        t->watch && t->retries > 0
+            ? zkr__call_wget(&t->k, t->ipath, zkr__take_watcher, t->q->s)
+            : zkr__call_get(&t->k, t->ipath));
 }
 
 /* The item read (data, stat) has no children: available, unless it has
@@ -817,7 +831,14 @@ static void item_available(take_t *t, const char *data, int len,
      * would its delivery fit what zkr.h promises. Skipped, as a node we
      * may not delete is (zkr inspect shows it). */
     if (len > ZKR_WORKQ_DATA_MAX) {
-        zkr__take_next_item(t);
+        /* In the line, watched: a write that makes it fit wakes the
+         * turn's holder (TK_BIG_WATCH). */
+        if (t->watch)
+            zkr__take_issue(
+                t, TK_BIG_WATCH,
+                zkr__call_wexists(&t->k, t->ipath, zkr__take_watcher, q->s));
+        else
+            zkr__take_next_item(t);
         return;
     }
     /* Deliveries so far: each claim is one child created and deleted
@@ -840,6 +861,21 @@ static void item_available(take_t *t, const char *data, int len,
     }
     t->it = it;
     t->step = TK_CLAIM;
+    /* Its end wakes the take; so does the take's deadline. */
+    zkr__task_wake_at(q->s, &t->tk, t->deadline);
+}
+
+int zkr__claim_stop(zkr_item_t *it)
+{
+    zkr__contender_t *c = &it->c;
+    zkr_session_t *s = c->s;
+
+    if (s->connected && !s->closing &&
+        (c->phase == ZKR__P_LISTING ||
+         (c->phase == ZKR__P_CREATING && c->m.busy > 0)))
+        return 1;
+    (void)zkr__cancel_task(c);
+    return 0;
 }
 
 /* ------------------------------------------------------ the answers */
@@ -852,6 +888,35 @@ static void answer_watch(take_t *t, int step, int rc)
         cursor_unnote(t, step); /* the cursor's: no watch set */
     /* The take's own were noted when sent (sent_watch): removed when it
      * ends, set or not (a removal of none costs no request). */
+}
+
+/* The item looked at is gone: taken by another consumer. Others are
+ * ahead, and what they took is gone from a new listing of the bucket (one
+ * request where the gone items are one each), made once. The new listing
+ * goes on after the gone item: every item before it (sequence numbers
+ * grow within a bucket, and an item keeps its name) this handle has
+ * claimed or found taken since it last listed from the top, so none of
+ * them is a first delivery still to make; one given back meanwhile is
+ * found by the next scan from the top (section 3 of workq.md), as it
+ * would be if the listing had not been made again. */
+static void item_gone(take_t *t)
+{
+    if (t->relisted) {
+        missed(t);
+        return;
+    }
+    t->relisted = 1;
+    t->gone_seq = t->l.e[t->l.i].seq;
+    free_items(t);
+    list_bucket(t);
+}
+
+/* Whether the take passes over a claimed item without looking below it
+ * (from the cursor or a listing made again, not watching): the next scan
+ * from the top checks that its children are a live claim. */
+static int skips_claimed(const take_t *t)
+{
+    return !t->watch && (t->resumed || t->relisted);
 }
 
 /* Mutex held: the answer to the take's request. */
@@ -970,6 +1035,10 @@ static void take_next(zkr__call_t *k, int rc)
             return;
         }
         t->l.i = -1;
+        if (t->relisted) /* on after the item found gone (item_gone) */
+            while (t->l.i + 1 < t->l.ni &&
+                   t->l.e[t->l.i + 1].seq <= t->gone_seq)
+                t->l.i++;
         t->l.sealed = st->version >= 1;
         if (t->l.ni == 0 && st->version >= 1 && t->l.b != t->l.nb - 1) {
             t->l.sealed = 0;
@@ -984,17 +1053,8 @@ static void take_next(zkr__call_t *k, int rc)
         next_bucket(t); /* gone, or not empty after all: either way */
         return;
     case TK_ITEM:
-        if (rc == ZNONODE && !t->relisted) {
-            /* Taken by another consumer: others are ahead, and what they
-             * took is gone from a new listing of the bucket (one request
-             * where the gone items are one each). */
-            t->relisted = 1;
-            free_items(t);
-            list_bucket(t);
-            return;
-        }
         if (rc == ZNONODE) {
-            missed(t);
+            item_gone(t);
             return;
         }
         if (rc != ZOK) {
@@ -1007,7 +1067,7 @@ static void take_next(zkr__call_t *k, int rc)
              * not a live claim are deleted: then it is available. */
             if (t->again)
                 zkr__take_next_item(t);
-            else if (!t->watch && (t->resumed || t->relisted))
+            else if (skips_claimed(t))
                 missed(t); /* a scan from the top looks below it */
             else
                 zkr__take_claimed(t);
@@ -1021,6 +1081,16 @@ static void take_next(zkr__call_t *k, int rc)
             return;
         }
         item_available(t, k->value, k->value_len, st);
+        return;
+    case TK_BIG_WATCH:
+        /* Made to fit between its read and the watch: read again. */
+        if (rc == ZOK && st->dataLength <= ZKR_WORKQ_DATA_MAX)
+            t->l.i--;
+        else if (rc != ZOK && rc != ZNONODE) {
+            zkr__take_failed(t, rc);
+            return;
+        }
+        zkr__take_next_item(t);
         return;
     case TK_CL_LIST:
     case TK_CL_FIRST:
@@ -1107,17 +1177,21 @@ static void take_step(take_t *t)
         break;
     case TK_CLAIM: {
         zkr_item_t *it = t->it;
+        int seen;
 
         /* A try: it ends by itself within the session timeout; a cancel
          * or the take's deadline ends it at once (unless granted). */
         int over = t->deadline >= 0 && zkr__now_ms() >= t->deadline;
+        int awaited = t->cancel || over ? zkr__claim_stop(it) : 0;
 
-        if (t->cancel || over)
-            (void)zkr__cancel_task(&it->c);
         if (!zkr__acquire_took(&it->c, &rc)) {
-            /* Its end wakes the take (it->c.task); until then only the
-             * deadline still to come does. */
-            zkr__task_wake_at(s, &t->tk, t->cancel || over ? -1 : t->deadline);
+            /* Its end wakes the take (it->c.task); until then the
+             * deadline still to come does, and an awaited claim's
+             * connection is looked at (lost: the claim is stopped). */
+            zkr__task_wake_at(s, &t->tk,
+                              awaited ? zkr__now_ms() + ZKR__RETRY_MS
+                              : t->cancel || over ? -1
+                                                  : t->deadline);
             return;
         }
         t->it = NULL;
@@ -1127,6 +1201,7 @@ static void take_step(take_t *t)
             t->outs[t->nout++] = it;
             it->handed = 1;
             t->retries = 0;
+            t->looking = 0;
             /* A batch claims on, without waiting, from where it is. */
             if (t->nout < t->want && !t->cancel && !over && !s->closing &&
                 t->l.e != NULL) {
@@ -1136,10 +1211,20 @@ static void take_step(take_t *t)
             zkr__take_end(t, 0);
             return;
         }
+        seen = it->c.pre_seen;
         spend(t, it);
         /* ESTALE: another consumer (or a writer) got there; EBUSY: a
          * foreign node in the item; ETIMEDOUT, ECANCELED: the try's
          * deadline, or the take's end (checked below); a lost answer. */
+        if ((rc == ZNOCHILDRENFOREPHEMERALS || rc == ZNOAUTH) && !t->cancel &&
+            !over && !s->closing && t->l.e != NULL) {
+            /* Not an item (another client's ephemeral node named as one),
+             * or one whose ACL refuses us its claim: passed over, as a
+             * node we may not delete is (zkr inspect shows it). */
+            t->retries = 0;
+            zkr__take_next_item(t);
+            return;
+        }
         if (rc != ZKR_ESTALE && rc != ZKR_EBUSY && rc != ZKR_ETIMEDOUT &&
             rc != ZKR_ECANCELED && !zkr__call_lost(rc)) {
             zkr__take_end(t, rc);
@@ -1148,9 +1233,21 @@ static void take_step(take_t *t)
         /* Another consumer's claim (or a foreign node) sends this one on
          * to the next item. The item's version moved: another consumer's
          * claim, or another client's write to its data, which is no
-         * delivery: it is read again (the oldest first), a few times. */
+         * delivery: it is read again (the oldest first), a few times;
+         * unless the listing sent behind the claim (seen) found it gone,
+         * or claimed where a claimed item is passed over unread (TK_ITEM
+         * would do the same with a read's answer). */
         if ((rc == ZKR_ESTALE || rc == ZKR_EBUSY) && !t->cancel && !over &&
             !s->closing && t->l.e != NULL) {
+            if (rc == ZKR_ESTALE && seen == ZKR__PRE_GONE) {
+                item_gone(t);
+                return;
+            }
+            if (rc == ZKR_ESTALE && seen == ZKR__PRE_CHILDREN &&
+                skips_claimed(t)) {
+                missed(t);
+                return;
+            }
             if (rc == ZKR_ESTALE && t->retries++ < WQ_CLAIM_RETRIES) {
                 t->l.i--;
                 zkr__take_next_item(t);
@@ -1162,17 +1259,8 @@ static void take_step(take_t *t)
         break;
     }
     case TK_BCLAIM:
-        if (!zkr__batch_claims_took(t)) {
-            /* Their ends wake the take; until then only the deadline
-             * still to come does (those past it are cancelled). */
-            now = zkr__now_ms();
-            zkr__task_wake_at(s, &t->tk,
-                              t->cancel ||
-                                      (t->deadline >= 0 && now >= t->deadline)
-                                  ? -1
-                                  : t->deadline);
-            return;
-        }
+        if (!zkr__batch_claims_took(t))
+            return; /* their ends wake the take (and its times) */
         t->step = 0;
         if (t->nout < t->want && !t->bstop) {
             zkr__batch_round(t); /* ends it if cancelled, past... */

@@ -24,6 +24,7 @@ enum {
     TK_DEAD_DEL,      /* ... the item alone (moved before, answer lost) */
     TK_DEAD_MK,       /* ... the dead-letter path made */
     TK_DEAD_ANC,      /* ... one of its ancestors */
+    TK_BIG_WATCH,     /* an item too large, watched (in the line) */
     TK_CLAIM,         /* the claim's acquire (engine) */
     TK_WAIT,          /* nothing available: every place watched */
     TK_BPROBE,        /* a batch's round: its gets (workq_batch.c) */
@@ -62,14 +63,17 @@ typedef struct wq_take {
     uint64_t gen;        /* the session's watch events when it began */
     /* the scan */
     wq_listing_t l;
-    int lined;    /* in the line (the turn acquired or acquiring) */
-    int resumed;  /* the scan went on from the handle's cursor */
-    int cw;       /* the scan sets the cursor's watches */
-    int keep;     /* ... and its listing may be kept as the cursor */
-    int note_new; /* ... the listing in flight noted its path anew */
-    int relisted; /* its bucket listed again (an item found gone) */
-    int misses;   /* items found taken before the line (WQ_MISSES) */
-    int retries;  /* claims of the item looked at that found it written */
+    int lined;        /* in the line (the turn acquired or acquiring) */
+    int resumed;      /* the scan went on from the handle's cursor */
+    int cw;           /* the scan sets the cursor's watches */
+    int keep;         /* ... and its listing may be kept as the cursor */
+    int note_new;     /* ... the listing in flight noted its path anew */
+    int relisted;     /* its bucket listed again (an item found gone) */
+    int32_t gone_seq; /* ... at that item: the new listing goes on after it */
+    int misses;       /* items found taken before the line (WQ_MISSES) */
+    int retries;      /* claims of the item looked at that found it written */
+    int looking;      /* the item at l.i is being looked at (not yet passed or
+                         claimed): a batch that ends there goes on from it */
     char ipath[512];
     int again; /* the item is read again after its junk went */
     /* is the item claimed? (item_claimed) */
@@ -129,6 +133,11 @@ void zkr__take_watcher(zhandle_t *zh, int type, int state, const char *path,
  * be freed. */
 void zkr__take_go(take_t *t);
 void zkr__take_spend(take_t *t, zkr_item_t *it);
+/* A take that ends (cancel, deadline, closing) stops its claim's acquire,
+ * unless its request is out on a live connection: then its answer is
+ * awaited (1), so that no claim node is made in vain (each counts a
+ * delivery) and a claim granted meanwhile is handed over. */
+int zkr__claim_stop(zkr_item_t *it);
 
 /* workq_batch.c; all with the mutex held */
 /* A batch with its first item: the next items of its listing read and
@@ -136,7 +145,7 @@ void zkr__take_spend(take_t *t, zkr_item_t *it);
 void zkr__batch_round(take_t *t);
 /* Have the round's claims all ended? Then the granted ones are the
  * take's items (1); else 0 (an end wakes the take). A cancel or the
- * deadline cancels those still trying. */
+ * deadline stops those still trying (zkr__claim_stop). */
 int zkr__batch_claims_took(take_t *t);
 
 /* workq_junk.c; all with the mutex held */
