@@ -1156,14 +1156,39 @@ typedef struct {
     atomic_int exited;
 } consumer_t;
 
+/* One ack of a batch's, sent with the others (consumer_main). */
+typedef struct {
+    pthread_mutex_t *mu;
+    pthread_cond_t *cv;
+    int *left;
+    int rc;
+} ack_slot_t;
+
+static void ack_done(int rc, zkr_item_t *it, void *data)
+{
+    ack_slot_t *a = data;
+
+    (void)it;
+    pthread_mutex_lock(a->mu);
+    a->rc = rc;
+    if (--*a->left == 0)
+        pthread_cond_signal(a->cv);
+    pthread_mutex_unlock(a->mu);
+}
+
 /* Takes (wq.batch items at a time with zkr_workq_take_batch, if more
  * than 1) and acks each, until told to stop (zkr_workq_cancel ends the
- * take). */
+ * take). A batch's acks go out together (zkr_item_ack_async), as from a
+ * consumer that runs a batch's jobs side by side; one item is acked with
+ * zkr_item_ack. */
 static void *consumer_main(void *arg)
 {
     consumer_t *c = arg;
     zkr_item_t *its[ZKR_WORKQ_BATCH_MAX];
-    int rc, n;
+    ack_slot_t acks[ZKR_WORKQ_BATCH_MAX];
+    pthread_mutex_t amu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t acv = PTHREAD_COND_INITIALIZER;
+    int rc, n, left;
 
     for (;;) {
         pthread_mutex_lock(&wq.mu);
@@ -1180,8 +1205,20 @@ static void *consumer_main(void *arg)
             continue;
         if (rc != 0)
             die("zkr_workq_take", rc);
+        left = n;
         for (int i = 0; i < n; i++) {
-            rc = zkr_item_ack(its[i]);
+            acks[i] = (ack_slot_t){&amu, &acv, &left, 0};
+            if (n == 1)
+                acks[i].rc = zkr_item_ack(its[i]);
+            else if ((rc = zkr_item_ack_async(its[i], ack_done, &acks[i])) != 0)
+                die("zkr_item_ack_async", rc);
+        }
+        pthread_mutex_lock(&amu);
+        while (n > 1 && left > 0)
+            pthread_cond_wait(&acv, &amu);
+        pthread_mutex_unlock(&amu);
+        for (int i = 0; i < n; i++) {
+            rc = acks[i].rc;
             pthread_mutex_lock(&wq.mu);
             if (rc == 0) {
                 qmark(its[i]);
