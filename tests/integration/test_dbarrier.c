@@ -125,7 +125,7 @@ static void test_enter_waits_for_count(void **state)
     zkr_session_t *s[3];
     zkr_dbarrier_t *d[3];
     runner_t r[3];
-    char ids[3][8], node[256], data[16];
+    char ids[3][16], node[256], data[16];
     int len;
     struct Stat st;
 

@@ -356,9 +356,14 @@ static void kill_forged(zkr_session_t *s, const char *node)
 {
     char rec[ZKR__RECORD_MAX];
     char dir[ZKR_NODE_MAX];
+    const char *slash = strrchr(node, '/');
+    size_t len = slash != NULL ? (size_t)(slash - node) : 0;
 
     (void)s;
-    snprintf(dir, sizeof(dir), "%.*s", (int)(strrchr(node, '/') - node), node);
+    if (len >= sizeof(dir))
+        len = sizeof(dir) - 1;
+    memcpy(dir, node, len);
+    dir[len] = '\0';
     assert_int_equal(zoo_set(raw, node, "junk", 4, -1), ZOK);
     snprintf(rec, sizeof(rec), "zkr-release 1 czxid=1 node=%s",
              strrchr(node, '/') + 1);

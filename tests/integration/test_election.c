@@ -268,7 +268,7 @@ static long long failover[3];
 
 static void test_five_candidates(void **state)
 {
-    char *dir = zkt_mkdtemp("zkr-elect-"), log[512], out[N][512], id[N][8];
+    char *dir = zkt_mkdtemp("zkr-elect-"), log[512], out[N][512], id[N][16];
     pid_t pid[N];
     long long t0, killed_at, expired_at;
     clientid_t cid;
@@ -646,7 +646,7 @@ static void test_observer_and_middle_leave(void **state)
     assert_true(ZKT_WAIT_UNTIL(obs_n(&v) == 1, 5000)); /* nobody yet */
     assert_string_equal(v.ids[0], "-");
     for (int i = 0; i < 4; i++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof(id), "n%d", i);
         e[i] = cand(s, "/e/obs", id, ZKR_POLICY_SUSPEND, NULL);
         assert_true(ZKT_WAIT_UNTIL(children("/e/obs") == i + 1, 5000));
@@ -1358,7 +1358,7 @@ static void test_run_functions_never_overlap(void **state)
     (void)state;
     ovl.n = 0;
     for (int i = 0; i < OVL_N; i++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof(id), "o%d", i);
         s[i] = open_session(10000);
         assert_int_equal(zkr_election_new(&e[i], s[i], "/e/overlap", id, NULL,

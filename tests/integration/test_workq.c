@@ -308,7 +308,7 @@ static void test_take_batch(void **state)
 
     (void)state;
     for (int i = 0; i < 10; i++) {
-        char v[8];
+        char v[16];
 
         snprintf(v, sizeof(v), "%d", i);
         put_str(p, v, 1);
@@ -405,7 +405,7 @@ static void test_fairness(void **state)
     fair_n = 0;
     p = new_q(ps, "/t/wq/fair", "p");
     for (int i = 0; i < 5; i++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof(id), "c%d", i);
         s[i] = open_session(10000);
         q[i] = new_q(s[i], "/t/wq/fair", id);
@@ -417,7 +417,7 @@ static void test_fairness(void **state)
             ZKT_WAIT_UNTIL(children("/t/wq/fair/consumers") == i + 1, 5000));
     }
     for (int i = 0; i < 5; i++) {
-        char v[8];
+        char v[16];
         snprintf(v, sizeof(v), "%d", i);
         put_str(p, v, 1);
     }
