@@ -2323,8 +2323,9 @@ ZKR_EXTERN int zkr_workq_put_async(zkr_workq_t *q, const void *data, size_t len,
  *   zkr_lock_acquire()). A request of the take that is out when the
  *   deadline passes (or a cancel comes) is answered first: a claim sent
  *   is granted and the item returned (0), or not (each claim made counts
- *   a delivery, so none is abandoned half-made). The take can thus end
- *   one answer late; at worst when the client finds the connection lost.
+ *   a delivery, so none is abandoned half-made while connected). The
+ *   take can thus end one answer late; at worst when the client finds
+ *   the connection lost.
  * \param out OUT: the item; free it with zkr_item_free().
  * \return 0; ZKR_ETIMEDOUT (nothing within timeout_ms; also for
  *   timeout 0 and an empty queue); ZKR_ECANCELED (zkr_workq_cancel());

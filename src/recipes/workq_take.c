@@ -794,12 +794,21 @@ static void list_bucket(take_t *t)
                                         q->s));
 }
 
+static void read_item(take_t *t);
+
 void zkr__take_next_item(take_t *t)
 {
     if (++t->l.i >= t->l.ni) {
         next_bucket(t);
         return;
     }
+    t->retries = 0;
+    read_item(t);
+}
+
+/* Reads the item at l.i: data, version, children. */
+static void read_item(take_t *t)
+{
     snprintf(t->ipath, sizeof(t->ipath), "%s/%s", t->l.bt, t->l.e[t->l.i].name);
     t->again = 0;
     t->looking = 1;
@@ -861,8 +870,10 @@ static void item_available(take_t *t, const char *data, int len,
     }
     t->it = it;
     t->step = TK_CLAIM;
-    /* Its end wakes the take; so does the take's deadline. */
-    zkr__task_wake_at(q->s, &t->tk, t->deadline);
+    /* Its end wakes the take (it may have ended already, inside
+     * zkr__acquire_task: that woke it); so does the take's deadline. */
+    if (!it->c.acq_done)
+        zkr__task_wake_at(q->s, &t->tk, t->deadline);
 }
 
 int zkr__claim_stop(zkr_item_t *it)
@@ -1084,13 +1095,14 @@ static void take_next(zkr__call_t *k, int rc)
         return;
     case TK_BIG_WATCH:
         /* Made to fit between its read and the watch: read again. */
-        if (rc == ZOK && st->dataLength <= ZKR_WORKQ_DATA_MAX)
-            t->l.i--;
-        else if (rc != ZOK && rc != ZNONODE) {
+        if (rc != ZOK && rc != ZNONODE) {
             zkr__take_failed(t, rc);
             return;
         }
-        zkr__take_next_item(t);
+        if (rc == ZOK && st->dataLength <= ZKR_WORKQ_DATA_MAX)
+            read_item(t);
+        else
+            zkr__take_next_item(t);
         return;
     case TK_CL_LIST:
     case TK_CL_FIRST:
@@ -1216,12 +1228,12 @@ static void take_step(take_t *t)
         /* ESTALE: another consumer (or a writer) got there; EBUSY: a
          * foreign node in the item; ETIMEDOUT, ECANCELED: the try's
          * deadline, or the take's end (checked below); a lost answer. */
-        if ((rc == ZNOCHILDRENFOREPHEMERALS || rc == ZNOAUTH) && !t->cancel &&
-            !over && !s->closing && t->l.e != NULL) {
-            /* Not an item (another client's ephemeral node named as one),
-             * or one whose ACL refuses us its claim: passed over, as a
-             * node we may not delete is (zkr inspect shows it). */
-            t->retries = 0;
+        if (rc == ZNOCHILDRENFOREPHEMERALS && !t->cancel && !over &&
+            !s->closing && t->l.e != NULL) {
+            /* Not an item: another client's ephemeral node named as one.
+             * Passed over, as a node we may not delete is (zkr inspect
+             * shows it). (ZNOAUTH ends the take: a consumer whose
+             * credentials may not write the items is told.) */
             zkr__take_next_item(t);
             return;
         }
@@ -1249,8 +1261,7 @@ static void take_step(take_t *t)
                 return;
             }
             if (rc == ZKR_ESTALE && t->retries++ < WQ_CLAIM_RETRIES) {
-                t->l.i--;
-                zkr__take_next_item(t);
+                read_item(t);
                 return;
             }
             missed(t);

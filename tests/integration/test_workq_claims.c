@@ -35,6 +35,7 @@ static zhandle_t *target_zh;
  * failure before the library sees it */
 static char get_path[512];
 static atomic_int get_armed;
+static atomic_long arm_n = 1;
 
 struct gwrap {
     data_completion_t dc;
@@ -46,8 +47,10 @@ static void gwrapped(int rc, const char *value, int len, const struct Stat *st,
 {
     struct gwrap *w = (struct gwrap *)data;
 
-    zkr__fault_arm(ZKR__FAULT_ALLOC, 1, 0, 0); /* the next one fails */
+    /* The arm_n-th allocation from here fails (1: the next one). */
+    zkr__fault_arm(ZKR__FAULT_ALLOC, arm_n, 0, 0);
     w->dc(rc, value, len, st, w->data);
+    zkr__fault_arm(0, 0, 0, 0);
     free(w);
 }
 
@@ -129,6 +132,7 @@ static void reset_hooks(void)
     multi_left = multi_seen = 0;
     multi_delay_ms = 0;
     get_armed = 0;
+    arm_n = 1;
     cancel_q = NULL;
     target_zh = NULL;
 }
@@ -401,6 +405,88 @@ static void test_batch_enomem_cursor_skips(void **state)
     zkr_session_free(s);
 }
 
+/* An allocation that fails in each place in turn after the item's read
+ * answered (its handle, the claim's create, ...): the take ends with the
+ * error at once, whatever the step that failed. One that ended inside the
+ * claim's start (zkr__acquire_task: its end wakes the take at once) was
+ * held until the take's deadline: a take without one never ended. */
+static void test_failed_allocations_end_at_once(void **state)
+{
+    zkr_session_t *s = open_session(10000), *ps = open_session(10000);
+    int late = 0;
+
+    (void)state;
+    for (long k = 1; k <= 40; k++) {
+        char qp[64], id[ZKR_WORKQ_ID_MAX];
+        zkr_workq_t *q = NULL, *p = NULL;
+        zkr_item_t *it = NULL;
+        int64_t t0, took;
+        int rc;
+
+        reset_hooks();
+        snprintf(qp, sizeof(qp), "/t/wqc/fa/k%ld", k);
+        q = new_q(s, qp, "q");
+        p = new_q(ps, qp, "p");
+        put_id(p, "x", id);
+        snprintf(get_path, sizeof(get_path), "%s/%s", qp, id);
+        target_zh = zkr_session_handle(s);
+        arm_n = k;
+        get_armed = 1;
+        t0 = zkt_now_ms();
+        /* The deadline is the session timeout: far beyond a take that
+         * ends by itself (a few round trips), as the rule says. */
+        rc = zkr_workq_take(q, 10000, &it);
+        took = zkt_now_ms() - t0;
+        if (rc != 0 && took >= 10000) {
+            print_message("# allocation %ld: rc %d after %lld ms\n", k, rc,
+                          (long long)took);
+            late++;
+        }
+        reset_hooks();
+        if (it != NULL)
+            zkr_item_free(it);
+        zkr_workq_free(p);
+        zkr_workq_free(q);
+    }
+    zkr_session_free(ps);
+    zkr_session_free(s);
+    assert_int_equal(late, 0);
+}
+
+/* A consumer that may read the items but not write them (the producer's
+ * ACL: its own credentials, and READ for anyone): the take ends with
+ * ZNOAUTH (zkr.h), it does not pass every item over and wait. */
+static void test_noauth_consumer(void **state)
+{
+    zkr_session_options_t o = {0};
+    zkr_session_t *ps = NULL, *s = open_session(10000);
+    zkr_workq_t *q = new_q(s, "/t/wqc/na", "q"), *p = NULL;
+    struct ACL acls[2] = {{ZOO_PERM_ALL, ZOO_AUTH_IDS},
+                          {ZOO_PERM_READ, ZOO_ANYONE_ID_UNSAFE}};
+    struct ACL_vector av = {2, acls};
+    zkr_item_t *it = NULL;
+    int rc;
+
+    (void)state;
+    reset_hooks();
+    /* the consumer makes the queue's nodes (open ACL) */
+    assert_int_equal(zkr_workq_take(q, 200, &it), ZKR_ETIMEDOUT);
+    o.digest = "prod:pw";
+    assert_int_equal(zkr_session_open(&ps, zkt_server_hosts(server), 10000, &o),
+                     0);
+    assert_int_equal(zkr_workq_new(&p, ps, "/t/wqc/na", "p", &av), 0);
+    put_id(p, "x", NULL);
+    put_id(p, "y", NULL);
+    rc = zkr_workq_take(q, 10000, &it);
+    if (it != NULL)
+        zkr_item_free(it);
+    zkr_workq_free(p);
+    zkr_workq_free(q);
+    zkr_session_free(ps);
+    zkr_session_free(s);
+    assert_int_equal(rc, ZNOAUTH);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -409,6 +495,8 @@ int main(void)
         cmocka_unit_test(test_cancel_during_claim_counts),
         cmocka_unit_test(test_line_blind_after_claim_retries),
         cmocka_unit_test(test_batch_enomem_cursor_skips),
+        cmocka_unit_test(test_failed_allocations_end_at_once),
+        cmocka_unit_test(test_noauth_consumer),
     };
     zkt_test_filter();
     return cmocka_run_group_tests_name("workq_claims", tests, setup, teardown);
