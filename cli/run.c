@@ -681,17 +681,17 @@ static int retryable(int rc)
            rc == ZKR_ETIMEDOUT;
 }
 
-/* Acks (ack) or nacks the item. A connection loss is waited out: the
- * claim is then re-verified (HELD again) or declared LOST at the safe
- * deadline, after which the library answers ZKR_ESTALE without sending;
- * the wait is bounded by two session timeouts all the same. */
-static int settle(sup_t *p, int ack)
+/* Acks (ack) or nacks the item to where. A connection loss is waited
+ * out: the claim is then re-verified (HELD again) or declared LOST at the
+ * safe deadline, after which the library answers ZKR_ESTALE without
+ * sending; the wait is bounded by two session timeouts all the same. */
+static int settle(sup_t *p, int ack, zkr_nack_where_t where)
 {
     int64_t until = ct_now_ms() + 2 * (int64_t)zkr_session_timeout_ms(p->s);
     int rc;
 
     for (;;) {
-        rc = ack ? zkr_item_ack(p->it) : zkr_item_nack(p->it, p->o->nack);
+        rc = ack ? zkr_item_ack(p->it) : zkr_item_nack(p->it, where);
         if (!retryable(rc) || ct_now_ms() >= until)
             return rc;
         cli_info(p->cli, "%s: %s: %s; trying again", p->o->path,
@@ -734,10 +734,11 @@ static int run_item(sup_t *p)
     cli_info(c, "%s: took %s (delivery %d)", o->path, zkr_item_id(p->it),
              zkr_item_deliveries(p->it));
     if ((ran = run_granted(p, &status)) == GIVE_BACK) {
-        /* Not run: given back where it was. The delivery counts (the
-         * count is the item's number of claims): resolve() found out
-         * before the take what can be found out without exec. */
-        if ((rc = settle(p, 0)) != 0)
+        /* Not run: given back where it was, whatever --nack says (it
+         * is for a command that failed). The delivery counts (the count
+         * is the item's number of claims): resolve() found out before
+         * the take what can be found out without exec. */
+        if ((rc = settle(p, 0, ZKR_NACK_FRONT)) != 0)
             cli_err("%s: cannot give %s back: %s", o->path, zkr_item_id(p->it),
                     zkr_strerror(rc));
     }
@@ -749,7 +750,7 @@ static int run_item(sup_t *p)
     ack = status == 0 && p->signo == 0 && !p->lost;
     st = zkr_item_state(p->it);
     if (st == ZKR_LOCK_HELD || st == ZKR_LOCK_SUSPENDED) {
-        rc = settle(p, ack);
+        rc = settle(p, ack, o->nack);
         if (rc == ZKR_ESTALE) {
             run_lose(p, ack ? "the claim was gone at the ack: the item was "
                               "not completed and may be delivered again"

@@ -516,6 +516,23 @@ test_command_not_runnable() {
         [ "$("$ZKR" inspect --json /cli/q/nx | json '.items[0].deliveries')" = 0 ]
 }
 
+# An item taken for a command that then does not run (here: the queue's
+# ACL is weaker than --acl private asks) goes back where it was, before
+# the items after it, even with --nack back (which is for a command that
+# ran and failed).
+test_not_run_given_back_in_place() {
+    local rc
+    "$ZKR" queue put /cli/q/gb A > /dev/null
+    "$ZKR" queue put /cli/q/gb B > /dev/null
+    rc=0
+    ZKR_AUTH=zkr-gb:pw "$ZKR" queue take --acl private --nack back -w 5 \
+        /cli/q/gb true 2>/dev/null || rc=$?
+    expect "weaker ACL: exit $rc, not 77" [ "$rc" -eq 77 ]
+    expect "the item is gone: $(qlen /cli/q/gb) items" [ "$(qlen /cli/q/gb)" -eq 2 ]
+    expect "not given back in place: the next take got something else" \
+        [ "$("$ZKR" queue take -w 5 /cli/q/gb cat)" = A ]
+}
+
 # A script without #! is run by /bin/sh, as execvp(3) does: it gets the
 # item on its standard input and its exit 0 acks it.
 test_script_without_shebang() {
@@ -546,5 +563,6 @@ run_test test_claim_lost
 run_test test_signal_nacks
 run_test test_usage_errors
 run_test test_command_not_runnable
+run_test test_not_run_given_back_in_place
 run_test test_script_without_shebang
 done_testing
