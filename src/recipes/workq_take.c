@@ -24,6 +24,7 @@ static void next_bucket(take_t *t);
 static void list_bucket(take_t *t);
 static void join_line(take_t *t);
 static void missed(take_t *t);
+static void read_item(take_t *t);
 
 static void take_wake(zkr__task_t *tk)
 {
@@ -636,6 +637,7 @@ static void join_line(take_t *t)
 static void missed(take_t *t)
 {
     t->retries = 0;
+    t->looking = 0; /* passed */
     if (!t->lined && t->timeout_ms != 0 && t->nout == 0 &&
         ++t->misses >= WQ_MISSES) {
         join_line(t);
@@ -684,10 +686,14 @@ static void scan_begin(take_t *t)
 
     if (t->lined && !t->watch && t->l.e != NULL) {
         /* Joined the line from a listing: on from there, then from the
-         * top with watches. */
+         * top with watches. From the item it was looking at, if it did
+         * not pass it (its read or claim not sent, or timed out). */
         t->resumed = 1;
         t->relisted = 0;
-        zkr__take_next_item(t);
+        if (t->looking && t->l.i >= 0)
+            read_item(t);
+        else
+            zkr__take_next_item(t);
         return;
     }
     free_scan(t);
@@ -793,8 +799,6 @@ static void list_bucket(take_t *t)
                                         t->l.tail ? zkr__take_watcher : NULL,
                                         q->s));
 }
-
-static void read_item(take_t *t);
 
 void zkr__take_next_item(take_t *t)
 {
@@ -1238,7 +1242,8 @@ static void take_step(take_t *t)
             return;
         }
         if (rc != ZKR_ESTALE && rc != ZKR_EBUSY && rc != ZKR_ETIMEDOUT &&
-            rc != ZKR_ECANCELED && !zkr__call_lost(rc)) {
+            rc != ZKR_ECANCELED && rc != ZNOCHILDRENFOREPHEMERALS &&
+            !zkr__call_lost(rc)) {
             zkr__take_end(t, rc);
             return;
         }

@@ -36,6 +36,7 @@ static zhandle_t *target_zh;
 static char get_path[512];
 static atomic_int get_armed;
 static atomic_long arm_n = 1;
+static atomic_int get_unsent; /* instead: the get is not sent (once) */
 
 struct gwrap {
     data_completion_t dc;
@@ -64,6 +65,10 @@ int zoo_aget(zhandle_t *zh, const char *path, int watch, data_completion_t dc,
 
     if (real == NULL)
         real = (aget_fn)dlsym(RTLD_NEXT, "zoo_aget");
+    if (zh == target_zh && get_unsent && strcmp(path, get_path) == 0) {
+        get_unsent = 0;
+        return ZCONNECTIONLOSS;
+    }
     if (zh != target_zh || !get_armed || strcmp(path, get_path) != 0)
         return real(zh, path, watch, dc, data);
     get_armed = 0;
@@ -79,7 +84,7 @@ int zoo_aget(zhandle_t *zh, const char *path, int watch, data_completion_t dc,
  *  M_DELAY: its answer is held multi_delay_ms before the library sees it */
 enum { M_NONE, M_WRITE, M_DELAY };
 static atomic_int multi_mode, multi_left, multi_delay_ms, multi_seen;
-static char multi_path[512];
+static char multi_path[512], multi_path2[512];
 static zkr_workq_t *cancel_q;
 static atomic_int cancel_rc = 99;
 
@@ -110,11 +115,12 @@ int zoo_amulti(zhandle_t *zh, int count, const zoo_op_t *ops,
         real = (amulti_fn)dlsym(RTLD_NEXT, "zoo_amulti");
     if (zh == target_zh && multi_mode != M_NONE && count == 2 &&
         ops[0].type == ZOO_SETDATA_OP &&
-        strcmp(ops[0].set_op.path, multi_path) == 0) {
+        (strcmp(ops[0].set_op.path, multi_path) == 0 ||
+         strcmp(ops[0].set_op.path, multi_path2) == 0)) {
         multi_seen++;
         if (multi_mode == M_WRITE && multi_left > 0) {
             multi_left--;
-            assert_int_equal(zoo_set(raw, multi_path, "W", 1, -1), ZOK);
+            assert_int_equal(zoo_set(raw, ops[0].set_op.path, "W", 1, -1), ZOK);
         } else if (multi_mode == M_DELAY && multi_left > 0) {
             struct mwrap *w = calloc(1, sizeof(*w));
             multi_left--;
@@ -132,7 +138,9 @@ static void reset_hooks(void)
     multi_left = multi_seen = 0;
     multi_delay_ms = 0;
     get_armed = 0;
+    get_unsent = 0;
     arm_n = 1;
+    multi_path[0] = multi_path2[0] = '\0';
     cancel_q = NULL;
     target_zh = NULL;
 }
@@ -487,6 +495,91 @@ static void test_noauth_consumer(void **state)
     assert_int_equal(rc, ZNOAUTH);
 }
 
+/* A take whose deadline passes while its claim of another client's
+ * ephemeral node (named as an item) is out: ZKR_ETIMEDOUT, not the claim's
+ * NOCHILDRENFOREPHEMERALS (zkr.h lists what a take returns). */
+static void test_deadline_during_foreign_claim(void **state)
+{
+    zkr_session_t *s = open_session(10000), *ps = open_session(10000);
+    zkr_workq_t *q = new_q(s, "/t/wqc/fd", "q"),
+                *p = new_q(ps, "/t/wqc/fd", "p");
+    zkr_item_t *it = NULL;
+    char id[ZKR_WORKQ_ID_MAX];
+    const char *node = "/t/wqc/fd/q1/b0000000000/"
+                       "i-0-ffffffff-ffff-ffff-ffff-ffffffffffff-0000000000";
+    int rc;
+
+    (void)state;
+    reset_hooks();
+    put_id(p, "dummy", id);
+    assert_int_equal(zkr_workq_take(q, 2000, &it), 0);
+    assert_int_equal(zkr_item_ack(it), 0);
+    zkr_item_free(it);
+    assert_int_equal(zoo_create(raw, node, "", 0, &ZOO_OPEN_ACL_UNSAFE,
+                                ZOO_EPHEMERAL, NULL, 0),
+                     ZOK);
+    snprintf(multi_path, sizeof(multi_path), "%s", node);
+    target_zh = zkr_session_handle(s);
+    multi_delay_ms = 400;
+    multi_left = 1;
+    multi_mode = M_DELAY;
+    it = NULL;
+    rc = zkr_workq_take(q, 150, &it);
+    reset_hooks();
+    if (it != NULL)
+        zkr_item_free(it);
+    assert_int_equal(zoo_delete(raw, node, -1), ZOK);
+    zkr_workq_free(p);
+    zkr_workq_free(q);
+    zkr_session_free(ps);
+    zkr_session_free(s);
+    assert_int_equal(rc, ZKR_ETIMEDOUT);
+}
+
+/* The first in line goes on from the listing it joined with; a read of
+ * an item there that could not be sent (not connected) is made again
+ * after the pause, not passed over: the first deliveries of one handle
+ * come in put order. x1 and x2 are passed (their data written across
+ * every claim: two misses send the take into the line), x3's read is not
+ * sent once: the take returns x3, not x4. */
+static void test_line_resumes_at_unread_item(void **state)
+{
+    zkr_session_t *s = open_session(10000), *ps = open_session(10000);
+    zkr_workq_t *q = new_q(s, "/t/wqc/lr", "q"),
+                *p = new_q(ps, "/t/wqc/lr", "p");
+    char id[4][ZKR_WORKQ_ID_MAX];
+    zkr_item_t *it = NULL;
+    int rc;
+
+    (void)state;
+    reset_hooks();
+    /* The line's node made first (a take that waits in it): made while
+     * q's take scans, it would be a change at PATH that sends the take
+     * from the top (section 3, step 1), and this would test nothing. */
+    assert_int_equal(zkr_workq_take(p, 100, &it), ZKR_ETIMEDOUT);
+    for (int i = 0; i < 4; i++) {
+        char v[4];
+        snprintf(v, sizeof(v), "x%d", i + 1);
+        put_id(p, v, id[i]);
+    }
+    snprintf(multi_path, sizeof(multi_path), "/t/wqc/lr/%s", id[0]);
+    snprintf(multi_path2, sizeof(multi_path2), "/t/wqc/lr/%s", id[1]);
+    snprintf(get_path, sizeof(get_path), "/t/wqc/lr/%s", id[2]);
+    target_zh = zkr_session_handle(s);
+    multi_left = 8; /* every claim of x1, x2: a claim and 3 more each */
+    multi_mode = M_WRITE;
+    get_unsent = 1;
+    rc = zkr_workq_take(q, 5000, &it);
+    reset_hooks();
+    assert_int_equal(rc, 0);
+    assert_string_equal(zkr_item_data(it, NULL), "x3");
+    zkr_item_free(it);
+    zkr_workq_free(p);
+    zkr_workq_free(q);
+    zkr_session_free(ps);
+    zkr_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -497,6 +590,8 @@ int main(void)
         cmocka_unit_test(test_batch_enomem_cursor_skips),
         cmocka_unit_test(test_failed_allocations_end_at_once),
         cmocka_unit_test(test_noauth_consumer),
+        cmocka_unit_test(test_deadline_during_foreign_claim),
+        cmocka_unit_test(test_line_resumes_at_unread_item),
     };
     zkt_test_filter();
     return cmocka_run_group_tests_name("workq_claims", tests, setup, teardown);
