@@ -183,13 +183,7 @@ int zkr__batch_claims_took(take_t *t)
         zkr_item_t *it = t->claims[i];
 
         if (it->c.acq_sync && !it->c.acq_done) {
-            /* Their ends wake the take; until then the deadline still
-             * to come does, and an awaited claim's connection is looked
-             * at (lost: the claim is stopped). */
-            zkr__task_wake_at(s, &t->tk,
-                              awaited ? zkr__now_ms() + ZKR__RETRY_MS
-                              : t->cancel || over ? -1
-                                                  : t->deadline);
+            zkr__take_claims_wait(t, awaited, over);
             return 0;
         }
     }

@@ -880,6 +880,14 @@ static void item_available(take_t *t, const char *data, int len,
         zkr__task_wake_at(q->s, &t->tk, t->deadline);
 }
 
+void zkr__take_claims_wait(take_t *t, int awaited, int over)
+{
+    zkr__task_wake_at(t->q->s, &t->tk,
+                      awaited             ? zkr__now_ms() + ZKR__RETRY_MS
+                      : t->cancel || over ? -1
+                                          : t->deadline);
+}
+
 int zkr__claim_stop(zkr_item_t *it)
 {
     zkr__contender_t *c = &it->c;
@@ -1201,13 +1209,8 @@ static void take_step(take_t *t)
         int awaited = t->cancel || over ? zkr__claim_stop(it) : 0;
 
         if (!zkr__acquire_took(&it->c, &rc)) {
-            /* Its end wakes the take (it->c.task); until then the
-             * deadline still to come does, and an awaited claim's
-             * connection is looked at (lost: the claim is stopped). */
-            zkr__task_wake_at(s, &t->tk,
-                              awaited ? zkr__now_ms() + ZKR__RETRY_MS
-                              : t->cancel || over ? -1
-                                                  : t->deadline);
+            /* Its end wakes the take (it->c.task). */
+            zkr__take_claims_wait(t, awaited, over);
             return;
         }
         t->it = NULL;

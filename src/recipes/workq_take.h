@@ -138,6 +138,11 @@ void zkr__take_spend(take_t *t, zkr_item_t *it);
  * awaited (1), so that no claim node is made in vain (each counts a
  * delivery) and a claim granted meanwhile is handed over. */
 int zkr__claim_stop(zkr_item_t *it);
+/* While the take's claims are out (their ends wake it): the deadline
+ * still to come wakes it too (none once over or cancelled), and, while a
+ * claim is awaited, a look at its connection every ZKR__RETRY_MS (lost:
+ * the claim is stopped). */
+void zkr__take_claims_wait(take_t *t, int awaited, int over);
 
 /* workq_batch.c; all with the mutex held */
 /* A batch with its first item: the next items of its listing read and

@@ -140,7 +140,6 @@ static void reset_hooks(void)
     get_armed = 0;
     get_unsent = 0;
     arm_n = 1;
-    multi_path[0] = multi_path2[0] = '\0';
     cancel_q = NULL;
     target_zh = NULL;
 }
