@@ -557,7 +557,7 @@ static void test_line_resumes_at_unread_item(void **state)
      * from the top (section 3, step 1), and this would test nothing. */
     assert_int_equal(zkr_workq_take(p, 100, &it), ZKR_ETIMEDOUT);
     for (int i = 0; i < 4; i++) {
-        char v[4];
+        char v[16];
         snprintf(v, sizeof(v), "x%d", i + 1);
         put_id(p, v, id[i]);
     }
