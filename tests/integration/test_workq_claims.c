@@ -159,6 +159,27 @@ static void put_id(zkr_workq_t *q, const char *v, char *id)
         strcpy(id, buf);
 }
 
+/* Another client's ephemeral node named as the first item of q1's first
+ * bucket under dir (q consumed one item, put by p, so that the bucket is
+ * there): its path into node. */
+static void foreign_item(zkr_workq_t *q, zkr_workq_t *p, const char *dir,
+                         char *node, size_t len)
+{
+    zkr_item_t *it = NULL;
+
+    put_id(p, "dummy", NULL);
+    assert_int_equal(zkr_workq_take(q, 2000, &it), 0);
+    assert_int_equal(zkr_item_ack(it), 0);
+    zkr_item_free(it);
+    snprintf(node, len,
+             "%s/q1/b0000000000/"
+             "i-0-ffffffff-ffff-ffff-ffff-ffffffffffff-0000000000",
+             dir);
+    assert_int_equal(zoo_create(raw, node, "", 0, &ZOO_OPEN_ACL_UNSAFE,
+                                ZOO_EPHEMERAL, NULL, 0),
+                     ZOK);
+}
+
 /* A node that another client makes in a bucket, named as an item but
  * ephemeral: no claim can go under it (NOCHILDRENFOREPHEMERALS). It is
  * passed over, and the items behind it are delivered. */
@@ -167,22 +188,12 @@ static void test_foreign_ephemeral_item(void **state)
     zkr_session_t *s = open_session(10000), *ps = open_session(10000);
     zkr_workq_t *q = new_q(s, "/t/wqc/fe", "q"),
                 *p = new_q(ps, "/t/wqc/fe", "p");
-    char id[ZKR_WORKQ_ID_MAX], path[600];
+    char path[600];
     zkr_item_t *it = NULL;
     int rc;
 
     (void)state;
-    put_id(p, "dummy", id);
-    assert_int_equal(zkr_workq_take(q, 2000, &it), 0);
-    assert_int_equal(zkr_item_ack(it), 0);
-    zkr_item_free(it);
-    /* the foreign node, in place of the consumed first item */
-    snprintf(path, sizeof(path),
-             "/t/wqc/fe/q1/b0000000000/"
-             "i-0-ffffffff-ffff-ffff-ffff-ffffffffffff-0000000000");
-    assert_int_equal(zoo_create(raw, path, "", 0, &ZOO_OPEN_ACL_UNSAFE,
-                                ZOO_EPHEMERAL, NULL, 0),
-                     ZOK);
+    foreign_item(q, p, "/t/wqc/fe", path, sizeof(path));
     put_id(p, "a", NULL);
     put_id(p, "b", NULL);
     for (int i = 0; i < 3; i++) {
@@ -503,20 +514,12 @@ static void test_deadline_during_foreign_claim(void **state)
     zkr_workq_t *q = new_q(s, "/t/wqc/fd", "q"),
                 *p = new_q(ps, "/t/wqc/fd", "p");
     zkr_item_t *it = NULL;
-    char id[ZKR_WORKQ_ID_MAX];
-    const char *node = "/t/wqc/fd/q1/b0000000000/"
-                       "i-0-ffffffff-ffff-ffff-ffff-ffffffffffff-0000000000";
+    char node[sizeof(multi_path)];
     int rc;
 
     (void)state;
     reset_hooks();
-    put_id(p, "dummy", id);
-    assert_int_equal(zkr_workq_take(q, 2000, &it), 0);
-    assert_int_equal(zkr_item_ack(it), 0);
-    zkr_item_free(it);
-    assert_int_equal(zoo_create(raw, node, "", 0, &ZOO_OPEN_ACL_UNSAFE,
-                                ZOO_EPHEMERAL, NULL, 0),
-                     ZOK);
+    foreign_item(q, p, "/t/wqc/fd", node, sizeof(node));
     snprintf(multi_path, sizeof(multi_path), "%s", node);
     target_zh = zkr_session_handle(s);
     multi_delay_ms = 400;
