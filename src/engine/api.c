@@ -361,6 +361,13 @@ int zkr__cancel(zkr__contender_t *c)
     return rc;
 }
 
+int zkr__acquire_sent(const zkr__contender_t *c)
+{
+    return c->s->connected && !c->s->closing &&
+           (c->phase == ZKR__P_LISTING ||
+            (c->phase == ZKR__P_CREATING && c->m.busy > 0));
+}
+
 int zkr__cancel_task(zkr__contender_t *c)
 {
     if (!zkr__is_acquiring(c))

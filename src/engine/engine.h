@@ -477,6 +477,9 @@ int zkr__acquire_took(zkr__contender_t *c, int *rc);
 int zkr__acquire_still(zkr__contender_t *c);
 int zkr__release_task(zkr__contender_t *c);
 int zkr__cancel_task(zkr__contender_t *c);
+/* Is the acquire's create, or the listing after it, out on a live
+ * connection (its answer will come without a reconnection)? Mutex held. */
+int zkr__acquire_sent(const zkr__contender_t *c);
 /* Frees a contender that is neither acquiring nor held at once, mutex
  * held, when nothing of it is pending (a request, an event, a cleanup
  * entry): 0, or ZKR_EBUSY (free it later with zkr__contender_destroy). */

@@ -890,14 +890,9 @@ void zkr__take_claims_wait(take_t *t, int awaited, int over)
 
 int zkr__claim_stop(zkr_item_t *it)
 {
-    zkr__contender_t *c = &it->c;
-    zkr_session_t *s = c->s;
-
-    if (s->connected && !s->closing &&
-        (c->phase == ZKR__P_LISTING ||
-         (c->phase == ZKR__P_CREATING && c->m.busy > 0)))
+    if (zkr__acquire_sent(&it->c))
         return 1;
-    (void)zkr__cancel_task(c);
+    (void)zkr__cancel_task(&it->c);
     return 0;
 }
 
