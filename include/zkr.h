@@ -3080,7 +3080,12 @@ ZKR_EXTERN int zkr_dbarrier_async(zkr_dbarrier_t *d, zkr_dbarrier_op_t op,
  * lists again; after a new session (expiry) it reads every member again.
  * A view is published when it differs from the last one (in members,
  * their data, or their nodes' creation): the listener is called with it,
- * in order, and the descriptor becomes readable. A change undone before
+ * in order, and the descriptor becomes readable. A read that finds the
+ * same members again only raises the view's zxid, which
+ * zkr_group_members() gives; the listener is not called (a member that
+ * left between a listing and its read is left out of that listing's view,
+ * stamped with the listing's pzxid; the listing after it stamps the same
+ * members with the zxid of the leave or later). A change undone before
  * the handle looked (a member that left and came back with the same node
  * data within one round trip) may not be seen; the final state always is.
  * While not connected the last view stays (zkr_session_state() says
@@ -3281,7 +3286,8 @@ ZKR_EXTERN int zkr_group_fd(zkr_group_t *g);
  * the highest zxid it reflects (the node's mzxid, the listing's pzxid, the
  * children's mzxids; for a node that does not exist, its parent's
  * pzxid), never lower than the view before it: no change is reported out
- * of order. A change undone before the cache looked (a value written and
+ * of order. A read that finds the same view again only raises its zxid,
+ * which zkr_cache_get() gives; the listener is not called. A change undone before the cache looked (a value written and
  * written back between two reads) may not be reported; the last state
  * always is.
  *
