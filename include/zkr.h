@@ -3287,9 +3287,9 @@ ZKR_EXTERN int zkr_group_fd(zkr_group_t *g);
  * children's mzxids; for a node that does not exist, its parent's
  * pzxid), never lower than the view before it: no change is reported out
  * of order. A read that finds the same view again only raises its zxid,
- * which zkr_cache_get() gives; the listener is not called. A change undone before the cache looked (a value written and
- * written back between two reads) may not be reported; the last state
- * always is.
+ * which zkr_cache_get() gives; the listener is not called. A change
+ * undone before the cache looked (a value written and written back
+ * between two reads) may not be reported; the last state always is.
  *
  * **Reconnection and expiry.** After a reconnection the cache reads
  * again (the node, or the listing; children whose watch fired are read
