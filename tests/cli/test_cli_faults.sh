@@ -341,10 +341,6 @@ test_release_after_suspended_end() {
         [ $((t_b - t_pass)) -lt 4000 ]
 }
 
-# queue take's ack applies, its answer is lost and the link stays dark
-# until the session has expired: the outcome cannot be read any more.
-# zkr(1): not 0 (acked) and not 4 (not completed): exit 5, with a line
-# saying the ack may or may not have applied.
 # keep_receipts Q: makes sure Q's receipts' container holds a node of ours
 # (made persistent if it is gone); fails if the container was reaped
 # between the two steps.
@@ -354,6 +350,10 @@ keep_receipts() {
         "$ZKQ" "$ZKR_SERVER" exists "$1/receipts/keep"
 }
 
+# queue take's ack applies, its answer is lost and the link stays dark
+# until the session has expired: the outcome cannot be read any more.
+# zkr(1): not 0 (acked) and not 4 (not completed): exit 5, with a line
+# saying the ack may or may not have applied.
 test_queue_ack_in_doubt() {
     local a q=/cli/doubt
     rm -f "$WORK/go" "$WORK/ran" # an earlier test's flags
