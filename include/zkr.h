@@ -3081,13 +3081,16 @@ ZKR_EXTERN int zkr_dbarrier_async(zkr_dbarrier_t *d, zkr_dbarrier_op_t op,
  * A view is published when it differs from the last one (in members,
  * their data, or their nodes' creation): the listener is called with it,
  * in order, and the descriptor becomes readable. A read that finds the
- * same members again only raises the view's zxid, which
- * zkr_group_members() gives; the listener is not called (a member that
- * left between a listing and its read is left out of that listing's view,
- * stamped with the listing's pzxid; the listing after it stamps the same
- * members with the zxid of the leave or later). A change undone before
- * the handle looked (a member that left and came back with the same node
- * data within one round trip) may not be seen; the final state always is.
+ * same members again is not reported, but zkr_group_members() gives it,
+ * with its zxid, which may be higher than the listener's last. A member
+ * that left between a listing (or its data's watch) and its read is left
+ * out of that view, whose zxid (the listing's, or the view's before a
+ * member's re-read) can be older than the leave; the next listing stamps
+ * the same members with the leave's zxid or later. So two views in a row
+ * may carry the same zxid: compare members, not zxids, to see a change.
+ * A change undone before the handle looked (a member that left and came
+ * back with the same node data within one round trip) may not be seen;
+ * the final state always is.
  * While not connected the last view stays (zkr_session_state() says
  * whether it can be trusted). A member whose node the ACL lets us list
  * but not read is in the view with no data, czxid 0 and owner 0.
@@ -3285,11 +3288,13 @@ ZKR_EXTERN int zkr_group_fd(zkr_group_t *g);
  * order, and the descriptor becomes readable. Each view is stamped with
  * the highest zxid it reflects (the node's mzxid, the listing's pzxid, the
  * children's mzxids; for a node that does not exist, its parent's
- * pzxid), never lower than the view before it: no change is reported out
- * of order. A read that finds the same view again only raises its zxid,
- * which zkr_cache_get() gives; the listener is not called. A change
- * undone before the cache looked (a value written and written back
- * between two reads) may not be reported; the last state always is.
+ * pzxid, or none if the parent is gone too), never lower than the view
+ * before it: no change is reported out of order. A read that finds the
+ * same view again (names, data, czxid, mzxid, version, owner) is not
+ * reported, but zkr_cache_get() gives it as read: its zxid, and the stat
+ * fields left out of that comparison, may have moved. A change undone
+ * before the cache looked (a value written and written back between two
+ * reads) may not be reported; the last state always is.
  *
  * **Reconnection and expiry.** After a reconnection the cache reads
  * again (the node, or the listing; children whose watch fired are read
